@@ -1,0 +1,200 @@
+//! Parsing a document as a client sends it.
+//!
+//! A CouchDB document is one JSON object mixing the user's fields with special members
+//! that start with `_`. [`parse`] separates them: the special members become fields of
+//! [`ParsedDoc`], the user's fields stay in [`ParsedDoc::body`] in their original order
+//! (CouchDB keeps key order) with numbers in the form they were written.
+
+use serde_json::{Map, Value};
+
+use crate::{Error, Result, RevId};
+
+/// Limits checked before anything is written.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// The largest document body, in bytes of compact JSON (CouchDB: `max_document_size`).
+    pub max_document_size: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self { max_document_size: 8_000_000 }
+    }
+}
+
+/// A document split into its special members and the user's body.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ParsedDoc {
+    pub id: Option<String>,
+    pub rev: Option<RevId>,
+    pub deleted: bool,
+    /// The `_revisions` ancestry (newest first), as replication sends it.
+    pub revisions: Option<Vec<RevId>>,
+    /// The user's fields, without special members.
+    pub body: Map<String, Value>,
+}
+
+impl ParsedDoc {
+    /// The body as compact JSON, as it is stored.
+    pub fn body_json(&self) -> Vec<u8> {
+        serde_json::to_vec(&self.body).unwrap_or_else(|_| b"{}".to_vec())
+    }
+}
+
+/// Parses request bytes as a JSON object.
+pub fn parse_object(bytes: &[u8]) -> Result<Map<String, Value>> {
+    let text = std::str::from_utf8(bytes)
+        .map_err(|_| Error::BadRequest("invalid UTF-8 JSON".to_string()))?;
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Err(Error::BadRequest("Document must be a JSON object".to_string())),
+        Err(_) => Err(Error::BadRequest("invalid UTF-8 JSON".to_string())),
+    }
+}
+
+/// Parses and checks a document sent as request bytes.
+pub fn parse(bytes: &[u8], limits: &Limits) -> Result<ParsedDoc> {
+    from_object(parse_object(bytes)?, limits)
+}
+
+/// Splits a JSON value (e.g. one element of `_bulk_docs`) into a [`ParsedDoc`].
+pub fn from_value(value: Value, limits: &Limits) -> Result<ParsedDoc> {
+    match value {
+        Value::Object(map) => from_object(map, limits),
+        _ => Err(Error::BadRequest("Document must be a JSON object".to_string())),
+    }
+}
+
+/// Splits a JSON object into a [`ParsedDoc`], checking special members and size.
+pub fn from_object(map: Map<String, Value>, limits: &Limits) -> Result<ParsedDoc> {
+    let mut doc = ParsedDoc::default();
+    for (key, value) in map {
+        if !key.starts_with('_') || key.starts_with("_replication_") {
+            doc.body.insert(key, value);
+            continue;
+        }
+        take_special(&mut doc, &key, value)?;
+    }
+    if let Some(revisions) = &doc.revisions {
+        check_revisions(revisions, doc.rev.as_ref())?;
+    }
+    let size = serde_json::to_vec(&doc.body).map_or(usize::MAX, |b| b.len());
+    if size > limits.max_document_size {
+        return Err(Error::TooLarge(doc.id.clone().unwrap_or_default()));
+    }
+    Ok(doc)
+}
+
+fn take_special(doc: &mut ParsedDoc, key: &str, value: Value) -> Result<()> {
+    match (key, value) {
+        ("_id", Value::String(id)) => doc.id = Some(id),
+        ("_id", _) => return Err(Error::IllegalDocId("Document id must be a string".into())),
+        ("_rev", Value::String(rev)) => doc.rev = Some(rev.parse()?),
+        ("_rev", Value::Null) => {}
+        ("_rev", _) => return Err(Error::BadRev("Invalid rev format".into())),
+        ("_deleted", value) => doc.deleted = value == Value::Bool(true),
+        ("_revisions", value) => doc.revisions = Some(parse_revisions(value)?),
+        ("_attachments", Value::Object(atts)) if atts.is_empty() => {}
+        ("_attachments", _) => return Err(Error::AttachmentsUnsupported),
+        ("_conflicts" | "_deleted_conflicts" | "_local_seq" | "_revs_info", _) => {}
+        (other, _) => {
+            return Err(Error::DocValidation(format!("Bad special document member: {other}")));
+        }
+    }
+    Ok(())
+}
+
+/// Parses `{"start": N, "ids": [hash, …]}` into revision ids, newest first.
+fn parse_revisions(value: Value) -> Result<Vec<RevId>> {
+    let bad = |what: &str| Error::DocValidation(format!("_revisions {what}"));
+    let start = value
+        .get("start")
+        .and_then(Value::as_u64)
+        .ok_or_else(|| bad("start must be a positive integer"))?;
+    let ids =
+        value.get("ids").and_then(Value::as_array).ok_or_else(|| bad("ids must be an array"))?;
+    if ids.len() as u64 > start {
+        return Err(bad("ids is longer than start"));
+    }
+    ids.iter()
+        .enumerate()
+        .map(|(i, id)| match id.as_str() {
+            Some(hash) if !hash.is_empty() => {
+                Ok(RevId { pos: start - i as u64, hash: hash.to_string() })
+            }
+            _ => Err(bad("ids must be non-empty strings")),
+        })
+        .collect()
+}
+
+fn check_revisions(revisions: &[RevId], rev: Option<&RevId>) -> Result<()> {
+    match (revisions.first(), rev) {
+        (Some(first), Some(rev)) if first != rev => {
+            Err(Error::BadRequest("_rev does not match the first entry of _revisions".to_string()))
+        }
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> Limits {
+        Limits::default()
+    }
+
+    #[test]
+    fn splits_special_members_and_keeps_order_and_numbers() -> Result<()> {
+        let doc = parse(
+            br#"{"z":1,"_id":"a","a":1.50,"_rev":"1-abc","big":123456789012345678901234567890}"#,
+            &limits(),
+        )?;
+        assert_eq!(doc.id.as_deref(), Some("a"));
+        assert_eq!(doc.rev.as_ref().map(ToString::to_string).as_deref(), Some("1-abc"));
+        assert_eq!(doc.body_json(), br#"{"z":1,"a":1.50,"big":123456789012345678901234567890}"#);
+        Ok(())
+    }
+
+    #[test]
+    fn rejects_bad_input() {
+        type Check = fn(&Error) -> bool;
+        let cases: &[(&[u8], Check)] = &[
+            (b"{", |e| matches!(e, Error::BadRequest(_))),
+            (b"[1]", |e| matches!(e, Error::BadRequest(_))),
+            (b"\"x\"", |e| matches!(e, Error::BadRequest(_))),
+            (b"{\"a\":\"\xff\"}", |e| matches!(e, Error::BadRequest(_))),
+            (br#"{"_foo":1}"#, |e| matches!(e, Error::DocValidation(_))),
+            (br#"{"_id":1}"#, |e| matches!(e, Error::IllegalDocId(_))),
+            (br#"{"_rev":"x"}"#, |e| matches!(e, Error::BadRev(_))),
+            (br#"{"_attachments":{"a.txt":{}}}"#, |e| matches!(e, Error::AttachmentsUnsupported)),
+        ];
+        for (input, expected) in cases {
+            match parse(input, &limits()) {
+                Err(err) => assert!(expected(&err), "{input:?}: {err:?}"),
+                Ok(doc) => panic!("{input:?} parsed as {doc:?}"),
+            }
+        }
+        let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+        assert!(parse(format!("{{\"a\":{deep}}}").as_bytes(), &limits()).is_err());
+    }
+
+    #[test]
+    fn size_limit_names_the_document() {
+        let small = Limits { max_document_size: 10 };
+        assert_eq!(
+            parse(br#"{"_id":"big","v":"0123456789"}"#, &small),
+            Err(Error::TooLarge("big".to_string()))
+        );
+    }
+
+    #[test]
+    fn revisions_become_rev_ids_newest_first() -> Result<()> {
+        let doc =
+            parse(br#"{"_rev":"3-c","_revisions":{"start":3,"ids":["c","b","a"]}}"#, &limits())?;
+        let revs: Vec<String> =
+            doc.revisions.unwrap_or_default().iter().map(ToString::to_string).collect();
+        assert_eq!(revs, ["3-c", "2-b", "1-a"]);
+        Ok(())
+    }
+}

@@ -1,0 +1,20 @@
+//! The document model of Bunko, independent of storage and of any protocol.
+//!
+//! - [`body`]: parses a JSON document as a client sends it, splitting CouchDB's special
+//!   fields (`_id`, `_rev`, `_deleted`, `_revisions`, …) from the user's body, with limits.
+//! - [`id`]: document ids, partitions (`partition:docid`) and database names, validated
+//!   with CouchDB's rules and error texts.
+//! - [`rev`]: revision ids `N-<32 hex>`, computed deterministically.
+//! - [`keycode`]: the order-preserving byte encoding every storage key is built with.
+//!
+//! Nothing here knows about storage: `bunko-engine` composes these pieces into keys and
+//! records.
+
+pub mod body;
+pub mod error;
+pub mod id;
+pub mod keycode;
+pub mod rev;
+
+pub use error::{Error, Result};
+pub use rev::RevId;

@@ -1,0 +1,235 @@
+//! `_all_docs`: documents in id order, as one range scan of `Doc` keys on a snapshot.
+//!
+//! A partition's `_all_docs` is the same scan bounded to the ids `p:…`, one contiguous range
+//! ([`crate::keys::doc_prefix`]), so its cost does not depend on the rest of the database.
+
+use std::ops::Bound;
+
+use bunko_doc::RevId;
+use bunko_storage::{Iter, Range, Read, Snapshot};
+
+use crate::Result;
+use crate::database::Database;
+use crate::keys::{self, Key};
+use crate::read::{DocOut, doc_info_in, get_in};
+use crate::records::{self, DocInfo};
+
+/// The parameters of an `_all_docs` range query.
+#[derive(Debug, Clone)]
+pub struct AllDocsQuery {
+    pub start: Option<String>,
+    pub end: Option<String>,
+    pub inclusive_end: bool,
+    pub descending: bool,
+    pub skip: u64,
+    pub limit: Option<u64>,
+    pub include_docs: bool,
+    /// Only ids starting with this (a partition's `p:`, or `_design/`).
+    pub prefix: Option<String>,
+}
+
+impl Default for AllDocsQuery {
+    fn default() -> Self {
+        Self {
+            start: None,
+            end: None,
+            inclusive_end: true,
+            descending: false,
+            skip: 0,
+            limit: None,
+            include_docs: false,
+            prefix: None,
+        }
+    }
+}
+
+/// One row of `_all_docs`.
+#[derive(Debug)]
+pub struct Row {
+    pub id: String,
+    pub rev: RevId,
+    pub deleted: bool,
+    pub info: DocInfo,
+    /// The document, with `include_docs` (absent for deleted rows of a `keys` query).
+    pub doc: Option<DocOut>,
+}
+
+/// A started `_all_docs` query: header values and the streaming rows.
+pub struct AllDocs {
+    pub total_rows: u64,
+    pub offset: u64,
+    pub update_seq: u64,
+    pub rows: Rows,
+}
+
+/// The rows of an `_all_docs` query, read lazily from a snapshot.
+pub struct Rows {
+    snapshot: Snapshot,
+    db: u64,
+    iter: Iter,
+    skip: u64,
+    remaining: u64,
+    include_docs: bool,
+}
+
+impl Database {
+    /// Starts an `_all_docs` range query; `total_rows` counts the live documents of the
+    /// database (or of the partition named by `partition`).
+    pub fn all_docs(&self, query: &AllDocsQuery, partition: Option<&str>) -> Result<AllDocs> {
+        let db = self.id();
+        let snapshot = self.snapshot();
+        let total_rows = match partition {
+            Some(p) => self.partition_stats(p)?.doc_count,
+            None => self.info().stats.doc_count,
+        };
+        let base = match &query.prefix {
+            Some(prefix) => keys::doc_prefix(db, prefix),
+            None => keys::doc_range(db),
+        };
+        let range = narrow(base.clone(), db, query);
+        let before = count_live(snapshot.as_ref(), &outside(&base, &range, query.descending))?;
+        let iter = Iter::new(snapshot.clone(), range, query.descending, 256);
+        let rows = Rows {
+            snapshot,
+            db,
+            iter,
+            skip: query.skip,
+            remaining: query.limit.unwrap_or(u64::MAX),
+            include_docs: query.include_docs,
+        };
+        Ok(AllDocs { total_rows, offset: before + query.skip, update_seq: self.update_seq(), rows })
+    }
+
+    /// `_all_docs` with `keys`: one row per key, in the order given; `None` for an id that
+    /// was never written. Deleted documents appear with `deleted` and no `doc`.
+    pub fn all_docs_keys(&self, ids: &[String], include_docs: bool) -> Result<Vec<Option<Row>>> {
+        let snapshot = self.snapshot();
+        let db = self.id();
+        ids.iter()
+            .map(|id| {
+                let Some(info) = doc_info_in(snapshot.as_ref(), db, id)? else { return Ok(None) };
+                row(snapshot.as_ref(), db, id.clone(), info, include_docs).map(Some)
+            })
+            .collect()
+    }
+}
+
+impl Iterator for Rows {
+    type Item = Result<Row>;
+
+    fn next(&mut self) -> Option<Result<Row>> {
+        while self.remaining > 0 {
+            let (key, value) = match self.iter.next()? {
+                Ok(entry) => entry,
+                Err(err) => return Some(Err(err.into())),
+            };
+            let decoded =
+                keys::decode_doc(&key).and_then(|id| Ok((id, records::decode::<DocInfo>(&value)?)));
+            let (id, info) = match decoded {
+                Ok(pair) => pair,
+                Err(err) => return Some(Err(err)),
+            };
+            if matches!(info.winner(), Ok((_, true))) {
+                continue;
+            }
+            if self.skip > 0 {
+                self.skip -= 1;
+                continue;
+            }
+            self.remaining -= 1;
+            return Some(row(self.snapshot.as_ref(), self.db, id, info, self.include_docs));
+        }
+        None
+    }
+}
+
+fn row(read: &dyn Read, db: u64, id: String, info: DocInfo, include_docs: bool) -> Result<Row> {
+    let (rev, deleted) = info.winner().map(|(r, d)| (r.clone(), d))?;
+    let doc =
+        if include_docs && !deleted { Some(get_in(read, db, &id, Some(&rev))?) } else { None };
+    Ok(Row { id, rev, deleted, info, doc })
+}
+
+/// Narrows `base` by the query's start and end keys (which swap roles when descending).
+fn narrow(base: Range, db: u64, q: &AllDocsQuery) -> Range {
+    let key = |id: &String| Key::Doc(db, id).encode();
+    let first = q.start.as_ref().map(|s| Bound::Included(key(s)));
+    let last = q
+        .end
+        .as_ref()
+        .map(|e| if q.inclusive_end { Bound::Included(key(e)) } else { Bound::Excluded(key(e)) });
+    let (low, high) = if q.descending { (last, first) } else { (first, last) };
+    (max_low(base.0, low), min_high(base.1, high))
+}
+
+/// The part of `base` that comes before `range` in iteration order.
+fn outside(base: &Range, range: &Range, descending: bool) -> Range {
+    let flip = |b: &Bound<Vec<u8>>| match b {
+        Bound::Included(k) => Bound::Excluded(k.clone()),
+        Bound::Excluded(k) => Bound::Included(k.clone()),
+        Bound::Unbounded => Bound::Unbounded,
+    };
+    if descending {
+        match &range.1 {
+            Bound::Unbounded => (Bound::Excluded(vec![0xff; 1]), Bound::Excluded(vec![0xff; 1])),
+            high => (flip(high), base.1.clone()),
+        }
+    } else {
+        match &range.0 {
+            Bound::Unbounded => (Bound::Included(Vec::new()), Bound::Excluded(Vec::new())),
+            low => (base.0.clone(), flip(low)),
+        }
+    }
+}
+
+fn count_live(read: &dyn Read, range: &Range) -> Result<u64> {
+    if is_empty(range) {
+        return Ok(0);
+    }
+    let mut count = 0;
+    let mut page_range = range.clone();
+    loop {
+        let page = read.scan(&page_range, false, 1024)?;
+        for (_, value) in &page {
+            let info: DocInfo = records::decode(value)?;
+            if matches!(info.winner(), Ok((_, false))) {
+                count += 1;
+            }
+        }
+        match page.last() {
+            Some((last, _)) if page.len() == 1024 => page_range.0 = Bound::Excluded(last.clone()),
+            _ => return Ok(count),
+        }
+    }
+}
+
+fn is_empty(range: &Range) -> bool {
+    match (&range.0, &range.1) {
+        (Bound::Included(a) | Bound::Excluded(a), Bound::Included(b) | Bound::Excluded(b)) => {
+            a > b
+                || (a == b
+                    && !matches!((&range.0, &range.1), (Bound::Included(_), Bound::Included(_))))
+        }
+        _ => false,
+    }
+}
+
+fn max_low(a: Bound<Vec<u8>>, b: Option<Bound<Vec<u8>>>) -> Bound<Vec<u8>> {
+    let Some(b) = b else { return a };
+    let key = |x: &Bound<Vec<u8>>| match x {
+        Bound::Included(k) => Some((k.clone(), 0)),
+        Bound::Excluded(k) => Some((k.clone(), 1)),
+        Bound::Unbounded => None,
+    };
+    if key(&b) > key(&a) { b } else { a }
+}
+
+fn min_high(a: Bound<Vec<u8>>, b: Option<Bound<Vec<u8>>>) -> Bound<Vec<u8>> {
+    let Some(b) = b else { return a };
+    let key = |x: &Bound<Vec<u8>>| match x {
+        Bound::Included(k) => (0, k.clone(), 1),
+        Bound::Excluded(k) => (0, k.clone(), 0),
+        Bound::Unbounded => (1, Vec::new(), 0),
+    };
+    if key(&b) < key(&a) { b } else { a }
+}

@@ -1,0 +1,202 @@
+//! The engine and its catalog of databases.
+//!
+//! Each database gets a numeric id when created; all its keys carry that id. Deleting a
+//! database removes its catalog entry and writes a `Dropped` marker in one commit, then a
+//! background thread removes its keys in bounded batches (resumed at the next start if the
+//! server stops first).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bunko_doc::body::Limits;
+use bunko_doc::id::validate_db_name;
+use bunko_storage::{Batch, Store};
+use parking_lot::{Mutex, RwLock};
+
+use crate::database::Database;
+use crate::keys::{self, Key};
+use crate::records::{self, DbMeta};
+use crate::uuids::Uuids;
+use crate::{Error, Result};
+
+/// Engine settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub limits: Limits,
+    /// Largest total size of one partition's documents (Cloudant: 10 GiB).
+    pub max_partition_size: u64,
+    /// `revs_limit` of new databases.
+    pub revs_limit: u64,
+    /// PBKDF2 iterations for new `_users` passwords.
+    pub pbkdf2_iterations: u32,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            limits: Limits::default(),
+            max_partition_size: 10 << 30,
+            revs_limit: 1000,
+            pbkdf2_iterations: 50_000,
+        }
+    }
+}
+
+/// The database engine: a store plus the catalog of databases in it.
+pub struct Engine {
+    store: Arc<dyn Store>,
+    config: Arc<Config>,
+    dbs: RwLock<BTreeMap<String, Arc<Database>>>,
+    /// Serializes catalog changes (create, delete).
+    catalog: Mutex<u64>,
+}
+
+const NEXT_DB_ID: &str = "next_db_id";
+
+impl Engine {
+    /// Opens the engine over `store`, loading the catalog and resuming unfinished drops.
+    pub fn open(store: Arc<dyn Store>, config: Config) -> Result<Engine> {
+        let config = Arc::new(config);
+        let mut dbs = BTreeMap::new();
+        for entry in bunko_storage::Iter::new(store.snapshot(), keys::db_range(), false, 256) {
+            let (_, value) = entry?;
+            let meta: DbMeta = records::decode(&value)?;
+            let db = Database::load(store.clone(), config.clone(), meta)?;
+            dbs.insert(db.name().to_string(), Arc::new(db));
+        }
+        let next_id = match store.get(&Key::Meta(NEXT_DB_ID).encode())? {
+            Some(bytes) => records::decode(&bytes)?,
+            None => 1,
+        };
+        let engine = Engine { store, config, dbs: RwLock::new(dbs), catalog: Mutex::new(next_id) };
+        engine.resume_drops()?;
+        Ok(engine)
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// Server-generated document ids (CouchDB's `sequential` algorithm).
+    pub fn uuids(&self) -> &Uuids {
+        crate::uuids::global()
+    }
+
+    /// Creates a database (`412 file_exists` if it exists).
+    pub fn create_db(&self, name: &str, partitioned: bool) -> Result<Arc<Database>> {
+        validate_db_name(name)?;
+        if partitioned && name.starts_with('_') {
+            return Err(Error::BadRequest("Cannot partition a system database".to_string()));
+        }
+        let mut next_id = self.catalog.lock();
+        if self.dbs.read().contains_key(name) {
+            return Err(Error::FileExists);
+        }
+        let meta = DbMeta {
+            id: *next_id,
+            name: name.to_string(),
+            created_us: now_us(),
+            partitioned,
+            revs_limit: self.config.revs_limit,
+            security: r#"{"members":{"roles":["_admin"]},"admins":{"roles":["_admin"]}}"#
+                .to_string(),
+        };
+        let mut batch = Batch::new();
+        batch.put(Key::Db(name).encode(), records::encode(&meta));
+        batch.put(Key::Meta(NEXT_DB_ID).encode(), records::encode(&(*next_id + 1)));
+        self.store.commit(batch)?;
+        *next_id += 1;
+        let db = Arc::new(Database::load(self.store.clone(), self.config.clone(), meta)?);
+        self.dbs.write().insert(name.to_string(), db.clone());
+        Ok(db)
+    }
+
+    /// Deletes a database; its keys are removed in the background.
+    pub fn delete_db(&self, name: &str) -> Result<()> {
+        let _guard = self.catalog.lock();
+        let db = self.db(name)?;
+        let mut batch = Batch::new();
+        batch.delete(Key::Db(name).encode());
+        batch.put(Key::Dropped(db.id()).encode(), Vec::new());
+        db.drop_with(batch)?;
+        self.dbs.write().remove(name);
+        self.spawn_drop(db.id());
+        Ok(())
+    }
+
+    /// The database called `name`, or `404 not_found`.
+    pub fn db(&self, name: &str) -> Result<Arc<Database>> {
+        self.get_db(name).ok_or_else(|| Error::NotFound("Database does not exist.".to_string()))
+    }
+
+    pub fn get_db(&self, name: &str) -> Option<Arc<Database>> {
+        self.dbs.read().get(name).cloned()
+    }
+
+    /// All database names, sorted.
+    pub fn db_names(&self) -> Vec<String> {
+        self.dbs.read().keys().cloned().collect()
+    }
+
+    /// A server-wide value stored under `Meta(name)`, created by `init` if absent.
+    pub fn meta_or_init(&self, name: &str, init: impl FnOnce() -> Vec<u8>) -> Result<Vec<u8>> {
+        let _guard = self.catalog.lock();
+        let key = Key::Meta(name).encode();
+        if let Some(value) = self.store.get(&key)? {
+            return Ok(value);
+        }
+        let value = init();
+        let mut batch = Batch::new();
+        batch.put(key, value.clone());
+        self.store.commit(batch)?;
+        Ok(value)
+    }
+
+    fn resume_drops(&self) -> Result<()> {
+        let snapshot = self.store.snapshot();
+        for entry in bunko_storage::Iter::new(snapshot, keys::dropped_range(), false, 256) {
+            let (key, _) = entry?;
+            self.spawn_drop(keys::decode_dropped(&key)?);
+        }
+        Ok(())
+    }
+
+    fn spawn_drop(&self, db_id: u64) {
+        let store = self.store.clone();
+        std::thread::spawn(move || {
+            if let Err(err) = remove_db_keys(store.as_ref(), db_id) {
+                tracing::warn!(db_id, %err, "removing a dropped database's keys failed");
+            }
+        });
+    }
+}
+
+/// Removes every key of a dropped database in batches, then its `Dropped` marker.
+fn remove_db_keys(store: &dyn Store, db_id: u64) -> Result<()> {
+    for range in keys::all_db_ranges(db_id) {
+        loop {
+            let page = store.scan(&range, false, 1000)?;
+            if page.is_empty() {
+                break;
+            }
+            let mut batch = Batch::new();
+            for (key, _) in page {
+                batch.delete(key);
+            }
+            store.commit(batch)?;
+        }
+    }
+    let mut batch = Batch::new();
+    batch.delete(Key::Dropped(db_id).encode());
+    store.commit(batch)?;
+    Ok(())
+}
+
+pub(crate) fn now_us() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
+}

@@ -1,0 +1,188 @@
+//! One database: its metadata, its writer lock and counters, and change notification.
+//!
+//! Writes go through [`Database::commit_locked`]: the caller builds a batch while holding
+//! the writer lock (so that reading current revisions and writing new ones is atomic), the
+//! batch is applied, the lock is released, and only then does the caller wait for the sync
+//! that makes it durable. Waiting outside the lock is what lets concurrent writers to one
+//! database share a sync (group commit).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use bunko_storage::{Batch, Snapshot, Store, Ticket};
+use parking_lot::{Mutex, MutexGuard, RwLock};
+use tokio::sync::watch;
+
+use crate::catalog::Config;
+use crate::keys::{self, Key};
+use crate::records::{self, DbMeta, Stats};
+use crate::{Error, Result};
+
+/// A database handle; cheap to share (`Arc<Database>`).
+pub struct Database {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) config: Arc<Config>,
+    meta: RwLock<DbMeta>,
+    writer: Mutex<Writer>,
+    /// The latest durable update seq, for `_changes` feeds to wait on.
+    changes: watch::Sender<u64>,
+    dropped: AtomicBool,
+}
+
+/// State owned by the writer lock.
+pub(crate) struct Writer {
+    pub seq: u64,
+    pub stats: Stats,
+}
+
+/// What `GET /{db}` reports.
+#[derive(Debug, Clone)]
+pub struct DbInfo {
+    pub name: String,
+    pub stats: Stats,
+    pub update_seq: u64,
+    pub created_us: u64,
+    pub partitioned: bool,
+    pub disk_size: u64,
+}
+
+impl Database {
+    /// Builds the handle of an existing database, reading its counters and last seq.
+    pub(crate) fn load(store: Arc<dyn Store>, config: Arc<Config>, meta: DbMeta) -> Result<Self> {
+        let stats = match store.get(&Key::Stats(meta.id).encode())? {
+            Some(bytes) => records::decode(&bytes)?,
+            None => Stats::default(),
+        };
+        let seq = match store.scan(&keys::seq_range(meta.id), true, 1)?.first() {
+            Some((key, _)) => keys::decode_seq(key)?,
+            None => 0,
+        };
+        let (changes, _) = watch::channel(seq);
+        Ok(Database {
+            store,
+            config,
+            meta: RwLock::new(meta),
+            writer: Mutex::new(Writer { seq, stats }),
+            changes,
+            dropped: AtomicBool::new(false),
+        })
+    }
+
+    pub fn name(&self) -> String {
+        self.meta.read().name.clone()
+    }
+
+    pub fn id(&self) -> u64 {
+        self.meta.read().id
+    }
+
+    pub fn is_partitioned(&self) -> bool {
+        self.meta.read().partitioned
+    }
+
+    pub fn meta(&self) -> DbMeta {
+        self.meta.read().clone()
+    }
+
+    pub fn info(&self) -> DbInfo {
+        let writer = self.writer.lock();
+        let meta = self.meta.read();
+        DbInfo {
+            name: meta.name.clone(),
+            stats: writer.stats,
+            update_seq: writer.seq,
+            created_us: meta.created_us,
+            partitioned: meta.partitioned,
+            disk_size: writer.stats.active,
+        }
+    }
+
+    /// The current update seq (including writes not yet synced).
+    pub fn update_seq(&self) -> u64 {
+        self.writer.lock().seq
+    }
+
+    /// A receiver that changes whenever a write to this database becomes durable.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    pub fn snapshot(&self) -> Snapshot {
+        self.store.snapshot()
+    }
+
+    /// The `_security` object as JSON text.
+    pub fn security(&self) -> String {
+        self.meta.read().security.clone()
+    }
+
+    pub fn set_security(&self, security: String) -> Result<()> {
+        self.update_meta(|meta| meta.security = security)
+    }
+
+    pub fn revs_limit(&self) -> u64 {
+        self.meta.read().revs_limit
+    }
+
+    pub fn set_revs_limit(&self, limit: u64) -> Result<()> {
+        if limit == 0 {
+            return Err(Error::BadRequest("revs_limit must be positive".to_string()));
+        }
+        self.update_meta(|meta| meta.revs_limit = limit)
+    }
+
+    fn update_meta(&self, change: impl FnOnce(&mut DbMeta)) -> Result<()> {
+        let writer = self.lock_writer()?;
+        let mut meta = self.meta.read().clone();
+        change(&mut meta);
+        let mut batch = Batch::new();
+        batch.put(Key::Db(&meta.name).encode(), records::encode(&meta));
+        let ticket = self.store.apply(batch)?;
+        *self.meta.write() = meta;
+        drop(writer);
+        self.store.sync(ticket)?;
+        Ok(())
+    }
+
+    /// Takes the writer lock; fails if the database has been deleted meanwhile.
+    pub(crate) fn lock_writer(&self) -> Result<MutexGuard<'_, Writer>> {
+        let guard = self.writer.lock();
+        if self.dropped.load(Ordering::Acquire) {
+            return Err(Error::NotFound("Database does not exist.".to_string()));
+        }
+        Ok(guard)
+    }
+
+    /// Applies `batch` (built under `writer`), records the new seq and counters, releases
+    /// the lock and waits until the batch is durable. `batch` must already contain the
+    /// `Stats` key for `stats`.
+    pub(crate) fn commit_locked(
+        &self,
+        mut writer: MutexGuard<'_, Writer>,
+        batch: Batch,
+        seq: u64,
+        stats: Stats,
+    ) -> Result<()> {
+        let ticket: Ticket = self.store.apply(batch)?;
+        writer.seq = seq;
+        writer.stats = stats;
+        drop(writer);
+        self.store.sync(ticket)?;
+        self.changes.send_if_modified(|durable| {
+            let advanced = seq > *durable;
+            *durable = (*durable).max(seq);
+            advanced
+        });
+        Ok(())
+    }
+
+    /// Commits the catalog change that deletes this database and marks the handle dead.
+    pub(crate) fn drop_with(&self, batch: Batch) -> Result<()> {
+        let writer = self.lock_writer()?;
+        let ticket = self.store.apply(batch)?;
+        self.dropped.store(true, Ordering::Release);
+        drop(writer);
+        self.store.sync(ticket)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,49 @@
+//! Engine errors, chosen by what the caller must do. `bunko-http/src/error.rs` maps each to
+//! CouchDB's status code and error name.
+
+/// Errors from engine operations.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Something does not exist; the text is CouchDB's `reason` (`missing`, `deleted`,
+    /// `Database does not exist.`).
+    #[error("{0}")]
+    NotFound(String),
+    /// An edit does not name a current leaf revision (`409 conflict`).
+    #[error("Document update conflict.")]
+    Conflict,
+    /// The database already exists (`412 file_exists`).
+    #[error("The database could not be created, the file already exists.")]
+    FileExists,
+    /// Invalid request content (`400 bad_request`).
+    #[error("{0}")]
+    BadRequest(String),
+    /// A query parameter is invalid (`400 query_parse_error`).
+    #[error("{0}")]
+    QueryParse(String),
+    /// The user may not do this (`403 forbidden`).
+    #[error("{0}")]
+    Forbidden(String),
+    /// Authentication is required or failed (`401 unauthorized`).
+    #[error("{0}")]
+    Unauthorized(String),
+    /// A partition would exceed its size limit (`403 partition_overflow`).
+    #[error("Partition limit exceeded due to update on '{0}'")]
+    PartitionOverflow(String),
+    /// The document or its id is invalid.
+    #[error(transparent)]
+    Doc(#[from] bunko_doc::Error),
+    /// Storage failed; the request may be retried after the server restarts.
+    #[error(transparent)]
+    Storage(#[from] bunko_storage::Error),
+    /// Stored data could not be decoded (a bug or corruption).
+    #[error("corrupt data: {0}")]
+    Corrupt(String),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Shorthand for a `NotFound` error with CouchDB's `missing` reason.
+pub fn missing() -> Error {
+    Error::NotFound("missing".to_string())
+}

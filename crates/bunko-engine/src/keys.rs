@@ -1,0 +1,192 @@
+//! Every key the engine writes: the [`Key`] enum and its encoding. `docs/architecture/keys.md`
+//! repeats this table; keep them in step.
+//!
+//! | tag | key | value |
+//! |---|---|---|
+//! | `0x01` | `Meta(name)` | server-wide values (`next_db_id`, `secret`) |
+//! | `0x02` | `Db(name)` | [`crate::records::DbMeta`] |
+//! | `0x03` | `Doc(db, id)` | [`crate::records::DocInfo`]: the revision tree |
+//! | `0x04` | `Rev(db, id, rev)` | body of a leaf revision (compact JSON) |
+//! | `0x05` | `Seq(db, seq)` | the id of the document whose latest change has this seq |
+//! | `0x06` | `Local(db, id)` | [`crate::records::LocalDoc`] |
+//! | `0x07` | `Stats(db)` | [`crate::records::Stats`] of the database |
+//! | `0x08` | `PartStats(db, partition)` | [`crate::records::Stats`] of one partition |
+//! | `0x09` | `Dropped(db)` | marks a deleted database whose keys are still being removed |
+//!
+//! `db` is the database's numeric id (8 bytes big-endian), never its name, so that a deleted
+//! and re-created database starts empty while the old one's keys are removed in the
+//! background. Ids and names are encoded with [`bunko_doc::keycode`]: within a database,
+//! `Doc` keys sort by id bytewise, so one partition's documents (ids `p:…`) are one
+//! contiguous range ([`doc_prefix`]).
+
+use bunko_doc::keycode::{KeyReader, KeyWriter};
+use bunko_storage::{Range, prefix_range};
+
+use crate::{Error, Result};
+
+const META: u8 = 0x01;
+const DB: u8 = 0x02;
+const DOC: u8 = 0x03;
+const REV: u8 = 0x04;
+const SEQ: u8 = 0x05;
+const LOCAL: u8 = 0x06;
+const STATS: u8 = 0x07;
+const PART_STATS: u8 = 0x08;
+const DROPPED: u8 = 0x09;
+
+/// A storage key; see the module docs for the layout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Key<'a> {
+    Meta(&'a str),
+    Db(&'a str),
+    Doc(u64, &'a str),
+    Rev(u64, &'a str, &'a str),
+    Seq(u64, u64),
+    Local(u64, &'a str),
+    Stats(u64),
+    PartStats(u64, &'a str),
+    Dropped(u64),
+}
+
+impl Key<'_> {
+    pub fn encode(&self) -> Vec<u8> {
+        match *self {
+            Key::Meta(name) => KeyWriter::new(META).str(name).finish(),
+            Key::Db(name) => KeyWriter::new(DB).str(name).finish(),
+            Key::Doc(db, id) => KeyWriter::new(DOC).u64(db).str(id).finish(),
+            Key::Rev(db, id, rev) => KeyWriter::new(REV).u64(db).str(id).str(rev).finish(),
+            Key::Seq(db, seq) => KeyWriter::new(SEQ).u64(db).u64(seq).finish(),
+            Key::Local(db, id) => KeyWriter::new(LOCAL).u64(db).str(id).finish(),
+            Key::Stats(db) => KeyWriter::new(STATS).u64(db).finish(),
+            Key::PartStats(db, p) => KeyWriter::new(PART_STATS).u64(db).str(p).finish(),
+            Key::Dropped(db) => KeyWriter::new(DROPPED).u64(db).finish(),
+        }
+    }
+}
+
+/// The range of all database catalog entries.
+pub fn db_range() -> Range {
+    prefix_range(&[DB])
+}
+
+/// The range of all `Dropped` markers.
+pub fn dropped_range() -> Range {
+    prefix_range(&[DROPPED])
+}
+
+/// The range of every document of a database.
+pub fn doc_range(db: u64) -> Range {
+    prefix_range(&KeyWriter::new(DOC).u64(db).finish())
+}
+
+/// The range of the documents whose id starts with `prefix` (e.g. `"p:"`).
+pub fn doc_prefix(db: u64, prefix: &str) -> Range {
+    prefix_range(&KeyWriter::new(DOC).u64(db).bytes_prefix(prefix.as_bytes()))
+}
+
+/// The range of the leaf bodies of one document.
+pub fn rev_range(db: u64, id: &str) -> Range {
+    prefix_range(&KeyWriter::new(REV).u64(db).str(id).finish())
+}
+
+/// The range of a database's `_changes` entries.
+pub fn seq_range(db: u64) -> Range {
+    prefix_range(&KeyWriter::new(SEQ).u64(db).finish())
+}
+
+/// The range of a database's `_local` documents.
+pub fn local_range(db: u64) -> Range {
+    prefix_range(&KeyWriter::new(LOCAL).u64(db).finish())
+}
+
+/// Every range holding keys of database `db` (for dropping it).
+pub fn all_db_ranges(db: u64) -> Vec<Range> {
+    let mut ranges: Vec<Range> = [DOC, REV, SEQ, LOCAL, PART_STATS]
+        .iter()
+        .map(|&tag| prefix_range(&KeyWriter::new(tag).u64(db).finish()))
+        .collect();
+    ranges.push(prefix_range(&Key::Stats(db).encode()));
+    ranges
+}
+
+/// Decodes the name of a `Db` key.
+pub fn decode_db(key: &[u8]) -> Result<String> {
+    let mut r = KeyReader::new(key);
+    expect_tag(&mut r, DB)?;
+    let name = r.string().map_err(corrupt)?;
+    r.done().map_err(corrupt)?;
+    Ok(name)
+}
+
+/// Decodes the id of a `Doc` key.
+pub fn decode_doc(key: &[u8]) -> Result<String> {
+    let mut r = KeyReader::new(key);
+    expect_tag(&mut r, DOC)?;
+    r.u64().map_err(corrupt)?;
+    r.string().map_err(corrupt)
+}
+
+/// Decodes the seq of a `Seq` key.
+pub fn decode_seq(key: &[u8]) -> Result<u64> {
+    let mut r = KeyReader::new(key);
+    expect_tag(&mut r, SEQ)?;
+    r.u64().map_err(corrupt)?;
+    r.u64().map_err(corrupt)
+}
+
+/// Decodes the id of a `Local` key.
+pub fn decode_local(key: &[u8]) -> Result<String> {
+    let mut r = KeyReader::new(key);
+    expect_tag(&mut r, LOCAL)?;
+    r.u64().map_err(corrupt)?;
+    r.string().map_err(corrupt)
+}
+
+/// Decodes the db id of a `Dropped` key.
+pub fn decode_dropped(key: &[u8]) -> Result<u64> {
+    let mut r = KeyReader::new(key);
+    expect_tag(&mut r, DROPPED)?;
+    r.u64().map_err(corrupt)
+}
+
+fn expect_tag(r: &mut KeyReader<'_>, tag: u8) -> Result<()> {
+    match r.u8() {
+        Ok(t) if t == tag => Ok(()),
+        _ => Err(Error::Corrupt(format!("expected key tag {tag:#04x}"))),
+    }
+}
+
+fn corrupt(err: bunko_doc::Error) -> Error {
+    Error::Corrupt(err.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ops::Bound;
+
+    use super::*;
+
+    #[test]
+    fn keys_round_trip_and_partitions_are_contiguous() -> Result<()> {
+        assert_eq!(decode_db(&Key::Db("readings").encode())?, "readings");
+        assert_eq!(decode_doc(&Key::Doc(3, "p:a").encode())?, "p:a");
+        assert_eq!(decode_seq(&Key::Seq(3, 99).encode())?, 99);
+        assert_eq!(decode_local(&Key::Local(3, "x").encode())?, "x");
+        let (Bound::Included(start), Bound::Excluded(end)) = doc_prefix(3, "p:") else {
+            return Err(Error::Corrupt("prefix range must be bounded".into()));
+        };
+        let inside = |id: &str| (start.clone()..end.clone()).contains(&Key::Doc(3, id).encode());
+        assert!(inside("p:a") && inside("p:zzz"));
+        assert!(!inside("p") && !inside("pa:b") && !inside("q:a"));
+        Ok(())
+    }
+
+    #[test]
+    fn seq_keys_sort_numerically() {
+        let keys: Vec<Vec<u8>> =
+            [1u64, 2, 255, 256, u64::MAX].map(|s| Key::Seq(1, s).encode()).to_vec();
+        let mut sorted = keys.clone();
+        sorted.sort();
+        assert_eq!(keys, sorted);
+    }
+}

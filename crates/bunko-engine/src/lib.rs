@@ -1,0 +1,53 @@
+//! The Bunko database engine: databases, documents with revision trees, `_local`
+//! documents and the `_changes` feed, over any [`bunko_storage::Store`]. It is the
+//! embeddable library; the HTTP server (`bunko-http`) is a thin adapter over it.
+//!
+//! - [`Engine`] (`catalog.rs`) owns the store and the catalog of databases.
+//! - [`Database`] (`database.rs`) serializes writes per database: under its writer lock an
+//!   update reads the affected [`records::DocInfo`]s, computes new revisions (`write.rs`,
+//!   [`revtree`]), and applies one batch holding documents, bodies, `_changes` entries and
+//!   counters; then it releases the lock and waits for the group-commit sync before
+//!   answering. Every user operation is one atomic commit.
+//! - Reads (`read.rs`, `all_docs.rs`, `changes.rs`) run on storage snapshots and stream.
+//! - [`keys`] lists every key the engine writes.
+//!
+//! # Example
+//!
+//! ```
+//! use std::sync::Arc;
+//! use bunko_engine::{Config, Engine, WriteOptions};
+//! use bunko_storage::Memory;
+//!
+//! let engine = Engine::open(Arc::new(Memory::new()), Config::default())?;
+//! let db = engine.create_db("people", false)?;
+//! let doc = bunko_doc::body::parse(
+//!     br#"{"_id": "ada", "name": "Ada", "addresses": [{"city": "London"}]}"#,
+//!     &Default::default(),
+//! )?;
+//! let rev = db.put(doc, WriteOptions::default())?;
+//! assert!(rev.to_string().starts_with("1-"));
+//! let got = db.get("ada", None)?;
+//! assert_eq!(got.body, br#"{"name":"Ada","addresses":[{"city":"London"}]}"#);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+pub mod all_docs;
+mod catalog;
+pub mod changes;
+mod database;
+mod error;
+pub mod keys;
+mod local;
+pub mod read;
+pub mod records;
+pub mod revtree;
+pub mod security;
+pub mod users;
+mod uuids;
+mod write;
+
+pub use catalog::{Config, Engine};
+pub use database::{Database, DbInfo};
+pub use error::{Error, Result};
+pub use uuids::Uuids;
+pub use write::{DocResult, WriteOptions};

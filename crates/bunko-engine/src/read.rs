@@ -1,0 +1,180 @@
+//! Reading documents: the winner or a given revision, `open_revs`, and `_revs_diff`.
+
+use std::collections::BTreeMap;
+
+use bunko_doc::RevId;
+use bunko_storage::Read;
+
+use crate::database::Database;
+use crate::keys::Key;
+use crate::records::{self, DocInfo};
+use crate::{Error, Result, error::missing};
+
+/// A document revision as read, with its revision tree for the optional fields
+/// (`_revisions`, `_revs_info`, `_conflicts`, …).
+#[derive(Debug, Clone)]
+pub struct DocOut {
+    pub id: String,
+    pub rev: RevId,
+    pub deleted: bool,
+    /// The body as compact JSON (an object, without special members).
+    pub body: Vec<u8>,
+    pub info: DocInfo,
+}
+
+impl DocOut {
+    /// `_revisions`: this revision's ancestry, newest first, as hashes.
+    pub fn revisions(&self) -> (u64, Vec<String>) {
+        let path =
+            self.info.tree.find(&self.rev).map(|i| self.info.tree.path(i)).unwrap_or_default();
+        (self.rev.pos, path.iter().map(|n| n.rev.hash.clone()).collect())
+    }
+
+    /// `_revs_info`: the ancestry with each revision's status.
+    pub fn revs_info(&self) -> Vec<(RevId, &'static str)> {
+        let tree = &self.info.tree;
+        let path = tree.find(&self.rev).map(|i| tree.path(i)).unwrap_or_default();
+        path.iter()
+            .map(|n| {
+                let status = if n.rev == self.rev {
+                    if n.deleted { "deleted" } else { "available" }
+                } else if n.deleted {
+                    "deleted"
+                } else {
+                    "missing"
+                };
+                (n.rev.clone(), status)
+            })
+            .collect()
+    }
+}
+
+/// `_revs_diff`'s answer: per document, (missing revisions, possible ancestors).
+pub type RevsDiff = BTreeMap<String, (Vec<RevId>, Vec<RevId>)>;
+
+/// One entry of an `open_revs` answer.
+#[derive(Debug)]
+pub enum OpenRev {
+    Ok(DocOut),
+    Missing(RevId),
+}
+
+impl Database {
+    /// The document's winning revision, or `rev` if given. `404 missing`/`deleted`.
+    pub fn get(&self, id: &str, rev: Option<&RevId>) -> Result<DocOut> {
+        get_in(self.store.as_ref(), self.id(), id, rev)
+    }
+
+    /// The revision tree of a document, if it exists.
+    pub fn doc_info(&self, id: &str) -> Result<Option<DocInfo>> {
+        doc_info_in(self.store.as_ref(), self.id(), id)
+    }
+
+    /// `open_revs`: each requested revision (all leaves when `revs` is `None`). With
+    /// `latest`, a non-leaf revision is replaced by its leaf descendants.
+    pub fn open_revs(
+        &self,
+        id: &str,
+        revs: Option<Vec<RevId>>,
+        latest: bool,
+    ) -> Result<Vec<OpenRev>> {
+        let snapshot = self.snapshot();
+        let info = doc_info_in(snapshot.as_ref(), self.id(), id)?.ok_or_else(missing)?;
+        let tree = &info.tree;
+        let wanted: Vec<RevId> = match revs {
+            None => tree
+                .leaves()
+                .into_iter()
+                .filter_map(|i| tree.node(i))
+                .map(|n| n.rev.clone())
+                .collect(),
+            Some(revs) if latest => revs.iter().flat_map(|r| leaf_descendants(&info, r)).collect(),
+            Some(revs) => revs,
+        };
+        let mut out = Vec::new();
+        for rev in dedup(wanted) {
+            match get_in(snapshot.as_ref(), self.id(), id, Some(&rev)) {
+                Ok(doc) => out.push(OpenRev::Ok(doc)),
+                Err(Error::NotFound(_)) => out.push(OpenRev::Missing(rev)),
+                Err(err) => return Err(err),
+            }
+        }
+        Ok(out)
+    }
+
+    /// `_revs_diff`: for each document, the given revisions this database lacks, and the
+    /// leaves that could be their ancestors (`possible_ancestors`).
+    pub fn revs_diff(&self, request: BTreeMap<String, Vec<RevId>>) -> Result<RevsDiff> {
+        let snapshot = self.snapshot();
+        let mut out = BTreeMap::new();
+        for (id, revs) in request {
+            let info = doc_info_in(snapshot.as_ref(), self.id(), &id)?;
+            let missing: Vec<RevId> = revs
+                .into_iter()
+                .filter(|r| info.as_ref().is_none_or(|i| i.tree.find(r).is_none()))
+                .collect();
+            if missing.is_empty() {
+                continue;
+            }
+            let ancestors = match &info {
+                Some(info) => {
+                    let max = missing.iter().map(|r| r.pos).max().unwrap_or(0);
+                    let tree = &info.tree;
+                    tree.leaves()
+                        .into_iter()
+                        .filter_map(|i| tree.node(i))
+                        .filter(|n| n.rev.pos < max)
+                        .map(|n| n.rev.clone())
+                        .collect()
+                }
+                None => Vec::new(),
+            };
+            out.insert(id, (missing, ancestors));
+        }
+        Ok(out)
+    }
+}
+
+pub(crate) fn doc_info_in(read: &dyn Read, db: u64, id: &str) -> Result<Option<DocInfo>> {
+    match read.get(&Key::Doc(db, id).encode())? {
+        Some(bytes) => Ok(Some(records::decode(&bytes)?)),
+        None => Ok(None),
+    }
+}
+
+/// Reads a document from `read` (the store or a snapshot).
+pub(crate) fn get_in(read: &dyn Read, db: u64, id: &str, rev: Option<&RevId>) -> Result<DocOut> {
+    let info = doc_info_in(read, db, id)?.ok_or_else(missing)?;
+    let (rev, deleted) = match rev {
+        Some(rev) => {
+            let node = info.tree.find(rev).and_then(|i| info.tree.node(i)).ok_or_else(missing)?;
+            (rev.clone(), node.deleted)
+        }
+        None => match info.winner()? {
+            (_, true) => return Err(Error::NotFound("deleted".to_string())),
+            (rev, false) => (rev.clone(), false),
+        },
+    };
+    let body = read.get(&Key::Rev(db, id, &rev.to_string()).encode())?.ok_or_else(missing)?;
+    Ok(DocOut { id: id.to_string(), rev, deleted, body, info })
+}
+
+fn leaf_descendants(info: &DocInfo, rev: &RevId) -> Vec<RevId> {
+    let tree = &info.tree;
+    let Some(target) = tree.find(rev) else { return vec![rev.clone()] };
+    tree.leaves()
+        .into_iter()
+        .filter(|&leaf| tree.path(leaf).iter().any(|n| tree.find(&n.rev) == Some(target)))
+        .filter_map(|leaf| tree.node(leaf).map(|n| n.rev.clone()))
+        .collect()
+}
+
+fn dedup(revs: Vec<RevId>) -> Vec<RevId> {
+    let mut out: Vec<RevId> = Vec::new();
+    for rev in revs {
+        if !out.contains(&rev) {
+            out.push(rev);
+        }
+    }
+    out
+}

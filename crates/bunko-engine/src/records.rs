@@ -1,0 +1,84 @@
+//! The engine's stored records and their (postcard) encoding. Document bodies are not here:
+//! they are stored as compact JSON text under `Rev` keys.
+
+use bunko_doc::RevId;
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
+
+use crate::revtree::RevTree;
+use crate::{Error, Result};
+
+/// A database in the catalog.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DbMeta {
+    pub id: u64,
+    pub name: String,
+    /// Creation time, microseconds since the Unix epoch (`instance_start_time`).
+    pub created_us: u64,
+    pub partitioned: bool,
+    pub revs_limit: u64,
+    /// The `_security` object as JSON text.
+    pub security: String,
+}
+
+/// A document: its revision tree and the seq of its latest change.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DocInfo {
+    pub seq: u64,
+    pub tree: RevTree,
+    /// Size in bytes of the winning revision's body.
+    pub size: u64,
+}
+
+impl DocInfo {
+    pub fn winner(&self) -> Result<(&RevId, bool)> {
+        self.tree.winner().map(|n| (&n.rev, n.deleted)).ok_or_else(|| corrupt("empty rev tree"))
+    }
+}
+
+/// A `_local` document: not replicated, not in `_all_docs` or `_changes`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LocalDoc {
+    /// The generation: the document's `_rev` is `0-{generation}`.
+    pub generation: u64,
+    /// The body as compact JSON.
+    pub body: String,
+}
+
+/// Document counts and sizes of a database or a partition, maintained by every write.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stats {
+    pub doc_count: u64,
+    pub doc_del_count: u64,
+    /// Bytes of the winning bodies of live documents (CouchDB's `sizes.external`).
+    pub external: u64,
+    /// Bytes of all stored leaf bodies and revision trees (`sizes.active`).
+    pub active: u64,
+}
+
+impl Stats {
+    /// Adds (`sign = 1`) or removes (`sign = -1`) one document's contribution.
+    pub fn apply(&mut self, deleted: bool, external: u64, active: u64, sign: i8) {
+        let add = |v: &mut u64, d: u64| {
+            *v = if sign > 0 { v.saturating_add(d) } else { v.saturating_sub(d) }
+        };
+        if deleted {
+            add(&mut self.doc_del_count, 1);
+        } else {
+            add(&mut self.doc_count, 1);
+            add(&mut self.external, external);
+        }
+        add(&mut self.active, active);
+    }
+}
+
+pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    postcard::to_stdvec(value).unwrap_or_default()
+}
+
+pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T> {
+    postcard::from_bytes(bytes).map_err(|e| corrupt(&e.to_string()))
+}
+
+fn corrupt(what: &str) -> Error {
+    Error::Corrupt(what.to_string())
+}

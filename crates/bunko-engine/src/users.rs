@@ -1,0 +1,146 @@
+//! The `_users` database: user documents `org.couchdb.user:{name}`, password hashing on
+//! write, and verifying a name and password.
+//!
+//! On write a user document's `password` is replaced by `password_scheme: "pbkdf2"`,
+//! `pbkdf2_prf: "sha256"`, `iterations`, `salt` and `derived_key`, as CouchDB 3.4 stores
+//! it; no plain password is ever stored. Verification also accepts CouchDB's older
+//! PBKDF2-SHA1 documents. [`Authenticator`] caches verified credentials (keyed by the user
+//! document's revision and a SHA-256 of the password) so that Basic auth does not pay the
+//! PBKDF2 cost on every request.
+
+use std::collections::HashMap;
+
+use bunko_doc::body::ParsedDoc;
+use parking_lot::Mutex;
+use rand::Rng;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::database::Database;
+use crate::security::UserCtx;
+use crate::{Error, Result};
+
+/// The users database.
+pub const USERS_DB: &str = "_users";
+/// The id prefix of user documents.
+pub const USER_PREFIX: &str = "org.couchdb.user:";
+
+/// Checks a document written to `_users` and hashes its password.
+pub(crate) fn prepare(db: &Database, doc: &mut ParsedDoc, iterations: u32) -> Result<()> {
+    if db.name() != USERS_DB || doc.deleted {
+        return Ok(());
+    }
+    let id = doc.id.clone().unwrap_or_default();
+    if id.starts_with("_design/") {
+        return Ok(());
+    }
+    let forbidden = |reason: &str| Err(Error::Forbidden(reason.to_string()));
+    if doc.body.get("type").and_then(Value::as_str) != Some("user") {
+        return forbidden("doc.type must be user");
+    }
+    let Some(name) = doc.body.get("name").and_then(Value::as_str) else {
+        return forbidden("doc.name is required");
+    };
+    if id != format!("{USER_PREFIX}{name}") {
+        return forbidden("Doc ID must be of the form org.couchdb.user:name");
+    }
+    match doc.body.get("roles") {
+        Some(Value::Array(roles)) if roles.iter().all(Value::is_string) => {}
+        _ => return forbidden("doc.roles must be an array"),
+    }
+    if let Some(password) = doc.body.shift_remove("password") {
+        let Value::String(password) = password else {
+            return forbidden("doc.password must be a string");
+        };
+        let salt = hex::encode(rand::rng().random::<[u8; 16]>());
+        let key = derive_sha256(&password, &salt, iterations);
+        for (field, value) in [
+            ("password_scheme", json!("pbkdf2")),
+            ("pbkdf2_prf", json!("sha256")),
+            ("iterations", json!(iterations)),
+            ("salt", json!(salt)),
+            ("derived_key", json!(key)),
+        ] {
+            doc.body.insert(field.to_string(), value);
+        }
+    }
+    Ok(())
+}
+
+fn derive_sha256(password: &str, salt: &str, iterations: u32) -> String {
+    let mut out = [0u8; 32];
+    pbkdf2::pbkdf2_hmac::<Sha256>(password.as_bytes(), salt.as_bytes(), iterations, &mut out);
+    hex::encode(out)
+}
+
+fn derive_sha1(password: &str, salt: &str, iterations: u32) -> String {
+    let mut out = [0u8; 20];
+    pbkdf2::pbkdf2_hmac::<sha1::Sha1>(password.as_bytes(), salt.as_bytes(), iterations, &mut out);
+    hex::encode(out)
+}
+
+/// Verifies user passwords against `_users`, caching successes.
+#[derive(Default)]
+pub struct Authenticator {
+    /// name → (user doc revision, SHA-256 of the verified password).
+    cache: Mutex<HashMap<String, (String, [u8; 32])>>,
+}
+
+impl Authenticator {
+    /// The user's context if `password` is theirs; `None` for an unknown user or a wrong
+    /// password.
+    pub fn verify(&self, users: &Database, name: &str, password: &str) -> Result<Option<UserCtx>> {
+        let doc = match users.get(&format!("{USER_PREFIX}{name}"), None) {
+            Ok(doc) => doc,
+            Err(Error::NotFound(_)) => return Ok(None),
+            Err(err) => return Err(err),
+        };
+        let body: Value = serde_json::from_slice(&doc.body).unwrap_or(Value::Null);
+        let rev = doc.rev.to_string();
+        let fingerprint: [u8; 32] = Sha256::digest(password.as_bytes()).into();
+        let cached = self.cache.lock().get(name) == Some(&(rev.clone(), fingerprint));
+        if !cached && !password_matches(&body, password) {
+            return Ok(None);
+        }
+        self.cache.lock().insert(name.to_string(), (rev, fingerprint));
+        Ok(Some(UserCtx { name: Some(name.to_string()), roles: roles_of(&body) }))
+    }
+
+    /// The context of an existing user (for cookie sessions), without a password.
+    pub fn lookup(&self, users: &Database, name: &str) -> Result<Option<UserCtx>> {
+        match users.get(&format!("{USER_PREFIX}{name}"), None) {
+            Ok(doc) => {
+                let body: Value = serde_json::from_slice(&doc.body).unwrap_or(Value::Null);
+                Ok(Some(UserCtx { name: Some(name.to_string()), roles: roles_of(&body) }))
+            }
+            Err(Error::NotFound(_)) => Ok(None),
+            Err(err) => Err(err),
+        }
+    }
+}
+
+fn password_matches(body: &Value, password: &str) -> bool {
+    let field = |name: &str| body.get(name).and_then(Value::as_str).unwrap_or_default();
+    let iterations = body.get("iterations").and_then(Value::as_u64).unwrap_or(10) as u32;
+    if field("password_scheme") != "pbkdf2" || field("derived_key").is_empty() {
+        return false;
+    }
+    let derived = match field("pbkdf2_prf") {
+        "sha256" => derive_sha256(password, field("salt"), iterations),
+        "" | "sha" | "sha1" => derive_sha1(password, field("salt"), iterations),
+        _ => return false,
+    };
+    constant_time_eq(derived.as_bytes(), field("derived_key").as_bytes())
+}
+
+fn roles_of(body: &Value) -> Vec<String> {
+    body.get("roles")
+        .and_then(Value::as_array)
+        .map(|roles| roles.iter().filter_map(|r| r.as_str().map(String::from)).collect())
+        .unwrap_or_default()
+}
+
+/// Compares without an early exit, so timing does not reveal the matching prefix.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}

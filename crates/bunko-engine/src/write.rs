@@ -1,0 +1,312 @@
+//! Document updates: single `PUT`s, `_bulk_docs`, and replication writes.
+//!
+//! [`Database::update_docs`] is the one write path. Under the writer lock it reads each
+//! document's revision tree, computes the edit ([`edit_new`] for `new_edits=true`,
+//! [`edit_replicated`] for `new_edits=false`), and adds to one batch: the `Doc` record, the
+//! new leaf body (`Rev`), removal of bodies that stopped being leaves, the move of the
+//! document's `Seq` entry to the new seq, and the database (and partition) counters.
+
+use std::collections::HashMap;
+
+use bunko_doc::RevId;
+use bunko_doc::body::ParsedDoc;
+use bunko_doc::id::{DocKind, kind, partition_of, validate_doc_id};
+use bunko_storage::Batch;
+
+use crate::database::Database;
+use crate::keys::Key;
+use crate::records::{self, DocInfo, Stats};
+use crate::revtree::RevTree;
+use crate::{Error, Result, users};
+
+/// How a write treats revisions.
+#[derive(Debug, Clone, Copy)]
+pub struct WriteOptions {
+    /// `true` (the default): edits must name the current leaf and get a new revision.
+    /// `false`: replication; revisions are stored as given, conflicts are kept.
+    pub new_edits: bool,
+    /// Commit all documents or none (fails whole on any error).
+    pub all_or_nothing: bool,
+}
+
+impl Default for WriteOptions {
+    fn default() -> Self {
+        Self { new_edits: true, all_or_nothing: false }
+    }
+}
+
+/// The outcome for one document of a bulk write.
+#[derive(Debug)]
+pub struct DocResult {
+    pub id: String,
+    pub result: Result<RevId>,
+}
+
+/// A computed edit of one document.
+struct Outcome {
+    info: DocInfo,
+    rev: RevId,
+    body: Vec<u8>,
+    /// Revisions whose bodies are no longer leaves and are removed.
+    stale: Vec<RevId>,
+}
+
+/// Per-batch view of the documents and partitions touched so far.
+#[derive(Default)]
+struct Pending {
+    docs: HashMap<String, Option<DocInfo>>,
+    partitions: HashMap<String, Stats>,
+}
+
+impl Database {
+    /// Writes one document and returns its new revision.
+    pub fn put(&self, doc: ParsedDoc, opts: WriteOptions) -> Result<RevId> {
+        let mut results = self.update_docs(vec![doc], opts)?;
+        match results.pop() {
+            Some(result) => result.result,
+            None => Err(Error::Corrupt("no result for a single write".to_string())),
+        }
+    }
+
+    /// Writes many documents in one atomic commit, with a result per document. With
+    /// `new_edits=false`, documents already present report success without a change.
+    pub fn update_docs(&self, docs: Vec<ParsedDoc>, opts: WriteOptions) -> Result<Vec<DocResult>> {
+        let prepared: Vec<(String, Result<ParsedDoc>)> =
+            docs.into_iter().map(|doc| self.prepare(doc, opts)).collect();
+        let writer = self.lock_writer()?;
+        let (db, revs_limit) = (self.id(), self.revs_limit() as usize);
+        let mut batch = Batch::new();
+        let (mut seq, mut stats) = (writer.seq, writer.stats);
+        let mut pending = Pending::default();
+        let mut results = Vec::with_capacity(prepared.len());
+        for (id, doc) in prepared {
+            let result = doc.and_then(|doc| {
+                let old = self.current(&mut pending, db, &id)?;
+                let body = doc.body_json();
+                let outcome = if opts.new_edits {
+                    Some(edit_new(old.as_ref(), &doc, body, revs_limit)?)
+                } else {
+                    edit_replicated(old.as_ref(), &doc, body, revs_limit)?
+                };
+                let Some(mut outcome) = outcome else {
+                    return Ok(doc.rev.unwrap_or_else(|| RevId { pos: 0, hash: String::new() }));
+                };
+                outcome.info.size = self.winner_size(db, &id, &outcome)?;
+                seq += 1;
+                outcome.info.seq = seq;
+                self.account(&mut pending, &id, old.as_ref(), &outcome.info, &mut stats)?;
+                add_to_batch(&mut batch, db, &id, old.as_ref(), &outcome);
+                pending.docs.insert(id.clone(), Some(outcome.info));
+                Ok(outcome.rev)
+            });
+            results.push(DocResult { id, result });
+        }
+        if opts.all_or_nothing && results.iter().any(|r| r.result.is_err()) {
+            return Ok(results);
+        }
+        if seq == writer.seq {
+            return Ok(results);
+        }
+        for (partition, part_stats) in &pending.partitions {
+            batch.put(Key::PartStats(db, partition).encode(), records::encode(part_stats));
+        }
+        batch.put(Key::Stats(db).encode(), records::encode(&stats));
+        self.commit_locked(writer, batch, seq, stats)?;
+        Ok(results)
+    }
+
+    /// Deletes a document (a new tombstone revision under `rev`).
+    pub fn delete(&self, id: &str, rev: RevId) -> Result<RevId> {
+        let doc = ParsedDoc {
+            id: Some(id.to_string()),
+            rev: Some(rev),
+            deleted: true,
+            ..Default::default()
+        };
+        self.put(doc, WriteOptions::default())
+    }
+
+    /// Assigns an id if needed and validates the document before the writer lock is taken.
+    fn prepare(&self, mut doc: ParsedDoc, opts: WriteOptions) -> (String, Result<ParsedDoc>) {
+        let id = match doc.id.clone() {
+            Some(id) => id,
+            None if opts.new_edits => self.new_id(),
+            None => {
+                return (String::new(), Err(Error::BadRequest("Document id is missing".into())));
+            }
+        };
+        doc.id = Some(id.clone());
+        let checked = validate_doc_id(&id, self.is_partitioned())
+            .map_err(Error::from)
+            .and_then(|()| match kind(&id) {
+                DocKind::Local => Err(Error::BadRequest(
+                    "_local documents are written with PUT /{db}/_local/{id}".into(),
+                )),
+                _ => Ok(()),
+            })
+            .and_then(|()| {
+                if !opts.new_edits && doc.rev.is_none() {
+                    Err(Error::BadRequest("new_edits=false needs a _rev".into()))
+                } else {
+                    Ok(())
+                }
+            })
+            .and_then(|()| users::prepare(self, &mut doc, self.config.pbkdf2_iterations));
+        (id, checked.map(|()| doc))
+    }
+
+    fn new_id(&self) -> String {
+        crate::uuids::global().next()
+    }
+
+    fn current(&self, pending: &mut Pending, db: u64, id: &str) -> Result<Option<DocInfo>> {
+        if let Some(info) = pending.docs.get(id) {
+            return Ok(info.clone());
+        }
+        match self.store.get(&Key::Doc(db, id).encode())? {
+            Some(bytes) => Ok(Some(records::decode(&bytes)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The body size of the new winner (usually the new revision, else read from storage).
+    fn winner_size(&self, db: u64, id: &str, outcome: &Outcome) -> Result<u64> {
+        let (winner, _) = outcome.info.winner()?;
+        if *winner == outcome.rev {
+            return Ok(outcome.body.len() as u64);
+        }
+        let key = Key::Rev(db, id, &winner.to_string()).encode();
+        Ok(self.store.get(&key)?.map_or(0, |b| b.len() as u64))
+    }
+
+    /// Moves one document's contribution in the counters; refuses partition overflow.
+    fn account(
+        &self,
+        pending: &mut Pending,
+        id: &str,
+        old: Option<&DocInfo>,
+        new: &DocInfo,
+        stats: &mut Stats,
+    ) -> Result<()> {
+        let mut next = *stats;
+        change(&mut next, old, new)?;
+        if let Some(partition) = self.partition(id) {
+            let current = match pending.partitions.get(partition) {
+                Some(s) => *s,
+                None => self.partition_stats(partition)?,
+            };
+            let mut updated = current;
+            change(&mut updated, old, new)?;
+            if updated.external > self.config.max_partition_size
+                && updated.external > current.external
+            {
+                return Err(Error::PartitionOverflow(id.to_string()));
+            }
+            pending.partitions.insert(partition.to_string(), updated);
+        }
+        *stats = next;
+        Ok(())
+    }
+
+    fn partition<'a>(&self, id: &'a str) -> Option<&'a str> {
+        if self.is_partitioned() { partition_of(id) } else { None }
+    }
+
+    /// The counters of one partition of this database.
+    pub fn partition_stats(&self, partition: &str) -> Result<Stats> {
+        match self.store.get(&Key::PartStats(self.id(), partition).encode())? {
+            Some(bytes) => records::decode(&bytes),
+            None => Ok(Stats::default()),
+        }
+    }
+}
+
+fn change(stats: &mut Stats, old: Option<&DocInfo>, new: &DocInfo) -> Result<()> {
+    if let Some(old) = old {
+        stats.apply(old.winner()?.1, old.size, active_size(old), -1);
+    }
+    stats.apply(new.winner()?.1, new.size, active_size(new), 1);
+    Ok(())
+}
+
+fn active_size(info: &DocInfo) -> u64 {
+    info.size + 40 * info.tree.nodes().len() as u64
+}
+
+fn add_to_batch(batch: &mut Batch, db: u64, id: &str, old: Option<&DocInfo>, o: &Outcome) {
+    batch.put(Key::Doc(db, id).encode(), records::encode(&o.info));
+    batch.put(Key::Rev(db, id, &o.rev.to_string()).encode(), o.body.clone());
+    for rev in &o.stale {
+        batch.delete(Key::Rev(db, id, &rev.to_string()).encode());
+    }
+    if let Some(old) = old {
+        batch.delete(Key::Seq(db, old.seq).encode());
+    }
+    batch.put(Key::Seq(db, o.info.seq).encode(), id.as_bytes().to_vec());
+}
+
+/// An interactive edit: `doc.rev` must name a leaf (or be absent for a new or deleted
+/// document); the new revision becomes that leaf's child.
+fn edit_new(
+    old: Option<&DocInfo>,
+    doc: &ParsedDoc,
+    body: Vec<u8>,
+    limit: usize,
+) -> Result<Outcome> {
+    let mut tree = old.map(|o| o.tree.clone()).unwrap_or_default();
+    let parent = match (&doc.rev, old) {
+        (None, None) => None,
+        (None, Some(old)) => match old.winner()? {
+            (rev, true) => tree.find(rev),
+            (_, false) => return Err(Error::Conflict),
+        },
+        (Some(rev), Some(_)) => match tree.find(rev) {
+            Some(idx) if tree.is_leaf(idx) => Some(idx),
+            _ => return Err(Error::Conflict),
+        },
+        (Some(_), None) => return Err(Error::Conflict),
+    };
+    let parent_rev = parent.and_then(|p| tree.node(p)).map(|n| n.rev.clone());
+    let rev = RevId::next(parent_rev.as_ref(), doc.deleted, &body);
+    tree.push(rev.clone(), parent, doc.deleted);
+    tree.stem(limit);
+    let info = DocInfo { seq: 0, tree, size: 0 };
+    Ok(Outcome { info, rev, body, stale: parent_rev.into_iter().collect() })
+}
+
+/// A replicated edit: the revision and its ancestry are merged into the tree as given.
+/// `None` when the revision is already present.
+fn edit_replicated(
+    old: Option<&DocInfo>,
+    doc: &ParsedDoc,
+    body: Vec<u8>,
+    limit: usize,
+) -> Result<Option<Outcome>> {
+    let path = match (&doc.revisions, &doc.rev) {
+        (Some(path), _) if !path.is_empty() => path.clone(),
+        (_, Some(rev)) => vec![rev.clone()],
+        _ => return Err(Error::BadRequest("new_edits=false needs a _rev".into())),
+    };
+    let mut tree: RevTree = old.map(|o| o.tree.clone()).unwrap_or_default();
+    let leaves_before: Vec<RevId> =
+        tree.leaves().into_iter().filter_map(|i| tree.node(i)).map(|n| n.rev.clone()).collect();
+    let Some((leaf, added)) = tree.merge_path(&path, doc.deleted) else {
+        return Err(Error::BadRequest("empty revision path".into()));
+    };
+    if !added {
+        return Ok(None);
+    }
+    let rev =
+        tree.node(leaf).map(|n| n.rev.clone()).unwrap_or_else(|| rev_or_default(path.first()));
+    let leaves_after: Vec<usize> = tree.leaves();
+    let stale = leaves_before
+        .into_iter()
+        .filter(|r| tree.find(r).is_some_and(|i| !leaves_after.contains(&i)))
+        .collect();
+    tree.stem(limit);
+    Ok(Some(Outcome { info: DocInfo { seq: 0, tree, size: 0 }, rev, body, stale }))
+}
+
+fn rev_or_default(rev: Option<&RevId>) -> RevId {
+    rev.cloned().unwrap_or(RevId { pos: 0, hash: String::new() })
+}

@@ -1,0 +1,224 @@
+//! `GET/POST /{db}/_all_docs` and `/{db}/_design_docs`, streamed. Range queries run as one
+//! range scan ([`bunko_engine::all_docs`]); `keys` queries look each id up.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, RawQuery, State as AxState};
+use axum::http::StatusCode;
+use axum::response::Response;
+use axum::routing::get;
+use axum::{Extension, Router};
+use bunko_engine::Database;
+use bunko_engine::all_docs::{AllDocsQuery, Row};
+use serde_json::{Value, json};
+
+use crate::body::RawBody;
+use crate::db::{Access, open};
+use crate::error::{ApiError, ApiResult};
+use crate::params::Params;
+use crate::render::{self, DocOpts};
+use crate::stream::{self, Gone, Sink};
+use crate::{State, UserCtx, blocking};
+
+pub fn routes() -> Router<State> {
+    Router::new()
+        .route("/{db}/_all_docs", get(get_all).post(post_all))
+        .route("/{db}/_design_docs", get(get_design).post(post_design))
+}
+
+async fn get_all(
+    st: AxState<State>,
+    ctx: Extension<UserCtx>,
+    Path(db): Path<String>,
+    q: RawQuery,
+) -> ApiResult<Response> {
+    let db = open(&st, &ctx, &db, Access::Member)?;
+    run(db, Params::parse(q.0.as_deref()), None, None).await
+}
+
+async fn post_all(
+    st: AxState<State>,
+    ctx: Extension<UserCtx>,
+    Path(db): Path<String>,
+    q: RawQuery,
+    body: RawBody,
+) -> ApiResult<Response> {
+    let db = open(&st, &ctx, &db, Access::Member)?;
+    run(db, post_params(q.0.as_deref(), &body)?, None, None).await
+}
+
+async fn get_design(
+    st: AxState<State>,
+    ctx: Extension<UserCtx>,
+    Path(db): Path<String>,
+    q: RawQuery,
+) -> ApiResult<Response> {
+    let db = open(&st, &ctx, &db, Access::Member)?;
+    run(db, Params::parse(q.0.as_deref()), Some("_design/".into()), None).await
+}
+
+async fn post_design(
+    st: AxState<State>,
+    ctx: Extension<UserCtx>,
+    Path(db): Path<String>,
+    q: RawQuery,
+    body: RawBody,
+) -> ApiResult<Response> {
+    let db = open(&st, &ctx, &db, Access::Member)?;
+    run(db, post_params(q.0.as_deref(), &body)?, Some("_design/".into()), None).await
+}
+
+/// The query string plus the members of a POST body.
+pub fn post_params(query: Option<&str>, body: &RawBody) -> ApiResult<Params> {
+    let mut p = Params::parse(query);
+    p.merge_json(&body.object_or_empty()?);
+    Ok(p)
+}
+
+/// Runs an `_all_docs` query over ids starting with `prefix`; `partition` names the
+/// partition whose counters give `total_rows`.
+pub async fn run(
+    db: Arc<Database>,
+    p: Params,
+    prefix: Option<String>,
+    partition: Option<String>,
+) -> ApiResult<Response> {
+    let include_docs = p.flag("include_docs")?;
+    let opts = DocOpts { conflicts: p.flag("conflicts")?, ..Default::default() };
+    let update_seq = p.flag("update_seq")?;
+    if let Some(keys) = p.json("keys")? {
+        let Value::Array(keys) = keys else {
+            return Err(ApiError::bad_request("`keys` member must be an array."));
+        };
+        return run_keys(db, keys, include_docs, opts, prefix).await;
+    }
+    let query = range_query(&p, prefix)?;
+    let started = blocking(move || Ok(db.all_docs(&query, partition.as_deref())?)).await?;
+    let mut head = json!({"total_rows": started.total_rows, "offset": started.offset});
+    if update_seq {
+        head["update_seq"] = json!(started.update_seq.to_string());
+    }
+    let head = head.to_string();
+    let mut rows = started.rows;
+    Ok(stream::response(StatusCode::OK, "application/json", move |sink| {
+        sink.write(head.strip_suffix('}').unwrap_or(&head).as_bytes())?;
+        sink.write(b",\"rows\":[\r\n")?;
+        let mut first = true;
+        for row in rows.by_ref() {
+            let row = match row {
+                Ok(row) => row,
+                Err(err) => {
+                    tracing::error!(%err, "_all_docs stream failed");
+                    return Err(Gone);
+                }
+            };
+            write_row(sink, &row, include_docs, &opts, &mut first)?;
+        }
+        sink.write(b"\r\n]}\n")
+    }))
+}
+
+fn range_query(p: &Params, prefix: Option<String>) -> ApiResult<AllDocsQuery> {
+    let key = string_param(p, &["key"])?;
+    let start = key
+        .clone()
+        .or(string_param(p, &["startkey", "start_key"])?)
+        .or(string_param(p, &["startkey_docid", "start_key_doc_id"])?);
+    let end = key
+        .or(string_param(p, &["endkey", "end_key"])?)
+        .or(string_param(p, &["endkey_docid", "end_key_doc_id"])?);
+    Ok(AllDocsQuery {
+        start,
+        end,
+        inclusive_end: p.bool("inclusive_end")?.unwrap_or(true),
+        descending: p.flag("descending")?,
+        skip: p.u64("skip")?.unwrap_or(0),
+        limit: p.u64("limit")?,
+        include_docs: p.flag("include_docs")?,
+        prefix,
+    })
+}
+
+/// A key parameter of `_all_docs`, which must be a string (document ids are strings).
+fn string_param(p: &Params, names: &[&str]) -> ApiResult<Option<String>> {
+    let is_docid = names.iter().any(|n| n.contains("docid") || n.contains("doc_id"));
+    let value = if is_docid {
+        names.iter().find_map(|n| p.str(n)).map(|s| {
+            serde_json::from_str::<Value>(s).unwrap_or_else(|_| Value::String(s.to_string()))
+        })
+    } else {
+        p.json_any(names)?
+    };
+    match value {
+        None => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(other) => Err(ApiError::query_parse(format!("Invalid key for _all_docs: {other}"))),
+    }
+}
+
+async fn run_keys(
+    db: Arc<Database>,
+    keys: Vec<Value>,
+    include_docs: bool,
+    opts: DocOpts,
+    prefix: Option<String>,
+) -> ApiResult<Response> {
+    let ids: Vec<String> = keys.iter().map(|k| k.as_str().unwrap_or("\u{0}").to_string()).collect();
+    let total = db.info().stats.doc_count;
+    let found = blocking(move || Ok(db.all_docs_keys(&ids, include_docs)?)).await?;
+    let mut out = format!("{{\"total_rows\":{total},\"offset\":null,\"rows\":[\r\n").into_bytes();
+    let mut sink_rows = Vec::new();
+    for (key, row) in keys.iter().zip(found) {
+        let in_scope =
+            key.as_str().is_some_and(|k| prefix.as_ref().is_none_or(|p| k.starts_with(p.as_str())));
+        match row {
+            Some(row) if in_scope => sink_rows.push(row_json(&row, include_docs, &opts)),
+            _ => {
+                let mut bytes = Vec::new();
+                render::push_json(&mut bytes, &json!({"key": key, "error": "not_found"}));
+                sink_rows.push(bytes);
+            }
+        }
+    }
+    out.extend_from_slice(&sink_rows.join(&b",\r\n"[..]));
+    out.extend_from_slice(b"\r\n]}\n");
+    Ok(render::json_bytes(StatusCode::OK, out))
+}
+
+fn write_row(
+    sink: &mut Sink,
+    row: &Row,
+    include_docs: bool,
+    opts: &DocOpts,
+    first: &mut bool,
+) -> Result<(), Gone> {
+    if !*first {
+        sink.write(b",\r\n")?;
+    }
+    *first = false;
+    sink.write(&row_json(row, include_docs, opts))
+}
+
+/// One `_all_docs` row.
+pub fn row_json(row: &Row, include_docs: bool, opts: &DocOpts) -> Vec<u8> {
+    let mut value = json!({"rev": row.rev.to_string()});
+    if row.deleted {
+        value["deleted"] = json!(true);
+    }
+    let mut out = Vec::with_capacity(128);
+    out.extend_from_slice(b"{\"id\":");
+    render::push_json(&mut out, &json!(row.id));
+    out.extend_from_slice(b",\"key\":");
+    render::push_json(&mut out, &json!(row.id));
+    out.extend_from_slice(b",\"value\":");
+    render::push_json(&mut out, &value);
+    if include_docs {
+        out.extend_from_slice(b",\"doc\":");
+        match &row.doc {
+            Some(doc) => out.extend_from_slice(&render::doc_json(doc, opts)),
+            None => out.extend_from_slice(b"null"),
+        }
+    }
+    out.push(b'}');
+    out
+}

@@ -1,0 +1,208 @@
+//! `POST /{db}/_bulk_docs`, `_bulk_get` and `_revs_diff`.
+
+use std::collections::BTreeMap;
+
+use axum::extract::{Path, RawQuery, State as AxState};
+use axum::http::StatusCode;
+use axum::response::Response;
+use axum::routing::post;
+use axum::{Extension, Router};
+use bunko_doc::RevId;
+use bunko_doc::body;
+use bunko_engine::WriteOptions;
+use bunko_engine::read::OpenRev;
+use bunko_engine::users::USERS_DB;
+use serde_json::{Map, Value, json};
+
+use crate::body::RawBody;
+use crate::db::{Access, open};
+use crate::error::{ApiError, ApiResult};
+use crate::params::Params;
+use crate::render::{self, DocOpts};
+use crate::{State, UserCtx, blocking};
+
+pub fn routes() -> Router<State> {
+    Router::new()
+        .route("/{db}/_bulk_docs", post(bulk_docs))
+        .route("/{db}/_bulk_get", post(bulk_get))
+        .route("/{db}/_revs_diff", post(revs_diff))
+}
+
+async fn bulk_docs(
+    AxState(state): AxState<State>,
+    Extension(ctx): Extension<UserCtx>,
+    Path(db_name): Path<String>,
+    body: RawBody,
+) -> ApiResult<Response> {
+    let object = body.object()?;
+    let docs = match object.get("docs") {
+        Some(Value::Array(docs)) => docs.clone(),
+        Some(_) => return Err(ApiError::bad_request("`docs` parameter must be an array.")),
+        None => return Err(ApiError::bad_request("POST body must include `docs` parameter.")),
+    };
+    let flag = |name: &str, default: bool| match object.get(name) {
+        None => Ok(default),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(ApiError::bad_request(format!("`{name}` parameter must be a boolean."))),
+    };
+    let opts = WriteOptions {
+        new_edits: flag("new_edits", true)?,
+        all_or_nothing: flag("all_or_nothing", false)?,
+    };
+    let limits = state.engine.config().limits;
+    let parsed =
+        docs.into_iter().map(|d| body::from_value(d, &limits)).collect::<Result<Vec<_>, _>>()?;
+    let design =
+        parsed.iter().any(|d| d.id.as_deref().is_some_and(|id| id.starts_with("_design/")));
+    let access = if design || db_name == USERS_DB { Access::Admin } else { Access::Member };
+    let db = open(&state, &ctx, &db_name, access)?;
+    let results = blocking(move || Ok(db.update_docs(parsed, opts)?)).await?;
+    let failed = results.iter().any(|r| r.result.is_err());
+    let rows: Vec<Value> = results
+        .into_iter()
+        .filter(|r| opts.new_edits || r.result.is_err())
+        .map(|r| match r.result {
+            Ok(rev) => json!({"ok": true, "id": r.id, "rev": rev.to_string()}),
+            Err(err) => {
+                let (_, error, reason) = ApiError::from(err).parts();
+                json!({"id": r.id, "error": error, "reason": reason})
+            }
+        })
+        .collect();
+    let status = if opts.all_or_nothing && failed {
+        StatusCode::EXPECTATION_FAILED
+    } else {
+        StatusCode::CREATED
+    };
+    Ok(render::json(status, Value::Array(rows)))
+}
+
+async fn bulk_get(
+    AxState(state): AxState<State>,
+    Extension(ctx): Extension<UserCtx>,
+    Path(db_name): Path<String>,
+    RawQuery(query): RawQuery,
+    body: RawBody,
+) -> ApiResult<Response> {
+    let db = open(&state, &ctx, &db_name, Access::Member)?;
+    let p = Params::parse(query.as_deref());
+    let opts = DocOpts { revs: p.flag("revs")?, ..DocOpts::from_params(&p)? };
+    let latest = p.flag("latest")?;
+    let object = body.object()?;
+    let Some(Value::Array(requests)) = object.get("docs").cloned() else {
+        return Err(ApiError::bad_request("Request body must include a `docs` array."));
+    };
+    let results = blocking(move || {
+        let mut out = Vec::with_capacity(requests.len());
+        for request in &requests {
+            out.push(bulk_get_one(&db, request, &opts, latest)?);
+        }
+        Ok(out)
+    })
+    .await?;
+    let mut bytes = b"{\"results\":[".to_vec();
+    bytes.extend_from_slice(&results.join(&b","[..]));
+    bytes.extend_from_slice(b"]}");
+    Ok(render::json_bytes(StatusCode::OK, bytes))
+}
+
+fn bulk_get_one(
+    db: &bunko_engine::Database,
+    request: &Value,
+    opts: &DocOpts,
+    latest: bool,
+) -> ApiResult<Vec<u8>> {
+    let id = request.get("id").and_then(Value::as_str).unwrap_or_default().to_string();
+    let rev_text = request.get("rev").and_then(Value::as_str);
+    let error = |rev: &str, error: &str, reason: &str| json!({"error": {"id": id, "rev": rev, "error": error, "reason": reason}});
+    let mut docs: Vec<Vec<u8>> = Vec::new();
+    if id.is_empty() {
+        docs.push(
+            error("undefined", "illegal_docid", "Document id must not be empty")
+                .to_string()
+                .into_bytes(),
+        );
+    } else {
+        let revs = match rev_text.map(str::parse::<RevId>).transpose() {
+            Ok(rev) => rev.map(|r| vec![r]),
+            Err(_) => {
+                let entry =
+                    error(rev_text.unwrap_or_default(), "bad_request", "Invalid rev format");
+                return Ok(result_json(&id, &[entry.to_string().into_bytes()]));
+            }
+        };
+        let found = match revs {
+            Some(revs) => db.open_revs(&id, Some(revs), latest),
+            None => db.get(&id, None).map(|d| vec![OpenRev::Ok(d)]),
+        };
+        match found {
+            Ok(found) => {
+                for entry in found {
+                    docs.push(match entry {
+                        OpenRev::Ok(doc) => {
+                            let mut out = b"{\"ok\":".to_vec();
+                            out.extend_from_slice(&render::doc_json(&doc, opts));
+                            out.push(b'}');
+                            out
+                        }
+                        OpenRev::Missing(rev) => {
+                            error(&rev.to_string(), "not_found", "missing").to_string().into_bytes()
+                        }
+                    });
+                }
+            }
+            Err(bunko_engine::Error::NotFound(reason)) => {
+                docs.push(
+                    error(rev_text.unwrap_or("undefined"), "not_found", &reason)
+                        .to_string()
+                        .into_bytes(),
+                );
+            }
+            Err(err) => return Err(err.into()),
+        }
+    }
+    Ok(result_json(&id, &docs))
+}
+
+fn result_json(id: &str, docs: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = b"{\"id\":".to_vec();
+    render::push_json(&mut out, &json!(id));
+    out.extend_from_slice(b",\"docs\":[");
+    out.extend_from_slice(&docs.join(&b","[..]));
+    out.extend_from_slice(b"]}");
+    out
+}
+
+async fn revs_diff(
+    AxState(state): AxState<State>,
+    Extension(ctx): Extension<UserCtx>,
+    Path(db_name): Path<String>,
+    body: RawBody,
+) -> ApiResult<Response> {
+    let db = open(&state, &ctx, &db_name, Access::Member)?;
+    let mut request = BTreeMap::new();
+    for (id, revs) in body.object()? {
+        let Value::Array(revs) = revs else {
+            return Err(ApiError::bad_request("Each document must map to an array of revs"));
+        };
+        let revs = revs
+            .iter()
+            .map(|r| {
+                r.as_str()
+                    .ok_or_else(|| ApiError::bad_request("Invalid rev format"))
+                    .and_then(|r| Ok(r.parse::<RevId>()?))
+            })
+            .collect::<ApiResult<Vec<_>>>()?;
+        request.insert(id, revs);
+    }
+    let diff = blocking(move || Ok(db.revs_diff(request)?)).await?;
+    let mut out = Map::new();
+    for (id, (missing, ancestors)) in diff {
+        let mut entry = json!({"missing": render::revs(&missing)});
+        if !ancestors.is_empty() {
+            entry["possible_ancestors"] = render::revs(&ancestors);
+        }
+        out.insert(id, entry);
+    }
+    Ok(render::json(StatusCode::OK, Value::Object(out)))
+}

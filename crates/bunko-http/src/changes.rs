@@ -1,0 +1,285 @@
+//! `GET/POST /{db}/_changes` with `feed=normal|longpoll|continuous|eventsource`.
+//!
+//! Every feed is one loop on a blocking thread: read the changes after `since` from a
+//! snapshot, stream them, then (for the waiting feeds) sleep on the database's change
+//! notification until a write, a heartbeat or the timeout, and read again from the last seq.
+//! Memory does not grow with the feed's length.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::{Path, RawQuery, State as AxState};
+use axum::http::StatusCode;
+use axum::response::Response;
+use axum::routing::get;
+use axum::{Extension, Router};
+use bunko_engine::Database;
+use bunko_engine::changes::{ChangeRow, ChangesFilter, ChangesQuery};
+use serde_json::{Value, json};
+
+use crate::all_docs::post_params;
+use crate::body::RawBody;
+use crate::db::{Access, open};
+use crate::error::{ApiError, ApiResult};
+use crate::params::Params;
+use crate::render::{self, DocOpts};
+use crate::stream::{self, Gone, Sink};
+use crate::{State, UserCtx};
+
+pub fn routes() -> Router<State> {
+    Router::new().route("/{db}/_changes", get(get_changes).post(post_changes))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Feed {
+    Normal,
+    Longpoll,
+    Continuous,
+    EventSource,
+}
+
+/// A parsed `_changes` request.
+struct Request {
+    feed: Feed,
+    query: ChangesQuery,
+    opts: DocOpts,
+    heartbeat: Option<Duration>,
+    timeout: Duration,
+}
+
+async fn get_changes(
+    st: AxState<State>,
+    ctx: Extension<UserCtx>,
+    Path(db): Path<String>,
+    q: RawQuery,
+) -> ApiResult<Response> {
+    let db = open(&st, &ctx, &db, Access::Member)?;
+    start(db, Params::parse(q.0.as_deref()))
+}
+
+async fn post_changes(
+    st: AxState<State>,
+    ctx: Extension<UserCtx>,
+    Path(db): Path<String>,
+    q: RawQuery,
+    body: RawBody,
+) -> ApiResult<Response> {
+    let db = open(&st, &ctx, &db, Access::Member)?;
+    start(db, post_params(q.0.as_deref(), &body)?)
+}
+
+fn start(db: Arc<Database>, p: Params) -> ApiResult<Response> {
+    let request = parse(&db, &p)?;
+    let content_type = match request.feed {
+        Feed::EventSource => "text/event-stream",
+        _ => "application/json",
+    };
+    Ok(stream::response(StatusCode::OK, content_type, move |sink| run(&db, request, sink)))
+}
+
+fn parse(db: &Database, p: &Params) -> ApiResult<Request> {
+    let feed = match p.str("feed").unwrap_or("normal") {
+        "normal" => Feed::Normal,
+        "longpoll" => Feed::Longpoll,
+        "continuous" => Feed::Continuous,
+        "eventsource" => Feed::EventSource,
+        other => {
+            return Err(ApiError::bad_request(format!(
+                "Supported `feed` types: normal, continuous, longpoll, eventsource; got {other}"
+            )));
+        }
+    };
+    let since = match p.str("since") {
+        None => 0,
+        Some("now") => db.update_seq(),
+        Some(text) => parse_seq(text)?,
+    };
+    let filter = match p.str("filter") {
+        None | Some("") => ChangesFilter::All,
+        Some("_doc_ids") => ChangesFilter::DocIds(doc_ids(p)?),
+        Some("_design") => ChangesFilter::Design,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "filter `{other}` is not supported by this version of Bunko"
+            )));
+        }
+    };
+    let heartbeat = match p.str("heartbeat") {
+        None | Some("false") => None,
+        Some("true") => Some(Duration::from_millis(60_000)),
+        Some(_) => Some(Duration::from_millis(p.u64("heartbeat")?.unwrap_or(60_000).max(10))),
+    };
+    let default_timeout = if heartbeat.is_some() { u64::MAX / 4 } else { 60_000 };
+    let query = ChangesQuery {
+        since,
+        limit: p.u64("limit")?,
+        descending: p.flag("descending")?,
+        include_docs: p.flag("include_docs")?,
+        all_leaves: match p.str("style") {
+            None | Some("main_only") => false,
+            Some("all_docs") => true,
+            Some(_) => {
+                return Err(ApiError::bad_request("Supported `style` values: main_only, all_docs"));
+            }
+        },
+        filter,
+    };
+    Ok(Request {
+        feed,
+        query,
+        opts: DocOpts { conflicts: p.flag("conflicts")?, ..Default::default() },
+        heartbeat,
+        timeout: Duration::from_millis(p.u64("timeout")?.unwrap_or(default_timeout)),
+    })
+}
+
+/// A seq as clients send it back: `N`, `"N"` or `"N-…"`.
+fn parse_seq(text: &str) -> ApiResult<u64> {
+    let text = text.trim_matches('"');
+    let number = text.split('-').next().unwrap_or_default();
+    number
+        .parse()
+        .map_err(|_| ApiError::bad_request("Malformed sequence supplied in 'since' parameter."))
+}
+
+fn doc_ids(p: &Params) -> ApiResult<Vec<String>> {
+    let bad = || ApiError::bad_request("`doc_ids` filter parameter is not a list of doc ids.");
+    match p.json("doc_ids").map_err(|_| bad())? {
+        Some(Value::Array(ids)) => {
+            ids.iter().map(|id| id.as_str().map(String::from).ok_or_else(bad)).collect()
+        }
+        _ => Err(bad()),
+    }
+}
+
+fn run(db: &Database, mut req: Request, sink: &mut Sink) -> Result<(), Gone> {
+    let deadline = Instant::now() + req.timeout;
+    let mut notified = db.subscribe();
+    if matches!(req.feed, Feed::Normal | Feed::Longpoll) {
+        sink.write(b"{\"results\":[\n")?;
+    }
+    let mut first = true;
+    loop {
+        notified.mark_unchanged();
+        let (count, last_seq) = emit(db, &req, sink, &mut first)?;
+        req.query.since = last_seq;
+        let done = match req.feed {
+            Feed::Normal => true,
+            Feed::Longpoll => count > 0,
+            _ => req.query.limit.is_some_and(|l| count >= l),
+        };
+        if let Some(limit) = req.query.limit.as_mut() {
+            *limit = limit.saturating_sub(count);
+        }
+        if done || Instant::now() >= deadline {
+            return finish(db, &req, sink, last_seq);
+        }
+        sink.flush()?;
+        wait(&mut notified, &req, sink, deadline)?;
+    }
+}
+
+/// Streams the changes after `req.query.since`; returns how many and the last seq.
+fn emit(
+    db: &Database,
+    req: &Request,
+    sink: &mut Sink,
+    first: &mut bool,
+) -> Result<(u64, u64), Gone> {
+    let mut changes = db.changes(req.query.clone()).map_err(log)?;
+    let mut count = 0;
+    for row in changes.by_ref() {
+        let row = row.map_err(log)?;
+        let line = row_json(&row, &req.opts);
+        match req.feed {
+            Feed::Normal | Feed::Longpoll => {
+                if !*first {
+                    sink.write(b",\n")?;
+                }
+                sink.write(&line)?;
+            }
+            Feed::Continuous => {
+                sink.write(&line)?;
+                sink.write(b"\n")?;
+            }
+            Feed::EventSource => {
+                sink.write(b"data: ")?;
+                sink.write(&line)?;
+                sink.write(format!("\nid: {}\n\n", row.seq).as_bytes())?;
+            }
+        }
+        *first = false;
+        count += 1;
+    }
+    Ok((count, changes.last_seq()))
+}
+
+/// Waits for a write, sending heartbeats, until the deadline.
+fn wait(
+    notified: &mut tokio::sync::watch::Receiver<u64>,
+    req: &Request,
+    sink: &mut Sink,
+    deadline: Instant,
+) -> Result<(), Gone> {
+    let handle = tokio::runtime::Handle::current();
+    loop {
+        let until_deadline = deadline.saturating_duration_since(Instant::now());
+        let step = req.heartbeat.map_or(until_deadline, |h| h.min(until_deadline));
+        let woke = handle.block_on(async { tokio::time::timeout(step, notified.changed()).await });
+        match woke {
+            Ok(Ok(())) => return Ok(()),
+            Ok(Err(_)) => return Err(Gone),
+            Err(_) if Instant::now() >= deadline => return Ok(()),
+            Err(_) => {
+                if !sink.is_open() {
+                    return Err(Gone);
+                }
+                let beat: &[u8] = if req.feed == Feed::EventSource {
+                    b"event: heartbeat\ndata: \n\n"
+                } else {
+                    b"\n"
+                };
+                sink.write(beat)?;
+                sink.flush()?;
+            }
+        }
+    }
+}
+
+fn finish(db: &Database, req: &Request, sink: &mut Sink, last_seq: u64) -> Result<(), Gone> {
+    let pending =
+        if req.query.descending { 0 } else { db.pending_changes(last_seq).map_err(log)? };
+    let tail = json!({"last_seq": last_seq.to_string(), "pending": pending});
+    match req.feed {
+        Feed::Normal | Feed::Longpoll => {
+            sink.write(b"\n],\n")?;
+            let text = tail.to_string();
+            sink.write(text.strip_prefix('{').unwrap_or(&text).as_bytes())?;
+            sink.write(b"\n")
+        }
+        Feed::Continuous => sink.write(format!("{tail}\n").as_bytes()),
+        Feed::EventSource => Ok(()),
+    }
+}
+
+fn row_json(row: &ChangeRow, opts: &DocOpts) -> Vec<u8> {
+    let changes: Vec<Value> = row.changes.iter().map(|r| json!({"rev": r.to_string()})).collect();
+    let mut value = json!({"seq": row.seq.to_string(), "id": row.id, "changes": changes});
+    if row.deleted {
+        value["deleted"] = json!(true);
+    }
+    let mut out = Vec::with_capacity(128);
+    render::push_json(&mut out, &value);
+    if let Some(doc) = &row.doc {
+        out.pop();
+        out.extend_from_slice(b",\"doc\":");
+        out.extend_from_slice(&render::doc_json(doc, opts));
+        out.push(b'}');
+    }
+    out
+}
+
+fn log(err: bunko_engine::Error) -> Gone {
+    tracing::error!(%err, "_changes stream failed");
+    Gone
+}

@@ -1,0 +1,387 @@
+//! Document routes: `POST /{db}`, `GET/HEAD/PUT/DELETE /{db}/{id}`, the same under
+//! `/{db}/_design/{name}`, and `_local/{id}`. Attachment paths answer `501` until
+//! attachments land.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, RawQuery, State as AxState};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Extension, Router};
+use bunko_doc::RevId;
+use bunko_doc::body::{self, ParsedDoc};
+use bunko_engine::read::OpenRev;
+use bunko_engine::users::{USER_PREFIX, USERS_DB};
+use bunko_engine::{Database, WriteOptions};
+use serde_json::{Value, json};
+
+use crate::body::RawBody;
+use crate::db::{Access, open};
+use crate::error::{ApiError, ApiResult};
+use crate::params::Params;
+use crate::render::{self, DocOpts};
+use crate::{State, UserCtx, blocking};
+
+pub fn routes() -> Router<State> {
+    Router::new()
+        .route("/{db}/{id}", get(get_doc).head(head_doc).put(put_doc).delete(delete_doc))
+        .route(
+            "/{db}/_design/{id}",
+            get(get_design).head(head_design).put(put_design).delete(delete_design),
+        )
+        .route("/{db}/_local/{id}", get(get_local).put(put_local).delete(delete_local))
+        .route("/{db}/{id}/{*attachment}", axum::routing::any(attachment))
+        .route("/{db}/_design/{id}/{*attachment}", axum::routing::any(attachment))
+}
+
+type DocPath = Path<(String, String)>;
+
+/// Finds the database and checks access for one document: design documents need a
+/// database admin to write; in `_users` a user may touch only their own document.
+fn open_for(
+    state: &State,
+    ctx: &UserCtx,
+    db: &str,
+    id: &str,
+    write: bool,
+) -> ApiResult<Arc<Database>> {
+    if db == USERS_DB && !ctx.is_server_admin() {
+        let own = ctx.name.as_ref().is_some_and(|n| id == format!("{USER_PREFIX}{n}"));
+        if !own {
+            return Err(ApiError::forbidden("Only admins may access other user documents."));
+        }
+        return Ok(state.engine.db(db)?);
+    }
+    let design = id.starts_with("_design/");
+    open(state, ctx, db, if write && design { Access::Admin } else { Access::Member })
+}
+
+async fn get_doc(
+    st: AxState<State>,
+    ctx: Extension<UserCtx>,
+    Path((db, id)): DocPath,
+    q: RawQuery,
+    h: HeaderMap,
+) -> ApiResult<Response> {
+    read_doc(st.0, ctx.0, db, id, q.0, h, false).await
+}
+
+async fn head_doc(
+    st: AxState<State>,
+    ctx: Extension<UserCtx>,
+    Path((db, id)): DocPath,
+    q: RawQuery,
+    h: HeaderMap,
+) -> ApiResult<Response> {
+    read_doc(st.0, ctx.0, db, id, q.0, h, true).await
+}
+
+async fn get_design(
+    st: AxState<State>,
+    ctx: Extension<UserCtx>,
+    Path((db, id)): DocPath,
+    q: RawQuery,
+    h: HeaderMap,
+) -> ApiResult<Response> {
+    read_doc(st.0, ctx.0, db, format!("_design/{id}"), q.0, h, false).await
+}
+
+async fn head_design(
+    st: AxState<State>,
+    ctx: Extension<UserCtx>,
+    Path((db, id)): DocPath,
+    q: RawQuery,
+    h: HeaderMap,
+) -> ApiResult<Response> {
+    read_doc(st.0, ctx.0, db, format!("_design/{id}"), q.0, h, true).await
+}
+
+async fn put_doc(
+    st: AxState<State>,
+    ctx: Extension<UserCtx>,
+    Path((db, id)): DocPath,
+    q: RawQuery,
+    h: HeaderMap,
+    body: RawBody,
+) -> ApiResult<Response> {
+    write_doc(st.0, ctx.0, db, id, q.0, h, body).await
+}
+
+async fn put_design(
+    st: AxState<State>,
+    ctx: Extension<UserCtx>,
+    Path((db, id)): DocPath,
+    q: RawQuery,
+    h: HeaderMap,
+    body: RawBody,
+) -> ApiResult<Response> {
+    write_doc(st.0, ctx.0, db, format!("_design/{id}"), q.0, h, body).await
+}
+
+async fn delete_doc(
+    st: AxState<State>,
+    ctx: Extension<UserCtx>,
+    Path((db, id)): DocPath,
+    q: RawQuery,
+    h: HeaderMap,
+) -> ApiResult<Response> {
+    remove_doc(st.0, ctx.0, db, id, q.0, h).await
+}
+
+async fn delete_design(
+    st: AxState<State>,
+    ctx: Extension<UserCtx>,
+    Path((db, id)): DocPath,
+    q: RawQuery,
+    h: HeaderMap,
+) -> ApiResult<Response> {
+    remove_doc(st.0, ctx.0, db, format!("_design/{id}"), q.0, h).await
+}
+
+async fn attachment() -> ApiError {
+    ApiError::not_implemented("Attachments are not supported by this version of Bunko")
+}
+
+/// `POST /{db}`: a new document; the id is generated unless the body has `_id`.
+pub async fn post_doc(
+    AxState(state): AxState<State>,
+    Extension(ctx): Extension<UserCtx>,
+    Path(db_name): Path<String>,
+    body: RawBody,
+) -> ApiResult<Response> {
+    let doc = body::parse(&body.0, &state.engine.config().limits)?;
+    let id = doc.id.clone().unwrap_or_default();
+    let db = open_for(&state, &ctx, &db_name, &id, true)?;
+    let (id, rev) = blocking(move || {
+        let mut results = db.update_docs(vec![doc], WriteOptions::default())?;
+        let result = results.pop().ok_or_else(|| ApiError::bad_request("no document"))?;
+        Ok((result.id, result.result?))
+    })
+    .await?;
+    Ok(written(StatusCode::CREATED, &id, &rev))
+}
+
+async fn read_doc(
+    state: State,
+    ctx: UserCtx,
+    db_name: String,
+    id: String,
+    query: Option<String>,
+    headers: HeaderMap,
+    head: bool,
+) -> ApiResult<Response> {
+    let db = open_for(&state, &ctx, &db_name, &id, false)?;
+    let p = Params::parse(query.as_deref());
+    let opts = DocOpts::from_params(&p)?;
+    if let Some(open_revs) = p.str("open_revs") {
+        let revs = parse_open_revs(open_revs)?;
+        let latest = p.flag("latest")?;
+        let found = blocking(move || Ok(db.open_revs(&id, revs, latest)?)).await?;
+        return Ok(open_revs_json(&found, &opts));
+    }
+    let rev = p.str("rev").map(str::parse::<RevId>).transpose()?;
+    let doc = blocking(move || Ok(db.get(&id, rev.as_ref())?)).await?;
+    let etag = format!("\"{}\"", doc.rev);
+    if if_none_match(&headers, &etag) {
+        return Ok(with_etag(StatusCode::NOT_MODIFIED.into_response(), &etag));
+    }
+    let response = if head {
+        StatusCode::OK.into_response()
+    } else {
+        render::json_bytes(StatusCode::OK, render::doc_json(&doc, &opts))
+    };
+    Ok(with_etag(response, &etag))
+}
+
+fn parse_open_revs(text: &str) -> ApiResult<Option<Vec<RevId>>> {
+    if text == "all" {
+        return Ok(None);
+    }
+    let list: Vec<String> = serde_json::from_str(text)
+        .map_err(|_| ApiError::bad_request("`open_revs` must be `all` or a JSON array of revs"))?;
+    Ok(Some(list.iter().map(|r| r.parse()).collect::<Result<_, _>>()?))
+}
+
+fn open_revs_json(found: &[OpenRev], opts: &DocOpts) -> Response {
+    let mut out = b"[".to_vec();
+    for (i, entry) in found.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        match entry {
+            OpenRev::Ok(doc) => {
+                out.extend_from_slice(b"{\"ok\":");
+                out.extend_from_slice(&render::doc_json(doc, &DocOpts { revs: true, ..*opts }));
+                out.push(b'}');
+            }
+            OpenRev::Missing(rev) => {
+                render::push_json(&mut out, &json!({"missing": rev.to_string()}))
+            }
+        }
+    }
+    out.push(b']');
+    render::json_bytes(StatusCode::OK, out)
+}
+
+async fn write_doc(
+    state: State,
+    ctx: UserCtx,
+    db_name: String,
+    id: String,
+    query: Option<String>,
+    headers: HeaderMap,
+    body: RawBody,
+) -> ApiResult<Response> {
+    let db = open_for(&state, &ctx, &db_name, &id, true)?;
+    let p = Params::parse(query.as_deref());
+    let mut doc = body::parse(&body.0, &state.engine.config().limits)?;
+    if doc.id.as_ref().is_some_and(|body_id| *body_id != id) {
+        doc.id = Some(id.clone());
+    }
+    doc.id = Some(id.clone());
+    doc.rev = merge_rev(doc.rev.take(), &p, &headers)?;
+    let new_edits = p.bool("new_edits")?.unwrap_or(true);
+    if db_name == USERS_DB && !ctx.is_server_admin() {
+        guard_own_roles(&db, &id, &doc)?;
+    }
+    let opts = WriteOptions { new_edits, ..Default::default() };
+    let rev = blocking(move || Ok(db.put(doc, opts)?)).await?;
+    Ok(written(StatusCode::CREATED, &id, &rev))
+}
+
+async fn remove_doc(
+    state: State,
+    ctx: UserCtx,
+    db_name: String,
+    id: String,
+    query: Option<String>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let db = open_for(&state, &ctx, &db_name, &id, true)?;
+    let p = Params::parse(query.as_deref());
+    let Some(rev) = merge_rev(None, &p, &headers)? else {
+        return Err(ApiError::Engine(bunko_engine::Error::Conflict));
+    };
+    let doc_id = id.clone();
+    let rev = blocking(move || Ok(db.delete(&doc_id, rev)?)).await?;
+    Ok(written(StatusCode::OK, &id, &rev))
+}
+
+/// The revision an edit names: `_rev` in the body, `?rev=`, or `If-Match`, which must agree.
+fn merge_rev(body_rev: Option<RevId>, p: &Params, headers: &HeaderMap) -> ApiResult<Option<RevId>> {
+    let query_rev = p.str("rev").map(str::parse::<RevId>).transpose()?;
+    let header_rev = headers
+        .get(header::IF_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.trim_matches('"').parse::<RevId>())
+        .transpose()?;
+    let mut chosen = body_rev;
+    for other in [query_rev, header_rev].into_iter().flatten() {
+        match &chosen {
+            Some(rev) if *rev != other => {
+                return Err(ApiError::bad_request(
+                    "Document rev from request body and query string have different values",
+                ));
+            }
+            _ => chosen = Some(other),
+        }
+    }
+    Ok(chosen)
+}
+
+/// A user editing their own `_users` document may not change their roles.
+fn guard_own_roles(db: &Database, id: &str, doc: &ParsedDoc) -> ApiResult<()> {
+    let new_roles = doc.body.get("roles").cloned().unwrap_or(Value::Array(Vec::new()));
+    let old_roles = match db.get(id, None) {
+        Ok(old) => serde_json::from_slice::<Value>(&old.body)
+            .ok()
+            .and_then(|v| v.get("roles").cloned())
+            .unwrap_or(Value::Array(Vec::new())),
+        Err(_) => Value::Array(Vec::new()),
+    };
+    if new_roles != old_roles {
+        return Err(ApiError::forbidden("Only _admin may set roles"));
+    }
+    Ok(())
+}
+
+fn written(status: StatusCode, id: &str, rev: &RevId) -> Response {
+    let response = render::json(status, json!({"ok": true, "id": id, "rev": rev.to_string()}));
+    with_etag(response, &format!("\"{rev}\""))
+}
+
+fn with_etag(mut response: Response, etag: &str) -> Response {
+    if let Ok(value) = HeaderValue::from_str(etag) {
+        response.headers_mut().insert(header::ETAG, value);
+    }
+    response
+}
+
+fn if_none_match(headers: &HeaderMap, etag: &str) -> bool {
+    headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"))
+}
+
+async fn get_local(
+    AxState(state): AxState<State>,
+    Extension(ctx): Extension<UserCtx>,
+    Path((db_name, name)): DocPath,
+) -> ApiResult<Response> {
+    let db = open(&state, &ctx, &db_name, Access::Member)?;
+    let id = format!("_local/{name}");
+    let (rev, body) = blocking({
+        let id = id.clone();
+        move || Ok(db.get_local(&id)?)
+    })
+    .await?;
+    let mut out = format!("{{\"_id\":{},\"_rev\":\"{rev}\"", json!(id)).into_bytes();
+    let inner = body.strip_prefix('{').and_then(|b| b.strip_suffix('}')).unwrap_or_default();
+    if !inner.is_empty() {
+        out.push(b',');
+        out.extend_from_slice(inner.as_bytes());
+    }
+    out.push(b'}');
+    Ok(render::json_bytes(StatusCode::OK, out))
+}
+
+async fn put_local(
+    AxState(state): AxState<State>,
+    Extension(ctx): Extension<UserCtx>,
+    Path((db_name, name)): DocPath,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    body: RawBody,
+) -> ApiResult<Response> {
+    let db = open(&state, &ctx, &db_name, Access::Member)?;
+    let id = format!("_local/{name}");
+    let mut doc = body::parse(&body.0, &state.engine.config().limits)?;
+    doc.rev = merge_rev(doc.rev.take(), &Params::parse(query.as_deref()), &headers)?;
+    let rev = blocking({
+        let id = id.clone();
+        move || Ok(db.put_local(&id, &doc)?)
+    })
+    .await?;
+    Ok(render::json(StatusCode::CREATED, json!({"ok": true, "id": id, "rev": rev})))
+}
+
+async fn delete_local(
+    AxState(state): AxState<State>,
+    Extension(ctx): Extension<UserCtx>,
+    Path((db_name, name)): DocPath,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let db = open(&state, &ctx, &db_name, Access::Member)?;
+    let id = format!("_local/{name}");
+    let rev = merge_rev(None, &Params::parse(query.as_deref()), &headers)?;
+    let doc = ParsedDoc { rev, deleted: true, ..Default::default() };
+    let rev = blocking({
+        let id = id.clone();
+        move || Ok(db.put_local(&id, &doc)?)
+    })
+    .await?;
+    Ok(render::json(StatusCode::OK, json!({"ok": true, "id": id, "rev": rev})))
+}

@@ -1,0 +1,142 @@
+//! The one place where errors become HTTP responses: each error maps to CouchDB's status
+//! code, `error` name and `reason`, always as `{"error": …, "reason": …}`.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use bunko_doc::Error as DocError;
+use bunko_engine::Error as EngineError;
+use serde_json::json;
+
+/// An error answered to a client.
+#[derive(Debug)]
+pub enum ApiError {
+    Engine(EngineError),
+    /// Any other answer: status, CouchDB error name, reason.
+    Other(StatusCode, &'static str, String),
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;
+
+impl ApiError {
+    pub fn bad_request(reason: impl Into<String>) -> Self {
+        Self::Other(StatusCode::BAD_REQUEST, "bad_request", reason.into())
+    }
+
+    pub fn query_parse(reason: impl Into<String>) -> Self {
+        Self::Other(StatusCode::BAD_REQUEST, "query_parse_error", reason.into())
+    }
+
+    pub fn not_found(reason: impl Into<String>) -> Self {
+        Self::Other(StatusCode::NOT_FOUND, "not_found", reason.into())
+    }
+
+    pub fn unauthorized(reason: impl Into<String>) -> Self {
+        Self::Other(StatusCode::UNAUTHORIZED, "unauthorized", reason.into())
+    }
+
+    pub fn forbidden(reason: impl Into<String>) -> Self {
+        Self::Other(StatusCode::FORBIDDEN, "forbidden", reason.into())
+    }
+
+    pub fn too_large() -> Self {
+        Self::Other(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+            "the request entity is too large".into(),
+        )
+    }
+
+    pub fn not_implemented(reason: impl Into<String>) -> Self {
+        Self::Other(StatusCode::NOT_IMPLEMENTED, "not_implemented", reason.into())
+    }
+
+    /// Status, error name and reason.
+    pub fn parts(&self) -> (StatusCode, &'static str, String) {
+        match self {
+            ApiError::Engine(err) => engine_parts(err),
+            ApiError::Other(status, name, reason) => (*status, name, reason.clone()),
+        }
+    }
+}
+
+fn engine_parts(err: &EngineError) -> (StatusCode, &'static str, String) {
+    let reason = err.to_string();
+    let (status, name) = match err {
+        EngineError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+        EngineError::Conflict => (StatusCode::CONFLICT, "conflict"),
+        EngineError::FileExists => (StatusCode::PRECONDITION_FAILED, "file_exists"),
+        EngineError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
+        EngineError::QueryParse(_) => (StatusCode::BAD_REQUEST, "query_parse_error"),
+        EngineError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
+        EngineError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
+        EngineError::PartitionOverflow(_) => (StatusCode::FORBIDDEN, "partition_overflow"),
+        EngineError::Doc(doc) => return doc_parts(doc),
+        EngineError::Storage(_) | EngineError::Corrupt(_) => {
+            (StatusCode::INTERNAL_SERVER_ERROR, "internal_server_error")
+        }
+        _ => (StatusCode::INTERNAL_SERVER_ERROR, "unknown_error"),
+    };
+    (status, name, reason)
+}
+
+fn doc_parts(err: &DocError) -> (StatusCode, &'static str, String) {
+    let reason = err.to_string();
+    let (status, name) = match err {
+        DocError::BadRequest(_) | DocError::BadRev(_) => (StatusCode::BAD_REQUEST, "bad_request"),
+        DocError::IllegalDocId(_) => (StatusCode::BAD_REQUEST, "illegal_docid"),
+        DocError::IllegalPartition(_) => (StatusCode::BAD_REQUEST, "illegal_partition"),
+        DocError::IllegalDatabaseName(_) => (StatusCode::BAD_REQUEST, "illegal_database_name"),
+        DocError::DocValidation(_) => (StatusCode::BAD_REQUEST, "doc_validation"),
+        DocError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "document_too_large"),
+        DocError::AttachmentsUnsupported => (StatusCode::NOT_IMPLEMENTED, "not_implemented"),
+        _ => (StatusCode::BAD_REQUEST, "bad_request"),
+    };
+    (status, name, reason)
+}
+
+impl From<EngineError> for ApiError {
+    fn from(err: EngineError) -> Self {
+        ApiError::Engine(err)
+    }
+}
+
+impl From<DocError> for ApiError {
+    fn from(err: DocError) -> Self {
+        ApiError::Engine(EngineError::Doc(err))
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, error, reason) = self.parts();
+        if status.is_server_error() {
+            tracing::error!(%status, error, reason, "request failed");
+        }
+        (status, axum::Json(json!({"error": error, "reason": reason}))).into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_map_to_couchdb_names_and_statuses() {
+        let table: Vec<(ApiError, u16, &str)> = vec![
+            (EngineError::Conflict.into(), 409, "conflict"),
+            (EngineError::NotFound("missing".into()).into(), 404, "not_found"),
+            (EngineError::FileExists.into(), 412, "file_exists"),
+            (EngineError::PartitionOverflow("p:a".into()).into(), 403, "partition_overflow"),
+            (DocError::IllegalDocId("x".into()).into(), 400, "illegal_docid"),
+            (DocError::TooLarge("a".into()).into(), 413, "document_too_large"),
+            (DocError::IllegalDatabaseName("x".into()).into(), 400, "illegal_database_name"),
+            (DocError::DocValidation("x".into()).into(), 400, "doc_validation"),
+            (ApiError::too_large(), 413, "too_large"),
+            (ApiError::query_parse("x"), 400, "query_parse_error"),
+        ];
+        for (err, status, name) in table {
+            let (s, n, _) = err.parts();
+            assert_eq!((s.as_u16(), n), (status, name));
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! The CouchDB / IBM Cloudant HTTP API over [`bunko_engine`].
+//!
+//! Handlers are thin adapters: parse the request ([`params`], [`body`]), call the engine on
+//! a blocking thread ([`blocking`]), render the answer ([`render`]). Long answers
+//! (`_all_docs`, `_changes`) stream ([`stream`]). Every error becomes CouchDB's
+//! `{"error", "reason"}` in one place, [`error`]. Authentication ([`auth`]) runs as
+//! middleware before any handler and leaves a [`UserCtx`] in the request.
+//!
+//! Route modules: [`server`] (`/`, `/_up`, `/_all_dbs`, `/_uuids`, `/_session`), [`db`]
+//! (`/{db}` and its admin endpoints), [`doc`] (`/{db}/{id}`, `_local`, `_design`), [`bulk`]
+//! (`_bulk_docs`, `_bulk_get`, `_revs_diff`), [`all_docs`], [`changes`].
+
+pub mod all_docs;
+pub mod auth;
+pub mod body;
+pub mod bulk;
+pub mod changes;
+pub mod db;
+pub mod doc;
+pub mod error;
+pub mod params;
+pub mod render;
+pub mod server;
+pub mod stream;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use bunko_engine::Engine;
+pub use bunko_engine::security::UserCtx;
+
+use crate::error::{ApiError, ApiResult};
+
+/// Server settings the HTTP layer needs.
+#[derive(Debug, Clone)]
+pub struct HttpConfig {
+    /// Largest request body in bytes (`413 too_large` beyond it).
+    pub max_request_size: usize,
+    /// Server admins: name and password.
+    pub admins: Vec<(String, String)>,
+    /// Lifetime of an `AuthSession` cookie, in seconds.
+    pub session_timeout: u64,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self { max_request_size: 64 << 20, admins: Vec::new(), session_timeout: 600 }
+    }
+}
+
+/// Shared state of all handlers.
+pub struct AppState {
+    pub engine: Arc<Engine>,
+    pub config: HttpConfig,
+    pub auth: auth::Auth,
+    pub started: Instant,
+}
+
+pub type State = Arc<AppState>;
+
+impl AppState {
+    pub fn new(engine: Arc<Engine>, config: HttpConfig) -> bunko_engine::Result<State> {
+        let auth = auth::Auth::new(&engine, &config)?;
+        Ok(Arc::new(AppState { engine, config, auth, started: Instant::now() }))
+    }
+}
+
+/// The complete router of the CouchDB API.
+pub fn router(state: State) -> Router {
+    let limit = state.config.max_request_size;
+    Router::new()
+        .merge(server::routes())
+        .merge(db::routes())
+        .merge(all_docs::routes())
+        .merge(changes::routes())
+        .merge(bulk::routes())
+        .merge(doc::routes())
+        .route("/{db}/_compact", post(db::compact))
+        .route("/_active_tasks", get(server::active_tasks))
+        .method_not_allowed_fallback(method_not_allowed)
+        .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(state.clone(), auth::middleware))
+        .layer(DefaultBodyLimit::max(limit))
+        .with_state(state)
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::Other(
+        axum::http::StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "Only GET,HEAD,PUT,POST,DELETE allowed".to_string(),
+    )
+}
+
+async fn not_found() -> ApiError {
+    ApiError::not_found("missing")
+}
+
+/// Runs blocking engine work off the async threads.
+pub async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> ApiResult<T> + Send + 'static,
+) -> ApiResult<T> {
+    tokio::task::spawn_blocking(work).await.unwrap_or_else(|_| {
+        Err(ApiError::Other(
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            "internal_server_error",
+            "a worker thread failed".to_string(),
+        ))
+    })
+}

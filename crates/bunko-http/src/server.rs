@@ -1,0 +1,107 @@
+//! Server-level routes: `/`, `/_up`, `/_all_dbs`, `/_uuids`, `/_session`, `/_active_tasks`.
+
+use axum::extract::{RawQuery, State as AxState};
+use axum::http::StatusCode;
+use axum::response::Response;
+use axum::routing::get;
+use axum::{Extension, Router};
+use serde_json::{Value, json};
+
+use crate::auth::{self, require_server_admin};
+use crate::error::{ApiError, ApiResult};
+use crate::params::Params;
+use crate::{State, UserCtx, render};
+
+/// What Bunko really has, for clients that read `features` (CouchDB's test suites skip
+/// what is absent, e.g. `search`).
+pub const FEATURES: &[&str] = &["partitioned"];
+
+pub fn routes() -> Router<State> {
+    Router::new()
+        .route("/", get(welcome))
+        .route("/_up", get(up))
+        .route("/_all_dbs", get(all_dbs))
+        .route("/_uuids", get(uuids))
+        .route(
+            "/_session",
+            get(auth::get_session).post(auth::post_session).delete(auth::delete_session),
+        )
+}
+
+async fn welcome() -> Response {
+    render::json(
+        StatusCode::OK,
+        json!({
+            "couchdb": "Welcome",
+            "version": "3.4.3",
+            "vendor": {"name": "Bunko", "version": env!("CARGO_PKG_VERSION")},
+            "features": FEATURES,
+            "bunko": env!("CARGO_PKG_VERSION"),
+        }),
+    )
+}
+
+async fn up() -> Response {
+    render::json(StatusCode::OK, json!({"status": "ok", "seeds": {}}))
+}
+
+async fn all_dbs(
+    AxState(state): AxState<State>,
+    Extension(ctx): Extension<UserCtx>,
+    RawQuery(query): RawQuery,
+) -> ApiResult<Response> {
+    require_server_admin(&ctx)?;
+    let p = Params::parse(query.as_deref());
+    let start = string_key(&p, &["startkey", "start_key"])?;
+    let end = string_key(&p, &["endkey", "end_key"])?;
+    let descending = p.flag("descending")?;
+    let inclusive_end = p.bool("inclusive_end")?.unwrap_or(true);
+    let mut names = state.engine.db_names();
+    if descending {
+        names.reverse();
+    }
+    let in_range = |name: &String| {
+        let after_start =
+            start.as_ref().is_none_or(|s| if descending { name <= s } else { name >= s });
+        let before_end = end.as_ref().is_none_or(|e| match (descending, inclusive_end) {
+            (false, true) => name <= e,
+            (false, false) => name < e,
+            (true, true) => name >= e,
+            (true, false) => name > e,
+        });
+        after_start && before_end
+    };
+    let skip = p.u64("skip")?.unwrap_or(0) as usize;
+    let limit = p.u64("limit")?.map_or(usize::MAX, |l| l as usize);
+    let names: Vec<Value> =
+        names.into_iter().filter(in_range).skip(skip).take(limit).map(Value::String).collect();
+    Ok(render::json(StatusCode::OK, Value::Array(names)))
+}
+
+fn string_key(p: &Params, names: &[&str]) -> ApiResult<Option<String>> {
+    match p.json_any(names)? {
+        None => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(ApiError::query_parse("Database names are strings")),
+    }
+}
+
+async fn uuids(AxState(state): AxState<State>, RawQuery(query): RawQuery) -> ApiResult<Response> {
+    let p = Params::parse(query.as_deref());
+    let count = p.u64("count")?.unwrap_or(1);
+    if count > 1000 {
+        return Err(ApiError::Other(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            "count parameter too large".into(),
+        ));
+    }
+    let ids: Vec<String> = (0..count).map(|_| state.engine.uuids().next()).collect();
+    Ok(render::json(StatusCode::OK, json!({"uuids": ids})))
+}
+
+/// `GET /_active_tasks`: background work (none yet in this version).
+pub async fn active_tasks(Extension(ctx): Extension<UserCtx>) -> ApiResult<Response> {
+    require_server_admin(&ctx)?;
+    Ok(render::json(StatusCode::OK, json!([])))
+}

@@ -1,0 +1,1 @@
+//! Mango selectors, sorting and the planner: arrives with the Mango issue.

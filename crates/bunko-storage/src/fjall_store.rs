@@ -1,0 +1,228 @@
+//! [`Fjall`]: the embedded on-disk store, one fjall keyspace driven by group commit.
+//!
+//! # Writes
+//!
+//! [`Store::apply`] turns a [`Batch`] into one fjall `WriteBatch` (fjall batches are atomic
+//! and get one sequence number) with `durability(None)`: fjall appends it to its journal's
+//! userspace buffer and inserts it into the memtable, but neither flushes nor fsyncs.
+//! The database is opened with `manual_journal_persist(true)`, and fjall 3 has no
+//! background journal fsync, so the only syncs are ours: [`Store::sync`] runs the group
+//! commit (`group.rs`), whose leader calls `Database::persist(PersistMode::SyncAll)`
+//! (flush the buffer, then `fsync` the journal). fjall also fsyncs on its own when it
+//! rotates a journal, which only makes data durable earlier.
+//!
+//! fjall holds its journal lock during that fsync, so applies wait while a sync runs;
+//! the group that queues up meanwhile is covered by the next sync.
+//!
+//! # Reads
+//!
+//! Every read goes through a fjall snapshot (a sequence number registered with fjall's
+//! snapshot tracker, cheap). Reading the keyspace directly would see the newest version
+//! of every key, including a batch that is half inserted into the memtable; a snapshot
+//! sees only published batches, so readers see each batch whole or not at all.
+//!
+//! # Lifetime
+//!
+//! fjall locks `<dir>/lock` (an OS file lock) for as long as anything of the database is
+//! alive: this store, and every snapshot or [`crate::Iter`] taken from it. Opening a
+//! directory that is locked, by another process or by a still-live store in this one,
+//! fails after ~300 ms of retries with [`Error::Io`] ("... is locked ..."). Once every
+//! handle is dropped, the same process can open the directory again. Dropping the store
+//! stops fjall's background threads (waiting for a running flush or compaction to
+//! finish) and fsyncs the journal. For a clean shutdown call [`Store::close`] first: it
+//! lets in-flight commits finish and refuses new ones.
+
+use crate::group::Group;
+use crate::{
+    Batch, Entry, Error, MAX_KEY_LEN, Op, Range, Read, Result, Snapshot, Store, Ticket, clamp_range,
+};
+use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode, Readable};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The one fjall keyspace holding all of Bunko's keys.
+const KEYSPACE: &str = "bunko";
+
+/// A [`Store`] on disk, backed by fjall. See the module docs.
+pub struct Fjall {
+    group: Group,
+    keyspace: Keyspace,
+    db: Database,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for Fjall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fjall").field("path", &self.path).field("group", &self.group).finish()
+    }
+}
+
+impl Fjall {
+    /// Opens the store in directory `path`, creating it if absent, and replays fjall's
+    /// journal so that every acknowledged commit is present.
+    pub fn open(path: &Path) -> Result<Fjall> {
+        let context = |err| in_context(&format!("opening {}", path.display()), err);
+        let db = Database::builder(path).manual_journal_persist(true).open().map_err(context)?;
+        let keyspace = db
+            .keyspace(KEYSPACE, || KeyspaceCreateOptions::default().manual_journal_persist(true))
+            .map_err(context)?;
+        Ok(Fjall { group: Group::default(), keyspace, db, path: path.to_path_buf() })
+    }
+
+    /// The directory this store lives in.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Syncs run so far (successful or not); far fewer than [`Fjall::commits`] under
+    /// concurrent load means group commit is grouping.
+    pub fn syncs(&self) -> u64 {
+        self.group.syncs()
+    }
+
+    /// Batches applied since the store was opened.
+    pub fn commits(&self) -> u64 {
+        self.group.commits()
+    }
+
+    fn sync_now(&self) -> Result<()> {
+        self.db.persist(PersistMode::SyncAll).map_err(|err| in_context("syncing the journal", err))
+    }
+}
+
+impl Read for Fjall {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        get_at(&self.db.snapshot(), &self.keyspace, key)
+    }
+
+    fn scan(&self, range: &Range, reverse: bool, limit: usize) -> Result<Vec<Entry>> {
+        scan_at(&self.db.snapshot(), &self.keyspace, range, reverse, limit)
+    }
+}
+
+impl Store for Fjall {
+    fn snapshot(&self) -> Snapshot {
+        Arc::new(FjallSnapshot { snapshot: self.db.snapshot(), keyspace: self.keyspace.clone() })
+    }
+
+    fn apply(&self, batch: Batch) -> Result<Ticket> {
+        batch.validate()?;
+        let mut write = self.db.batch().durability(None);
+        // fjall gives a whole batch one sequence number, so two writes to one key in a
+        // batch would be two entries with equal internal keys; which one survives is up to
+        // fjall's memtable (today the last). Keep only the last ourselves, as `Batch` says.
+        for (key, value) in last_writes(batch) {
+            match value {
+                Some(value) => write.insert(&self.keyspace, key, value),
+                None => write.remove(&self.keyspace, key),
+            }
+        }
+        self.group.apply(|| write.commit().map_err(|err| in_context("writing a batch", err)))
+    }
+
+    fn sync(&self, ticket: Ticket) -> Result<()> {
+        self.group.sync(ticket, || self.sync_now())
+    }
+
+    fn disk_size(&self) -> u64 {
+        // An estimate for stats; a failure to stat the journal just reads as 0.
+        self.db.disk_space().unwrap_or(0)
+    }
+
+    fn close(&self) -> Result<()> {
+        self.group.close(|| self.sync_now())
+    }
+}
+
+/// A point-in-time view of a [`Fjall`] store. It keeps the database files open (and the
+/// directory locked) until dropped.
+struct FjallSnapshot {
+    snapshot: fjall::Snapshot,
+    keyspace: Keyspace,
+}
+
+impl Read for FjallSnapshot {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        get_at(&self.snapshot, &self.keyspace, key)
+    }
+
+    fn scan(&self, range: &Range, reverse: bool, limit: usize) -> Result<Vec<Entry>> {
+        scan_at(&self.snapshot, &self.keyspace, range, reverse, limit)
+    }
+}
+
+fn get_at(snapshot: &fjall::Snapshot, keyspace: &Keyspace, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    if key.len() > MAX_KEY_LEN {
+        // Cannot be stored, and fjall panics on such a lookup key.
+        return Ok(None);
+    }
+    let value = snapshot.get(keyspace, key).map_err(|err| in_context("reading a key", err))?;
+    Ok(value.map(|value| value.to_vec()))
+}
+
+fn scan_at(
+    snapshot: &fjall::Snapshot,
+    keyspace: &Keyspace,
+    range: &Range,
+    reverse: bool,
+    limit: usize,
+) -> Result<Vec<Entry>> {
+    let Some(bounds) = clamp_range(range).filter(|_| limit > 0) else {
+        return Ok(Vec::new());
+    };
+    let iter = snapshot.range::<&[u8], _>(keyspace, bounds);
+    if reverse { collect(iter.rev(), limit) } else { collect(iter, limit) }
+}
+
+fn collect(iter: impl Iterator<Item = fjall::Guard>, limit: usize) -> Result<Vec<Entry>> {
+    let mut entries = Vec::with_capacity(limit.min(256));
+    for guard in iter.take(limit) {
+        let (key, value) = guard.into_inner().map_err(|err| in_context("scanning", err))?;
+        entries.push((key.to_vec(), value.to_vec()));
+    }
+    Ok(entries)
+}
+
+/// The batch's writes with only the last write to each key kept (`None` deletes).
+fn last_writes(batch: Batch) -> BTreeMap<Vec<u8>, Option<Vec<u8>>> {
+    let mut writes = BTreeMap::new();
+    for op in batch.into_ops() {
+        match op {
+            Op::Put(key, value) => writes.insert(key, Some(value)),
+            Op::Delete(key) => writes.insert(key, None),
+        };
+    }
+    writes
+}
+
+/// Maps a fjall error to ours, with a message fit for a log or an HTTP body
+/// (fjall's own `Display` is just `FjallError: {Debug}`).
+fn in_context(doing: &str, err: fjall::Error) -> Error {
+    use fjall::{Error as F, LsmError as L};
+    match err {
+        F::Poisoned => Error::Poisoned,
+        F::Locked => Error::Io(format!(
+            "{doing}: the database directory is locked by another process (or by a store \
+             still open in this one)"
+        )),
+        F::Io(err) | F::Storage(L::Io(err)) => Error::Io(format!("{doing}: {err}")),
+        F::InvalidVersion(version) => {
+            Error::Corrupt(format!("{doing}: unsupported on-disk format version {version:?}"))
+        }
+        F::Storage(L::InvalidVersion(version)) => {
+            Error::Corrupt(format!("{doing}: unsupported table format version {version}"))
+        }
+        F::Storage(L::ChecksumMismatch { got, expected }) => Error::Corrupt(format!(
+            "{doing}: checksum mismatch (got {got:?}, expected {expected:?})"
+        )),
+        F::JournalRecovery(err) => Error::Corrupt(format!("{doing}: journal recovery: {err:?}")),
+        F::Unrecoverable | F::Storage(L::Unrecoverable) => {
+            Error::Corrupt(format!("{doing}: database files are missing or unreadable"))
+        }
+        F::Decompress(_) | F::InvalidTrailer | F::InvalidTag(_) | F::Storage(_) => {
+            Error::Corrupt(format!("{doing}: {err:?}"))
+        }
+        other => Error::Io(format!("{doing}: {other:?}")),
+    }
+}

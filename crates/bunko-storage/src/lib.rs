@@ -1,0 +1,273 @@
+//! Ordered, transactional key-value storage: the bottom layer of Bunko.
+//!
+//! This crate knows nothing of documents. It offers one trait, [`Store`], with two
+//! implementations: [`Fjall`] (the embedded default, an LSM tree on disk) and [`Memory`]
+//! (a `BTreeMap`, for tests). One conformance suite (`tests/conformance.rs`) runs on both,
+//! and a model test (`tests/model.rs`) checks random operations on both against a `BTreeMap`.
+//!
+//! Keys are byte strings compared as bytes; callers build them with an order-preserving
+//! codec so that byte order is the order they need. A key is 1 to [`MAX_KEY_LEN`] bytes and
+//! a value at most [`MAX_VALUE_LEN`] bytes; [`Store::commit`] rejects anything else with
+//! [`Error::Invalid`] before writing. Reads accept any key or bound.
+//!
+//! # Durability and group commit
+//!
+//! [`Store::commit`] applies a [`Batch`] atomically and returns only once the batch is
+//! durable. Concurrent committers share one sync ("group commit", `group.rs`): the first
+//! waiter to find no sync in flight becomes the leader, syncs everything applied so far,
+//! and wakes every waiter whose batch that sync covered. After a failed sync the store is
+//! poisoned and every later commit fails with [`Error::Poisoned`]: nothing acknowledged
+//! can be lost. [`Store::close`] syncs what was applied and refuses later commits.
+//!
+//! A committed batch is visible to readers as soon as it is applied, slightly before its
+//! sync completes; it is acknowledged to its writer only after. So a reader can see a
+//! write that is later lost in a crash, but only if its writer was never told it succeeded
+//! (the writer gets an error, or no answer at all).
+//!
+//! # Concurrency
+//!
+//! Stores and snapshots are `Send + Sync`; share a store as `Arc<dyn Store>` and call it
+//! from any number of threads. Every call blocks (commits for a disk sync, a few ms), so
+//! async callers run them on a blocking pool. Reads never wait for commits. A reader
+//! sees a batch entirely or not at all, both on the store and on a snapshot.
+//! [`Store::snapshot`] is cheap (an `Arc` clone or a sequence number), but a live
+//! snapshot pins old versions, so drop it when done.
+
+mod error;
+mod fjall_store;
+mod group;
+mod memory;
+
+pub use error::{Error, Result};
+pub use fjall_store::Fjall;
+pub use memory::Memory;
+
+use std::ops::Bound;
+use std::sync::Arc;
+
+/// One key-value pair as read from a store.
+pub type Entry = (Vec<u8>, Vec<u8>);
+
+/// A batch's position in the order batches were applied; see [`Store::apply`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Ticket(pub u64);
+
+/// A set of writes applied atomically by [`Store::commit`].
+#[derive(Debug, Default, Clone)]
+pub struct Batch {
+    ops: Vec<Op>,
+}
+
+/// One write in a [`Batch`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    Put(Vec<u8>, Vec<u8>),
+    Delete(Vec<u8>),
+}
+
+impl Batch {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets `key` to `value`.
+    pub fn put(&mut self, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) {
+        self.ops.push(Op::Put(key.into(), value.into()));
+    }
+
+    /// Removes `key` (a no-op if absent).
+    pub fn delete(&mut self, key: impl Into<Vec<u8>>) {
+        self.ops.push(Op::Delete(key.into()));
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// The writes in the order they were added; a later write to a key wins.
+    pub fn ops(&self) -> &[Op] {
+        &self.ops
+    }
+
+    pub fn into_ops(self) -> Vec<Op> {
+        self.ops
+    }
+
+    /// Checks every key and value against the store's limits: keys are 1 to
+    /// [`MAX_KEY_LEN`] bytes, values at most [`MAX_VALUE_LEN`]. [`Store::commit`] does
+    /// this itself; callers may check earlier to report a precise error.
+    pub fn validate(&self) -> Result<()> {
+        for op in &self.ops {
+            let (key, value) = match op {
+                Op::Put(key, value) => (key, Some(value)),
+                Op::Delete(key) => (key, None),
+            };
+            if key.is_empty() {
+                return Err(Error::Invalid("empty key".into()));
+            }
+            if key.len() > MAX_KEY_LEN {
+                return Err(Error::Invalid(format!(
+                    "key of {} bytes exceeds the limit of {MAX_KEY_LEN}",
+                    key.len()
+                )));
+            }
+            if let Some(value) = value.filter(|value| value.len() > MAX_VALUE_LEN) {
+                return Err(Error::Invalid(format!(
+                    "value of {} bytes exceeds the limit of {MAX_VALUE_LEN}",
+                    value.len()
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The longest key a store accepts, in bytes (fjall's limit).
+pub const MAX_KEY_LEN: usize = 65_535;
+
+/// The longest value a store accepts, in bytes (fjall's limit).
+pub const MAX_VALUE_LEN: usize = u32::MAX as usize;
+
+/// A key range: a start and an end bound.
+pub type Range = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+
+/// The range of every key starting with `prefix`.
+pub fn prefix_range(prefix: &[u8]) -> Range {
+    let start = Bound::Included(prefix.to_vec());
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return (start, Bound::Excluded(end));
+        }
+    }
+    (start, Bound::Unbounded)
+}
+
+/// A range's bounds, borrowed.
+pub(crate) type Bounds<'a> = (Bound<&'a [u8]>, Bound<&'a [u8]>);
+
+/// A range's bounds as slices, with bounds longer than [`MAX_KEY_LEN`] replaced by
+/// equivalent short ones (fjall panics on them), or `None` if no key can be in the range
+/// (`BTreeMap::range` panics on an inverted range).
+///
+/// For a bound `k` longer than any storable key and its prefix `p` of [`MAX_KEY_LEN`]
+/// bytes, a storable key `s` is `> k` iff `s > p`, and `< k` iff `s <= p`.
+pub(crate) fn clamp_range(range: &Range) -> Option<Bounds<'_>> {
+    let start = match &range.0 {
+        Bound::Included(k) | Bound::Excluded(k) if k.len() > MAX_KEY_LEN => {
+            Bound::Excluded(&k[..MAX_KEY_LEN])
+        }
+        bound => bound.as_ref().map(Vec::as_slice),
+    };
+    let end = match &range.1 {
+        Bound::Included(k) | Bound::Excluded(k) if k.len() > MAX_KEY_LEN => {
+            Bound::Included(&k[..MAX_KEY_LEN])
+        }
+        bound => bound.as_ref().map(Vec::as_slice),
+    };
+    let empty = match (start, end) {
+        (Bound::Unbounded, _) | (_, Bound::Unbounded) => false,
+        (Bound::Included(a), Bound::Included(b)) => a > b,
+        (Bound::Included(a) | Bound::Excluded(a), Bound::Included(b) | Bound::Excluded(b)) => {
+            a >= b
+        }
+    };
+    (!empty).then_some((start, end))
+}
+
+/// Reads: implemented by a store (latest applied state) and by its snapshots.
+pub trait Read: Send + Sync {
+    /// The value of `key`, if present. On a store this sees every batch applied so far,
+    /// including batches still waiting for their sync; on a snapshot, the batches applied
+    /// when it was taken.
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
+
+    /// Up to `limit` entries of `range`, in ascending key order, or descending if `reverse`.
+    /// Callers page through long ranges by narrowing the range past the last key seen
+    /// ([`Iter`] does this).
+    fn scan(&self, range: &Range, reverse: bool, limit: usize) -> Result<Vec<Entry>>;
+}
+
+/// A consistent point-in-time view of a store, unaffected by later commits.
+pub type Snapshot = Arc<dyn Read>;
+
+/// An ordered, transactional key-value store.
+pub trait Store: Read {
+    /// A point-in-time view of the store as of now.
+    fn snapshot(&self) -> Snapshot;
+
+    /// Applies `batch` atomically: readers see it at once, but it is not yet durable.
+    /// The returned ticket orders it among all applied batches; pass it to [`Store::sync`]
+    /// before acknowledging the write. Fails with [`Error::Poisoned`] after a failed sync.
+    ///
+    /// Splitting apply from sync lets a caller hold a lock only while it applies (e.g. the
+    /// engine's per-database writer lock) and wait for durability after releasing it, so
+    /// that concurrent writers share one sync.
+    fn apply(&self, batch: Batch) -> Result<Ticket>;
+
+    /// Returns once every batch applied up to `ticket` is durable (group commit: one sync
+    /// covers all waiters). Fails with [`Error::Poisoned`] if that sync, or an earlier one,
+    /// failed.
+    fn sync(&self, ticket: Ticket) -> Result<()>;
+
+    /// Applies `batch` atomically and returns once it is durable (see the crate docs).
+    fn commit(&self, batch: Batch) -> Result<()> {
+        let ticket = self.apply(batch)?;
+        self.sync(ticket)
+    }
+
+    /// Bytes the store occupies on disk (an estimate; 0 for memory).
+    fn disk_size(&self) -> u64;
+
+    /// Shuts down writes: syncs every applied batch (so commits already in flight finish
+    /// and are acknowledged), then fails every later commit with [`Error::Closed`]. Reads
+    /// keep working. Call it before dropping the last handle for a clean shutdown;
+    /// dropping without it is safe too, but commits racing the drop may then see errors.
+    fn close(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// A lazy iterator over a range of a snapshot, fetching a page of entries at a time.
+/// It owns its snapshot, so it can move to another thread (e.g. to stream a response).
+pub struct Iter {
+    read: Snapshot,
+    range: Option<Range>,
+    reverse: bool,
+    page: usize,
+    buf: Vec<Entry>,
+}
+
+impl Iter {
+    pub fn new(read: Snapshot, range: Range, reverse: bool, page: usize) -> Self {
+        Self { read, range: Some(range), reverse, page: page.max(1), buf: Vec::new() }
+    }
+}
+
+impl Iterator for Iter {
+    type Item = Result<Entry>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.buf.is_empty() {
+            let range = self.range.take()?;
+            let mut page = match self.read.scan(&range, self.reverse, self.page) {
+                Ok(page) => page,
+                Err(err) => return Some(Err(err)),
+            };
+            if page.len() == self.page
+                && let Some((last, _)) = page.last()
+            {
+                let last = Bound::Excluded(last.clone());
+                self.range = Some(if self.reverse { (range.0, last) } else { (last, range.1) });
+            }
+            page.reverse();
+            self.buf = page;
+        }
+        self.buf.pop().map(Ok)
+    }
+}

@@ -1,0 +1,601 @@
+//! One conformance suite for every [`Store`]: each generic test below runs on [`Memory`]
+//! and on [`Fjall`] (in a temporary directory) through the `conformance!` macro.
+//! Backend-specific behaviour (fault injection, reopening) follows at the end.
+
+mod common;
+
+use bunko_storage::{
+    Batch, Entry, Error, Fjall, Iter, MAX_KEY_LEN, Memory, Range, Read, Store, Ticket, prefix_range,
+};
+use common::{Backend, Fixture, TestResult, expected_scan};
+use std::collections::BTreeMap;
+use std::ops::Bound::{Excluded, Included, Unbounded};
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+
+/// Instantiates every generic test for one backend, as `#[test]`s in module `$name`.
+macro_rules! conformance {
+    ($name:ident, $backend:ty) => {
+        mod $name {
+            use super::*;
+            conformance!(@tests $backend;
+                get_put_delete, batch_is_atomic_for_readers, invalid_batch_writes_nothing,
+                later_op_in_batch_wins, scan_every_bound_combination, scan_handles_empty_ranges,
+                oversized_keys_in_reads, prefix_range_edges, iter_pages_both_directions,
+                snapshot_is_isolated, concurrent_committers_all_succeed,
+                concurrent_commits_share_syncs, apply_then_sync, close_refuses_later_commits,
+            );
+        }
+    };
+    (@tests $backend:ty; $($test:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $test() -> TestResult {
+                let fixture = <$backend as Backend>::open_fresh()?;
+                super::$test(&fixture)
+            }
+        )*
+    };
+}
+
+conformance!(memory, Memory);
+conformance!(fjall, Fjall);
+
+fn put(store: &dyn Store, key: &[u8], value: &[u8]) -> TestResult {
+    let mut batch = Batch::new();
+    batch.put(key, value);
+    Ok(store.commit(batch)?)
+}
+
+fn delete(store: &dyn Store, key: &[u8]) -> TestResult {
+    let mut batch = Batch::new();
+    batch.delete(key);
+    Ok(store.commit(batch)?)
+}
+
+fn all(read: &dyn Read) -> TestResult<Vec<Entry>> {
+    Ok(read.scan(&(Unbounded, Unbounded), false, usize::MAX)?)
+}
+
+fn entry(key: &[u8], value: &[u8]) -> Entry {
+    (key.to_vec(), value.to_vec())
+}
+
+fn get_put_delete<S: Backend>(f: &Fixture<S>) -> TestResult {
+    let store = &*f.store;
+    assert_eq!(store.get(b"a")?, None);
+    put(store, b"a", b"1")?;
+    assert_eq!(store.get(b"a")?, Some(b"1".to_vec()));
+    put(store, b"a", b"2")?;
+    assert_eq!(store.get(b"a")?, Some(b"2".to_vec()));
+    put(store, b"b", b"")?;
+    assert_eq!(store.get(b"b")?, Some(Vec::new()), "empty values are values");
+    delete(store, b"a")?;
+    assert_eq!(store.get(b"a")?, None);
+    delete(store, b"never-there")?;
+    store.commit(Batch::new())?;
+    assert_eq!(all(store)?, vec![entry(b"b", b"")]);
+    Ok(())
+}
+
+/// A writer keeps setting `a` and `b` to the same value in one batch (and toggling `c`);
+/// readers must never see them differ, on the store or on a snapshot.
+fn batch_is_atomic_for_readers<S: Backend>(f: &Fixture<S>) -> TestResult {
+    let store = f.store.clone();
+    let writer = std::thread::spawn(move || -> TestResult {
+        for i in 0..200u32 {
+            let mut batch = Batch::new();
+            batch.put(*b"a", i.to_be_bytes());
+            batch.put(*b"b", i.to_be_bytes());
+            if i % 2 == 0 {
+                batch.put(*b"c", *b"x")
+            } else {
+                batch.delete(*b"c")
+            }
+            store.commit(batch)?;
+        }
+        Ok(())
+    });
+    let mut checks = 0;
+    while !writer.is_finished() || checks < 100 {
+        let snapshot = f.store.snapshot();
+        let (a, b) = (snapshot.get(b"a")?, snapshot.get(b"b")?);
+        assert_eq!(a, b, "snapshot saw half a batch");
+        let entries = all(&*f.store)?;
+        let value = |key: &[u8]| entries.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
+        assert_eq!(value(b"a"), value(b"b"), "scan saw half a batch");
+        if let Some(a) = value(b"a") {
+            let even = u32::from_be_bytes(a.as_slice().try_into()?) % 2 == 0;
+            assert_eq!(value(b"c").is_some(), even, "scan saw half a batch");
+        }
+        checks += 1;
+    }
+    writer.join().map_err(|_| "writer panicked")??;
+    Ok(())
+}
+
+fn invalid_batch_writes_nothing<S: Backend>(f: &Fixture<S>) -> TestResult {
+    let store = &*f.store;
+    let invalid_keys = [Vec::new(), vec![b'k'; MAX_KEY_LEN + 1]];
+    for bad in invalid_keys {
+        let mut batch = Batch::new();
+        batch.put(*b"good", *b"1");
+        batch.put(bad.clone(), *b"2");
+        let result = store.commit(batch);
+        assert!(matches!(result, Err(Error::Invalid(_))), "{result:?}");
+        let mut batch = Batch::new();
+        batch.delete(bad);
+        let result = store.commit(batch);
+        assert!(matches!(result, Err(Error::Invalid(_))), "{result:?}");
+    }
+    assert_eq!(all(store)?, vec![]);
+    // The longest legal key works, and the store is not poisoned by the rejections.
+    put(store, &[b'k'; MAX_KEY_LEN], b"long")?;
+    assert_eq!(store.get(&[b'k'; MAX_KEY_LEN])?, Some(b"long".to_vec()));
+    Ok(())
+}
+
+fn later_op_in_batch_wins<S: Backend>(f: &Fixture<S>) -> TestResult {
+    let store = &*f.store;
+    put(store, b"d", b"old")?;
+    let mut batch = Batch::new();
+    batch.put(*b"a", *b"1");
+    batch.put(*b"a", *b"2"); // put, put
+    batch.put(*b"b", *b"1");
+    batch.delete(*b"b"); // put, delete
+    batch.delete(*b"c");
+    batch.put(*b"c", *b"3"); // delete, put
+    batch.delete(*b"d");
+    batch.put(*b"d", *b"4");
+    batch.delete(*b"d"); // existing: delete, put, delete
+    batch.put(*b"e", *b"1");
+    batch.delete(*b"e");
+    batch.put(*b"e", *b"5"); // put, delete, put
+    store.commit(batch)?;
+    let expected = vec![entry(b"a", b"2"), entry(b"c", b"3"), entry(b"e", b"5")];
+    assert_eq!(all(store)?, expected);
+    assert_eq!(store.get(b"b")?, None);
+    assert_eq!(store.get(b"d")?, None);
+    Ok(())
+}
+
+/// Every start/end bound kind over keys present, absent, before and after all keys, in
+/// both directions, with several limits, checked against a model.
+fn scan_every_bound_combination<S: Backend>(f: &Fixture<S>) -> TestResult {
+    let store = &*f.store;
+    let mut model = BTreeMap::new();
+    let mut batch = Batch::new();
+    for key in [&b"b"[..], b"bb", b"c", b"d", b"d\x00", b"f", b"\xff"] {
+        batch.put(key, [key, b"!"].concat());
+        model.insert(key.to_vec(), [key, b"!"].concat());
+    }
+    store.commit(batch)?;
+    let snapshot = store.snapshot();
+    let probes = [&b"a"[..], b"b", b"ba", b"bb", b"c", b"d", b"e", b"f", b"\xff", b"\xff\xff"];
+    let bounds = |key: &[u8]| [Included(key.to_vec()), Excluded(key.to_vec())];
+    let mut all_bounds = vec![Unbounded];
+    all_bounds.extend(probes.iter().flat_map(|probe| bounds(probe)));
+    for start in &all_bounds {
+        for end in &all_bounds {
+            let range: Range = (start.clone(), end.clone());
+            for reverse in [false, true] {
+                for limit in [0, 1, 2, 3, 100, usize::MAX] {
+                    let want = expected_scan(&model, &range, reverse, limit);
+                    let got = store.scan(&range, reverse, limit)?;
+                    assert_eq!(got, want, "store {range:?} reverse={reverse} limit={limit}");
+                    let got = snapshot.scan(&range, reverse, limit)?;
+                    assert_eq!(got, want, "snapshot {range:?} reverse={reverse} limit={limit}");
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Inverted and empty ranges return nothing rather than panicking (`BTreeMap::range`
+/// panics on them).
+fn scan_handles_empty_ranges<S: Backend>(f: &Fixture<S>) -> TestResult {
+    let store = &*f.store;
+    put(store, b"m", b"1")?;
+    let key = |k: &[u8]| k.to_vec();
+    let empty: [Range; 5] = [
+        (Included(key(b"z")), Included(key(b"a"))),
+        (Excluded(key(b"m")), Excluded(key(b"m"))),
+        (Included(key(b"m")), Excluded(key(b"m"))),
+        (Excluded(key(b"m")), Included(key(b"m"))),
+        (Excluded(key(b"z")), Excluded(key(b"a"))),
+    ];
+    for range in &empty {
+        for reverse in [false, true] {
+            assert_eq!(store.scan(range, reverse, 10)?, vec![], "{range:?}");
+            assert_eq!(store.snapshot().scan(range, reverse, 10)?, vec![], "{range:?}");
+        }
+    }
+    let point = (Included(key(b"m")), Included(key(b"m")));
+    assert_eq!(store.scan(&point, true, 10)?, vec![entry(b"m", b"1")]);
+    Ok(())
+}
+
+/// Reads accept keys and bounds longer than any storable key (fjall would panic on them).
+fn oversized_keys_in_reads<S: Backend>(f: &Fixture<S>) -> TestResult {
+    let store = &*f.store;
+    let longest = vec![b'a'; MAX_KEY_LEN];
+    let longer = vec![b'a'; MAX_KEY_LEN + 10];
+    let mut batch = Batch::new();
+    batch.put(longest.clone(), *b"longest");
+    batch.put(*b"a", *b"short");
+    batch.put(*b"b", *b"after");
+    store.commit(batch)?;
+    assert_eq!(store.get(&longer)?, None);
+    assert_eq!(store.snapshot().get(&longer)?, None);
+    let model: BTreeMap<_, _> = all(store)?.into_iter().collect();
+    let bounds = [Included(longer.clone()), Excluded(longer.clone()), Unbounded];
+    for start in &bounds {
+        for end in &bounds {
+            let range: Range = (start.clone(), end.clone());
+            for reverse in [false, true] {
+                let want = expected_scan(&model, &range, reverse, usize::MAX);
+                assert_eq!(store.scan(&range, reverse, usize::MAX)?, want, "{range:?}");
+                assert_eq!(store.snapshot().scan(&range, reverse, usize::MAX)?, want);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn prefix_range_edges<S: Backend>(f: &Fixture<S>) -> TestResult {
+    let v = |bytes: &[u8]| bytes.to_vec();
+    assert_eq!(prefix_range(b"ab"), (Included(v(b"ab")), Excluded(v(b"ac"))));
+    assert_eq!(prefix_range(b"a\xff"), (Included(v(b"a\xff")), Excluded(v(b"b"))));
+    assert_eq!(prefix_range(b"a\xff\xff"), (Included(v(b"a\xff\xff")), Excluded(v(b"b"))));
+    assert_eq!(prefix_range(b"\xff"), (Included(v(b"\xff")), Unbounded));
+    assert_eq!(prefix_range(b"\xff\xff"), (Included(v(b"\xff\xff")), Unbounded));
+    assert_eq!(prefix_range(b""), (Included(v(b"")), Unbounded));
+
+    let store = &*f.store;
+    let keys: [&[u8]; 12] = [
+        b"\x00",
+        b"\x01",
+        b"\x01\x00",
+        b"\x01\xfe",
+        b"\x01\xff",
+        b"\x01\xff\xff",
+        b"\x02",
+        b"\xfe\xff",
+        b"\xff",
+        b"\xff\x00",
+        b"\xff\xff",
+        b"\xff\xff\x01",
+    ];
+    let mut batch = Batch::new();
+    for key in keys {
+        batch.put(key, *b"v");
+    }
+    store.commit(batch)?;
+    let prefixes: [&[u8]; 8] =
+        [b"", b"\x00", b"\x01", b"\x01\xff", b"\x01\xff\xff", b"\xfe", b"\xff", b"\xff\xff"];
+    for prefix in prefixes {
+        let want: Vec<Vec<u8>> =
+            keys.iter().filter(|key| key.starts_with(prefix)).map(|key| key.to_vec()).collect();
+        for reverse in [false, true] {
+            let got: Vec<Vec<u8>> = store
+                .scan(&prefix_range(prefix), reverse, usize::MAX)?
+                .into_iter()
+                .map(|e| e.0)
+                .collect();
+            let mut want = want.clone();
+            if reverse {
+                want.reverse();
+            }
+            assert_eq!(got, want, "prefix {prefix:x?} reverse={reverse}");
+        }
+    }
+    Ok(())
+}
+
+fn iter_pages_both_directions<S: Backend>(f: &Fixture<S>) -> TestResult {
+    let store = &*f.store;
+    let mut model = BTreeMap::new();
+    let mut batch = Batch::new();
+    for i in 0..37u8 {
+        let key = vec![b'k', i * 7];
+        batch.put(key.clone(), vec![i]);
+        model.insert(key, vec![i]);
+    }
+    batch.put(*b"j", *b"before");
+    batch.put(*b"l", *b"after");
+    store.commit(batch)?;
+    let snapshot = store.snapshot();
+    put(store, b"k\x01", b"later, invisible to the snapshot")?;
+    let ranges: [Range; 3] = [
+        prefix_range(b"k"),
+        (Excluded(vec![b'k', 7]), Included(vec![b'k', 35 * 7])),
+        (Included(vec![b'k', 3]), Excluded(vec![b'k', 36 * 7])),
+    ];
+    for range in ranges {
+        for reverse in [false, true] {
+            let want = expected_scan(&model, &range, reverse, usize::MAX);
+            for page in [0, 1, 2, 3, 35, 36, 37, 1000] {
+                let got: Vec<Entry> = Iter::new(snapshot.clone(), range.clone(), reverse, page)
+                    .collect::<Result<_, _>>()?;
+                assert_eq!(got, want, "{range:?} reverse={reverse} page={page}");
+            }
+        }
+    }
+    Ok(())
+}
+
+fn snapshot_is_isolated<S: Backend>(f: &Fixture<S>) -> TestResult {
+    let store = &*f.store;
+    put(store, b"a", b"1")?;
+    put(store, b"b", b"1")?;
+    let first = store.snapshot();
+    let mut batch = Batch::new();
+    batch.delete(*b"a");
+    batch.put(*b"b", *b"2");
+    batch.put(*b"c", *b"2");
+    store.commit(batch)?;
+    let second = store.snapshot();
+    delete(store, b"b")?;
+    put(store, b"a", b"3")?;
+
+    assert_eq!(all(&*first)?, vec![entry(b"a", b"1"), entry(b"b", b"1")]);
+    assert_eq!(first.get(b"a")?, Some(b"1".to_vec()), "deleted later, still in the snapshot");
+    assert_eq!(first.get(b"c")?, None);
+    assert_eq!(all(&*second)?, vec![entry(b"b", b"2"), entry(b"c", b"2")]);
+    assert_eq!(second.get(b"a")?, None);
+    assert_eq!(all(store)?, vec![entry(b"a", b"3"), entry(b"c", b"2")]);
+    let reversed = second.scan(&(Unbounded, Unbounded), true, usize::MAX)?;
+    assert_eq!(reversed, vec![entry(b"c", b"2"), entry(b"b", b"2")]);
+    // A snapshot outlives further writes and can move to another thread.
+    let moved = std::thread::spawn(move || first.get(b"b")).join().map_err(|_| "panicked")??;
+    assert_eq!(moved, Some(b"1".to_vec()));
+    Ok(())
+}
+
+const THREADS: usize = 32;
+
+fn concurrent_committers_all_succeed<S: Backend>(f: &Fixture<S>) -> TestResult {
+    const COMMITS: usize = 200;
+    let before = f.store.commits();
+    let barrier = Arc::new(Barrier::new(THREADS));
+    let threads: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let (store, barrier) = (f.store.clone(), barrier.clone());
+            std::thread::spawn(move || -> TestResult {
+                barrier.wait();
+                for i in 0..COMMITS {
+                    let mut batch = Batch::new();
+                    batch.put(format!("t{t:02}/{i:04}"), format!("{t}:{i}"));
+                    batch.put(format!("last/{t:02}"), format!("{i}"));
+                    store.commit(batch)?;
+                    // Our own write is visible as soon as commit returns.
+                    let key = format!("t{t:02}/{i:04}");
+                    assert_eq!(store.get(key.as_bytes())?, Some(format!("{t}:{i}").into_bytes()));
+                }
+                Ok(())
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().map_err(|_| "committer panicked")??;
+    }
+    let store = &*f.store;
+    assert_eq!(store.commits() - before, (THREADS * COMMITS) as u64);
+    for t in 0..THREADS {
+        let rows = store.scan(&prefix_range(format!("t{t:02}/").as_bytes()), false, usize::MAX)?;
+        assert_eq!(rows.len(), COMMITS, "thread {t}");
+        let last = store.get(format!("last/{t:02}").as_bytes())?;
+        assert_eq!(last, Some(format!("{}", COMMITS - 1).into_bytes()));
+    }
+    Ok(())
+}
+
+fn concurrent_commits_share_syncs<S: Backend>(f: &Fixture<S>) -> TestResult {
+    const COMMITS: usize = 40;
+    f.store.slow_syncs();
+    let (syncs, commits) = (f.store.syncs(), f.store.commits());
+    let barrier = Arc::new(Barrier::new(THREADS));
+    let threads: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let (store, barrier) = (f.store.clone(), barrier.clone());
+            std::thread::spawn(move || -> TestResult {
+                barrier.wait();
+                for i in 0..COMMITS {
+                    let mut batch = Batch::new();
+                    batch.put(format!("{t}/{i}"), *b"v");
+                    store.commit(batch)?;
+                }
+                Ok(())
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().map_err(|_| "committer panicked")??;
+    }
+    let syncs = f.store.syncs() - syncs;
+    let commits = f.store.commits() - commits;
+    assert_eq!(commits, (THREADS * COMMITS) as u64);
+    // With 32 committers and syncs of a millisecond or more, most syncs cover many
+    // commits; without grouping there would be one sync per commit.
+    assert!(syncs * 4 < commits, "{syncs} syncs for {commits} commits: not grouping");
+    Ok(())
+}
+
+fn apply_then_sync<S: Backend>(f: &Fixture<S>) -> TestResult {
+    let store = &*f.store;
+    let mut tickets = Vec::new();
+    for i in 0..5u8 {
+        let mut batch = Batch::new();
+        batch.put([b'k', i], [i]);
+        tickets.push(store.apply(batch)?);
+        // Applied means visible, before any sync.
+        assert_eq!(store.get(&[b'k', i])?, Some(vec![i]));
+    }
+    assert!(tickets.windows(2).all(|pair| pair[0] < pair[1]), "{tickets:?}");
+    let syncs = store.syncs();
+    let last = *tickets.last().ok_or("no tickets")?;
+    store.sync(last)?;
+    assert_eq!(store.syncs() - syncs, 1, "one sync covers all five batches");
+    for ticket in tickets {
+        store.sync(ticket)?;
+    }
+    assert_eq!(store.syncs() - syncs, 1, "already-synced tickets return at once");
+    let bogus = store.sync(Ticket(last.0 + 1_000));
+    assert!(matches!(bogus, Err(Error::Invalid(_))), "{bogus:?}");
+    Ok(())
+}
+
+fn close_refuses_later_commits<S: Backend>(f: &Fixture<S>) -> TestResult {
+    let store = &*f.store;
+    put(store, b"a", b"1")?;
+    let mut batch = Batch::new();
+    batch.put(*b"b", *b"2");
+    let pending = store.apply(batch)?;
+    store.close()?;
+    store.sync(pending)?; // covered by close's sync
+    let result = put(store, b"c", b"3");
+    assert!(
+        matches!(result.as_ref().map_err(|e| e.downcast_ref::<Error>()), Err(Some(Error::Closed))),
+        "{result:?}"
+    );
+    assert_eq!(all(store)?, vec![entry(b"a", b"1"), entry(b"b", b"2")], "reads still work");
+    store.close()?;
+    Ok(())
+}
+
+// ---- Memory only: fault injection --------------------------------------------------------
+
+#[test]
+fn memory_failed_sync_poisons_for_good() -> TestResult {
+    let store = Memory::new();
+    put(&store, b"a", b"1")?;
+    store.fail_syncs(true);
+    let mut batch = Batch::new();
+    batch.put(*b"b", *b"2");
+    let result = store.commit(batch);
+    assert!(matches!(result, Err(Error::Poisoned)), "{result:?}");
+    store.fail_syncs(false);
+    let mut batch = Batch::new();
+    batch.put(*b"c", *b"3");
+    let result = store.commit(batch);
+    assert!(matches!(result, Err(Error::Poisoned)), "{result:?}");
+    assert_eq!(store.get(b"c")?, None, "a poisoned store applies nothing");
+    assert!(matches!(store.close(), Err(Error::Poisoned)));
+    // Reads keep working; `b` was applied (visible) but never acknowledged.
+    assert_eq!(store.get(b"a")?, Some(b"1".to_vec()));
+    Ok(())
+}
+
+#[test]
+fn memory_every_waiter_on_a_failed_sync_is_poisoned() -> TestResult {
+    let store = Arc::new(Memory::new());
+    store.set_sync_delay(Duration::from_millis(20));
+    store.fail_syncs(true);
+    let barrier = Arc::new(Barrier::new(16));
+    let threads: Vec<_> = (0..16)
+        .map(|t: u8| {
+            let (store, barrier) = (store.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                let mut batch = Batch::new();
+                batch.put([t], [t]);
+                store.commit(batch)
+            })
+        })
+        .collect();
+    for thread in threads {
+        let result = thread.join().map_err(|_| "committer panicked")?;
+        assert!(matches!(result, Err(Error::Poisoned)), "{result:?}");
+    }
+    Ok(())
+}
+
+#[test]
+fn memory_commits_before_a_failed_sync_stay_acknowledged() -> TestResult {
+    let store = Memory::new();
+    let mut batch = Batch::new();
+    batch.put(*b"a", *b"1");
+    let synced = store.apply(batch)?;
+    store.sync(synced)?;
+    store.fail_syncs(true);
+    let mut batch = Batch::new();
+    batch.put(*b"b", *b"2");
+    let doomed = store.apply(batch)?;
+    assert!(matches!(store.sync(doomed), Err(Error::Poisoned)));
+    store.sync(synced)?; // still covered by the earlier successful sync
+    Ok(())
+}
+
+// ---- Fjall only: files, reopening, locking -----------------------------------------------
+
+fn locked(result: bunko_storage::Result<Fjall>) -> bool {
+    matches!(result, Err(Error::Io(message)) if message.contains("locked"))
+}
+
+#[test]
+fn fjall_data_survives_reopen() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("db");
+    let mut model = BTreeMap::new();
+    {
+        let store = Fjall::open(&path)?;
+        for i in 0..100u32 {
+            let mut batch = Batch::new();
+            batch.put(i.to_be_bytes(), vec![b'x'; 1000]);
+            batch.delete((i / 2).to_be_bytes());
+            model.insert(i.to_be_bytes().to_vec(), vec![b'x'; 1000]);
+            model.remove((i / 2).to_be_bytes().as_slice());
+            store.commit(batch)?;
+        }
+        assert!(store.disk_size() > 0);
+    }
+    let store = Fjall::open(&path)?;
+    assert_eq!(all(&store)?, expected_scan(&model, &(Unbounded, Unbounded), false, usize::MAX));
+    put(&store, b"more", b"1")?;
+    let mut batch = Batch::new();
+    batch.put(*b"dup", *b"1");
+    batch.delete(*b"dup");
+    batch.put(*b"dup", *b"2");
+    batch.delete(*b"gone");
+    batch.put(*b"gone", *b"1");
+    batch.delete(*b"gone");
+    store.commit(batch)?;
+    store.close()?;
+    drop(store);
+    let store = Fjall::open(&path)?;
+    assert_eq!(store.get(b"more")?, Some(b"1".to_vec()));
+    assert_eq!(store.get(b"dup")?, Some(b"2".to_vec()), "later op in a batch wins on replay");
+    assert_eq!(store.get(b"gone")?, None);
+    Ok(())
+}
+
+#[test]
+fn fjall_second_open_of_a_live_directory_is_locked() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("db");
+    let store = Fjall::open(&path)?;
+    put(&store, b"a", b"1")?;
+    assert!(locked(Fjall::open(&path)), "second open must fail while the first is alive");
+    // A snapshot keeps the database (and its lock) alive past the store.
+    let snapshot = store.snapshot();
+    drop(store);
+    assert!(locked(Fjall::open(&path)), "a live snapshot still holds the lock");
+    assert_eq!(snapshot.get(b"a")?, Some(b"1".to_vec()));
+    drop(snapshot);
+    let store = Fjall::open(&path)?;
+    assert_eq!(store.get(b"a")?, Some(b"1".to_vec()));
+    Ok(())
+}
+
+#[test]
+fn fjall_open_error_names_the_path() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let file = dir.path().join("not-a-dir");
+    std::fs::write(&file, b"x")?;
+    match Fjall::open(&file.join("db")) {
+        Err(Error::Io(message)) => assert!(message.contains("not-a-dir"), "{message}"),
+        other => panic!("expected an I/O error, got {other:?}"),
+    }
+    Ok(())
+}

@@ -1,0 +1,114 @@
+//! Settings: command-line flags, the `BUNKO_ADMIN` environment variable and an optional
+//! TOML file. Flags win over the file.
+//!
+//! ```toml
+//! [admins]
+//! admin = "secret"        # server admins: name = password
+//!
+//! [limits]
+//! max_document_size = 8000000
+//! max_request_size = 67108864
+//! max_partition_size = 10737418240
+//! ```
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use serde::Deserialize;
+
+/// `bunko serve` options.
+#[derive(clap::Args, Debug)]
+pub struct ServeArgs {
+    /// Directory of the embedded store (created if missing).
+    #[arg(long, default_value = "./bunko-data")]
+    pub data: PathBuf,
+    /// Address to listen on (`127.0.0.1:0` picks a free port).
+    #[arg(long, default_value = "127.0.0.1:5984")]
+    pub listen: SocketAddr,
+    /// A TOML configuration file (admins, limits).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Largest document body in bytes (413 document_too_large beyond it).
+    #[arg(long)]
+    pub max_document_size: Option<usize>,
+    /// Largest request body in bytes (413 too_large beyond it).
+    #[arg(long)]
+    pub max_request_size: Option<usize>,
+    /// Largest size of one partition's documents in bytes (403 partition_overflow).
+    #[arg(long)]
+    pub max_partition_size: Option<u64>,
+    /// PBKDF2 iterations for new `_users` passwords.
+    #[arg(long)]
+    pub pbkdf2_iterations: Option<u32>,
+    /// Server admin as `name:password` (also from the BUNKO_ADMIN environment variable).
+    #[arg(long, env = "BUNKO_ADMIN", hide_env_values = true)]
+    pub admin: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    admins: BTreeMap<String, String>,
+    #[serde(default)]
+    limits: Limits,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Limits {
+    max_document_size: Option<usize>,
+    max_request_size: Option<usize>,
+    max_partition_size: Option<u64>,
+}
+
+/// Everything the binary wires together.
+pub struct Settings {
+    pub data: PathBuf,
+    pub listen: SocketAddr,
+    pub engine: bunko_engine::Config,
+    pub http: bunko_http::HttpConfig,
+}
+
+impl Settings {
+    pub fn load(args: &ServeArgs) -> anyhow::Result<Settings> {
+        let file: File = match &args.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("cannot read {}", path.display()))?;
+                toml::from_str(&text)
+                    .with_context(|| format!("invalid config {}", path.display()))?
+            }
+            None => File::default(),
+        };
+        let mut engine = bunko_engine::Config::default();
+        let mut http = bunko_http::HttpConfig::default();
+        if let Some(size) = args.max_document_size.or(file.limits.max_document_size) {
+            engine.limits.max_document_size = size;
+        }
+        if let Some(size) = args.max_request_size.or(file.limits.max_request_size) {
+            http.max_request_size = size;
+        }
+        if let Some(size) = args.max_partition_size.or(file.limits.max_partition_size) {
+            engine.max_partition_size = size;
+        }
+        if let Some(iterations) = args.pbkdf2_iterations {
+            engine.pbkdf2_iterations = iterations.max(1);
+        }
+        http.admins = file.admins.into_iter().collect();
+        if let Some(admin) = &args.admin {
+            let (name, password) =
+                admin.split_once(':').context("BUNKO_ADMIN must be name:password")?;
+            http.admins.push((name.to_string(), password.to_string()));
+        }
+        if http.admins.is_empty() {
+            tracing::warn!(
+                "no server admin configured (set BUNKO_ADMIN=name:password): \
+                 every request except GET / and /_up will be refused"
+            );
+        }
+        Ok(Settings { data: args.data.clone(), listen: args.listen, engine, http })
+    }
+}

@@ -1,0 +1,89 @@
+//! The `bunko` binary: command line, configuration and wiring, nothing else. It opens the
+//! embedded store (`bunko-storage`), the engine over it, and serves the CouchDB HTTP API
+//! (`bunko-http`) until SIGTERM or Ctrl-C, then lets in-flight requests finish and closes
+//! the store.
+
+mod config;
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use tokio::net::TcpListener;
+
+use crate::config::ServeArgs;
+
+/// Bunko: a document database that speaks the CouchDB / IBM Cloudant HTTP API.
+#[derive(Parser)]
+#[command(version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the server on the embedded store.
+    Serve(ServeArgs),
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("BUNKO_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    match Cli::parse().command {
+        Command::Serve(args) => serve(args),
+    }
+}
+
+fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let settings = config::Settings::load(&args)?;
+    std::fs::create_dir_all(&settings.data)
+        .with_context(|| format!("cannot create data directory {}", settings.data.display()))?;
+    let store = bunko_storage::Fjall::open(&settings.data)
+        .with_context(|| format!("cannot open the store in {}", settings.data.display()))?;
+    let store: Arc<dyn bunko_storage::Store> = Arc::new(store);
+    let engine = Arc::new(bunko_engine::Engine::open(store, settings.engine.clone())?);
+    if engine.get_db(bunko_engine::users::USERS_DB).is_none() {
+        engine.create_db(bunko_engine::users::USERS_DB, false)?;
+    }
+    let state = bunko_http::AppState::new(engine.clone(), settings.http.clone())?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async move {
+        let listener = TcpListener::bind(&settings.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", settings.listen))?;
+        let addr = listener.local_addr()?;
+        tracing::info!(data = %settings.data.display(), "bunko is ready");
+        println!("bunko listening on http://{addr}");
+        axum::serve(listener, bunko_http::router(state))
+            .with_graceful_shutdown(shutdown_signal())
+            .await?;
+        tracing::info!("shutting down: in-flight requests finished, closing the store");
+        anyhow::Ok(())
+    })?;
+    drop(engine);
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => term,
+                Err(_) => return std::future::pending().await,
+            };
+        tokio::select! {
+            _ = ctrl_c => {},
+            _ = term.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
