@@ -92,7 +92,10 @@ fn take_special(doc: &mut ParsedDoc, key: &str, value: Value) -> Result<()> {
         ("_rev", Value::String(rev)) => doc.rev = Some(rev.parse()?),
         ("_rev", Value::Null) => {}
         ("_rev", _) => return Err(Error::BadRev("Invalid rev format".into())),
-        ("_deleted", value) => doc.deleted = value == Value::Bool(true),
+        ("_deleted", Value::Bool(deleted)) => doc.deleted = deleted,
+        ("_deleted", _) => {
+            return Err(Error::DocValidation("Bad special document member: _deleted".into()));
+        }
         ("_revisions", value) => doc.revisions = Some(parse_revisions(value)?),
         ("_attachments", Value::Object(atts)) if atts.is_empty() => {}
         ("_attachments", _) => return Err(Error::AttachmentsUnsupported),

@@ -48,7 +48,7 @@ impl FromStr for RevId {
         let bad = || Error::BadRev("Invalid rev format".to_string());
         let (pos, hash) = s.split_once('-').ok_or_else(bad)?;
         let pos: u64 = pos.parse().map_err(|_| bad())?;
-        if pos == 0 || hash.is_empty() || !pos.to_string().eq(pos_text(s)) {
+        if hash.is_empty() || !pos.to_string().eq(pos_text(s)) {
             return Err(bad());
         }
         Ok(RevId { pos, hash: hash.to_string() })
@@ -95,7 +95,7 @@ mod tests {
         let rev: RevId = "12-abc".parse()?;
         assert_eq!((rev.pos, rev.hash.as_str()), (12, "abc"));
         assert_eq!(rev.to_string(), "12-abc");
-        for bad in ["", "1", "-abc", "0-abc", "1-", "x-abc", "01-abc", "+1-abc"] {
+        for bad in ["", "1", "-abc", "1-", "x-abc", "01-abc", "+1-abc"] {
             assert!(bad.parse::<RevId>().is_err(), "{bad}");
         }
         Ok(())

@@ -78,13 +78,15 @@ impl Database {
     pub fn all_docs(&self, query: &AllDocsQuery, partition: Option<&str>) -> Result<AllDocs> {
         let db = self.id();
         let snapshot = self.snapshot();
-        let total_rows = match partition {
-            Some(p) => self.partition_stats(p)?.doc_count,
-            None => self.info().stats.doc_count,
-        };
         let base = match &query.prefix {
             Some(prefix) => keys::doc_prefix(db, prefix),
             None => keys::doc_range(db),
+        };
+        let total_rows = match (partition, &query.prefix) {
+            (Some(p), _) => self.partition_stats(p)?.doc_count,
+            // `_design_docs`: design documents are few, so counting them is cheap.
+            (None, Some(_)) => count_live(snapshot.as_ref(), &base)?,
+            (None, None) => self.info().stats.doc_count,
         };
         let range = narrow(base.clone(), db, query);
         let before = count_live(snapshot.as_ref(), &outside(&base, &range, query.descending))?;
@@ -97,7 +99,8 @@ impl Database {
             remaining: query.limit.unwrap_or(u64::MAX),
             include_docs: query.include_docs,
         };
-        Ok(AllDocs { total_rows, offset: before + query.skip, update_seq: self.update_seq(), rows })
+        let offset = (before + query.skip).min(total_rows);
+        Ok(AllDocs { total_rows, offset, update_seq: self.update_seq(), rows })
     }
 
     /// `_all_docs` with `keys`: one row per key, in the order given; `None` for an id that

@@ -34,6 +34,7 @@
 pub mod all_docs;
 mod catalog;
 pub mod changes;
+mod compact;
 mod database;
 mod error;
 pub mod keys;

@@ -20,6 +20,8 @@ pub struct DocOut {
     /// The body as compact JSON (an object, without special members).
     pub body: Vec<u8>,
     pub info: DocInfo,
+    /// `_revs_info`, when asked for ([`Database::fill_revs_info`]).
+    pub revs_info: Option<Vec<(RevId, &'static str)>>,
 }
 
 impl DocOut {
@@ -28,24 +30,6 @@ impl DocOut {
         let path =
             self.info.tree.find(&self.rev).map(|i| self.info.tree.path(i)).unwrap_or_default();
         (self.rev.pos, path.iter().map(|n| n.rev.hash.clone()).collect())
-    }
-
-    /// `_revs_info`: the ancestry with each revision's status.
-    pub fn revs_info(&self) -> Vec<(RevId, &'static str)> {
-        let tree = &self.info.tree;
-        let path = tree.find(&self.rev).map(|i| tree.path(i)).unwrap_or_default();
-        path.iter()
-            .map(|n| {
-                let status = if n.rev == self.rev {
-                    if n.deleted { "deleted" } else { "available" }
-                } else if n.deleted {
-                    "deleted"
-                } else {
-                    "missing"
-                };
-                (n.rev.clone(), status)
-            })
-            .collect()
     }
 }
 
@@ -63,6 +47,27 @@ impl Database {
     /// The document's winning revision, or `rev` if given. `404 missing`/`deleted`.
     pub fn get(&self, id: &str, rev: Option<&RevId>) -> Result<DocOut> {
         get_in(self.store.as_ref(), self.id(), id, rev)
+    }
+
+    /// Fills `doc.revs_info`: each ancestor is `available` while its body is stored (until
+    /// compaction), `deleted` if it is a deletion, else `missing`.
+    pub fn fill_revs_info(&self, doc: &mut DocOut) -> Result<()> {
+        let tree = &doc.info.tree;
+        let path = tree.find(&doc.rev).map(|i| tree.path(i)).unwrap_or_default();
+        let mut info = Vec::with_capacity(path.len());
+        for node in path {
+            let key = Key::Rev(self.id(), &doc.id, &node.rev.to_string()).encode();
+            let status = if node.deleted {
+                "deleted"
+            } else if self.store.get(&key)?.is_some() {
+                "available"
+            } else {
+                "missing"
+            };
+            info.push((node.rev.clone(), status));
+        }
+        doc.revs_info = Some(info);
+        Ok(())
     }
 
     /// The revision tree of a document, if it exists.
@@ -156,7 +161,7 @@ pub(crate) fn get_in(read: &dyn Read, db: u64, id: &str, rev: Option<&RevId>) ->
         },
     };
     let body = read.get(&Key::Rev(db, id, &rev.to_string()).encode())?.ok_or_else(missing)?;
-    Ok(DocOut { id: id.to_string(), rev, deleted, body, info })
+    Ok(DocOut { id: id.to_string(), rev, deleted, body, info, revs_info: None })
 }
 
 fn leaf_descendants(info: &DocInfo, rev: &RevId) -> Vec<RevId> {

@@ -47,8 +47,9 @@ struct Outcome {
     info: DocInfo,
     rev: RevId,
     body: Vec<u8>,
-    /// Revisions whose bodies are no longer leaves and are removed.
-    stale: Vec<RevId>,
+    /// Revisions stemmed away by `revs_limit`; their bodies are removed. (Bodies of other
+    /// non-leaf revisions stay until compaction, as in CouchDB.)
+    stemmed: Vec<RevId>,
 }
 
 /// Per-batch view of the documents and partitions touched so far.
@@ -236,7 +237,7 @@ fn active_size(info: &DocInfo) -> u64 {
 fn add_to_batch(batch: &mut Batch, db: u64, id: &str, old: Option<&DocInfo>, o: &Outcome) {
     batch.put(Key::Doc(db, id).encode(), records::encode(&o.info));
     batch.put(Key::Rev(db, id, &o.rev.to_string()).encode(), o.body.clone());
-    for rev in &o.stale {
+    for rev in &o.stemmed {
         batch.delete(Key::Rev(db, id, &rev.to_string()).encode());
     }
     if let Some(old) = old {
@@ -269,9 +270,9 @@ fn edit_new(
     let parent_rev = parent.and_then(|p| tree.node(p)).map(|n| n.rev.clone());
     let rev = RevId::next(parent_rev.as_ref(), doc.deleted, &body);
     tree.push(rev.clone(), parent, doc.deleted);
-    tree.stem(limit);
+    let stemmed = tree.stem(limit);
     let info = DocInfo { seq: 0, tree, size: 0 };
-    Ok(Outcome { info, rev, body, stale: parent_rev.into_iter().collect() })
+    Ok(Outcome { info, rev, body, stemmed })
 }
 
 /// A replicated edit: the revision and its ancestry are merged into the tree as given.
@@ -288,8 +289,6 @@ fn edit_replicated(
         _ => return Err(Error::BadRequest("new_edits=false needs a _rev".into())),
     };
     let mut tree: RevTree = old.map(|o| o.tree.clone()).unwrap_or_default();
-    let leaves_before: Vec<RevId> =
-        tree.leaves().into_iter().filter_map(|i| tree.node(i)).map(|n| n.rev.clone()).collect();
     let Some((leaf, added)) = tree.merge_path(&path, doc.deleted) else {
         return Err(Error::BadRequest("empty revision path".into()));
     };
@@ -298,13 +297,8 @@ fn edit_replicated(
     }
     let rev =
         tree.node(leaf).map(|n| n.rev.clone()).unwrap_or_else(|| rev_or_default(path.first()));
-    let leaves_after: Vec<usize> = tree.leaves();
-    let stale = leaves_before
-        .into_iter()
-        .filter(|r| tree.find(r).is_some_and(|i| !leaves_after.contains(&i)))
-        .collect();
-    tree.stem(limit);
-    Ok(Some(Outcome { info: DocInfo { seq: 0, tree, size: 0 }, rev, body, stale }))
+    let stemmed = tree.stem(limit);
+    Ok(Some(Outcome { info: DocInfo { seq: 0, tree, size: 0 }, rev, body, stemmed }))
 }
 
 fn rev_or_default(rev: Option<&RevId>) -> RevId {

@@ -44,7 +44,7 @@ async fn post_all(
     body: RawBody,
 ) -> ApiResult<Response> {
     let db = open(&st, &ctx, &db, Access::Member)?;
-    run(db, post_params(q.0.as_deref(), &body)?, None, None).await
+    run(db, post_params_required(q.0.as_deref(), &body)?, None, None).await
 }
 
 async fn get_design(
@@ -65,13 +65,20 @@ async fn post_design(
     body: RawBody,
 ) -> ApiResult<Response> {
     let db = open(&st, &ctx, &db, Access::Member)?;
-    run(db, post_params(q.0.as_deref(), &body)?, Some("_design/".into()), None).await
+    run(db, post_params_required(q.0.as_deref(), &body)?, Some("_design/".into()), None).await
 }
 
 /// The query string plus the members of a POST body.
 pub fn post_params(query: Option<&str>, body: &RawBody) -> ApiResult<Params> {
     let mut p = Params::parse(query);
     p.merge_json(&body.object_or_empty()?);
+    Ok(p)
+}
+
+/// The query string plus the members of a POST body that must be present.
+pub fn post_params_required(query: Option<&str>, body: &RawBody) -> ApiResult<Params> {
+    let mut p = Params::parse(query);
+    p.merge_json(&body.request_object()?);
     Ok(p)
 }
 
@@ -88,8 +95,15 @@ pub async fn run(
     let update_seq = p.flag("update_seq")?;
     if let Some(keys) = p.json("keys")? {
         let Value::Array(keys) = keys else {
-            return Err(ApiError::bad_request("`keys` member must be an array."));
+            return Err(ApiError::bad_request("`keys` body member must be an array."));
         };
+        let mut keys = keys;
+        if p.flag("descending")? {
+            keys.reverse();
+        }
+        let skip = p.u64("skip")?.unwrap_or(0) as usize;
+        let limit = p.u64("limit")?.map_or(usize::MAX, |l| l as usize);
+        let keys = keys.into_iter().skip(skip).take(limit).collect();
         return run_keys(db, keys, include_docs, opts, prefix).await;
     }
     let query = range_query(&p, prefix)?;
@@ -143,8 +157,9 @@ fn range_query(p: &Params, prefix: Option<String>) -> ApiResult<AllDocsQuery> {
 fn string_param(p: &Params, names: &[&str]) -> ApiResult<Option<String>> {
     let is_docid = names.iter().any(|n| n.contains("docid") || n.contains("doc_id"));
     let value = if is_docid {
-        names.iter().find_map(|n| p.str(n)).map(|s| {
-            serde_json::from_str::<Value>(s).unwrap_or_else(|_| Value::String(s.to_string()))
+        names.iter().find_map(|n| p.str(n)).map(|s| match serde_json::from_str::<Value>(s) {
+            Ok(Value::String(parsed)) => Value::String(parsed),
+            _ => Value::String(s.to_string()),
         })
     } else {
         p.json_any(names)?

@@ -256,7 +256,7 @@ pub fn require_server_admin(ctx: &UserCtx) -> ApiResult<()> {
     if ctx.is_server_admin() {
         return Ok(());
     }
-    Err(ApiError::forbidden("You are not a server admin."))
+    Err(ApiError::unauthorized("You are not a server admin."))
 }
 
 #[cfg(test)]

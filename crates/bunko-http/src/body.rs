@@ -30,9 +30,21 @@ impl RawBody {
         Ok(bunko_doc::body::parse_object(&self.0)?)
     }
 
-    /// The body as a JSON object, or an empty one if the body is empty.
+    /// A request (not a document) body as a JSON object.
+    pub fn request_object(&self) -> Result<Map<String, Value>, ApiError> {
+        match self.json()? {
+            Value::Object(map) => Ok(map),
+            _ => Err(ApiError::bad_request("Request body must be a JSON object")),
+        }
+    }
+
+    /// A request body as a JSON object, or an empty one if the body is empty.
     pub fn object_or_empty(&self) -> Result<Map<String, Value>, ApiError> {
-        if self.0.iter().all(u8::is_ascii_whitespace) { Ok(Map::new()) } else { self.object() }
+        if self.0.iter().all(u8::is_ascii_whitespace) {
+            Ok(Map::new())
+        } else {
+            self.request_object()
+        }
     }
 
     /// The body as any JSON value.

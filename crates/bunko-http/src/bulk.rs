@@ -34,7 +34,7 @@ async fn bulk_docs(
     Path(db_name): Path<String>,
     body: RawBody,
 ) -> ApiResult<Response> {
-    let object = body.object()?;
+    let object = body.request_object()?;
     let docs = match object.get("docs") {
         Some(Value::Array(docs)) => docs.clone(),
         Some(_) => return Err(ApiError::bad_request("`docs` parameter must be an array.")),
@@ -56,7 +56,24 @@ async fn bulk_docs(
         parsed.iter().any(|d| d.id.as_deref().is_some_and(|id| id.starts_with("_design/")));
     let access = if design || db_name == USERS_DB { Access::Admin } else { Access::Member };
     let db = open(&state, &ctx, &db_name, access)?;
-    let results = blocking(move || Ok(db.update_docs(parsed, opts)?)).await?;
+    for id in parsed.iter().filter_map(|d| d.id.as_deref()) {
+        bunko_doc::id::validate_doc_id(id, db.is_partitioned())?;
+    }
+    let (locals, parsed): (Vec<_>, Vec<_>) = parsed
+        .into_iter()
+        .partition(|d| d.id.as_deref().is_some_and(|id| id.starts_with("_local/")));
+    let results = blocking(move || {
+        let mut results = db.update_docs(parsed, opts)?;
+        for doc in locals {
+            let id = doc.id.clone().unwrap_or_default();
+            let result = db
+                .put_local(&id, &doc)
+                .and_then(|rev| rev.parse().map_err(bunko_engine::Error::from));
+            results.push(bunko_engine::DocResult { id, result });
+        }
+        Ok(results)
+    })
+    .await?;
     let failed = results.iter().any(|r| r.result.is_err());
     let rows: Vec<Value> = results
         .into_iter()
@@ -88,9 +105,9 @@ async fn bulk_get(
     let p = Params::parse(query.as_deref());
     let opts = DocOpts { revs: p.flag("revs")?, ..DocOpts::from_params(&p)? };
     let latest = p.flag("latest")?;
-    let object = body.object()?;
+    let object = body.request_object()?;
     let Some(Value::Array(requests)) = object.get("docs").cloned() else {
-        return Err(ApiError::bad_request("Request body must include a `docs` array."));
+        return Err(ApiError::bad_request("Missing JSON list of 'docs'."));
     };
     let results = blocking(move || {
         let mut out = Vec::with_capacity(requests.len());
@@ -133,7 +150,7 @@ fn bulk_get_one(
         };
         let found = match revs {
             Some(revs) => db.open_revs(&id, Some(revs), latest),
-            None => db.get(&id, None).map(|d| vec![OpenRev::Ok(d)]),
+            None => db.open_revs(&id, None, latest),
         };
         match found {
             Ok(found) => {
@@ -181,7 +198,7 @@ async fn revs_diff(
 ) -> ApiResult<Response> {
     let db = open(&state, &ctx, &db_name, Access::Member)?;
     let mut request = BTreeMap::new();
-    for (id, revs) in body.object()? {
+    for (id, revs) in body.request_object()? {
         let Value::Array(revs) = revs else {
             return Err(ApiError::bad_request("Each document must map to an array of revs"));
         };

@@ -81,12 +81,12 @@ fn parse(db: &Database, p: &Params) -> ApiResult<Request> {
     let feed = match p.str("feed").unwrap_or("normal") {
         "normal" => Feed::Normal,
         "longpoll" => Feed::Longpoll,
-        "continuous" => Feed::Continuous,
+        "continuous" | "live" => Feed::Continuous,
         "eventsource" => Feed::EventSource,
-        other => {
-            return Err(ApiError::bad_request(format!(
-                "Supported `feed` types: normal, continuous, longpoll, eventsource; got {other}"
-            )));
+        _ => {
+            return Err(ApiError::bad_request(
+                "Supported `feed` types: normal, continuous, live, longpoll, eventsource",
+            ));
         }
     };
     let since = match p.str("since") {
@@ -107,7 +107,7 @@ fn parse(db: &Database, p: &Params) -> ApiResult<Request> {
     let heartbeat = match p.str("heartbeat") {
         None | Some("false") => None,
         Some("true") => Some(Duration::from_millis(60_000)),
-        Some(_) => Some(Duration::from_millis(p.u64("heartbeat")?.unwrap_or(60_000).max(10))),
+        Some(text) => Some(Duration::from_millis(parse_heartbeat(text)?.max(10))),
     };
     let default_timeout = if heartbeat.is_some() { u64::MAX / 4 } else { 60_000 };
     let query = ChangesQuery {
@@ -131,6 +131,18 @@ fn parse(db: &Database, p: &Params) -> ApiResult<Request> {
         heartbeat,
         timeout: Duration::from_millis(p.u64("timeout")?.unwrap_or(default_timeout)),
     })
+}
+
+fn parse_heartbeat(text: &str) -> ApiResult<u64> {
+    match text.parse::<i64>() {
+        Ok(ms) if ms >= 0 => Ok(ms as u64),
+        Ok(_) => Err(ApiError::bad_request(
+            "The heartbeat value should be a positive integer (in milliseconds).",
+        )),
+        Err(_) => Err(ApiError::bad_request(
+            "Invalid heartbeat value. Expecting a positive integer value (in milliseconds).",
+        )),
+    }
 }
 
 /// A seq as clients send it back: `N`, `"N"` or `"N-…"`.
@@ -205,7 +217,7 @@ fn emit(
             Feed::EventSource => {
                 sink.write(b"data: ")?;
                 sink.write(&line)?;
-                sink.write(format!("\nid: {}\n\n", row.seq).as_bytes())?;
+                sink.write(format!("\nid: \"{}\"\n\n", row.seq).as_bytes())?;
             }
         }
         *first = false;

@@ -42,6 +42,7 @@ pub fn open(state: &State, ctx: &UserCtx, name: &str, access: Access) -> ApiResu
 pub fn routes() -> Router<State> {
     Router::new()
         .route("/{db}", get(info).head(head).put(create).delete(delete).post(doc::post_doc))
+        .route("/{db}/", get(info).head(head).put(create).delete(delete).post(doc::post_doc))
         .route("/{db}/_security", get(get_security).put(put_security))
         .route("/{db}/_revs_limit", get(get_revs_limit).put(put_revs_limit))
         .route("/{db}/_ensure_full_commit", post(ensure_full_commit))
@@ -61,8 +62,9 @@ async fn create(
         Some("true") => true,
         Some(_) => return Err(ApiError::bad_request("Invalid `partitioned` parameter")),
     };
+    let location = format!("/{}", crate::doc::encode_segment(&name));
     blocking(move || Ok(state.engine.create_db(&name, partitioned)?)).await?;
-    Ok(render::json(StatusCode::CREATED, json!({"ok": true})))
+    Ok(crate::doc::with_location(render::json(StatusCode::CREATED, json!({"ok": true})), &location))
 }
 
 async fn delete(
@@ -183,13 +185,17 @@ async fn ensure_full_commit(
     Ok(render::json(StatusCode::CREATED, json!({"ok": true, "instance_start_time": "0"})))
 }
 
-/// `_compact` and `_view_cleanup`: the LSM store compacts in the background and old
-/// revision bodies are removed when they stop being leaves, so there is nothing to start.
+/// `_compact` (and `_view_cleanup`): starts removing old revision bodies in the background
+/// and answers at once, as CouchDB does.
 pub async fn compact(
     AxState(state): AxState<State>,
     Extension(ctx): Extension<UserCtx>,
     Path(name): Path<String>,
 ) -> ApiResult<Response> {
-    open(&state, &ctx, &name, Access::Admin)?;
+    let db = open(&state, &ctx, &name, Access::Admin)?;
+    std::thread::spawn(move || match db.compact() {
+        Ok(removed) => tracing::info!(db = db.name(), removed, "compaction finished"),
+        Err(err) => tracing::warn!(db = db.name(), %err, "compaction failed"),
+    });
     Ok(render::json(StatusCode::ACCEPTED, json!({"ok": true})))
 }

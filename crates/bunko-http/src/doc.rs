@@ -31,6 +31,9 @@ pub fn routes() -> Router<State> {
             get(get_design).head(head_design).put(put_design).delete(delete_design),
         )
         .route("/{db}/_local/{id}", get(get_local).put(put_local).delete(delete_local))
+        .route("/{db}/_local", axum::routing::any(bad_local_id))
+        .route("/{db}/_local/", axum::routing::any(bad_local_id))
+        .route("/{db}/_local/{id}/{*attachment}", axum::routing::any(local_attachment))
         .route("/{db}/{id}/{*attachment}", axum::routing::any(attachment))
         .route("/{db}/_design/{id}/{*attachment}", axum::routing::any(attachment))
 }
@@ -49,7 +52,7 @@ fn open_for(
     if db == USERS_DB && !ctx.is_server_admin() {
         let own = ctx.name.as_ref().is_some_and(|n| id == format!("{USER_PREFIX}{n}"));
         if !own {
-            return Err(ApiError::forbidden("Only admins may access other user documents."));
+            return Err(ApiError::not_found("missing"));
         }
         return Ok(state.engine.db(db)?);
     }
@@ -64,6 +67,13 @@ async fn get_doc(
     q: RawQuery,
     h: HeaderMap,
 ) -> ApiResult<Response> {
+    if let Some(name) = id.strip_prefix("_design/") {
+        // CouchDB redirects `_design%2Fname` to the canonical `_design/name`.
+        let location = format!("/{}/_design/{}", encode_segment(&db), encode_segment(name));
+        let query = q.0.map(|q| format!("?{q}")).unwrap_or_default();
+        let response = StatusCode::MOVED_PERMANENTLY.into_response();
+        return Ok(with_location(response, &format!("{location}{query}")));
+    }
     read_doc(st.0, ctx.0, db, id, q.0, h, false).await
 }
 
@@ -105,6 +115,12 @@ async fn put_doc(
     h: HeaderMap,
     body: RawBody,
 ) -> ApiResult<Response> {
+    if let Some(name) = id.strip_prefix("_local/") {
+        if name.is_empty() {
+            return Err(bad_local_id().await);
+        }
+        return put_local(st, ctx, Path((db, name.to_string())), q, h, body).await;
+    }
     write_doc(st.0, ctx.0, db, id, q.0, h, body).await
 }
 
@@ -139,6 +155,27 @@ async fn delete_design(
     remove_doc(st.0, ctx.0, db, format!("_design/{id}"), q.0, h).await
 }
 
+async fn bad_local_id() -> ApiError {
+    ApiError::bad_request("Invalid _local document id.")
+}
+
+async fn local_attachment() -> ApiError {
+    ApiError::bad_request("_local documents do not accept attachments.")
+}
+
+/// Percent-encodes one path segment (for `Location` headers).
+pub fn encode_segment(segment: &str) -> String {
+    percent_encoding::utf8_percent_encode(segment, percent_encoding::NON_ALPHANUMERIC).to_string()
+}
+
+/// Adds a `Location` header.
+pub fn with_location(mut response: Response, location: &str) -> Response {
+    if let Ok(value) = HeaderValue::from_str(location) {
+        response.headers_mut().insert(header::LOCATION, value);
+    }
+    response
+}
+
 async fn attachment() -> ApiError {
     ApiError::not_implemented("Attachments are not supported by this version of Bunko")
 }
@@ -150,16 +187,28 @@ pub async fn post_doc(
     Path(db_name): Path<String>,
     body: RawBody,
 ) -> ApiResult<Response> {
-    let doc = body::parse(&body.0, &state.engine.config().limits)?;
+    let doc = body::parse(&body.0, &state.engine.config().limits).map_err(|e| with_id(e, ""))?;
     let id = doc.id.clone().unwrap_or_default();
     let db = open_for(&state, &ctx, &db_name, &id, true)?;
+    let location_db = encode_segment(&db_name);
     let (id, rev) = blocking(move || {
         let mut results = db.update_docs(vec![doc], WriteOptions::default())?;
         let result = results.pop().ok_or_else(|| ApiError::bad_request("no document"))?;
         Ok((result.id, result.result?))
     })
     .await?;
-    Ok(written(StatusCode::CREATED, &id, &rev))
+    let location = format!("/{location_db}/{}", encode_segment(&id));
+    Ok(with_location(written(StatusCode::CREATED, &id, &rev), &location))
+}
+
+/// Names the document in a `document_too_large` error (CouchDB's reason is the id).
+fn with_id(err: bunko_doc::Error, id: &str) -> bunko_doc::Error {
+    match err {
+        bunko_doc::Error::TooLarge(found) if found.is_empty() => {
+            bunko_doc::Error::TooLarge(id.to_string())
+        }
+        other => other,
+    }
 }
 
 async fn read_doc(
@@ -180,8 +229,24 @@ async fn read_doc(
         let found = blocking(move || Ok(db.open_revs(&id, revs, latest)?)).await?;
         return Ok(open_revs_json(&found, &opts));
     }
-    let rev = p.str("rev").map(str::parse::<RevId>).transpose()?;
-    let doc = blocking(move || Ok(db.get(&id, rev.as_ref())?)).await?;
+    let mut rev = p.str("rev").map(str::parse::<RevId>).transpose()?;
+    if let (Some(old), true) = (&rev, p.flag("latest")?) {
+        let (db, id, old) = (db.clone(), id.clone(), old.clone());
+        let leaves = blocking(move || Ok(db.open_revs(&id, Some(vec![old]), true)?)).await?;
+        rev = leaves.into_iter().find_map(|l| match l {
+            OpenRev::Ok(doc) => Some(doc.rev),
+            OpenRev::Missing(_) => None,
+        });
+    }
+    let with_revs_info = opts.revs_info;
+    let doc = blocking(move || {
+        let mut doc = db.get(&id, rev.as_ref())?;
+        if with_revs_info {
+            db.fill_revs_info(&mut doc)?;
+        }
+        Ok(doc)
+    })
+    .await?;
     let etag = format!("\"{}\"", doc.rev);
     if if_none_match(&headers, &etag) {
         return Ok(with_etag(StatusCode::NOT_MODIFIED.into_response(), &etag));
@@ -212,7 +277,7 @@ fn open_revs_json(found: &[OpenRev], opts: &DocOpts) -> Response {
         match entry {
             OpenRev::Ok(doc) => {
                 out.extend_from_slice(b"{\"ok\":");
-                out.extend_from_slice(&render::doc_json(doc, &DocOpts { revs: true, ..*opts }));
+                out.extend_from_slice(&render::doc_json(doc, opts));
                 out.push(b'}');
             }
             OpenRev::Missing(rev) => {
@@ -235,10 +300,8 @@ async fn write_doc(
 ) -> ApiResult<Response> {
     let db = open_for(&state, &ctx, &db_name, &id, true)?;
     let p = Params::parse(query.as_deref());
-    let mut doc = body::parse(&body.0, &state.engine.config().limits)?;
-    if doc.id.as_ref().is_some_and(|body_id| *body_id != id) {
-        doc.id = Some(id.clone());
-    }
+    let mut doc =
+        body::parse(&body.0, &state.engine.config().limits).map_err(|e| with_id(e, &id))?;
     doc.id = Some(id.clone());
     doc.rev = merge_rev(doc.rev.take(), &p, &headers)?;
     let new_edits = p.bool("new_edits")?.unwrap_or(true);
@@ -260,11 +323,16 @@ async fn remove_doc(
 ) -> ApiResult<Response> {
     let db = open_for(&state, &ctx, &db_name, &id, true)?;
     let p = Params::parse(query.as_deref());
-    let Some(rev) = merge_rev(None, &p, &headers)? else {
-        return Err(ApiError::Engine(bunko_engine::Error::Conflict));
-    };
+    let rev = merge_rev(None, &p, &headers)?;
     let doc_id = id.clone();
-    let rev = blocking(move || Ok(db.delete(&doc_id, rev)?)).await?;
+    let rev = blocking(move || {
+        if db.doc_info(&doc_id)?.is_none() {
+            return Err(ApiError::not_found("missing"));
+        }
+        let rev = rev.ok_or(ApiError::Engine(bunko_engine::Error::Conflict))?;
+        Ok(db.delete(&doc_id, rev)?)
+    })
+    .await?;
     Ok(written(StatusCode::OK, &id, &rev))
 }
 
@@ -277,13 +345,14 @@ fn merge_rev(body_rev: Option<RevId>, p: &Params, headers: &HeaderMap) -> ApiRes
         .map(|v| v.trim_matches('"').parse::<RevId>())
         .transpose()?;
     let mut chosen = body_rev;
-    for other in [query_rev, header_rev].into_iter().flatten() {
+    let sources = [
+        (query_rev, "Document rev from request body and query string have different values"),
+        (header_rev, "Document rev and etag have different values"),
+    ];
+    for (other, reason) in sources {
+        let Some(other) = other else { continue };
         match &chosen {
-            Some(rev) if *rev != other => {
-                return Err(ApiError::bad_request(
-                    "Document rev from request body and query string have different values",
-                ));
-            }
+            Some(rev) if *rev != other => return Err(ApiError::bad_request(reason)),
             _ => chosen = Some(other),
         }
     }

@@ -57,6 +57,8 @@ pub struct AppState {
     pub config: HttpConfig,
     pub auth: auth::Auth,
     pub started: Instant,
+    /// This server's stable uuid (`GET /`), kept in the store.
+    pub server_uuid: String,
 }
 
 pub type State = Arc<AppState>;
@@ -64,7 +66,9 @@ pub type State = Arc<AppState>;
 impl AppState {
     pub fn new(engine: Arc<Engine>, config: HttpConfig) -> bunko_engine::Result<State> {
         let auth = auth::Auth::new(&engine, &config)?;
-        Ok(Arc::new(AppState { engine, config, auth, started: Instant::now() }))
+        let uuid = engine.meta_or_init("server_uuid", || engine.uuids().next().into_bytes())?;
+        let server_uuid = String::from_utf8_lossy(&uuid).into_owned();
+        Ok(Arc::new(AppState { engine, config, auth, started: Instant::now(), server_uuid }))
     }
 }
 

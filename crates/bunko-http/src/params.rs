@@ -57,7 +57,8 @@ impl Params {
         match self.str(name) {
             None => Ok(None),
             Some(text) => text.parse().map(Some).map_err(|_| {
-                ApiError::query_parse(format!("Invalid value for integer: \"{text}\""))
+                let kind = if text.parse::<i64>().is_ok() { "positive integer" } else { "integer" };
+                ApiError::query_parse(format!("Invalid value for {kind}: \"{text}\""))
             }),
         }
     }

@@ -67,10 +67,9 @@ fn extras(doc: &DocOut, opts: &DocOpts) -> Vec<(&'static str, Value)> {
         let (start, ids) = doc.revisions();
         extras.push(("_revisions", json!({"start": start, "ids": ids})));
     }
-    if opts.revs_info {
-        let info: Vec<Value> = doc
-            .revs_info()
-            .into_iter()
+    if let (true, Some(info)) = (opts.revs_info, &doc.revs_info) {
+        let info: Vec<Value> = info
+            .iter()
             .map(|(rev, status)| json!({"rev": rev.to_string(), "status": status}))
             .collect();
         extras.push(("_revs_info", Value::Array(info)));
@@ -136,6 +135,7 @@ mod tests {
             deleted: false,
             body: br#"{"x":1.50,"y":[1]}"#.to_vec(),
             info: DocInfo { seq: 7, tree, size: 0 },
+            revs_info: None,
         };
         let plain = doc_json(&doc, &DocOpts::default());
         assert_eq!(plain, br#"{"_id":"a\"b","_rev":"1-abc","x":1.50,"y":[1]}"#);

@@ -1,7 +1,7 @@
 //! Server-level routes: `/`, `/_up`, `/_all_dbs`, `/_uuids`, `/_session`, `/_active_tasks`.
 
 use axum::extract::{RawQuery, State as AxState};
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 use axum::routing::get;
 use axum::{Extension, Router};
@@ -28,7 +28,7 @@ pub fn routes() -> Router<State> {
         )
 }
 
-async fn welcome() -> Response {
+async fn welcome(AxState(state): AxState<State>) -> Response {
     render::json(
         StatusCode::OK,
         json!({
@@ -36,6 +36,7 @@ async fn welcome() -> Response {
             "version": "3.4.3",
             "vendor": {"name": "Bunko", "version": env!("CARGO_PKG_VERSION")},
             "features": FEATURES,
+            "uuid": state.server_uuid,
             "bunko": env!("CARGO_PKG_VERSION"),
         }),
     )
@@ -97,7 +98,11 @@ async fn uuids(AxState(state): AxState<State>, RawQuery(query): RawQuery) -> Api
         ));
     }
     let ids: Vec<String> = (0..count).map(|_| state.engine.uuids().next()).collect();
-    Ok(render::json(StatusCode::OK, json!({"uuids": ids})))
+    let mut response = render::json(StatusCode::OK, json!({"uuids": ids}));
+    let headers = response.headers_mut();
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("must-revalidate, no-cache"));
+    headers.insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
+    Ok(response)
 }
 
 /// `GET /_active_tasks`: background work (none yet in this version).

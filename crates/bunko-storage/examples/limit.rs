@@ -10,13 +10,16 @@
 //! 3. **concurrent**: `THREADS` threads (default 64), each committing single-put batches
 //!    for `SECS` seconds (default 3). Prints commits/s, syncs/s, commits per sync and
 //!    commit latency: the ceiling for concurrent single-document writes.
+//! 4. **writer lock**: as 3, but each commit reads its key and applies under one shared
+//!    lock and syncs after releasing it, as the engine does for one database's writers.
 //!
 //! ```text
 //! [LIMIT_DIR=dir] cargo run --release -p bunko-storage --example limit -- \
 //!     [BATCHES] [SMALL] [THREADS] [SECS]
 //! ```
 
-use bunko_storage::{Batch, Fjall, Store};
+use bunko_storage::{Batch, Fjall, Read, Store};
+use parking_lot::Mutex;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -40,7 +43,9 @@ fn main() -> Result {
     bulk(&Fjall::open(&dir.path().join("bulk"))?, batches, small)?;
     serial(&Fjall::open(&dir.path().join("serial"))?, Duration::from_secs(1))?;
     let store = Arc::new(Fjall::open(&dir.path().join("concurrent"))?);
-    concurrent(&store, threads, Duration::from_secs(secs as u64))?;
+    concurrent(&store, threads, Duration::from_secs(secs as u64), false)?;
+    let store = Arc::new(Fjall::open(&dir.path().join("writer-lock"))?);
+    concurrent(&store, threads, Duration::from_secs(secs as u64), true)?;
     Ok(())
 }
 
@@ -103,21 +108,35 @@ fn serial(store: &Fjall, duration: Duration) -> Result {
     Ok(())
 }
 
-/// Phase 3: many committers sharing syncs.
-fn concurrent(store: &Arc<Fjall>, threads: usize, duration: Duration) -> Result {
+/// Phases 3 and 4: many committers sharing syncs. With `writer_lock`, every commit
+/// reads its key and applies under one shared lock and syncs after releasing it, as the
+/// engine does for the writers of one database.
+fn concurrent(store: &Arc<Fjall>, threads: usize, duration: Duration, writer_lock: bool) -> Result {
     let stop = Arc::new(AtomicBool::new(false));
+    let lock = Arc::new(Mutex::new(()));
     let (syncs_before, commits_before) = (store.syncs(), store.commits());
     let start = Instant::now();
     let handles: Vec<_> = (0..threads)
         .map(|t| {
-            let (store, stop) = (store.clone(), stop.clone());
+            let (store, stop, lock) = (store.clone(), stop.clone(), lock.clone());
             std::thread::spawn(move || -> Result<Vec<u32>> {
                 let mut latencies = Vec::new();
                 while !stop.load(Ordering::Relaxed) {
-                    let mut batch = Batch::new();
-                    batch.put(format!("c/{t:03}/{:08}", latencies.len()), vec![b'x'; 100]);
+                    let key = format!("c/{t:03}/{:08}", latencies.len());
                     let began = Instant::now();
-                    store.commit(batch)?;
+                    if writer_lock {
+                        let writer = lock.lock();
+                        let _old = store.get(key.as_bytes())?;
+                        let mut batch = Batch::new();
+                        batch.put(key, vec![b'x'; 100]);
+                        let ticket = store.apply(batch)?;
+                        drop(writer);
+                        store.sync(ticket)?;
+                    } else {
+                        let mut batch = Batch::new();
+                        batch.put(key, vec![b'x'; 100]);
+                        store.commit(batch)?;
+                    }
                     latencies.push(u32::try_from(began.elapsed().as_micros()).unwrap_or(u32::MAX));
                 }
                 Ok(latencies)
@@ -141,8 +160,9 @@ fn concurrent(store: &Arc<Fjall>, threads: usize, duration: Duration) -> Result 
             .unwrap_or(0) as f64
             / 1000.0
     };
+    let shape = if writer_lock { "one writer lock" } else { "independent" };
     println!(
-        "concurrent: {threads} threads, single-put commits: {:.0} commits/s, {:.0} syncs/s, \
+        "concurrent: {threads} threads, single-put commits, {shape}: {:.0} commits/s, {:.0} syncs/s, \
          {:.1} commits/sync, latency p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
         commits as f64 / elapsed,
         syncs as f64 / elapsed,

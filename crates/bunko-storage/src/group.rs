@@ -39,7 +39,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// The longest a leader waits for applies under way before it syncs; see [`Group::gather`].
-const GATHER: Duration = Duration::from_micros(1000);
+const GATHER: Duration = Duration::from_micros(0);
 
 /// Group-commit coordinator shared by the backends. See the module docs.
 #[derive(Debug, Default)]
@@ -96,10 +96,8 @@ impl Group {
     /// group. If it fails, the group is poisoned (the backend may have half-written its
     /// log) and its error is returned.
     pub(crate) fn apply(&self, apply: impl FnOnce() -> Result<()>) -> Result<Ticket> {
-        self.applying.fetch_add(1, Ordering::AcqRel);
-        let result = self.apply_locked(apply);
-        self.applying.fetch_sub(1, Ordering::AcqRel);
-        result
+        let _applying = Applying::enter(&self.applying);
+        self.apply_locked(apply)
     }
 
     fn apply_locked(&self, apply: impl FnOnce() -> Result<()>) -> Result<Ticket> {
@@ -220,6 +218,22 @@ impl Group {
         let mut state = self.state.lock();
         state.poisoned = true;
         self.wake.notify_all();
+    }
+}
+
+/// Counts a thread in [`Group::apply`] until dropped (also if `apply` panics).
+struct Applying<'a>(&'a AtomicUsize);
+
+impl<'a> Applying<'a> {
+    fn enter(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::AcqRel);
+        Applying(count)
+    }
+}
+
+impl Drop for Applying<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

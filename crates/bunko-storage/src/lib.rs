@@ -19,6 +19,10 @@
 //! poisoned and every later commit fails with [`Error::Poisoned`]: nothing acknowledged
 //! can be lost. [`Store::close`] syncs what was applied and refuses later commits.
 //!
+//! `commit` is [`Store::apply`] (atomic, visible, returns a [`Ticket`]) followed by
+//! [`Store::sync`] (wait until that ticket is durable); a caller may split the two to hold
+//! its own lock only around the apply.
+//!
 //! A committed batch is visible to readers as soon as it is applied, slightly before its
 //! sync completes; it is acknowledged to its writer only after. So a reader can see a
 //! write that is later lost in a crash, but only if its writer was never told it succeeded
@@ -27,11 +31,14 @@
 //! # Concurrency
 //!
 //! Stores and snapshots are `Send + Sync`; share a store as `Arc<dyn Store>` and call it
-//! from any number of threads. Every call blocks (commits for a disk sync, a few ms), so
-//! async callers run them on a blocking pool. Reads never wait for commits. A reader
-//! sees a batch entirely or not at all, both on the store and on a snapshot.
-//! [`Store::snapshot`] is cheap (an `Arc` clone or a sequence number), but a live
-//! snapshot pins old versions, so drop it when done.
+//! from any number of threads. Every call blocks (a sync takes 0.1 to a few ms), so async
+//! callers run them on a blocking pool. Reads never wait for syncs. A reader sees a batch
+//! entirely or not at all, both on the store and on a snapshot. Applies are serialized
+//! (one at a time per store); syncs are shared.
+//!
+//! [`Store::snapshot`] is cheap: a registered sequence number in fjall, an `Arc` clone in
+//! [`Memory`]. But a live snapshot pins old versions (fjall cannot drop them in
+//! compaction; `Memory` copies its whole map on the next commit), so drop it when done.
 
 mod error;
 mod fjall_store;

@@ -1,0 +1,19 @@
+//! End-to-end tests: the real `bunko` binary, spawned per test on port 0 with a fresh data
+//! directory, driven over HTTP exactly as a CouchDB 3.4 client would.
+//!
+//! Expected results follow CouchDB 3.4 (its `test/elixir` suite, `chttpd`/`couch` sources and the
+//! API docs); where a test pins a CouchDB detail, the comment names where it comes from.
+//! Run with `cargo test -p bunko --test e2e`.
+
+mod harness;
+
+mod all_docs;
+mod auth;
+mod bad_input;
+mod bulk;
+mod changes;
+mod crash;
+mod databases;
+mod documents;
+mod persistence;
+mod server;
