@@ -1,0 +1,108 @@
+//! The engine as a library, on the in-memory store: revisions, conflicts, `_changes`,
+//! counters and partitions, without HTTP.
+
+use std::sync::Arc;
+
+use bunko_doc::body::{self, ParsedDoc};
+use bunko_engine::changes::ChangesQuery;
+use bunko_engine::{Config, Engine, Error, WriteOptions};
+use bunko_storage::Memory;
+
+type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+fn doc(json: &str) -> Result<ParsedDoc> {
+    Ok(body::parse(json.as_bytes(), &Default::default())?)
+}
+
+fn engine() -> Result<Engine> {
+    Ok(Engine::open(Arc::new(Memory::new()), Config::default())?)
+}
+
+#[test]
+fn edits_must_name_the_current_leaf() -> Result<()> {
+    let db = engine()?.create_db("books", false)?;
+    let rev1 = db.put(doc(r#"{"_id":"b1","pub-id":"mspress"}"#)?, WriteOptions::default())?;
+    let stale = db.put(doc(r#"{"_id":"b1","pub-id":"other"}"#)?, WriteOptions::default());
+    assert!(matches!(stale, Err(Error::Conflict)));
+    let edit = format!(r#"{{"_id":"b1","_rev":"{rev1}","pub-id":"other"}}"#);
+    let rev2 = db.put(doc(&edit)?, WriteOptions::default())?;
+    assert_eq!(rev2.pos, 2);
+    assert!(matches!(db.put(doc(&edit)?, WriteOptions::default()), Err(Error::Conflict)));
+    assert_eq!(db.get("b1", None)?.body, br#"{"pub-id":"other"}"#);
+    assert_eq!(
+        db.get("b1", Some(&rev1))?.body,
+        br#"{"pub-id":"mspress"}"#,
+        "kept until compaction"
+    );
+    assert_eq!(db.compact()?, 1);
+    assert!(matches!(db.get("b1", Some(&rev1)), Err(Error::NotFound(_))));
+    Ok(())
+}
+
+#[test]
+fn replicated_branches_keep_conflicts_and_pick_couchdbs_winner() -> Result<()> {
+    let db = engine()?.create_db("r", false)?;
+    let replicated = WriteOptions { new_edits: false, ..Default::default() };
+    db.put(doc(r#"{"_id":"d","_rev":"1-a","v":1}"#)?, replicated)?;
+    db.put(
+        doc(r#"{"_id":"d","_revisions":{"start":2,"ids":["b","a"]},"_rev":"2-b","v":"b"}"#)?,
+        replicated,
+    )?;
+    db.put(
+        doc(r#"{"_id":"d","_revisions":{"start":2,"ids":["c","a"]},"_rev":"2-c","v":"c"}"#)?,
+        replicated,
+    )?;
+    let got = db.get("d", None)?;
+    assert_eq!((got.rev.to_string(), got.body), ("2-c".to_string(), br#"{"v":"c"}"#.to_vec()));
+    let (live, deleted) = got.info.tree.conflicts();
+    assert_eq!((live.len(), deleted.len()), (1, 0));
+    db.put(
+        doc(
+            r#"{"_id":"d","_revisions":{"start":3,"ids":["z","c"]},"_rev":"3-z","_deleted":true}"#,
+        )?,
+        replicated,
+    )?;
+    assert_eq!(db.get("d", None)?.rev.to_string(), "2-b", "a live leaf beats a deleted one");
+    Ok(())
+}
+
+#[test]
+fn changes_list_each_document_once_at_its_latest_seq() -> Result<()> {
+    let db = engine()?.create_db("c", false)?;
+    let rev = db.put(doc(r#"{"_id":"a"}"#)?, WriteOptions::default())?;
+    db.put(doc(r#"{"_id":"b"}"#)?, WriteOptions::default())?;
+    db.delete("a", rev)?;
+    let mut changes = db.changes(ChangesQuery::default())?;
+    let rows: Vec<(u64, String, bool)> = changes
+        .by_ref()
+        .map(|r| r.map(|r| (r.seq, r.id, r.deleted)))
+        .collect::<std::result::Result<_, _>>()?;
+    assert_eq!(rows, vec![(2, "b".to_string(), false), (3, "a".to_string(), true)]);
+    assert_eq!(changes.last_seq(), 3);
+    let info = db.info();
+    assert_eq!((info.stats.doc_count, info.stats.doc_del_count, info.update_seq), (1, 1, 3));
+    Ok(())
+}
+
+#[test]
+fn partitioned_databases_count_per_partition_and_refuse_overflow() -> Result<()> {
+    let config = Config { max_partition_size: 200, ..Config::default() };
+    let engine = Engine::open(Arc::new(Memory::new()), config)?;
+    let db = engine.create_db("readings", true)?;
+    let unpartitioned = db.put(doc(r#"{"_id":"nocolon"}"#)?, WriteOptions::default());
+    assert!(matches!(unpartitioned, Err(Error::Doc(bunko_doc::Error::IllegalDocId(_)))));
+    let reading = r#"{"_id":"bridge-1234:device-1","deviceID":"device-1","ts":1544526804}"#;
+    db.put(doc(reading)?, WriteOptions::default())?;
+    db.put(
+        doc(r#"{"_id":"bridge-9876:device-2","deviceID":"device-2"}"#)?,
+        WriteOptions::default(),
+    )?;
+    assert_eq!(db.partition_stats("bridge-1234")?.doc_count, 1);
+    let big = format!(r#"{{"_id":"bridge-1234:big","pad":"{}"}}"#, "x".repeat(300));
+    assert!(matches!(
+        db.put(doc(&big)?, WriteOptions::default()),
+        Err(Error::PartitionOverflow(_))
+    ));
+    assert_eq!(db.partition_stats("bridge-1234")?.doc_count, 1, "nothing written");
+    Ok(())
+}
