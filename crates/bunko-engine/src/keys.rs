@@ -3,10 +3,10 @@
 //!
 //! | tag | key | value |
 //! |---|---|---|
-//! | `0x01` | `Meta(name)` | server-wide values (`next_db_id`, `secret`) |
+//! | `0x01` | `Meta(name)` | server-wide values (`next_db_id`, `cookie_secret`, `server_uuid`) |
 //! | `0x02` | `Db(name)` | [`crate::records::DbMeta`] |
 //! | `0x03` | `Doc(db, id)` | [`crate::records::DocInfo`]: the revision tree |
-//! | `0x04` | `Rev(db, id, rev)` | body of a leaf revision (compact JSON) |
+//! | `0x04` | `Rev(db, id, rev)` | body of a revision (compact JSON); non-leaf bodies stay until `_compact` |
 //! | `0x05` | `Seq(db, seq)` | the id of the document whose latest change has this seq |
 //! | `0x06` | `Local(db, id)` | [`crate::records::LocalDoc`] |
 //! | `0x07` | `Stats(db)` | [`crate::records::Stats`] of the database |
