@@ -71,6 +71,12 @@ fn engine_parts(err: &EngineError) -> (StatusCode, &'static str, String) {
         EngineError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
         EngineError::PartitionOverflow(_) => (StatusCode::FORBIDDEN, "partition_overflow"),
         EngineError::Doc(doc) => return doc_parts(doc),
+        EngineError::Storage(bunko_storage::Error::Poisoned | bunko_storage::Error::Closed) => {
+            (StatusCode::SERVICE_UNAVAILABLE, "service_unavailable")
+        }
+        EngineError::Storage(bunko_storage::Error::Invalid(_)) => {
+            (StatusCode::BAD_REQUEST, "bad_request")
+        }
         EngineError::Storage(_) | EngineError::Corrupt(_) => {
             (StatusCode::INTERNAL_SERVER_ERROR, "internal_server_error")
         }
@@ -133,6 +139,11 @@ mod tests {
             (DocError::DocValidation("x".into()).into(), 400, "doc_validation"),
             (ApiError::too_large(), 413, "too_large"),
             (ApiError::query_parse("x"), 400, "query_parse_error"),
+            (
+                EngineError::Storage(bunko_storage::Error::Poisoned).into(),
+                503,
+                "service_unavailable",
+            ),
         ];
         for (err, status, name) in table {
             let (s, n, _) = err.parts();

@@ -8,9 +8,8 @@
 //!    follow apply order: every batch with ticket `<= t` was fully applied before ticket
 //!    `t` was handed out.
 //! 2. **Sync** ([`Group::sync`]). The committer waits until `synced >= ticket`. The first
-//!    waiter that finds no sync in flight becomes the *leader*: it releases the state
-//!    lock, lets the applies under way finish ([`Group::gather`], at most [`GATHER`]),
-//!    reads the highest ticket handed out so far (`target`), runs the backend's sync, then
+//!    waiter that finds no sync in flight becomes the *leader*: it reads the highest ticket
+//!    handed out so far (`target`), releases the state lock, runs the backend's sync, then
 //!    sets `synced = target` and wakes every waiter. Waiters whose ticket is still above
 //!    `synced` (they applied after the leader read `target`) elect the next leader.
 //!
@@ -21,11 +20,10 @@
 //! ```
 //!
 //! While one sync runs, the next group queues up, so a disk that syncs N times a second
-//! acknowledges far more than N commits a second. Gathering matters for fjall, which
-//! blocks applies during its fsync: without it, the leader of the next sync would start
-//! as soon as one queued batch got in, and each sync would cover one or two commits
-//! (measured: 64 committers, 12k commits/s and 2 commits per sync without; 74k and 35
-//! with; see `examples/limit.rs`).
+//! acknowledges far more than N commits a second. That needs applies to go on while a
+//! sync runs: a backend whose sync blocked applies would leave each sync only the one or
+//! two batches that slipped in between syncs (fjall's own `persist(SyncAll)` does that;
+//! see `fjall_store.rs` for how [`crate::Fjall`] avoids it).
 //!
 //! A failed sync (or a failed apply, or a leader that panicked) poisons the group: every
 //! waiter not already covered by an earlier successful sync, and every later commit, gets
@@ -35,11 +33,7 @@
 use crate::{Error, Result, Ticket};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
-
-/// The longest a leader waits for applies under way before it syncs; see [`Group::gather`].
-const GATHER: Duration = Duration::from_micros(0);
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Group-commit coordinator shared by the backends. See the module docs.
 #[derive(Debug, Default)]
@@ -51,8 +45,6 @@ pub(crate) struct Group {
     wake: Condvar,
     /// The highest ticket handed out, readable without the apply lock.
     issued: AtomicU64,
-    /// Threads inside [`Group::apply`] (applying or queued for the apply lock).
-    applying: AtomicUsize,
     commits: AtomicU64,
     syncs: AtomicU64,
 }
@@ -74,7 +66,7 @@ enum Refusal {
 struct State {
     /// Every batch with a ticket `<= synced` is durable.
     synced: u64,
-    /// A leader is gathering or syncing right now.
+    /// A leader is syncing right now.
     syncing: bool,
     poisoned: bool,
 }
@@ -96,11 +88,6 @@ impl Group {
     /// group. If it fails, the group is poisoned (the backend may have half-written its
     /// log) and its error is returned.
     pub(crate) fn apply(&self, apply: impl FnOnce() -> Result<()>) -> Result<Ticket> {
-        let _applying = Applying::enter(&self.applying);
-        self.apply_locked(apply)
-    }
-
-    fn apply_locked(&self, apply: impl FnOnce() -> Result<()>) -> Result<Ticket> {
         let mut applied = self.apply.lock();
         if let Some(refusal) = applied.refuse {
             return Err(refusal.error());
@@ -178,12 +165,9 @@ impl Group {
     /// then continues in this thread).
     fn lead(&self, state: &mut MutexGuard<'_, State>, sync: &dyn Fn() -> Result<()>) {
         state.syncing = true;
-        let (target, outcome) = MutexGuard::unlocked(state, || {
-            self.gather();
-            // Read after taking the role: every ticket <= target is an applied batch.
-            let target = self.issued.load(Ordering::Acquire);
-            (target, panic::catch_unwind(AssertUnwindSafe(sync)))
-        });
+        // Read after taking the role: every ticket <= target is an applied batch.
+        let target = self.issued.load(Ordering::Acquire);
+        let outcome = MutexGuard::unlocked(state, || panic::catch_unwind(AssertUnwindSafe(sync)));
         self.syncs.fetch_add(1, Ordering::Relaxed);
         state.syncing = false;
         if let Ok(Ok(())) = outcome {
@@ -201,39 +185,11 @@ impl Group {
         }
     }
 
-    /// Lets the applies already under way finish before a sync starts, for up to
-    /// [`GATHER`], so that the sync covers them. Without this the next sync starts at
-    /// once and covers one or two batches: fjall holds its journal lock for the whole
-    /// fsync, so the queued applies could not get in while it runs. Returns at once when
-    /// nothing is applying, so a lone committer pays nothing.
-    fn gather(&self) {
-        let deadline = Instant::now() + GATHER;
-        while self.applying.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
-            std::thread::yield_now();
-        }
-    }
-
     /// Marks the group poisoned after a failure outside a sync.
     fn poison(&self) {
         let mut state = self.state.lock();
         state.poisoned = true;
         self.wake.notify_all();
-    }
-}
-
-/// Counts a thread in [`Group::apply`] until dropped (also if `apply` panics).
-struct Applying<'a>(&'a AtomicUsize);
-
-impl<'a> Applying<'a> {
-    fn enter(count: &'a AtomicUsize) -> Self {
-        count.fetch_add(1, Ordering::AcqRel);
-        Applying(count)
-    }
-}
-
-impl Drop for Applying<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

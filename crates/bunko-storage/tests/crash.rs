@@ -5,7 +5,10 @@
 //!
 //! This is what proves that a sync flushes fjall's userspace journal buffer: batches are
 //! written with `durability(None)`, and a clean drop would flush the buffer anyway, so
-//! only a killed process shows whether acknowledged data really reached the file.
+//! only a killed process shows whether acknowledged data really reached the file. It
+//! cannot prove the fsync (the page cache survives a killed process; only a power cut
+//! would tell); `journals_are_where_sync_expects_them` in `fjall_store.rs` guards that
+//! the fsync finds the journal.
 
 mod common;
 

@@ -47,7 +47,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let store = bunko_storage::Fjall::open(&settings.data)
         .with_context(|| format!("cannot open the store in {}", settings.data.display()))?;
     let store: Arc<dyn bunko_storage::Store> = Arc::new(store);
-    let engine = Arc::new(bunko_engine::Engine::open(store, settings.engine.clone())?);
+    let engine = Arc::new(bunko_engine::Engine::open(store.clone(), settings.engine.clone())?);
     if engine.get_db(bunko_engine::users::USERS_DB).is_none() {
         engine.create_db(bunko_engine::users::USERS_DB, false)?;
     }
@@ -66,6 +66,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         tracing::info!("shutting down: in-flight requests finished, closing the store");
         anyhow::Ok(())
     })?;
+    store.close()?;
     drop(engine);
     Ok(())
 }
