@@ -84,7 +84,7 @@ pub fn doc_prefix(db: u64, prefix: &str) -> Range {
     prefix_range(&KeyWriter::new(DOC).u64(db).bytes_prefix(prefix.as_bytes()))
 }
 
-/// The range of the leaf bodies of one document.
+/// The range of the stored revision bodies of one document.
 pub fn rev_range(db: u64, id: &str) -> Range {
     prefix_range(&KeyWriter::new(REV).u64(db).str(id).finish())
 }

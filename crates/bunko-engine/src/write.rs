@@ -3,7 +3,7 @@
 //! [`Database::update_docs`] is the one write path. Under the writer lock it reads each
 //! document's revision tree, computes the edit ([`edit_new`] for `new_edits=true`,
 //! [`edit_replicated`] for `new_edits=false`), and adds to one batch: the `Doc` record, the
-//! new leaf body (`Rev`), removal of bodies that stopped being leaves, the move of the
+//! new body (`Rev`), removal of bodies stemmed away by `revs_limit`, the move of the
 //! document's `Seq` entry to the new seq, and the database (and partition) counters.
 
 use std::collections::HashMap;
