@@ -30,6 +30,9 @@ pub enum Error {
     /// A partition would exceed its size limit (`403 partition_overflow`).
     #[error("Partition limit exceeded due to update on '{0}'")]
     PartitionOverflow(String),
+    /// A design document breaks CouchDB's rules (`400 invalid_design_doc`).
+    #[error("{0}")]
+    InvalidDesignDoc(String),
     /// The document or its id is invalid.
     #[error(transparent)]
     Doc(#[from] bunko_doc::Error),

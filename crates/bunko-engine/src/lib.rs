@@ -36,6 +36,7 @@ mod catalog;
 pub mod changes;
 mod compact;
 mod database;
+pub mod design;
 mod error;
 pub mod keys;
 mod local;

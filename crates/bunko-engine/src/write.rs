@@ -17,7 +17,7 @@ use crate::database::Database;
 use crate::keys::Key;
 use crate::records::{self, DocInfo, Stats};
 use crate::revtree::RevTree;
-use crate::{Error, Result, users};
+use crate::{Error, Result, design, users};
 
 /// How a write treats revisions.
 #[derive(Debug, Clone, Copy)]
@@ -57,6 +57,8 @@ struct Outcome {
 struct Pending {
     docs: HashMap<String, Option<DocInfo>>,
     partitions: HashMap<String, Stats>,
+    /// Whether each touched partition was full when the batch began.
+    full: HashMap<String, bool>,
 }
 
 impl Database {
@@ -93,9 +95,10 @@ impl Database {
                     return Ok(doc.rev.unwrap_or_else(|| RevId { pos: 0, hash: String::new() }));
                 };
                 outcome.info.size = self.winner_size(db, &id, &outcome)?;
+                let limit = opts.new_edits;
+                self.account(&mut pending, &id, old.as_ref(), &outcome.info, &mut stats, limit)?;
                 seq += 1;
                 outcome.info.seq = seq;
-                self.account(&mut pending, &id, old.as_ref(), &outcome.info, &mut stats)?;
                 add_to_batch(&mut batch, db, &id, old.as_ref(), &outcome);
                 pending.docs.insert(id.clone(), Some(outcome.info));
                 Ok(outcome.rev)
@@ -143,6 +146,9 @@ impl Database {
                 DocKind::Local => Err(Error::BadRequest(
                     "_local documents are written with PUT /{db}/_local/{id}".into(),
                 )),
+                DocKind::Design if !doc.deleted => {
+                    design::validate(&doc.body, self.is_partitioned())
+                }
                 _ => Ok(()),
             })
             .and_then(|()| {
@@ -180,7 +186,11 @@ impl Database {
         Ok(self.store.get(&key)?.map_or(0, |b| b.len() as u64))
     }
 
-    /// Moves one document's contribution in the counters; refuses partition overflow.
+    /// Moves one document's contribution in the counters. With `limit`, refuses to grow a
+    /// document in a partition that was full (at or over `max_partition_size`) when the
+    /// batch began: CouchDB's rule, so the write that crosses the limit still lands and
+    /// deletes and shrinking updates always do. Replicated writes are never refused, so
+    /// replication into a full partition still converges.
     fn account(
         &self,
         pending: &mut Pending,
@@ -188,21 +198,26 @@ impl Database {
         old: Option<&DocInfo>,
         new: &DocInfo,
         stats: &mut Stats,
+        limit: bool,
     ) -> Result<()> {
         let mut next = *stats;
         change(&mut next, old, new)?;
         if let Some(partition) = self.partition(id) {
             let current = match pending.partitions.get(partition) {
                 Some(s) => *s,
-                None => self.partition_stats(partition)?,
+                None => {
+                    let stored = self.partition_stats(partition)?;
+                    let full = stored.external >= self.config.max_partition_size;
+                    pending.full.insert(partition.to_string(), full);
+                    stored
+                }
             };
-            let mut updated = current;
-            change(&mut updated, old, new)?;
-            if updated.external > self.config.max_partition_size
-                && updated.external > current.external
-            {
+            let grows = new.size > old.map_or(0, |o| o.size);
+            if limit && grows && pending.full.get(partition).copied().unwrap_or(false) {
                 return Err(Error::PartitionOverflow(id.to_string()));
             }
+            let mut updated = current;
+            change(&mut updated, old, new)?;
             pending.partitions.insert(partition.to_string(), updated);
         }
         *stats = next;

@@ -98,11 +98,20 @@ fn partitioned_databases_count_per_partition_and_refuse_overflow() -> Result<()>
         WriteOptions::default(),
     )?;
     assert_eq!(db.partition_stats("bridge-1234")?.doc_count, 1);
+    // As in CouchDB, the write that crosses the limit lands; the partition is then full.
     let big = format!(r#"{{"_id":"bridge-1234:big","pad":"{}"}}"#, "x".repeat(300));
+    let big_rev = db.put(doc(&big)?, WriteOptions::default())?;
+    assert_eq!(db.partition_stats("bridge-1234")?.doc_count, 2);
     assert!(matches!(
-        db.put(doc(&big)?, WriteOptions::default()),
-        Err(Error::PartitionOverflow(_))
+        db.put(doc(r#"{"_id":"bridge-1234:more"}"#)?, WriteOptions::default()),
+        Err(Error::PartitionOverflow(id)) if id == "bridge-1234:more"
     ));
-    assert_eq!(db.partition_stats("bridge-1234")?.doc_count, 1, "nothing written");
+    assert_eq!(db.partition_stats("bridge-1234")?.doc_count, 2, "nothing written");
+    // Other partitions, replicated writes and deletes still go through.
+    db.put(doc(r#"{"_id":"bridge-9876:device-3"}"#)?, WriteOptions::default())?;
+    let replicated = r#"{"_id":"bridge-1234:r","_rev":"1-23202479633c2b380f79507a776743d5"}"#;
+    db.put(doc(replicated)?, WriteOptions { new_edits: false, ..Default::default() })?;
+    db.delete("bridge-1234:big", big_rev)?;
+    assert_eq!(db.partition_stats("bridge-1234")?.doc_count, 2);
     Ok(())
 }

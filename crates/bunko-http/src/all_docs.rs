@@ -104,7 +104,7 @@ pub async fn run(
         let skip = p.u64("skip")?.unwrap_or(0) as usize;
         let limit = p.u64("limit")?.map_or(usize::MAX, |l| l as usize);
         let keys = keys.into_iter().skip(skip).take(limit).collect();
-        return run_keys(db, keys, include_docs, opts, prefix).await;
+        return run_keys(db, keys, include_docs, opts, prefix, partition).await;
     }
     let query = range_query(&p, prefix)?;
     let started = blocking(move || Ok(db.all_docs(&query, partition.as_deref())?)).await?;
@@ -177,10 +177,17 @@ async fn run_keys(
     include_docs: bool,
     opts: DocOpts,
     prefix: Option<String>,
+    partition: Option<String>,
 ) -> ApiResult<Response> {
     let ids: Vec<String> = keys.iter().map(|k| k.as_str().unwrap_or("\u{0}").to_string()).collect();
-    let total = db.info().stats.doc_count;
-    let found = blocking(move || Ok(db.all_docs_keys(&ids, include_docs)?)).await?;
+    let (total, found) = blocking(move || {
+        let total = match &partition {
+            Some(p) => db.partition_stats(p)?.doc_count,
+            None => db.info().stats.doc_count,
+        };
+        Ok((total, db.all_docs_keys(&ids, include_docs)?))
+    })
+    .await?;
     let mut out = format!("{{\"total_rows\":{total},\"offset\":null,\"rows\":[\r\n").into_bytes();
     let mut sink_rows = Vec::new();
     for (key, row) in keys.iter().zip(found) {

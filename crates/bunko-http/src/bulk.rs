@@ -139,6 +139,9 @@ fn bulk_get_one(
                 .to_string()
                 .into_bytes(),
         );
+    } else if let Some(reason) = partition_error(db, &id) {
+        let entry = json!({"error": {"id": id, "rev": rev_text, "error": "illegal_docid", "reason": reason}});
+        docs.push(entry.to_string().into_bytes());
     } else {
         let revs = match rev_text.map(str::parse::<RevId>).transpose() {
             Ok(rev) => rev.map(|r| vec![r]),
@@ -179,6 +182,14 @@ fn bulk_get_one(
         }
     }
     Ok(result_json(&id, &docs))
+}
+
+/// Why `id` cannot name a document of a partitioned database, if it cannot.
+fn partition_error(db: &bunko_engine::Database, id: &str) -> Option<String> {
+    if !db.is_partitioned() {
+        return None;
+    }
+    bunko_doc::id::validate_doc_id(id, true).err().map(|err| err.to_string())
 }
 
 fn result_json(id: &str, docs: &[Vec<u8>]) -> Vec<u8> {

@@ -70,6 +70,7 @@ fn engine_parts(err: &EngineError) -> (StatusCode, &'static str, String) {
         EngineError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
         EngineError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
         EngineError::PartitionOverflow(_) => (StatusCode::FORBIDDEN, "partition_overflow"),
+        EngineError::InvalidDesignDoc(_) => (StatusCode::BAD_REQUEST, "invalid_design_doc"),
         EngineError::Doc(doc) => return doc_parts(doc),
         EngineError::Storage(bunko_storage::Error::Poisoned | bunko_storage::Error::Closed) => {
             (StatusCode::SERVICE_UNAVAILABLE, "service_unavailable")
@@ -133,6 +134,8 @@ mod tests {
             (EngineError::NotFound("missing".into()).into(), 404, "not_found"),
             (EngineError::FileExists.into(), 412, "file_exists"),
             (EngineError::PartitionOverflow("p:a".into()).into(), 403, "partition_overflow"),
+            (EngineError::InvalidDesignDoc("x".into()).into(), 400, "invalid_design_doc"),
+            (DocError::IllegalPartition("x".into()).into(), 400, "illegal_partition"),
             (DocError::IllegalDocId("x".into()).into(), 400, "illegal_docid"),
             (DocError::TooLarge("a".into()).into(), 413, "document_too_large"),
             (DocError::IllegalDatabaseName("x".into()).into(), 400, "illegal_database_name"),

@@ -8,7 +8,8 @@
 //!
 //! Route modules: [`server`] (`/`, `/_up`, `/_all_dbs`, `/_uuids`, `/_session`), [`db`]
 //! (`/{db}` and its admin endpoints), [`doc`] (`/{db}/{id}`, `_local`, `_design`), [`bulk`]
-//! (`_bulk_docs`, `_bulk_get`, `_revs_diff`), [`all_docs`], [`changes`].
+//! (`_bulk_docs`, `_bulk_get`, `_revs_diff`), [`all_docs`], [`changes`], [`partition`]
+//! (`/{db}/_partition/{p}/…`).
 
 pub mod all_docs;
 pub mod auth;
@@ -19,6 +20,7 @@ pub mod db;
 pub mod doc;
 pub mod error;
 pub mod params;
+pub mod partition;
 pub mod render;
 pub mod server;
 pub mod stream;
@@ -81,6 +83,7 @@ pub fn router(state: State) -> Router {
         .merge(all_docs::routes())
         .merge(changes::routes())
         .merge(bulk::routes())
+        .merge(partition::routes())
         .merge(doc::routes())
         .route("/{db}/_compact", post(db::compact))
         .route("/_active_tasks", get(server::active_tasks))

@@ -34,6 +34,10 @@ impl Params {
         self.0.get(name).map(String::as_str)
     }
 
+    pub fn remove(&mut self, name: &str) -> Option<String> {
+        self.0.remove(name)
+    }
+
     pub fn has(&self, name: &str) -> bool {
         self.0.contains_key(name)
     }

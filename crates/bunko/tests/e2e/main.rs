@@ -15,5 +15,6 @@ mod changes;
 mod crash;
 mod databases;
 mod documents;
+mod partitions;
 mod persistence;
 mod server;

@@ -1,0 +1,142 @@
+//! Cloudant's partition routes, `/{db}/_partition/{partition}/…`.
+//!
+//! - `GET /{db}/_partition/{p}`: the partition's counters ([`Database::partition_stats`]),
+//!   kept by every write, so answering reads one key whatever the partition's size.
+//! - `GET/POST /{db}/_partition/{p}/_all_docs`: `_all_docs` bounded to the ids `p:…`, one
+//!   contiguous range scan (`docs/architecture/keys.md`).
+//!
+//! The checks run in CouchDB's order (`chttpd_db:handle_partition_req`): a bare
+//! `/_partition` is a bad request; the partition name is validated; the database must be
+//! partitioned; a `partition` query parameter must agree with the path. Paths under a
+//! partition that name nothing known answer `404`.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, RawQuery, State as AxState};
+use axum::http::{Method, StatusCode};
+use axum::response::Response;
+use axum::routing::any;
+use axum::{Extension, Router};
+use bunko_doc::id::validate_partition;
+use bunko_engine::Database;
+use serde_json::json;
+
+use crate::all_docs;
+use crate::body::RawBody;
+use crate::db::{Access, open};
+use crate::error::{ApiError, ApiResult};
+use crate::params::Params;
+use crate::{State, UserCtx, blocking, render};
+
+/// The largest `limit` of a partition query (CouchDB's default `partition_query_limit`).
+pub const PARTITION_QUERY_LIMIT: u64 = 268_435_456;
+
+pub fn routes() -> Router<State> {
+    Router::new()
+        .route("/{db}/_partition", any(bare))
+        .route("/{db}/_partition/", any(bare))
+        .route("/{db}/_partition/{*rest}", any(dispatch))
+}
+
+/// `/{db}/_partition` names no partition.
+async fn bare() -> ApiError {
+    ApiError::bad_request("invalid_partition_req")
+}
+
+/// One request under `/{db}/_partition/`, split into the partition and what follows it.
+struct PartitionRequest {
+    db: Arc<Database>,
+    partition: String,
+    params: Params,
+}
+
+async fn dispatch(
+    st: AxState<State>,
+    ctx: Extension<UserCtx>,
+    method: Method,
+    Path((db, rest)): Path<(String, String)>,
+    q: RawQuery,
+    body: RawBody,
+) -> ApiResult<Response> {
+    let (partition, tail) = rest.split_once('/').unwrap_or((rest.as_str(), ""));
+    let tail: Vec<&str> = tail.split('/').filter(|s| !s.is_empty()).collect();
+    if tail.is_empty() {
+        return info(&st, &ctx, &method, &db, partition).await;
+    }
+    let db = open(&st, &ctx, &db, Access::Member)?;
+    if !db.is_partitioned() {
+        return Err(ApiError::bad_request("database is not partitioned"));
+    }
+    validate_partition(partition)?;
+    let params = Params::parse(q.0.as_deref());
+    if params.str("partition").is_some_and(|p| p != partition) {
+        return Err(ApiError::bad_request("Conflicting value for `partition` in query string"));
+    }
+    let req = PartitionRequest { db, partition: partition.to_string(), params };
+    match (tail.as_slice(), &method) {
+        (["_all_docs"], &Method::GET) => all_docs(req, None).await,
+        (["_all_docs"], &Method::POST) => all_docs(req, Some(body)).await,
+        (["_all_docs"], _) => Err(method_not_allowed("GET,HEAD,POST")),
+        _ => Err(ApiError::not_found("missing")),
+    }
+}
+
+/// `GET /{db}/_partition/{p}`: the partition's document counts and sizes.
+async fn info(
+    st: &State,
+    ctx: &UserCtx,
+    method: &Method,
+    db: &str,
+    partition: &str,
+) -> ApiResult<Response> {
+    if method == Method::POST && partition.starts_with('_') {
+        validate_partition(partition)?;
+    }
+    if method != Method::GET {
+        return Err(method_not_allowed("GET"));
+    }
+    validate_partition(partition)?;
+    let db = open(st, ctx, db, Access::Member)?;
+    if !db.is_partitioned() {
+        return Err(ApiError::bad_request("database is not partitioned"));
+    }
+    let name = partition.to_string();
+    let (stats, db_name) = blocking(move || Ok((db.partition_stats(&name)?, db.name()))).await?;
+    Ok(render::json(
+        StatusCode::OK,
+        json!({
+            "db_name": db_name,
+            "sizes": {"active": stats.active, "external": stats.external},
+            "partition": partition,
+            "doc_count": stats.doc_count,
+            "doc_del_count": stats.doc_del_count,
+        }),
+    ))
+}
+
+/// `_all_docs` over the partition's ids.
+async fn all_docs(req: PartitionRequest, body: Option<RawBody>) -> ApiResult<Response> {
+    let PartitionRequest { db, partition, params } = req;
+    let mut params = params;
+    if let Some(body) = body {
+        params.merge_json(&body.request_object()?);
+    }
+    params.remove("partition");
+    if let Some(limit) = params.u64("limit")?
+        && limit > PARTITION_QUERY_LIMIT
+    {
+        return Err(ApiError::query_parse(format!(
+            "Limit is too large, must not exceed {PARTITION_QUERY_LIMIT}"
+        )));
+    }
+    let prefix = format!("{partition}:");
+    all_docs::run(db, params, Some(prefix), Some(partition)).await
+}
+
+fn method_not_allowed(allowed: &str) -> ApiError {
+    ApiError::Other(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!("Only {allowed} allowed"),
+    )
+}
