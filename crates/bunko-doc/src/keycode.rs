@@ -28,6 +28,11 @@ impl KeyWriter {
         Self(vec![tag])
     }
 
+    /// Continues a key whose bytes were built elsewhere (e.g. by `collate::encode`).
+    pub fn from_bytes(bytes: Vec<u8>) -> Self {
+        Self(bytes)
+    }
+
     pub fn u8(mut self, v: u8) -> Self {
         self.0.push(v);
         self

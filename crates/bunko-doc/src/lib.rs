@@ -6,11 +6,13 @@
 //!   with CouchDB's rules and error texts.
 //! - [`rev`]: revision ids `N-<32 hex>`, computed deterministically.
 //! - [`keycode`]: the order-preserving byte encoding every storage key is built with.
+//! - [`collate`]: CouchDB's view and raw collation of JSON, and its order-preserving encoding.
 //!
 //! Nothing here knows about storage: `bunko-engine` composes these pieces into keys and
 //! records.
 
 pub mod body;
+pub mod collate;
 pub mod error;
 pub mod id;
 pub mod keycode;

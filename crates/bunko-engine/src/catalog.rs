@@ -63,7 +63,7 @@ impl Engine {
             let (_, value) = entry?;
             let meta: DbMeta = records::decode(&value)?;
             let db = Database::load(store.clone(), config.clone(), meta)?;
-            dbs.insert(db.name().to_string(), Arc::new(db));
+            dbs.insert(db.name().to_string(), db);
         }
         let next_id = match store.get(&Key::Meta(NEXT_DB_ID).encode())? {
             Some(bytes) => records::decode(&bytes)?,
@@ -111,7 +111,7 @@ impl Engine {
         batch.put(Key::Meta(NEXT_DB_ID).encode(), records::encode(&(*next_id + 1)));
         self.store.commit(batch)?;
         *next_id += 1;
-        let db = Arc::new(Database::load(self.store.clone(), self.config.clone(), meta)?);
+        let db = Database::load(self.store.clone(), self.config.clone(), meta)?;
         self.dbs.write().insert(name.to_string(), db.clone());
         Ok(db)
     }
@@ -163,6 +163,12 @@ impl Engine {
             let (key, _) = entry?;
             self.spawn_drop(keys::decode_dropped(&key)?);
         }
+        let snapshot = self.store.snapshot();
+        for entry in bunko_storage::Iter::new(snapshot, keys::idx_dropped_range(), false, 256) {
+            let (key, _) = entry?;
+            let (db, num) = keys::decode_idx_dropped(&key)?;
+            spawn_index_drop(self.store.clone(), db, num);
+        }
         Ok(())
     }
 
@@ -176,25 +182,39 @@ impl Engine {
     }
 }
 
+/// Removes the entries of a dropped index in the background.
+pub(crate) fn spawn_index_drop(store: Arc<dyn Store>, db: u64, num: u64) {
+    std::thread::spawn(move || {
+        if let Err(err) = crate::index::build::remove_index_entries(store.as_ref(), db, num) {
+            tracing::warn!(db, num, %err, "removing a dropped index's entries failed");
+        }
+    });
+}
+
 /// Removes every key of a dropped database in batches, then its `Dropped` marker.
 fn remove_db_keys(store: &dyn Store, db_id: u64) -> Result<()> {
     for range in keys::all_db_ranges(db_id) {
-        loop {
-            let page = store.scan(&range, false, 1000)?;
-            if page.is_empty() {
-                break;
-            }
-            let mut batch = Batch::new();
-            for (key, _) in page {
-                batch.delete(key);
-            }
-            store.commit(batch)?;
-        }
+        remove_range(store, &range)?;
     }
     let mut batch = Batch::new();
     batch.delete(Key::Dropped(db_id).encode());
     store.commit(batch)?;
     Ok(())
+}
+
+/// Removes every key of `range`, a thousand per commit.
+pub(crate) fn remove_range(store: &dyn Store, range: &bunko_storage::Range) -> Result<()> {
+    loop {
+        let page = store.scan(range, false, 1000)?;
+        if page.is_empty() {
+            return Ok(());
+        }
+        let mut batch = Batch::new();
+        for (key, _) in page {
+            batch.delete(key);
+        }
+        store.commit(batch)?;
+    }
 }
 
 pub(crate) fn now_us() -> u64 {

@@ -6,14 +6,15 @@
 //! that makes it durable. Waiting outside the lock is what lets concurrent writers to one
 //! database share a sync (group commit).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
 
 use bunko_storage::{Batch, Snapshot, Store, Ticket};
 use parking_lot::{Mutex, MutexGuard, RwLock};
 use tokio::sync::watch;
 
 use crate::catalog::Config;
+use crate::index::Registry;
 use crate::keys::{self, Key};
 use crate::records::{self, DbMeta, Stats};
 use crate::{Error, Result};
@@ -27,6 +28,12 @@ pub struct Database {
     /// The latest durable update seq, for `_changes` feeds to wait on.
     changes: watch::Sender<u64>,
     dropped: AtomicBool,
+    /// The Mango indexes, maintained by every write.
+    pub(crate) indexes: Registry,
+    /// Whether the background index builder runs.
+    pub(crate) building: AtomicBool,
+    /// This handle, for starting background work from `&self`.
+    me: Weak<Database>,
 }
 
 /// State owned by the writer lock.
@@ -47,8 +54,13 @@ pub struct DbInfo {
 }
 
 impl Database {
-    /// Builds the handle of an existing database, reading its counters and last seq.
-    pub(crate) fn load(store: Arc<dyn Store>, config: Arc<Config>, meta: DbMeta) -> Result<Self> {
+    /// Builds the handle of an existing database, reading its counters, last seq and
+    /// indexes, and resumes unfinished index builds.
+    pub(crate) fn load(
+        store: Arc<dyn Store>,
+        config: Arc<Config>,
+        meta: DbMeta,
+    ) -> Result<Arc<Self>> {
         let stats = match store.get(&Key::Stats(meta.id).encode())? {
             Some(bytes) => records::decode(&bytes)?,
             None => Stats::default(),
@@ -58,14 +70,25 @@ impl Database {
             None => 0,
         };
         let (changes, _) = watch::channel(seq);
-        Ok(Database {
+        let db = Arc::new_cyclic(|me| Database {
             store,
             config,
             meta: RwLock::new(meta),
             writer: Mutex::new(Writer { seq, stats }),
             changes,
             dropped: AtomicBool::new(false),
-        })
+            indexes: Registry::default(),
+            building: AtomicBool::new(false),
+            me: me.clone(),
+        });
+        db.load_indexes()?;
+        db.spawn_builder();
+        Ok(db)
+    }
+
+    /// This database as an `Arc` (for background work).
+    pub(crate) fn arc(&self) -> Option<Arc<Database>> {
+        self.me.upgrade()
     }
 
     pub fn name(&self) -> String {

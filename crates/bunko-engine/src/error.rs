@@ -30,6 +30,10 @@ pub enum Error {
     /// A partition would exceed its size limit (`403 partition_overflow`).
     #[error("Partition limit exceeded due to update on '{0}'")]
     PartitionOverflow(String),
+    /// A request is invalid in a way CouchDB names specially (`400` with `error`, e.g.
+    /// Mango's `invalid_partitioned_option`).
+    #[error("{reason}")]
+    Invalid { error: &'static str, reason: String },
     /// A design document breaks CouchDB's rules (`400 invalid_design_doc`).
     #[error("{0}")]
     InvalidDesignDoc(String),

@@ -12,6 +12,9 @@
 //! | `0x07` | `Stats(db)` | [`crate::records::Stats`] of the database |
 //! | `0x08` | `PartStats(db, partition)` | [`crate::records::Stats`] of one partition |
 //! | `0x09` | `Dropped(db)` | marks a deleted database whose keys are still being removed |
+//! | `0x0A` | index entry `(db, num, [partition], values…, doc_id)` | `[values…]` ([`crate::index::entries`]) |
+//! | `0x0B` | `IdxMeta(db, ddoc, name)` | [`crate::index::IndexMeta`]: storage number, build cursor |
+//! | `0x0C` | `IdxDropped(db, num)` | marks a removed index whose entries are still being removed |
 //!
 //! `db` is the database's numeric id (8 bytes big-endian), never its name, so that a deleted
 //! and re-created database starts empty while the old one's keys are removed in the
@@ -33,6 +36,8 @@ const LOCAL: u8 = 0x06;
 const STATS: u8 = 0x07;
 const PART_STATS: u8 = 0x08;
 const DROPPED: u8 = 0x09;
+const IDX_META: u8 = 0x0B;
+const IDX_DROPPED: u8 = 0x0C;
 
 /// A storage key; see the module docs for the layout.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,6 +51,8 @@ pub enum Key<'a> {
     Stats(u64),
     PartStats(u64, &'a str),
     Dropped(u64),
+    IdxMeta(u64, &'a str, &'a str),
+    IdxDropped(u64, u64),
 }
 
 impl Key<'_> {
@@ -60,6 +67,10 @@ impl Key<'_> {
             Key::Stats(db) => KeyWriter::new(STATS).u64(db).finish(),
             Key::PartStats(db, p) => KeyWriter::new(PART_STATS).u64(db).str(p).finish(),
             Key::Dropped(db) => KeyWriter::new(DROPPED).u64(db).finish(),
+            Key::IdxMeta(db, ddoc, name) => {
+                KeyWriter::new(IDX_META).u64(db).str(ddoc).str(name).finish()
+            }
+            Key::IdxDropped(db, num) => KeyWriter::new(IDX_DROPPED).u64(db).u64(num).finish(),
         }
     }
 }
@@ -77,6 +88,11 @@ pub fn dropped_range() -> Range {
 /// The range of every document of a database.
 pub fn doc_range(db: u64) -> Range {
     prefix_range(&KeyWriter::new(DOC).u64(db).finish())
+}
+
+/// The bytes every `Doc` key of database `db` starts with.
+pub fn doc_range_prefix(db: u64) -> Vec<u8> {
+    KeyWriter::new(DOC).u64(db).finish()
 }
 
 /// The range of the documents whose id starts with `prefix` (e.g. `"p:"`).
@@ -101,12 +117,38 @@ pub fn local_range(db: u64) -> Range {
 
 /// Every range holding keys of database `db` (for dropping it).
 pub fn all_db_ranges(db: u64) -> Vec<Range> {
-    let mut ranges: Vec<Range> = [DOC, REV, SEQ, LOCAL, PART_STATS]
-        .iter()
-        .map(|&tag| prefix_range(&KeyWriter::new(tag).u64(db).finish()))
-        .collect();
+    let mut ranges: Vec<Range> =
+        [DOC, REV, SEQ, LOCAL, PART_STATS, crate::index::entries::IDX, IDX_META, IDX_DROPPED]
+            .iter()
+            .map(|&tag| prefix_range(&KeyWriter::new(tag).u64(db).finish()))
+            .collect();
     ranges.push(prefix_range(&Key::Stats(db).encode()));
     ranges
+}
+
+/// The range of a database's `IdxMeta` records.
+pub fn idx_meta_range(db: u64) -> Range {
+    prefix_range(&KeyWriter::new(IDX_META).u64(db).finish())
+}
+
+/// The range of all `IdxDropped` markers.
+pub fn idx_dropped_range() -> Range {
+    prefix_range(&[IDX_DROPPED])
+}
+
+/// Decodes `(ddoc, name)` of an `IdxMeta` key.
+pub fn decode_idx_meta(key: &[u8]) -> Result<(String, String)> {
+    let mut r = KeyReader::new(key);
+    expect_tag(&mut r, IDX_META)?;
+    r.u64().map_err(corrupt)?;
+    Ok((r.string().map_err(corrupt)?, r.string().map_err(corrupt)?))
+}
+
+/// Decodes `(db, num)` of an `IdxDropped` key.
+pub fn decode_idx_dropped(key: &[u8]) -> Result<(u64, u64)> {
+    let mut r = KeyReader::new(key);
+    expect_tag(&mut r, IDX_DROPPED)?;
+    Ok((r.u64().map_err(corrupt)?, r.u64().map_err(corrupt)?))
 }
 
 /// Decodes the name of a `Db` key.

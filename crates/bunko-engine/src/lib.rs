@@ -38,6 +38,8 @@ mod compact;
 mod database;
 pub mod design;
 mod error;
+pub mod find;
+pub mod index;
 pub mod keys;
 mod local;
 pub mod read;

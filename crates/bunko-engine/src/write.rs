@@ -7,6 +7,7 @@
 //! document's `Seq` entry to the new seq, and the database (and partition) counters.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use bunko_doc::RevId;
 use bunko_doc::body::ParsedDoc;
@@ -14,6 +15,7 @@ use bunko_doc::id::{DocKind, kind, partition_of, validate_doc_id};
 use bunko_storage::Batch;
 
 use crate::database::Database;
+use crate::index::{DdocChanges, Index, Winner};
 use crate::keys::Key;
 use crate::records::{self, DocInfo, Stats};
 use crate::revtree::RevTree;
@@ -59,6 +61,10 @@ struct Pending {
     partitions: HashMap<String, Stats>,
     /// Whether each touched partition was full when the batch began.
     full: HashMap<String, bool>,
+    /// Winning revision and body of each document written so far (for indexes).
+    winners: HashMap<String, Winner>,
+    /// Design documents written, with their new winning bodies.
+    ddocs: DdocChanges,
 }
 
 impl Database {
@@ -77,6 +83,7 @@ impl Database {
         let prepared: Vec<(String, Result<ParsedDoc>)> =
             docs.into_iter().map(|doc| self.prepare(doc, opts)).collect();
         let writer = self.lock_writer()?;
+        let indexes = self.indexes.all();
         let (db, revs_limit) = (self.id(), self.revs_limit() as usize);
         let mut batch = Batch::new();
         let (mut seq, mut stats) = (writer.seq, writer.stats);
@@ -100,6 +107,7 @@ impl Database {
                 seq += 1;
                 outcome.info.seq = seq;
                 add_to_batch(&mut batch, db, &id, old.as_ref(), &outcome);
+                self.track_winner(&mut pending, &indexes, &mut batch, &id, old.as_ref(), &outcome)?;
                 pending.docs.insert(id.clone(), Some(outcome.info));
                 Ok(outcome.rev)
             });
@@ -115,8 +123,80 @@ impl Database {
             batch.put(Key::PartStats(db, partition).encode(), records::encode(part_stats));
         }
         batch.put(Key::Stats(db).encode(), records::encode(&stats));
+        let mut dropped = Vec::new();
+        if !pending.ddocs.is_empty() {
+            let (next, gone) = self.plan_ddocs(&mut batch, &pending.ddocs, seq);
+            self.indexes.replace(next);
+            dropped = gone;
+        }
         self.commit_locked(writer, batch, seq, stats)?;
+        for num in dropped {
+            crate::catalog::spawn_index_drop(self.store.clone(), db, num);
+        }
+        if !pending.ddocs.is_empty()
+            && let Some(me) = self.arc()
+        {
+            me.spawn_builder();
+        }
         Ok(results)
+    }
+
+    /// Records the new winner of a written document: design documents for the index plan,
+    /// other documents in every index that covers them.
+    fn track_winner(
+        &self,
+        pending: &mut Pending,
+        indexes: &[Arc<Index>],
+        batch: &mut Batch,
+        id: &str,
+        old: Option<&DocInfo>,
+        outcome: &Outcome,
+    ) -> Result<()> {
+        let is_design = kind(id) == DocKind::Design;
+        if !is_design && indexes.is_empty() {
+            return Ok(());
+        }
+        let new = self.winner_of(pending, id, &outcome.info, Some(outcome))?;
+        if is_design {
+            let body = new.as_ref().and_then(|(_, b)| serde_json::from_slice(b).ok());
+            pending.ddocs.insert(id.to_string(), body);
+        } else {
+            let old = match old {
+                Some(info) => self.winner_of(pending, id, info, None)?,
+                None => None,
+            };
+            self.index_doc(indexes, batch, id, &old, &new);
+        }
+        pending.winners.insert(id.to_string(), new.clone());
+        Ok(())
+    }
+
+    /// The winning revision and body of `info` (`None` if deleted), looked up in this
+    /// commit's outcome, earlier writes of this batch, or storage.
+    fn winner_of(
+        &self,
+        pending: &Pending,
+        id: &str,
+        info: &DocInfo,
+        outcome: Option<&Outcome>,
+    ) -> Result<Winner> {
+        let (rev, deleted) = info.winner()?;
+        if deleted {
+            return Ok(None);
+        }
+        if let Some(o) = outcome
+            && o.rev == *rev
+        {
+            return Ok(Some((rev.to_string(), o.body.clone())));
+        }
+        let rev = rev.to_string();
+        if let Some(Some((r, body))) = pending.winners.get(id)
+            && *r == rev
+        {
+            return Ok(Some((rev, body.clone())));
+        }
+        let body = self.store.get(&Key::Rev(self.id(), id, &rev).encode())?;
+        Ok(body.map(|b| (rev, b)))
     }
 
     /// Deletes a document (a new tombstone revision under `rev`).

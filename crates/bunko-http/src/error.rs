@@ -71,6 +71,7 @@ fn engine_parts(err: &EngineError) -> (StatusCode, &'static str, String) {
         EngineError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
         EngineError::PartitionOverflow(_) => (StatusCode::FORBIDDEN, "partition_overflow"),
         EngineError::InvalidDesignDoc(_) => (StatusCode::BAD_REQUEST, "invalid_design_doc"),
+        EngineError::Invalid { error, .. } => (StatusCode::BAD_REQUEST, *error),
         EngineError::Doc(doc) => return doc_parts(doc),
         EngineError::Storage(bunko_storage::Error::Poisoned | bunko_storage::Error::Closed) => {
             (StatusCode::SERVICE_UNAVAILABLE, "service_unavailable")
@@ -99,6 +100,12 @@ fn doc_parts(err: &DocError) -> (StatusCode, &'static str, String) {
         _ => (StatusCode::BAD_REQUEST, "bad_request"),
     };
     (status, name, reason)
+}
+
+/// A Mango selector, sort or fields error, with Mango's error name.
+pub fn query_error(err: bunko_query::Error) -> ApiError {
+    let status = StatusCode::from_u16(err.status()).unwrap_or(StatusCode::BAD_REQUEST);
+    ApiError::Other(status, err.error_name(), err.to_string())
 }
 
 impl From<EngineError> for ApiError {
@@ -135,6 +142,11 @@ mod tests {
             (EngineError::FileExists.into(), 412, "file_exists"),
             (EngineError::PartitionOverflow("p:a".into()).into(), 403, "partition_overflow"),
             (EngineError::InvalidDesignDoc("x".into()).into(), 400, "invalid_design_doc"),
+            (
+                EngineError::Invalid { error: "invalid_key", reason: "x".into() }.into(),
+                400,
+                "invalid_key",
+            ),
             (DocError::IllegalPartition("x".into()).into(), 400, "illegal_partition"),
             (DocError::IllegalDocId("x".into()).into(), 400, "illegal_docid"),
             (DocError::TooLarge("a".into()).into(), 413, "document_too_large"),

@@ -19,6 +19,8 @@ pub mod changes;
 pub mod db;
 pub mod doc;
 pub mod error;
+pub mod find;
+pub mod index;
 pub mod params;
 pub mod partition;
 pub mod render;
@@ -84,6 +86,8 @@ pub fn router(state: State) -> Router {
         .merge(changes::routes())
         .merge(bulk::routes())
         .merge(partition::routes())
+        .merge(index::routes())
+        .merge(find::routes())
         .merge(doc::routes())
         .route("/{db}/_compact", post(db::compact))
         .route("/_active_tasks", get(server::active_tasks))

@@ -4,6 +4,8 @@
 //!   kept by every write, so answering reads one key whatever the partition's size.
 //! - `GET/POST /{db}/_partition/{p}/_all_docs`: `_all_docs` bounded to the ids `p:…`, one
 //!   contiguous range scan (`docs/architecture/keys.md`).
+//! - `POST /{db}/_partition/{p}/_find` and `_explain`: Mango over the partition's range of a
+//!   partitioned index, or of the partition's documents ([`crate::find`]).
 //!
 //! The checks run in CouchDB's order (`chttpd_db:handle_partition_req`): a bare
 //! `/_partition` is a bad request; the partition name is validated; the database must be
@@ -26,7 +28,7 @@ use crate::body::RawBody;
 use crate::db::{Access, open};
 use crate::error::{ApiError, ApiResult};
 use crate::params::Params;
-use crate::{State, UserCtx, blocking, render};
+use crate::{State, UserCtx, blocking, find, render};
 
 /// The largest `limit` of a partition query (CouchDB's default `partition_query_limit`).
 pub const PARTITION_QUERY_LIMIT: u64 = 268_435_456;
@@ -77,6 +79,9 @@ async fn dispatch(
         (["_all_docs"], &Method::GET) => all_docs(req, None).await,
         (["_all_docs"], &Method::POST) => all_docs(req, Some(body)).await,
         (["_all_docs"], _) => Err(method_not_allowed("GET,HEAD,POST")),
+        (["_find"], &Method::POST) => find::find(req.db, Some(req.partition), body).await,
+        (["_explain"], &Method::POST) => find::explain(req.db, Some(req.partition), body).await,
+        (["_find" | "_explain"], _) => Err(method_not_allowed("POST")),
         _ => Err(ApiError::not_found("missing")),
     }
 }

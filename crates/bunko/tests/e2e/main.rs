@@ -15,6 +15,7 @@ mod changes;
 mod crash;
 mod databases;
 mod documents;
+mod mango;
 mod partitions;
 mod persistence;
 mod server;

@@ -1,0 +1,116 @@
+//! The entries one document contributes to one index, and their keys.
+//!
+//! An entry key is `0x0A | db | num | [partition] | collate(v1) … collate(vn) | doc_id`,
+//! its value the JSON array `[[v1, …, vn], doc_id]`. [`bunko_doc::collate::encode`] is
+//! order-preserving and prefix-free, so entries sort by the values in CouchDB collation,
+//! then by document id, and the entries whose first values are fixed form one contiguous
+//! range. String sort keys cannot be decoded, which is why the value keeps the original
+//! values (a covering query reads them from there).
+//!
+//! Which entries a document has is [`bunko_query::index_keys`]'s rule: none if it lacks an
+//! indexed field, one per array element where an indexed path crosses an array.
+
+use std::collections::BTreeSet;
+
+use bunko_doc::collate;
+use bunko_doc::keycode::KeyWriter;
+use bunko_query::{Dialect, FieldPath, Selector};
+use bunko_storage::{Range, prefix_range};
+use serde_json::{Map, Value};
+
+use super::IndexDef;
+
+/// Tag of index entry keys.
+pub const IDX: u8 = 0x0A;
+
+/// An index definition made ready for matching and key extraction.
+#[derive(Debug)]
+pub struct Compiled {
+    paths: Vec<FieldPath>,
+    partial: Option<Selector>,
+    partitioned: bool,
+}
+
+impl Compiled {
+    pub fn new(def: &IndexDef) -> Result<Self, String> {
+        let paths = def
+            .fields
+            .iter()
+            .map(|f| FieldPath::parse(&f.name).map_err(|e| e.to_string()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let partial = match &def.partial_filter {
+            Some(selector) => Some(Selector::parse(selector).map_err(|e| e.to_string())?),
+            None => None,
+        };
+        Ok(Compiled { paths, partial, partitioned: def.partitioned })
+    }
+
+    pub fn paths(&self) -> &[FieldPath] {
+        &self.paths
+    }
+
+    /// The sorted, distinct entry keys (with values) of one document body.
+    pub fn entries(
+        &self,
+        db: u64,
+        num: u64,
+        id: &str,
+        doc: &Value,
+    ) -> BTreeSet<(Vec<u8>, Vec<u8>)> {
+        let mut out = BTreeSet::new();
+        if let Some(partial) = &self.partial
+            && !partial.matches(doc, Dialect::Mango)
+        {
+            return out;
+        }
+        let partition = if self.partitioned { id.split_once(':').map(|(p, _)| p) } else { None };
+        if self.partitioned && partition.is_none() {
+            return out;
+        }
+        for values in bunko_query::index_keys(doc, &self.paths) {
+            let mut key = prefix(db, num, partition);
+            for v in &values {
+                collate::encode(v, &mut key);
+            }
+            let key = KeyWriter::from_bytes(key).str(id).finish();
+            let value = serde_json::to_vec(&(&values, id)).unwrap_or_default();
+            out.insert((key, value));
+        }
+        out
+    }
+}
+
+/// The values and document id of an entry.
+pub fn decode_value(value: &[u8]) -> Option<(Vec<Value>, String)> {
+    serde_json::from_slice(value).ok()
+}
+
+/// The document as Mango sees it: the stored body with `_id` and `_rev` in front.
+pub fn mango_doc(id: &str, rev: &str, body: &[u8]) -> Value {
+    let mut doc = Map::new();
+    doc.insert("_id".into(), Value::String(id.to_string()));
+    doc.insert("_rev".into(), Value::String(rev.to_string()));
+    if let Ok(Value::Object(fields)) = serde_json::from_slice::<Value>(body) {
+        doc.extend(fields);
+    }
+    Value::Object(doc)
+}
+
+/// The key prefix of an index's entries, or of one partition's entries of it.
+pub fn prefix(db: u64, num: u64, partition: Option<&str>) -> Vec<u8> {
+    let writer = KeyWriter::new(IDX).u64(db).u64(num);
+    match partition {
+        Some(p) => writer.str(p).finish(),
+        None => writer.finish(),
+    }
+}
+
+/// Every entry of one index.
+pub fn range(db: u64, num: u64) -> Range {
+    prefix_range(&prefix(db, num, None))
+}
+
+/// Every index entry of a database (for dropping it).
+pub fn db_range(db: u64) -> Range {
+    prefix_range(&KeyWriter::new(IDX).u64(db).finish())
+}

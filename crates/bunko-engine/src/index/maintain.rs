@@ -1,0 +1,137 @@
+//! Keeping indexes in step with writes, inside the writing commit.
+//!
+//! [`Database::index_doc`] moves one document's entries from its old winning body to its
+//! new one; [`Database::plan_ddocs`] turns the design documents a commit writes into new
+//! and removed indexes. Both only add to the commit's batch; the new registry is
+//! installed by the caller while it still holds the writer lock.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bunko_storage::Batch;
+use serde_json::{Map, Value};
+
+use super::{Index, IndexDef, IndexMeta, entries};
+use crate::database::Database;
+use crate::keys::{self, Key};
+use crate::{Result, records};
+
+/// A document's winning revision and body, as indexes see it (`None` if deleted).
+pub type Winner = Option<(String, Vec<u8>)>;
+
+/// The design documents a commit changes: id → new winning body (`None`: deleted).
+pub type DdocChanges = HashMap<String, Option<Map<String, Value>>>;
+
+impl Database {
+    /// Adds to `batch` the index changes of one document going from `old` to `new`.
+    pub(crate) fn index_doc(
+        &self,
+        indexes: &[Arc<Index>],
+        batch: &mut Batch,
+        id: &str,
+        old: &Winner,
+        new: &Winner,
+    ) {
+        let db = self.id();
+        let as_doc = |w: &Winner| w.as_ref().map(|(rev, body)| entries::mango_doc(id, rev, body));
+        let (old_doc, new_doc) = (as_doc(old), as_doc(new));
+        for index in indexes.iter().filter(|i| i.covers(id)) {
+            let num = index.num();
+            let entries_of = |doc: &Option<Value>| match doc {
+                Some(doc) => index.compiled.entries(db, num, id, doc),
+                None => Default::default(),
+            };
+            let (before, after) = (entries_of(&old_doc), entries_of(&new_doc));
+            for (key, _) in before.difference(&after) {
+                batch.delete(key.clone());
+            }
+            for (key, value) in after.difference(&before) {
+                batch.put(key.clone(), value.clone());
+            }
+        }
+    }
+
+    /// Plans the index changes of the design documents in a commit: returns the registry
+    /// to install with the batch, and the storage numbers of removed indexes.
+    pub(crate) fn plan_ddocs(
+        &self,
+        batch: &mut Batch,
+        changes: &DdocChanges,
+        seq: u64,
+    ) -> (Vec<Arc<Index>>, Vec<u64>) {
+        let db = self.id();
+        let current = self.indexes.all();
+        let mut next: Vec<Arc<Index>> =
+            current.iter().filter(|i| !changes.contains_key(&i.def.ddoc)).cloned().collect();
+        let (mut fresh, mut dropped) = (0u64, Vec::new());
+        for (ddoc, body) in changes {
+            let defs = match body {
+                Some(body) => IndexDef::from_ddoc(ddoc, body, self.is_partitioned()),
+                None => Vec::new(),
+            };
+            for old in current.iter().filter(|i| &i.def.ddoc == ddoc) {
+                if !defs.contains(&old.def) {
+                    batch.delete(Key::IdxMeta(db, ddoc, &old.def.name).encode());
+                    batch.put(Key::IdxDropped(db, old.num()).encode(), Vec::new());
+                    dropped.push(old.num());
+                }
+            }
+            for def in defs {
+                if let Some(kept) = current.iter().find(|i| i.def == def) {
+                    next.push(kept.clone());
+                    continue;
+                }
+                fresh += 1;
+                let meta = IndexMeta {
+                    num: (seq << 16) | fresh,
+                    def_hash: def.num(),
+                    cursor: None,
+                    ready: false,
+                };
+                batch.put(Key::IdxMeta(db, ddoc, &def.name).encode(), records::encode(&meta));
+                match Index::new(def, meta) {
+                    Ok(index) => next.push(Arc::new(index)),
+                    Err(reason) => tracing::warn!(ddoc, reason, "index definition ignored"),
+                }
+            }
+        }
+        (next, dropped)
+    }
+
+    /// Reads the indexes of this database from its design documents and their stored state.
+    pub(crate) fn load_indexes(&self) -> Result<()> {
+        let db = self.id();
+        let mut loaded = Vec::new();
+        let snapshot = self.store.snapshot();
+        for (key, value) in snapshot.scan(&keys::idx_meta_range(db), false, usize::MAX)? {
+            let meta: IndexMeta = records::decode(&value)?;
+            let (ddoc, name) = keys::decode_idx_meta(&key)?;
+            let Some(body) = self.design_body(&ddoc)? else { continue };
+            let defs = IndexDef::from_ddoc(&ddoc, &body, self.is_partitioned());
+            let Some(def) = defs.into_iter().find(|d| d.name == name) else { continue };
+            if def.num() != meta.def_hash {
+                continue;
+            }
+            match Index::new(def, meta) {
+                Ok(index) => loaded.push(Arc::new(index)),
+                Err(reason) => tracing::warn!(ddoc, reason, "index definition ignored"),
+            }
+        }
+        self.indexes.replace(loaded);
+        Ok(())
+    }
+
+    /// The winning body of a design document, if it exists and is not deleted.
+    fn design_body(&self, id: &str) -> Result<Option<Map<String, Value>>> {
+        let Some(info) = self.store.get(&Key::Doc(self.id(), id).encode())? else {
+            return Ok(None);
+        };
+        let info: records::DocInfo = records::decode(&info)?;
+        let (rev, deleted) = info.winner()?;
+        if deleted {
+            return Ok(None);
+        }
+        let body = self.store.get(&Key::Rev(self.id(), id, &rev.to_string()).encode())?;
+        Ok(body.and_then(|b| serde_json::from_slice::<Map<String, Value>>(&b).ok()))
+    }
+}

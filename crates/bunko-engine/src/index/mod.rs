@@ -1,0 +1,114 @@
+//! Mango JSON indexes, maintained in the writing commit (DESIGN.md §5).
+//!
+//! 1. Definitions live in design documents (`"language": "query"`, [`def`]). When such a
+//!    design document is written, [`Registry::plan_ddoc`] compares its old and new indexes
+//!    inside the same commit: a new index gets an [`IndexMeta`] with a fresh storage
+//!    number and an empty build cursor; a removed one is marked for background removal.
+//! 2. Every document write asks the registry for the live indexes and, for each index
+//!    that already covers the document's id, replaces the document's old entries with
+//!    its new ones in the same batch ([`entries`]). An index is therefore never stale.
+//! 3. An index created over existing documents is filled by [`build`] in id order, one
+//!    batch at a time under the database's writer lock; the cursor is stored with each
+//!    batch, so a restart resumes where it stopped. Writes to ids at or before the
+//!    cursor maintain the index themselves; ids after it are the builder's. Queries use an
+//!    index only once it is complete.
+//!
+//! Keys: `IdxMeta(db, ddoc, name) → IndexMeta`, and the entries
+//! `0x0A | db | num | [partition] | collate(value)… | doc_id → [values…]`
+//! (`docs/architecture/keys.md`).
+
+pub mod build;
+pub mod def;
+pub mod entries;
+mod maintain;
+pub mod manage;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::RwLock;
+use serde::{Deserialize, Serialize};
+
+pub use def::{IndexDef, IndexField};
+pub use maintain::{DdocChanges, Winner};
+
+/// The stored state of one index.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexMeta {
+    /// The number naming the index's entries in storage; unique within the database.
+    pub num: u64,
+    /// [`IndexDef::num`] of the definition this state belongs to.
+    pub def_hash: u64,
+    /// The last document id the builder has indexed (`None`: none yet).
+    pub cursor: Option<String>,
+    /// The builder has reached the end: every document is indexed.
+    pub ready: bool,
+}
+
+/// A live index: its definition and build progress.
+#[derive(Debug)]
+pub struct Index {
+    pub def: IndexDef,
+    pub compiled: entries::Compiled,
+    state: RwLock<IndexMeta>,
+    /// Documents the builder has read so far in this process.
+    built: AtomicU64,
+}
+
+impl Index {
+    pub fn new(def: IndexDef, meta: IndexMeta) -> Result<Self, String> {
+        let compiled = entries::Compiled::new(&def)?;
+        Ok(Index { def, compiled, state: RwLock::new(meta), built: AtomicU64::new(0) })
+    }
+
+    pub fn num(&self) -> u64 {
+        self.state.read().num
+    }
+
+    pub fn meta(&self) -> IndexMeta {
+        self.state.read().clone()
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.state.read().ready
+    }
+
+    /// Whether writes to `id` must maintain this index (the builder has passed it).
+    pub fn covers(&self, id: &str) -> bool {
+        let state = self.state.read();
+        state.ready || state.cursor.as_deref().is_some_and(|c| id <= c)
+    }
+
+    pub fn built(&self) -> u64 {
+        self.built.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn add_built(&self, docs: u64) {
+        self.built.fetch_add(docs, Ordering::Relaxed);
+    }
+
+    pub(crate) fn set_meta(&self, meta: IndexMeta) {
+        *self.state.write() = meta;
+    }
+}
+
+/// The live indexes of one database.
+#[derive(Debug, Default)]
+pub struct Registry {
+    indexes: RwLock<Arc<Vec<Arc<Index>>>>,
+}
+
+impl Registry {
+    pub fn all(&self) -> Arc<Vec<Arc<Index>>> {
+        self.indexes.read().clone()
+    }
+
+    pub fn replace(&self, indexes: Vec<Arc<Index>>) {
+        *self.indexes.write() = Arc::new(indexes);
+    }
+
+    /// The index `name` of design document `ddoc`.
+    pub fn get(&self, ddoc: &str, name: &str) -> Option<Arc<Index>> {
+        self.all().iter().find(|i| i.def.ddoc == ddoc && i.def.name == name).cloned()
+    }
+}
