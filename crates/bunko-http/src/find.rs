@@ -233,7 +233,7 @@ fn use_index(value: Option<&Value>) -> ApiResult<Option<(String, Option<String>)
         |d: &str| if d.starts_with("_design/") { d.to_string() } else { format!("_design/{d}") };
     let bad = |v: &Value| mango_error("invalid_index", format!("Invalid index name: {v}"));
     match value {
-        None => Ok(None),
+        None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => match s.strip_prefix("_design/").unwrap_or(s).split_once('/') {
             Some((d, n)) => Ok(Some((design(d), Some(n.to_string())))),
             None => Ok(Some((design(s), None))),

@@ -161,9 +161,10 @@ fn float(x: f64) -> String {
     let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
     let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
     let exp: i64 = exp.parse().unwrap_or(0);
-    let scientific = match digits.split_at(1) {
-        (first, "") => format!("{first}.0e{exp}"),
-        (first, rest) => format!("{first}.{rest}e{exp}"),
+    let scientific = match digits.split_at_checked(1) {
+        Some((first, "")) => format!("{first}.0e{exp}"),
+        Some((first, rest)) => format!("{first}.{rest}e{exp}"),
+        None => sci.clone(),
     };
     if x.abs() >= 9_007_199_254_740_992.0 {
         return format!("{sign}{scientific}");
@@ -182,8 +183,10 @@ fn plain(digits: &str, exp: i64) -> String {
     } else if exp + 1 >= len {
         format!("{digits}{}.0", "0".repeat((exp + 1 - len) as usize))
     } else {
-        let (int, frac) = digits.split_at((exp + 1) as usize);
-        format!("{int}.{frac}")
+        match digits.split_at_checked((exp + 1) as usize) {
+            Some((int, frac)) => format!("{int}.{frac}"),
+            None => format!("{digits}.0"),
+        }
     }
 }
 

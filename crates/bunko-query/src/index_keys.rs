@@ -22,7 +22,7 @@
 //! A document where some field yields no value has no entry (CouchDB's JSON indexes skip
 //! documents missing an indexed field). Entries are returned in collation order without
 //! duplicates (entries that collate equal, like `[1]` and `[1.0]`, count as duplicates; the
-//! first in document order is kept).
+//! first in document order is kept). With no fields there is one empty entry.
 
 use std::cmp::Ordering;
 

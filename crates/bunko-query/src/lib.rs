@@ -6,9 +6,9 @@
 //!    ([`Error`]: `error` name, `reason` text, status) and normalizes it: implicit operators
 //!    made explicit, nested field names combined into [`FieldPath`]s, negations pushed down
 //!    ([`selector`]).
-//! 2. A planner (to come) reads the normalized tree: [`Selector::fields`],
+//! 2. The planner ([`plan`]) reads the normalized tree: [`Selector::fields`],
 //!    [`Selector::conditions`], [`Selector::implies_exists`], [`Selector::is_noop`]; index
-//!    entries come from [`index_keys`], one per array element where a path crosses an array.
+//!    entries come from [`index_keys()`], one per array element where a path crosses an array.
 //! 3. Each candidate document is tested with [`Selector::matches`] in a [`Dialect`]: Mango
 //!    (CouchDB) or Mongo (paths reach into arrays).
 //! 4. Results are ordered by [`Sort`] and projected by [`Fields`].
@@ -18,7 +18,6 @@
 //! (see [`term`]). No input can panic this crate.
 
 mod cmp;
-mod collate_shim;
 pub mod erl;
 pub mod error;
 pub mod fields;

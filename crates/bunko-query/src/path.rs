@@ -77,7 +77,7 @@ impl FieldPath {
 
     /// True for the single segment `_id`, which Mango compares in raw (byte) order.
     pub fn is_id(&self) -> bool {
-        self.0.len() == 1 && self.0[0] == "_id"
+        matches!(self.0.as_slice(), [only] if only == "_id")
     }
 
     /// Follows the path through `value` with Mango's rules.

@@ -3,7 +3,8 @@
 //! `sort` is an array of field names (ascending) and `{"field": "asc" | "desc"}` objects;
 //! every field must sort the same way (`unsupported_mixed_sort`). Anything else is
 //! `invalid_sort_field`, including an unknown direction such as `{"a": "up"}`: CouchDB 3.4's
-//! `invalid_sort_dir` clause can never match an object, so that error never occurs.
+//! `invalid_sort_dir` clause can never match an object, so that error never occurs. Field
+//! names are parsed at once (`invalid_field_name`); CouchDB leaves them to index selection.
 //!
 //! [`Sort::compare`] orders documents as a scan of a JSON index over the sort fields would:
 //! by each field in view collation (`_id` in raw byte order, as `_all_docs`), then by `_id`.

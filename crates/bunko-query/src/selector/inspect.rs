@@ -64,7 +64,7 @@ impl Selector {
 
 fn requires(node: &Node, field: &FieldPath) -> bool {
     match node {
-        Node::Field(path, cond) => path == field && *cond != Cond::Exists(false),
+        Node::Field(path, cond) => path == field && !matches!(cond, Cond::Exists(false)),
         Node::And(children) => children.iter().any(|c| requires(c, field)),
         Node::Or(children) => !children.is_empty() && children.iter().all(|c| requires(c, field)),
         Node::Empty | Node::Nor(_) | Node::Not(_) => false,

@@ -46,7 +46,7 @@ pub(super) fn node(node: &Node, value: &Value, order: Order) -> bool {
 
 fn field(path: &FieldPath, cond: &Cond, value: &Value, order: Order) -> bool {
     match path.get(value) {
-        Lookup::NotFound => *cond == Cond::Exists(false),
+        Lookup::NotFound => matches!(cond, Cond::Exists(false)),
         Lookup::BadPath => false,
         Lookup::Found(v) => {
             let order = if path.is_id() { Order::Raw } else { order };

@@ -1,21 +1,21 @@
 //! Mango selectors: parse, then normalize, then match (CouchDB's `mango_selector`).
 //!
-//! 1. [`parse`] validates every operator with CouchDB's errors and turns the request JSON into
+//! 1. `parse` validates every operator with CouchDB's errors and turns the request JSON into
 //!    a tree where implicit operators are explicit (`{"a": 1}` is `$eq`, several members are
 //!    `$and`) and nested field names are combined into paths (`{"a": {"b": 1}}` is the field
 //!    `a.b`), as `mango_selector:norm_ops` and `norm_fields` do.
-//! 2. [`normalize`] pushes negations down to the conditions (`$not` of `$gt` is `$lte`,
+//! 2. `normalize` pushes negations down to the conditions (`$not` of `$gt` is `$lte`,
 //!    `$nor` is an `$and` of negations, De Morgan for `$and`/`$or`), as `norm_negations`, and
-//!    then flattens nested `$and`s (and nested non-empty `$or`s).
-//! 3. [`matching`] evaluates the tree against a document in one of two [`Dialect`]s;
-//!    [`inspect`] answers the planner's questions (which fields are constrained, and how;
+//!    then flattens nested non-empty `$and`s and `$or`s.
+//! 3. `matching` evaluates the tree against a document in one of two [`Dialect`]s;
+//!    `inspect` answers the planner's questions (which fields are constrained, and how;
 //!    whether a field must exist in every match).
 //!
 //! In the normalized tree every condition sits under a field ([`Node::Field`]), and
 //! [`Node::Not`]/[`Node::Nor`] occur only inside `$elemMatch`/`$allMatch`/`$keyMapMatch`
 //! arguments, where CouchDB does not push negations down (and so neither do we: it changes
 //! which documents match, e.g. `{"$not": {"b": 1}}` there also matches elements without `b`).
-//! [`json`] renders the tree back as CouchDB shows a normalized selector in `_explain`.
+//! `json` renders the tree back as CouchDB shows a normalized selector in `_explain`.
 
 mod inspect;
 mod json;
