@@ -158,7 +158,7 @@ impl Database {
         }
         let new = self.winner_of(pending, id, &outcome.info, Some(outcome))?;
         if is_design {
-            let body = new.as_ref().and_then(|(_, b)| serde_json::from_slice(b).ok());
+            let body = new.as_ref().and_then(|(_, b, _)| serde_json::from_slice(b).ok());
             pending.ddocs.insert(id.to_string(), body);
         } else {
             let old = match old {
@@ -184,19 +184,20 @@ impl Database {
         if deleted {
             return Ok(None);
         }
+        let conflicts = crate::index::entries::conflicts_of(info);
         if let Some(o) = outcome
             && o.rev == *rev
         {
-            return Ok(Some((rev.to_string(), o.body.clone())));
+            return Ok(Some((rev.to_string(), o.body.clone(), conflicts)));
         }
         let rev = rev.to_string();
-        if let Some(Some((r, body))) = pending.winners.get(id)
+        if let Some(Some((r, body, _))) = pending.winners.get(id)
             && *r == rev
         {
-            return Ok(Some((rev, body.clone())));
+            return Ok(Some((rev, body.clone(), conflicts)));
         }
         let body = self.store.get(&Key::Rev(self.id(), id, &rev).encode())?;
-        Ok(body.map(|b| (rev, b)))
+        Ok(body.map(|b| (rev, b, conflicts)))
     }
 
     /// Deletes a document (a new tombstone revision under `rev`).

@@ -1,6 +1,7 @@
 //! `POST /{db}/_find` and `/{db}/_explain` (and their `/_partition/{p}/…` forms): the
-//! request is validated as CouchDB's `mango_opts:validate_find` does, then run by
-//! [`bunko_engine::Database::find`].
+//! request is validated as CouchDB's `mango_opts:validate_find` does (keeping the
+//! normalized options `_explain` shows as `opts`), then run by
+//! [`bunko_engine::Database::find`]; `_explain` is rendered by [`crate::explain`].
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -20,6 +21,8 @@ use crate::db::{Access, open};
 use crate::error::{ApiResult, query_error};
 use crate::index::mango_error;
 use crate::{State, UserCtx, blocking, render};
+
+pub use crate::explain::explain;
 
 pub fn routes() -> Router<State> {
     Router::new()
@@ -52,7 +55,8 @@ pub struct Request {
     pub query: FindQuery,
     pub fields: Fields,
     pub execution_stats: bool,
-    pub raw: Map<String, Value>,
+    /// The options with CouchDB's defaults filled in, as `_explain` shows them.
+    pub opts: Map<String, Value>,
 }
 
 /// `_find`, for the database or one partition of it.
@@ -75,73 +79,21 @@ fn find_json(req: &Request, result: FindResult, started: Instant) -> Value {
         out["warning"] = json!(warning);
     }
     if req.execution_stats {
+        // With `r` > 1 CouchDB reads documents by quorum, not from the index scan.
+        let quorum = req.opts.get("r").and_then(Value::as_u64).unwrap_or(1) > 1;
+        let (docs, quorum_docs) = match quorum {
+            true => (0, result.stats.docs_examined),
+            false => (result.stats.docs_examined, 0),
+        };
         out["execution_stats"] = json!({
             "total_keys_examined": result.stats.keys_examined,
-            "total_docs_examined": result.stats.docs_examined,
-            "total_quorum_docs_examined": 0,
+            "total_docs_examined": docs,
+            "total_quorum_docs_examined": quorum_docs,
             "results_returned": result.stats.results_returned,
             "execution_time_ms": started.elapsed().as_secs_f64() * 1000.0,
         });
     }
     out
-}
-
-/// `_explain`: the chosen index, every candidate with why it lost, and the key ranges.
-pub async fn explain(
-    db: Arc<Database>,
-    partition: Option<String>,
-    body: RawBody,
-) -> ApiResult<Response> {
-    let req = parse(body.request_object()?, partition)?;
-    let name = db.name();
-    let query = req.query.clone();
-    let (candidates, plan, scanned) = blocking(move || Ok(db.explain(&query)?)).await?;
-    let index_json = |i: Option<usize>| match i.and_then(|i| candidates.get(i)) {
-        Some(index) => index.def.to_json(),
-        None => json!({"ddoc": null, "name": "_all_docs", "type": "special",
-            "def": {"fields": [{"_id": "asc"}]}}),
-    };
-    let rejected: Vec<Value> = plan
-        .candidates
-        .iter()
-        .filter_map(|(i, why)| why.as_ref().map(|w| (i, w)))
-        .map(|(i, why)| {
-            json!({"index": index_json(Some(*i)), "analysis": {
-            "usable": false, "reasons": [{"name": why.name()}], "ranking": 1, "covering": null}})
-        })
-        .collect();
-    let ranges: Vec<Value> = plan.ranges.iter().map(|r| r.to_json()).collect();
-    let storage: Vec<Value> = scanned.iter().map(range_json).collect();
-    let q = &req.query;
-    let fields = match req.fields.paths() {
-        Some(paths) => json!(paths.iter().map(ToString::to_string).collect::<Vec<_>>()),
-        None => json!("all_fields"),
-    };
-    let out = json!({
-        "dbname": name,
-        "index": index_json(plan.index),
-        "partitioned": q.partition.is_some(),
-        "selector": q.selector.to_json(),
-        "opts": req.raw,
-        "limit": q.limit,
-        "skip": q.skip,
-        "fields": fields,
-        "mrargs": {"direction": if q.descending { "rev" } else { "fwd" }, "ranges": ranges},
-        "covering": false,
-        "index_candidates": rejected,
-        "scanned_ranges": storage,
-    });
-    Ok(render::json(StatusCode::OK, out))
-}
-
-fn range_json(range: &bunko_storage::Range) -> Value {
-    use std::ops::Bound;
-    let bound = |b: &Bound<Vec<u8>>| match b {
-        Bound::Included(k) => json!({"included": hex::encode(k)}),
-        Bound::Excluded(k) => json!({"excluded": hex::encode(k)}),
-        Bound::Unbounded => Value::Null,
-    };
-    json!({"start": bound(&range.0), "end": bound(&range.1)})
 }
 
 /// Validates a `_find` body with `mango_opts:validate_find`'s keys, defaults and errors.
@@ -193,6 +145,7 @@ pub fn parse(body: Map<String, Value>, partition: Option<String>) -> ApiResult<R
     }
     let bookmark = match body.get("bookmark") {
         None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s.is_empty() => None,
         Some(Value::String(s)) => Some(s.clone()),
         Some(other) => {
             return Err(mango_error(
@@ -201,18 +154,98 @@ pub fn parse(body: Map<String, Value>, partition: Option<String>) -> ApiResult<R
             ));
         }
     };
+    let r = match body.get("r") {
+        None => 1,
+        Some(v) => match v.as_u64().filter(|n| *n > 0 && !v.is_f64()) {
+            Some(n) => n,
+            None => {
+                return Err(mango_error(
+                    "invalid_pos_integer",
+                    format!("{} is not an integer greater than zero", erl_term(v)),
+                ));
+            }
+        },
+    };
+    let stale = match body.get("stale") {
+        None | Some(Value::Bool(false)) => false,
+        Some(Value::String(s)) if s == "ok" => true,
+        Some(other) => {
+            return Err(mango_error(
+                "invalid_ok_or_false_value",
+                format!("Invalid value for stale option: {}", erl_term(other)),
+            ));
+        }
+    };
+    let partition_opt = match body.get("partition") {
+        None => String::new(),
+        Some(Value::String(p)) => p.clone(),
+        Some(_) => return Err(mango_error("invalid_partition", "Invalid partition")),
+    };
+    let use_index = use_index(body.get("use_index"))?;
+    let flag = |key: &str, default: bool| body.get(key).and_then(Value::as_bool).unwrap_or(default);
+    let fields_json = match fields.paths() {
+        Some(paths) => json!(paths.iter().map(ToString::to_string).collect::<Vec<_>>()),
+        None => json!([]),
+    };
+    let sort_json: Map<String, Value> = match sort.to_json() {
+        Value::Array(specs) => specs
+            .into_iter()
+            .filter_map(|s| match s {
+                Value::Object(m) => Some(m),
+                _ => None,
+            })
+            .flatten()
+            .collect(),
+        _ => Map::new(),
+    };
+    let limit = non_neg(&body, "limit", 25)?;
+    let skip = non_neg(&body, "skip", 0)?;
+    let opts = json!({
+        "use_index": use_index.1,
+        "bookmark": bookmark.clone().unwrap_or_else(|| "nil".to_string()),
+        "limit": limit,
+        "skip": skip,
+        "sort": sort_json,
+        "fields": fields_json,
+        "partition": partition_opt,
+        "r": r,
+        "conflicts": flag("conflicts", false),
+        "stale": if stale { json!("ok") } else { json!(false) },
+        "update": flag("update", true),
+        "stable": flag("stable", false),
+        "execution_stats": flag("execution_stats", false),
+        "allow_fallback": flag("allow_fallback", true),
+    });
+    let opts = match opts {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    };
     let query = FindQuery {
         selector,
         sort: sort.fields().cloned().collect(),
         descending: sort.direction() == Some(Direction::Desc),
-        limit: non_neg(&body, "limit", 25)?,
-        skip: non_neg(&body, "skip", 0)?,
-        use_index: use_index(body.get("use_index"))?,
-        partition: partition.or(body.get("partition").and_then(Value::as_str).map(String::from)),
+        limit,
+        skip,
+        use_index: use_index.0,
+        partition: partition.or((!partition_opt.is_empty()).then_some(partition_opt)),
         bookmark,
+        allow_fallback: flag("allow_fallback", true),
+        fields: fields.paths().map(<[_]>::to_vec),
+        conflicts: flag("conflicts", false),
     };
-    let execution_stats = body.get("execution_stats").and_then(Value::as_bool).unwrap_or(false);
-    Ok(Request { query, fields, execution_stats, raw: body })
+    let execution_stats = flag("execution_stats", false);
+    Ok(Request { query, fields, execution_stats, opts })
+}
+
+/// A JSON value as Erlang's `~w` prints the term jiffy decodes it to (in error reasons).
+fn erl_term(v: &Value) -> String {
+    match v {
+        Value::String(s) => {
+            let bytes: Vec<String> = s.bytes().map(|b| b.to_string()).collect();
+            format!("<<{}>>", bytes.join(","))
+        }
+        other => other.to_string(),
+    }
 }
 
 fn non_neg(body: &Map<String, Value>, key: &str, default: usize) -> ApiResult<usize> {
@@ -227,23 +260,38 @@ fn non_neg(body: &Map<String, Value>, key: &str, default: usize) -> ApiResult<us
     }
 }
 
-/// `use_index`: `"ddoc"`, `"_design/ddoc"`, `["ddoc"]` or `["ddoc", "name"]`.
-fn use_index(value: Option<&Value>) -> ApiResult<Option<(String, Option<String>)>> {
+/// `use_index` as `mango_opts:validate_use_index` reads it: `"ddoc"`, `"_design/ddoc"`,
+/// `"ddoc/name"`, `"_design/ddoc/name"`, `[]`, `["ddoc"]` or `["ddoc", "name"]`. Returns
+/// the engine's form (design document id, optional name) and the parts `_explain` shows.
+#[allow(clippy::type_complexity)]
+fn use_index(value: Option<&Value>) -> ApiResult<(Option<(String, Option<String>)>, Vec<String>)> {
     let design =
         |d: &str| if d.starts_with("_design/") { d.to_string() } else { format!("_design/{d}") };
-    let bad = |v: &Value| mango_error("invalid_index", format!("Invalid index name: {v}"));
-    match value {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => match s.strip_prefix("_design/").unwrap_or(s).split_once('/') {
-            Some((d, n)) => Ok(Some((design(d), Some(n.to_string())))),
-            None => Ok(Some((design(s), None))),
+    let bad = |v: &Value| {
+        mango_error("invalid_index_name", format!("Invalid index name: {}", erl_term(v)))
+    };
+    let parts: Vec<String> = match value {
+        None | Some(Value::Null) => Vec::new(),
+        Some(v @ Value::String(s)) => {
+            let split: Vec<&str> = s.split('/').collect();
+            match split.as_slice() {
+                [d] | ["_design", d] => vec![d.to_string()],
+                [d, n] | ["_design", d, n] => vec![d.to_string(), n.to_string()],
+                _ => return Err(bad(v)),
+            }
+        }
+        Some(v @ Value::Array(items)) => match items.as_slice() {
+            [] => Vec::new(),
+            [Value::String(d)] => vec![d.clone()],
+            [Value::String(d), Value::String(n)] => vec![d.clone(), n.clone()],
+            _ => return Err(bad(v)),
         },
-        Some(Value::Array(parts)) => match parts.as_slice() {
-            [] => Ok(None),
-            [Value::String(d)] => Ok(Some((design(d), None))),
-            [Value::String(d), Value::String(n)] => Ok(Some((design(d), Some(n.clone())))),
-            _ => Err(bad(value.unwrap_or(&Value::Null))),
-        },
-        Some(other) => Err(bad(other)),
-    }
+        Some(other) => return Err(bad(other)),
+    };
+    let engine = match parts.as_slice() {
+        [d] => Some((design(d), None)),
+        [d, n] => Some((design(d), Some(n.clone()))),
+        _ => None,
+    };
+    Ok((engine, parts))
 }

@@ -129,6 +129,14 @@ fn parse_create(mut body: Map<String, Value>) -> ApiResult<IndexRequest> {
     match body.get("type") {
         None => {}
         Some(Value::String(t)) if t == "json" => {}
+        // CouchDB without its search service (dreyfus/Clouseau), as Bunko is.
+        Some(Value::String(t)) if t == "text" => {
+            return Err(ApiError::Other(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "required index service unavailable",
+                "text".into(),
+            ));
+        }
         Some(Value::String(t)) => {
             return Err(mango_error("invalid_index", format!("Invalid type for index: {t}")));
         }
@@ -188,7 +196,7 @@ fn parse_index_def(index: Value) -> ApiResult<(Vec<IndexField>, Option<Value>)> 
             format!("JSON indexes must be an object, not: {index}"),
         ));
     };
-    let selector = index.remove("partial_filter_selector").or_else(|| index.remove("selector"));
+    let selector = index.remove("partial_filter_selector");
     if let Some(key) = index.keys().find(|k| k.as_str() != "fields") {
         return Err(mango_error("invalid_key", format!("Invalid key {key} for this request.")));
     }

@@ -17,8 +17,10 @@ pub mod body;
 pub mod bulk;
 pub mod changes;
 pub mod db;
+pub mod ddoc_info;
 pub mod doc;
 pub mod error;
+pub mod explain;
 pub mod find;
 pub mod index;
 pub mod params;
@@ -88,6 +90,7 @@ pub fn router(state: State) -> Router {
         .merge(partition::routes())
         .merge(index::routes())
         .merge(find::routes())
+        .merge(ddoc_info::routes())
         .merge(doc::routes())
         .route("/{db}/_compact", post(db::compact))
         .route("/_active_tasks", get(server::active_tasks))

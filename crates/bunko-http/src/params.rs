@@ -13,8 +13,10 @@ use crate::error::{ApiError, ApiResult};
 pub struct Params(HashMap<String, String>);
 
 impl Params {
+    /// Reads a query string; as in CouchDB (mochiweb), `;` separates pairs like `&`.
     pub fn parse(query: Option<&str>) -> Self {
-        let pairs = form_urlencoded::parse(query.unwrap_or_default().as_bytes()).into_owned();
+        let query = query.unwrap_or_default().replace(';', "&");
+        let pairs = form_urlencoded::parse(query.as_bytes()).into_owned();
         Self(pairs.collect())
     }
 

@@ -64,6 +64,16 @@ impl Fields {
     }
 }
 
+/// The document made of `values` at their paths: what a covering index knows of a
+/// document, in the shape the selector and [`Fields::project`] read.
+pub fn assemble<'a>(values: impl IntoIterator<Item = (&'a FieldPath, Value)>) -> Value {
+    let mut out = Value::Object(Map::new());
+    for (path, value) in values {
+        set(&mut out, path.segments(), value);
+    }
+    out
+}
+
 /// Stores `value` at `segments` under `target`, creating objects for missing members and
 /// leaving `target` alone where the path runs into a scalar or a bad array position.
 fn set(target: &mut Value, segments: &[String], value: Value) {

@@ -80,7 +80,8 @@ impl Database {
                 let rev = rev.to_string();
                 let body = self.store.get(&Key::Rev(db, &id, &rev).encode())?;
                 if let (false, Some(body)) = (deleted, body) {
-                    let doc = entries::mango_doc(&id, &rev, &body);
+                    let mut doc = entries::mango_doc(&id, &rev, &body);
+                    entries::add_conflicts(&mut doc, &entries::conflicts_of(&info));
                     for (k, v) in index.compiled.entries(db, meta.num, &id, &doc) {
                         batch.put(k, v);
                     }

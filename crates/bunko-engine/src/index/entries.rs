@@ -1,11 +1,13 @@
 //! The entries one document contributes to one index, and their keys.
 //!
 //! An entry key is `0x0A | db | num | [partition] | collate(v1) … collate(vn) | doc_id`,
-//! its value the JSON array `[[v1, …, vn], doc_id]`. [`bunko_doc::collate::encode`] is
+//! its value the JSON array `[[v1, …, vn], doc_id, [w1, …, wn]]`, where `wi` is `[x]` when
+//! the document holds `x` at the i-th indexed path (Mango's lookup: the whole array, not
+//! one element) and `[]` when it holds nothing there. [`bunko_doc::collate::encode`] is
 //! order-preserving and prefix-free, so entries sort by the values in CouchDB collation,
 //! then by document id, and the entries whose first values are fixed form one contiguous
 //! range. String sort keys cannot be decoded, which is why the value keeps the original
-//! values (a covering query reads them from there).
+//! values; the whole values let a covering query answer from the index alone.
 //!
 //! Which entries a document has is [`bunko_query::index_keys`]'s rule: none if it lacks an
 //! indexed field, one per array element where an indexed path crosses an array.
@@ -67,13 +69,21 @@ impl Compiled {
         if self.partitioned && partition.is_none() {
             return out;
         }
+        let whole: Vec<Vec<&Value>> = self
+            .paths
+            .iter()
+            .map(|p| match p.get(doc) {
+                bunko_query::path::Lookup::Found(v) => vec![v],
+                _ => Vec::new(),
+            })
+            .collect();
         for values in bunko_query::index_keys(doc, &self.paths) {
             let mut key = prefix(db, num, partition);
             for v in &values {
                 collate::encode(v, &mut key);
             }
             let key = KeyWriter::from_bytes(key).str(id).finish();
-            let value = serde_json::to_vec(&(&values, id)).unwrap_or_default();
+            let value = serde_json::to_vec(&(&values, id, &whole)).unwrap_or_default();
             out.insert((key, value));
         }
         out
@@ -82,6 +92,11 @@ impl Compiled {
 
 /// The values and document id of an entry.
 pub fn decode_value(value: &[u8]) -> Option<(Vec<Value>, String)> {
+    decode_full(value).map(|(values, id, _)| (values, id))
+}
+
+/// The values, document id and whole values (`[x]` or `[]` per indexed path) of an entry.
+pub fn decode_full(value: &[u8]) -> Option<(Vec<Value>, String, Vec<Vec<Value>>)> {
     serde_json::from_slice(value).ok()
 }
 
@@ -94,6 +109,19 @@ pub fn mango_doc(id: &str, rev: &str, body: &[u8]) -> Value {
         doc.extend(fields);
     }
     Value::Object(doc)
+}
+
+/// Adds `_conflicts` (the live conflicting revisions, if any) to a Mango document.
+pub fn add_conflicts(doc: &mut Value, conflicts: &[String]) {
+    if let (false, Value::Object(map)) = (conflicts.is_empty(), doc) {
+        let revs = conflicts.iter().cloned().map(Value::String).collect();
+        map.insert("_conflicts".into(), Value::Array(revs));
+    }
+}
+
+/// The live conflicting revisions of a document, as CouchDB lists them.
+pub fn conflicts_of(info: &crate::records::DocInfo) -> Vec<String> {
+    info.tree.conflicts().0.iter().map(ToString::to_string).collect()
 }
 
 /// The key prefix of an index's entries, or of one partition's entries of it.

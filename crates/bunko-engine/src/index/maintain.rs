@@ -16,8 +16,9 @@ use crate::database::Database;
 use crate::keys::{self, Key};
 use crate::{Result, records};
 
-/// A document's winning revision and body, as indexes see it (`None` if deleted).
-pub type Winner = Option<(String, Vec<u8>)>;
+/// A document's winning revision, body and live conflicting revisions, as indexes see it
+/// (`None` if deleted). Like CouchDB's indexer, indexes see `_conflicts`.
+pub type Winner = Option<(String, Vec<u8>, Vec<String>)>;
 
 /// The design documents a commit changes: id → new winning body (`None`: deleted).
 pub type DdocChanges = HashMap<String, Option<Map<String, Value>>>;
@@ -33,7 +34,13 @@ impl Database {
         new: &Winner,
     ) {
         let db = self.id();
-        let as_doc = |w: &Winner| w.as_ref().map(|(rev, body)| entries::mango_doc(id, rev, body));
+        let as_doc = |w: &Winner| {
+            w.as_ref().map(|(rev, body, conflicts)| {
+                let mut doc = entries::mango_doc(id, rev, body);
+                entries::add_conflicts(&mut doc, conflicts);
+                doc
+            })
+        };
         let (old_doc, new_doc) = (as_doc(old), as_doc(new));
         for index in indexes.iter().filter(|i| i.covers(id)) {
             let num = index.num();

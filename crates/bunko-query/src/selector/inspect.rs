@@ -40,13 +40,16 @@ impl Selector {
     /// Whether every document the selector matches has `field`, so an index that holds
     /// only documents with the field may answer the query (`mango_selector:
     /// has_required_fields`): some top-level condition other than `$exists: false` names
-    /// it, or every branch of a top-level `$or` requires it.
+    /// it, or every branch of a top-level `$or` requires it; or, vacuously, the selector
+    /// matches nothing (`{"$or": []}`, a top-level `$in: []` or `$all: []`), so that any
+    /// index may serve it, as CouchDB lets any index serve those.
     ///
-    /// Differs from CouchDB 3.4 in one case: an empty `$or` (which matches everything)
-    /// requires nothing here, while CouchDB counts it as requiring every field. `_id` and
-    /// `_rev`, present in every document, are left to the caller, as in CouchDB.
+    /// Differs from CouchDB 3.4 in one case: an empty `$or` beside other conditions
+    /// (which then matches everything) requires nothing here, while CouchDB counts it as
+    /// requiring every field. `_id` and `_rev`, present in every document, are left to the
+    /// caller, as in CouchDB.
     pub fn implies_exists(&self, field: &FieldPath) -> bool {
-        requires(&self.root, field)
+        requires(&self.root, field) || matches_nothing(&self.root)
     }
 
     fn top_level(&self) -> impl Iterator<Item = (&FieldPath, &Cond)> {
@@ -59,6 +62,17 @@ impl Selector {
             Node::Field(path, cond) => Some((path, cond)),
             _ => None,
         })
+    }
+}
+
+/// A root no document can match: an empty `$or`/`$and` (CouchDB answers it with nothing),
+/// or a top-level `$in: []` or `$all: []`.
+fn matches_nothing(root: &Node) -> bool {
+    let empty = |n: &Node| matches!(n, Node::Field(_, Cond::In(v) | Cond::All(v)) if v.is_empty());
+    match root {
+        Node::And(children) => children.is_empty() || children.iter().any(empty),
+        Node::Or(children) => children.is_empty(),
+        other => empty(other),
     }
 }
 

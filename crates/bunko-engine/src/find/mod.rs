@@ -1,0 +1,446 @@
+//! Running a Mango query (`_find`): plan, scan, fetch, match, page.
+//!
+//! 1. [`bunko_query::plan::plan`] picks a complete index of the right kind (partitioned
+//!    indexes for a partition query, global ones otherwise) and its key ranges.
+//! 2. Each range becomes one contiguous scan of the index's entries (inside the
+//!    partition's prefix for a partition query); each entry names a document, read once
+//!    even when several of its array elements match.
+//! 3. Without a usable index the query scans the documents themselves: the database, or
+//!    for a partition query only the partition's ids, never the whole database.
+//! 4. Every document read is checked against the full selector, so an index only ever
+//!    narrows what is read. `skip`, `limit` and the bookmark apply to matching documents.
+//! 5. A **covering** query (CouchDB's rule: `fields` and every field the selector names
+//!    are `_id` or indexed fields) reads no documents: each entry keeps the document's
+//!    whole values at the indexed paths, and the selector is checked against those.
+//!
+//! [`scan`] holds the per-run state and the storage ranges of key ranges.
+
+mod scan;
+
+use std::sync::Arc;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use bunko_doc::collate;
+use bunko_doc::id::{DocKind, kind};
+use bunko_query::plan::{self, Choice, IndexInfo, Plan, PlanError};
+use bunko_query::{Dialect, FieldPath, Selector};
+use bunko_storage::{Iter, Range, Snapshot};
+use serde_json::Value;
+
+use crate::database::Database;
+use crate::index::{Index, entries};
+use crate::keys::{self, Key};
+use crate::{Error, Result, records};
+use scan::{Run, byte_range, id_range};
+
+/// CouchDB's warning when no index was used.
+pub const NO_INDEX_WARNING: &str =
+    "No matching index found, create an index to optimize query time.";
+
+/// The longest a sorted query waits for an index build.
+pub const BUILD_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A validated `_find` request.
+#[derive(Debug, Clone)]
+pub struct FindQuery {
+    pub selector: Selector,
+    /// Sort fields; `descending` applies to all of them.
+    pub sort: Vec<FieldPath>,
+    pub descending: bool,
+    pub limit: usize,
+    pub skip: usize,
+    /// `use_index`: a design document, optionally with an index name.
+    pub use_index: Option<(String, Option<String>)>,
+    pub partition: Option<String>,
+    /// Where the previous page stopped (from its `bookmark`).
+    pub bookmark: Option<String>,
+    /// `allow_fallback`: use another index when `use_index` names no usable one.
+    pub allow_fallback: bool,
+    /// `fields` (`None`: whole documents), to know whether the index covers the query.
+    pub fields: Option<Vec<FieldPath>>,
+    /// `conflicts`: add `_conflicts` to each document.
+    pub conflicts: bool,
+}
+
+/// CouchDB's warning when the index scan reads many documents per result
+/// (`mango_cursor:index_scan_warning`, threshold 10).
+pub const SCAN_WARNING: &str = "The number of documents examined is high in proportion to the number of results returned. Consider adding a more specific index to improve this.";
+
+/// `execution_stats`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ExecStats {
+    pub keys_examined: u64,
+    pub docs_examined: u64,
+    pub results_returned: u64,
+}
+
+/// The answer to a `_find`.
+#[derive(Debug)]
+pub struct FindResult {
+    /// Matching documents, `_id` and `_rev` included.
+    pub docs: Vec<Value>,
+    pub bookmark: String,
+    pub warning: Option<String>,
+    pub stats: ExecStats,
+    /// The index used (`None`: all documents were scanned).
+    pub index: Option<Arc<Index>>,
+    pub plan: Plan,
+    /// The storage ranges scanned.
+    pub scanned: Vec<Range>,
+}
+
+impl Database {
+    /// Plans a query without running it (`_explain`). When an index still being built
+    /// would be chosen (or nothing complete is usable), the query waits for the build, as
+    /// CouchDB's first query after creating an index waits for it; other queries never
+    /// wait.
+    pub fn explain(&self, query: &FindQuery) -> Result<(Vec<Arc<Index>>, Plan, Vec<Range>)> {
+        let partition = query.partition.is_some();
+        let pinned = self.decode_bookmark(query)?.map(|(num, _)| num);
+        let mut candidates = self.candidates(partition, pinned, false)?;
+        let mut plan = self.plan_query(query, &candidates)?;
+        if self.building(partition) && self.wants_building(query, &plan, partition, pinned)? {
+            self.wait_for_builds(partition);
+            candidates = self.candidates(partition, pinned, false)?;
+            plan = self.plan_query(query, &candidates)?;
+        }
+        let scanned = self.scan_ranges(query, &plan, &candidates);
+        Ok((candidates, plan, scanned))
+    }
+
+    /// Whether some index of this kind is being built.
+    fn building(&self, partition: bool) -> bool {
+        self.indexes.all().iter().any(|i| !i.is_ready() && i.def.partitioned == partition)
+    }
+
+    /// Whether the query would use an index still being built, were it complete.
+    fn wants_building(
+        &self,
+        query: &FindQuery,
+        plan: &Plan,
+        partition: bool,
+        pinned: Option<u64>,
+    ) -> Result<bool> {
+        if plan.choice == Choice::Nothing {
+            return Ok(true);
+        }
+        let all = self.candidates(partition, pinned, true)?;
+        let Ok(full) = self.plan_query(query, &all) else { return Ok(false) };
+        Ok(full.index().and_then(|i| all.get(i)).is_some_and(|i| !i.is_ready()))
+    }
+
+    /// Waits (up to [`BUILD_WAIT`]) until no index of this kind is being built.
+    fn wait_for_builds(&self, partition: bool) {
+        let deadline = std::time::Instant::now() + BUILD_WAIT;
+        while self.building(partition) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
+    /// Runs a query.
+    pub fn find(&self, query: &FindQuery) -> Result<FindResult> {
+        let (candidates, plan, scanned) = self.explain(query)?;
+        if plan.choice == Choice::Nothing {
+            return Err(no_usable_index(self.is_partitioned(), query.partition.is_some()));
+        }
+        let index = plan.index().and_then(|i| candidates.get(i).cloned());
+        let covering = index.as_deref().is_some_and(|i| covers(i, query));
+        let snapshot = self.store.snapshot();
+        let after = self.decode_bookmark(query)?.map(|(_, key)| key);
+        let mut run = Run::new(query, after);
+        if !query.selector.is_noop() {
+            for range in &scanned {
+                let done = match &index {
+                    Some(ix) => {
+                        let cover = covering.then_some(ix.compiled.paths());
+                        self.scan_index(&snapshot, range, query, cover, &mut run)?
+                    }
+                    None => self.scan_docs(&snapshot, range, query, &mut run)?,
+                };
+                if done {
+                    break;
+                }
+            }
+        }
+        let bookmark = encode_bookmark(index.as_deref(), run.last_key.as_deref());
+        let mut stats = run.stats;
+        stats.results_returned = run.docs.len() as u64;
+        let warning = warnings(query, &plan, &stats);
+        Ok(FindResult { docs: run.docs, bookmark, warning, stats, index, plan, scanned })
+    }
+
+    /// The complete indexes (with `building`, also those being built) a query of this
+    /// kind may use; a bookmark pins the index its page came from (`0`: none), so that
+    /// paging continues in the same order.
+    fn candidates(
+        &self,
+        partition: bool,
+        pinned: Option<u64>,
+        building: bool,
+    ) -> Result<Vec<Arc<Index>>> {
+        let all = self.indexes.all();
+        let usable = |i: &&Arc<Index>| {
+            (building || i.is_ready())
+                && i.def.partitioned == partition
+                && pinned.is_none_or(|n| n == i.num())
+        };
+        let candidates: Vec<Arc<Index>> = all.iter().filter(usable).cloned().collect();
+        if pinned.is_some_and(|n| n != 0) && candidates.is_empty() {
+            return Err(invalid_bookmark(query_bookmark_text(pinned)));
+        }
+        Ok(candidates)
+    }
+
+    fn plan_query(&self, query: &FindQuery, candidates: &[Arc<Index>]) -> Result<Plan> {
+        let infos: Vec<IndexInfo> = candidates
+            .iter()
+            .map(|i| IndexInfo {
+                ddoc: i.def.ddoc.clone(),
+                name: i.def.name.clone(),
+                fields: i.compiled.paths().to_vec(),
+                has_partial_filter: i.def.partial_filter.is_some(),
+            })
+            .collect();
+        let req = plan::Request {
+            selector: &query.selector,
+            sort: &query.sort,
+            use_index: query.use_index.as_ref().map(|(d, n)| (d.as_str(), n.as_deref())),
+            allow_fallback: query.allow_fallback,
+        };
+        plan::plan(&req, &infos).map_err(|e| match e {
+            PlanError::InvalidIndex(parts) => invalid_index(&parts),
+        })
+    }
+
+    /// The storage ranges a plan scans, in scan order.
+    fn scan_ranges(&self, query: &FindQuery, plan: &Plan, candidates: &[Arc<Index>]) -> Vec<Range> {
+        let db = self.id();
+        let Some(index) = plan.index().and_then(|i| candidates.get(i)) else {
+            let outer = match &query.partition {
+                Some(p) => keys::doc_prefix(db, &format!("{p}:")),
+                None => keys::doc_range(db),
+            };
+            return match plan.ranges.first() {
+                Some(r) => vec![id_range(db, outer, r)],
+                None => vec![outer],
+            };
+        };
+        let base = entries::prefix(db, index.num(), query.partition.as_deref());
+        let mut ranges = plan.ranges.clone();
+        ranges.sort_by(|a, b| {
+            collate::compare(&Value::from(a.eq.clone()), &Value::from(b.eq.clone()))
+        });
+        if query.descending {
+            ranges.reverse();
+        }
+        ranges.iter().map(|r| byte_range(&base, r)).collect()
+    }
+
+    /// Reads matching documents from index entries; `true` when the page is full. With
+    /// `cover` (the index's paths) the documents are assembled from the entries.
+    fn scan_index(
+        &self,
+        snap: &Snapshot,
+        range: &Range,
+        query: &FindQuery,
+        cover: Option<&[FieldPath]>,
+        run: &mut Run,
+    ) -> Result<bool> {
+        let range = run.resume(range, query.descending);
+        for entry in Iter::new(snap.clone(), range, query.descending, 256) {
+            let (key, value) = entry?;
+            run.stats.keys_examined += 1;
+            let Some((_, id, whole)) = entries::decode_full(&value) else { continue };
+            if !run.seen.insert(id.clone()) {
+                continue;
+            }
+            let doc = match cover {
+                Some(paths) => covered_doc(&id, paths, whole, run.selector),
+                None => self.read_doc(snap, &id, query.conflicts, run)?,
+            };
+            if let Some(doc) = doc
+                && run.offer(doc, &key)
+            {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Reads matching documents straight from the documents; `true` when the page is full.
+    fn scan_docs(
+        &self,
+        snap: &Snapshot,
+        range: &Range,
+        query: &FindQuery,
+        run: &mut Run,
+    ) -> Result<bool> {
+        let range = run.resume(range, query.descending);
+        for entry in Iter::new(snap.clone(), range, query.descending, 256) {
+            let (key, info) = entry?;
+            let info: records::DocInfo = records::decode(&info)?;
+            if info.winner()?.1 {
+                continue; // deleted: not a row of `_all_docs`
+            }
+            run.stats.keys_examined += 1;
+            let id = keys::decode_doc(&key)?;
+            if kind(&id) != DocKind::Normal {
+                // CouchDB reads design documents too, then skips them.
+                run.stats.docs_examined += 1;
+                continue;
+            }
+            if let Some(doc) = self.read_doc(snap, &id, query.conflicts, run)?
+                && run.offer(doc, &key)
+            {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// The current winning body of `id` as Mango sees it, if it exists and matches.
+    fn read_doc(
+        &self,
+        snap: &Snapshot,
+        id: &str,
+        conflicts: bool,
+        run: &mut Run,
+    ) -> Result<Option<Value>> {
+        let db = self.id();
+        let Some(info) = snap.get(&Key::Doc(db, id).encode())? else { return Ok(None) };
+        let info: records::DocInfo = records::decode(&info)?;
+        let (rev, deleted) = info.winner()?;
+        if deleted {
+            return Ok(None);
+        }
+        let rev = rev.to_string();
+        let Some(body) = snap.get(&Key::Rev(db, id, &rev).encode())? else { return Ok(None) };
+        run.stats.docs_examined += 1;
+        let mut doc = entries::mango_doc(id, &rev, &body);
+        if conflicts {
+            entries::add_conflicts(&mut doc, &entries::conflicts_of(&info));
+        }
+        if !run.selector.matches(&doc, Dialect::Mango) {
+            return Ok(None);
+        }
+        Ok(Some(doc))
+    }
+
+    /// The index number and storage key of the request's bookmark, if it has one.
+    fn decode_bookmark(&self, query: &FindQuery) -> Result<Option<(u64, Vec<u8>)>> {
+        let Some(bookmark) = query.bookmark.as_deref().filter(|b| !b.is_empty() && *b != "nil")
+        else {
+            return Ok(None);
+        };
+        let invalid = || invalid_bookmark(format!("\"{bookmark}\""));
+        let bytes = URL_SAFE_NO_PAD.decode(bookmark).map_err(|_| invalid())?;
+        let (num, key): (u64, Vec<u8>) = postcard::from_bytes(&bytes).map_err(|_| invalid())?;
+        let db = self.id();
+        let prefix =
+            if num == 0 { keys::doc_range_prefix(db) } else { entries::prefix(db, num, None) };
+        if !key.starts_with(&prefix) {
+            return Err(invalid());
+        }
+        Ok(Some((num, key)))
+    }
+}
+
+fn invalid_bookmark(shown: String) -> Error {
+    Error::Invalid { error: "invalid_bookmark", reason: format!("Invalid bookmark value: {shown}") }
+}
+
+fn query_bookmark_text(num: Option<u64>) -> String {
+    format!("index {} no longer exists", num.unwrap_or_default())
+}
+
+/// Whether `index` holds every field the query reads: `fields` and the fields the selector
+/// names, each `_id` or an indexed path (`mango_idx_view:covers`).
+pub fn covers(index: &Index, query: &FindQuery) -> bool {
+    let Some(fields) = &query.fields else { return false };
+    if query.conflicts {
+        return false;
+    }
+    let paths = index.compiled.paths();
+    let held = |f: &FieldPath| f.is_id() || paths.contains(f);
+    fields.iter().all(held) && query.selector.referenced_fields().iter().all(held)
+}
+
+/// The document a covering index knows: `_id` and the whole values at its paths, if it
+/// matches.
+fn covered_doc(
+    id: &str,
+    paths: &[FieldPath],
+    whole: Vec<Vec<Value>>,
+    selector: &Selector,
+) -> Option<Value> {
+    let id_path = FieldPath::from_segments(["_id"]);
+    let values = paths
+        .iter()
+        .zip(whole)
+        .filter_map(|(p, mut w)| w.pop().map(|v| (p, v)))
+        .chain(std::iter::once((&id_path, Value::String(id.to_string()))));
+    let doc = bunko_query::fields::assemble(values);
+    selector.matches(&doc, Dialect::Mango).then_some(doc)
+}
+
+/// CouchDB's warnings, one per line: `use_index` ignored, no index used, too many
+/// documents read per result.
+fn warnings(query: &FindQuery, plan: &Plan, stats: &ExecStats) -> Option<String> {
+    let mut out = Vec::new();
+    if plan.use_index_ignored
+        && let Some((ddoc, name)) = &query.use_index
+    {
+        let ddoc = ddoc.strip_prefix("_design/").unwrap_or(ddoc);
+        out.push(match name {
+            None => format!(
+                "_design/{ddoc} was not used because it does not contain a valid index for this query."
+            ),
+            Some(name) => format!(
+                "_design/{ddoc}, {name} was not used because it is not a valid index for this query."
+            ),
+        });
+    }
+    if plan.choice == Choice::AllDocs {
+        out.push(NO_INDEX_WARNING.to_string());
+    }
+    let ratio = match stats.results_returned {
+        0 => stats.docs_examined as f64,
+        n => stats.docs_examined as f64 / n as f64,
+    };
+    if ratio > 10.0 {
+        out.push(SCAN_WARNING.to_string());
+    }
+    (!out.is_empty()).then(|| out.join("\n"))
+}
+
+fn invalid_index(parts: &[String]) -> Error {
+    let reason = match parts {
+        [] => "You must specify an index with the `use_index` parameter.".to_string(),
+        [ddoc] => format!(
+            "_design/{ddoc} specified by `use_index` could not be found or it is not suitable."
+        ),
+        [ddoc, name, ..] => format!(
+            "_design/{ddoc}, {name} specified by `use_index` could not be found or it is not suitable."
+        ),
+    };
+    Error::Invalid { error: "invalid_index", reason }
+}
+
+fn encode_bookmark(index: Option<&Index>, last: Option<&[u8]>) -> String {
+    let Some(last) = last else { return "nil".to_string() };
+    let num = index.map_or(0, Index::num);
+    let bytes = postcard::to_stdvec(&(num, last.to_vec())).unwrap_or_default();
+    URL_SAFE_NO_PAD.encode(bytes)
+}
+
+fn no_usable_index(db_partitioned: bool, partition_query: bool) -> Error {
+    let reason = match (db_partitioned, partition_query) {
+        (false, _) => "No index exists for this sort, try indexing by the sort fields.",
+        (true, true) => {
+            "No partitioned index exists for this sort, try indexing by the sort fields."
+        }
+        (true, false) => "No global index exists for this sort, try indexing by the sort fields.",
+    };
+    Error::Invalid { error: "no_usable_index", reason: reason.to_string() }
+}

@@ -1,0 +1,182 @@
+//! `_explain`: CouchDB's response (`mango_cursor:explain` with `mango_cursor_view:explain`)
+//! plus Bunko's `scanned_ranges`, the storage ranges the query would read.
+//!
+//! - `index`: the chosen index (the special `_all_docs` one when no JSON index is used,
+//!   `null` when nothing is usable); `opts`: the request's options with defaults.
+//! - `index_candidates`: every other index with `usable`, its first reason, `ranking`
+//!   and `covering` (`null` for `_all_docs`), in CouchDB's order.
+//! - `selector_hints`: the selector's fields a JSON index could bound, and the others.
+//! - `mrargs`: the view arguments CouchDB would use: `start_key`/`end_key` from the first
+//!   and last key range (`"<MAX>"` for the highest key), swapped for a descending sort.
+
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use axum::response::Response;
+use bunko_engine::Database;
+use bunko_engine::find::covers;
+use bunko_engine::index::Index;
+use bunko_query::plan::{Choice, KeyRange, Plan};
+use bunko_query::{Cond, FieldPath, Node, Selector};
+use serde_json::{Value, json};
+
+use crate::body::RawBody;
+use crate::error::ApiResult;
+use crate::find::{Request, parse};
+use crate::{blocking, render};
+
+/// `_explain`, for the database or one partition of it.
+pub async fn explain(
+    db: Arc<Database>,
+    partition: Option<String>,
+    body: RawBody,
+) -> ApiResult<Response> {
+    let req = parse(body.request_object()?, partition)?;
+    let name = db.name();
+    let partitioned = db.is_partitioned();
+    let query = req.query.clone();
+    let (indexes, plan, scanned) = blocking(move || Ok(db.explain(&query)?)).await?;
+    let q = &req.query;
+    let index_at = |i: usize| indexes.get(i);
+    let candidates: Vec<Value> = plan
+        .candidates
+        .iter()
+        .map(|c| {
+            let (index, covering) = match c.index.and_then(index_at) {
+                Some(ix) => (ix.def.to_json(), json!(covers(ix, q))),
+                None => (all_docs_json(), Value::Null),
+            };
+            json!({"index": index, "analysis": {"usable": c.usable,
+                "reasons": [{"name": c.reason}], "ranking": c.ranking, "covering": covering}})
+        })
+        .collect();
+    let mut out = json!({
+        "dbname": name,
+        "index": match plan.choice {
+            Choice::Index(i) => index_at(i).map_or(Value::Null, |ix| ix.def.to_json()),
+            Choice::AllDocs => all_docs_json(),
+            Choice::Nothing => Value::Null,
+        },
+        "partitioned": partitioned,
+        "selector": q.selector.to_json(),
+        "opts": req.opts,
+        "limit": q.limit,
+        "skip": q.skip,
+        "fields": req.opts.get("fields").cloned().unwrap_or_else(|| json!([])),
+        "index_candidates": candidates,
+        "selector_hints": [selector_hints(&q.selector)],
+    });
+    if plan.choice != Choice::Nothing {
+        let chosen = plan.index().and_then(index_at);
+        out["mrargs"] = mrargs(&req, &plan, chosen);
+        out["covering"] = json!(chosen.is_some_and(|ix| covers(ix, q)));
+    }
+    out["scanned_ranges"] = scanned.iter().map(range_json).collect();
+    Ok(render::json(StatusCode::OK, out))
+}
+
+fn all_docs_json() -> Value {
+    json!({"ddoc": null, "name": "_all_docs", "type": "special",
+        "def": {"fields": [{"_id": "asc"}]}})
+}
+
+/// CouchDB's view arguments for the plan.
+fn mrargs(req: &Request, plan: &Plan, chosen: Option<&Arc<Index>>) -> Value {
+    let q = &req.query;
+    let covering = chosen.is_some_and(|ix| covers(ix, q));
+    let r = req.opts.get("r").and_then(Value::as_u64).unwrap_or(1);
+    let stale = req.opts.get("stale").is_some_and(|s| s == "ok");
+    let flag = |k: &str| req.opts.get(k).and_then(Value::as_bool).unwrap_or(false);
+    let (start, end) = match chosen {
+        Some(_) => json_keys(&plan.ranges),
+        None => id_keys(&q.selector, plan.ranges.first()),
+    };
+    let (start, end) = if q.descending { (end, start) } else { (start, end) };
+    json!({
+        "include_docs": r == 1 && !covering,
+        "view_type": "map",
+        "reduce": false,
+        "partition": q.partition,
+        "start_key": start,
+        "end_key": end,
+        "direction": if q.descending { "rev" } else { "fwd" },
+        "stable": stale || flag("stable"),
+        "update": !stale && req.opts.get("update").and_then(Value::as_bool).unwrap_or(true),
+        "conflicts": if flag("conflicts") { json!(true) } else { json!("undefined") },
+    })
+}
+
+/// Start and end keys of a JSON index scan: the equality values, then the lower (upper)
+/// bound; the end key closes with `"<MAX>"`.
+fn json_keys(ranges: &[KeyRange]) -> (Value, Value) {
+    let (Some(first), Some(last)) = (ranges.first(), ranges.last()) else {
+        return (json!([]), json!(["<MAX>"]));
+    };
+    let mut start = first.eq.clone();
+    start.extend(first.lower.as_ref().map(|b| b.value.clone()));
+    let mut end = last.eq.clone();
+    end.extend(last.upper.as_ref().map(|b| b.value.clone()));
+    end.push(json!("<MAX>"));
+    (Value::Array(start), Value::Array(end))
+}
+
+/// Start and end keys of an `_all_docs` scan: plain ids, `null`/`"<MAX>"` when the
+/// selector does not name `_id`, `""`/`"<MAX>"` for a missing bound.
+fn id_keys(selector: &Selector, range: Option<&KeyRange>) -> (Value, Value) {
+    let id = FieldPath::from_segments(["_id"]);
+    let names_id = selector.fields().contains(&id);
+    match range {
+        Some(r) if names_id => (
+            r.lower.as_ref().map_or(json!(""), |b| b.value.clone()),
+            r.upper.as_ref().map_or(json!("<MAX>"), |b| b.value.clone()),
+        ),
+        _ => (Value::Null, json!("<MAX>")),
+    }
+}
+
+/// `selector_hints` for JSON indexes: the top-level fields whose condition an index could
+/// bound (`mango_idx_view:indexable_fields`), and the selector's other fields.
+fn selector_hints(selector: &Selector) -> Value {
+    let mut indexable: Vec<String> = Vec::new();
+    let children: Vec<&Node> = match selector.root() {
+        Node::And(children) => children.iter().collect(),
+        other => vec![other],
+    };
+    for child in children {
+        if let Node::Field(path, cond) = child
+            && matches!(
+                cond,
+                Cond::Eq(_)
+                    | Cond::Lt(_)
+                    | Cond::Lte(_)
+                    | Cond::Gt(_)
+                    | Cond::Gte(_)
+                    | Cond::BeginsWith(_)
+                    | Cond::Exists(_)
+            )
+        {
+            indexable.push(path.to_string());
+        }
+    }
+    indexable.sort();
+    indexable.dedup();
+    let mut other: Vec<String> = selector
+        .referenced_fields()
+        .iter()
+        .map(ToString::to_string)
+        .filter(|f| !indexable.contains(f))
+        .collect();
+    other.sort();
+    other.dedup();
+    json!({"type": "json", "indexable_fields": indexable, "unindexable_fields": other})
+}
+
+fn range_json(range: &bunko_storage::Range) -> Value {
+    use std::ops::Bound;
+    let bound = |b: &Bound<Vec<u8>>| match b {
+        Bound::Included(k) => json!({"included": hex::encode(k)}),
+        Bound::Excluded(k) => json!({"excluded": hex::encode(k)}),
+        Bound::Unbounded => Value::Null,
+    };
+    json!({"start": bound(&range.0), "end": bound(&range.1)})
+}
