@@ -9,7 +9,7 @@
 //!
 //! The escaping keeps a component's end unambiguous, so a composite key such as
 //! `(db, doc_id, rev)` sorts by `db`, then `doc_id` bytewise, then `rev`, and all keys of one
-//! `doc_id` form a contiguous range. [`bytes_prefix`] encodes bytes *without* the
+//! `doc_id` form a contiguous range. [`KeyWriter::bytes_prefix`] encodes bytes *without* the
 //! terminator, giving the range of every component that starts with them (how a partition
 //! `p` maps to the range of ids `p:…`).
 

@@ -12,7 +12,7 @@
 //! | `0x07` | `Stats(db)` | [`crate::records::Stats`] of the database |
 //! | `0x08` | `PartStats(db, partition)` | [`crate::records::Stats`] of one partition |
 //! | `0x09` | `Dropped(db)` | marks a deleted database whose keys are still being removed |
-//! | `0x0A` | index entry `(db, num, [partition], values…, doc_id)` | `[values…]` ([`crate::index::entries`]) |
+//! | `0x0A` | index entry `(db, num, [partition], values…, doc_id)` | `[[values…], doc_id, [whole…]]` ([`crate::index::entries`]) |
 //! | `0x0B` | `IdxMeta(db, ddoc, name)` | [`crate::index::IndexMeta`]: storage number, build cursor |
 //! | `0x0C` | `IdxDropped(db, num)` | marks a removed index whose entries are still being removed |
 //!

@@ -13,8 +13,10 @@
 //!    are `_id` or indexed fields) reads no documents: each entry keeps the document's
 //!    whole values at the indexed paths, and the selector is checked against those.
 //!
-//! [`scan`] holds the per-run state and the storage ranges of key ranges.
+//! `scan` holds the per-run state and the storage ranges of key ranges; `outcome`
+//! covering, warnings and errors.
 
+mod outcome;
 mod scan;
 
 use std::sync::Arc;
@@ -32,6 +34,8 @@ use crate::database::Database;
 use crate::index::{Index, entries};
 use crate::keys::{self, Key};
 use crate::{Error, Result, records};
+pub use outcome::covers;
+use outcome::{covered_doc, invalid_index, no_usable_index, warnings};
 use scan::{Run, byte_range, id_range};
 
 /// CouchDB's warning when no index was used.
@@ -354,93 +358,9 @@ fn query_bookmark_text(num: Option<u64>) -> String {
     format!("index {} no longer exists", num.unwrap_or_default())
 }
 
-/// Whether `index` holds every field the query reads: `fields` and the fields the selector
-/// names, each `_id` or an indexed path (`mango_idx_view:covers`).
-pub fn covers(index: &Index, query: &FindQuery) -> bool {
-    let Some(fields) = &query.fields else { return false };
-    if query.conflicts {
-        return false;
-    }
-    let paths = index.compiled.paths();
-    let held = |f: &FieldPath| f.is_id() || paths.contains(f);
-    fields.iter().all(held) && query.selector.referenced_fields().iter().all(held)
-}
-
-/// The document a covering index knows: `_id` and the whole values at its paths, if it
-/// matches.
-fn covered_doc(
-    id: &str,
-    paths: &[FieldPath],
-    whole: Vec<Vec<Value>>,
-    selector: &Selector,
-) -> Option<Value> {
-    let id_path = FieldPath::from_segments(["_id"]);
-    let values = paths
-        .iter()
-        .zip(whole)
-        .filter_map(|(p, mut w)| w.pop().map(|v| (p, v)))
-        .chain(std::iter::once((&id_path, Value::String(id.to_string()))));
-    let doc = bunko_query::fields::assemble(values);
-    selector.matches(&doc, Dialect::Mango).then_some(doc)
-}
-
-/// CouchDB's warnings, one per line: `use_index` ignored, no index used, too many
-/// documents read per result.
-fn warnings(query: &FindQuery, plan: &Plan, stats: &ExecStats) -> Option<String> {
-    let mut out = Vec::new();
-    if plan.use_index_ignored
-        && let Some((ddoc, name)) = &query.use_index
-    {
-        let ddoc = ddoc.strip_prefix("_design/").unwrap_or(ddoc);
-        out.push(match name {
-            None => format!(
-                "_design/{ddoc} was not used because it does not contain a valid index for this query."
-            ),
-            Some(name) => format!(
-                "_design/{ddoc}, {name} was not used because it is not a valid index for this query."
-            ),
-        });
-    }
-    if plan.choice == Choice::AllDocs {
-        out.push(NO_INDEX_WARNING.to_string());
-    }
-    let ratio = match stats.results_returned {
-        0 => stats.docs_examined as f64,
-        n => stats.docs_examined as f64 / n as f64,
-    };
-    if ratio > 10.0 {
-        out.push(SCAN_WARNING.to_string());
-    }
-    (!out.is_empty()).then(|| out.join("\n"))
-}
-
-fn invalid_index(parts: &[String]) -> Error {
-    let reason = match parts {
-        [] => "You must specify an index with the `use_index` parameter.".to_string(),
-        [ddoc] => format!(
-            "_design/{ddoc} specified by `use_index` could not be found or it is not suitable."
-        ),
-        [ddoc, name, ..] => format!(
-            "_design/{ddoc}, {name} specified by `use_index` could not be found or it is not suitable."
-        ),
-    };
-    Error::Invalid { error: "invalid_index", reason }
-}
-
 fn encode_bookmark(index: Option<&Index>, last: Option<&[u8]>) -> String {
     let Some(last) = last else { return "nil".to_string() };
     let num = index.map_or(0, Index::num);
     let bytes = postcard::to_stdvec(&(num, last.to_vec())).unwrap_or_default();
     URL_SAFE_NO_PAD.encode(bytes)
-}
-
-fn no_usable_index(db_partitioned: bool, partition_query: bool) -> Error {
-    let reason = match (db_partitioned, partition_query) {
-        (false, _) => "No index exists for this sort, try indexing by the sort fields.",
-        (true, true) => {
-            "No partitioned index exists for this sort, try indexing by the sort fields."
-        }
-        (true, false) => "No global index exists for this sort, try indexing by the sort fields.",
-    };
-    Error::Invalid { error: "no_usable_index", reason: reason.to_string() }
 }

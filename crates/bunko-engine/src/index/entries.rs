@@ -9,7 +9,7 @@
 //! range. String sort keys cannot be decoded, which is why the value keeps the original
 //! values; the whole values let a covering query answer from the index alone.
 //!
-//! Which entries a document has is [`bunko_query::index_keys`]'s rule: none if it lacks an
+//! Which entries a document has is [`bunko_query::index_keys()`]'s rule: none if it lacks an
 //! indexed field, one per array element where an indexed path crosses an array.
 
 use std::collections::BTreeSet;

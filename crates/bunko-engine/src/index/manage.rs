@@ -1,6 +1,6 @@
 //! Creating, listing and deleting Mango indexes: `POST /{db}/_index`, `GET /{db}/_index`,
 //! `DELETE /{db}/_index/{ddoc}/json/{name}`. Each is a design-document write, so the
-//! index change commits atomically with its definition ([`super::maintain`]).
+//! index change commits atomically with its definition (`maintain`).
 
 use bunko_doc::body::ParsedDoc;
 use serde_json::{Map, Value, json};

@@ -1,7 +1,7 @@
 //! Mango JSON indexes, maintained in the writing commit (DESIGN.md §5).
 //!
 //! 1. Definitions live in design documents (`"language": "query"`, [`def`]). When such a
-//!    design document is written, [`Registry::plan_ddoc`] compares its old and new indexes
+//!    design document is written, `Database::plan_ddocs` compares its old and new indexes
 //!    inside the same commit: a new index gets an [`IndexMeta`] with a fresh storage
 //!    number and an empty build cursor; a removed one is marked for background removal.
 //! 2. Every document write asks the registry for the live indexes and, for each index
@@ -14,7 +14,7 @@
 //!    index only once it is complete.
 //!
 //! Keys: `IdxMeta(db, ddoc, name) → IndexMeta`, and the entries
-//! `0x0A | db | num | [partition] | collate(value)… | doc_id → [values…]`
+//! `0x0A | db | num | [partition] | collate(value)… | doc_id → [[values…], doc_id, [whole…]]`
 //! (`docs/architecture/keys.md`).
 
 pub mod build;

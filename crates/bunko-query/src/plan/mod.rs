@@ -7,7 +7,7 @@
 //!    `use_index` names (a partial index is used only when asked for by name); the
 //!    others are reported as `is_partial`. The special `_all_docs` index (documents in
 //!    id order) is always considered.
-//! 2. **Usable** indexes ([`ranges::usable`]): every indexed field (other than sort
+//! 2. **Usable** indexes (`ranges::usable`): every indexed field (other than sort
 //!    fields and `_id`/`_rev`) is required by the selector, and `sort` follows the index
 //!    order after its equality fields. `_all_docs` is usable without a sort, or for a
 //!    sort on `_id` when the selector bounds `_id`. No usable index: a `_find` fails with
@@ -19,7 +19,7 @@
 //!    longest equality prefix, then a range on the next field, then one that gives the
 //!    sort order, then fewer fields, then the first by design document and name.
 //!
-//! **Ranges** come from the chosen index's fields in order ([`ranges::ranges`]): an
+//! **Ranges** come from the chosen index's fields in order (`ranges::ranges`): an
 //! equality (`$eq`, or each value of an `$in`) fixes a field and moves to the next; a
 //! range (`$gt`…`$lte`, `$beginsWith`, a `$regex` with a literal prefix) bounds the field
 //! and ends the walk. A condition inside `$elemMatch`/`$allMatch` on an array `a` bounds
