@@ -14,6 +14,7 @@
 pub mod body;
 pub mod collate;
 pub mod error;
+pub mod etf;
 pub mod id;
 pub mod keycode;
 pub mod rev;

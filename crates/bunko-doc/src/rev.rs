@@ -1,16 +1,21 @@
 //! Revision ids: `N-<hash>`, where `N` is the revision's generation (1 for a new
 //! document) and the hash is 32 lowercase hex digits for revisions Bunko creates.
 //!
-//! Bunko's hash is deterministic: MD5 over the parent revision, the deleted flag and the
-//! canonical body, so the same edit of the same revision yields the same id on any node
-//! (CouchDB's rule, which makes replication idempotent). Revisions written by replication
-//! (`new_edits=false`) may carry any non-empty hash string and are kept verbatim.
+//! The hash is CouchDB's (`couch_db:new_revid`): MD5 of the Erlang external term
+//! `[Deleted, ParentPos, ParentHash, Body, Attachments]` ([`crate::etf`]), where a new
+//! document has parent `0, 0`, a 32-hex-digit parent hash counts as its 16 bytes, and Body
+//! is the document without its special members. So the same edit of the same revision
+//! yields the same id on Bunko and CouchDB alike, which makes replication idempotent.
+//! Revisions written by replication (`new_edits=false`) may carry any non-empty hash
+//! string and are kept verbatim.
 
 use std::cmp::Ordering;
 use std::fmt;
 use std::str::FromStr;
 
 use md5::{Digest, Md5};
+
+use crate::etf;
 use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result};
@@ -23,15 +28,28 @@ pub struct RevId {
 }
 
 impl RevId {
-    /// The id of the revision that follows `parent` (or starts a document) with this body.
+    /// The id of the revision that follows `parent` (or starts a document) with this body
+    /// (compact JSON without special members; Bunko stores no attachments).
     pub fn next(parent: Option<&RevId>, deleted: bool, body: &[u8]) -> RevId {
-        let mut md5 = Md5::new();
-        if let Some(parent) = parent {
-            md5.update(parent.to_string().as_bytes());
-        }
-        md5.update([0, u8::from(deleted), 0]);
-        md5.update(body);
-        RevId { pos: parent.map_or(1, |p| p.pos + 1), hash: hex::encode(md5.finalize()) }
+        let mut term = etf::Writer::new();
+        term.list_header(5).atom(if deleted { "true" } else { "false" });
+        match parent {
+            None => term.integer(0).integer(0),
+            Some(p) => {
+                let raw = match hex::decode(&p.hash) {
+                    Ok(bytes) if p.hash.len() == 32 => bytes,
+                    _ => p.hash.as_bytes().to_vec(),
+                };
+                term.integer_text(&p.pos.to_string()).binary(&raw)
+            }
+        };
+        match serde_json::from_slice::<serde_json::Value>(body) {
+            Ok(value) => term.json(&value),
+            Err(_) => term.binary(body),
+        };
+        term.nil().nil();
+        let hash = Md5::digest(term.finish());
+        RevId { pos: parent.map_or(1, |p| p.pos + 1), hash: hex::encode(hash) }
     }
 }
 
@@ -88,6 +106,23 @@ mod tests {
         assert_eq!(b.pos, 2);
         assert_ne!(a.hash, b.hash);
         assert_ne!(b, RevId::next(Some(&a), true, br#"{"a":1}"#));
+    }
+
+    #[test]
+    fn ids_are_couchdbs() -> Result<()> {
+        // Revisions CouchDB 3.4.3 gave these documents.
+        let a = RevId::next(None, false, br#"{"a":1}"#);
+        assert_eq!(a.to_string(), "1-23202479633c2b380f79507a776743d5");
+        let b = RevId::next(Some(&a), false, br#"{"a":2}"#);
+        assert_eq!(b.to_string(), "2-71173597778497e0a6aa176963f222db");
+        let body = br#"{"s":"h\u00e9","f":1.5,"n":null,"t":true,"l":[1,"x",{}],"big":123456789012,"neg":-5,"o":{"k":300}}"#;
+        assert_eq!(RevId::next(None, false, body).hash, "45b29465d2d2cf9457c979f89c0174ab");
+        let floats = br#"{"a":1.0,"b":1e3,"c":-0,"d":12345678901234567890123}"#;
+        assert_eq!(RevId::next(None, false, floats).hash, "cd6d85cc2458f24fdde7e43e0aa729ab");
+        let empty: RevId = "1-967a00dff5e02add41819138abb3284d".parse()?;
+        let deleted = RevId::next(Some(&empty), true, b"{}");
+        assert_eq!(deleted.to_string(), "2-eec205a9d413992850a6e32678485900");
+        Ok(())
     }
 
     #[test]

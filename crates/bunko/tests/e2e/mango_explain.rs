@@ -14,8 +14,8 @@ fn post_ok(s: &Server, path: &str, body: Value) -> Value {
     out
 }
 
-/// A database `db` with ten documents `{age: i, name: "n{i}"}` and indexes `age` and
-/// `age-name`, built.
+/// A database `db` with ten documents `{age: i * 10, name: "n{i}"}` and indexes `age`
+/// and `age-name`, built.
 fn people(s: &Server) {
     s.create_db("db");
     let docs: Vec<Value> = (0..10)
@@ -27,6 +27,16 @@ fn people(s: &Server) {
         let body = json!({"index": {"fields": fields}, "name": name, "ddoc": name});
         post_ok(s, "/db/_index", body);
     }
+    // Indexes are planned with once built (in the background): wait for `age-name`.
+    let probe = json!({"selector": {"age": {"$gt": null}, "name": {"$gt": null}},
+        "use_index": "age-name", "allow_fallback": false, "limit": 1});
+    for _ in 0..200 {
+        if s.post("/db/_find", &probe).0 == 200 {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    panic!("age-name was never built");
 }
 
 #[test]
