@@ -6,8 +6,10 @@
 //! - `index_candidates`: every other index with `usable`, its first reason, `ranking`
 //!   and `covering` (`null` for `_all_docs`), in CouchDB's order.
 //! - `selector_hints`: the selector's fields a JSON index could bound, and the others.
-//! - `mrargs`: the view arguments CouchDB would use: `start_key`/`end_key` from the first
-//!   and last key range (`"<MAX>"` for the highest key), swapped for a descending sort.
+//! - `mrargs`: the view arguments CouchDB would use for the chosen index
+//!   ([`bunko_query::plan::view_keys`]; `"<MAX>"` for the highest key), swapped for a
+//!   descending sort. Bunko's own scan may be narrower (`$in` values, `$elemMatch` on a
+//!   multikey index): `scanned_ranges` shows what is read.
 
 use std::sync::Arc;
 
@@ -16,7 +18,7 @@ use axum::response::Response;
 use bunko_engine::Database;
 use bunko_engine::find::covers;
 use bunko_engine::index::Index;
-use bunko_query::plan::{Choice, KeyRange, Plan};
+use bunko_query::plan::{Choice, KeyRange, Plan, view_keys};
 use bunko_query::{Cond, FieldPath, Node, Selector};
 use serde_json::{Value, json};
 
@@ -88,7 +90,11 @@ fn mrargs(req: &Request, plan: &Plan, chosen: Option<&Arc<Index>>) -> Value {
     let stale = req.opts.get("stale").is_some_and(|s| s == "ok");
     let flag = |k: &str| req.opts.get(k).and_then(Value::as_bool).unwrap_or(false);
     let (start, end) = match chosen {
-        Some(_) => json_keys(&plan.ranges),
+        Some(ix) => {
+            let (start, end) = view_keys(ix.compiled.paths(), &q.selector);
+            let end = end.into_iter().map(|v| v.unwrap_or_else(|| json!("<MAX>"))).collect();
+            (Value::Array(start), Value::Array(end))
+        }
         None => id_keys(&q.selector, plan.ranges.first()),
     };
     let (start, end) = if q.descending { (end, start) } else { (start, end) };
@@ -104,20 +110,6 @@ fn mrargs(req: &Request, plan: &Plan, chosen: Option<&Arc<Index>>) -> Value {
         "update": !stale && req.opts.get("update").and_then(Value::as_bool).unwrap_or(true),
         "conflicts": if flag("conflicts") { json!(true) } else { json!("undefined") },
     })
-}
-
-/// Start and end keys of a JSON index scan: the equality values, then the lower (upper)
-/// bound; the end key closes with `"<MAX>"`.
-fn json_keys(ranges: &[KeyRange]) -> (Value, Value) {
-    let (Some(first), Some(last)) = (ranges.first(), ranges.last()) else {
-        return (json!([]), json!(["<MAX>"]));
-    };
-    let mut start = first.eq.clone();
-    start.extend(first.lower.as_ref().map(|b| b.value.clone()));
-    let mut end = last.eq.clone();
-    end.extend(last.upper.as_ref().map(|b| b.value.clone()));
-    end.push(json!("<MAX>"));
-    (Value::Array(start), Value::Array(end))
 }
 
 /// Start and end keys of an `_all_docs` scan: plain ids, `null`/`"<MAX>"` when the

@@ -201,6 +201,45 @@ pub(super) fn prefix_difference(index: &IndexInfo, selector: &Selector) -> usize
     bounded.len().saturating_sub(prefix)
 }
 
+/// CouchDB's view `start_key` and `end_key` for an index (`mango_idx_view:start_key`,
+/// `end_key`): over the leading index fields that have an indexable top-level condition,
+/// the lower bounds until the first unbounded one, and the upper bounds until the first
+/// unbounded one, which (like the end of the fields) becomes `None`: CouchDB's highest key.
+pub fn view_keys(fields: &[FieldPath], selector: &Selector) -> (Vec<Value>, Vec<Option<Value>>) {
+    let children: Vec<&Node> = match selector.root() {
+        Node::And(children) => children.iter().collect(),
+        other => vec![other],
+    };
+    let conds_of = |field: &FieldPath| -> Vec<Cond> {
+        let mut out = Vec::new();
+        for child in &children {
+            if let Node::Field(path, cond) = child
+                && path == field
+                && indexable(cond)
+            {
+                match cond {
+                    Cond::Eq(v) => out.extend([Cond::Gte(v.clone()), Cond::Lte(v.clone())]),
+                    other => out.push(other.clone()),
+                }
+            }
+        }
+        out
+    };
+    let mut bounds = Vec::new();
+    for field in fields {
+        let conds = conds_of(field);
+        if conds.is_empty() {
+            break;
+        }
+        bounds.push(range_bounds(&conds.iter().collect::<Vec<_>>()));
+    }
+    let start = bounds.iter().map_while(|(lo, _)| lo.as_ref().map(|b| b.value.clone())).collect();
+    let mut end: Vec<Option<Value>> =
+        bounds.iter().map_while(|(_, hi)| hi.as_ref().map(|b| Some(b.value.clone()))).collect();
+    end.push(None);
+    (start, end)
+}
+
 /// Whether CouchDB can bound an index scan with `cond` (`mango_idx_view:indexable`).
 pub(super) fn indexable(cond: &Cond) -> bool {
     matches!(

@@ -76,6 +76,13 @@ fn explain_shows_couchdb_options_view_arguments_and_candidates() {
                 "ranking": 1, "covering": null}},
         ])
     );
+    // CouchDB's keys run over every leading field with a bound.
+    let body = json!({"selector": {"age": {"$gt": 20}, "name": {"$gt": "n"}}});
+    let two = post_ok(&s, "/db/_explain", body);
+    assert_eq!(
+        (&two["mrargs"]["start_key"], &two["mrargs"]["end_key"]),
+        (&json!([20, "n"]), &json!(["<MAX>"]))
+    );
     assert_eq!(
         out["selector_hints"],
         json!([{"type": "json", "indexable_fields": ["age"], "unindexable_fields": []}])
