@@ -18,7 +18,7 @@ use serde_json::{Map, Value, json};
 
 use crate::body::RawBody;
 use crate::db::{Access, open};
-use crate::error::{ApiResult, query_error};
+use crate::error::{ApiError, ApiResult, query_error};
 use crate::index::mango_error;
 use crate::{State, UserCtx, blocking, render};
 
@@ -169,17 +169,25 @@ pub fn parse(body: Map<String, Value>, partition: Option<String>) -> ApiResult<R
     let stale = match body.get("stale") {
         None | Some(Value::Bool(false)) => false,
         Some(Value::String(s)) if s == "ok" => true,
+        // CouchDB has no message for this one and answers with its catch-all.
         Some(other) => {
-            return Err(mango_error(
-                "invalid_ok_or_false_value",
-                format!("Invalid value for stale option: {}", erl_term(other)),
+            return Err(ApiError::Other(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "unknown_error",
+                format!(
+                    "Unknown Error: mango_opts :: {{invalid_ok_or_false_value,{}}}",
+                    erl_term(other)
+                ),
             ));
         }
     };
-    let partition_opt = match body.get("partition") {
-        None => String::new(),
-        Some(Value::String(p)) => p.clone(),
-        Some(_) => return Err(mango_error("invalid_partition", "Invalid partition")),
+    let partition_opt = match (partition, body.get("partition")) {
+        (Some(route), _) => route,
+        (None, None) => String::new(),
+        (None, Some(Value::String(p))) => p.clone(),
+        (None, Some(_)) => {
+            return Err(mango_error("illegal_partition", "Partition must be a string"));
+        }
     };
     let use_index = use_index(body.get("use_index"))?;
     let flag = |key: &str, default: bool| body.get(key).and_then(Value::as_bool).unwrap_or(default);
@@ -227,7 +235,7 @@ pub fn parse(body: Map<String, Value>, partition: Option<String>) -> ApiResult<R
         limit,
         skip,
         use_index: use_index.0,
-        partition: partition.or((!partition_opt.is_empty()).then_some(partition_opt)),
+        partition: (!partition_opt.is_empty()).then(|| partition_opt.clone()),
         bookmark,
         allow_fallback: flag("allow_fallback", true),
         fields: fields.paths().map(<[_]>::to_vec),
@@ -243,6 +251,16 @@ fn erl_term(v: &Value) -> String {
         Value::String(s) => {
             let bytes: Vec<String> = s.bytes().map(|b| b.to_string()).collect();
             format!("<<{}>>", bytes.join(","))
+        }
+        Value::Array(items) => {
+            format!("[{}]", items.iter().map(erl_term).collect::<Vec<_>>().join(","))
+        }
+        Value::Object(map) => {
+            let pairs: Vec<String> = map
+                .iter()
+                .map(|(k, v)| format!("{{{},{}}}", erl_term(&json!(k)), erl_term(v)))
+                .collect();
+            format!("{{[{}]}}", pairs.join(","))
         }
         other => other.to_string(),
     }

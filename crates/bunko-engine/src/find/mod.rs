@@ -174,9 +174,9 @@ impl Database {
         Ok(FindResult { docs: run.docs, bookmark, warning, stats, index, plan, scanned })
     }
 
-    /// The complete indexes (with `building`, also those being built) a query of this
-    /// kind may use; a bookmark pins the index its page came from (`0`: none), so that
-    /// paging continues in the same order.
+    /// The complete indexes (with `building`, also those being built), of either kind
+    /// (the planner uses only the query's kind and lists the others); a bookmark pins the
+    /// index its page came from (`0`: none), so that paging continues in the same order.
     fn candidates(
         &self,
         partition: bool,
@@ -184,13 +184,11 @@ impl Database {
         building: bool,
     ) -> Result<Vec<Arc<Index>>> {
         let all = self.indexes.all();
-        let usable = |i: &&Arc<Index>| {
-            (building || i.is_ready())
-                && i.def.partitioned == partition
-                && pinned.is_none_or(|n| n == i.num())
-        };
+        let usable =
+            |i: &&Arc<Index>| (building || i.is_ready()) && pinned.is_none_or(|n| n == i.num());
         let candidates: Vec<Arc<Index>> = all.iter().filter(usable).cloned().collect();
-        if pinned.is_some_and(|n| n != 0) && candidates.is_empty() {
+        let of_kind = candidates.iter().any(|i| i.def.partitioned == partition);
+        if pinned.is_some_and(|n| n != 0) && !of_kind {
             return Err(invalid_bookmark(query_bookmark_text(pinned)));
         }
         Ok(candidates)
@@ -204,6 +202,7 @@ impl Database {
                 name: i.def.name.clone(),
                 fields: i.compiled.paths().to_vec(),
                 has_partial_filter: i.def.partial_filter.is_some(),
+                in_scope: i.def.partitioned == query.partition.is_some(),
             })
             .collect();
         let req = plan::Request {

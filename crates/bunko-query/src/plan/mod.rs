@@ -40,6 +40,9 @@ pub struct IndexInfo {
     pub name: String,
     pub fields: Vec<FieldPath>,
     pub has_partial_filter: bool,
+    /// Of the query's kind (partitioned for a partition query, global otherwise); other
+    /// indexes are only listed, as `scope_mismatch`.
+    pub in_scope: bool,
 }
 
 /// One index the planner looked at and did not choose, as `_explain` lists it.
@@ -118,6 +121,10 @@ pub fn plan(req: &Request, indexes: &[IndexInfo]) -> Result<Plan, PlanError> {
     for (i, ix) in indexes.iter().enumerate() {
         if ix.has_partial_filter && !named(Some(i)) {
             sets.partial.push(Some(i));
+            continue;
+        }
+        if !ix.in_scope {
+            sets.out_of_scope.push(Some(i));
             continue;
         }
         match ranges::usable(ix, req.selector, &conds, req.sort) {
@@ -211,6 +218,8 @@ type Id = Option<usize>;
 #[derive(Debug, Default)]
 struct Sets {
     partial: Vec<Id>,
+    /// Partitioned indexes for a global query, global ones for a partition query.
+    out_of_scope: Vec<Id>,
     not_usable: Vec<(Id, &'static str)>,
     usable: Vec<Id>,
     /// Usable, but `use_index` names another.
@@ -232,11 +241,15 @@ impl Sets {
         let unfavored_rank = ranked.len().max(1);
         let excluded_rank = unfavored_rank + usize::from(!self.unfavored.is_empty());
         let not_usable_rank = excluded_rank + usize::from(!self.excluded.is_empty());
-        let partial_rank = not_usable_rank + usize::from(!self.not_usable.is_empty());
+        let out_of_scope_rank = not_usable_rank + usize::from(!self.not_usable.is_empty());
+        let partial_rank = out_of_scope_rank + usize::from(!self.out_of_scope.is_empty());
         let entry = |id: Id| -> Candidate {
             let c = |usable, reason, ranking| Candidate { index: id, usable, reason, ranking };
             if self.partial.contains(&id) {
                 return c(false, "is_partial", partial_rank);
+            }
+            if self.out_of_scope.contains(&id) {
+                return c(false, "scope_mismatch", out_of_scope_rank);
             }
             if let Some((_, why)) = self.not_usable.iter().find(|(j, _)| *j == id) {
                 return c(false, why, not_usable_rank);
@@ -316,6 +329,7 @@ mod tests {
             name: name.to_string(),
             fields: fields.iter().filter_map(|f| FieldPath::parse(f).ok()).collect(),
             has_partial_filter: partial,
+            in_scope: true,
         }
     }
 
