@@ -11,7 +11,9 @@
 //!    batch at a time under the database's writer lock; the cursor is stored with each
 //!    batch, so a restart resumes where it stopped. Writes to ids at or before the
 //!    cursor maintain the index themselves; ids after it are the builder's. Queries use an
-//!    index only once it is complete.
+//!    index only once it is complete; a query that would choose an index still being
+//!    built waits for it (up to [`crate::find::BUILD_WAIT`]), as CouchDB's first query
+//!    after creating an index waits for its build.
 //!
 //! Keys: `IdxMeta(db, ddoc, name) → IndexMeta`, and the entries
 //! `0x0A | db | num | [partition] | collate(value)… | doc_id → [[values…], doc_id, [whole…]]`

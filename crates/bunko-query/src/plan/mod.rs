@@ -430,6 +430,33 @@ mod tests {
     }
 
     #[test]
+    fn candidates_are_ranked_and_ordered_as_couchdb_lists_them() {
+        let mut global = index("g", &["age"], false);
+        global.in_scope = false;
+        let indexes = [
+            index("a", &["age"], false),
+            index("an", &["age", "name"], false),
+            index("n", &["name"], false),
+            index("p", &["age"], true),
+            global,
+        ];
+        let plan = plan_for(json!({"age": {"$gt": 1}}), &[], &indexes);
+        assert_eq!(plan.choice, Choice::Index(0));
+        let listed: Vec<(Option<usize>, &str, usize)> =
+            plan.candidates.iter().map(|c| (c.index, c.reason, c.ranking)).collect();
+        assert_eq!(
+            listed,
+            [
+                (Some(3), "is_partial", 4),
+                (Some(2), "field_mismatch", 2),
+                (Some(4), "scope_mismatch", 3),
+                (Some(1), "field_mismatch", 2),
+                (None, "unfavored_type", 1),
+            ]
+        );
+    }
+
+    #[test]
     fn all_docs_serves_id_ranges_and_id_sorts() {
         let plan = plan_for(json!({"_id": {"$beginsWith": "a"}}), &["_id"], &[]);
         assert_eq!(plan.choice, Choice::AllDocs);
