@@ -127,7 +127,8 @@ fn id_keys(selector: &Selector, range: Option<&KeyRange>) -> (Value, Value) {
 }
 
 /// `selector_hints` for JSON indexes: the top-level fields whose condition an index could
-/// bound (`mango_idx_view:indexable_fields`), and the selector's other fields.
+/// bound (`mango_idx_view:indexable_fields`), and the selector's other fields, each in
+/// CouchDB's order.
 fn selector_hints(selector: &Selector) -> Value {
     let mut indexable: Vec<String> = Vec::new();
     let children: Vec<&Node> = match selector.root() {
@@ -152,15 +153,33 @@ fn selector_hints(selector: &Selector) -> Value {
     }
     indexable.sort();
     indexable.dedup();
-    let mut other: Vec<String> = selector
+    let other: Vec<String> = selector
         .referenced_fields()
         .iter()
         .map(ToString::to_string)
         .filter(|f| !indexable.contains(f))
         .collect();
-    other.sort();
-    other.dedup();
-    json!({"type": "json", "indexable_fields": indexable, "unindexable_fields": other})
+    json!({"type": "json", "indexable_fields": erlang_set_order(indexable),
+        "unindexable_fields": erlang_set_order(other)})
+}
+
+/// The order `sets:to_list` gives elements inserted in this order into an Erlang (v1)
+/// set, as CouchDB lists `selector_hints`: by hash slot (`erlang:phash(Binary, 16)`; sets
+/// of up to 80 elements have 16 slots), then by insertion.
+fn erlang_set_order(mut items: Vec<String>) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    items.retain(|i| seen.insert(i.clone()));
+    items.sort_by_key(|i| phash(i.as_bytes()) % 16);
+    items
+}
+
+/// `make_hash` of an Erlang binary (the legacy `erlang:phash/2` hash).
+fn phash(bytes: &[u8]) -> u32 {
+    const FUNNY_NUMBER1: u32 = 268_440_163;
+    const FUNNY_NUMBER4: u32 = 268_436_141;
+    let hash =
+        bytes.iter().fold(0u32, |h, b| h.wrapping_mul(FUNNY_NUMBER1).wrapping_add(u32::from(*b)));
+    hash.wrapping_mul(FUNNY_NUMBER4).wrapping_add(bytes.len() as u32)
 }
 
 fn range_json(range: &bunko_storage::Range) -> Value {
@@ -171,4 +190,18 @@ fn range_json(range: &bunko_storage::Range) -> Value {
         Bound::Unbounded => Value::Null,
     };
     json!({"start": bound(&range.0), "end": bound(&range.1)})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selector_hint_fields_come_in_erlang_set_order() {
+        // Orders CouchDB 3.4.3 listed for these fields.
+        let fields = |v: &[&str]| v.iter().map(ToString::to_string).collect::<Vec<_>>();
+        assert_eq!(erlang_set_order(fields(&["age", "name"])), ["name", "age"]);
+        let order = erlang_set_order(fields(&["a", "b", "c", "d", "e", "f", "g"]));
+        assert_eq!(order, ["e", "d", "c", "b", "g", "a", "f"]);
+    }
 }
