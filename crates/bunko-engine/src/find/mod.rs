@@ -95,19 +95,31 @@ pub struct FindResult {
 }
 
 impl Database {
-    /// Plans a query without running it (`_explain`). When an index still being built
-    /// would be chosen (or nothing complete is usable), the query waits for the build, as
-    /// CouchDB's first query after creating an index waits for it; other queries never
-    /// wait.
+    /// Plans a query without running it (`_explain`). Indexes still being built are
+    /// planned with too, so that `_explain` lists every index as CouchDB does; when one
+    /// of them would be chosen (or nothing complete is usable) the query waits for the
+    /// build, as CouchDB's first query after creating an index waits for it. A query never
+    /// reads an incomplete index.
     pub fn explain(&self, query: &FindQuery) -> Result<(Vec<Arc<Index>>, Plan, Vec<Range>)> {
         let partition = query.partition.is_some();
         let pinned = self.decode_bookmark(query)?.map(|(num, _)| num);
-        let mut candidates = self.candidates(partition, pinned, false)?;
+        let mut candidates = self.candidates(partition, pinned, true)?;
         let mut plan = self.plan_query(query, &candidates)?;
-        if self.building(partition) && self.wants_building(query, &plan, partition, pinned)? {
+        let waits = match plan.choice {
+            Choice::Index(i) => candidates.get(i).is_some_and(|ix| !ix.is_ready()),
+            Choice::Nothing => self.building(partition),
+            Choice::AllDocs => false,
+        };
+        if waits {
             self.wait_for_builds(partition);
-            candidates = self.candidates(partition, pinned, false)?;
+            candidates = self.candidates(partition, pinned, true)?;
             plan = self.plan_query(query, &candidates)?;
+            let incomplete =
+                plan.index().and_then(|i| candidates.get(i)).is_some_and(|ix| !ix.is_ready());
+            if incomplete {
+                candidates = self.candidates(partition, pinned, false)?;
+                plan = self.plan_query(query, &candidates)?;
+            }
         }
         let scanned = self.scan_ranges(query, &plan, &candidates);
         Ok((candidates, plan, scanned))
@@ -116,22 +128,6 @@ impl Database {
     /// Whether some index of this kind is being built.
     fn building(&self, partition: bool) -> bool {
         self.indexes.all().iter().any(|i| !i.is_ready() && i.def.partitioned == partition)
-    }
-
-    /// Whether the query would use an index still being built, were it complete.
-    fn wants_building(
-        &self,
-        query: &FindQuery,
-        plan: &Plan,
-        partition: bool,
-        pinned: Option<u64>,
-    ) -> Result<bool> {
-        if plan.choice == Choice::Nothing {
-            return Ok(true);
-        }
-        let all = self.candidates(partition, pinned, true)?;
-        let Ok(full) = self.plan_query(query, &all) else { return Ok(false) };
-        Ok(full.index().and_then(|i| all.get(i)).is_some_and(|i| !i.is_ready()))
     }
 
     /// Waits (up to [`BUILD_WAIT`]) until no index of this kind is being built.
