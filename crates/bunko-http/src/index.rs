@@ -129,12 +129,12 @@ fn parse_create(mut body: Map<String, Value>) -> ApiResult<IndexRequest> {
     match body.get("type") {
         None => {}
         Some(Value::String(t)) if t == "json" => {}
-        // CouchDB without its search service (dreyfus/Clouseau), as Bunko is.
-        Some(Value::String(t)) if t == "text" => {
+        // CouchDB without its search services (dreyfus/Clouseau, nouveau), as Bunko is.
+        Some(Value::String(t)) if t == "text" || t == "nouveau" => {
             return Err(ApiError::Other(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "required index service unavailable",
-                "text".into(),
+                t.clone(),
             ));
         }
         Some(Value::String(t)) => {

@@ -189,6 +189,13 @@ fn design_info_index_paging_and_text_indexes_answer_as_couchdb() {
         "text",
     );
     assert_error(
+        s.post("/db/_index", &json!({"index": {"fields": ["a"]}, "type": "nouveau"})),
+        503,
+        "required index service unavailable",
+        "nouveau",
+    );
+    assert_error(s.get("/db/_design/nope/_info"), 404, "not_found", "missing");
+    assert_error(
         s.post("/db/_index", &json!({"index": {"fields": ["a"], "selector": {}}})),
         400,
         "invalid_key",
