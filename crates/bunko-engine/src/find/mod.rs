@@ -254,9 +254,9 @@ impl Database {
             if !run.seen.insert(id.clone()) {
                 continue;
             }
-            let doc = match cover {
-                Some(paths) => covered_doc(&id, paths, whole, run.selector),
-                None => self.read_doc(snap, &id, query.conflicts, run)?,
+            let doc = match (cover, whole) {
+                (Some(paths), Some(whole)) => covered_doc(&id, paths, whole, run.selector),
+                _ => self.read_doc(snap, &id, query.conflicts, run)?,
             };
             if let Some(doc) = doc
                 && run.offer(doc, &key)

@@ -96,8 +96,15 @@ pub fn decode_value(value: &[u8]) -> Option<(Vec<Value>, String)> {
 }
 
 /// The values, document id and whole values (`[x]` or `[]` per indexed path) of an entry.
-pub fn decode_full(value: &[u8]) -> Option<(Vec<Value>, String, Vec<Vec<Value>>)> {
-    serde_json::from_slice(value).ok()
+/// Entries written before the whole values were kept have none (`None`): a covering query
+/// reads their documents instead.
+#[allow(clippy::type_complexity)]
+pub fn decode_full(value: &[u8]) -> Option<(Vec<Value>, String, Option<Vec<Vec<Value>>>)> {
+    if let Ok((values, id, whole)) = serde_json::from_slice(value) {
+        return Some((values, id, Some(whole)));
+    }
+    let (values, id): (Vec<Value>, String) = serde_json::from_slice(value).ok()?;
+    Some((values, id, None))
 }
 
 /// The document as Mango sees it: the stored body with `_id` and `_rev` in front.
@@ -141,4 +148,22 @@ pub fn range(db: u64, num: u64) -> Range {
 /// Every index entry of a database (for dropping it).
 pub fn db_range(db: u64) -> Range {
     prefix_range(&KeyWriter::new(IDX).u64(db).finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn entry_values_with_and_without_whole_values_decode() {
+        let new = decode_full(br#"[[1],"a",[[[1,2]],[]]]"#);
+        assert_eq!(
+            new,
+            Some((vec![json!(1)], "a".into(), Some(vec![vec![json!([1, 2])], vec![]])))
+        );
+        // Written before the whole values were kept: no covering from this entry.
+        assert_eq!(decode_full(br#"[[1],"a"]"#), Some((vec![json!(1)], "a".into(), None)));
+    }
 }
