@@ -26,6 +26,7 @@ pub mod partition;
 pub mod render;
 pub mod server;
 pub mod stream;
+pub mod view;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -88,6 +89,7 @@ pub fn router(state: State) -> Router {
         .merge(partition::routes())
         .merge(index::routes())
         .merge(find::routes())
+        .merge(view::routes())
         .merge(doc::routes())
         .route("/{db}/_compact", post(db::compact))
         .route("/_active_tasks", get(server::active_tasks))

@@ -4,6 +4,8 @@
 //!   kept by every write, so answering reads one key whatever the partition's size.
 //! - `GET/POST /{db}/_partition/{p}/_all_docs`: `_all_docs` bounded to the ids `p:…`, one
 //!   contiguous range scan (`docs/architecture/keys.md`).
+//! - `GET/POST /{db}/_partition/{p}/_design/{ddoc}/_view/{view}`: a partitioned view over
+//!   the partition's range of rows ([`crate::view`]).
 //! - `POST /{db}/_partition/{p}/_find` and `_explain`: Mango over the partition's range of a
 //!   partitioned index, or of the partition's documents ([`crate::find`]).
 //!
@@ -82,6 +84,16 @@ async fn dispatch(
         (["_find"], &Method::POST) => find::find(req.db, Some(req.partition), body).await,
         (["_explain"], &Method::POST) => find::explain(req.db, Some(req.partition), body).await,
         (["_find" | "_explain"], _) => Err(method_not_allowed("POST")),
+        (["_design", ddoc, "_view", view], &Method::GET | &Method::POST) => {
+            let mut params = req.params;
+            if method == Method::POST {
+                params.merge_json(&body.object_or_empty()?);
+            }
+            params.remove("partition");
+            let (ddoc, view) = (format!("_design/{ddoc}"), view.to_string());
+            crate::view::query(req.db, ddoc, view, params, Some(req.partition)).await
+        }
+        (["_design", _, "_view", _], _) => Err(method_not_allowed("GET,POST")),
         _ => Err(ApiError::not_found("missing")),
     }
 }

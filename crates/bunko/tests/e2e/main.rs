@@ -19,3 +19,4 @@ mod mango;
 mod partitions;
 mod persistence;
 mod server;
+mod views;
