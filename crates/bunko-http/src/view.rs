@@ -136,6 +136,7 @@ async fn info(
                 "signature": sig,
                 "language": language,
                 "update_seq": seq,
+                "updates_pending": {"minimum": 0, "preferred": 0, "total": 0},
                 "purge_seq": 0,
                 "updater_running": updating,
                 "compact_running": false,
@@ -170,24 +171,18 @@ fn parse(p: &Params) -> ApiResult<ViewQuery> {
     let keys = match p.json("keys")? {
         None => None,
         Some(Value::Array(keys)) => Some(keys),
-        Some(_) => return Err(ApiError::bad_request("`keys` member must be an array.")),
+        Some(_) => return Err(ApiError::query_parse("`keys` must be an array of strings.")),
     };
     let update = match p.str("update") {
         None | Some("true") => Update::True,
         Some("false") => Update::False,
         Some("lazy") => Update::Lazy,
-        Some(other) => {
-            return Err(ApiError::query_parse(format!("Invalid value for `update`: {other}")));
-        }
+        Some(_) => return Err(ApiError::query_parse("Invalid value for `update`.")),
     };
     let update = match p.str("stale") {
         Some("ok") => Update::False,
         Some("update_after") => Update::Lazy,
-        Some(other) => {
-            return Err(ApiError::query_parse(format!(
-                "Invalid value for `stale`: \"{other}\", must be `ok` or `update_after`"
-            )));
-        }
+        Some(_) => return Err(ApiError::query_parse("Invalid value for `stale`.")),
         None => update,
     };
     Ok(ViewQuery {
@@ -238,9 +233,9 @@ fn result_json(result: &ViewResult, opts: &DocOpts) -> Value {
     if let Some(offset) = result.offset {
         out.insert("offset".into(), json!(offset));
     }
-    out.insert("rows".into(), Value::Array(rows));
     if let Some(seq) = result.update_seq {
         out.insert("update_seq".into(), json!(seq.to_string()));
     }
+    out.insert("rows".into(), Value::Array(rows));
     Value::Object(out)
 }

@@ -206,7 +206,7 @@ impl Database {
             index.meta().rows.get(view.map).copied().unwrap_or(0)
         };
         let offset = match ranges.first() {
-            Some(first) if q.keys.is_none() => {
+            Some(first) => {
                 let whole = prefix_range(base);
                 let before = if q.descending {
                     (flip(&first.1), whole.1)
@@ -215,8 +215,10 @@ impl Database {
                 };
                 count(snapshot, &before)?
             }
-            _ => 0,
+            None => 0,
         };
+        // CouchDB counts the skipped rows into the offset.
+        let offset = offset + (q.skip - skip);
         Ok(ViewResult { total_rows: Some(total), offset: Some(offset), update_seq: None, rows })
     }
 
@@ -246,14 +248,19 @@ impl Database {
     ) -> Result<ViewResult> {
         let collation = if index.def.raw { Collation::Raw } else { Collation::Unicode };
         let mut groups = Vec::new();
+        // Without grouping, the rows of all `keys` form one group (CouchDB 3.4); with
+        // grouping, each key's rows are grouped on their own.
+        let mut reducer = super::reduce::Grouper::new(index, view, grouping, collation)?;
         for range in ranges(&index.def, base, q)? {
-            let mut reducer = super::reduce::Grouper::new(index, view, grouping, collation)?;
             for entry in Iter::new(snapshot.clone(), range, q.descending, 256) {
                 let (_, value) = entry?;
                 reducer.push(decode_row(&value)?, &mut groups)?;
             }
-            reducer.finish(&mut groups)?;
+            if grouping != Grouping::All {
+                reducer.finish(&mut groups)?;
+            }
         }
+        reducer.finish(&mut groups)?;
         let limit = q.limit.unwrap_or(u64::MAX) as usize;
         let rows = groups
             .into_iter()
@@ -267,8 +274,8 @@ impl Database {
 
 /// Checks the parameters against the view; `Some(grouping)` for a reduce query.
 fn check(q: &ViewQuery, view: &ViewDef) -> Result<Option<Grouping>> {
-    if q.keys.is_some() && (q.key.is_some() || q.start_key.is_some() || q.end_key.is_some()) {
-        return Err(parse_error("`keys` is incompatible with `key`, `start_key` and `end_key`"));
+    if q.group == Some(false) && q.group_level.is_some_and(|l| l > 0) {
+        return Err(parse_error("Can't specify group=false and group_level>0 at the same time"));
     }
     let grouping = match (q.group, q.group_level) {
         (Some(true), _) => Grouping::Exact,
@@ -289,9 +296,6 @@ fn check(q: &ViewQuery, view: &ViewDef) -> Result<Option<Grouping>> {
     }
     if q.include_docs {
         return Err(parse_error("`include_docs` is invalid for reduce"));
-    }
-    if q.keys.is_some() && grouping == Grouping::All {
-        return Err(parse_error("Multi-key fetches for reduce views must use `group=true`"));
     }
     Ok(Some(grouping))
 }
