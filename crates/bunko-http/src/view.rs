@@ -215,7 +215,15 @@ fn result_json(result: &ViewResult, opts: &DocOpts) -> Value {
                 out.insert("id".into(), json!(id));
             }
             out.insert("key".into(), row.key.clone());
-            out.insert("value".into(), row.value.clone());
+            match &row.error {
+                Some(reason) => {
+                    out.insert("error".into(), json!("reduce_overflow_error"));
+                    out.insert("reason".into(), json!(reason));
+                }
+                None => {
+                    out.insert("value".into(), row.value.clone());
+                }
+            }
             if let Some(doc) = &row.doc {
                 let doc = doc
                     .as_ref()

@@ -92,6 +92,9 @@ pub struct ViewRow {
     pub value: Value,
     /// With `include_docs`: the document, `None` if it is missing or deleted.
     pub doc: Option<Option<DocOut>>,
+    /// A reduce row whose reduction did not shrink enough: the `reduce_overflow_error`
+    /// reason, shown instead of `value` (which is then `null`).
+    pub error: Option<String>,
 }
 
 /// A view answer. Reduce answers have no `total_rows` or `offset`.
@@ -197,7 +200,7 @@ impl Database {
                 let (_, value) = entry?;
                 let (key, id, value) = decode_row(&value)?;
                 let doc = q.include_docs.then(|| self.row_doc(&id, &value));
-                rows.push(ViewRow { id: Some(id), key, value, doc });
+                rows.push(ViewRow { id: Some(id), key, value, doc, error: None });
             }
         }
         let total = if in_partition {
@@ -266,7 +269,12 @@ impl Database {
             .into_iter()
             .skip(q.skip as usize)
             .take(limit)
-            .map(|(key, value)| ViewRow { id: None, key, value, doc: None })
+            .map(|(key, value)| match value {
+                Ok(value) => ViewRow { id: None, key, value, doc: None, error: None },
+                Err(reason) => {
+                    ViewRow { id: None, key, value: Value::Null, doc: None, error: Some(reason) }
+                }
+            })
             .collect();
         Ok(ViewResult { total_rows: None, offset: None, update_seq: None, rows })
     }

@@ -31,6 +31,20 @@ pub(crate) struct Grouper<'a> {
     key: Option<Value>,
     rows: Vec<RawRow>,
     partials: Vec<Value>,
+    /// The group's reduction overflowed (`reduce_limit`); the reason.
+    overflow: Option<String>,
+}
+
+/// A finished group: its key and reduction, or the reason its reduction overflowed.
+pub(crate) type Group = (Value, std::result::Result<Value, String>);
+
+/// Keeps a `reduce_overflow_error` as the group's result; other errors fail the query.
+fn overflowed(result: Result<Value>) -> Result<std::result::Result<Value, String>> {
+    match result {
+        Ok(value) => Ok(Ok(value)),
+        Err(Error::Js(bunko_js::Error::ReduceOverflow(reason))) => Ok(Err(reason)),
+        Err(err) => Err(err),
+    }
 }
 
 impl<'a> Grouper<'a> {
@@ -58,40 +72,55 @@ impl<'a> Grouper<'a> {
             key: None,
             rows: Vec::new(),
             partials: Vec::new(),
+            overflow: None,
         })
     }
 
     /// Adds one row; a finished group is appended to `out` as `(key, reduction)`.
-    pub fn push(&mut self, row: RawRow, out: &mut Vec<(Value, Value)>) -> Result<()> {
+    pub fn push(&mut self, row: RawRow, out: &mut Vec<Group>) -> Result<()> {
         let key = self.group_key(&row.0);
         let same = self.key.as_ref().is_some_and(|k| self.collation.compare(k, &key).is_eq());
         if !same && self.key.is_some() {
             self.finish(out)?;
         }
         self.key = Some(key);
+        if self.overflow.is_some() {
+            return Ok(());
+        }
         self.rows.push(row);
         if self.rows.len() >= CHUNK {
-            let partial = self.reduce_rows()?;
-            self.partials.push(partial);
+            self.reduce_chunk()?;
+        }
+        Ok(())
+    }
+
+    /// Reduces the buffered rows into one partial result.
+    fn reduce_chunk(&mut self) -> Result<()> {
+        match overflowed(self.reduce_rows())? {
+            Ok(partial) => self.partials.push(partial),
+            Err(reason) => self.overflow = Some(reason),
         }
         Ok(())
     }
 
     /// Ends the current group.
-    pub fn finish(&mut self, out: &mut Vec<(Value, Value)>) -> Result<()> {
+    pub fn finish(&mut self, out: &mut Vec<Group>) -> Result<()> {
         let Some(key) = self.key.take() else { return Ok(()) };
-        if !self.rows.is_empty() {
-            let partial = self.reduce_rows()?;
-            self.partials.push(partial);
+        if !self.rows.is_empty() && self.overflow.is_none() {
+            self.reduce_chunk()?;
         }
         let partials = std::mem::take(&mut self.partials);
+        if let Some(reason) = self.overflow.take() {
+            out.push((key, Err(reason)));
+            return Ok(());
+        }
         let value = match partials.len() {
-            1 => partials.into_iter().next().unwrap_or(Value::Null),
-            _ => self.rereduce(&partials)?,
+            1 => Ok(partials.into_iter().next().unwrap_or(Value::Null)),
+            _ => self.rereduce(&partials),
         };
-        let value = match self.reducer {
-            Reducer::Builtin(b) => b.finalize(value)?,
-            Reducer::Js { .. } => value,
+        let value = match (overflowed(value)?, &self.reducer) {
+            (Ok(value), Reducer::Builtin(b)) => Ok(b.finalize(value)?),
+            (other, _) => other,
         };
         out.push((key, value));
         Ok(())
