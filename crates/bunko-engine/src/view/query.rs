@@ -481,4 +481,44 @@ mod tests {
         assert!(!keys(&r).contains(&json!(3)));
         Ok(())
     }
+
+    #[test]
+    fn doc_id_bounds_shared_indexes_and_cleanup() -> Result<()> {
+        let engine = Engine::open(Arc::new(Memory::new()), Config::default())?;
+        let db = engine.create_db("v", false)?;
+        let views = json!({"k": {"map": "function(doc) { emit(doc.k, null); }"}});
+        put(&db, json!({"_id": "_design/a", "views": views}))?;
+        put(&db, json!({"_id": "_design/b", "views": views}))?;
+        for id in ["x1", "x2", "x3", "y1"] {
+            put(&db, json!({"_id": id, "k": &id[..1]}))?;
+        }
+        let ids = |r: &ViewResult| r.rows.iter().filter_map(|r| r.id.clone()).collect::<Vec<_>>();
+        let q = ViewQuery {
+            start_key: Some(json!("x")),
+            start_key_doc_id: Some("x2".into()),
+            end_key: Some(json!("x")),
+            end_key_doc_id: Some("x3".into()),
+            ..Default::default()
+        };
+        assert_eq!(ids(&db.query_view("_design/a", "k", &q, None)?), vec!["x2", "x3"]);
+        let q = ViewQuery { inclusive_end: false, ..q };
+        assert_eq!(ids(&db.query_view("_design/b", "k", &q, None)?), vec!["x2"]);
+        let q = ViewQuery {
+            start_key: Some(json!("x")),
+            start_key_doc_id: Some("x2".into()),
+            descending: true,
+            ..Default::default()
+        };
+        assert_eq!(ids(&db.query_view("_design/a", "k", &q, None)?), vec!["x2", "x1"]);
+        assert_eq!(db.views.all().len(), 1, "identical design documents share one index");
+        let a = db.get("_design/a", None)?;
+        db.delete("_design/a", a.rev)?;
+        assert_eq!(db.view_cleanup()?, 0, "_design/b still uses the index");
+        let b = db.get("_design/b", None)?;
+        db.delete("_design/b", b.rev)?;
+        assert_eq!(db.view_cleanup()?, 1);
+        let left = db.snapshot().scan(&prefix_range(&[entries::VIEW_ROW]), false, 10)?;
+        assert!(left.is_empty());
+        Ok(())
+    }
 }
