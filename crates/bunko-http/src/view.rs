@@ -6,7 +6,8 @@
 //! Handlers parse the parameters into a [`ViewQuery`], run
 //! [`Database::query_view`] on a blocking thread and render
 //! `{"total_rows","offset","rows":[{"id","key","value"[,"doc"]}]}` (reduce answers have only
-//! `rows`).
+//! `rows`). Map rows stream from the query's snapshot ([`crate::stream`]); reduce rows are
+//! computed before the answer starts.
 
 use std::sync::Arc;
 
@@ -16,7 +17,7 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Extension, Router};
 use bunko_engine::Database;
-use bunko_engine::view::{Update, ViewQuery, ViewResult};
+use bunko_engine::view::{Update, ViewQuery, ViewResult, ViewRow};
 use serde_json::{Map, Value, json};
 
 use crate::body::RawBody;
@@ -24,6 +25,7 @@ use crate::db::{Access, open};
 use crate::error::{ApiError, ApiResult};
 use crate::params::Params;
 use crate::render::{self, DocOpts};
+use crate::stream::{self, Gone};
 use crate::{State, UserCtx, blocking};
 
 pub fn routes() -> Router<State> {
@@ -69,7 +71,27 @@ pub async fn query(
     let opts = DocOpts { conflicts: params.flag("conflicts")?, ..Default::default() };
     let result =
         blocking(move || Ok(db.query_view(&ddoc, &view, &q, partition.as_deref())?)).await?;
-    Ok(render::json(StatusCode::OK, result_json(&result, &opts)))
+    let ViewResult { total_rows, offset, update_seq, rows } = result;
+    let head = head_json(total_rows, offset, update_seq).to_string();
+    Ok(stream::response(StatusCode::OK, "application/json", move |sink| {
+        sink.write(head.strip_suffix('}').unwrap_or(&head).as_bytes())?;
+        let open: &[u8] = if head.len() > 2 { b",\"rows\":[\r\n" } else { b"\"rows\":[\r\n" };
+        sink.write(open)?;
+        for (i, row) in rows.enumerate() {
+            let row = match row {
+                Ok(row) => row,
+                Err(err) => {
+                    tracing::error!(%err, "view stream failed");
+                    return Err(Gone);
+                }
+            };
+            if i > 0 {
+                sink.write(b",\r\n")?;
+            }
+            sink.write(row_json(&row, &opts).to_string().as_bytes())?;
+        }
+        sink.write(b"\r\n]}\n")
+    }))
 }
 
 /// `POST …/_view/{view}/queries`: `{"queries": [{…}, …]}` → `{"results": [{…}, …]}`.
@@ -100,7 +122,7 @@ async fn post_queries(
     let results = blocking(move || {
         let mut out = Vec::with_capacity(parsed.len());
         for (q, opts) in &parsed {
-            out.push(result_json(&db.query_view(&ddoc, &view, q, None)?, opts));
+            out.push(result_json(db.query_view(&ddoc, &view, q, None)?, opts)?);
         }
         Ok(out)
     })
@@ -205,45 +227,52 @@ fn parse(p: &Params) -> ApiResult<ViewQuery> {
     })
 }
 
-fn result_json(result: &ViewResult, opts: &DocOpts) -> Value {
-    let rows: Vec<Value> = result
-        .rows
-        .iter()
-        .map(|row| {
-            let mut out = Map::new();
-            if let Some(id) = &row.id {
-                out.insert("id".into(), json!(id));
-            }
-            out.insert("key".into(), row.key.clone());
-            match &row.error {
-                Some(reason) => {
-                    out.insert("error".into(), json!("reduce_overflow_error"));
-                    out.insert("reason".into(), json!(reason));
-                }
-                None => {
-                    out.insert("value".into(), row.value.clone());
-                }
-            }
-            if let Some(doc) = &row.doc {
-                let doc = doc
-                    .as_ref()
-                    .and_then(|d| serde_json::from_slice(&render::doc_json(d, opts)).ok())
-                    .unwrap_or(Value::Null);
-                out.insert("doc".into(), doc);
-            }
-            Value::Object(out)
-        })
-        .collect();
+/// The members before `rows`: `total_rows`, `offset`, `update_seq`.
+fn head_json(total_rows: Option<u64>, offset: Option<u64>, update_seq: Option<u64>) -> Value {
     let mut out = Map::new();
-    if let Some(total) = result.total_rows {
+    if let Some(total) = total_rows {
         out.insert("total_rows".into(), json!(total));
     }
-    if let Some(offset) = result.offset {
+    if let Some(offset) = offset {
         out.insert("offset".into(), json!(offset));
     }
-    if let Some(seq) = result.update_seq {
+    if let Some(seq) = update_seq {
         out.insert("update_seq".into(), json!(seq.to_string()));
     }
-    out.insert("rows".into(), Value::Array(rows));
+    Value::Object(out)
+}
+
+/// A whole answer as one JSON value (for `queries`).
+fn result_json(result: ViewResult, opts: &DocOpts) -> bunko_engine::Result<Value> {
+    let mut out = head_json(result.total_rows, result.offset, result.update_seq);
+    let rows = result.rows.map(|row| row.map(|r| row_json(&r, opts))).collect::<Result<_, _>>()?;
+    if let Value::Object(members) = &mut out {
+        members.insert("rows".into(), Value::Array(rows));
+    }
+    Ok(out)
+}
+
+fn row_json(row: &ViewRow, opts: &DocOpts) -> Value {
+    let mut out = Map::new();
+    if let Some(id) = &row.id {
+        out.insert("id".into(), json!(id));
+    }
+    out.insert("key".into(), row.key.clone());
+    match &row.error {
+        Some(reason) => {
+            out.insert("error".into(), json!("reduce_overflow_error"));
+            out.insert("reason".into(), json!(reason));
+        }
+        None => {
+            out.insert("value".into(), row.value.clone());
+        }
+    }
+    if let Some(doc) = &row.doc {
+        let doc = doc
+            .as_ref()
+            .and_then(|d| serde_json::from_slice(&render::doc_json(d, opts)).ok())
+            .unwrap_or(Value::Null);
+        out.insert("doc".into(), doc);
+    }
     Value::Object(out)
 }

@@ -5,7 +5,8 @@
 //! snapshot:
 //! - a map query turns `startkey`/`endkey` (with their doc ids, `inclusive_end`,
 //!   `descending`) or each of `keys` into a byte range of collated keys
-//!   ([`super::entries`]) and scans it, applying `skip` and `limit` while scanning;
+//!   ([`super::entries`]); the rows are a lazy iterator over the snapshot ([`RowIter`]),
+//!   with `skip` and `limit` applied while scanning, so the answer can stream;
 //! - a reduce query reads the rows of the range(s), groups consecutive rows whose keys
 //!   (cut to `group_level` elements) collate equal, and reduces each group
 //!   ([`super::reduce`]).
@@ -97,14 +98,26 @@ pub struct ViewRow {
     pub error: Option<String>,
 }
 
+/// The rows of a view answer, read lazily from the query's snapshot (map queries), so an
+/// answer can stream however many rows it has.
+pub type RowIter = Box<dyn Iterator<Item = Result<ViewRow>> + Send>;
+
 /// A view answer. Reduce answers have no `total_rows` or `offset`.
-#[derive(Debug, Default)]
 pub struct ViewResult {
     pub total_rows: Option<u64>,
     pub offset: Option<u64>,
     /// With `update_seq=true`: the seq the index had reached.
     pub update_seq: Option<u64>,
-    pub rows: Vec<ViewRow>,
+    pub rows: RowIter,
+}
+
+impl std::fmt::Debug for ViewResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ViewResult")
+            .field("total_rows", &self.total_rows)
+            .field("offset", &self.offset)
+            .finish_non_exhaustive()
+    }
 }
 
 /// How reduce rows are grouped.
@@ -186,23 +199,22 @@ impl Database {
         in_partition: bool,
     ) -> Result<ViewResult> {
         let ranges = ranges(&index.def, base, q)?;
-        let (mut skip, limit) = (q.skip, q.limit.unwrap_or(u64::MAX));
-        let mut rows = Vec::new();
-        'ranges: for range in &ranges {
-            for entry in Iter::new(snapshot.clone(), range.clone(), q.descending, 256) {
-                if rows.len() as u64 >= limit {
-                    break 'ranges;
-                }
-                if skip > 0 {
-                    skip -= 1;
-                    continue;
-                }
-                let (_, value) = entry?;
-                let (key, id, value) = decode_row(&value)?;
-                let doc = q.include_docs.then(|| self.row_doc(&id, &value));
-                rows.push(ViewRow { id: Some(id), key, value, doc, error: None });
-            }
-        }
+        let entries = {
+            let (snapshot, descending) = (snapshot.clone(), q.descending);
+            let ranges = ranges.clone();
+            ranges
+                .into_iter()
+                .flat_map(move |range| Iter::new(snapshot.clone(), range, descending, 256))
+        };
+        let limit = usize::try_from(q.limit.unwrap_or(u64::MAX)).unwrap_or(usize::MAX);
+        let skip = usize::try_from(q.skip).unwrap_or(usize::MAX);
+        let docs = if q.include_docs { self.arc() } else { None };
+        let rows = entries.skip(skip).take(limit).map(move |entry| {
+            let (_, value) = entry?;
+            let (key, id, value) = decode_row(&value)?;
+            let doc = docs.as_ref().map(|db| db.row_doc(&id, &value));
+            Ok(ViewRow { id: Some(id), key, value, doc, error: None })
+        });
         let total = if in_partition {
             count(snapshot, &prefix_range(base))?
         } else {
@@ -221,8 +233,13 @@ impl Database {
             None => 0,
         };
         // CouchDB counts the skipped rows into the offset.
-        let offset = offset + (q.skip - skip);
-        Ok(ViewResult { total_rows: Some(total), offset: Some(offset), update_seq: None, rows })
+        let offset = offset.saturating_add(q.skip).min(total);
+        Ok(ViewResult {
+            total_rows: Some(total),
+            offset: Some(offset),
+            update_seq: None,
+            rows: Box::new(rows),
+        })
     }
 
     /// The document a row links to: the `_id` (and `_rev`) of an object value, else the
@@ -265,17 +282,22 @@ impl Database {
         }
         reducer.finish(&mut groups)?;
         let limit = q.limit.unwrap_or(u64::MAX) as usize;
-        let rows = groups
+        let rows: Vec<Result<ViewRow>> = groups
             .into_iter()
             .skip(q.skip as usize)
             .take(limit)
             .map(|(key, value)| match value {
-                Ok(value) => ViewRow { id: None, key, value, doc: None, error: None },
-                Err(reason) => {
-                    ViewRow { id: None, key, value: Value::Null, doc: None, error: Some(reason) }
-                }
+                Ok(value) => Ok(ViewRow { id: None, key, value, doc: None, error: None }),
+                Err(reason) => Ok(ViewRow {
+                    id: None,
+                    key,
+                    value: Value::Null,
+                    doc: None,
+                    error: Some(reason),
+                }),
             })
             .collect();
+        let rows = Box::new(rows.into_iter());
         Ok(ViewResult { total_rows: None, offset: None, update_seq: None, rows })
     }
 }
@@ -424,8 +446,19 @@ mod tests {
         db.put(doc, WriteOptions::default()).map(drop)
     }
 
-    fn keys(r: &ViewResult) -> Vec<Value> {
-        r.rows.iter().map(|r| r.key.clone()).collect()
+    /// The answer's rows and its offset and total.
+    fn run(
+        db: &Database,
+        view: &str,
+        q: &ViewQuery,
+    ) -> Result<(Vec<ViewRow>, Option<u64>, Option<u64>)> {
+        let r = db.query_view("_design/d", view, q, None)?;
+        let (offset, total) = (r.offset, r.total_rows);
+        Ok((r.rows.collect::<Result<_>>()?, offset, total))
+    }
+
+    fn keys(rows: &[ViewRow]) -> Vec<Value> {
+        rows.iter().map(|r| r.key.clone()).collect()
     }
 
     #[test]
@@ -445,40 +478,37 @@ mod tests {
         {
             put(&db, json!({"_id": format!("d{i}"), "n": n}))?;
         }
-        let all = db.query_view("_design/d", "by_n", &ViewQuery::default(), None)?;
+        let (all, _, total) = run(&db, "by_n", &ViewQuery::default())?;
         assert_eq!(
             keys(&all),
             vec![json!(null), json!(1), json!(2), json!(3), json!("a"), json!([1, 2])]
         );
-        assert_eq!(all.total_rows, Some(6));
+        assert_eq!(total, Some(6));
         let q = ViewQuery {
             start_key: Some(json!(2)),
             end_key: Some(json!("a")),
             inclusive_end: false,
             ..Default::default()
         };
-        let r = db.query_view("_design/d", "by_n", &q, None)?;
-        assert_eq!((keys(&r), r.offset), (vec![json!(2), json!(3)], Some(2)));
+        let (rows, offset, _) = run(&db, "by_n", &q)?;
+        assert_eq!((keys(&rows), offset), (vec![json!(2), json!(3)], Some(2)));
         let q = ViewQuery {
             start_key: Some(json!(3)),
             descending: true,
             limit: Some(2),
             ..Default::default()
         };
-        let r = db.query_view("_design/d", "by_n", &q, None)?;
-        assert_eq!((keys(&r), r.offset), (vec![json!(3), json!(2)], Some(2)));
-        let sum = db.query_view(
-            "_design/d",
-            "sum",
-            &ViewQuery { start_key: Some(json!(0)), end_key: Some(json!(9)), ..Default::default() },
-            None,
-        )?;
-        assert_eq!(sum.rows.first().map(|r| r.value.clone()), Some(json!(6)));
+        let (rows, offset, _) = run(&db, "by_n", &q)?;
+        assert_eq!((keys(&rows), offset), (vec![json!(3), json!(2)], Some(2)));
+        let q =
+            ViewQuery { start_key: Some(json!(0)), end_key: Some(json!(9)), ..Default::default() };
+        let (sum, _, _) = run(&db, "sum", &q)?;
+        assert_eq!(sum.first().map(|r| r.value.clone()), Some(json!(6)));
         let info = db.get("d0", None)?;
         db.delete("d0", info.rev)?;
-        let r = db.query_view("_design/d", "by_n", &ViewQuery::default(), None)?;
-        assert_eq!(r.total_rows, Some(5));
-        assert!(!keys(&r).contains(&json!(3)));
+        let (rows, _, total) = run(&db, "by_n", &ViewQuery::default())?;
+        assert_eq!(total, Some(5));
+        assert!(!keys(&rows).contains(&json!(3)));
         Ok(())
     }
 
@@ -492,7 +522,8 @@ mod tests {
         for id in ["x1", "x2", "x3", "y1"] {
             put(&db, json!({"_id": id, "k": &id[..1]}))?;
         }
-        let ids = |r: &ViewResult| r.rows.iter().filter_map(|r| r.id.clone()).collect::<Vec<_>>();
+        let ids =
+            |r: ViewResult| r.rows.filter_map(|r| r.ok().and_then(|r| r.id)).collect::<Vec<_>>();
         let q = ViewQuery {
             start_key: Some(json!("x")),
             start_key_doc_id: Some("x2".into()),
@@ -500,16 +531,16 @@ mod tests {
             end_key_doc_id: Some("x3".into()),
             ..Default::default()
         };
-        assert_eq!(ids(&db.query_view("_design/a", "k", &q, None)?), vec!["x2", "x3"]);
+        assert_eq!(ids(db.query_view("_design/a", "k", &q, None)?), vec!["x2", "x3"]);
         let q = ViewQuery { inclusive_end: false, ..q };
-        assert_eq!(ids(&db.query_view("_design/b", "k", &q, None)?), vec!["x2"]);
+        assert_eq!(ids(db.query_view("_design/b", "k", &q, None)?), vec!["x2"]);
         let q = ViewQuery {
             start_key: Some(json!("x")),
             start_key_doc_id: Some("x2".into()),
             descending: true,
             ..Default::default()
         };
-        assert_eq!(ids(&db.query_view("_design/a", "k", &q, None)?), vec!["x2", "x1"]);
+        assert_eq!(ids(db.query_view("_design/a", "k", &q, None)?), vec!["x2", "x1"]);
         assert_eq!(db.views.all().len(), 1, "identical design documents share one index");
         let a = db.get("_design/a", None)?;
         db.delete("_design/a", a.rev)?;
