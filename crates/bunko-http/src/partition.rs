@@ -90,6 +90,7 @@ async fn dispatch(
                 params.merge_json(&body.object_or_empty()?);
             }
             params.remove("partition");
+            check_limit(&params)?;
             let (ddoc, view) = (format!("_design/{ddoc}"), view.to_string());
             crate::view::query(req.db, ddoc, view, params, Some(req.partition)).await
         }
@@ -139,6 +140,13 @@ async fn all_docs(req: PartitionRequest, body: Option<RawBody>) -> ApiResult<Res
         params.merge_json(&body.request_object()?);
     }
     params.remove("partition");
+    check_limit(&params)?;
+    let prefix = format!("{partition}:");
+    all_docs::run(db, params, Some(prefix), Some(partition)).await
+}
+
+/// A partition query's `limit` may not exceed [`PARTITION_QUERY_LIMIT`].
+fn check_limit(params: &Params) -> ApiResult<()> {
     if let Some(limit) = params.u64("limit")?
         && limit > PARTITION_QUERY_LIMIT
     {
@@ -146,8 +154,7 @@ async fn all_docs(req: PartitionRequest, body: Option<RawBody>) -> ApiResult<Res
             "Limit is too large, must not exceed {PARTITION_QUERY_LIMIT}"
         )));
     }
-    let prefix = format!("{partition}:");
-    all_docs::run(db, params, Some(prefix), Some(partition)).await
+    Ok(())
 }
 
 fn method_not_allowed(allowed: &str) -> ApiError {

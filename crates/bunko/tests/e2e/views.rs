@@ -80,6 +80,14 @@ fn iot_by_device_view_with_keys_and_limit() {
             .chain([json!("device-123450")])
             .collect::<Vec<_>>()
     );
+    let (status, multi) = s.post(
+        "/readings/_design/devices/_view/by-device/queries",
+        &json!({"queries": [{"limit": 1}, {"key": "device-123452", "skip": 2}]}),
+    );
+    assert_eq!(status, 200, "{multi}");
+    assert_eq!(multi["results"][0]["rows"].as_array().map(Vec::len), Some(1));
+    assert_eq!(multi["results"][1]["offset"], 8);
+    assert_eq!(multi["results"][1]["rows"][0]["id"], "r-2-2");
     let (status, missing) = s.get("/readings/_design/devices/_view/nope");
     assert_eq!((status, missing["reason"].clone()), (404, json!("missing_named_view")));
 }
@@ -260,6 +268,12 @@ fn partitioned_views_are_queried_per_partition() {
         400,
         "query_parse_error",
         "`partition` parameter is not supported in this design doc",
+    );
+    assert_error(
+        s.get("/iot/_partition/bridge-1/_design/p/_view/by_t?limit=268435457"),
+        400,
+        "query_parse_error",
+        "Limit is too large, must not exceed 268435456",
     );
     let (_, global_rows) = s.get("/iot/_design/g/_view/by_device");
     assert_eq!(global_rows["total_rows"], 6);
