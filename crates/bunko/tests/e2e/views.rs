@@ -298,3 +298,39 @@ fn views_survive_a_restart_and_catch_up() {
     let (status, _) = send(s.req(Method::POST, "/db/_view_cleanup").json(&json!({})));
     assert_eq!(status, 202);
 }
+
+#[test]
+fn conflicts_distinct_counts_and_stale_reads() {
+    let s = Server::start();
+    assert_eq!(s.put_empty("/db").0, 201);
+    let (status, body) = s.post(
+        "/db/_bulk_docs",
+        &json!({"new_edits": false, "docs": [
+            {"_id": "c", "_rev": "1-aaaa", "tag": "x"},
+            {"_id": "c", "_rev": "1-bbbb", "tag": "y"},
+            {"_id": "d", "_rev": "1-cccc", "tag": "x"}
+        ]}),
+    );
+    assert_eq!(status, 201, "{body}");
+    let ddoc = json!({"views": {
+        "tags": {"map": "function(doc) { emit(doc.tag, doc._conflicts || null); }", "reduce": "_approx_count_distinct"}
+    }});
+    assert_eq!(s.put("/db/_design/d", &ddoc).0, 201);
+    let (_, distinct) = s.get("/db/_design/d/_view/tags");
+    assert_eq!(distinct["rows"], json!([{"key": null, "value": 2}]));
+    let (_, rows) = s.get("/db/_design/d/_view/tags?reduce=false&include_docs=true&conflicts=true");
+    assert_eq!(rows["rows"][1]["id"], "c", "1-bbbb wins, so c emits \"y\"");
+    assert_eq!(rows["rows"][1]["value"], json!(["1-aaaa"]), "map functions see _conflicts");
+    assert_eq!(rows["rows"][1]["doc"]["_conflicts"], json!(["1-aaaa"]));
+    s.put_doc("db", "e", &json!({"tag": "z"}));
+    let (status, _) = s.get("/db/_design/d/_view/tags?stale=ok&reduce=false");
+    assert_eq!(status, 200);
+    let (_, fresh) = s.get("/db/_design/d/_view/tags?reduce=false&update=true");
+    assert_eq!(fresh["total_rows"], 3);
+    assert_error(
+        s.get("/db/_design/d/_view/tags?update=maybe"),
+        400,
+        "query_parse_error",
+        "Invalid value for `update`.",
+    );
+}
