@@ -334,3 +334,30 @@ fn conflicts_distinct_counts_and_stale_reads() {
         "Invalid value for `update`.",
     );
 }
+
+#[test]
+fn views_lib_modules_collation_raw_and_include_design() {
+    let s = Server::start();
+    assert_eq!(s.put_empty("/db").0, 201);
+    bulk(
+        &s,
+        "db",
+        vec![
+            json!({"_id": "a", "w": "b"}),
+            json!({"_id": "b", "w": "B"}),
+            json!({"_id": "c", "w": "a"}),
+        ],
+    );
+    let ddoc = json!({
+        "options": {"collation": "raw", "include_design": true},
+        "views": {
+            "lib": {"util": "exports.up = function(s) { return s ? s + '!' : 'design'; };"},
+            "w": {"map": "function(doc) { emit(require('views/lib/util').up(doc.w), null); }"}
+        }
+    });
+    assert_eq!(s.put("/db/_design/d", &ddoc).0, 201);
+    let (status, body) = s.get("/db/_design/d/_view/w");
+    assert_eq!(status, 200, "{body}");
+    // Raw collation: bytewise, so "B!" < "a!" < "b!" < "design".
+    assert_eq!(keys(&body), vec![json!("B!"), json!("a!"), json!("b!"), json!("design")]);
+}
