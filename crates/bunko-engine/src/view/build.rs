@@ -10,7 +10,7 @@
 //!
 //! Each document has one `Seq` entry, at its latest change, so a document changed several
 //! times since the checkpoint is mapped once. A restart resumes from the stored
-//! checkpoint. After every write the background indexer ([`Database::spawn_view_indexer`])
+//! checkpoint. After every write the background indexer (`Database::spawn_view_indexer`)
 //! updates every registered index, so views are usually warm when queried.
 
 use std::collections::HashSet;

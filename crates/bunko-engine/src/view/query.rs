@@ -9,7 +9,7 @@
 //!   with `skip` and `limit` applied while scanning, so the answer can stream;
 //! - a reduce query reads the rows of the range(s), groups consecutive rows whose keys
 //!   (cut to `group_level` elements) collate equal, and reduces each group
-//!   ([`super::reduce`]).
+//!   (`view/reduce.rs`).
 //!
 //! `include_docs=true` loads the emitting document, or the linked one when the row's
 //! value is an object with an `_id` (and optionally `_rev`).
