@@ -30,6 +30,8 @@ pub struct Database {
     dropped: AtomicBool,
     /// The Mango indexes, maintained by every write.
     pub(crate) indexes: Registry,
+    /// The view groups of the design documents.
+    pub(crate) views: crate::view::Registry,
     /// Whether the background index builder runs.
     pub(crate) building: AtomicBool,
     /// This handle, for starting background work from `&self`.
@@ -78,11 +80,14 @@ impl Database {
             changes,
             dropped: AtomicBool::new(false),
             indexes: Registry::default(),
+            views: Default::default(),
             building: AtomicBool::new(false),
             me: me.clone(),
         });
         db.load_indexes()?;
         db.spawn_builder();
+        db.load_views()?;
+        db.spawn_view_indexer();
         Ok(db)
     }
 
@@ -165,6 +170,11 @@ impl Database {
         drop(writer);
         self.store.sync(ticket)?;
         Ok(())
+    }
+
+    /// Whether the database has been deleted.
+    pub(crate) fn is_dropped(&self) -> bool {
+        self.dropped.load(Ordering::Acquire)
     }
 
     /// Takes the writer lock; fails if the database has been deleted meanwhile.

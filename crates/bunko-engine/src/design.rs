@@ -78,6 +78,12 @@ pub fn validate(body: &Map<String, Value>, db_partitioned: bool) -> Result<()> {
         check(body, path, types, &mut Vec::new())?;
     }
     check_views(body, map_type)?;
+    if map_type == Type::String
+        && let Some(views) = body.get("views")
+    {
+        bunko_js::validate_design_doc(views)
+            .map_err(|err| Error::Invalid { error: "compilation_error", reason: err.reason() })?;
+    }
     if !db_partitioned && partitioned_option(body) == Some(true) {
         return Err(Error::InvalidDesignDoc(
             "partitioned option cannot be true in a non-partitioned database.".into(),

@@ -43,6 +43,10 @@ pub enum Error {
     /// Storage failed; the request may be retried after the server restarts.
     #[error(transparent)]
     Storage(#[from] bunko_storage::Error),
+    /// A view's JavaScript failed: compilation, a time or memory limit, a fatal error, or
+    /// a reduction that does not shrink.
+    #[error(transparent)]
+    Js(#[from] bunko_js::Error),
     /// Stored data could not be decoded (a bug or corruption).
     #[error("corrupt data: {0}")]
     Corrupt(String),

@@ -15,6 +15,9 @@
 //! | `0x0A` | index entry `(db, num, [partition], values…, doc_id)` | `[[values…], doc_id, [whole…]]` ([`crate::index::entries`]) |
 //! | `0x0B` | `IdxMeta(db, ddoc, name)` | [`crate::index::IndexMeta`]: storage number, build cursor |
 //! | `0x0C` | `IdxDropped(db, num)` | marks a removed index whose entries are still being removed |
+//! | `0x0D` | view checkpoint `(db, sig)` | [`crate::view::ViewMeta`]: seq reached, rows per map |
+//! | `0x0E` | view row `(db, sig, map, [partition], key, doc_id, n)` | `[key, doc_id, value]` ([`crate::view::entries`]) |
+//! | `0x0F` | view back-index `(db, sig, doc_id)` | the document's row keys |
 //!
 //! `db` is the database's numeric id (8 bytes big-endian), never its name, so that a deleted
 //! and re-created database starts empty while the old one's keys are removed in the
@@ -117,11 +120,22 @@ pub fn local_range(db: u64) -> Range {
 
 /// Every range holding keys of database `db` (for dropping it).
 pub fn all_db_ranges(db: u64) -> Vec<Range> {
-    let mut ranges: Vec<Range> =
-        [DOC, REV, SEQ, LOCAL, PART_STATS, crate::index::entries::IDX, IDX_META, IDX_DROPPED]
-            .iter()
-            .map(|&tag| prefix_range(&KeyWriter::new(tag).u64(db).finish()))
-            .collect();
+    let mut ranges: Vec<Range> = [
+        DOC,
+        REV,
+        SEQ,
+        LOCAL,
+        PART_STATS,
+        crate::index::entries::IDX,
+        IDX_META,
+        IDX_DROPPED,
+        crate::view::entries::VIEW_META,
+        crate::view::entries::VIEW_ROW,
+        crate::view::entries::VIEW_BACK,
+    ]
+    .iter()
+    .map(|&tag| prefix_range(&KeyWriter::new(tag).u64(db).finish()))
+    .collect();
     ranges.push(prefix_range(&Key::Stats(db).encode()));
     ranges
 }

@@ -9,6 +9,7 @@
 //!   counters; then it releases the lock and waits for the group-commit sync before
 //!   answering. Every user operation is one atomic commit.
 //! - Reads (`read.rs`, `all_docs.rs`, `changes.rs`) run on storage snapshots and stream.
+//! - [`view`]: JavaScript views of design documents, built incrementally from `_changes`.
 //! - [`keys`] lists every key the engine writes.
 //!
 //! # Example
@@ -48,6 +49,7 @@ pub mod revtree;
 pub mod security;
 pub mod users;
 mod uuids;
+pub mod view;
 mod write;
 
 pub use catalog::{Config, Engine};

@@ -133,10 +133,11 @@ impl Database {
         for num in dropped {
             crate::catalog::spawn_index_drop(self.store.clone(), db, num);
         }
-        if !pending.ddocs.is_empty()
-            && let Some(me) = self.arc()
-        {
-            me.spawn_builder();
+        if let Some(me) = self.arc() {
+            if !pending.ddocs.is_empty() {
+                me.spawn_builder();
+            }
+            me.views_after_write(!pending.ddocs.is_empty());
         }
         Ok(results)
     }

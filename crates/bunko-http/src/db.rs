@@ -46,7 +46,6 @@ pub fn routes() -> Router<State> {
         .route("/{db}/_security", get(get_security).put(put_security))
         .route("/{db}/_revs_limit", get(get_revs_limit).put(put_revs_limit))
         .route("/{db}/_ensure_full_commit", post(ensure_full_commit))
-        .route("/{db}/_view_cleanup", post(compact))
 }
 
 async fn create(
@@ -185,7 +184,7 @@ async fn ensure_full_commit(
     Ok(render::json(StatusCode::CREATED, json!({"ok": true, "instance_start_time": "0"})))
 }
 
-/// `_compact` (and `_view_cleanup`): starts removing old revision bodies in the background
+/// `_compact`: starts removing old revision bodies in the background
 /// and answers at once, as CouchDB does.
 pub async fn compact(
     AxState(state): AxState<State>,

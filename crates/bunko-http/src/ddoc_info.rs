@@ -3,11 +3,10 @@
 //! nothing is ever pending or being updated; the signature names the index definitions
 //! (a hash of `language`, `options`, `views` and `indexes`: it changes only with them).
 
+use axum::Extension;
 use axum::extract::{Path, State as AxState};
 use axum::http::StatusCode;
 use axum::response::Response;
-use axum::routing::get;
-use axum::{Extension, Router};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
@@ -15,11 +14,9 @@ use crate::db::{Access, open};
 use crate::error::ApiResult;
 use crate::{State, UserCtx, blocking, render};
 
-pub fn routes() -> Router<State> {
-    Router::new().route("/{db}/_design/{id}/_info", get(info))
-}
-
-async fn info(
+/// The answer for a design document that holds no JavaScript views (Mango indexes, or
+/// none); [`crate::view`] routes the request and answers for view groups itself.
+pub async fn info(
     st: AxState<State>,
     ctx: Extension<UserCtx>,
     Path((db, id)): Path<(String, String)>,

@@ -73,6 +73,7 @@ fn engine_parts(err: &EngineError) -> (StatusCode, &'static str, String) {
         EngineError::InvalidDesignDoc(_) => (StatusCode::BAD_REQUEST, "invalid_design_doc"),
         EngineError::Invalid { error, .. } => (StatusCode::BAD_REQUEST, *error),
         EngineError::Doc(doc) => return doc_parts(doc),
+        EngineError::Js(js) => return js_parts(js),
         EngineError::Storage(bunko_storage::Error::Poisoned | bunko_storage::Error::Closed) => {
             (StatusCode::SERVICE_UNAVAILABLE, "service_unavailable")
         }
@@ -85,6 +86,24 @@ fn engine_parts(err: &EngineError) -> (StatusCode, &'static str, String) {
         _ => (StatusCode::INTERNAL_SERVER_ERROR, "unknown_error"),
     };
     (status, name, reason)
+}
+
+/// A view's JavaScript failure: bad source is the client's fault, the rest is CouchDB's
+/// `500` with the query server's error name.
+fn js_parts(err: &bunko_js::Error) -> (StatusCode, &'static str, String) {
+    let status = match err {
+        bunko_js::Error::Compilation(_) => StatusCode::BAD_REQUEST,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    let name = match err {
+        bunko_js::Error::Compilation(_) => "compilation_error",
+        bunko_js::Error::Timeout { .. } => "timeout",
+        bunko_js::Error::InvalidValue(_) => "invalid_value",
+        bunko_js::Error::ReduceOverflow(_) => "reduce_overflow_error",
+        bunko_js::Error::Fatal { .. } => "map_runtime_error",
+        _ => "internal_server_error",
+    };
+    (status, name, err.reason())
 }
 
 fn doc_parts(err: &DocError) -> (StatusCode, &'static str, String) {

@@ -28,6 +28,7 @@ pub mod partition;
 pub mod render;
 pub mod server;
 pub mod stream;
+pub mod view;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -90,7 +91,7 @@ pub fn router(state: State) -> Router {
         .merge(partition::routes())
         .merge(index::routes())
         .merge(find::routes())
-        .merge(ddoc_info::routes())
+        .merge(view::routes())
         .merge(doc::routes())
         .route("/{db}/_compact", post(db::compact))
         .route("/_active_tasks", get(server::active_tasks))

@@ -4,6 +4,8 @@
 //!   kept by every write, so answering reads one key whatever the partition's size.
 //! - `GET/POST /{db}/_partition/{p}/_all_docs`: `_all_docs` bounded to the ids `p:…`, one
 //!   contiguous range scan (`docs/architecture/keys.md`).
+//! - `GET/POST /{db}/_partition/{p}/_design/{ddoc}/_view/{view}`: a partitioned view over
+//!   the partition's range of rows ([`crate::view`]).
 //! - `POST /{db}/_partition/{p}/_find` and `_explain`: Mango over the partition's range of a
 //!   partitioned index, or of the partition's documents ([`crate::find`]).
 //!
@@ -82,6 +84,17 @@ async fn dispatch(
         (["_find"], &Method::POST) => find::find(req.db, Some(req.partition), body).await,
         (["_explain"], &Method::POST) => find::explain(req.db, Some(req.partition), body).await,
         (["_find" | "_explain"], _) => Err(method_not_allowed("POST")),
+        (["_design", ddoc, "_view", view], &Method::GET | &Method::POST) => {
+            let mut params = req.params;
+            if method == Method::POST {
+                params.merge_json(&body.object_or_empty()?);
+            }
+            params.remove("partition");
+            check_limit(&params)?;
+            let (ddoc, view) = (format!("_design/{ddoc}"), view.to_string());
+            crate::view::query(req.db, ddoc, view, params, Some(req.partition)).await
+        }
+        (["_design", _, "_view", _], _) => Err(method_not_allowed("GET,POST")),
         _ => Err(ApiError::not_found("missing")),
     }
 }
@@ -127,6 +140,13 @@ async fn all_docs(req: PartitionRequest, body: Option<RawBody>) -> ApiResult<Res
         params.merge_json(&body.request_object()?);
     }
     params.remove("partition");
+    check_limit(&params)?;
+    let prefix = format!("{partition}:");
+    all_docs::run(db, params, Some(prefix), Some(partition)).await
+}
+
+/// A partition query's `limit` may not exceed [`PARTITION_QUERY_LIMIT`].
+fn check_limit(params: &Params) -> ApiResult<()> {
     if let Some(limit) = params.u64("limit")?
         && limit > PARTITION_QUERY_LIMIT
     {
@@ -134,8 +154,7 @@ async fn all_docs(req: PartitionRequest, body: Option<RawBody>) -> ApiResult<Res
             "Limit is too large, must not exceed {PARTITION_QUERY_LIMIT}"
         )));
     }
-    let prefix = format!("{partition}:");
-    all_docs::run(db, params, Some(prefix), Some(partition)).await
+    Ok(())
 }
 
 fn method_not_allowed(allowed: &str) -> ApiError {

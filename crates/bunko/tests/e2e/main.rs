@@ -20,3 +20,4 @@ mod mango_explain;
 mod partitions;
 mod persistence;
 mod server;
+mod views;

@@ -1,0 +1,122 @@
+//! View keys: the rows, the back-index and the checkpoint.
+//!
+//! ```text
+//! 0x0D | db | sig                                         -> ViewMeta (postcard)
+//! 0x0E | db | sig | map | [partition] | collate(key) | doc_id | n  -> JSON [key, doc_id, value]
+//! 0x0F | db | sig | doc_id                                 -> Vec<(map, row key)> (postcard)
+//! ```
+//!
+//! `sig` is the group's signature (a string), `map` the map function's position (u64) and
+//! `n` the row's position among the rows the document emitted (u64), so one document may
+//! emit the same key twice. The collated key is one-way, hence the original key in the
+//! value; it is prefix-free, so the rows of one key are one contiguous range, sorted by
+//! document id.
+
+use bunko_doc::collate;
+use bunko_doc::keycode::KeyWriter;
+use bunko_storage::{Range, prefix_range};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Tag of the `ViewMeta` checkpoint.
+pub const VIEW_META: u8 = 0x0D;
+/// Tag of view rows.
+pub const VIEW_ROW: u8 = 0x0E;
+/// Tag of the back-index.
+pub const VIEW_BACK: u8 = 0x0F;
+
+/// The stored state of one view group.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ViewMeta {
+    /// Every change up to this seq is in the index.
+    pub seq: u64,
+    /// Rows per map function.
+    pub rows: Vec<u64>,
+}
+
+/// The rows a document has in a group: `(map, row key)`.
+pub type BackIndex = Vec<(u64, Vec<u8>)>;
+
+pub fn meta_key(db: u64, sig: &str) -> Vec<u8> {
+    KeyWriter::new(VIEW_META).u64(db).str(sig).finish()
+}
+
+pub fn back_key(db: u64, sig: &str, id: &str) -> Vec<u8> {
+    KeyWriter::new(VIEW_BACK).u64(db).str(sig).str(id).finish()
+}
+
+/// The bytes every row of map `map` (in `partition`, for partitioned groups) starts with.
+pub fn row_base(db: u64, sig: &str, map: u64, partition: Option<&str>) -> Vec<u8> {
+    let w = KeyWriter::new(VIEW_ROW).u64(db).str(sig).u64(map);
+    match partition {
+        Some(p) => w.str(p).finish(),
+        None => w.finish(),
+    }
+}
+
+/// Appends the collated encoding of a view key.
+pub fn push_key(out: &mut Vec<u8>, key: &Value, raw: bool) {
+    if raw {
+        collate::encode_raw(key, out);
+    } else {
+        collate::encode(key, out);
+    }
+}
+
+/// The full key of one row.
+pub fn row_key(base: &[u8], key: &Value, raw: bool, id: &str, n: u64) -> Vec<u8> {
+    let mut bytes = base.to_vec();
+    push_key(&mut bytes, key, raw);
+    KeyWriter::from_bytes(bytes).str(id).u64(n).finish()
+}
+
+/// Appends a document id as it follows the key in a row key.
+pub fn push_id(out: Vec<u8>, id: &str) -> Vec<u8> {
+    KeyWriter::from_bytes(out).str(id).finish()
+}
+
+/// Every key of a group in a database (rows, back-index, checkpoint).
+pub fn group_ranges(db: u64, sig: &str) -> Vec<Range> {
+    [VIEW_ROW, VIEW_BACK]
+        .iter()
+        .map(|&tag| prefix_range(&KeyWriter::new(tag).u64(db).str(sig).finish()))
+        .chain(std::iter::once(prefix_range(&meta_key(db, sig))))
+        .collect()
+}
+
+/// The range of all checkpoints of a database.
+pub fn meta_range(db: u64) -> Range {
+    prefix_range(&KeyWriter::new(VIEW_META).u64(db).finish())
+}
+
+/// Decodes the signature of a `ViewMeta` key.
+pub fn decode_meta(key: &[u8]) -> Option<String> {
+    let mut r = bunko_doc::keycode::KeyReader::new(key);
+    (r.u8().ok()? == VIEW_META).then_some(())?;
+    r.u64().ok()?;
+    r.string().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn rows_sort_by_key_then_id_then_n() {
+        let base = row_base(1, "s", 0, None);
+        let keys = [
+            row_key(&base, &json!(null), false, "a", 0),
+            row_key(&base, &json!(1), false, "a", 0),
+            row_key(&base, &json!("a"), false, "b", 0),
+            row_key(&base, &json!("a"), false, "b", 1),
+            row_key(&base, &json!("b"), false, "a", 0),
+            row_key(&base, &json!(["a"]), false, "a", 0),
+        ];
+        let mut sorted = keys.to_vec();
+        sorted.sort();
+        assert_eq!(sorted, keys.to_vec());
+        assert_eq!(decode_meta(&meta_key(3, "sig")).as_deref(), Some("sig"));
+    }
+}

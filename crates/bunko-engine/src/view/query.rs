@@ -1,0 +1,555 @@
+//! View queries: `GET/POST /{db}/_design/{ddoc}/_view/{view}` and its partition form.
+//!
+//! [`Database::query_view`] checks the request against the view (map-only or reduce,
+//! partitioned or global), updates the index unless `update=false`, then reads one
+//! snapshot:
+//! - a map query turns `startkey`/`endkey` (with their doc ids, `inclusive_end`,
+//!   `descending`) or each of `keys` into a byte range of collated keys
+//!   ([`super::entries`]); the rows are a lazy iterator over the snapshot ([`RowIter`]),
+//!   with `skip` and `limit` applied while scanning, so the answer can stream;
+//! - a reduce query reads the rows of the range(s), groups consecutive rows whose keys
+//!   (cut to `group_level` elements) collate equal, and reduces each group
+//!   (`view/reduce.rs`).
+//!
+//! `include_docs=true` loads the emitting document, or the linked one when the row's
+//! value is an object with an `_id` (and optionally `_rev`).
+
+use std::cmp::Ordering;
+use std::ops::Bound;
+
+use bunko_doc::RevId;
+use bunko_doc::collate::Collation;
+use bunko_storage::{Iter, Range, Snapshot, prefix_range};
+use serde_json::Value;
+
+use super::entries;
+use super::{GroupDef, Index, ViewDef};
+use crate::database::Database;
+use crate::read::DocOut;
+use crate::{Error, Result};
+
+/// The `update` parameter.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Update {
+    /// Catch up with the latest change before answering (the default).
+    #[default]
+    True,
+    /// Answer from the index as it is.
+    False,
+    /// Answer from the index as it is, then update it in the background.
+    Lazy,
+}
+
+/// A view query's parameters, parsed.
+#[derive(Debug, Clone)]
+pub struct ViewQuery {
+    pub key: Option<Value>,
+    pub keys: Option<Vec<Value>>,
+    pub start_key: Option<Value>,
+    pub end_key: Option<Value>,
+    pub start_key_doc_id: Option<String>,
+    pub end_key_doc_id: Option<String>,
+    pub inclusive_end: bool,
+    pub descending: bool,
+    pub limit: Option<u64>,
+    pub skip: u64,
+    pub include_docs: bool,
+    /// `None`: reduce if the view has a reduce function.
+    pub reduce: Option<bool>,
+    pub group: Option<bool>,
+    pub group_level: Option<u64>,
+    pub update: Update,
+    pub update_seq: bool,
+}
+
+impl Default for ViewQuery {
+    fn default() -> Self {
+        ViewQuery {
+            key: None,
+            keys: None,
+            start_key: None,
+            end_key: None,
+            start_key_doc_id: None,
+            end_key_doc_id: None,
+            inclusive_end: true,
+            descending: false,
+            limit: None,
+            skip: 0,
+            include_docs: false,
+            reduce: None,
+            group: None,
+            group_level: None,
+            update: Update::True,
+            update_seq: false,
+        }
+    }
+}
+
+/// One row of a view answer. Reduce rows have no `id`.
+#[derive(Debug)]
+pub struct ViewRow {
+    pub id: Option<String>,
+    pub key: Value,
+    pub value: Value,
+    /// With `include_docs`: the document, `None` if it is missing or deleted.
+    pub doc: Option<Option<DocOut>>,
+    /// A reduce row whose reduction did not shrink enough: the `reduce_overflow_error`
+    /// reason, shown instead of `value` (which is then `null`).
+    pub error: Option<String>,
+}
+
+/// The rows of a view answer, read lazily from the query's snapshot (map queries), so an
+/// answer can stream however many rows it has.
+pub type RowIter = Box<dyn Iterator<Item = Result<ViewRow>> + Send>;
+
+/// A view answer. Reduce answers have no `total_rows` or `offset`.
+pub struct ViewResult {
+    pub total_rows: Option<u64>,
+    pub offset: Option<u64>,
+    /// With `update_seq=true`: the seq the index had reached.
+    pub update_seq: Option<u64>,
+    pub rows: RowIter,
+}
+
+impl std::fmt::Debug for ViewResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ViewResult")
+            .field("total_rows", &self.total_rows)
+            .field("offset", &self.offset)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How reduce rows are grouped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Grouping {
+    /// One group for the whole range (`group=false`).
+    All,
+    /// Keys cut to this many array elements (`group_level`).
+    Level(u64),
+    /// Exact keys (`group=true`).
+    Exact,
+}
+
+/// A row as read from storage: key, emitting document id, value.
+pub(crate) type RawRow = (Value, String, Value);
+
+fn parse_error(reason: &str) -> Error {
+    Error::QueryParse(reason.to_string())
+}
+
+impl Database {
+    /// Answers a view query; `partition` is the partition of a `/_partition/{p}/` route.
+    pub fn query_view(
+        &self,
+        ddoc: &str,
+        view: &str,
+        q: &ViewQuery,
+        partition: Option<&str>,
+    ) -> Result<ViewResult> {
+        let def =
+            self.design_group(ddoc)?.ok_or_else(|| Error::NotFound("missing_named_view".into()))?;
+        let view_def =
+            def.view(view).cloned().ok_or_else(|| Error::NotFound("missing_named_view".into()))?;
+        match (def.partitioned, partition) {
+            (true, None) => {
+                return Err(parse_error(
+                    "`partition` parameter is mandatory for queries to this view.",
+                ));
+            }
+            (false, Some(_)) => {
+                return Err(parse_error(
+                    "`partition` parameter is not supported in this design doc",
+                ));
+            }
+            _ => {}
+        }
+        let reduce = check(q, &view_def)?;
+        let index = self.view_index(def)?;
+        match q.update {
+            Update::True => self.update_view(&index)?,
+            Update::False => {}
+            Update::Lazy => {
+                if let Some(me) = self.arc() {
+                    me.spawn_view_indexer();
+                }
+            }
+        }
+        let snapshot = self.store.snapshot();
+        let base = entries::row_base(self.id(), &index.def.sig, view_def.map as u64, partition);
+        let mut result = match reduce {
+            Some(grouping) => {
+                self.reduce_query(&index, &view_def, &snapshot, &base, q, grouping)?
+            }
+            None => self.map_query(&index, &view_def, &snapshot, &base, q, partition.is_some())?,
+        };
+        if q.update_seq {
+            result.update_seq = Some(index.meta().seq);
+        }
+        Ok(result)
+    }
+
+    fn map_query(
+        &self,
+        index: &Index,
+        view: &ViewDef,
+        snapshot: &Snapshot,
+        base: &[u8],
+        q: &ViewQuery,
+        in_partition: bool,
+    ) -> Result<ViewResult> {
+        let ranges = ranges(&index.def, base, q)?;
+        let entries = {
+            let (snapshot, descending) = (snapshot.clone(), q.descending);
+            let ranges = ranges.clone();
+            ranges
+                .into_iter()
+                .flat_map(move |range| Iter::new(snapshot.clone(), range, descending, 256))
+        };
+        let limit = usize::try_from(q.limit.unwrap_or(u64::MAX)).unwrap_or(usize::MAX);
+        let skip = usize::try_from(q.skip).unwrap_or(usize::MAX);
+        let docs = if q.include_docs { self.arc() } else { None };
+        let rows = entries.skip(skip).take(limit).map(move |entry| {
+            let (_, value) = entry?;
+            let (key, id, value) = decode_row(&value)?;
+            let doc = docs.as_ref().map(|db| db.row_doc(&id, &value));
+            Ok(ViewRow { id: Some(id), key, value, doc, error: None })
+        });
+        let total = if in_partition {
+            count(snapshot, &prefix_range(base))?
+        } else {
+            index.meta().rows.get(view.map).copied().unwrap_or(0)
+        };
+        let offset = match ranges.first() {
+            Some(first) => {
+                let whole = prefix_range(base);
+                let before = if q.descending {
+                    (flip(&first.1), whole.1)
+                } else {
+                    (whole.0, flip(&first.0))
+                };
+                count(snapshot, &before)?
+            }
+            None => 0,
+        };
+        // CouchDB counts the skipped rows into the offset.
+        let offset = offset.saturating_add(q.skip).min(total);
+        Ok(ViewResult {
+            total_rows: Some(total),
+            offset: Some(offset),
+            update_seq: None,
+            rows: Box::new(rows),
+        })
+    }
+
+    /// The document a row links to: the `_id` (and `_rev`) of an object value, else the
+    /// emitting document.
+    fn row_doc(&self, id: &str, value: &Value) -> Option<DocOut> {
+        let linked = value.as_object().and_then(|v| v.get("_id")).and_then(Value::as_str);
+        let (id, rev) = match linked {
+            Some(linked) => {
+                let rev =
+                    value.get("_rev").and_then(Value::as_str).and_then(|r| r.parse::<RevId>().ok());
+                (linked, rev)
+            }
+            None => (id, None),
+        };
+        self.get(id, rev.as_ref()).ok().filter(|d| !d.deleted)
+    }
+
+    fn reduce_query(
+        &self,
+        index: &Index,
+        view: &ViewDef,
+        snapshot: &Snapshot,
+        base: &[u8],
+        q: &ViewQuery,
+        grouping: Grouping,
+    ) -> Result<ViewResult> {
+        let collation = if index.def.raw { Collation::Raw } else { Collation::Unicode };
+        let mut groups = Vec::new();
+        // Without grouping, the rows of all `keys` form one group (CouchDB 3.4); with
+        // grouping, each key's rows are grouped on their own.
+        let mut reducer = super::reduce::Grouper::new(index, view, grouping, collation)?;
+        for range in ranges(&index.def, base, q)? {
+            for entry in Iter::new(snapshot.clone(), range, q.descending, 256) {
+                let (_, value) = entry?;
+                reducer.push(decode_row(&value)?, &mut groups)?;
+            }
+            if grouping != Grouping::All {
+                reducer.finish(&mut groups)?;
+            }
+        }
+        reducer.finish(&mut groups)?;
+        let limit = q.limit.unwrap_or(u64::MAX) as usize;
+        let rows: Vec<Result<ViewRow>> = groups
+            .into_iter()
+            .skip(q.skip as usize)
+            .take(limit)
+            .map(|(key, value)| match value {
+                Ok(value) => Ok(ViewRow { id: None, key, value, doc: None, error: None }),
+                Err(reason) => Ok(ViewRow {
+                    id: None,
+                    key,
+                    value: Value::Null,
+                    doc: None,
+                    error: Some(reason),
+                }),
+            })
+            .collect();
+        let rows = Box::new(rows.into_iter());
+        Ok(ViewResult { total_rows: None, offset: None, update_seq: None, rows })
+    }
+}
+
+/// Checks the parameters against the view; `Some(grouping)` for a reduce query.
+fn check(q: &ViewQuery, view: &ViewDef) -> Result<Option<Grouping>> {
+    if q.group == Some(false) && q.group_level.is_some_and(|l| l > 0) {
+        return Err(parse_error("Can't specify group=false and group_level>0 at the same time"));
+    }
+    let grouping = match (q.group, q.group_level) {
+        (Some(true), _) => Grouping::Exact,
+        (_, Some(level)) => Grouping::Level(level),
+        _ => Grouping::All,
+    };
+    if view.reduce.is_none() {
+        if q.reduce == Some(true) {
+            return Err(parse_error("Reduce is invalid for map-only views."));
+        }
+        if grouping != Grouping::All {
+            return Err(parse_error("Invalid use of grouping on a map view."));
+        }
+        return Ok(None);
+    }
+    if q.reduce == Some(false) {
+        return Ok(None);
+    }
+    if q.include_docs {
+        return Err(parse_error("`include_docs` is invalid for reduce"));
+    }
+    Ok(Some(grouping))
+}
+
+/// The byte ranges a query scans, in answer order.
+fn ranges(def: &GroupDef, base: &[u8], q: &ViewQuery) -> Result<Vec<Range>> {
+    let with_key = |key: &Value| {
+        let mut bytes = base.to_vec();
+        entries::push_key(&mut bytes, key, def.raw);
+        bytes
+    };
+    if let Some(keys) = &q.keys {
+        return Ok(keys.iter().map(|k| prefix_range(&with_key(k))).collect());
+    }
+    let (start, end) = match &q.key {
+        Some(key) => (Some(key), Some(key)),
+        None => (q.start_key.as_ref(), q.end_key.as_ref()),
+    };
+    if let (Some(s), Some(e)) = (start, end) {
+        let collation = if def.raw { Collation::Raw } else { Collation::Unicode };
+        let wrong = if q.descending { Ordering::Less } else { Ordering::Greater };
+        if collation.compare(s, e) == wrong {
+            let flag = if q.descending { "false" } else { "true" };
+            return Err(parse_error(&format!(
+                "No rows can match your key range, reverse your start_key and end_key or set \
+                 descending={flag}"
+            )));
+        }
+    }
+    let whole = prefix_range(base);
+    let start_docid = q.start_key_doc_id.as_deref().filter(|_| start.is_some());
+    let end_docid = q.end_key_doc_id.as_deref().filter(|_| end.is_some());
+    // The bound where scanning begins, and where it stops.
+    let first = match start {
+        None if q.descending => whole.1.clone(),
+        None => whole.0.clone(),
+        Some(key) => {
+            let bytes = with_key(key);
+            match (start_docid, q.descending) {
+                (Some(id), false) => Bound::Included(entries::push_id(bytes, id)),
+                (Some(id), true) => Bound::Included(high(entries::push_id(bytes, id))),
+                (None, false) => Bound::Included(bytes),
+                (None, true) => Bound::Excluded(past(bytes)),
+            }
+        }
+    };
+    let last = match end {
+        None if q.descending => whole.0.clone(),
+        None => whole.1.clone(),
+        Some(key) => {
+            let bytes = with_key(key);
+            match (end_docid, q.descending, q.inclusive_end) {
+                (Some(id), false, true) => Bound::Included(high(entries::push_id(bytes, id))),
+                (Some(id), false, false) => Bound::Excluded(entries::push_id(bytes, id)),
+                (None, false, true) => Bound::Excluded(past(bytes)),
+                (None, false, false) => Bound::Excluded(bytes),
+                (Some(id), true, true) => Bound::Included(entries::push_id(bytes, id)),
+                (Some(id), true, false) => Bound::Excluded(high(entries::push_id(bytes, id))),
+                (None, true, true) => Bound::Included(bytes),
+                (None, true, false) => Bound::Included(past(bytes)),
+            }
+        }
+    };
+    let range = if q.descending { (last, first) } else { (first, last) };
+    Ok(vec![range])
+}
+
+/// Above every row key that starts with `bytes` followed by a document id (whose escaped
+/// bytes never start with `0xff`).
+fn past(mut bytes: Vec<u8>) -> Vec<u8> {
+    bytes.push(0xff);
+    bytes
+}
+
+/// The highest row key starting with `bytes` that ends in a document id: `n` is 8 bytes.
+fn high(mut bytes: Vec<u8>) -> Vec<u8> {
+    bytes.extend_from_slice(&[0xff; 8]);
+    bytes
+}
+
+/// The complement side of a bound: keys before an `Included(k)` start are `Excluded(k)`.
+fn flip(bound: &Bound<Vec<u8>>) -> Bound<Vec<u8>> {
+    match bound {
+        Bound::Included(k) => Bound::Excluded(k.clone()),
+        Bound::Excluded(k) => Bound::Included(k.clone()),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+/// The number of keys in `range`.
+fn count(snapshot: &Snapshot, range: &Range) -> Result<u64> {
+    let mut n = 0;
+    for entry in Iter::new(snapshot.clone(), range.clone(), false, 1024) {
+        entry?;
+        n += 1;
+    }
+    Ok(n)
+}
+
+fn decode_row(bytes: &[u8]) -> Result<RawRow> {
+    let corrupt = || Error::Corrupt("view row".into());
+    let row: (Value, String, Value) = serde_json::from_slice(bytes).map_err(|_| corrupt())?;
+    Ok(row)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use bunko_storage::Memory;
+    use serde_json::json;
+
+    use super::*;
+    use crate::{Config, Engine, WriteOptions};
+
+    fn put(db: &Database, doc: Value) -> Result<()> {
+        let doc = bunko_doc::body::from_value(doc, &Default::default())?;
+        db.put(doc, WriteOptions::default()).map(drop)
+    }
+
+    /// The answer's rows and its offset and total.
+    fn run(
+        db: &Database,
+        view: &str,
+        q: &ViewQuery,
+    ) -> Result<(Vec<ViewRow>, Option<u64>, Option<u64>)> {
+        let r = db.query_view("_design/d", view, q, None)?;
+        let (offset, total) = (r.offset, r.total_rows);
+        Ok((r.rows.collect::<Result<_>>()?, offset, total))
+    }
+
+    fn keys(rows: &[ViewRow]) -> Vec<Value> {
+        rows.iter().map(|r| r.key.clone()).collect()
+    }
+
+    #[test]
+    fn map_ranges_follow_collation_and_updates() -> Result<()> {
+        let engine = Engine::open(Arc::new(Memory::new()), Config::default())?;
+        let db = engine.create_db("v", false)?;
+        put(
+            &db,
+            json!({"_id": "_design/d", "views": {
+                "by_n": {"map": "function(doc) { if (doc.n !== undefined) emit(doc.n, 1); }"},
+                "sum": {"map": "function(doc) { if (doc.n !== undefined) emit(doc.n, doc.n); }", "reduce": "_sum"}
+            }}),
+        )?;
+        for (i, n) in [json!(3), json!("a"), json!(1), json!(null), json!([1, 2]), json!(2)]
+            .iter()
+            .enumerate()
+        {
+            put(&db, json!({"_id": format!("d{i}"), "n": n}))?;
+        }
+        let (all, _, total) = run(&db, "by_n", &ViewQuery::default())?;
+        assert_eq!(
+            keys(&all),
+            vec![json!(null), json!(1), json!(2), json!(3), json!("a"), json!([1, 2])]
+        );
+        assert_eq!(total, Some(6));
+        let q = ViewQuery {
+            start_key: Some(json!(2)),
+            end_key: Some(json!("a")),
+            inclusive_end: false,
+            ..Default::default()
+        };
+        let (rows, offset, _) = run(&db, "by_n", &q)?;
+        assert_eq!((keys(&rows), offset), (vec![json!(2), json!(3)], Some(2)));
+        let q = ViewQuery {
+            start_key: Some(json!(3)),
+            descending: true,
+            limit: Some(2),
+            ..Default::default()
+        };
+        let (rows, offset, _) = run(&db, "by_n", &q)?;
+        assert_eq!((keys(&rows), offset), (vec![json!(3), json!(2)], Some(2)));
+        let q =
+            ViewQuery { start_key: Some(json!(0)), end_key: Some(json!(9)), ..Default::default() };
+        let (sum, _, _) = run(&db, "sum", &q)?;
+        assert_eq!(sum.first().map(|r| r.value.clone()), Some(json!(6)));
+        let info = db.get("d0", None)?;
+        db.delete("d0", info.rev)?;
+        let (rows, _, total) = run(&db, "by_n", &ViewQuery::default())?;
+        assert_eq!(total, Some(5));
+        assert!(!keys(&rows).contains(&json!(3)));
+        Ok(())
+    }
+
+    #[test]
+    fn doc_id_bounds_shared_indexes_and_cleanup() -> Result<()> {
+        let engine = Engine::open(Arc::new(Memory::new()), Config::default())?;
+        let db = engine.create_db("v", false)?;
+        let views = json!({"k": {"map": "function(doc) { emit(doc.k, null); }"}});
+        put(&db, json!({"_id": "_design/a", "views": views}))?;
+        put(&db, json!({"_id": "_design/b", "views": views}))?;
+        for id in ["x1", "x2", "x3", "y1"] {
+            put(&db, json!({"_id": id, "k": &id[..1]}))?;
+        }
+        let ids =
+            |r: ViewResult| r.rows.filter_map(|r| r.ok().and_then(|r| r.id)).collect::<Vec<_>>();
+        let q = ViewQuery {
+            start_key: Some(json!("x")),
+            start_key_doc_id: Some("x2".into()),
+            end_key: Some(json!("x")),
+            end_key_doc_id: Some("x3".into()),
+            ..Default::default()
+        };
+        assert_eq!(ids(db.query_view("_design/a", "k", &q, None)?), vec!["x2", "x3"]);
+        let q = ViewQuery { inclusive_end: false, ..q };
+        assert_eq!(ids(db.query_view("_design/b", "k", &q, None)?), vec!["x2"]);
+        let q = ViewQuery {
+            start_key: Some(json!("x")),
+            start_key_doc_id: Some("x2".into()),
+            descending: true,
+            ..Default::default()
+        };
+        assert_eq!(ids(db.query_view("_design/a", "k", &q, None)?), vec!["x2", "x1"]);
+        assert_eq!(db.views.all().len(), 1, "identical design documents share one index");
+        let a = db.get("_design/a", None)?;
+        db.delete("_design/a", a.rev)?;
+        assert_eq!(db.view_cleanup()?, 0, "_design/b still uses the index");
+        let b = db.get("_design/b", None)?;
+        db.delete("_design/b", b.rev)?;
+        assert_eq!(db.view_cleanup()?, 1);
+        let left = db.snapshot().scan(&prefix_range(&[entries::VIEW_ROW]), false, 10)?;
+        assert!(left.is_empty());
+        Ok(())
+    }
+}

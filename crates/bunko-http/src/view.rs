@@ -1,0 +1,284 @@
+//! View routes: `GET/POST /{db}/_design/{ddoc}/_view/{view}`, `POST …/_view/{view}/queries`,
+//! `GET /{db}/_design/{ddoc}/_info` and `POST /{db}/_view_cleanup`. The partition form
+//! `/{db}/_partition/{p}/_design/{ddoc}/_view/{view}` is dispatched from
+//! [`crate::partition`] to [`query`].
+//!
+//! Handlers parse the parameters into a [`ViewQuery`], run
+//! [`Database::query_view`] on a blocking thread and render
+//! `{"total_rows","offset","rows":[{"id","key","value"[,"doc"]}]}` (reduce answers have only
+//! `rows`). Map rows stream from the query's snapshot ([`crate::stream`]); reduce rows are
+//! computed before the answer starts.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, RawQuery, State as AxState};
+use axum::http::StatusCode;
+use axum::response::Response;
+use axum::routing::{get, post};
+use axum::{Extension, Router};
+use bunko_engine::Database;
+use bunko_engine::view::{Update, ViewQuery, ViewResult, ViewRow};
+use serde_json::{Map, Value, json};
+
+use crate::body::RawBody;
+use crate::db::{Access, open};
+use crate::error::{ApiError, ApiResult};
+use crate::params::Params;
+use crate::render::{self, DocOpts};
+use crate::stream::{self, Gone};
+use crate::{State, UserCtx, blocking};
+
+pub fn routes() -> Router<State> {
+    Router::new()
+        .route("/{db}/_design/{ddoc}/_view/{view}", get(get_view).post(post_view))
+        .route("/{db}/_design/{ddoc}/_view/{view}/queries", post(post_queries))
+        .route("/{db}/_design/{ddoc}/_info", get(info))
+        .route("/{db}/_view_cleanup", post(cleanup))
+}
+
+async fn get_view(
+    st: AxState<State>,
+    ctx: Extension<UserCtx>,
+    Path((db, ddoc, view)): Path<(String, String, String)>,
+    q: RawQuery,
+) -> ApiResult<Response> {
+    let db = open(&st, &ctx, &db, Access::Member)?;
+    query(db, format!("_design/{ddoc}"), view, Params::parse(q.0.as_deref()), None).await
+}
+
+async fn post_view(
+    st: AxState<State>,
+    ctx: Extension<UserCtx>,
+    Path((db, ddoc, view)): Path<(String, String, String)>,
+    q: RawQuery,
+    body: RawBody,
+) -> ApiResult<Response> {
+    let db = open(&st, &ctx, &db, Access::Member)?;
+    let mut params = Params::parse(q.0.as_deref());
+    params.merge_json(&body.object_or_empty()?);
+    query(db, format!("_design/{ddoc}"), view, params, None).await
+}
+
+/// Runs one view query and renders the answer.
+pub async fn query(
+    db: Arc<Database>,
+    ddoc: String,
+    view: String,
+    params: Params,
+    partition: Option<String>,
+) -> ApiResult<Response> {
+    let q = parse(&params)?;
+    let opts = DocOpts { conflicts: params.flag("conflicts")?, ..Default::default() };
+    let result =
+        blocking(move || Ok(db.query_view(&ddoc, &view, &q, partition.as_deref())?)).await?;
+    let ViewResult { total_rows, offset, update_seq, rows } = result;
+    let head = head_json(total_rows, offset, update_seq).to_string();
+    Ok(stream::response(StatusCode::OK, "application/json", move |sink| {
+        sink.write(head.strip_suffix('}').unwrap_or(&head).as_bytes())?;
+        let open: &[u8] = if head.len() > 2 { b",\"rows\":[\r\n" } else { b"\"rows\":[\r\n" };
+        sink.write(open)?;
+        for (i, row) in rows.enumerate() {
+            let row = match row {
+                Ok(row) => row,
+                Err(err) => {
+                    tracing::error!(%err, "view stream failed");
+                    return Err(Gone);
+                }
+            };
+            if i > 0 {
+                sink.write(b",\r\n")?;
+            }
+            sink.write(row_json(&row, &opts).to_string().as_bytes())?;
+        }
+        sink.write(b"\r\n]}\n")
+    }))
+}
+
+/// `POST …/_view/{view}/queries`: `{"queries": [{…}, …]}` → `{"results": [{…}, …]}`.
+async fn post_queries(
+    st: AxState<State>,
+    ctx: Extension<UserCtx>,
+    Path((db, ddoc, view)): Path<(String, String, String)>,
+    q: RawQuery,
+    body: RawBody,
+) -> ApiResult<Response> {
+    let db = open(&st, &ctx, &db, Access::Member)?;
+    let body = body.request_object()?;
+    let Some(Value::Array(queries)) = body.get("queries") else {
+        return Err(ApiError::bad_request("Request body must contain a `queries` array."));
+    };
+    let base = Params::parse(q.0.as_deref());
+    let mut parsed = Vec::with_capacity(queries.len());
+    for item in queries {
+        let Value::Object(item) = item else {
+            return Err(ApiError::bad_request("Each query must be an object."));
+        };
+        let mut params = base.clone();
+        params.merge_json(item);
+        let opts = DocOpts { conflicts: params.flag("conflicts")?, ..Default::default() };
+        parsed.push((parse(&params)?, opts));
+    }
+    let ddoc = format!("_design/{ddoc}");
+    let results = blocking(move || {
+        let mut out = Vec::with_capacity(parsed.len());
+        for (q, opts) in &parsed {
+            out.push(result_json(db.query_view(&ddoc, &view, q, None)?, opts)?);
+        }
+        Ok(out)
+    })
+    .await?;
+    Ok(render::json(StatusCode::OK, json!({"results": results})))
+}
+
+/// `GET /{db}/_design/{ddoc}/_info`.
+async fn info(
+    st: AxState<State>,
+    ctx: Extension<UserCtx>,
+    Path((db, ddoc)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    let handle = open(&st, &ctx, &db, Access::Member)?;
+    let id = format!("_design/{ddoc}");
+    let probe = handle.clone();
+    let probe_id = id.clone();
+    if blocking(move || Ok(probe.design_group(&probe_id)?)).await?.is_none() {
+        return crate::ddoc_info::info(st, ctx, Path((db, ddoc))).await;
+    }
+    let db = handle;
+    let (group, updating, seq) = blocking(move || {
+        let Some(def) = db.design_group(&id)? else {
+            return Ok((None, false, 0));
+        };
+        let index = db.view_index(def.clone())?;
+        Ok((Some(def), index.is_updating(), index.meta().seq))
+    })
+    .await?;
+    let (sig, language) = match &group {
+        Some(def) => (def.sig.clone(), def.language.clone()),
+        None => (String::new(), "javascript".to_string()),
+    };
+    Ok(render::json(
+        StatusCode::OK,
+        json!({
+            "name": ddoc,
+            "view_index": {
+                "signature": sig,
+                "language": language,
+                "update_seq": seq,
+                "updates_pending": {"minimum": 0, "preferred": 0, "total": 0},
+                "purge_seq": 0,
+                "updater_running": updating,
+                "compact_running": false,
+                "waiting_clients": 0,
+                "waiting_commit": false,
+                "sizes": {"active": 0, "external": 0, "file": 0},
+                "collator_versions": [bunko_doc::collate::COLLATION_VERSION],
+            }
+        }),
+    ))
+}
+
+/// `POST /{db}/_view_cleanup`: removes the indexes no design document uses any more.
+async fn cleanup(
+    st: AxState<State>,
+    ctx: Extension<UserCtx>,
+    Path(db): Path<String>,
+) -> ApiResult<Response> {
+    let db = open(&st, &ctx, &db, Access::Admin)?;
+    blocking(move || Ok(db.view_cleanup()?)).await?;
+    Ok(render::json(StatusCode::ACCEPTED, json!({"ok": true})))
+}
+
+/// The view parameters of a request.
+fn parse(p: &Params) -> ApiResult<ViewQuery> {
+    let docid = |names: &[&str]| {
+        names.iter().find_map(|n| p.str(n)).map(|s| match serde_json::from_str::<Value>(s) {
+            Ok(Value::String(parsed)) => parsed,
+            _ => s.to_string(),
+        })
+    };
+    let keys = match p.json("keys")? {
+        None => None,
+        Some(Value::Array(keys)) => Some(keys),
+        Some(_) => return Err(ApiError::query_parse("`keys` must be an array of strings.")),
+    };
+    let update = match p.str("update") {
+        None | Some("true") => Update::True,
+        Some("false") => Update::False,
+        Some("lazy") => Update::Lazy,
+        Some(_) => return Err(ApiError::query_parse("Invalid value for `update`.")),
+    };
+    let update = match p.str("stale") {
+        Some("ok") => Update::False,
+        Some("update_after") => Update::Lazy,
+        Some(_) => return Err(ApiError::query_parse("Invalid value for `stale`.")),
+        None => update,
+    };
+    Ok(ViewQuery {
+        key: p.json("key")?,
+        keys,
+        start_key: p.json_any(&["startkey", "start_key"])?,
+        end_key: p.json_any(&["endkey", "end_key"])?,
+        start_key_doc_id: docid(&["startkey_docid", "start_key_doc_id"]),
+        end_key_doc_id: docid(&["endkey_docid", "end_key_doc_id"]),
+        inclusive_end: p.bool("inclusive_end")?.unwrap_or(true),
+        descending: p.flag("descending")?,
+        limit: p.u64("limit")?,
+        skip: p.u64("skip")?.unwrap_or(0),
+        include_docs: p.flag("include_docs")?,
+        reduce: p.bool("reduce")?,
+        group: p.bool("group")?,
+        group_level: p.u64("group_level")?,
+        update,
+        update_seq: p.flag("update_seq")?,
+    })
+}
+
+/// The members before `rows`: `total_rows`, `offset`, `update_seq`.
+fn head_json(total_rows: Option<u64>, offset: Option<u64>, update_seq: Option<u64>) -> Value {
+    let mut out = Map::new();
+    if let Some(total) = total_rows {
+        out.insert("total_rows".into(), json!(total));
+    }
+    if let Some(offset) = offset {
+        out.insert("offset".into(), json!(offset));
+    }
+    if let Some(seq) = update_seq {
+        out.insert("update_seq".into(), json!(seq.to_string()));
+    }
+    Value::Object(out)
+}
+
+/// A whole answer as one JSON value (for `queries`).
+fn result_json(result: ViewResult, opts: &DocOpts) -> bunko_engine::Result<Value> {
+    let mut out = head_json(result.total_rows, result.offset, result.update_seq);
+    let rows = result.rows.map(|row| row.map(|r| row_json(&r, opts))).collect::<Result<_, _>>()?;
+    if let Value::Object(members) = &mut out {
+        members.insert("rows".into(), Value::Array(rows));
+    }
+    Ok(out)
+}
+
+fn row_json(row: &ViewRow, opts: &DocOpts) -> Value {
+    let mut out = Map::new();
+    if let Some(id) = &row.id {
+        out.insert("id".into(), json!(id));
+    }
+    out.insert("key".into(), row.key.clone());
+    match &row.error {
+        Some(reason) => {
+            out.insert("error".into(), json!("reduce_overflow_error"));
+            out.insert("reason".into(), json!(reason));
+        }
+        None => {
+            out.insert("value".into(), row.value.clone());
+        }
+    }
+    if let Some(doc) = &row.doc {
+        let doc = doc
+            .as_ref()
+            .and_then(|d| serde_json::from_slice(&render::doc_json(d, opts)).ok())
+            .unwrap_or(Value::Null);
+        out.insert("doc".into(), doc);
+    }
+    Value::Object(out)
+}

@@ -1,0 +1,242 @@
+// The host side of a sandbox, evaluated once in the main realm of each QuickJS runtime.
+// It defines the frozen, non-writable global `__bunko_host` whose functions Rust calls
+// (see sandbox.rs). User code runs in other realms but can reach this one (through
+// `emit.constructor`, for instance); it can call these functions but not replace them,
+// and it never sees the `tick` callback Rust passes in, which is strict-mode local here
+// and is refused by Rust past one call per document anyway.
+//
+// Behaviour follows CouchDB 3.4's JavaScript query server (share/server/views.js, util.js,
+// state.js, dispatch-quickjs.js); the comments name the rule each piece reproduces.
+(function () {
+  "use strict";
+  // Builtins are captured now so that user code patching the main realm's prototypes
+  // (reachable through e.g. `emit.constructor`) cannot change how the host works.
+  var parse = JSON.parse;
+  var stringify = JSON.stringify;
+  var freeze = Object.freeze;
+  var preventExtensions = Object.preventExtensions;
+  var apply = Reflect.apply;
+  var objectToString = Object.prototype.toString;
+  var hasOwnProperty = Object.prototype.hasOwnProperty;
+  var toStr = String;
+
+  var funs = [];    // compiled functions, by id
+  var rows = [];    // emit() buffer of the map function running now
+  var logs = [];    // log() buffer of the current document or reduction
+  var root = null;  // {views: {lib: ...}}: what require() resolves against
+
+  // util.js error_to_json: an Error-like value becomes {error, message}.
+  function errorToJson(e) {
+    if (typeof e === "object" && e !== null && "stack" in e && "name" in e && "message" in e) {
+      return { error: e.name, message: e.message };
+    }
+    return e;
+  }
+
+  // util.js errstr: QuickJS has no toSource, so it is toString().
+  function errstr(e) {
+    try {
+      return toStr(e.toString());
+    } catch (_) {
+      return toStr(e);
+    }
+  }
+
+  function emit(key, value) {
+    rows[rows.length] = [key, errorToJson(value)];
+  }
+
+  // views.js sum: for-in over whatever is passed, `+=` from 0.
+  function sum(values) {
+    var rv = 0;
+    for (var i in values) {
+      rv += values[i];
+    }
+    return rv;
+  }
+
+  function log(message) {
+    if (typeof message !== "string") {
+      message = stringify(errorToJson(message));
+    }
+    logs[logs.length] = toStr(message);
+  }
+
+  function isArray(obj) {
+    return apply(objectToString, obj, []) === "[object Array]";
+  }
+
+  function pathError(message) {
+    return ["error", "invalid_require_path", message];
+  }
+
+  // util.js resolveModule: walks `names` from the requiring module's directory (`mod`),
+  // or from the design document root for a path not starting with `.` or `..`.
+  function resolve(names, mod, from) {
+    if (names.length === 0) {
+      if (typeof mod.current !== "string") {
+        throw pathError("Must require a JavaScript string, not: " + typeof mod.current);
+      }
+      return { current: mod.current, parent: mod.parent, id: mod.id, exports: {} };
+    }
+    var n = names.shift();
+    if (n === "..") {
+      if (!(mod && mod.parent && mod.parent.parent)) {
+        throw pathError("Object has no parent " + stringify(mod && mod.current));
+      }
+      return resolve(names, {
+        id: mod.id.slice(0, mod.id.lastIndexOf("/")),
+        parent: mod.parent.parent,
+        current: mod.parent.current,
+      });
+    }
+    if (n === ".") {
+      if (!(mod && mod.parent)) {
+        throw pathError("Object has no parent " + stringify(mod && mod.current));
+      }
+      return resolve(names, { parent: mod.parent, current: mod.current, id: mod.id });
+    }
+    if (from) mod = { current: from };
+    if (mod.current[n] === undefined) {
+      throw pathError('Object has no property "' + n + '". ' + stringify(mod.current));
+    }
+    return resolve(names, { current: mod.current[n], parent: mod, id: mod.id ? mod.id + "/" + n : n });
+  }
+
+  // util.js Couch.compileFunction's require: CommonJS modules from views.lib, cached per
+  // map function by module id, evaluated in that function's realm.
+  function makeRequire(global) {
+    var cache = {};
+    var sandboxEval = global.eval;
+    var ddoc = root === null ? { views: { lib: null } } : root;
+    function requireFrom(name, module) {
+      var m = resolve(toStr(name).split("/"), module === undefined ? undefined : module.parent, ddoc);
+      if (!apply(hasOwnProperty, cache, [m.id])) {
+        // An empty exports object first, so circular requires terminate.
+        cache[m.id] = {};
+        var source = "(function (module, exports, require) { " + m.current + "\n });";
+        try {
+          var fn = sandboxEval(source);
+          apply(fn, global, [m, m.exports, function (n) { return requireFrom(n, m); }]);
+        } catch (e) {
+          throw ["error", "compilation_error", "Module require('" + name + "') raised error " + errstr(e)];
+        }
+        cache[m.id] = m.exports;
+      }
+      return cache[m.id];
+    }
+    return function require(name) {
+      return requireFrom(name, undefined);
+    };
+  }
+
+  // views.js handleViewError: which exceptions stop the whole call instead of skipping
+  // one document. Rust reads ["fatal", error, reason] arrays and InternalErrors. QuickJS
+  // throws null when it cannot even allocate its "out of memory" error (CouchDB fails the
+  // call there too, in handleError). A stack overflow is an InternalError in CouchDB's
+  // QuickJS and a RangeError in rquickjs's, so it is rethrown as fatal explicitly.
+  function rethrowFatal(err) {
+    if (err === "fatal_error") {
+      throw ["fatal", "map_runtime_error", "function raised 'fatal_error'"];
+    }
+    if (err === null || err === undefined) throw err;
+    if (err[0] == "fatal") throw err;
+    if (err.name == "InternalError") throw err;
+    if (err.name == "RangeError" && err.message == "Maximum call stack size exceeded") {
+      throw ["fatal", "InternalError", "stack overflow"];
+    }
+  }
+
+  // One document through every map function: "[[rows per function],[errors],[logs]]".
+  // The document arrives deep-frozen (views.js mapDoc seals it so that one map function
+  // cannot change what the next one sees); Rust builds it that way (convert.rs).
+  function mapOne(ids, doc) {
+    logs = [];
+    var out = "[[";
+    var errors = [];
+    for (var i = 0; i < ids.length; i++) {
+      rows = [];
+      var text;
+      try {
+        // Called through a local, so `this` is the function's own global, not `funs`.
+        var fun = funs[ids[i]];
+        fun(doc);
+        text = stringify(rows);
+      } catch (err) {
+        rethrowFatal(err);
+        errors[errors.length] = [i, "function raised exception " + errstr(err) + " with doc._id " + doc._id];
+        text = "[]";
+      }
+      out += (i === 0 ? "" : ",") + text;
+    }
+    rows = [];
+    out += errors.length === 0 ? "],[]," : "]," + stringify(errors) + ",";
+    return out + (logs.length === 0 ? "[]]" : stringify(logs) + "]");
+  }
+
+  var host = {
+    // Makes `global` (a new realm's global object) a CouchDB sandbox (dispatch-quickjs.js
+    // create_sandbox); map functions also get require().
+    adopt: function (global, withRequire) {
+      global.emit = emit;
+      global.sum = sum;
+      global.log = log;
+      global.toJSON = stringify;
+      global.isArray = isArray;
+      if (withRequire) global.require = makeRequire(global);
+    },
+    setLib: function (text) {
+      root = { views: { lib: parse(text) } };
+    },
+    register: function (fn) {
+      funs[funs.length] = fn;
+      return funs.length - 1;
+    },
+    takeLogs: function () {
+      var out = stringify(logs);
+      logs = [];
+      return out;
+    },
+    // Used by convert.rs to build frozen documents.
+    freeze: freeze,
+    preventExtensions: preventExtensions,
+    // `docs` is an array of frozen documents; `tick` restarts the time limit per document.
+    mapDocs: function (ids, docs, tick) {
+      var out = "[";
+      for (var d = 0; d < docs.length; d++) {
+        tick();
+        out += (d === 0 ? "" : ",") + mapOne(ids, docs[d]);
+      }
+      return out + "]";
+    },
+    // views.js runReduce for one function: "[[result],error,[logs]]". `text` is
+    // [[[key, id], value], ...] for a reduce and [value, ...] for a rereduce.
+    reduce: function (id, text, rereduce, tick) {
+      tick();
+      var input = parse(text);
+      var keyList = null;
+      var values = input;
+      if (!rereduce) {
+        keyList = new Array(input.length);
+        values = new Array(input.length);
+        for (var i = 0; i < input.length; i++) {
+          keyList[i] = input[i][0];
+          values[i] = input[i][1];
+        }
+      }
+      logs = [];
+      var result;
+      var error = null;
+      try {
+        var fun = funs[id];
+        result = stringify([fun(keyList, values, rereduce)]);
+      } catch (err) {
+        rethrowFatal(err);
+        error = "function raised exception " + errstr(err);
+        result = "[null]";
+      }
+      return "[" + result + "," + stringify(error) + "," + stringify(logs) + "]";
+    },
+  };
+  Object.defineProperty(globalThis, "__bunko_host", { value: freeze(host) });
+})();

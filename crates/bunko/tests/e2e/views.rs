@@ -1,0 +1,363 @@
+//! Design-document views: the IoT walkthrough of the Cloudant guide (global `by-device`
+//! view), linked documents, reducers with rereduce, group levels, updates and deletes,
+//! `update=false`, a throwing map function, partitioned views and restart. Expected
+//! answers follow CouchDB 3.4 (`test/elixir/test/view_*.exs`, `reduce*.exs`,
+//! `partition_view*_test.exs`).
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::harness::{Server, assert_error, enc, send};
+
+/// `path` with `?name=<JSON>` parameters, percent-encoded.
+fn q(path: &str, params: &[(&str, Value)]) -> String {
+    let query: Vec<String> = params
+        .iter()
+        .map(|(name, v)| {
+            let text = match v {
+                Value::Bool(b) => b.to_string(),
+                Value::Number(n) => n.to_string(),
+                other => other.to_string(),
+            };
+            format!("{name}={}", enc(&text))
+        })
+        .collect();
+    format!("{path}?{}", query.join("&"))
+}
+
+fn keys(rows: &Value) -> Vec<Value> {
+    rows["rows"]
+        .as_array()
+        .map(|r| r.iter().map(|r| r["key"].clone()).collect())
+        .unwrap_or_default()
+}
+
+fn bulk(s: &Server, db: &str, docs: Vec<Value>) {
+    let (status, body) = s.post(&format!("/{db}/_bulk_docs"), &json!({"docs": docs}));
+    assert_eq!(status, 201, "{body}");
+}
+
+#[test]
+fn iot_by_device_view_with_keys_and_limit() {
+    let s = Server::start();
+    assert_eq!(s.put_empty("/readings").0, 201);
+    let mut docs = Vec::new();
+    for d in 0..3 {
+        for t in 0..3 {
+            docs.push(json!({"_id": format!("r-{d}-{t}"), "deviceID": format!("device-12345{d}"),
+                             "infrastructureID": format!("bridge-{d}"), "ts": t}));
+        }
+    }
+    bulk(&s, "readings", docs);
+    let ddoc = json!({"views": {"by-device": {
+        "map": "function(doc) { emit(doc.deviceID, doc.infrastructureID) }"}}});
+    assert_eq!(s.put("/readings/_design/devices", &ddoc).0, 201);
+    let (status, body) = s.get(&q(
+        "/readings/_design/devices/_view/by-device",
+        &[("keys", json!(["device-123451"])), ("limit", json!(1))],
+    ));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["total_rows"], 9);
+    assert_eq!(body["rows"], json!([{"id": "r-1-0", "key": "device-123451", "value": "bridge-1"}]));
+    let (_, all) = s.get("/readings/_design/devices/_view/by-device");
+    assert_eq!(all["rows"].as_array().map(Vec::len), Some(9));
+    assert_eq!(all["offset"], 0);
+    let (_, range) = s.get(&q(
+        "/readings/_design/devices/_view/by-device",
+        &[("startkey", json!("device-123451")), ("descending", json!(true)), ("skip", json!(1))],
+    ));
+    assert_eq!(range["rows"].as_array().map(Vec::len), Some(5), "{range}");
+    assert_eq!(range["rows"][0]["id"], "r-1-1");
+    assert_eq!(range["offset"], 4, "rows after the start key, plus the skipped row");
+    let (_, posted) = s.post(
+        "/readings/_design/devices/_view/by-device",
+        &json!({"keys": ["device-123452", "device-123450"], "limit": 4}),
+    );
+    assert_eq!(
+        keys(&posted),
+        vec![json!("device-123452"); 3]
+            .into_iter()
+            .chain([json!("device-123450")])
+            .collect::<Vec<_>>()
+    );
+    let (status, multi) = s.post(
+        "/readings/_design/devices/_view/by-device/queries",
+        &json!({"queries": [{"limit": 1}, {"key": "device-123452", "skip": 2}]}),
+    );
+    assert_eq!(status, 200, "{multi}");
+    assert_eq!(multi["results"][0]["rows"].as_array().map(Vec::len), Some(1));
+    assert_eq!(multi["results"][1]["offset"], 8);
+    assert_eq!(multi["results"][1]["rows"][0]["id"], "r-2-2");
+    let (status, missing) = s.get("/readings/_design/devices/_view/nope");
+    assert_eq!((status, missing["reason"].clone()), (404, json!("missing_named_view")));
+}
+
+#[test]
+fn linked_documents_and_include_docs() {
+    let s = Server::start();
+    assert_eq!(s.put_empty("/shop").0, 201);
+    bulk(
+        &s,
+        "shop",
+        vec![
+            json!({"_id": "pub-1", "type": "publisher", "name": "O'Reilly"}),
+            json!({"_id": "book-1", "type": "book", "title": "Rust", "pub_id": "pub-1"}),
+            json!({"_id": "book-2", "type": "book", "title": "Go", "pub_id": "pub-missing"}),
+        ],
+    );
+    let ddoc = json!({"views": {"with_pub": {"map":
+        "function(doc) { if (doc.type == 'book') { emit([doc._id, 0], null); emit([doc._id, 1], {_id: doc.pub_id}); } }"}}});
+    assert_eq!(s.put("/shop/_design/links", &ddoc).0, 201);
+    let (status, body) = s.get("/shop/_design/links/_view/with_pub?include_docs=true");
+    assert_eq!(status, 200, "{body}");
+    let rows = body["rows"].as_array().cloned().unwrap_or_default();
+    assert_eq!(rows.len(), 4);
+    assert_eq!(rows[0]["doc"]["title"], "Rust");
+    assert_eq!(rows[1]["id"], "book-1", "the row keeps the emitting document's id");
+    assert_eq!(rows[1]["doc"]["name"], "O'Reilly", "the linked document replaces it");
+    assert_eq!(rows[2]["doc"]["title"], "Go");
+    assert_eq!(rows[3]["doc"], Value::Null, "a missing linked document is null");
+}
+
+#[test]
+fn reducers_rereduce_and_group_levels() {
+    let s = Server::start();
+    assert_eq!(s.put_empty("/sales").0, 201);
+    let docs: Vec<Value> = (0..1200)
+        .map(|i| json!({"_id": format!("s{i:04}"), "date": [2020 + i % 3, 1 + i % 12, 1 + i % 28], "amount": i % 10}))
+        .collect();
+    bulk(&s, "sales", docs);
+    let ddoc = json!({"views": {
+        "count": {"map": "function(doc) { emit(doc.date, doc.amount); }", "reduce": "_count"},
+        "sum": {"map": "function(doc) { emit(doc.date, doc.amount); }", "reduce": "_sum"},
+        "stats": {"map": "function(doc) { emit(doc.date, doc.amount); }", "reduce": "_stats"},
+        "js": {"map": "function(doc) { emit(doc.date, doc.amount); }",
+               "reduce": "function(keys, values, rereduce) { return sum(values); }"},
+        "jscount": {"map": "function(doc) { emit(doc.date, doc.amount); }",
+               "reduce": "function(keys, values, rereduce) { return rereduce ? sum(values) : values.length; }"}
+    }});
+    assert_eq!(s.put("/sales/_design/r", &ddoc).0, 201);
+    let total: i64 = (0..1200).map(|i| i % 10).sum();
+    let value = |view: &str, extra: &str| s.get(&format!("/sales/_design/r/_view/{view}{extra}")).1;
+    assert_eq!(value("count", "")["rows"], json!([{"key": null, "value": 1200}]));
+    assert_eq!(value("sum", "")["rows"][0]["value"], total);
+    assert_eq!(value("js", "")["rows"][0]["value"], total);
+    assert_eq!(
+        value("jscount", "")["rows"][0]["value"],
+        1200,
+        "rereduce must combine partial counts"
+    );
+    let stats = value("stats", "");
+    assert_eq!(stats["rows"][0]["value"]["count"], 1200);
+    assert_eq!(stats["rows"][0]["value"]["max"], 9);
+    let level1 = value("count", "?group_level=1");
+    assert_eq!(
+        level1["rows"],
+        json!([{"key": [2020], "value": 400}, {"key": [2021], "value": 400}, {"key": [2022], "value": 400}])
+    );
+    let level2 = value("count", "?group_level=2&limit=2");
+    assert_eq!(keys(&level2), vec![json!([2020, 1]), json!([2020, 4])]);
+    let exact = value("count", "?group=true");
+    assert!(exact["rows"].as_array().is_some_and(|r| r.len() > 12));
+    let map_only = value("count", "?reduce=false&limit=1");
+    assert_eq!(map_only["total_rows"], 1200);
+    assert_error(
+        s.get("/sales/_design/r/_view/count?include_docs=true"),
+        400,
+        "query_parse_error",
+        "`include_docs` is invalid for reduce",
+    );
+    // Without `group`, the rows of all keys reduce to one row (CouchDB 3.4).
+    let (_, by_keys) =
+        s.get(&q("/sales/_design/r/_view/count", &[("keys", json!([[2020, 1, 1], [2021, 2, 2]]))]));
+    assert_eq!(by_keys["rows"].as_array().map(Vec::len), Some(1), "{by_keys}");
+    assert_error(
+        s.get("/sales/_design/r/_view/count?group=false&group_level=1"),
+        400,
+        "query_parse_error",
+        "Can't specify group=false and group_level>0 at the same time",
+    );
+}
+
+#[test]
+fn updates_and_deletes_are_reflected_and_update_false_reads_stale() {
+    let s = Server::start();
+    assert_eq!(s.put_empty("/db").0, 201);
+    let ddoc =
+        json!({"views": {"by_v": {"map": "function(doc) { if (doc.v) emit(doc.v, null); }"}}});
+    assert_eq!(s.put("/db/_design/d", &ddoc).0, 201);
+    let rev = s.put_doc("db", "a", &json!({"v": 1}));
+    s.put_doc("db", "b", &json!({"v": 2}));
+    let (_, body) = s.get("/db/_design/d/_view/by_v");
+    assert_eq!(keys(&body), vec![json!(1), json!(2)]);
+    let rev = s.put_doc("db", "a", &json!({"_rev": rev, "v": 3}));
+    let (_, body) = s.get("/db/_design/d/_view/by_v");
+    assert_eq!(keys(&body), vec![json!(2), json!(3)]);
+    assert_eq!(s.delete(&format!("/db/a?rev={rev}")).0, 200);
+    let (_, body) = s.get("/db/_design/d/_view/by_v?update_seq=true");
+    assert_eq!(keys(&body), vec![json!(2)]);
+    assert_eq!(body["total_rows"], 1);
+    assert!(body["update_seq"].is_string());
+    // A new view over existing documents is empty with update=false until it is built.
+    let ddoc2 = json!({"views": {"x": {"map": "function(doc) { if (doc.v) emit(doc._id, 1); }"}}, "options": {"local_seq": true}});
+    assert_eq!(s.put("/db/_design/e", &ddoc2).0, 201);
+    let (status, _) = s.get("/db/_design/e/_view/x?update=false");
+    assert_eq!(status, 200);
+    let (_, fresh) = s.get("/db/_design/e/_view/x");
+    assert_eq!(keys(&fresh), vec![json!("b")]);
+    let (status, info) = s.get("/db/_design/e/_info");
+    assert_eq!(status, 200);
+    assert_eq!(info["name"], "e");
+    assert!(info["view_index"]["signature"].as_str().is_some_and(|s| s.len() == 32));
+}
+
+#[test]
+fn throwing_map_function_skips_the_document_and_bad_js_is_refused() {
+    let s = Server::start();
+    assert_eq!(s.put_empty("/db").0, 201);
+    bulk(&s, "db", vec![json!({"_id": "ok", "n": 1}), json!({"_id": "bad"})]);
+    let ddoc = json!({"views": {"v": {"map": "function(doc) { if (!doc.n) throw new Error('no n'); emit(doc.n, null); }"}}});
+    assert_eq!(s.put("/db/_design/t", &ddoc).0, 201);
+    let (status, body) = s.get("/db/_design/t/_view/v");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["rows"], json!([{"id": "ok", "key": 1, "value": null}]));
+    let (status, body) = s.put(
+        "/db/_design/broken",
+        &json!({"views": {"v": {"map": "function(doc) { emit(doc._id"}}}),
+    );
+    assert_eq!((status, body["error"].clone()), (400, json!("compilation_error")), "{body}");
+}
+
+#[test]
+fn partitioned_views_are_queried_per_partition() {
+    let s = Server::start();
+    assert_eq!(s.put_empty("/iot?partitioned=true").0, 201);
+    let mut docs = Vec::new();
+    for p in ["bridge-1", "bridge-2"] {
+        for d in 0..3 {
+            docs.push(json!({"_id": format!("{p}:device-{d}"), "deviceID": format!("device-{d}"), "t": d}));
+        }
+    }
+    bulk(&s, "iot", docs);
+    let part = json!({"views": {"by_t": {"map": "function(doc) { emit(doc.t, doc.deviceID); }", "reduce": "_count"}}});
+    assert_eq!(s.put("/iot/_design/p", &part).0, 201);
+    let global = json!({"options": {"partitioned": false},
+                        "views": {"by_device": {"map": "function(doc) { emit(doc.deviceID, null); }"}}});
+    assert_eq!(s.put("/iot/_design/g", &global).0, 201);
+    let (status, body) = s.get("/iot/_partition/bridge-2/_design/p/_view/by_t?reduce=false");
+    assert_eq!(status, 200, "{body}");
+    let ids: Vec<Value> = body["rows"]
+        .as_array()
+        .map(|r| r.iter().map(|r| r["id"].clone()).collect())
+        .unwrap_or_default();
+    assert_eq!(
+        ids,
+        vec![json!("bridge-2:device-0"), json!("bridge-2:device-1"), json!("bridge-2:device-2")]
+    );
+    assert_eq!(body["total_rows"], 3);
+    let (_, count) = s.get("/iot/_partition/bridge-1/_design/p/_view/by_t");
+    assert_eq!(count["rows"], json!([{"key": null, "value": 3}]));
+    assert_error(
+        s.get("/iot/_design/p/_view/by_t"),
+        400,
+        "query_parse_error",
+        "`partition` parameter is mandatory for queries to this view.",
+    );
+    assert_error(
+        s.get("/iot/_partition/bridge-1/_design/g/_view/by_device"),
+        400,
+        "query_parse_error",
+        "`partition` parameter is not supported in this design doc",
+    );
+    assert_error(
+        s.get("/iot/_partition/bridge-1/_design/p/_view/by_t?limit=268435457"),
+        400,
+        "query_parse_error",
+        "Limit is too large, must not exceed 268435456",
+    );
+    let (_, global_rows) = s.get("/iot/_design/g/_view/by_device");
+    assert_eq!(global_rows["total_rows"], 6);
+}
+
+#[test]
+fn views_survive_a_restart_and_catch_up() {
+    let mut s = Server::start();
+    assert_eq!(s.put_empty("/db").0, 201);
+    let ddoc =
+        json!({"views": {"v": {"map": "function(doc) { emit(doc.n, null); }", "reduce": "_sum"}}});
+    assert_eq!(s.put("/db/_design/d", &ddoc).0, 201);
+    bulk(&s, "db", (0..50).map(|i| json!({"_id": format!("d{i}"), "n": i})).collect());
+    let (_, before) = s.get("/db/_design/d/_view/v?reduce=false&limit=0");
+    assert_eq!(before["total_rows"], 50);
+    assert!(s.terminate());
+    s.restart();
+    s.put_doc("db", "late", &json!({"n": 100}));
+    let (_, after) = s.get("/db/_design/d/_view/v?reduce=false&limit=1&descending=true");
+    assert_eq!(after["total_rows"], 51);
+    assert_eq!(after["rows"][0]["id"], "late");
+    let (status, _) = send(s.req(Method::POST, "/db/_view_cleanup").json(&json!({})));
+    assert_eq!(status, 202);
+}
+
+#[test]
+fn conflicts_distinct_counts_and_stale_reads() {
+    let s = Server::start();
+    assert_eq!(s.put_empty("/db").0, 201);
+    let (status, body) = s.post(
+        "/db/_bulk_docs",
+        &json!({"new_edits": false, "docs": [
+            {"_id": "c", "_rev": "1-aaaa", "tag": "x"},
+            {"_id": "c", "_rev": "1-bbbb", "tag": "y"},
+            {"_id": "d", "_rev": "1-cccc", "tag": "x"}
+        ]}),
+    );
+    assert_eq!(status, 201, "{body}");
+    let ddoc = json!({"views": {
+        "tags": {"map": "function(doc) { emit(doc.tag, doc._conflicts || null); }", "reduce": "_approx_count_distinct"}
+    }});
+    assert_eq!(s.put("/db/_design/d", &ddoc).0, 201);
+    let (_, distinct) = s.get("/db/_design/d/_view/tags");
+    assert_eq!(distinct["rows"], json!([{"key": null, "value": 2}]));
+    let (_, rows) = s.get("/db/_design/d/_view/tags?reduce=false&include_docs=true&conflicts=true");
+    assert_eq!(rows["rows"][1]["id"], "c", "1-bbbb wins, so c emits \"y\"");
+    assert_eq!(rows["rows"][1]["value"], json!(["1-aaaa"]), "map functions see _conflicts");
+    assert_eq!(rows["rows"][1]["doc"]["_conflicts"], json!(["1-aaaa"]));
+    s.put_doc("db", "e", &json!({"tag": "z"}));
+    let (status, _) = s.get("/db/_design/d/_view/tags?stale=ok&reduce=false");
+    assert_eq!(status, 200);
+    let (_, fresh) = s.get("/db/_design/d/_view/tags?reduce=false&update=true");
+    assert_eq!(fresh["total_rows"], 3);
+    assert_error(
+        s.get("/db/_design/d/_view/tags?update=maybe"),
+        400,
+        "query_parse_error",
+        "Invalid value for `update`.",
+    );
+}
+
+#[test]
+fn views_lib_modules_collation_raw_and_include_design() {
+    let s = Server::start();
+    assert_eq!(s.put_empty("/db").0, 201);
+    bulk(
+        &s,
+        "db",
+        vec![
+            json!({"_id": "a", "w": "b"}),
+            json!({"_id": "b", "w": "B"}),
+            json!({"_id": "c", "w": "a"}),
+        ],
+    );
+    let ddoc = json!({
+        "options": {"collation": "raw", "include_design": true},
+        "views": {
+            "lib": {"util": "exports.up = function(s) { return s ? s + '!' : 'design'; };"},
+            "w": {"map": "function(doc) { emit(require('views/lib/util').up(doc.w), null); }"}
+        }
+    });
+    assert_eq!(s.put("/db/_design/d", &ddoc).0, 201);
+    let (status, body) = s.get("/db/_design/d/_view/w");
+    assert_eq!(status, 200, "{body}");
+    // Raw collation: bytewise, so "B!" < "a!" < "b!" < "design".
+    assert_eq!(keys(&body), vec![json!("B!"), json!("a!"), json!("b!"), json!("design")]);
+}
