@@ -1,0 +1,115 @@
+//! The server's resource use during one measured case, from `/proc/<pid>` (Linux only;
+//! elsewhere every reading is absent).
+//!
+//! - CPU time: `utime + stime` of `/proc/<pid>/stat` (fields 14 and 15, in clock ticks of
+//!   `USER_HZ`, which is 100 on every Linux architecture we run on), before and after.
+//! - Peak RSS: `VmHWM` of `/proc/<pid>/status`. The kernel keeps it for the process's
+//!   whole life, so [`Probe::start`] first tries to reset it by writing `5` to
+//!   `/proc/<pid>/clear_refs` (allowed for our own processes or as root). If that fails,
+//!   the peak covers everything since the server started, and [`Usage::peak_reset`] says so.
+
+use std::time::Instant;
+
+/// Clock ticks per second of `/proc/<pid>/stat` times.
+const USER_HZ: f64 = 100.0;
+
+/// A measurement in progress.
+#[derive(Debug)]
+pub struct Probe {
+    pid: u32,
+    ticks: u64,
+    reset: bool,
+    started: Instant,
+}
+
+/// What one case cost the server.
+#[derive(Debug, Clone, Copy)]
+pub struct Usage {
+    /// Peak resident set size in MB (10^6 bytes).
+    pub peak_rss_mb: f64,
+    /// CPU seconds (user + system) spent during the case.
+    pub cpu_secs: f64,
+    /// CPU seconds per wall second (1.0 = one core busy).
+    pub cores: f64,
+    /// Whether the peak was reset at the start of the case.
+    pub peak_reset: bool,
+}
+
+impl Probe {
+    /// Starts measuring `pid`; `None` if its `/proc` entry cannot be read.
+    pub fn start(pid: u32) -> Option<Probe> {
+        let reset = std::fs::write(format!("/proc/{pid}/clear_refs"), "5").is_ok();
+        Some(Probe { pid, ticks: cpu_ticks(pid)?, reset, started: Instant::now() })
+    }
+
+    pub fn finish(self) -> Option<Usage> {
+        let ticks = cpu_ticks(self.pid)?.saturating_sub(self.ticks);
+        let cpu_secs = ticks as f64 / USER_HZ;
+        let wall = self.started.elapsed().as_secs_f64();
+        Some(Usage {
+            peak_rss_mb: peak_rss_kb(self.pid)? as f64 * 1024.0 / 1e6,
+            cpu_secs,
+            cores: if wall > 0.0 { cpu_secs / wall } else { 0.0 },
+            peak_reset: self.reset,
+        })
+    }
+}
+
+/// CPU seconds (user + system) `pid` has used so far.
+pub fn cpu_secs(pid: u32) -> Option<f64> {
+    cpu_ticks(pid).map(|ticks| ticks as f64 / USER_HZ)
+}
+
+/// `utime + stime` of `pid` in clock ticks.
+fn cpu_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat_ticks(&stat)
+}
+
+/// The command name (field 2) is in parentheses and may contain spaces, so fields are
+/// counted after its closing `)`: field 3 is the first there, utime (14) the 12th.
+fn parse_stat_ticks(stat: &str) -> Option<u64> {
+    let (_, rest) = stat.rsplit_once(')')?;
+    let mut fields = rest.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some(utime + stime)
+}
+
+/// `VmHWM` of `pid` in kB.
+fn peak_rss_kb(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    parse_hwm_kb(&status)
+}
+
+fn parse_hwm_kb(status: &str) -> Option<u64> {
+    let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
+    line.trim_start_matches("VmHWM:").trim().trim_end_matches("kB").trim().parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_fields_are_counted_after_the_command_name() {
+        let stat = "1234 (my (odd) prog) S 1 1234 1234 0 -1 4194560 500 0 0 0 250 40 0 0 20 0";
+        assert_eq!(parse_stat_ticks(stat), Some(290));
+    }
+
+    #[test]
+    fn hwm_is_read_in_kb() {
+        let status = "Name:\tbunko\nVmPeak:\t  900 kB\nVmHWM:\t   51200 kB\nVmRSS:\t 100 kB\n";
+        assert_eq!(parse_hwm_kb(status), Some(51200));
+    }
+
+    #[test]
+    fn own_process_can_be_probed() {
+        if !std::path::Path::new("/proc/self/stat").exists() {
+            return;
+        }
+        let probe = Probe::start(std::process::id()).expect("own /proc entry");
+        let usage = probe.finish().expect("own usage");
+        assert!(usage.peak_rss_mb > 0.0);
+    }
+}
