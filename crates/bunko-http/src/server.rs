@@ -105,8 +105,33 @@ async fn uuids(AxState(state): AxState<State>, RawQuery(query): RawQuery) -> Api
     Ok(response)
 }
 
-/// `GET /_active_tasks`: background work (none yet in this version).
-pub async fn active_tasks(Extension(ctx): Extension<UserCtx>) -> ApiResult<Response> {
+/// `GET /_active_tasks`: the Mango indexes being built over existing documents, in
+/// CouchDB's task shape (`type: "indexer"`, `changes_done`, `total_changes`, `progress`).
+pub async fn active_tasks(
+    AxState(state): AxState<State>,
+    Extension(ctx): Extension<UserCtx>,
+) -> ApiResult<Response> {
     require_server_admin(&ctx)?;
-    Ok(render::json(StatusCode::OK, json!([])))
+    let tasks: Vec<Value> = state
+        .engine
+        .db_names()
+        .iter()
+        .filter_map(|name| state.engine.get_db(name))
+        .flat_map(|db| db.build_tasks())
+        .map(|t| {
+            let progress = (t.docs_done * 100).checked_div(t.docs_total).unwrap_or(0).min(100);
+            json!({
+                "type": "indexer",
+                "node": "bunko@127.0.0.1",
+                "pid": format!("<{}/{}>", t.ddoc, t.index),
+                "database": t.database,
+                "design_document": t.ddoc,
+                "index": t.index,
+                "changes_done": t.docs_done,
+                "total_changes": t.docs_total,
+                "progress": progress,
+            })
+        })
+        .collect();
+    Ok(render::json(StatusCode::OK, Value::Array(tasks)))
 }

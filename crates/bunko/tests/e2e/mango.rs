@@ -219,11 +219,22 @@ fn an_index_over_existing_documents_is_built_in_the_background_while_writes_cont
         s.post("/db/_bulk_docs", &json!({"docs": chunk}));
     }
     create_index(&s, "db", json!({"index": {"fields": ["n"]}, "ddoc": "n", "name": "n"}));
+    // While it builds, the build is an `indexer` task (it may already be done).
+    let (_, tasks) = s.get("/_active_tasks");
+    for task in tasks.as_array().cloned().unwrap_or_default() {
+        assert_eq!(
+            (task["type"].as_str(), task["database"].as_str()),
+            (Some("indexer"), Some("db"))
+        );
+        assert_eq!(task["design_document"], "_design/n");
+        assert_eq!(task["total_changes"], 3001, "the documents and the design document");
+    }
     for i in 0..50 {
         s.put_doc("db", &format!("new{i:03}"), &json!({"n": 3}));
     }
     let query = json!({"selector": {"n": 3}, "limit": 10000, "execution_stats": true});
     let indexed = wait_for_index(&s, "/db/_find", &query);
+    assert_eq!(s.get("/_active_tasks"), (200, json!([])), "no build is left running");
     let expected = 3000 / 7 + 1 + 50;
     assert_eq!(ids(&indexed).len(), expected);
     assert_eq!(stats(&indexed).1 as usize, expected);
