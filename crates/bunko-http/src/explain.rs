@@ -19,7 +19,7 @@ use bunko_engine::Database;
 use bunko_engine::find::covers;
 use bunko_engine::index::Index;
 use bunko_query::plan::{Choice, KeyRange, Plan, view_keys};
-use bunko_query::{Cond, FieldPath, Node, Selector};
+use bunko_query::{FieldPath, Node, Selector};
 use serde_json::{Value, json};
 
 use crate::body::RawBody;
@@ -137,16 +137,7 @@ fn selector_hints(selector: &Selector) -> Value {
     };
     for child in children {
         if let Node::Field(path, cond) = child
-            && matches!(
-                cond,
-                Cond::Eq(_)
-                    | Cond::Lt(_)
-                    | Cond::Lte(_)
-                    | Cond::Gt(_)
-                    | Cond::Gte(_)
-                    | Cond::BeginsWith(_)
-                    | Cond::Exists(_)
-            )
+            && bunko_query::plan::indexable(cond)
         {
             indexable.push(path.to_string());
         }

@@ -31,7 +31,7 @@ mod ranges;
 use crate::path::FieldPath;
 use crate::selector::Selector;
 
-pub use ranges::{Bound, KeyRange, MAX_RANGES, view_keys};
+pub use ranges::{Bound, KeyRange, MAX_RANGES, indexable, view_keys};
 
 /// What the planner needs to know about one index.
 #[derive(Debug, Clone)]

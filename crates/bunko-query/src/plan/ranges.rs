@@ -241,7 +241,7 @@ pub fn view_keys(fields: &[FieldPath], selector: &Selector) -> (Vec<Value>, Vec<
 }
 
 /// Whether CouchDB can bound an index scan with `cond` (`mango_idx_view:indexable`).
-pub(super) fn indexable(cond: &Cond) -> bool {
+pub fn indexable(cond: &Cond) -> bool {
     matches!(
         cond,
         Cond::Eq(_)
