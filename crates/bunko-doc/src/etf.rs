@@ -8,7 +8,7 @@
 //! | integer text (no `.`, `e`, `E`) | integer | `SMALL_INTEGER_EXT` (97) for 0..=255, `INTEGER_EXT` (98) for i32, else `SMALL_BIG_EXT` (110) / `LARGE_BIG_EXT` (111): sign, little-endian magnitude |
 //! | other number text | float | `NEW_FLOAT_EXT` (70), IEEE 754 big-endian |
 //! | string | binary (UTF-8) | `BINARY_EXT` (109), 4-byte length |
-//! | array | list | `NIL_EXT` (106) when empty, else `LIST_EXT` (108), 4-byte count, elements, `NIL_EXT` |
+//! | array | list | `NIL_EXT` (106) when empty; `STRING_EXT` (107), 2-byte count, one byte each, when it has at most 65535 elements that are all integers in 0..=255 (Erlang writes such a list as a byte string); else `LIST_EXT` (108), 4-byte count, elements, `NIL_EXT` |
 //! | object | `{[{Key, Value}, …]}` | `SMALL_TUPLE_EXT` (104) of arity 1 holding the list of 2-tuples, keys in document order |
 //!
 //! The whole term is preceded by the version byte 131. Checked against CouchDB 3.4.3 (on
@@ -138,6 +138,12 @@ impl Writer {
             }
             Value::String(s) => self.binary(s.as_bytes()),
             Value::Array(items) if items.is_empty() => self.nil(),
+            Value::Array(items) if let Some(bytes) = byte_list(items) => {
+                self.0.push(107);
+                self.0.extend_from_slice(&(bytes.len() as u16).to_be_bytes());
+                self.0.extend_from_slice(&bytes);
+                self
+            }
             Value::Array(items) => {
                 self.list_header(items.len());
                 for item in items {
@@ -157,6 +163,25 @@ impl Writer {
             }
         }
     }
+}
+
+/// The bytes of a list that Erlang encodes as `STRING_EXT`: at most 65535 elements, each
+/// an integer (not a float) in 0..=255.
+fn byte_list(items: &[Value]) -> Option<Vec<u8>> {
+    if items.len() > usize::from(u16::MAX) {
+        return None;
+    }
+    items
+        .iter()
+        .map(|item| {
+            let Value::Number(n) = item else { return None };
+            let text = n.to_string();
+            if text.contains(['.', 'e', 'E']) {
+                return None;
+            }
+            text.parse::<i64>().ok().and_then(|v| u8::try_from(v).ok())
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -119,6 +119,18 @@ mod tests {
         assert_eq!(RevId::next(None, false, body).hash, "45b29465d2d2cf9457c979f89c0174ab");
         let floats = br#"{"a":1.0,"b":1e3,"c":-0,"d":12345678901234567890123}"#;
         assert_eq!(RevId::next(None, false, floats).hash, "cd6d85cc2458f24fdde7e43e0aa729ab");
+        // Lists of small integers are Erlang byte strings (`STRING_EXT`).
+        for (body, hash) in [
+            (r#"{"l":[1,1,2]}"#, "bd0673a0b040b60e7a2b6ddc46bc89da"),
+            (r#"{"l":[255,0]}"#, "8fdd9eeba9cdcadd98fa4cff2d742709"),
+            (r#"{"l":[256,1]}"#, "ab3a5f34877ddf897eed916876002874"),
+            (r#"{"l":[-1,2]}"#, "4d26c50c16192e620e484677f275a96a"),
+            (r#"{"l":[1.0,2]}"#, "10220072070afe3005c544e22226b87c"),
+            (r#"{"l":[[1,2],[3]]}"#, "91a44b32acd40e99926b35dc08e52263"),
+            (r#"{"l":[1,"a"]}"#, "8c72abfc7fdf15fce3faf61f0a70d849"),
+        ] {
+            assert_eq!(RevId::next(None, false, body.as_bytes()).hash, hash, "{body}");
+        }
         let empty: RevId = "1-967a00dff5e02add41819138abb3284d".parse()?;
         let deleted = RevId::next(Some(&empty), true, b"{}");
         assert_eq!(deleted.to_string(), "2-eec205a9d413992850a6e32678485900");

@@ -2,7 +2,7 @@
 //! are decimal, keys (`key`, `startkey`, `keys`, …) are JSON. A malformed value is a
 //! `400 query_parse_error` naming it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
@@ -10,38 +10,50 @@ use crate::error::{ApiError, ApiResult};
 
 /// The decoded query string of a request.
 #[derive(Debug, Default, Clone)]
-pub struct Params(HashMap<String, String>);
+pub struct Params {
+    values: HashMap<String, String>,
+    /// Parameters that came from a JSON body as strings: an integer parameter given as a
+    /// JSON string is refused, as CouchDB does.
+    body_strings: HashSet<String>,
+}
 
 impl Params {
     /// Reads a query string; as in CouchDB (mochiweb), `;` separates pairs like `&`.
     pub fn parse(query: Option<&str>) -> Self {
         let query = query.unwrap_or_default().replace(';', "&");
         let pairs = form_urlencoded::parse(query.as_bytes()).into_owned();
-        Self(pairs.collect())
+        Self { values: pairs.collect(), body_strings: HashSet::new() }
     }
 
     /// Adds the members of a JSON request body (for POST variants of GET queries), each
     /// as its JSON text, without overriding the query string.
     pub fn merge_json(&mut self, body: &serde_json::Map<String, Value>) {
         for (key, value) in body {
+            if self.values.contains_key(key) {
+                continue;
+            }
             let text = match value {
-                Value::String(s) if !is_json_param(key) => s.clone(),
+                Value::String(s) if !is_json_param(key) => {
+                    self.body_strings.insert(key.clone());
+                    s.clone()
+                }
                 other => other.to_string(),
             };
-            self.0.entry(key.clone()).or_insert(text);
+            self.values.insert(key.clone(), text);
         }
     }
 
     pub fn str(&self, name: &str) -> Option<&str> {
-        self.0.get(name).map(String::as_str)
+        self.values.get(name).map(String::as_str)
     }
 
     pub fn remove(&mut self, name: &str) -> Option<String> {
-        self.0.remove(name)
+        self.body_strings.remove(name);
+        self.values.remove(name)
     }
 
     pub fn has(&self, name: &str) -> bool {
-        self.0.contains_key(name)
+        self.values.contains_key(name)
     }
 
     pub fn bool(&self, name: &str) -> ApiResult<Option<bool>> {
@@ -62,6 +74,10 @@ impl Params {
     pub fn u64(&self, name: &str) -> ApiResult<Option<u64>> {
         match self.str(name) {
             None => Ok(None),
+            Some(text) if self.body_strings.contains(name) => Err(ApiError::query_parse(format!(
+                "Invalid value for integer: <<{}>>",
+                Value::from(text)
+            ))),
             Some(text) => text.parse().map(Some).map_err(|_| {
                 let kind = if text.parse::<i64>().is_ok() { "positive integer" } else { "integer" };
                 ApiError::query_parse(format!("Invalid value for {kind}: \"{text}\""))
@@ -107,6 +123,22 @@ mod tests {
         assert!(p.u64("bad").is_err());
         assert!(p.bool("bad").is_err());
         assert!(p.json("bad").is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn body_members_never_override_the_query_string_and_stay_typed() -> ApiResult<()> {
+        let mut p = Params::parse(Some("limit=3"));
+        let body = serde_json::json!({"limit": 9, "skip": "2", "group_level": 1, "key": "k"});
+        p.merge_json(body.as_object().ok_or_else(|| ApiError::bad_request("object"))?);
+        assert_eq!(p.u64("limit")?, Some(3));
+        assert_eq!(p.u64("group_level")?, Some(1));
+        assert_eq!(p.json("key")?, Some(Value::String("k".into())));
+        let reason = match p.u64("skip") {
+            Err(ApiError::Other(_, "query_parse_error", reason)) => reason,
+            other => panic!("a JSON string is not an integer: {other:?}"),
+        };
+        assert_eq!(reason, r#"Invalid value for integer: <<"2">>"#);
         Ok(())
     }
 }

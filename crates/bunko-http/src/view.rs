@@ -55,7 +55,11 @@ async fn post_view(
 ) -> ApiResult<Response> {
     let db = open(&st, &ctx, &db, Access::Member)?;
     let mut params = Params::parse(q.0.as_deref());
-    params.merge_json(&body.object_or_empty()?);
+    let body = body.object_or_empty()?;
+    if body.get("keys").is_some_and(|keys| !keys.is_array()) {
+        return Err(ApiError::bad_request("`keys` member must be an array."));
+    }
+    params.merge_json(&body);
     query(db, format!("_design/{ddoc}"), view, params, None).await
 }
 
@@ -105,7 +109,7 @@ async fn post_queries(
     let db = open(&st, &ctx, &db, Access::Member)?;
     let body = body.request_object()?;
     let Some(Value::Array(queries)) = body.get("queries") else {
-        return Err(ApiError::bad_request("Request body must contain a `queries` array."));
+        return Err(ApiError::bad_request("`queries` member must be an array."));
     };
     let base = Params::parse(q.0.as_deref());
     let mut parsed = Vec::with_capacity(queries.len());

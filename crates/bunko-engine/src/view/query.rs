@@ -268,8 +268,8 @@ impl Database {
     ) -> Result<ViewResult> {
         let collation = if index.def.raw { Collation::Raw } else { Collation::Unicode };
         let mut groups = Vec::new();
-        // Without grouping, the rows of all `keys` form one group (CouchDB 3.4); with
-        // grouping, each key's rows are grouped on their own.
+        // Multi-key reduce queries are grouped exactly (`check`), each key's rows on
+        // their own.
         let mut reducer = super::reduce::Grouper::new(index, view, grouping, collation)?;
         for range in ranges(&index.def, base, q)? {
             for entry in Iter::new(snapshot.clone(), range, q.descending, 256) {
@@ -307,9 +307,10 @@ fn check(q: &ViewQuery, view: &ViewDef) -> Result<Option<Grouping>> {
     if q.group == Some(false) && q.group_level.is_some_and(|l| l > 0) {
         return Err(parse_error("Can't specify group=false and group_level>0 at the same time"));
     }
+    // As CouchDB's `determine_group_level`: a `group_level` wins over `group=true`.
     let grouping = match (q.group, q.group_level) {
-        (Some(true), _) => Grouping::Exact,
         (_, Some(level)) => Grouping::Level(level),
+        (Some(true), None) => Grouping::Exact,
         _ => Grouping::All,
     };
     if view.reduce.is_none() {
@@ -327,6 +328,10 @@ fn check(q: &ViewQuery, view: &ViewDef) -> Result<Option<Grouping>> {
     if q.include_docs {
         return Err(parse_error("`include_docs` is invalid for reduce"));
     }
+    // One key in `keys` is a `key` query (CouchDB turns it into one).
+    if q.keys.as_ref().is_some_and(|keys| keys.len() > 1) && grouping != Grouping::Exact {
+        return Err(parse_error("Multi-key fetches for reduce views must use `group=true`"));
+    }
     Ok(Some(grouping))
 }
 
@@ -338,7 +343,10 @@ fn ranges(def: &GroupDef, base: &[u8], q: &ViewQuery) -> Result<Vec<Range>> {
         bytes
     };
     if let Some(keys) = &q.keys {
-        return Ok(keys.iter().map(|k| prefix_range(&with_key(k))).collect());
+        // A descending multi-key query answers the keys in reverse order (CouchDB's
+        // `fabric_view_map` reverses the list), each key's rows descending.
+        let ranges = keys.iter().map(|k| prefix_range(&with_key(k)));
+        return Ok(if q.descending { ranges.rev().collect() } else { ranges.collect() });
     }
     let (start, end) = match &q.key {
         Some(key) => (Some(key), Some(key)),

@@ -167,10 +167,23 @@ fn reducers_rereduce_and_group_levels() {
         "query_parse_error",
         "`include_docs` is invalid for reduce",
     );
-    // Without `group`, the rows of all keys reduce to one row (CouchDB 3.4).
-    let (_, by_keys) =
-        s.get(&q("/sales/_design/r/_view/count", &[("keys", json!([[2020, 1, 1], [2021, 2, 2]]))]));
-    assert_eq!(by_keys["rows"].as_array().map(Vec::len), Some(1), "{by_keys}");
+    // Several keys need `group=true` (CouchDB 3.4.3 refuses them otherwise); one key is a
+    // `key` query and reduces to one row.
+    let two_keys = ("keys", json!([[2020, 1, 1], [2021, 2, 2]]));
+    assert_error(
+        s.get(&q("/sales/_design/r/_view/count", std::slice::from_ref(&two_keys))),
+        400,
+        "query_parse_error",
+        "Multi-key fetches for reduce views must use `group=true`",
+    );
+    let (_, grouped) =
+        s.get(&q("/sales/_design/r/_view/count", &[two_keys, ("group", json!(true))]));
+    let grouped_keys: Vec<&Value> =
+        grouped["rows"].as_array().into_iter().flatten().map(|r| &r["key"]).collect();
+    assert_eq!(grouped_keys, [&json!([2020, 1, 1]), &json!([2021, 2, 2])], "{grouped}");
+    let one_key = ("keys", json!([[2020, 1, 1]]));
+    let (_, one) = s.get(&q("/sales/_design/r/_view/count", &[one_key]));
+    assert_eq!(one["rows"][0]["key"], Value::Null, "{one}");
     assert_error(
         s.get("/sales/_design/r/_view/count?group=false&group_level=1"),
         400,
@@ -360,4 +373,43 @@ fn views_lib_modules_collation_raw_and_include_design() {
     assert_eq!(status, 200, "{body}");
     // Raw collation: bytewise, so "B!" < "a!" < "b!" < "design".
     assert_eq!(keys(&body), vec![json!("B!"), json!("a!"), json!("b!"), json!("design")]);
+}
+
+/// Parameter edge cases checked against CouchDB 3.4.3 (a `q=1` database): descending
+/// multi-key order and offset, typed POST bodies.
+#[test]
+fn multi_key_descending_order_and_typed_post_bodies() {
+    let s = Server::start();
+    assert_eq!(s.put_empty("/edge").0, 201);
+    let docs: Vec<Value> =
+        ["a", "b", "c", "d"].iter().map(|k| json!({"_id": format!("id-{k}"), "k": k})).collect();
+    bulk(&s, "edge", docs);
+    let ddoc = json!({"views": {"k": {"map": "function(doc) { emit(doc.k, null); }"}}});
+    assert_eq!(s.put("/edge/_design/d", &ddoc).0, 201);
+    // CouchDB answers the keys in reverse order when descending; the offset is the first
+    // returned row's position in the descending scan.
+    let path = "/edge/_design/d/_view/k";
+    let params = [("keys", json!(["b", "d"])), ("descending", json!(true))];
+    let (status, desc) = s.get(&q(path, &params));
+    assert_eq!(status, 200, "{desc}");
+    assert_eq!(keys(&desc), vec![json!("d"), json!("b")]);
+    assert_eq!((desc["total_rows"].clone(), desc["offset"].clone()), (json!(4), json!(0)));
+    let (_, asc) = s.get(&q(path, &[("keys", json!(["c", "a"]))]));
+    assert_eq!(keys(&asc), vec![json!("c"), json!("a")]);
+    assert_eq!(asc["offset"], 2);
+    assert_error(
+        s.post(path, &json!({"keys": "b"})),
+        400,
+        "bad_request",
+        "`keys` member must be an array.",
+    );
+    assert_error(
+        s.post(path, &json!({"limit": "2"})),
+        400,
+        "query_parse_error",
+        r#"Invalid value for integer: <<"2">>"#,
+    );
+    let (status, limited) = s.post(path, &json!({"limit": 2, "descending": "true"}));
+    assert_eq!(status, 200, "{limited}");
+    assert_eq!(keys(&limited), vec![json!("d"), json!("c")]);
 }
