@@ -72,6 +72,14 @@ pub async fn query(
     partition: Option<String>,
 ) -> ApiResult<Response> {
     let q = parse(&params)?;
+    // `?partition=` on the global path queries one partition, as the partition path does.
+    let partition = match (partition, params.str("partition")) {
+        (None, Some(p)) => {
+            bunko_doc::id::validate_partition(p)?;
+            Some(p.to_string())
+        }
+        (partition, _) => partition,
+    };
     let opts = DocOpts { conflicts: params.flag("conflicts")?, ..Default::default() };
     let result =
         blocking(move || Ok(db.query_view(&ddoc, &view, &q, partition.as_deref())?)).await?;
@@ -211,6 +219,14 @@ fn parse(p: &Params) -> ApiResult<ViewQuery> {
         Some("lazy") => Update::Lazy,
         Some(_) => return Err(ApiError::query_parse("Invalid value for `update`.")),
     };
+    if p.str("stable").is_some_and(|v| v != "true" && v != "false") {
+        return Err(ApiError::query_parse("Invalid value for `stable`."));
+    }
+    // Accepted and checked as CouchDB does; they change nothing here (`sorted` matters
+    // only to a clustered merge, and attachments are not supported).
+    for flag in ["sorted", "attachments", "att_encoding_info"] {
+        p.bool(flag)?;
+    }
     let update = match p.str("stale") {
         Some("ok") => Update::False,
         Some("update_after") => Update::Lazy,

@@ -471,3 +471,46 @@ fn as_js_number(v: &Value) -> Value {
         other => other.clone(),
     }
 }
+
+/// `?partition=` on the global view path queries that partition (CouchDB 3.4.3); `stable`
+/// and the other flags are checked.
+#[test]
+fn partition_parameter_on_the_global_path() {
+    let s = Server::start();
+    assert_eq!(s.put_empty("/pv?partitioned=true").0, 201);
+    let docs: Vec<Value> =
+        (0..6).map(|i| json!({"_id": format!("p{}:d{i}", i % 2), "g": i})).collect();
+    bulk(&s, "pv", docs);
+    let part = json!({"views": {"g": {"map": "function(doc) { emit(doc.g, null); }"}}});
+    assert_eq!(s.put("/pv/_design/p", &part).0, 201);
+    let global = json!({"options": {"partitioned": false}, "views": {"g": {"map": "function(doc) { emit(doc.g, null); }"}}});
+    assert_eq!(s.put("/pv/_design/g", &global).0, 201);
+    let (status, rows) = s.get("/pv/_design/p/_view/g?partition=p1");
+    assert_eq!(status, 200, "{rows}");
+    assert_eq!(keys(&rows), vec![json!(1), json!(3), json!(5)]);
+    assert_eq!(rows["total_rows"], 3);
+    assert_error(
+        s.get("/pv/_design/p/_view/g?partition=_x"),
+        400,
+        "illegal_partition",
+        "Partition must not start with an underscore",
+    );
+    assert_error(
+        s.get("/pv/_design/g/_view/g?partition=p1"),
+        400,
+        "query_parse_error",
+        "`partition` parameter is not supported in this design doc",
+    );
+    assert_error(
+        s.get("/pv/_design/p/_view/g?partition=p1&stable=x"),
+        400,
+        "query_parse_error",
+        "Invalid value for `stable`.",
+    );
+    assert_error(
+        s.get("/pv/_design/p/_view/g?partition=p1&sorted=x"),
+        400,
+        "query_parse_error",
+        "Invalid boolean parameter: \"x\"",
+    );
+}
