@@ -101,6 +101,8 @@ fn js_parts(err: &bunko_js::Error) -> (StatusCode, &'static str, String) {
         bunko_js::Error::InvalidValue(_) => "invalid_value",
         bunko_js::Error::ReduceOverflow(_) => "reduce_overflow_error",
         bunko_js::Error::Fatal { .. } => "map_runtime_error",
+        // CouchDB's JavaScript process dies when it runs out of memory.
+        bunko_js::Error::OutOfMemory { .. } => "os_process_error",
         _ => "internal_server_error",
     };
     (status, name, err.reason())

@@ -16,6 +16,7 @@ pub mod auth;
 pub mod body;
 pub mod bulk;
 pub mod changes;
+pub mod ctype;
 pub mod db;
 pub mod ddoc_info;
 pub mod doc;
@@ -97,6 +98,7 @@ pub fn router(state: State) -> Router {
         .route("/_active_tasks", get(server::active_tasks))
         .method_not_allowed_fallback(method_not_allowed)
         .fallback(not_found)
+        .layer(axum::middleware::from_fn(ctype::require_json))
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::middleware))
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state)

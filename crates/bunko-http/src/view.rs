@@ -34,6 +34,16 @@ pub fn routes() -> Router<State> {
         .route("/{db}/_design/{ddoc}/_view/{view}/queries", post(post_queries))
         .route("/{db}/_design/{ddoc}/_info", get(info))
         .route("/{db}/_view_cleanup", post(cleanup))
+        .route("/{db}/_temp_view", post(temp_view))
+}
+
+/// `POST /{db}/_temp_view`: gone since CouchDB 2.0.
+async fn temp_view() -> ApiError {
+    ApiError::Other(
+        StatusCode::GONE,
+        "gone",
+        "Temporary views are not supported in CouchDB".to_string(),
+    )
 }
 
 async fn get_view(

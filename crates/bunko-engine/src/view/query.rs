@@ -313,16 +313,13 @@ fn check(q: &ViewQuery, view: &ViewDef) -> Result<Option<Grouping>> {
         (Some(true), None) => Grouping::Exact,
         _ => Grouping::All,
     };
-    if view.reduce.is_none() {
-        if q.reduce == Some(true) {
-            return Err(parse_error("Reduce is invalid for map-only views."));
-        }
-        if grouping != Grouping::All {
+    if view.reduce.is_none() && q.reduce == Some(true) {
+        return Err(parse_error("Reduce is invalid for map-only views."));
+    }
+    if view.reduce.is_none() || q.reduce == Some(false) {
+        if !matches!(grouping, Grouping::All | Grouping::Level(0)) {
             return Err(parse_error("Invalid use of grouping on a map view."));
         }
-        return Ok(None);
-    }
-    if q.reduce == Some(false) {
         return Ok(None);
     }
     if q.include_docs {

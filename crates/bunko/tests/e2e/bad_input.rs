@@ -342,3 +342,40 @@ fn garbage_requests_never_crash_the_server() {
         );
     }
 }
+
+/// CouchDB's `validate_ctype`: a JSON-body `POST` without `Content-Type: application/json`
+/// (curl's `-d` sends `application/x-www-form-urlencoded`) is `415 bad_content_type` and
+/// writes nothing; `; charset=…` is fine.
+#[test]
+fn json_posts_need_a_json_content_type() {
+    let (s, before) = setup();
+    assert_eq!(
+        s.put("/db/_design/v", &json!({"views": {"v": {"map": "function(d) { emit(1); }"}}})).0,
+        201
+    );
+    let before_views = snapshot(&s);
+    let doc = r#"{"docs": [{"_id": "new"}], "keys": [], "selector": {"a": 1}}"#;
+    for path in ["/db", "/db/_bulk_docs", "/db/_all_docs", "/db/_find", "/db/_design/v/_view/v"] {
+        for ctype in [Some("application/x-www-form-urlencoded"), Some("text/plain"), None] {
+            let mut req = s.req(Method::POST, path).body(doc);
+            if let Some(ctype) = ctype {
+                req = req.header("Content-Type", ctype);
+            }
+            assert_error(
+                send(req),
+                415,
+                "bad_content_type",
+                "Content-Type must be application/json",
+            );
+        }
+    }
+    assert_unchanged(&s, &before_views);
+    let charset = s
+        .req(Method::POST, "/db/_all_docs")
+        .header("Content-Type", "application/json; charset=utf-8")
+        .body(r#"{"keys": ["thomas"]}"#);
+    let (status, rows) = send(charset);
+    assert_eq!(status, 200, "{rows}");
+    assert_eq!(rows["rows"][0]["id"], "thomas");
+    drop(before);
+}

@@ -514,3 +514,47 @@ fn partition_parameter_on_the_global_path() {
         "Invalid boolean parameter: \"x\"",
     );
 }
+
+/// `view_errors_test.exs`: grouping a reduce view with `reduce=false`, a map function that
+/// never ends, `_temp_view`.
+#[test]
+fn view_errors_match_couchdb() {
+    let s = Server::start();
+    assert_eq!(s.put_empty("/ve").0, 201);
+    assert_eq!(s.put("/ve/d1", &json!({"integer": 1})).0, 201);
+    let ddoc = json!({"views": {
+        "with_reduce": {"map": "function (doc) {emit(doc.integer, doc.integer)};",
+                        "reduce": "function (keys, values) { return sum(values); };"}}});
+    assert_eq!(s.put("/ve/_design/test", &ddoc).0, 201);
+    for extra in ["group=true", "group_level=1"] {
+        assert_error(
+            s.get(&format!("/ve/_design/test/_view/with_reduce?reduce=false&{extra}")),
+            400,
+            "query_parse_error",
+            "Invalid use of grouping on a map view.",
+        );
+    }
+    let (status, rows) = s.get("/ve/_design/test/_view/with_reduce?reduce=false&group_level=0");
+    assert_eq!((status, rows["total_rows"].clone()), (200, json!(1)), "{rows}");
+    let infinite =
+        json!({"views": {"loop": {"map": "function(doc) {while(true){emit(doc,doc);}};"}}});
+    assert_eq!(s.put("/ve/_design/infinite", &infinite).0, 201);
+    let (status, err) = s.get("/ve/_design/infinite/_view/loop");
+    assert_eq!(status, 500, "{err}");
+    assert!(
+        ["os_process_error", "timeout"].contains(&err["error"].as_str().unwrap_or("")),
+        "{err}"
+    );
+    let (status, rows) = s.get("/ve/_design/test/_view/with_reduce");
+    assert_eq!(
+        (status, rows["rows"][0]["value"].clone()),
+        (200, json!(1)),
+        "other groups still work"
+    );
+    assert_error(
+        s.post("/ve/_temp_view", &json!({"map": "function(doc){emit(doc.integer)}"})),
+        410,
+        "gone",
+        "Temporary views are not supported in CouchDB",
+    );
+}
