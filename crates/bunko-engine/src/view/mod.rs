@@ -20,6 +20,7 @@
 pub mod build;
 pub mod def;
 pub mod entries;
+pub mod order;
 pub mod query;
 mod reduce;
 
@@ -43,6 +44,8 @@ pub struct Index {
     meta: Mutex<ViewMeta>,
     /// Compiled JavaScript reduce functions by view name.
     reducers: Mutex<HashMap<String, CompiledReduce>>,
+    /// Row counts by key, for `offset` and partition totals (`view/order.rs`).
+    pub(crate) order: order::Orders,
 }
 
 impl std::fmt::Debug for Index {
@@ -53,11 +56,13 @@ impl std::fmt::Debug for Index {
 
 impl Index {
     fn new(def: GroupDef, meta: ViewMeta) -> Self {
+        let order = order::Orders::new(meta.seq == 0);
         Index {
             def,
             build: Mutex::new(None),
             meta: Mutex::new(meta),
             reducers: Mutex::new(HashMap::new()),
+            order,
         }
     }
 

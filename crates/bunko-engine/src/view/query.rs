@@ -175,13 +175,13 @@ impl Database {
                 }
             }
         }
-        let snapshot = self.store.snapshot();
         let base = entries::row_base(self.id(), &index.def.sig, view_def.map as u64, partition);
         let mut result = match reduce {
             Some(grouping) => {
+                let snapshot = self.store.snapshot();
                 self.reduce_query(&index, &view_def, &snapshot, &base, q, grouping)?
             }
-            None => self.map_query(&index, &view_def, &snapshot, &base, q, partition.is_some())?,
+            None => self.map_query(&index, &view_def, &base, q, partition.is_some())?,
         };
         if q.update_seq {
             result.update_seq = Some(index.meta().seq);
@@ -193,15 +193,30 @@ impl Database {
         &self,
         index: &Index,
         view: &ViewDef,
-        snapshot: &Snapshot,
         base: &[u8],
         q: &ViewQuery,
         in_partition: bool,
     ) -> Result<ViewResult> {
         let ranges = ranges(&index.def, base, q)?;
+        // The rows of the map (or partition), and those before the first range in
+        // scan order: `total_rows` and `offset`.
+        let whole = prefix_range(base);
+        let mut counted = vec![whole.clone()];
+        if let Some(first) = ranges.first() {
+            counted.push(if q.descending {
+                (flip(&first.1), whole.1)
+            } else {
+                (whole.0, flip(&first.0))
+            });
+        }
+        let map_base = entries::row_base(self.id(), &index.def.sig, view.map as u64, None);
+        let counted =
+            index.order.counts(self.store.as_ref(), view.map as u64, &map_base, &counted)?;
+        let total = if in_partition { counted.counts[0] } else { counted.total };
+        // CouchDB counts the skipped rows into the offset.
+        let offset = counted.counts.get(1).copied().unwrap_or(0).saturating_add(q.skip).min(total);
         let entries = {
-            let (snapshot, descending) = (snapshot.clone(), q.descending);
-            let ranges = ranges.clone();
+            let (snapshot, descending) = (counted.snapshot, q.descending);
             ranges
                 .into_iter()
                 .flat_map(move |range| Iter::new(snapshot.clone(), range, descending, 256))
@@ -215,25 +230,6 @@ impl Database {
             let doc = docs.as_ref().map(|db| db.row_doc(&id, &value));
             Ok(ViewRow { id: Some(id), key, value, doc, error: None })
         });
-        let total = if in_partition {
-            count(snapshot, &prefix_range(base))?
-        } else {
-            index.meta().rows.get(view.map).copied().unwrap_or(0)
-        };
-        let offset = match ranges.first() {
-            Some(first) => {
-                let whole = prefix_range(base);
-                let before = if q.descending {
-                    (flip(&first.1), whole.1)
-                } else {
-                    (whole.0, flip(&first.0))
-                };
-                count(snapshot, &before)?
-            }
-            None => 0,
-        };
-        // CouchDB counts the skipped rows into the offset.
-        let offset = offset.saturating_add(q.skip).min(total);
         Ok(ViewResult {
             total_rows: Some(total),
             offset: Some(offset),
@@ -413,16 +409,6 @@ fn flip(bound: &Bound<Vec<u8>>) -> Bound<Vec<u8>> {
         Bound::Excluded(k) => Bound::Included(k.clone()),
         Bound::Unbounded => Bound::Unbounded,
     }
-}
-
-/// The number of keys in `range`.
-fn count(snapshot: &Snapshot, range: &Range) -> Result<u64> {
-    let mut n = 0;
-    for entry in Iter::new(snapshot.clone(), range.clone(), false, 1024) {
-        entry?;
-        n += 1;
-    }
-    Ok(n)
 }
 
 fn decode_row(bytes: &[u8]) -> Result<RawRow> {

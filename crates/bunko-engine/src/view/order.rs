@@ -1,0 +1,594 @@
+//! Order statistics of view rows: how many rows of one map function sort before a key,
+//! so that a map query's `offset` and a partition's `total_rows` cost O(log n) plus a
+//! short scan instead of counting every row before the range (CouchDB reads both from
+//! its B-tree reductions).
+//!
+//! For each map function of a group, an [`Order`] cuts the map's rows into buckets of
+//! consecutive row keys and keeps, per bucket, its *fence* (a key at or below its first
+//! row, above every row of the bucket before) and its row count, with the counts in a
+//! Fenwick tree. The rows before a key `k` are the rows of the buckets before `k`'s
+//! bucket (a binary search over the fences and a prefix sum, O(log b)) plus the rows of
+//! `k`'s bucket below `k`, counted by scanning at most that one bucket of the snapshot.
+//!
+//! Buckets hold about [`TARGET`] rows: one growing past twice that is split by scanning
+//! it, one shrinking below a quarter is merged into the bucket before it. Memory is one
+//! fence key (a row key) and 16 bytes of counts per bucket: with row keys of ~100 bytes,
+//! about 1 to 2.5 bytes per row.
+//!
+//! Consistency: [`Orders`] keeps a group's structures behind one lock. The updater holds
+//! it for writing while it applies a commit and records that commit's row changes
+//! ([`Orders::commit`]), and waits for durability after releasing it; a query takes its
+//! snapshot while holding it for reading ([`Orders::counts`]), so the structure and the
+//! snapshot describe the same rows. A fresh index (no commit yet) starts with empty
+//! structures and keeps them from its first commit on; otherwise (after a restart) a
+//! map's structure is built by one scan of its rows when a query first needs it.
+
+use std::collections::{HashMap, HashSet};
+use std::ops::Bound;
+
+use bunko_storage::{Batch, Range, Read, Snapshot, Store, prefix_range};
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use super::entries::BackIndex;
+use crate::{Error, Result};
+
+/// Rows per bucket after a split or a build.
+pub const TARGET: usize = 64;
+
+/// The row keys one commit inserts into and removes from a group, by map position.
+#[derive(Debug, Default)]
+pub struct Changes {
+    inserted: Vec<(u64, Vec<u8>)>,
+    removed: Vec<(u64, Vec<u8>)>,
+}
+
+impl Changes {
+    /// Records a document's move from its `old` rows to its `new` ones: rows in both are
+    /// rewritten in place, not inserted.
+    pub fn record(&mut self, old: &BackIndex, new: &BackIndex) {
+        let old_keys: HashSet<&[u8]> = old.iter().map(|(_, k)| k.as_slice()).collect();
+        let new_keys: HashSet<&[u8]> = new.iter().map(|(_, k)| k.as_slice()).collect();
+        let removed = old.iter().filter(|(_, k)| !new_keys.contains(k.as_slice()));
+        self.removed.extend(removed.cloned());
+        let inserted = new.iter().filter(|(_, k)| !old_keys.contains(k.as_slice()));
+        self.inserted.extend(inserted.cloned());
+    }
+
+    fn maps(&self) -> HashSet<u64> {
+        self.inserted.iter().chain(&self.removed).map(|(map, _)| *map).collect()
+    }
+
+    fn of(list: &[(u64, Vec<u8>)], map: u64) -> Vec<&[u8]> {
+        list.iter().filter(|(m, _)| *m == map).map(|(_, k)| k.as_slice()).collect()
+    }
+}
+
+/// The order structures of one view group's maps, kept in step with the store.
+#[derive(Debug)]
+pub struct Orders {
+    state: RwLock<State>,
+}
+
+#[derive(Debug)]
+struct State {
+    maps: HashMap<u64, Order>,
+    /// The group has never committed a row, so a map with no structure has no rows.
+    fresh: bool,
+    /// Maps whose structure was dropped: rebuilt by a scan, never assumed empty.
+    stale: HashSet<u64>,
+}
+
+/// Row counts of a query's ranges, all in `snapshot`.
+pub struct Counted {
+    pub snapshot: Snapshot,
+    /// Every row of the map.
+    pub total: u64,
+    /// Rows in each range asked for, in order.
+    pub counts: Vec<u64>,
+}
+
+impl Orders {
+    /// `fresh`: no row of the group has been committed yet.
+    pub fn new(fresh: bool) -> Self {
+        let state = State { maps: HashMap::new(), fresh, stale: HashSet::new() };
+        Orders { state: RwLock::new(state) }
+    }
+
+    /// Applies `batch` (one commit of the updater) and records its row `changes` while
+    /// holding the lock, then waits for the batch to be durable. `base(map)` is the
+    /// prefix of every row of map `map` (without partition).
+    pub fn commit(
+        &self,
+        store: &dyn Store,
+        batch: Batch,
+        changes: Changes,
+        base: impl Fn(u64) -> Vec<u8>,
+    ) -> Result<()> {
+        let ticket = {
+            let mut state = self.state.write();
+            let ticket = store.apply(batch)?;
+            state.apply(store, &changes, base);
+            ticket
+        };
+        Ok(store.sync(ticket)?)
+    }
+
+    /// A snapshot, the number of rows of map `map` (whose rows start with `base`) and the
+    /// rows in each of `ranges`, all describing the same state.
+    pub fn counts(
+        &self,
+        store: &dyn Store,
+        map: u64,
+        base: &[u8],
+        ranges: &[Range],
+    ) -> Result<Counted> {
+        let state = self.ready(store, map, base)?;
+        let snapshot = store.snapshot();
+        let order = state.maps.get(&map).ok_or_else(|| Error::Corrupt("view order".into()))?;
+        let total = order.total();
+        let probes: Vec<(Probe, Probe)> =
+            ranges.iter().map(|r| (order.probe(&start_cut(&r.0)), order.probe_end(&r.1))).collect();
+        drop(state);
+        let mut counts = Vec::with_capacity(probes.len());
+        for (start, end) in probes {
+            counts.push(end.rank(&*snapshot)?.saturating_sub(start.rank(&*snapshot)?));
+        }
+        Ok(Counted { snapshot, total, counts })
+    }
+
+    /// The state, read-locked, with a structure for `map` (built if missing).
+    fn ready(
+        &self,
+        store: &dyn Store,
+        map: u64,
+        base: &[u8],
+    ) -> Result<RwLockReadGuard<'_, State>> {
+        let state = self.state.read();
+        if state.maps.contains_key(&map) {
+            return Ok(state);
+        }
+        drop(state);
+        let mut state = self.state.write();
+        if !state.maps.contains_key(&map) {
+            let order = if state.fresh && !state.stale.contains(&map) {
+                Order::empty(base)
+            } else {
+                Order::build(&*store.snapshot(), base, TARGET)?
+            };
+            state.stale.remove(&map);
+            state.maps.insert(map, order);
+        }
+        Ok(RwLockWriteGuard::downgrade(state))
+    }
+}
+
+impl State {
+    /// Records one applied commit's changes; `read` sees that commit.
+    fn apply(&mut self, store: &dyn Store, changes: &Changes, base: impl Fn(u64) -> Vec<u8>) {
+        let maps = changes.maps();
+        if maps.is_empty() {
+            return;
+        }
+        let snapshot = store.snapshot();
+        for map in maps {
+            if self.fresh && !self.stale.contains(&map) {
+                self.maps.entry(map).or_insert_with(|| Order::empty(&base(map)));
+            }
+            let Some(order) = self.maps.get_mut(&map) else { continue };
+            let inserted = Changes::of(&changes.inserted, map);
+            let removed = Changes::of(&changes.removed, map);
+            if let Err(err) = order.apply(&*snapshot, &inserted, &removed) {
+                tracing::warn!(%err, map, "view order out of step; rebuilt on next query");
+                self.maps.remove(&map);
+                self.stale.insert(map);
+            }
+        }
+    }
+}
+
+/// A position between rows, as the key every row before it sorts below.
+type Cut = Vec<u8>;
+
+/// The cut where a range starting at `bound` begins (`None`: before every row).
+fn start_cut(bound: &Bound<Vec<u8>>) -> Option<Cut> {
+    match bound {
+        Bound::Included(k) => Some(k.clone()),
+        Bound::Excluded(k) => Some(successor(k)),
+        Bound::Unbounded => None,
+    }
+}
+
+/// The least key above `k`.
+fn successor(k: &[u8]) -> Vec<u8> {
+    let mut next = Vec::with_capacity(k.len() + 1);
+    next.extend_from_slice(k);
+    next.push(0);
+    next
+}
+
+/// How to find the rank of a cut: known, or a bucket's prefix plus a bounded scan.
+#[derive(Debug)]
+enum Probe {
+    Known(u64),
+    Scan { before: u64, range: Range, limit: usize },
+}
+
+impl Probe {
+    /// The rows before the cut, in `read` (the state the structure describes).
+    fn rank(self, read: &dyn Read) -> Result<u64> {
+        match self {
+            Probe::Known(n) => Ok(n),
+            Probe::Scan { before, range, limit } => {
+                Ok(before + read.scan(&range, false, limit)?.len() as u64)
+            }
+        }
+    }
+}
+
+/// The rows of one map function in buckets; see the module docs.
+#[derive(Debug)]
+pub struct Order {
+    /// Bucket `i` holds the rows in `fences[i]..fences[i + 1]` (the last one up to
+    /// `end`). `fences[0]` is the map's prefix, below every row.
+    fences: Vec<Vec<u8>>,
+    counts: Vec<u64>,
+    sums: Fenwick,
+    /// Above every row of the map.
+    end: Bound<Vec<u8>>,
+    /// Rows per bucket after a split.
+    target: usize,
+}
+
+impl Order {
+    /// The structure of a map with no rows; its rows start with `base`.
+    pub fn empty(base: &[u8]) -> Order {
+        Order::with_buckets(base, vec![base.to_vec()], vec![0], TARGET)
+    }
+
+    /// Builds the structure of the rows starting with `base` from `read`.
+    pub fn build(read: &dyn Read, base: &[u8], target: usize) -> Result<Order> {
+        let (mut fences, mut counts) = (vec![base.to_vec()], vec![0]);
+        let mut range = prefix_range(base);
+        loop {
+            let page = read.scan(&range, false, 4096)?;
+            for (key, _) in &page {
+                match counts.last_mut() {
+                    Some(n) if (*n as usize) < target => *n += 1,
+                    _ => {
+                        fences.push(key.clone());
+                        counts.push(1);
+                    }
+                }
+            }
+            match page.last() {
+                Some((last, _)) if page.len() == 4096 => range.0 = Bound::Excluded(last.clone()),
+                _ => break,
+            }
+        }
+        Ok(Order::with_buckets(base, fences, counts, target))
+    }
+
+    fn with_buckets(base: &[u8], fences: Vec<Vec<u8>>, counts: Vec<u64>, target: usize) -> Order {
+        let sums = Fenwick::new(&counts);
+        Order { fences, counts, sums, end: prefix_range(base).1, target: target.max(4) }
+    }
+
+    /// Every row of the map.
+    pub fn total(&self) -> u64 {
+        self.sums.prefix(self.counts.len())
+    }
+
+    /// Heap bytes held (fences and counts).
+    pub fn heap_bytes(&self) -> usize {
+        let fences: usize = self.fences.iter().map(|f| f.capacity() + 24).sum();
+        fences + self.counts.capacity() * 8 + self.sums.tree.capacity() * 8
+    }
+
+    /// The bucket `key` falls in (keys below the map fall in bucket 0).
+    fn bucket(&self, key: &[u8]) -> usize {
+        self.fences.partition_point(|f| f.as_slice() <= key).saturating_sub(1)
+    }
+
+    fn bucket_range(&self, i: usize) -> Range {
+        let end = match self.fences.get(i + 1) {
+            Some(next) => Bound::Excluded(next.clone()),
+            None => self.end.clone(),
+        };
+        (Bound::Included(self.fences[i].clone()), end)
+    }
+
+    fn past_end(&self, key: &[u8]) -> bool {
+        match &self.end {
+            Bound::Excluded(end) => key >= end.as_slice(),
+            Bound::Included(end) => key > end.as_slice(),
+            Bound::Unbounded => false,
+        }
+    }
+
+    /// How to count the rows before `cut` (`None`: before every row).
+    fn probe(&self, cut: &Option<Cut>) -> Probe {
+        let Some(key) = cut else { return Probe::Known(0) };
+        if key.as_slice() <= self.fences[0].as_slice() {
+            return Probe::Known(0);
+        }
+        if self.past_end(key) {
+            return Probe::Known(self.total());
+        }
+        let i = self.bucket(key);
+        let before = self.sums.prefix(i);
+        if self.fences[i] == *key {
+            return Probe::Known(before);
+        }
+        let range = (Bound::Included(self.fences[i].clone()), Bound::Excluded(key.clone()));
+        Probe::Scan { before, range, limit: self.counts[i] as usize }
+    }
+
+    /// How to count the rows before the end of a range ending at `bound`.
+    fn probe_end(&self, bound: &Bound<Vec<u8>>) -> Probe {
+        match bound {
+            Bound::Included(k) => self.probe(&Some(successor(k))),
+            Bound::Excluded(k) => self.probe(&Some(k.clone())),
+            Bound::Unbounded => Probe::Known(self.total()),
+        }
+    }
+
+    /// The rows before `key`, reading the bucket it falls in from `read`.
+    pub fn rank(&self, read: &dyn Read, key: &[u8]) -> Result<u64> {
+        self.probe(&Some(key.to_vec())).rank(read)
+    }
+
+    /// Records rows `inserted` and `removed` (already applied in `read`), then splits and
+    /// merges buckets. An error means the structure disagrees with `read`.
+    pub fn apply(&mut self, read: &dyn Read, inserted: &[&[u8]], removed: &[&[u8]]) -> Result<()> {
+        let out_of_step = || Error::Corrupt("view order out of step with the rows".into());
+        for key in removed {
+            let i = self.bucket(key);
+            self.counts[i] = self.counts[i].checked_sub(1).ok_or_else(out_of_step)?;
+        }
+        for key in inserted {
+            let i = self.bucket(key);
+            self.counts[i] += 1;
+        }
+        self.rebalance(read)?;
+        if self.total() != self.counts.iter().sum::<u64>() {
+            return Err(out_of_step());
+        }
+        Ok(())
+    }
+
+    /// Splits every bucket above twice the target (by scanning it) and merges every
+    /// bucket below a quarter of it into the one before, when that stays within twice
+    /// the target (empty buckets always merge); rebuilds the sums.
+    fn rebalance(&mut self, read: &dyn Read) -> Result<()> {
+        let (target, max) = (self.target as u64, 2 * self.target as u64);
+        let mut fences = Vec::with_capacity(self.fences.len());
+        let mut counts: Vec<u64> = Vec::with_capacity(self.counts.len());
+        for i in 0..self.fences.len() {
+            let count = self.counts[i];
+            if count > max {
+                let keys = read.scan(&self.bucket_range(i), false, count as usize + 1)?;
+                if keys.len() as u64 != count {
+                    return Err(Error::Corrupt("view order bucket count".into()));
+                }
+                let pieces = (keys.len()).div_ceil(self.target);
+                for p in 0..pieces {
+                    let (from, to) = (p * keys.len() / pieces, (p + 1) * keys.len() / pieces);
+                    let fence = if p == 0 { self.fences[i].clone() } else { keys[from].0.clone() };
+                    fences.push(fence);
+                    counts.push((to - from) as u64);
+                }
+                continue;
+            }
+            if let Some(last) = counts.last_mut()
+                && count < target / 4
+                && (count == 0 || *last + count <= max)
+            {
+                *last += count;
+                continue;
+            }
+            fences.push(std::mem::take(&mut self.fences[i]));
+            counts.push(count);
+        }
+        self.fences = fences;
+        self.counts = counts;
+        self.sums = Fenwick::new(&self.counts);
+        Ok(())
+    }
+}
+
+/// Prefix sums of bucket counts.
+#[derive(Debug)]
+struct Fenwick {
+    /// 1-based: `tree[i]` sums the counts `i - lowbit(i) .. i`.
+    tree: Vec<u64>,
+}
+
+impl Fenwick {
+    fn new(counts: &[u64]) -> Fenwick {
+        let mut tree = vec![0; counts.len() + 1];
+        for i in 1..tree.len() {
+            tree[i] += counts[i - 1];
+            let parent = i + (i & i.wrapping_neg());
+            if parent < tree.len() {
+                tree[parent] += tree[i];
+            }
+        }
+        Fenwick { tree }
+    }
+
+    /// The sum of the first `n` counts.
+    fn prefix(&self, n: usize) -> u64 {
+        let (mut i, mut sum) = (n.min(self.tree.len() - 1), 0);
+        while i > 0 {
+            sum += self.tree[i];
+            i -= i & i.wrapping_neg();
+        }
+        sum
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::sync::Arc;
+
+    use bunko_storage::Memory;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    use super::*;
+
+    const BASE: &[u8] = b"m";
+
+    fn commit(store: &Memory, inserted: &[Vec<u8>], removed: &[Vec<u8>]) -> Result<()> {
+        let mut batch = Batch::new();
+        for k in inserted {
+            batch.put(k.clone(), b"v".to_vec());
+        }
+        for k in removed {
+            batch.delete(k.clone());
+        }
+        store.commit(batch)?;
+        Ok(())
+    }
+
+    fn model_rank(model: &BTreeSet<Vec<u8>>, key: &[u8]) -> u64 {
+        model
+            .range::<[u8], _>((Bound::Unbounded, Bound::Excluded(key)))
+            .filter(|k| k.starts_with(BASE))
+            .count() as u64
+    }
+
+    /// Every bucket's count is its rows in the model and at most twice the target.
+    fn check_buckets(order: &Order, model: &BTreeSet<Vec<u8>>) {
+        assert_eq!(order.fences[0], BASE);
+        assert!(order.fences.windows(2).all(|w| w[0] < w[1]), "fences increase");
+        for i in 0..order.fences.len() {
+            let (lo, hi) = order.bucket_range(i);
+            let rows = model.range((lo, hi)).count() as u64;
+            assert_eq!(order.counts[i], rows, "bucket {i}");
+            assert!(rows <= 2 * order.target as u64, "bucket {i} too big: {rows}");
+        }
+        assert_eq!(order.total(), model.len() as u64);
+    }
+
+    fn random_key(rng: &mut StdRng) -> Vec<u8> {
+        let mut key = BASE.to_vec();
+        for _ in 0..rng.random_range(1..5) {
+            key.push(*b"\x00abc\xfe\xff".get(rng.random_range(0..6)).unwrap_or(&b'a'));
+        }
+        key
+    }
+
+    #[test]
+    fn ranks_match_a_sorted_model_over_random_inserts_and_deletes() -> Result<()> {
+        for seed in 0..20 {
+            let mut rng = StdRng::seed_from_u64(seed);
+            let store = Memory::new();
+            // Rows of neighbouring maps, which no bucket may count.
+            commit(&store, &[b"l\xff".to_vec(), b"n".to_vec(), b"n\x00".to_vec()], &[])?;
+            let mut model = BTreeSet::new();
+            let target = rng.random_range(4..12);
+            let mut order = Order::build(&store, BASE, target)?;
+            let (mut splits, mut merges) = (0, 0);
+            for step in 0..60 {
+                let (mut inserted, mut removed) = (Vec::new(), Vec::new());
+                // Mostly growing, then mostly shrinking.
+                let deleting = rng.random_bool(if step < 30 { 0.2 } else { 0.8 });
+                for _ in 0..rng.random_range(0..40) {
+                    if deleting && !model.is_empty() {
+                        let nth = rng.random_range(0..model.len());
+                        let key = model.iter().nth(nth).cloned().unwrap_or_default();
+                        if !removed.contains(&key) {
+                            removed.push(key);
+                        }
+                        continue;
+                    }
+                    let key = random_key(&mut rng);
+                    if !deleting && !model.contains(&key) && !inserted.contains(&key) {
+                        inserted.push(key);
+                    }
+                }
+                commit(&store, &inserted, &removed)?;
+                model.extend(inserted.iter().cloned());
+                for k in &removed {
+                    model.remove(k);
+                }
+                let (ins, rem): (Vec<&[u8]>, Vec<&[u8]>) = (
+                    inserted.iter().map(Vec::as_slice).collect(),
+                    removed.iter().map(Vec::as_slice).collect(),
+                );
+                let buckets = order.fences.len();
+                order.apply(&store, &ins, &rem)?;
+                check_buckets(&order, &model);
+                splits += usize::from(order.fences.len() > buckets);
+                merges += usize::from(order.fences.len() < buckets);
+                for _ in 0..20 {
+                    let probe = match rng.random_range(0..4) {
+                        0 => b"l".to_vec(),
+                        1 => b"n\x01".to_vec(),
+                        _ => random_key(&mut rng),
+                    };
+                    assert_eq!(
+                        order.rank(&store, &probe)?,
+                        model_rank(&model, &probe),
+                        "seed {seed}"
+                    );
+                }
+            }
+            assert!(splits > 0 && merges > 0, "seed {seed}: {splits} splits, {merges} merges");
+            let rebuilt = Order::build(&store, BASE, target)?;
+            check_buckets(&rebuilt, &model);
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn counts_follow_commits_and_ranges() -> Result<()> {
+        let store: Arc<dyn Store> = Arc::new(Memory::new());
+        let orders = Orders::new(true);
+        let keys: Vec<Vec<u8>> = (0..500u32).map(|i| [BASE, &i.to_be_bytes()].concat()).collect();
+        let mut batch = Batch::new();
+        let mut changes = Changes::default();
+        for k in &keys {
+            batch.put(k.clone(), b"v".to_vec());
+        }
+        changes.record(&Vec::new(), &keys.iter().map(|k| (0, k.clone())).collect());
+        orders.commit(store.as_ref(), batch, changes, |_| BASE.to_vec())?;
+        let at = |i: usize| keys[i].clone();
+        let ranges = [
+            prefix_range(BASE),
+            (Bound::Included(at(10)), Bound::Excluded(at(300))),
+            (Bound::Excluded(at(10)), Bound::Included(at(300))),
+            (Bound::Unbounded, Bound::Included(at(0))),
+        ];
+        let counted = orders.counts(store.as_ref(), 0, BASE, &ranges)?;
+        assert_eq!((counted.total, counted.counts), (500, vec![500, 290, 290, 1]));
+        // Keeping a row and removing another: only the removal counts.
+        let mut batch = Batch::new();
+        batch.delete(at(20));
+        let mut changes = Changes::default();
+        changes.record(&vec![(0, at(20)), (0, at(21))], &vec![(0, at(21))]);
+        orders.commit(store.as_ref(), batch, changes, |_| BASE.to_vec())?;
+        let counted = orders.counts(store.as_ref(), 0, BASE, &ranges[1..2])?;
+        assert_eq!((counted.total, counted.counts), (499, vec![289]));
+        // A group with rows from before a restart builds its structure by a scan.
+        let restarted = Orders::new(false);
+        let counted = restarted.counts(store.as_ref(), 0, BASE, &ranges[1..2])?;
+        assert_eq!((counted.total, counted.counts), (499, vec![289]));
+        Ok(())
+    }
+
+    #[test]
+    fn memory_stays_small_per_row() -> Result<()> {
+        let store = Memory::new();
+        let keys: Vec<Vec<u8>> = (0..10_000u32)
+            .map(|i| [BASE, format!("{:070}", i * 7919 % 10_000).as_bytes()].concat())
+            .collect();
+        commit(&store, &keys, &[])?;
+        let order = Order::build(&store, BASE, TARGET)?;
+        let per_row = order.heap_bytes() as f64 / 10_000.0;
+        assert!(per_row < 2.0, "{per_row} bytes per row");
+        Ok(())
+    }
+}
