@@ -87,6 +87,9 @@ impl Database {
     /// After a write: re-reads the view groups if design documents changed, then wakes
     /// the background indexer.
     pub(crate) fn views_after_write(self: &Arc<Self>, ddocs_changed: bool) {
+        if ddocs_changed {
+            self.views.designs.clear();
+        }
         if ddocs_changed && let Err(err) = self.load_views() {
             tracing::warn!(%err, "loading view definitions failed");
         }

@@ -16,6 +16,8 @@
 
 use std::cmp::Ordering;
 use std::ops::Bound;
+use std::sync::Arc;
+use std::sync::atomic::Ordering as AtomicOrdering;
 
 use bunko_doc::RevId;
 use bunko_doc::collate::Collation;
@@ -23,6 +25,7 @@ use bunko_storage::{Iter, Range, Snapshot, prefix_range};
 use serde_json::Value;
 
 use super::entries;
+use super::order::{self, Cut};
 use super::{GroupDef, Index, ViewDef};
 use crate::database::Database;
 use crate::read::DocOut;
@@ -147,8 +150,8 @@ impl Database {
         q: &ViewQuery,
         partition: Option<&str>,
     ) -> Result<ViewResult> {
-        let def =
-            self.design_group(ddoc)?.ok_or_else(|| Error::NotFound("missing_named_view".into()))?;
+        let index = self.view_group(ddoc)?;
+        let def = &index.def;
         let view_def =
             def.view(view).cloned().ok_or_else(|| Error::NotFound("missing_named_view".into()))?;
         match (def.partitioned, partition) {
@@ -165,9 +168,8 @@ impl Database {
             _ => {}
         }
         let reduce = check(q, &view_def)?;
-        let index = self.view_index(def)?;
         match q.update {
-            Update::True => self.update_view(&index)?,
+            Update::True => self.catch_up(&index)?,
             Update::False => {}
             Update::Lazy => {
                 if let Some(me) = self.arc() {
@@ -189,6 +191,33 @@ impl Database {
         Ok(result)
     }
 
+    /// The index of design document `ddoc`'s views (`404 missing_named_view` if it has
+    /// none), through the registry's memory of design documents when it can.
+    fn view_group(&self, ddoc: &str) -> Result<Arc<Index>> {
+        if let Some(index) = self.views.designs.get(ddoc).and_then(|sig| self.views.get(&sig)) {
+            return Ok(index);
+        }
+        let generation = self.views.designs.generation();
+        let def =
+            self.design_group(ddoc)?.ok_or_else(|| Error::NotFound("missing_named_view".into()))?;
+        let index = self.view_index(def)?;
+        self.views.designs.insert(ddoc, index.def.sig.clone(), generation);
+        Ok(index)
+    }
+
+    /// Brings `index` up to the database's current update seq, unless it is known to be
+    /// there already (no build lock, no scan: the common case of a read-mostly view).
+    fn catch_up(&self, index: &Index) -> Result<()> {
+        let target = self.update_seq();
+        if index.caught_up.load(AtomicOrdering::Acquire) >= target || index.meta().seq >= target {
+            return Ok(());
+        }
+        // Every change up to `target` was applied before `update_view` takes its snapshots.
+        self.update_view(index)?;
+        index.caught_up.fetch_max(target, AtomicOrdering::AcqRel);
+        Ok(())
+    }
+
     fn map_query(
         &self,
         index: &Index,
@@ -197,34 +226,44 @@ impl Database {
         q: &ViewQuery,
         in_partition: bool,
     ) -> Result<ViewResult> {
-        let ranges = ranges(&index.def, base, q)?;
-        // The rows of the map (or partition), and those before the first range in
-        // scan order: `total_rows` and `offset`.
+        let mut ranges = ranges(&index.def, base, q)?.into_iter();
+        let first = ranges.next();
+        // Ranks of the map's (or partition's) bounds, for `total_rows`, and of where the
+        // scan begins, for `offset`.
         let whole = prefix_range(base);
-        let mut counted = vec![whole.clone()];
-        if let Some(first) = ranges.first() {
-            counted.push(if q.descending {
-                (flip(&first.1), whole.1)
-            } else {
-                (whole.0, flip(&first.0))
-            });
+        let mut cuts = vec![Cut::Start(&whole.0), Cut::End(&whole.1)];
+        if let Some(first) = &first {
+            cuts.push(if q.descending { Cut::End(&first.1) } else { Cut::Start(&first.0) });
         }
         let map_base = entries::row_base(self.id(), &index.def.sig, view.map as u64, None);
-        let counted =
-            index.order.counts(self.store.as_ref(), view.map as u64, &map_base, &counted)?;
-        let total = if in_partition { counted.counts[0] } else { counted.total };
-        // CouchDB counts the skipped rows into the offset.
-        let offset = counted.counts.get(1).copied().unwrap_or(0).saturating_add(q.skip).min(total);
-        let entries = {
-            let (snapshot, descending) = (counted.snapshot, q.descending);
-            ranges
-                .into_iter()
-                .flat_map(move |range| Iter::new(snapshot.clone(), range, descending, 256))
-        };
+        let probed = index.order.probe(self.store.as_ref(), view.map as u64, &map_base, &cuts)?;
+        let snapshot = probed.snapshot;
+        let start = probed.probes[0].rank(&*snapshot)?;
+        let end = probed.probes[1].rank(&*snapshot)?;
+        let total = if in_partition { end.saturating_sub(start) } else { probed.total };
         let limit = usize::try_from(q.limit.unwrap_or(u64::MAX)).unwrap_or(usize::MAX);
         let skip = usize::try_from(q.skip).unwrap_or(usize::MAX);
+        let page = skip.saturating_add(limit).clamp(1, 256);
+        let (offset, head): (u64, order::Rows) = match (first, probed.probes.get(2)) {
+            (Some(first), Some(probe)) => {
+                let (rank, rows) = probe.rank_and_rows(&snapshot, first, q.descending, page)?;
+                let offset = if q.descending {
+                    end.saturating_sub(rank)
+                } else {
+                    rank.saturating_sub(start)
+                };
+                (offset, rows)
+            }
+            _ => (0, Box::new(std::iter::empty())),
+        };
+        // CouchDB counts the skipped rows into the offset.
+        let offset = offset.saturating_add(q.skip).min(total);
+        let descending = q.descending;
+        let rest =
+            ranges.flat_map(move |range| Iter::new(snapshot.clone(), range, descending, page));
+        let entries = head.chain(rest.map(|entry| Ok(entry?)));
         let docs = if q.include_docs { self.arc() } else { None };
-        let rows = entries.skip(skip).take(limit).map(move |entry| {
+        let rows = entries.skip(skip).take(limit).map(move |entry: Result<_>| {
             let (_, value) = entry?;
             let (key, id, value) = decode_row(&value)?;
             let doc = docs.as_ref().map(|db| db.row_doc(&id, &value));
@@ -400,15 +439,6 @@ fn past(mut bytes: Vec<u8>) -> Vec<u8> {
 fn high(mut bytes: Vec<u8>) -> Vec<u8> {
     bytes.extend_from_slice(&[0xff; 8]);
     bytes
-}
-
-/// The complement side of a bound: keys before an `Included(k)` start are `Excluded(k)`.
-fn flip(bound: &Bound<Vec<u8>>) -> Bound<Vec<u8>> {
-    match bound {
-        Bound::Included(k) => Bound::Excluded(k.clone()),
-        Bound::Excluded(k) => Bound::Included(k.clone()),
-        Bound::Unbounded => Bound::Unbounded,
-    }
 }
 
 fn decode_row(bytes: &[u8]) -> Result<RawRow> {
