@@ -11,9 +11,11 @@
 //! `k`'s bucket below `k`, counted by scanning at most that one bucket of the snapshot.
 //!
 //! Buckets hold about [`TARGET`] rows: one growing past twice that is split by scanning
-//! it, one shrinking below a quarter is merged into the bucket before it. Memory is one
-//! fence key (a row key) and 16 bytes of counts per bucket: with row keys of ~100 bytes,
-//! about 1 to 2.5 bytes per row.
+//! it, one shrinking below a quarter is merged into the bucket before it. Memory per
+//! bucket is its fence (the shortest separator between two rows, without the map's
+//! prefix) and 32 bytes: for the benchmark's view (50 rows per key) about 6 bytes per
+//! row. Smaller buckets make the scan shorter and the structure larger: 64-row buckets
+//! take ~1.5 bytes per row and answered ~20% fewer key lookups per second.
 //!
 //! Consistency: [`Orders`] keeps a group's structures behind one lock. The updater holds
 //! it for writing while it applies a commit and records that commit's row changes
@@ -771,7 +773,8 @@ mod tests {
         commit(&store, &keys, &[])?;
         let order = Order::build(&store, &base, TARGET)?;
         let per_row = order.heap_bytes() as f64 / 20_000.0;
-        assert!(per_row < 4.0, "{per_row} bytes per row");
+        // About 6 bytes per row with 16-row buckets: fences inside one key run into the id.
+        assert!(per_row < 8.0, "{per_row} bytes per row");
         Ok(())
     }
 }

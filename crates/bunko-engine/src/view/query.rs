@@ -25,7 +25,7 @@ use bunko_storage::{Iter, Range, Snapshot, prefix_range};
 use serde_json::Value;
 
 use super::entries;
-use super::order::{self, Cut};
+use super::order::Cut;
 use super::{GroupDef, Index, ViewDef};
 use crate::database::Database;
 use crate::read::DocOut;
@@ -226,15 +226,18 @@ impl Database {
         q: &ViewQuery,
         in_partition: bool,
     ) -> Result<ViewResult> {
-        let mut ranges = ranges(&index.def, base, q)?.into_iter();
-        let first = ranges.next();
-        // Ranks of the map's (or partition's) bounds, for `total_rows`, and of where the
-        // scan begins, for `offset`.
+        let mut ranges = ranges(&index.def, base, q)?;
+        if q.descending && q.keys.is_some() {
+            // CouchDB 3.4 answers `keys` in reverse order when descending.
+            ranges.reverse();
+        }
+        // Ranks of the map's (or partition's) bounds, for `total_rows`, and of where each
+        // range's scan begins, for `offset`.
         let whole = prefix_range(base);
         let mut cuts = vec![Cut::Start(&whole.0), Cut::End(&whole.1)];
-        if let Some(first) = &first {
-            cuts.push(if q.descending { Cut::End(&first.1) } else { Cut::Start(&first.0) });
-        }
+        cuts.extend(
+            ranges.iter().map(|r| if q.descending { Cut::End(&r.1) } else { Cut::Start(&r.0) }),
+        );
         let map_base = entries::row_base(self.id(), &index.def.sig, view.map as u64, None);
         let probed = index.order.probe(self.store.as_ref(), view.map as u64, &map_base, &cuts)?;
         let snapshot = probed.snapshot;
@@ -244,24 +247,30 @@ impl Database {
         let limit = usize::try_from(q.limit.unwrap_or(u64::MAX)).unwrap_or(usize::MAX);
         let skip = usize::try_from(q.skip).unwrap_or(usize::MAX);
         let page = skip.saturating_add(limit).clamp(1, 256);
-        let (offset, head): (u64, order::Rows) = match (first, probed.probes.get(2)) {
-            (Some(first), Some(probe)) => {
-                let (rank, rows) = probe.rank_and_rows(&snapshot, first, q.descending, page)?;
-                let offset = if q.descending {
-                    end.saturating_sub(rank)
-                } else {
-                    rank.saturating_sub(start)
-                };
-                (offset, rows)
+        // The offset is where the first range with rows begins (CouchDB 3.4), or where the
+        // last one begins if none has any.
+        let mut ranges = ranges.into_iter().zip(probed.probes.into_iter().skip(2));
+        let (mut rank, mut head) = (None, None);
+        for (range, probe) in ranges.by_ref() {
+            let (at, rows) = probe.rank_and_rows(&snapshot, range, q.descending, page)?;
+            let mut rows = rows.peekable();
+            rank = Some(at);
+            if rows.peek().is_some() {
+                head = Some(rows);
+                break;
             }
-            _ => (0, Box::new(std::iter::empty())),
+        }
+        let offset = match rank {
+            Some(rank) if q.descending => end.saturating_sub(rank),
+            Some(rank) => rank.saturating_sub(start),
+            None => 0,
         };
         // CouchDB counts the skipped rows into the offset.
         let offset = offset.saturating_add(q.skip).min(total);
         let descending = q.descending;
         let rest =
-            ranges.flat_map(move |range| Iter::new(snapshot.clone(), range, descending, page));
-        let entries = head.chain(rest.map(|entry| Ok(entry?)));
+            ranges.flat_map(move |(range, _)| Iter::new(snapshot.clone(), range, descending, page));
+        let entries = head.into_iter().flatten().chain(rest.map(|entry| Ok(entry?)));
         let docs = if q.include_docs { self.arc() } else { None };
         let rows = entries.skip(skip).take(limit).map(move |entry: Result<_>| {
             let (_, value) = entry?;
