@@ -166,6 +166,7 @@ def reduce_queries(q):
                        {"group": "true", "descending": "true", "limit": 3, "skip": 1},
                        {"keys": pair}, {"keys": pair, "group": "true"},
                        {"keys": pair, "group_level": 1}, {"keys": '[["x",1]]'},
+                       {"keys": pair, "group": "true", "descending": "true"},
                        {"keys": '[["x",1]]', "group_level": 1},
                        {"group": "true", "group_level": 1}]:
             q("GET", view, params)

@@ -73,7 +73,9 @@ async fn post_view(
     query(db, format!("_design/{ddoc}"), view, params, None).await
 }
 
-/// Runs one view query and renders the answer.
+/// Runs one view query and renders the answer. The query and the answer's first
+/// [`FIRST`] bytes are done in one blocking task: a short answer (the usual key lookup)
+/// goes out whole, and only a longer one streams the rest from another.
 pub async fn query(
     db: Arc<Database>,
     ddoc: String,
@@ -91,14 +93,31 @@ pub async fn query(
         (partition, _) => partition,
     };
     let opts = DocOpts { conflicts: params.flag("conflicts")?, ..Default::default() };
-    let result =
-        blocking(move || Ok(db.query_view(&ddoc, &view, &q, partition.as_deref())?)).await?;
-    let ViewResult { total_rows, offset, update_seq, rows } = result;
-    let head = head_json(total_rows, offset, update_seq).to_string();
+    let (first, rest) = blocking(move || {
+        let ViewResult { total_rows, offset, update_seq, mut rows } =
+            db.query_view(&ddoc, &view, &q, partition.as_deref())?;
+        let head = head_json(total_rows, offset, update_seq).to_string();
+        let mut out = Vec::with_capacity(1024);
+        out.extend_from_slice(head.strip_suffix('}').unwrap_or(&head).as_bytes());
+        out.extend_from_slice(if head.len() > 2 { b",\"rows\":[\r\n" } else { b"\"rows\":[\r\n" });
+        let mut written = 0;
+        while out.len() < FIRST {
+            let Some(row) = rows.next() else {
+                out.extend_from_slice(b"\r\n]}\n");
+                return Ok((out, None));
+            };
+            push_row(&mut out, &row?, &opts, written);
+            written += 1;
+        }
+        Ok((out, Some((rows, opts, written))))
+    })
+    .await?;
+    let Some((rows, opts, written)) = rest else {
+        return Ok(render::json_bytes(StatusCode::OK, first));
+    };
     Ok(stream::response(StatusCode::OK, "application/json", move |sink| {
-        sink.write(head.strip_suffix('}').unwrap_or(&head).as_bytes())?;
-        let open: &[u8] = if head.len() > 2 { b",\"rows\":[\r\n" } else { b"\"rows\":[\r\n" };
-        sink.write(open)?;
+        sink.write(&first)?;
+        let mut out = Vec::new();
         for (i, row) in rows.enumerate() {
             let row = match row {
                 Ok(row) => row,
@@ -107,13 +126,39 @@ pub async fn query(
                     return Err(Gone);
                 }
             };
-            if i > 0 {
-                sink.write(b",\r\n")?;
-            }
-            sink.write(row_json(&row, &opts).to_string().as_bytes())?;
+            out.clear();
+            push_row(&mut out, &row, &opts, written + i);
+            sink.write(&out)?;
         }
         sink.write(b"\r\n]}\n")
     }))
+}
+
+/// Bytes of an answer rendered before deciding to stream the rest.
+const FIRST: usize = 16 * 1024;
+
+/// Appends row number `i` of an answer (with the separator before it).
+fn push_row(out: &mut Vec<u8>, row: &ViewRow, opts: &DocOpts, i: usize) {
+    if i > 0 {
+        out.extend_from_slice(b",\r\n");
+    }
+    if row.doc.is_some() || row.error.is_some() {
+        render::push_json(out, &row_json(row, opts));
+        return;
+    }
+    // The common row, written without building a JSON object first.
+    let mut first = true;
+    if let Some(id) = &row.id {
+        out.extend_from_slice(b"{\"id\":");
+        // Writing a string into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut *out, id.as_str());
+        first = false;
+    }
+    out.extend_from_slice(if first { b"{\"key\":" } else { b",\"key\":" });
+    render::push_json(out, &row.key);
+    out.extend_from_slice(b",\"value\":");
+    render::push_json(out, &row.value);
+    out.push(b'}');
 }
 
 /// `POST …/_view/{view}/queries`: `{"queries": [{…}, …]}` → `{"results": [{…}, …]}`.

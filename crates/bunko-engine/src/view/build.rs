@@ -23,7 +23,7 @@ use bunko_storage::{Batch, Snapshot};
 use serde_json::{Map, Value, json};
 
 use super::entries::{self, BackIndex, ViewMeta};
-use super::{GroupDef, Index, runtime};
+use super::{GroupDef, Index, order, runtime};
 use crate::database::Database;
 use crate::keys::{self, Key};
 use crate::{Error, Result, records};
@@ -87,6 +87,9 @@ impl Database {
     /// After a write: re-reads the view groups if design documents changed, then wakes
     /// the background indexer.
     pub(crate) fn views_after_write(self: &Arc<Self>, ddocs_changed: bool) {
+        if ddocs_changed {
+            self.views.designs.clear();
+        }
         if ddocs_changed && let Err(err) = self.load_views() {
             tracing::warn!(%err, "loading view definitions failed");
         }
@@ -150,6 +153,7 @@ impl Database {
             let inputs: Vec<&str> = docs.iter().filter_map(|(_, d)| d.as_deref()).collect();
             let mut outputs = views.map_batch_json(&inputs)?.into_iter();
             let mut batch = Batch::new();
+            let mut changes = order::Changes::default();
             for (id, input) in &docs {
                 let rows = match input {
                     Some(_) => outputs.next().map(|out| {
@@ -158,11 +162,13 @@ impl Database {
                     }),
                     None => None,
                 };
-                self.replace_rows(&index.def, &mut meta, &mut batch, id, rows.unwrap_or_default())?;
+                let rows = rows.unwrap_or_default();
+                self.replace_rows(&index.def, &mut meta, &mut batch, &mut changes, id, rows)?;
             }
             meta.seq = last;
             batch.put(entries::meta_key(self.id(), &index.def.sig), records::encode(&meta));
-            self.store.commit(batch)?;
+            let base = |map| entries::row_base(self.id(), &index.def.sig, map, None);
+            index.order.commit(self.store.as_ref(), batch, changes, base)?;
             *index.meta.lock() = meta;
             if page.len() < BATCH {
                 return Ok(());
@@ -177,6 +183,7 @@ impl Database {
         def: &GroupDef,
         meta: &mut ViewMeta,
         batch: &mut Batch,
+        changes: &mut order::Changes,
         id: &str,
         rows: Vec<bunko_js::Rows>,
     ) -> Result<()> {
@@ -203,6 +210,7 @@ impl Database {
                 }
             }
         }
+        changes.record(&old, &new);
         let kept: HashSet<&Vec<u8>> = new.iter().map(|(_, k)| k).collect();
         for (map, key) in &old {
             if !kept.contains(key) {

@@ -19,13 +19,15 @@
 
 pub mod build;
 pub mod def;
+mod designs;
 pub mod entries;
+pub mod order;
 pub mod query;
 mod reduce;
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 
 use bunko_js::{CompiledReduce, CompiledViews, Limits, Runtime};
 use parking_lot::Mutex;
@@ -43,6 +45,10 @@ pub struct Index {
     meta: Mutex<ViewMeta>,
     /// Compiled JavaScript reduce functions by view name.
     reducers: Mutex<HashMap<String, CompiledReduce>>,
+    /// The database's update seq every change up to which is known to be indexed.
+    pub(crate) caught_up: AtomicU64,
+    /// Row counts by key, for `offset` and partition totals (`view/order.rs`).
+    pub(crate) order: order::Orders,
 }
 
 impl std::fmt::Debug for Index {
@@ -53,11 +59,14 @@ impl std::fmt::Debug for Index {
 
 impl Index {
     fn new(def: GroupDef, meta: ViewMeta) -> Self {
+        let order = order::Orders::new(meta.seq == 0);
         Index {
             def,
             build: Mutex::new(None),
             meta: Mutex::new(meta),
             reducers: Mutex::new(HashMap::new()),
+            caught_up: AtomicU64::new(0),
+            order,
         }
     }
 
@@ -85,6 +94,8 @@ pub struct Registry {
     pub(crate) running: AtomicBool,
     /// A write happened since the indexer's round began.
     pub(crate) dirty: AtomicBool,
+    /// The group each design document names (`view/designs.rs`).
+    pub(crate) designs: designs::Designs,
 }
 
 impl Registry {

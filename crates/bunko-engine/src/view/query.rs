@@ -16,6 +16,8 @@
 
 use std::cmp::Ordering;
 use std::ops::Bound;
+use std::sync::Arc;
+use std::sync::atomic::Ordering as AtomicOrdering;
 
 use bunko_doc::RevId;
 use bunko_doc::collate::Collation;
@@ -23,6 +25,7 @@ use bunko_storage::{Iter, Range, Snapshot, prefix_range};
 use serde_json::Value;
 
 use super::entries;
+use super::order::Cut;
 use super::{GroupDef, Index, ViewDef};
 use crate::database::Database;
 use crate::read::DocOut;
@@ -147,8 +150,8 @@ impl Database {
         q: &ViewQuery,
         partition: Option<&str>,
     ) -> Result<ViewResult> {
-        let def =
-            self.design_group(ddoc)?.ok_or_else(|| Error::NotFound("missing_named_view".into()))?;
+        let index = self.view_group(ddoc)?;
+        let def = &index.def;
         let view_def =
             def.view(view).cloned().ok_or_else(|| Error::NotFound("missing_named_view".into()))?;
         match (def.partitioned, partition) {
@@ -165,9 +168,8 @@ impl Database {
             _ => {}
         }
         let reduce = check(q, &view_def)?;
-        let index = self.view_index(def)?;
         match q.update {
-            Update::True => self.update_view(&index)?,
+            Update::True => self.catch_up(&index)?,
             Update::False => {}
             Update::Lazy => {
                 if let Some(me) = self.arc() {
@@ -175,13 +177,13 @@ impl Database {
                 }
             }
         }
-        let snapshot = self.store.snapshot();
         let base = entries::row_base(self.id(), &index.def.sig, view_def.map as u64, partition);
         let mut result = match reduce {
             Some(grouping) => {
+                let snapshot = self.store.snapshot();
                 self.reduce_query(&index, &view_def, &snapshot, &base, q, grouping)?
             }
-            None => self.map_query(&index, &view_def, &snapshot, &base, q, partition.is_some())?,
+            None => self.map_query(&index, &view_def, &base, q, partition.is_some())?,
         };
         if q.update_seq {
             result.update_seq = Some(index.meta().seq);
@@ -189,51 +191,94 @@ impl Database {
         Ok(result)
     }
 
+    /// The index of design document `ddoc`'s views (`404 missing_named_view` if it has
+    /// none), through the registry's memory of design documents when it can.
+    fn view_group(&self, ddoc: &str) -> Result<Arc<Index>> {
+        if let Some(index) = self.views.designs.get(ddoc).and_then(|sig| self.views.get(&sig)) {
+            return Ok(index);
+        }
+        let generation = self.views.designs.generation();
+        let def =
+            self.design_group(ddoc)?.ok_or_else(|| Error::NotFound("missing_named_view".into()))?;
+        let index = self.view_index(def)?;
+        self.views.designs.insert(ddoc, index.def.sig.clone(), generation);
+        Ok(index)
+    }
+
+    /// Brings `index` up to the database's current update seq, unless it is known to be
+    /// there already (no build lock, no scan: the common case of a read-mostly view).
+    fn catch_up(&self, index: &Index) -> Result<()> {
+        let target = self.update_seq();
+        if index.caught_up.load(AtomicOrdering::Acquire) >= target || index.meta().seq >= target {
+            return Ok(());
+        }
+        // Every change up to `target` was applied before `update_view` takes its snapshots.
+        self.update_view(index)?;
+        index.caught_up.fetch_max(target, AtomicOrdering::AcqRel);
+        Ok(())
+    }
+
     fn map_query(
         &self,
         index: &Index,
         view: &ViewDef,
-        snapshot: &Snapshot,
         base: &[u8],
         q: &ViewQuery,
         in_partition: bool,
     ) -> Result<ViewResult> {
-        let ranges = ranges(&index.def, base, q)?;
-        let entries = {
-            let (snapshot, descending) = (snapshot.clone(), q.descending);
-            let ranges = ranges.clone();
-            ranges
-                .into_iter()
-                .flat_map(move |range| Iter::new(snapshot.clone(), range, descending, 256))
-        };
+        let mut ranges = ranges(&index.def, base, q)?;
+        if q.descending && q.keys.is_some() {
+            // CouchDB 3.4 answers a map query's `keys` in reverse order when descending
+            // (`fabric_view_map` reverses them); reduce queries keep the given order.
+            ranges.reverse();
+        }
+        // Ranks of the map's (or partition's) bounds, for `total_rows`, and of where each
+        // range's scan begins, for `offset`.
+        let whole = prefix_range(base);
+        let mut cuts = vec![Cut::Start(&whole.0), Cut::End(&whole.1)];
+        cuts.extend(
+            ranges.iter().map(|r| if q.descending { Cut::End(&r.1) } else { Cut::Start(&r.0) }),
+        );
+        let map_base = entries::row_base(self.id(), &index.def.sig, view.map as u64, None);
+        let probed = index.order.probe(self.store.as_ref(), view.map as u64, &map_base, &cuts)?;
+        let snapshot = probed.snapshot;
+        let start = probed.probes[0].rank(&*snapshot)?;
+        let end = probed.probes[1].rank(&*snapshot)?;
+        let total = if in_partition { end.saturating_sub(start) } else { probed.total };
         let limit = usize::try_from(q.limit.unwrap_or(u64::MAX)).unwrap_or(usize::MAX);
         let skip = usize::try_from(q.skip).unwrap_or(usize::MAX);
+        let page = skip.saturating_add(limit).clamp(1, 256);
+        // The offset is where the first range with rows begins (CouchDB 3.4), or where the
+        // last one begins if none has any.
+        let mut ranges = ranges.into_iter().zip(probed.probes.into_iter().skip(2));
+        let (mut rank, mut head) = (None, None);
+        for (range, probe) in ranges.by_ref() {
+            let (at, rows) = probe.rank_and_rows(&snapshot, range, q.descending, page)?;
+            let mut rows = rows.peekable();
+            rank = Some(at);
+            if rows.peek().is_some() {
+                head = Some(rows);
+                break;
+            }
+        }
+        let offset = match rank {
+            Some(rank) if q.descending => end.saturating_sub(rank),
+            Some(rank) => rank.saturating_sub(start),
+            None => 0,
+        };
+        // CouchDB counts the skipped rows into the offset.
+        let offset = offset.saturating_add(q.skip).min(total);
+        let descending = q.descending;
+        let rest =
+            ranges.flat_map(move |(range, _)| Iter::new(snapshot.clone(), range, descending, page));
+        let entries = head.into_iter().flatten().chain(rest.map(|entry| Ok(entry?)));
         let docs = if q.include_docs { self.arc() } else { None };
-        let rows = entries.skip(skip).take(limit).map(move |entry| {
+        let rows = entries.skip(skip).take(limit).map(move |entry: Result<_>| {
             let (_, value) = entry?;
             let (key, id, value) = decode_row(&value)?;
             let doc = docs.as_ref().map(|db| db.row_doc(&id, &value));
             Ok(ViewRow { id: Some(id), key, value, doc, error: None })
         });
-        let total = if in_partition {
-            count(snapshot, &prefix_range(base))?
-        } else {
-            index.meta().rows.get(view.map).copied().unwrap_or(0)
-        };
-        let offset = match ranges.first() {
-            Some(first) => {
-                let whole = prefix_range(base);
-                let before = if q.descending {
-                    (flip(&first.1), whole.1)
-                } else {
-                    (whole.0, flip(&first.0))
-                };
-                count(snapshot, &before)?
-            }
-            None => 0,
-        };
-        // CouchDB counts the skipped rows into the offset.
-        let offset = offset.saturating_add(q.skip).min(total);
         Ok(ViewResult {
             total_rows: Some(total),
             offset: Some(offset),
@@ -340,10 +385,7 @@ fn ranges(def: &GroupDef, base: &[u8], q: &ViewQuery) -> Result<Vec<Range>> {
         bytes
     };
     if let Some(keys) = &q.keys {
-        // A descending multi-key query answers the keys in reverse order (CouchDB's
-        // `fabric_view_map` reverses the list), each key's rows descending.
-        let ranges = keys.iter().map(|k| prefix_range(&with_key(k)));
-        return Ok(if q.descending { ranges.rev().collect() } else { ranges.collect() });
+        return Ok(keys.iter().map(|k| prefix_range(&with_key(k))).collect());
     }
     let (start, end) = match &q.key {
         Some(key) => (Some(key), Some(key)),
@@ -409,25 +451,6 @@ fn past(mut bytes: Vec<u8>) -> Vec<u8> {
 fn high(mut bytes: Vec<u8>) -> Vec<u8> {
     bytes.extend_from_slice(&[0xff; 8]);
     bytes
-}
-
-/// The complement side of a bound: keys before an `Included(k)` start are `Excluded(k)`.
-fn flip(bound: &Bound<Vec<u8>>) -> Bound<Vec<u8>> {
-    match bound {
-        Bound::Included(k) => Bound::Excluded(k.clone()),
-        Bound::Excluded(k) => Bound::Included(k.clone()),
-        Bound::Unbounded => Bound::Unbounded,
-    }
-}
-
-/// The number of keys in `range`.
-fn count(snapshot: &Snapshot, range: &Range) -> Result<u64> {
-    let mut n = 0;
-    for entry in Iter::new(snapshot.clone(), range.clone(), false, 1024) {
-        entry?;
-        n += 1;
-    }
-    Ok(n)
 }
 
 fn decode_row(bytes: &[u8]) -> Result<RawRow> {

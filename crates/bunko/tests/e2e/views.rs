@@ -558,3 +558,112 @@ fn view_errors_match_couchdb() {
         "Temporary views are not supported in CouchDB",
     );
 }
+
+/// `total_rows` and `offset` of a map answer, and its row ids.
+fn head_and_ids(s: &Server, path: &str) -> (Value, Value, Vec<Value>) {
+    let (status, body) = s.get(path);
+    assert_eq!(status, 200, "{path}: {body}");
+    let ids = body["rows"]
+        .as_array()
+        .map(|r| r.iter().map(|r| r["id"].clone()).collect())
+        .unwrap_or_default();
+    (body["total_rows"].clone(), body["offset"].clone(), ids)
+}
+
+/// `offset` over a view of 300 rows (many buckets of the order structure), before and
+/// after deleting rows. Every expected answer is CouchDB 3.4.3's for the same documents
+/// (a `q=1` database): descending, `skip`, `keys` (reversed when descending; the offset
+/// is where the first key with rows begins, or the last key if none has rows),
+/// `startkey_docid` and `inclusive_end`.
+#[test]
+fn offsets_match_couchdb_across_many_rows_and_deletes() {
+    let s = Server::start();
+    assert_eq!(s.put_empty("/o").0, 201);
+    bulk(&s, "o", (0..300).map(|i| json!({"_id": format!("d{i:03}"), "k": i % 23})).collect());
+    let ddoc = json!({"views": {"v": {"map": "function(doc) { emit(doc.k, null); }"}}});
+    assert_eq!(s.put("/o/_design/g", &ddoc).0, 201);
+    let view = "/o/_design/g/_view/v?";
+    let cases: &[(&str, u64, &[&str])] = &[
+        ("key=7&limit=3", 92, &["d007", "d030", "d053"]),
+        ("key=7&skip=3&limit=2", 95, &["d076", "d099"]),
+        ("startkey=9&endkey=5&descending=true&skip=4&limit=3", 173, &["d193", "d170", "d147"]),
+        ("descending=true&skip=10&limit=2", 10, &["d068", "d045"]),
+        ("startkey=7&endkey=7&inclusive_end=false", 92, &[]),
+        ("endkey=7&inclusive_end=false&descending=true&limit=2", 0, &["d298", "d275"]),
+        ("startkey=22&endkey=30&limit=2", 287, &["d022", "d045"]),
+        ("startkey=100", 300, &[]),
+        ("startkey=-1&descending=true", 300, &[]),
+        ("skip=1000", 300, &[]),
+        ("keys=[7,3,5]&limit=1", 92, &["d007"]),
+        ("keys=[7,3,5]&descending=true&limit=1", 221, &["d281"]),
+        ("keys=[7,3]&skip=14&limit=1", 106, &["d026"]),
+        ("keys=[7,3]&skip=14&limit=1&descending=true", 261, &["d260"]),
+        ("keys=[99]", 300, &[]),
+        ("keys=[99]&descending=true", 0, &[]),
+        ("keys=[-1,99]", 300, &[]),
+        ("keys=[99,3]&limit=1", 40, &["d003"]),
+        ("keys=[3,99]&skip=20", 60, &[]),
+        ("startkey=7&startkey_docid=d100&limit=2", 97, &["d122", "d145"]),
+        ("startkey=7&startkey_docid=d100&descending=true&limit=2", 203, &["d099", "d076"]),
+    ];
+    for (params, offset, ids) in cases {
+        let (total, got_offset, got_ids) = head_and_ids(&s, &format!("{view}{params}"));
+        assert_eq!((total, got_offset), (json!(300), json!(offset)), "{params}");
+        assert_eq!(got_ids, ids.iter().map(|id| json!(id)).collect::<Vec<_>>(), "{params}");
+    }
+    // Delete every third document (in id order) whose key is below 10.
+    let (_, all) = s.get("/o/_all_docs");
+    let deletes: Vec<Value> = all["rows"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .filter_map(|(n, row)| {
+            let id = row["id"].as_str()?;
+            let i: u64 = id.strip_prefix('d')?.parse().ok()?;
+            (n % 3 == 0 && i % 23 < 10)
+                .then(|| json!({"_id": id, "_rev": row["value"]["rev"], "_deleted": true}))
+        })
+        .collect();
+    assert_eq!(deletes.len(), 44);
+    bulk(&s, "o", deletes);
+    for (params, offset, ids) in [
+        ("key=7&limit=2", 61, vec!["d007", "d030"]),
+        ("startkey=9&descending=true&limit=1", 169, vec!["d285"]),
+        ("key=12&limit=3", 113, vec!["d012", "d035", "d058"]),
+    ] {
+        let (total, got_offset, got_ids) = head_and_ids(&s, &format!("{view}{params}"));
+        assert_eq!((total, got_offset), (json!(256), json!(offset)), "{params}");
+        assert_eq!(got_ids, ids.iter().map(|id| json!(id)).collect::<Vec<_>>(), "{params}");
+    }
+}
+
+/// Partition queries over many rows: `total_rows` counts the partition's rows and
+/// `offset` the partition's rows before the first returned one, read from the order
+/// structure, and a restart (which rebuilds it from the rows) gives the same answers.
+/// (CouchDB 3.4.3 reports shard-wide numbers here instead, which depend on `q`: for a
+/// `q=1` database, the whole view's total and ranks.)
+#[test]
+fn partition_totals_and_offsets_over_many_rows_survive_a_restart() {
+    let mut s = Server::start();
+    assert_eq!(s.put_empty("/po?partitioned=true").0, 201);
+    let docs = (0..300).map(|i| json!({"_id": format!("p{}:d{i:03}", i % 4), "k": i % 23}));
+    bulk(&s, "po", docs.collect());
+    let ddoc = json!({"views": {"v": {"map": "function(doc) { emit(doc.k, null); }"}}});
+    assert_eq!(s.put("/po/_design/p", &ddoc).0, 201);
+    let view = "/po/_partition/p1/_design/p/_view/v?";
+    let check = |s: &Server| {
+        // p1 holds i = 1, 5, 9, …, 297: 75 rows, 23 of them with keys below 7.
+        let (total, offset, ids) = head_and_ids(s, &format!("{view}key=7&limit=2"));
+        assert_eq!((total, offset), (json!(75), json!(23)));
+        assert_eq!(ids, vec![json!("p1:d053"), json!("p1:d145")]);
+        let (_, offset, _) = head_and_ids(s, &format!("{view}descending=true&skip=10&limit=1"));
+        assert_eq!(offset, json!(10));
+        let (_, offset, ids) = head_and_ids(s, &format!("{view}startkey=22&descending=true"));
+        assert_eq!((offset, ids.len()), (json!(0), 75));
+    };
+    check(&s);
+    assert!(s.terminate());
+    s.restart();
+    check(&s);
+}
