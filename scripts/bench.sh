@@ -74,8 +74,9 @@ done
 # The commands as recorded in the report (output files left out).
 bunko_cmd=()
 if [[ -n "$server_workloads" ]]; then
+    # --data-dir: load reports Bunko's disk size as the growth of its data directory.
     bunko_cmd=(bunko-bench --url "$url" --user admin --pid "$bunko_pid" --label bunko
-        --workloads "$server_workloads" "$@")
+        --data-dir "$work/data" --workloads "$server_workloads" "$@")
     echo "== bunko at $url (pid $bunko_pid)" >&2
     BENCH_PASSWORD=secret "$bench" "${bunko_cmd[@]:1}" --json "$work/bunko.jsonl" \
         --markdown "$work/bunko.md" | tee "$work/bunko.txt" || status=$?
@@ -116,7 +117,9 @@ other. The workloads and what they measure are described in \`crates/bunko-bench
 (one module each). Throughput is closed-loop: every client sends its next request as soon as
 the previous one answered. Latencies are per request (per \`_bulk_docs\` batch for \`load\`).
 Peak RSS and CPU time are the server's, read from \`/proc\` during each case; for \`limit\` and
-\`baseline\` they are bunko-bench's own process.
+\`baseline\` they are bunko-bench's own process. The \`load\` rows in MB are one database's size
+on disk after its 200k documents, as loaded and after compaction: CouchDB's \`sizes.file\`, and
+for Bunko the growth of its data directory (\`crates/bunko-bench/src/workloads/disk.rs\`).
 
 Figures are rough: the machine is shared, and client and server share its cores.
 
@@ -131,7 +134,7 @@ EOF
         echo "  - \`${local_cmd[*]}\` (before Bunko was started)"
     fi
     if ((${#bunko_cmd[@]})); then
-        echo "  - \`${bunko_cmd[*]}\`"
+        echo "  - \`${bunko_cmd[*]//$work/<temp dir>}\`"
     fi
     if ((${#couch_cmd[@]})); then
         echo "  - \`${couch_cmd[*]}\`"

@@ -45,6 +45,10 @@ pub struct Options {
     /// Append one JSON object per result line to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// The server's data directory (Bunko's `--data`): `load` then reports a database's
+    /// disk size as the growth of this directory instead of CouchDB's `sizes.file`.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
     /// Directory for the in-process stores of `limit` (default: the system temp dir).
     #[arg(long)]
     pub temp_dir: Option<PathBuf>,

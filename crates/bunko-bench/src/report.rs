@@ -32,7 +32,8 @@ pub struct Row {
     pub status: Status,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
-    /// What `throughput` counts per second: `docs/s`, `req/s` or `rows/s`.
+    /// What `throughput` counts per second: `docs/s`, `req/s` or `rows/s`; or `MB` for a
+    /// disk size (see [`Row::size`]), where `throughput` holds the size.
     #[serde(default)]
     pub unit: String,
     #[serde(default)]
@@ -118,6 +119,15 @@ impl Row {
         if let Some(error) = &sample.first_error {
             row = row.note(&format!("{} errors, first: {error}", sample.errors));
         }
+        row
+    }
+
+    /// A size rather than a rate: `mb` megabytes (10^6 bytes) for `items` documents.
+    pub fn size(workload: &str, case: &str, mb: f64, items: u64) -> Row {
+        let mut row = Row::new(workload, case, Status::Ok);
+        row.unit = "MB".to_string();
+        row.throughput = mb;
+        row.items = items;
         row
     }
 
@@ -326,6 +336,7 @@ pub fn compare(a: &[Row], b: &[Row]) -> String {
             )
         };
     }
+    out.push_str(&disk_notes(a.iter().chain(b)));
     let _ = writeln!(
         out,
         "\n{la} against its ceilings (same machine, same run):\n\n\
@@ -340,6 +351,22 @@ pub fn compare(a: &[Row], b: &[Row]) -> String {
             value(&y),
             ratio(x.as_ref().map(|r| r.throughput), y.as_ref().map(|r| r.throughput)),
         );
+    }
+    out
+}
+
+/// For the rows that are disk sizes (unit `MB`): that smaller is better, and how each
+/// server's size was measured (the rows' notes). Empty if there are none.
+fn disk_notes<'a>(rows: impl Iterator<Item = &'a Row>) -> String {
+    let mut out = String::new();
+    for row in rows.filter(|row| row.unit == "MB" && row.status == Status::Ok) {
+        if out.is_empty() {
+            out.push_str(
+                "\nDisk sizes (unit MB, 10^6 bytes) are smaller-is-better; measured as:\n\n",
+            );
+        }
+        let note = row.note.as_deref().unwrap_or("");
+        let _ = writeln!(out, "- {} {}: {}", row.label, row.case, escape(note));
     }
     out
 }
@@ -383,6 +410,29 @@ mod tests {
         let table = compare(&a, &b);
         assert!(table.contains("| read | point GET, 32 connections | req/s | 300 | 100 | 3.00 |"));
         assert!(table.contains("| 0.50 |"), "{table}");
+    }
+
+    #[test]
+    fn comparison_explains_disk_sizes() {
+        let mut a = vec![row("read", "x", 1.0, "bunko")];
+        a.push(
+            Row { label: "bunko".into(), ..Row::size("load", "disk after load, plain", 90.0, 5) }
+                .note("growth of the data directory"),
+        );
+        let b = vec![Row {
+            label: "couchdb".into(),
+            ..Row::size("load", "disk after load, plain", 180.0, 5)
+        }];
+        let table = compare(&a, &b);
+        assert!(
+            table.contains("| load | disk after load, plain | MB | 90 | 180 | 0.50 |"),
+            "{table}"
+        );
+        assert!(
+            table.contains("- bunko disk after load, plain: growth of the data directory"),
+            "{table}"
+        );
+        assert!(!compare(&a[..1], &[]).contains("smaller-is-better"));
     }
 
     #[test]

@@ -20,12 +20,15 @@ type Result<T = ()> = std::result::Result<T, Box<dyn std::error::Error + Send + 
 struct Bunko {
     url: String,
     store: Arc<Fjall>,
+    /// The store's directory, for `--data-dir`.
+    data: std::path::PathBuf,
     _dir: tempfile::TempDir,
 }
 
 async fn start_bunko() -> Result<Bunko> {
     let dir = tempfile::Builder::new().prefix("bunko-bench-smoke-").tempdir()?;
-    let store = Arc::new(Fjall::open(&dir.path().join("data"))?);
+    let data = dir.path().join("data");
+    let store = Arc::new(Fjall::open(&data)?);
     let engine = Arc::new(Engine::open(store.clone(), Config::default())?);
     engine.create_db(bunko_engine::users::USERS_DB, false)?;
     let http = HttpConfig {
@@ -36,7 +39,7 @@ async fn start_bunko() -> Result<Bunko> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}", listener.local_addr()?);
     tokio::spawn(async move { axum::serve(listener, bunko_http::router(state)).await });
-    Ok(Bunko { url, store, _dir: dir })
+    Ok(Bunko { url, store, data, _dir: dir })
 }
 
 fn options(bunko: &Bunko, extra: &[&str]) -> Options {
@@ -61,9 +64,12 @@ fn options(bunko: &Bunko, extra: &[&str]) -> Options {
     Options::parse_from(base.iter().chain(extra))
 }
 
-/// Measured with a nonzero throughput and no errors, or skipped with a reason.
+/// Measured with a nonzero throughput (or size) and no errors, or skipped with a reason.
 fn check(row: &Row) {
     match row.status {
+        Status::Ok if row.unit == "MB" => {
+            assert!(row.throughput > 0.0, "{}/{}: zero size", row.workload, row.case);
+        }
         Status::Ok => {
             assert!(row.throughput > 0.0, "{}/{}: zero throughput", row.workload, row.case);
             assert_eq!(row.errors, 0, "{}/{}: errors: {:?}", row.workload, row.case, row.note);
@@ -83,8 +89,15 @@ async fn every_workload_measures_or_says_why_not() -> Result {
     let out = tempfile::tempdir()?;
     let json = out.path().join("smoke.jsonl");
     let markdown = out.path().join("smoke.md");
-    let files =
-        ["--json", json.to_str().ok_or("path")?, "--markdown", markdown.to_str().ok_or("path")?];
+    let data = bunko.data.to_str().ok_or("path")?.to_string();
+    let files = [
+        "--json",
+        json.to_str().ok_or("path")?,
+        "--markdown",
+        markdown.to_str().ok_or("path")?,
+        "--data-dir",
+        &data,
+    ];
     let rows = bunko_bench::run(&options(&bunko, &files)).await?;
 
     for row in &rows {
@@ -98,7 +111,11 @@ async fn every_workload_measures_or_says_why_not() -> Result {
         let measured = rows.iter().filter(|r| r.workload == workload);
         assert!(measured.clone().all(|r| r.status == Status::Ok), "{workload} was not measured");
     }
-    assert_eq!(rows.iter().filter(|r| r.workload == "load").count(), 4);
+    // Four load cases and the first one's disk size, as loaded and after compaction.
+    assert_eq!(rows.iter().filter(|r| r.workload == "load").count(), 6);
+    let disk: Vec<&Row> = rows.iter().filter(|r| r.unit == "MB").collect();
+    assert_eq!(disk.len(), 2);
+    assert!(disk.iter().all(|r| r.note.as_deref().is_some_and(|n| n.contains("data directory"))));
 
     // The run cleaned up after itself.
     let names: Vec<String> = reqwest::Client::new()
@@ -129,6 +146,19 @@ async fn basic_auth_works_too() -> Result {
     for row in &rows {
         assert_eq!(row.status, Status::Ok, "{row:?}");
         check(row);
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disk_size_without_data_dir_is_sizes_file() -> Result {
+    let bunko = start_bunko().await?;
+    let rows = bunko_bench::run(&options(&bunko, &["--workloads", "load"])).await?;
+    let disk: Vec<&Row> = rows.iter().filter(|r| r.unit == "MB").collect();
+    assert_eq!(disk.len(), 2, "{rows:?}");
+    for row in disk {
+        check(row);
+        assert!(row.note.as_deref().is_some_and(|n| n.contains("sizes.file")), "{row:?}");
     }
     Ok(())
 }

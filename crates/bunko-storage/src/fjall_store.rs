@@ -49,11 +49,12 @@
 //! finish) and fsyncs the journal. For a clean shutdown call [`Store::close`] first: it
 //! lets in-flight commits finish and refuses new ones.
 
+use crate::fjall_options::FjallOptions;
 use crate::group::Group;
 use crate::{
     Batch, Entry, Error, MAX_KEY_LEN, Op, Range, Read, Result, Snapshot, Store, Ticket, clamp_range,
 };
-use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode, Readable};
+use fjall::{Database, Keyspace, PersistMode, Readable};
 use std::collections::BTreeMap;
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
@@ -82,11 +83,14 @@ impl Fjall {
     /// Opens the store in directory `path`, creating it if absent, and replays fjall's
     /// journal so that every acknowledged commit is present.
     pub fn open(path: &Path) -> Result<Fjall> {
+        Fjall::open_with(path, FjallOptions::default())
+    }
+
+    /// [`Fjall::open`] with memory and disk settings other than the defaults.
+    pub fn open_with(path: &Path, options: FjallOptions) -> Result<Fjall> {
         let context = |err| in_context(&format!("opening {}", path.display()), err);
-        let db = Database::builder(path).manual_journal_persist(true).open().map_err(context)?;
-        let keyspace = db
-            .keyspace(KEYSPACE, || KeyspaceCreateOptions::default().manual_journal_persist(true))
-            .map_err(context)?;
+        let db = options.database(path).open().map_err(context)?;
+        let keyspace = db.keyspace(KEYSPACE, || options.keyspace()).map_err(context)?;
         let dir = std::path::absolute(path)
             .map_err(|err| Error::Io(format!("opening {}: {err}", path.display())))?;
         Ok(Fjall { group: Group::default(), keyspace, db, path: path.to_path_buf(), dir })

@@ -41,11 +41,13 @@
 //! compaction; `Memory` copies its whole map on the next commit), so drop it when done.
 
 mod error;
+mod fjall_options;
 mod fjall_store;
 mod group;
 mod memory;
 
 pub use error::{Error, Result};
+pub use fjall_options::FjallOptions;
 pub use fjall_store::Fjall;
 pub use memory::Memory;
 

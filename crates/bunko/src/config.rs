@@ -9,6 +9,10 @@
 //! max_document_size = 8000000
 //! max_request_size = 67108864
 //! max_partition_size = 10737418240
+//!
+//! [storage]
+//! cache_size = 33554432   # fjall block cache, bytes
+//! memtable_size = 16777216 # memtable flush threshold, bytes (applies to a new data dir)
 //! ```
 
 use std::collections::BTreeMap;
@@ -42,6 +46,12 @@ pub struct ServeArgs {
     /// PBKDF2 iterations for new `_users` passwords.
     #[arg(long)]
     pub pbkdf2_iterations: Option<u32>,
+    /// Block cache of the store in bytes.
+    #[arg(long)]
+    pub cache_size: Option<u64>,
+    /// Memtable size of a new store in bytes (an existing store keeps its own).
+    #[arg(long)]
+    pub memtable_size: Option<u64>,
     /// Server admin as `name:password` (also from the BUNKO_ADMIN environment variable).
     #[arg(long, env = "BUNKO_ADMIN", hide_env_values = true)]
     pub admin: Option<String>,
@@ -54,6 +64,15 @@ struct File {
     admins: BTreeMap<String, String>,
     #[serde(default)]
     limits: Limits,
+    #[serde(default)]
+    storage: Storage,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Storage {
+    cache_size: Option<u64>,
+    memtable_size: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -70,6 +89,7 @@ pub struct Settings {
     pub listen: SocketAddr,
     pub engine: bunko_engine::Config,
     pub http: bunko_http::HttpConfig,
+    pub storage: bunko_storage::FjallOptions,
 }
 
 impl Settings {
@@ -109,6 +129,56 @@ impl Settings {
                  every request except GET / and /_up will be refused"
             );
         }
-        Ok(Settings { data: args.data.clone(), listen: args.listen, engine, http })
+        let mut storage = bunko_storage::FjallOptions::default();
+        if let Some(bytes) = args.cache_size.or(file.storage.cache_size) {
+            storage.cache_bytes = bytes;
+        }
+        if let Some(bytes) = args.memtable_size.or(file.storage.memtable_size) {
+            anyhow::ensure!(
+                bytes >= bunko_storage::FjallOptions::MIN_MEMTABLE_BYTES,
+                "memtable_size must be at least {} bytes",
+                bunko_storage::FjallOptions::MIN_MEMTABLE_BYTES
+            );
+            storage.memtable_bytes = bytes;
+        }
+        Ok(Settings { data: args.data.clone(), listen: args.listen, engine, http, storage })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    fn load(args: &[&str]) -> anyhow::Result<Settings> {
+        let cli = Cli::try_parse_from(std::iter::once("bunko").chain(args.iter().copied()))?;
+        Settings::load(&cli.serve)
+    }
+
+    #[test]
+    fn storage_sizes_come_from_flags_then_file() -> anyhow::Result<()> {
+        let defaults = load(&[])?.storage;
+        assert_eq!(defaults, bunko_storage::FjallOptions::default());
+        let dir = tempfile::tempdir()?;
+        let file = dir.path().join("bunko.toml");
+        std::fs::write(&file, "[storage]\ncache_size = 1000000\nmemtable_size = 2000000\n")?;
+        let path = file.to_str().context("path")?;
+        let from_file = load(&["--config", path])?.storage;
+        assert_eq!((from_file.cache_bytes, from_file.memtable_bytes), (1_000_000, 2_000_000));
+        let flag = load(&["--config", path, "--memtable-size", "4000000"])?.storage;
+        assert_eq!((flag.cache_bytes, flag.memtable_bytes), (1_000_000, 4_000_000));
+        Ok(())
+    }
+
+    #[test]
+    fn tiny_memtables_are_refused() {
+        let err = load(&["--memtable-size", "1000"]).err().map(|e| e.to_string());
+        assert!(err.is_some_and(|e| e.contains("memtable_size must be at least")));
     }
 }

@@ -2,12 +2,14 @@
 //! `POST /{db}/_bulk_docs` in batches of [`crate::cli::Sizes::batch`] (1000), from 1 and
 //! from 4 clients, into a plain and into a partitioned database (1000 partitions). The
 //! request bodies are made before the clock starts, so the figure is the server's.
-//! Throughput is documents per second; latency is per `_bulk_docs` request.
+//! Throughput is documents per second; latency is per `_bulk_docs` request. After the
+//! plain 1-client case, two more rows give that database's size on disk ([`Disk`]).
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 
+use super::disk::Disk;
 use super::{Ctx, clients_case, usage};
 use crate::cli::Workload;
 use crate::data::Readings;
@@ -24,6 +26,8 @@ pub async fn run(ctx: &Ctx, rows: &mut Vec<Row>) -> Result {
     );
     for partitioned in [false, true] {
         for clients in [1, 4] {
+            let disk =
+                if !partitioned && clients == 1 { Some(Disk::start(ctx).await?) } else { None };
             let db = ctx.create_db(Workload::Load, partitioned).await?;
             let batches = batches.clone();
             let probe = ctx.probe();
@@ -35,6 +39,9 @@ pub async fn run(ctx: &Ctx, rows: &mut Vec<Row>) -> Result {
                 row = row.note(&format!("{} partitions", readings.partitions));
             }
             rows.push(row);
+            if let Some(disk) = disk {
+                rows.extend(disk.rows(ctx, &db, kind, docs).await);
+            }
             super::note_busy(rows, ctx.drop_dbs().await);
         }
     }

@@ -13,6 +13,7 @@
 //! as they land, without a list of what is implemented.
 
 mod baseline;
+mod disk;
 mod elemmatch;
 mod find;
 mod limit;
