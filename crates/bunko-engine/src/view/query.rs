@@ -176,7 +176,8 @@ impl Database {
             }
         }
         let snapshot = self.store.snapshot();
-        let base = entries::row_base(self.id(), &index.def.sig, view_def.map as u64, partition);
+        let map = index.map_of(&view_def).ok_or_else(|| Error::Corrupt("view map".into()))?;
+        let base = entries::row_base(self.id(), &map.sig, partition);
         let mut result = match reduce {
             Some(grouping) => {
                 self.reduce_query(&index, &view_def, &snapshot, &base, q, grouping)?
@@ -184,7 +185,7 @@ impl Database {
             None => self.map_query(&index, &view_def, &snapshot, &base, q, partition.is_some())?,
         };
         if q.update_seq {
-            result.update_seq = Some(index.meta().seq);
+            result.update_seq = Some(index.seq());
         }
         Ok(result)
     }
@@ -218,7 +219,7 @@ impl Database {
         let total = if in_partition {
             count(snapshot, &prefix_range(base))?
         } else {
-            index.meta().rows.get(view.map).copied().unwrap_or(0)
+            index.map_of(view).map_or(0, |m| m.meta().rows)
         };
         let offset = match ranges.first() {
             Some(first) => {
