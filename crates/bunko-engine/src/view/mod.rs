@@ -64,8 +64,9 @@ pub struct Index {
     pub def: GroupDef,
     /// The map indexes of `def.maps`, in the same order.
     pub maps: Vec<Arc<MapIndex>>,
-    /// Held while the group is updated; holds the compiled map functions.
-    build: Mutex<Option<CompiledViews>>,
+    /// Held while the group is updated; holds the compiled map functions, one copy per
+    /// build worker (empty until the first update).
+    build: Mutex<Vec<CompiledViews>>,
     /// Compiled JavaScript reduce functions by view name.
     reducers: Mutex<HashMap<String, CompiledReduce>>,
 }
@@ -78,7 +79,7 @@ impl std::fmt::Debug for Index {
 
 impl Index {
     fn new(def: GroupDef, maps: Vec<Arc<MapIndex>>) -> Self {
-        Index { def, maps, build: Mutex::new(None), reducers: Mutex::new(HashMap::new()) }
+        Index { def, maps, build: Mutex::new(Vec::new()), reducers: Mutex::new(HashMap::new()) }
     }
 
     /// The seq every map index of the group has reached.
