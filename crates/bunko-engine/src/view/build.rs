@@ -39,7 +39,7 @@ use bunko_storage::{Batch, Snapshot, Ticket};
 use serde_json::{Map, Value, json};
 
 use super::entries::{self, BackIndex, MapMeta};
-use super::{GroupDef, Index, MapIndex, runtime};
+use super::{GroupDef, Index, MapIndex, Progress, runtime};
 use crate::database::Database;
 use crate::keys::{self, Key};
 use crate::{Error, Result, records};
@@ -210,6 +210,7 @@ impl Database {
         let _locks: Vec<_> = order.iter().map(|m| m.build.lock()).collect();
         let mut applied = None;
         let mut pages = 0;
+        let _progress = Tracker::start(self, index)?;
         while !self.is_dropped() {
             let Some((ticket, more)) =
                 self.update_step(index, &mut compiled, &Step::plan(index))?
@@ -289,6 +290,7 @@ impl Database {
         for (map, meta) in targets.iter().zip(metas) {
             *map.meta.lock() = meta;
         }
+        Tracker::advance(index, page.len() as u64);
         Ok(Some((ticket, more)))
     }
 
@@ -348,6 +350,85 @@ impl Database {
         self.views.retain(&live_groups);
         Ok(removed)
     }
+}
+
+/// A running view update, for `GET /_active_tasks` (CouchDB's `indexer` task).
+#[derive(Debug, Clone)]
+pub struct ViewTask {
+    pub database: String,
+    pub design_document: String,
+    pub progress: Progress,
+}
+
+impl Database {
+    /// The view updates mapping documents now, one per design document whose group is
+    /// being updated.
+    pub fn view_tasks(&self) -> Result<Vec<ViewTask>> {
+        let running: Vec<(String, Progress)> = self
+            .views
+            .all()
+            .iter()
+            .filter_map(|index| index.progress().map(|p| (index.def.sig.clone(), p)))
+            .collect();
+        if running.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut tasks = Vec::new();
+        for (ddoc, def) in self.design_groups()? {
+            if let Some((_, progress)) = running.iter().find(|(sig, _)| *sig == def.sig) {
+                let database = self.name();
+                tasks.push(ViewTask { database, design_document: ddoc, progress: *progress });
+            }
+        }
+        Ok(tasks)
+    }
+}
+
+/// Publishes an update's [`Progress`] on its group while it runs, and clears it when
+/// the update ends, however it ends.
+struct Tracker<'a> {
+    index: &'a Index,
+}
+
+impl<'a> Tracker<'a> {
+    /// Counts the changes the update has to map; `None` when there are none.
+    fn start(db: &Database, index: &'a Index) -> Result<Option<Tracker<'a>>> {
+        let range = Step::plan(index).range(db.id());
+        let mut total = 0;
+        for entry in bunko_storage::Iter::new(db.store.snapshot(), range, false, 1024) {
+            entry?;
+            total += 1;
+        }
+        if total == 0 {
+            return Ok(None);
+        }
+        let now = unix_now();
+        *index.progress.lock() = Some(Progress {
+            started_on: now,
+            updated_on: now,
+            changes_done: 0,
+            total_changes: total,
+        });
+        Ok(Some(Tracker { index }))
+    }
+
+    fn advance(index: &Index, changes: u64) {
+        if let Some(progress) = index.progress.lock().as_mut() {
+            progress.changes_done += changes;
+            progress.total_changes = progress.total_changes.max(progress.changes_done);
+            progress.updated_on = unix_now();
+        }
+    }
+}
+
+impl Drop for Tracker<'_> {
+    fn drop(&mut self) {
+        *self.index.progress.lock() = None;
+    }
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 /// What one worker prepared for its part of a page.

@@ -34,6 +34,7 @@ use std::sync::atomic::AtomicBool;
 use bunko_js::{CompiledReduce, CompiledViews, Limits, Runtime};
 use parking_lot::Mutex;
 
+pub use build::ViewTask;
 pub use def::{GroupDef, MapDef, ViewDef};
 pub use entries::MapMeta;
 pub use query::{Update, ViewQuery, ViewResult, ViewRow};
@@ -69,6 +70,20 @@ pub struct Index {
     build: Mutex<Vec<CompiledViews>>,
     /// Compiled JavaScript reduce functions by view name.
     reducers: Mutex<HashMap<String, CompiledReduce>>,
+    /// The running update's progress, while one maps documents.
+    progress: Mutex<Option<Progress>>,
+}
+
+/// How far a running group update is, for `GET /_active_tasks`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    /// Unix time (seconds) the update began.
+    pub started_on: u64,
+    /// Unix time (seconds) of the last page applied.
+    pub updated_on: u64,
+    pub changes_done: u64,
+    /// The changes after the lowest checkpoint when the update began.
+    pub total_changes: u64,
 }
 
 impl std::fmt::Debug for Index {
@@ -79,7 +94,13 @@ impl std::fmt::Debug for Index {
 
 impl Index {
     fn new(def: GroupDef, maps: Vec<Arc<MapIndex>>) -> Self {
-        Index { def, maps, build: Mutex::new(Vec::new()), reducers: Mutex::new(HashMap::new()) }
+        Index {
+            def,
+            maps,
+            build: Mutex::new(Vec::new()),
+            reducers: Mutex::new(HashMap::new()),
+            progress: Mutex::new(None),
+        }
     }
 
     /// The seq every map index of the group has reached.
@@ -90,6 +111,11 @@ impl Index {
     /// The map index of view `view`.
     pub fn map_of(&self, view: &ViewDef) -> Option<&Arc<MapIndex>> {
         self.maps.get(view.map)
+    }
+
+    /// The running update's progress, if one is mapping documents.
+    pub fn progress(&self) -> Option<Progress> {
+        *self.progress.lock()
     }
 
     /// Whether an update of this group, or of one of its map indexes, runs now.

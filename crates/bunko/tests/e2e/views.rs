@@ -497,3 +497,43 @@ fn a_build_stopped_midway_resumes_from_its_checkpoint() {
         assert_eq!(full.get(id), Some(value), "{id} was rebuilt");
     }
 }
+
+#[test]
+fn a_running_view_build_is_an_indexer_task_until_done() {
+    let s = Server::start();
+    assert_eq!(s.put_empty("/db").0, 201);
+    for chunk in docs(4000).chunks(1000) {
+        bulk(&s, "db", chunk.to_vec());
+    }
+    let slow =
+        "function(doc) { var x = 0; for (var i = 0; i < 20000; i++) x += i; emit(doc.n, x); }";
+    assert_eq!(s.put("/db/_design/slow", &json!({"views": {"v": {"map": slow}}})).0, 201);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let task = loop {
+        let (status, tasks) = s.get("/_active_tasks");
+        assert_eq!(status, 200, "{tasks}");
+        let found = tasks
+            .as_array()
+            .and_then(|t| t.iter().find(|t| t["design_document"] == "_design/slow").cloned());
+        if let Some(task) = found {
+            break task;
+        }
+        assert!(std::time::Instant::now() < deadline, "no indexer task appeared");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    assert_eq!((task["type"].clone(), task["database"].clone()), (json!("indexer"), json!("db")));
+    assert_eq!(task["total_changes"], 4001, "the documents and the design document: {task}");
+    let done = task["changes_done"].as_u64().unwrap_or(u64::MAX);
+    assert!(done <= 4001 && task["progress"].as_u64().is_some_and(|p| p <= 100), "{task}");
+    for field in ["started_on", "updated_on"] {
+        assert!(task[field].as_u64().is_some_and(|t| t > 1_600_000_000), "{field}: {task}");
+    }
+    assert!(task["pid"].is_string() && task["node"].is_string(), "{task}");
+    let (_, rows) = s.get("/db/_design/slow/_view/v?limit=0");
+    assert_eq!(rows["total_rows"], 4000);
+    let (_, tasks) = s.get("/_active_tasks");
+    let left = tasks
+        .as_array()
+        .map_or(0, |t| t.iter().filter(|t| t["design_document"] == "_design/slow").count());
+    assert_eq!(left, 0, "{tasks}");
+}
