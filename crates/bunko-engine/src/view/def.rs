@@ -116,17 +116,7 @@ impl GroupDef {
 
     /// The map index of `source` in this group.
     fn map_def(&self, source: String) -> MapDef {
-        let term = json!([
-            MAP_SIG_VERSION,
-            self.language,
-            source,
-            self.lib.as_ref().map(canonical),
-            self.partitioned,
-            self.include_design,
-            self.local_seq,
-            self.raw,
-            bunko_doc::collate::COLLATION_VERSION,
-        ]);
+        let term = json!([MAP_SIG_VERSION, self.language, source, self.row_options()]);
         MapDef { sig: md5_hex(&term), source }
     }
 
@@ -134,18 +124,20 @@ impl GroupDef {
         let sources: Vec<&str> = self.maps.iter().map(|m| m.source.as_str()).collect();
         let views: Vec<Value> =
             self.views.iter().map(|v| json!([v.name, sources.get(v.map), v.reduce])).collect();
-        let term = json!([
-            self.language,
-            sources,
-            views,
+        md5_hex(&json!([self.language, sources, views, self.row_options()]))
+    }
+
+    /// What besides the map source changes the rows: `views.lib`, the options and the
+    /// collator version.
+    fn row_options(&self) -> Value {
+        json!([
             self.lib.as_ref().map(canonical),
             self.partitioned,
             self.include_design,
             self.local_seq,
             self.raw,
             bunko_doc::collate::COLLATION_VERSION,
-        ]);
-        md5_hex(&term)
+        ])
     }
 }
 
