@@ -148,7 +148,9 @@ pub async fn active_tasks(
             "node": NODE,
             "pid": format!("<{}/{}>", t.database, t.design_document),
             "indexer_pid": format!("<{}/{}>", t.database, t.design_document),
-            "process_status": "running",
+            // What CouchDB 3.4.3 shows for a running indexer (its Erlang process waits on
+            // messages between batches).
+            "process_status": "waiting",
             "database": t.database,
             "design_document": t.design_document,
             "changes_done": p.changes_done,
