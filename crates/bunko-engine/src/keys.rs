@@ -15,8 +15,8 @@
 //! | `0x0A` | index entry `(db, num, [partition], values…, doc_id)` | `[[values…], doc_id, [whole…]]` ([`crate::index::entries`]) |
 //! | `0x0B` | `IdxMeta(db, ddoc, name)` | [`crate::index::IndexMeta`]: storage number, build cursor |
 //! | `0x0C` | `IdxDropped(db, num)` | marks a removed index whose entries are still being removed |
-//! | `0x0D` | view checkpoint `(db, sig)` | [`crate::view::ViewMeta`]: seq reached, rows per map |
-//! | `0x0E` | view row `(db, sig, map, [partition], key, doc_id, n)` | `[key, doc_id, value]` ([`crate::view::entries`]) |
+//! | `0x0D` | map index checkpoint `(db, sig)` | [`crate::view::MapMeta`]: seq reached, rows |
+//! | `0x0E` | view row `(db, sig, [partition], key, doc_id, n)` | `[key, doc_id, value]` ([`crate::view::entries`]) |
 //! | `0x0F` | view back-index `(db, sig, doc_id)` | the document's row keys |
 //!
 //! `db` is the database's numeric id (8 bytes big-endian), never its name, so that a deleted

@@ -1,7 +1,9 @@
-//! `GET /{db}/_design/{ddoc}/_info`: CouchDB's `{"name", "view_index"}` for a design
-//! document. Bunko's view and Mango indexes are kept current in the writing commit, so
+//! `GET /{db}/_design/{ddoc}/_info` for a design document without JavaScript views (a
+//! Mango `language: query` document, or one with no views): CouchDB's
+//! `{"name", "view_index"}`. Mango indexes are kept current in the writing commit, so
 //! nothing is ever pending or being updated; the signature names the index definitions
 //! (a hash of `language`, `options`, `views` and `indexes`: it changes only with them).
+//! Design documents with views are answered by `view.rs` from their view group.
 
 use axum::Extension;
 use axum::extract::{Path, State as AxState};

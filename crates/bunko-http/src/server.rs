@@ -105,24 +105,24 @@ async fn uuids(AxState(state): AxState<State>, RawQuery(query): RawQuery) -> Api
     Ok(response)
 }
 
-/// `GET /_active_tasks`: the Mango indexes being built over existing documents, in
-/// CouchDB's task shape (`type: "indexer"`, `changes_done`, `total_changes`, `progress`).
+/// `GET /_active_tasks`: the Mango indexes being built over existing documents and the
+/// view groups being updated, in CouchDB's task shape (`type: "indexer"`, `changes_done`,
+/// `total_changes`, `progress`; views also `started_on` and `updated_on`).
 pub async fn active_tasks(
     AxState(state): AxState<State>,
     Extension(ctx): Extension<UserCtx>,
 ) -> ApiResult<Response> {
     require_server_admin(&ctx)?;
-    let tasks: Vec<Value> = state
-        .engine
-        .db_names()
+    let dbs: Vec<_> =
+        state.engine.db_names().iter().filter_map(|name| state.engine.get_db(name)).collect();
+    let mut tasks: Vec<Value> = dbs
         .iter()
-        .filter_map(|name| state.engine.get_db(name))
         .flat_map(|db| db.build_tasks())
         .map(|t| {
-            let progress = (t.docs_done * 100).checked_div(t.docs_total).unwrap_or(0).min(100);
+            let progress = percent(t.docs_done, t.docs_total);
             json!({
                 "type": "indexer",
-                "node": "bunko@127.0.0.1",
+                "node": NODE,
                 "pid": format!("<{}/{}>", t.ddoc, t.index),
                 "database": t.database,
                 "design_document": t.ddoc,
@@ -133,5 +133,40 @@ pub async fn active_tasks(
             })
         })
         .collect();
+    let views = crate::blocking(move || {
+        let mut views = Vec::new();
+        for db in &dbs {
+            views.extend(db.view_tasks()?);
+        }
+        Ok(views)
+    })
+    .await?;
+    tasks.extend(views.into_iter().map(|t| {
+        let p = t.progress;
+        json!({
+            "type": "indexer",
+            "node": NODE,
+            "pid": format!("<{}/{}>", t.database, t.design_document),
+            "indexer_pid": format!("<{}/{}>", t.database, t.design_document),
+            // What CouchDB 3.4.3 shows for a running indexer (its Erlang process waits on
+            // messages between batches).
+            "process_status": "waiting",
+            "database": t.database,
+            "design_document": t.design_document,
+            "changes_done": p.changes_done,
+            "total_changes": p.total_changes,
+            "progress": percent(p.changes_done, p.total_changes),
+            "started_on": p.started_on,
+            "updated_on": p.updated_on,
+        })
+    }));
     Ok(render::json(StatusCode::OK, Value::Array(tasks)))
+}
+
+/// The node name tasks report (CouchDB's `node`).
+const NODE: &str = "bunko@127.0.0.1";
+
+/// `done` of `total` as a whole percentage, 0 to 100.
+fn percent(done: u64, total: u64) -> u64 {
+    (done * 100).checked_div(total).unwrap_or(0).min(100)
 }

@@ -216,7 +216,7 @@ async fn info(
             return Ok((None, false, 0));
         };
         let index = db.view_index(def.clone())?;
-        Ok((Some(def), index.is_updating(), index.meta().seq))
+        Ok((Some(def), index.is_updating(), index.seq()))
     })
     .await?;
     let (sig, language) = match &group {

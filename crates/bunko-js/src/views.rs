@@ -183,16 +183,33 @@ impl CompiledViews {
 
     /// [`map_batch`](Self::map_batch) for documents given as JSON text, each a JSON object.
     pub fn map_batch_json<S: AsRef<str>>(&self, docs: &[S]) -> Result<Vec<MapOutput>> {
-        let docs: Vec<Value> = docs
+        self.map_batch(&parse_docs(docs)?)
+    }
+
+    /// [`map_batch_json`](Self::map_batch_json) through some of the functions only:
+    /// `functions` are positions in the compiled set, and each output's `rows` (and each
+    /// [`FunctionError::index`]) follow the order of `functions`. A view build uses this to
+    /// map only the indexes that are behind.
+    pub fn map_batch_json_select<S: AsRef<str>>(
+        &self,
+        functions: &[usize],
+        docs: &[S],
+    ) -> Result<Vec<MapOutput>> {
+        let ids = functions
             .iter()
-            .map(|d| serde_json::from_str(d.as_ref()))
-            .collect::<Result<_, _>>()
-            .map_err(internal)?;
-        self.map_batch(&docs)
+            .map(|&f| self.ids.get(f).copied())
+            .collect::<Option<Vec<u32>>>()
+            .ok_or_else(|| internal("no such map function"))?;
+        let docs = parse_docs(docs)?;
+        self.run_ids(&ids, &docs.iter().collect::<Vec<_>>())
     }
 
     fn run(&self, docs: &[&Value]) -> Result<Vec<MapOutput>> {
-        let out = self.sandbox.map_docs(&self.ids, docs)?;
+        self.run_ids(&self.ids, docs)
+    }
+
+    fn run_ids(&self, ids: &[u32], docs: &[&Value]) -> Result<Vec<MapOutput>> {
+        let out = self.sandbox.map_docs(ids, docs)?;
         type Raw = (Vec<Rows>, Vec<(usize, String)>, Vec<String>);
         let raw: Vec<Raw> = serde_json::from_str(&out).map_err(internal)?;
         if raw.len() != docs.len() {
@@ -214,6 +231,13 @@ impl CompiledViews {
             })
             .collect())
     }
+}
+
+fn parse_docs<S: AsRef<str>>(docs: &[S]) -> Result<Vec<Value>> {
+    docs.iter()
+        .map(|d| serde_json::from_str(d.as_ref()))
+        .collect::<Result<_, _>>()
+        .map_err(internal)
 }
 
 fn one(mut outputs: Vec<MapOutput>) -> MapOutput {

@@ -236,3 +236,18 @@ fn json_text_and_batches_match_single_maps() -> TestResult {
     assert!(views.map_json("not json").is_err());
     Ok(())
 }
+
+#[test]
+fn selected_functions_map_in_the_order_given() -> TestResult {
+    let views = compile(&[
+        "function(doc) { emit('first', null); }",
+        "function(doc) { emit('second', null); }",
+        "function(doc) { throw new Error('third'); }",
+    ])?;
+    let out = views.map_batch_json_select(&[2, 1], &[r#"{"_id": "a"}"#])?;
+    let out = out.first().cloned().unwrap_or_default();
+    assert_eq!(out.rows, vec![vec![], vec![(json!("second"), Value::Null)]]);
+    assert_eq!(out.errors.iter().map(|e| e.index).collect::<Vec<_>>(), vec![0]);
+    assert!(views.map_batch_json_select(&[3], &["{}"]).is_err());
+    Ok(())
+}

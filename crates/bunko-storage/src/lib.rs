@@ -89,6 +89,11 @@ impl Batch {
         self.ops.push(Op::Delete(key.into()));
     }
 
+    /// Adds the writes of `other` after this batch's own.
+    pub fn append(&mut self, other: Batch) {
+        self.ops.extend(other.ops);
+    }
+
     pub fn is_empty(&self) -> bool {
         self.ops.is_empty()
     }

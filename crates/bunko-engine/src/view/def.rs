@@ -1,10 +1,16 @@
-//! View definitions read from a design document, and their signature.
+//! View definitions read from a design document, and their signatures.
 //!
-//! A design document's views form one *group*: the map sources (each distinct source
-//! once, sorted), the views naming them, `views.lib`, `language` and `options`. The
-//! signature is the MD5 of all of that in a canonical form, so two design documents with
-//! identical definitions share one index (CouchDB's rule), and any change to a definition
-//! gives a new, empty index.
+//! A design document's views form one *group* ([`GroupDef`]): the views, each naming a
+//! map function and an optional reduce, plus `views.lib`, `language` and `options`. Each
+//! distinct map function is a *map index* ([`MapDef`]) named by its own signature: the
+//! MD5 of what changes the rows it emits (the map source, `views.lib`, `language`,
+//! `partitioned`, `include_design`, `local_seq`, raw collation and the collator version).
+//! Reduce functions run at query time and are not part of it, so editing a reduce
+//! function, or adding or removing another view, keeps every unchanged map index and its
+//! rows; identical map functions, in one design document or several, share one index.
+//!
+//! The group's own signature ([`GroupDef::sig`]) covers every definition, reduces
+//! included: it is what `_info` reports and what names the group in the registry.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -13,24 +19,36 @@ use serde_json::{Map, Value, json};
 
 use crate::design;
 
+/// Version of the map-index signature term; a different layout of the term would change
+/// every signature, so it is kept apart from the group signatures of older data dirs.
+const MAP_SIG_VERSION: &str = "bunko-map-1";
+
 /// One view of a group.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ViewDef {
     pub name: String,
-    /// Position of the view's map source in [`GroupDef::maps`].
+    /// Position of the view's map index in [`GroupDef::maps`].
     pub map: usize,
     /// The `reduce` source (`_sum` or JavaScript), if any.
     pub reduce: Option<String>,
 }
 
+/// One map index: a map function and the signature naming its rows in storage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MapDef {
+    /// Hex MD5 of everything that changes the rows (see the module docs).
+    pub sig: String,
+    pub source: String,
+}
+
 /// The views of one design document.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupDef {
-    /// Hex MD5 naming the index in storage.
+    /// Hex MD5 of every definition of the group, reduces included.
     pub sig: String,
     pub language: String,
-    /// Distinct map sources, sorted.
-    pub maps: Vec<String>,
+    /// Distinct map functions, sorted by source.
+    pub maps: Vec<MapDef>,
     pub views: Vec<ViewDef>,
     /// `views.lib`, for `require`.
     pub lib: Option<Value>,
@@ -74,20 +92,19 @@ impl GroupDef {
             .collect();
         let options = body.get("options").and_then(Value::as_object);
         let flag = |name: &str| options.and_then(|o| o.get(name)).and_then(Value::as_bool);
-        let lib = views_lib(body);
-        let partitioned = design::is_partitioned(body, db_partitioned);
         let raw = options.and_then(|o| o.get("collation")).and_then(Value::as_str) == Some("raw");
         let mut def = GroupDef {
             sig: String::new(),
             language: language.to_string(),
-            maps,
+            maps: Vec::new(),
             views,
-            lib,
-            partitioned,
+            lib: views_lib(body),
+            partitioned: design::is_partitioned(body, db_partitioned),
             include_design: flag("include_design").unwrap_or(false),
             local_seq: flag("local_seq").unwrap_or(false),
             raw,
         };
+        def.maps = maps.into_iter().map(|source| def.map_def(source)).collect();
         def.sig = def.signature();
         Some(def)
     }
@@ -97,22 +114,35 @@ impl GroupDef {
         self.views.iter().find(|v| v.name == name)
     }
 
+    /// The map index of `source` in this group.
+    fn map_def(&self, source: String) -> MapDef {
+        let term = json!([MAP_SIG_VERSION, self.language, source, self.row_options()]);
+        MapDef { sig: md5_hex(&term), source }
+    }
+
     fn signature(&self) -> String {
+        let sources: Vec<&str> = self.maps.iter().map(|m| m.source.as_str()).collect();
         let views: Vec<Value> =
-            self.views.iter().map(|v| json!([v.name, self.maps.get(v.map), v.reduce])).collect();
-        let term = json!([
-            self.language,
-            self.maps,
-            views,
+            self.views.iter().map(|v| json!([v.name, sources.get(v.map), v.reduce])).collect();
+        md5_hex(&json!([self.language, sources, views, self.row_options()]))
+    }
+
+    /// What besides the map source changes the rows: `views.lib`, the options and the
+    /// collator version.
+    fn row_options(&self) -> Value {
+        json!([
             self.lib.as_ref().map(canonical),
             self.partitioned,
             self.include_design,
             self.local_seq,
             self.raw,
             bunko_doc::collate::COLLATION_VERSION,
-        ]);
-        hex::encode(Md5::digest(term.to_string().as_bytes()))
+        ])
     }
+}
+
+fn md5_hex(term: &Value) -> String {
+    hex::encode(Md5::digest(term.to_string().as_bytes()))
 }
 
 fn views_lib(body: &Map<String, Value>) -> Option<Value> {
@@ -151,6 +181,7 @@ mod tests {
         };
         assert_eq!(a.sig, b.sig);
         assert_eq!(a.maps.len(), 1);
+        assert_ne!(a.maps.first().map(|m| &m.sig), Some(&a.sig));
         let c = json!({"views": {"v": {"map": "function(d){emit(2)}"}}});
         assert_ne!(GroupDef::from_ddoc(&body(c), false).map(|c| c.sig), Some(a.sig.clone()));
         let partitioned = GroupDef::from_ddoc(&body(json!({"views": {"v": {"map": "f"}}})), true);
@@ -163,5 +194,28 @@ mod tests {
             GroupDef::from_ddoc(&body(json!({"language": "query", "views": {}})), false).is_none()
         );
         assert!(GroupDef::from_ddoc(&body(json!({"views": {"lib": {}}})), false).is_none());
+    }
+
+    #[test]
+    fn map_signatures_ignore_reduces_and_other_views() {
+        let sig = |v: Value| {
+            let def = GroupDef::from_ddoc(&body(v), false);
+            def.map(|d| (d.sig.clone(), d.maps.iter().map(|m| m.sig.clone()).collect::<Vec<_>>()))
+        };
+        let m = "function(d){emit(d.a)}";
+        let Some((group, maps)) = sig(json!({"views": {"v": {"map": m}}})) else {
+            panic!("has views");
+        };
+        let Some((reduced, reduced_maps)) =
+            sig(json!({"views": {"v": {"map": m, "reduce": "_count"}, "w": {"map": "f"}}}))
+        else {
+            panic!("has views");
+        };
+        assert_ne!(group, reduced, "the group signature covers reduces");
+        assert!(reduced_maps.contains(&maps[0]), "the map index is kept");
+        let raw = sig(json!({"views": {"v": {"map": m}}, "options": {"collation": "raw"}}));
+        assert!(raw.is_some_and(|(_, raw)| raw != maps), "collation changes the rows");
+        let lib = sig(json!({"views": {"v": {"map": m}, "lib": {"x": "exports.y=1"}}}));
+        assert!(lib.is_some_and(|(_, lib)| lib != maps), "views.lib changes the rows");
     }
 }

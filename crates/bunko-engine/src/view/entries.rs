@@ -1,16 +1,20 @@
-//! View keys: the rows, the back-index and the checkpoint.
+//! View keys: the rows, the back-index and the checkpoint of each map index.
 //!
 //! ```text
-//! 0x0D | db | sig                                         -> ViewMeta (postcard)
-//! 0x0E | db | sig | map | [partition] | collate(key) | doc_id | n  -> JSON [key, doc_id, value]
-//! 0x0F | db | sig | doc_id                                 -> Vec<(map, row key)> (postcard)
+//! 0x0D | db | sig                                   -> MapMeta (postcard)
+//! 0x0E | db | sig | [partition] | collate(key) | doc_id | n  -> JSON [key, doc_id, value]
+//! 0x0F | db | sig | doc_id                          -> Vec<row key> (postcard)
 //! ```
 //!
-//! `sig` is the group's signature (a string), `map` the map function's position (u64) and
-//! `n` the row's position among the rows the document emitted (u64), so one document may
-//! emit the same key twice. The collated key is one-way, hence the original key in the
-//! value; it is prefix-free, so the rows of one key are one contiguous range, sorted by
-//! document id.
+//! `sig` is the map index's signature ([`super::MapDef::sig`]) and `n` the row's position
+//! among the rows the document emitted (u64), so one document may emit the same key twice.
+//! The collated key is one-way, hence the original key in the value; it is prefix-free, so
+//! the rows of one key are one contiguous range, sorted by document id.
+//!
+//! Data dirs written before map indexes keyed the same tags by a design document's group
+//! signature (with the map's position after it). No map signature equals such a group
+//! signature (the terms hashed differ), so those keys are never read as a map index's;
+//! `_view_cleanup` finds their checkpoints among the unreferenced ones and removes them.
 
 use bunko_doc::collate;
 use bunko_doc::keycode::KeyWriter;
@@ -18,24 +22,24 @@ use bunko_storage::{Range, prefix_range};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// Tag of the `ViewMeta` checkpoint.
+/// Tag of the `MapMeta` checkpoint.
 pub const VIEW_META: u8 = 0x0D;
 /// Tag of view rows.
 pub const VIEW_ROW: u8 = 0x0E;
 /// Tag of the back-index.
 pub const VIEW_BACK: u8 = 0x0F;
 
-/// The stored state of one view group.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ViewMeta {
+/// The stored state of one map index.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MapMeta {
     /// Every change up to this seq is in the index.
     pub seq: u64,
-    /// Rows per map function.
-    pub rows: Vec<u64>,
+    /// Rows in the index (`total_rows` of a global query).
+    pub rows: u64,
 }
 
-/// The rows a document has in a group: `(map, row key)`.
-pub type BackIndex = Vec<(u64, Vec<u8>)>;
+/// The row keys a document has in a map index.
+pub type BackIndex = Vec<Vec<u8>>;
 
 pub fn meta_key(db: u64, sig: &str) -> Vec<u8> {
     KeyWriter::new(VIEW_META).u64(db).str(sig).finish()
@@ -45,9 +49,10 @@ pub fn back_key(db: u64, sig: &str, id: &str) -> Vec<u8> {
     KeyWriter::new(VIEW_BACK).u64(db).str(sig).str(id).finish()
 }
 
-/// The bytes every row of map `map` (in `partition`, for partitioned groups) starts with.
-pub fn row_base(db: u64, sig: &str, map: u64, partition: Option<&str>) -> Vec<u8> {
-    let w = KeyWriter::new(VIEW_ROW).u64(db).str(sig).u64(map);
+/// The bytes every row of map index `sig` (in `partition`, for partitioned groups)
+/// starts with.
+pub fn row_base(db: u64, sig: &str, partition: Option<&str>) -> Vec<u8> {
+    let w = KeyWriter::new(VIEW_ROW).u64(db).str(sig);
     match partition {
         Some(p) => w.str(p).finish(),
         None => w.finish(),
@@ -75,8 +80,8 @@ pub fn push_id(out: Vec<u8>, id: &str) -> Vec<u8> {
     KeyWriter::from_bytes(out).str(id).finish()
 }
 
-/// Every key of a group in a database (rows, back-index, checkpoint).
-pub fn group_ranges(db: u64, sig: &str) -> Vec<Range> {
+/// Every key of a map index in a database (rows, back-index, checkpoint).
+pub fn map_ranges(db: u64, sig: &str) -> Vec<Range> {
     [VIEW_ROW, VIEW_BACK]
         .iter()
         .map(|&tag| prefix_range(&KeyWriter::new(tag).u64(db).str(sig).finish()))
@@ -89,7 +94,7 @@ pub fn meta_range(db: u64) -> Range {
     prefix_range(&KeyWriter::new(VIEW_META).u64(db).finish())
 }
 
-/// Decodes the signature of a `ViewMeta` key.
+/// Decodes the signature of a `MapMeta` key.
 pub fn decode_meta(key: &[u8]) -> Option<String> {
     let mut r = bunko_doc::keycode::KeyReader::new(key);
     (r.u8().ok()? == VIEW_META).then_some(())?;
@@ -105,7 +110,7 @@ mod tests {
 
     #[test]
     fn rows_sort_by_key_then_id_then_n() {
-        let base = row_base(1, "s", 0, None);
+        let base = row_base(1, "s", None);
         let keys = [
             row_key(&base, &json!(null), false, "a", 0),
             row_key(&base, &json!(1), false, "a", 0),

@@ -1,15 +1,19 @@
 //! JavaScript views of design documents (DESIGN.md §5), built incrementally from
 //! `_changes`.
 //!
-//! 1. [`def`]: a design document's views form a group ([`GroupDef`]) named by a signature
-//!    over its definitions; identical design documents share one index.
-//! 2. [`Registry`]: the groups this process knows, each an [`Index`] holding the compiled
-//!    map functions and the checkpoint. Groups are registered when a design document is
-//!    written, when a view is queried, and at start-up for every design document.
-//! 3. [`build`]: an index catches up by reading the `Seq` keys after its checkpoint,
-//!    mapping the winning bodies of those documents (`bunko_js::CompiledViews::map_batch`),
+//! 1. [`def`]: a design document's views form a group ([`GroupDef`]); each distinct map
+//!    function is a map index ([`MapDef`]) named by a signature over what changes its rows,
+//!    so editing one view (or a reduce function) keeps the other map indexes, and
+//!    identical map functions share one index across design documents.
+//! 2. [`Registry`]: the groups this process knows, each an [`Index`] holding its compiled
+//!    map functions and its map indexes ([`MapIndex`], each with its checkpoint). Groups are
+//!    registered when a design document is written, when a view is queried, and at
+//!    start-up for every design document.
+//! 3. [`build`]: a group catches up by reading the `Seq` keys after the lowest checkpoint
+//!    of its map indexes, mapping the winning bodies of those documents through the map
+//!    indexes at that checkpoint (one `bunko_js::CompiledViews` call for all of them),
 //!    replacing each document's old rows (found through the back-index) with its new
-//!    ones, and storing the new checkpoint, in one commit per page. A background thread
+//!    ones, and storing the new checkpoints, in one commit per page. A background thread
 //!    does this after every write; a query with `update=true` does it first.
 //! 4. [`query`]: map queries are range scans of the collated keys ([`entries`]); reduce
 //!    queries reduce the rows of the range, by group.
@@ -32,23 +36,58 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use bunko_js::{CompiledReduce, CompiledViews, Limits, Runtime};
 use parking_lot::Mutex;
 
-pub use def::{GroupDef, ViewDef};
-pub use entries::ViewMeta;
+pub use build::ViewTask;
+pub use def::{GroupDef, MapDef, ViewDef};
+pub use entries::MapMeta;
 pub use query::{Update, ViewQuery, ViewResult, ViewRow};
 
-/// One view group's index: its definition, compiled functions and checkpoint.
+/// One map index: its rows are keyed by `sig` ([`entries`]).
+#[derive(Debug)]
+pub struct MapIndex {
+    pub sig: String,
+    /// Held while the index is updated, by the group updating it.
+    build: Mutex<()>,
+    /// The stored checkpoint, as last written.
+    meta: Mutex<MapMeta>,
+}
+
+impl MapIndex {
+    fn new(sig: String, meta: MapMeta) -> Self {
+        MapIndex { sig, build: Mutex::new(()), meta: Mutex::new(meta) }
+    }
+
+    /// The checkpoint: the seq and row count the index has reached.
+    pub fn meta(&self) -> MapMeta {
+        *self.meta.lock()
+    }
+}
+
+/// One view group's index: its definition, compiled functions and map indexes.
 pub struct Index {
     pub def: GroupDef,
-    /// Held while the index is updated; holds the compiled map functions.
-    build: Mutex<Option<CompiledViews>>,
-    /// The stored checkpoint, as last written.
-    meta: Mutex<ViewMeta>,
+    /// The map indexes of `def.maps`, in the same order.
+    pub maps: Vec<Arc<MapIndex>>,
+    /// Held while the group is updated; holds the compiled map functions, one copy per
+    /// build worker (empty until the first update).
+    build: Mutex<Vec<CompiledViews>>,
     /// Compiled JavaScript reduce functions by view name.
     reducers: Mutex<HashMap<String, CompiledReduce>>,
+    /// The running update's progress, while one maps documents.
+    progress: Mutex<Option<Progress>>,
     /// The database's update seq every change up to which is known to be indexed.
     pub(crate) caught_up: AtomicU64,
-    /// Row counts by key, for `offset` and partition totals (`view/order.rs`).
-    pub(crate) order: order::Orders,
+}
+
+/// How far a running group update is, for `GET /_active_tasks`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    /// Unix time (seconds) the update began.
+    pub started_on: u64,
+    /// Unix time (seconds) of the last page applied.
+    pub updated_on: u64,
+    pub changes_done: u64,
+    /// The changes after the lowest checkpoint when the update began.
+    pub total_changes: u64,
 }
 
 impl std::fmt::Debug for Index {
@@ -58,26 +97,35 @@ impl std::fmt::Debug for Index {
 }
 
 impl Index {
-    fn new(def: GroupDef, meta: ViewMeta) -> Self {
-        let order = order::Orders::new(meta.seq == 0);
+    fn new(def: GroupDef, maps: Vec<Arc<MapIndex>>) -> Self {
         Index {
             def,
-            build: Mutex::new(None),
-            meta: Mutex::new(meta),
+            maps,
+            build: Mutex::new(Vec::new()),
             reducers: Mutex::new(HashMap::new()),
+            progress: Mutex::new(None),
             caught_up: AtomicU64::new(0),
-            order,
         }
     }
 
-    /// The checkpoint: the seq and row counts the index has reached.
-    pub fn meta(&self) -> ViewMeta {
-        self.meta.lock().clone()
+    /// The seq every map index of the group has reached.
+    pub fn seq(&self) -> u64 {
+        self.maps.iter().map(|m| m.meta().seq).min().unwrap_or(0)
     }
 
-    /// Whether an update is running now.
+    /// The map index of view `view`.
+    pub fn map_of(&self, view: &ViewDef) -> Option<&Arc<MapIndex>> {
+        self.maps.get(view.map)
+    }
+
+    /// The running update's progress, if one is mapping documents.
+    pub fn progress(&self) -> Option<Progress> {
+        *self.progress.lock()
+    }
+
+    /// Whether an update of this group, or of one of its map indexes, runs now.
     pub fn is_updating(&self) -> bool {
-        self.build.is_locked()
+        self.build.is_locked() || self.maps.iter().any(|m| m.build.is_locked())
     }
 }
 
@@ -86,16 +134,21 @@ pub(crate) fn runtime() -> Runtime {
     Runtime::new(Limits::default())
 }
 
-/// The view groups of one database, by signature.
+/// The view groups of one database by group signature, and their map indexes by map
+/// signature.
 #[derive(Debug, Default)]
 pub struct Registry {
     groups: Mutex<HashMap<String, Arc<Index>>>,
+    maps: Mutex<HashMap<String, Arc<MapIndex>>>,
     /// The background indexer runs.
     pub(crate) running: AtomicBool,
     /// A write happened since the indexer's round began.
     pub(crate) dirty: AtomicBool,
     /// The group each design document names (`view/designs.rs`).
     pub(crate) designs: designs::Designs,
+    /// Row counts by key of every map index, for `offset` and partition totals
+    /// (`view/order.rs`).
+    pub(crate) order: order::Orders,
 }
 
 impl Registry {
@@ -108,18 +161,48 @@ impl Registry {
         self.groups.lock().get(sig).cloned()
     }
 
-    /// Registers `def` unless a group with its signature exists; returns the group.
-    pub(crate) fn insert(&self, def: GroupDef, meta: ViewMeta) -> Arc<Index> {
-        self.groups
+    /// The registered map index `sig`.
+    pub(crate) fn map(&self, sig: &str) -> Option<Arc<MapIndex>> {
+        self.maps.lock().get(sig).cloned()
+    }
+
+    /// Registers map index `sig` with checkpoint `meta` unless it exists; returns it.
+    pub(crate) fn insert_map(&self, sig: &str, meta: MapMeta) -> Arc<MapIndex> {
+        self.maps
             .lock()
-            .entry(def.sig.clone())
-            .or_insert_with(|| Arc::new(Index::new(def, meta)))
+            .entry(sig.to_string())
+            .or_insert_with(|| {
+                if meta.seq == 0 {
+                    self.order.mark_fresh(sig);
+                }
+                Arc::new(MapIndex::new(sig.to_string(), meta))
+            })
             .clone()
     }
 
-    /// Keeps only the groups whose signature is in `live`.
+    /// Registers `def` (with its map indexes) unless a group with its signature exists;
+    /// returns the group.
+    pub(crate) fn insert(&self, def: GroupDef, maps: Vec<Arc<MapIndex>>) -> Arc<Index> {
+        self.groups
+            .lock()
+            .entry(def.sig.clone())
+            .or_insert_with(|| Arc::new(Index::new(def, maps)))
+            .clone()
+    }
+
+    /// Keeps only the groups whose signature is in `live`, and the map indexes they use.
     pub(crate) fn retain(&self, live: &[String]) {
-        self.groups.lock().retain(|sig, _| live.contains(sig));
+        let mut groups = self.groups.lock();
+        groups.retain(|sig, _| live.contains(sig));
+        let used: std::collections::HashSet<&str> =
+            groups.values().flat_map(|g| g.maps.iter().map(|m| m.sig.as_str())).collect();
+        self.maps.lock().retain(|sig, _| {
+            let keep = used.contains(sig.as_str());
+            if !keep {
+                self.order.forget(sig);
+            }
+            keep
+        });
     }
 
     pub fn is_empty(&self) -> bool {

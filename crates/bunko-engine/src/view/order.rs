@@ -17,18 +17,18 @@
 //! row. Smaller buckets make the scan shorter and the structure larger: 64-row buckets
 //! take ~1.5 bytes per row and answered ~20% fewer key lookups per second.
 //!
-//! Consistency: [`Orders`] keeps a group's structures behind one lock. The updater holds
-//! it for writing while it applies a commit and records that commit's row changes
-//! ([`Orders::commit`]), and waits for durability after releasing it; a query takes its
-//! snapshot while holding it for reading ([`Orders::probe`]), so the structure and the
-//! snapshot describe the same rows. A fresh index (no commit yet) starts with empty
-//! structures and keeps them from its first commit on; otherwise (after a restart) a
-//! map's structure is built by one scan of its rows when a query first needs it.
+//! Consistency: [`Orders`] keeps a database's structures, one per map index (by
+//! signature), behind one lock. An updater holds it for writing while it applies a step
+//! and records that step's row changes ([`Orders::apply`]), and syncs after releasing it;
+//! a query takes its snapshot while holding it for reading ([`Orders::probe`]), so the
+//! structure and the snapshot describe the same rows. A fresh map index (checkpoint 0)
+//! starts with an empty structure and keeps it from its first step on; otherwise (after a
+//! restart) its structure is built by one scan of its rows when a query first needs it.
 
 use std::collections::{HashMap, HashSet};
 use std::ops::Bound;
 
-use bunko_storage::{Batch, Entry, Iter, Range, Read, Snapshot, Store, prefix_range};
+use bunko_storage::{Batch, Entry, Iter, Range, Read, Snapshot, Store, Ticket, prefix_range};
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use super::entries::BackIndex;
@@ -37,47 +37,53 @@ use crate::{Error, Result};
 /// Rows per bucket after a split or a build.
 pub const TARGET: usize = 16;
 
-/// The row keys one commit inserts into and removes from a group, by map position.
+/// The row keys one commit inserts into and removes from map indexes, by map signature.
 #[derive(Debug, Default)]
 pub struct Changes {
-    inserted: Vec<(u64, Vec<u8>)>,
-    removed: Vec<(u64, Vec<u8>)>,
+    inserted: Vec<(String, Vec<u8>)>,
+    removed: Vec<(String, Vec<u8>)>,
 }
 
 impl Changes {
-    /// Records a document's move from its `old` rows to its `new` ones: rows in both are
-    /// rewritten in place, not inserted.
-    pub fn record(&mut self, old: &BackIndex, new: &BackIndex) {
-        let old_keys: HashSet<&[u8]> = old.iter().map(|(_, k)| k.as_slice()).collect();
-        let new_keys: HashSet<&[u8]> = new.iter().map(|(_, k)| k.as_slice()).collect();
-        let removed = old.iter().filter(|(_, k)| !new_keys.contains(k.as_slice()));
-        self.removed.extend(removed.cloned());
-        let inserted = new.iter().filter(|(_, k)| !old_keys.contains(k.as_slice()));
-        self.inserted.extend(inserted.cloned());
+    /// Records a document's move in map index `sig` from its `old` rows to its `new`
+    /// ones: rows in both are rewritten in place, not inserted.
+    pub fn record(&mut self, sig: &str, old: &BackIndex, new: &BackIndex) {
+        let old_keys: HashSet<&[u8]> = old.iter().map(Vec::as_slice).collect();
+        let new_keys: HashSet<&[u8]> = new.iter().map(Vec::as_slice).collect();
+        let removed = old.iter().filter(|k| !new_keys.contains(k.as_slice()));
+        self.removed.extend(removed.map(|k| (sig.to_string(), k.clone())));
+        let inserted = new.iter().filter(|k| !old_keys.contains(k.as_slice()));
+        self.inserted.extend(inserted.map(|k| (sig.to_string(), k.clone())));
     }
 
-    fn maps(&self) -> HashSet<u64> {
-        self.inserted.iter().chain(&self.removed).map(|(map, _)| *map).collect()
+    /// Adds another worker's changes.
+    pub fn append(&mut self, other: Changes) {
+        self.inserted.extend(other.inserted);
+        self.removed.extend(other.removed);
     }
 
-    fn of(list: &[(u64, Vec<u8>)], map: u64) -> Vec<&[u8]> {
-        list.iter().filter(|(m, _)| *m == map).map(|(_, k)| k.as_slice()).collect()
+    fn maps(&self) -> HashSet<&str> {
+        self.inserted.iter().chain(&self.removed).map(|(sig, _)| sig.as_str()).collect()
+    }
+
+    fn of<'a>(list: &'a [(String, Vec<u8>)], sig: &str) -> Vec<&'a [u8]> {
+        list.iter().filter(|(m, _)| m == sig).map(|(_, k)| k.as_slice()).collect()
     }
 }
 
-/// The order structures of one view group's maps, kept in step with the store.
-#[derive(Debug)]
+/// The order structures of one database's map indexes, by map signature, kept in step
+/// with the store.
+#[derive(Debug, Default)]
 pub struct Orders {
     state: RwLock<State>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct State {
-    maps: HashMap<u64, Order>,
-    /// The group has never committed a row, so a map with no structure has no rows.
-    fresh: bool,
-    /// Maps whose structure was dropped: rebuilt by a scan, never assumed empty.
-    stale: HashSet<u64>,
+    maps: HashMap<String, Order>,
+    /// Map indexes registered with no committed row: a missing structure is empty
+    /// rather than built by a scan.
+    fresh: HashSet<String>,
 }
 
 /// Where to count rows: before the start of a range starting at a bound, or before
@@ -98,43 +104,50 @@ pub struct Probed {
 }
 
 impl Orders {
-    /// `fresh`: no row of the group has been committed yet.
-    pub fn new(fresh: bool) -> Self {
-        let state = State { maps: HashMap::new(), fresh, stale: HashSet::new() };
-        Orders { state: RwLock::new(state) }
+    /// Map index `sig` has no committed row yet (its checkpoint is 0).
+    pub fn mark_fresh(&self, sig: &str) {
+        let mut state = self.state.write();
+        if !state.maps.contains_key(sig) {
+            state.fresh.insert(sig.to_string());
+        }
     }
 
-    /// Applies `batch` (one commit of the updater) and records its row `changes` while
-    /// holding the lock, then waits for the batch to be durable. `base(map)` is the
-    /// prefix of every row of map `map` (without partition).
-    pub fn commit(
+    /// Drops what is known of map index `sig` (its rows are being removed, or it is no
+    /// longer registered): the next query builds it again by a scan.
+    pub fn forget(&self, sig: &str) {
+        let mut state = self.state.write();
+        state.maps.remove(sig);
+        state.fresh.remove(sig);
+    }
+
+    /// Applies `batch` (one step of an updater) and records its row `changes` while
+    /// holding the lock; returns the batch's ticket, not yet synced. `base(sig)` is the
+    /// prefix of every row of map index `sig` (without partition).
+    pub fn apply(
         &self,
         store: &dyn Store,
         batch: Batch,
-        changes: Changes,
-        base: impl Fn(u64) -> Vec<u8>,
-    ) -> Result<()> {
-        let ticket = {
-            let mut state = self.state.write();
-            let ticket = store.apply(batch)?;
-            state.apply(store, &changes, base);
-            ticket
-        };
-        Ok(store.sync(ticket)?)
+        changes: &Changes,
+        base: impl Fn(&str) -> Vec<u8>,
+    ) -> Result<Ticket> {
+        let mut state = self.state.write();
+        let ticket = store.apply(batch)?;
+        state.apply(store, changes, base);
+        Ok(ticket)
     }
 
-    /// A snapshot, the number of rows of map `map` (whose rows start with `base`) and a
-    /// probe for each of `cuts`, all describing the same state.
+    /// A snapshot, the number of rows of map index `sig` (whose rows start with `base`)
+    /// and a probe for each of `cuts`, all describing the same state.
     pub fn probe(
         &self,
         store: &dyn Store,
-        map: u64,
+        sig: &str,
         base: &[u8],
         cuts: &[Cut<'_>],
     ) -> Result<Probed> {
-        let state = self.ready(store, map, base)?;
+        let state = self.ready(store, sig, base)?;
         let snapshot = store.snapshot();
-        let order = state.maps.get(&map).ok_or_else(|| Error::Corrupt("view order".into()))?;
+        let order = state.maps.get(sig).ok_or_else(|| Error::Corrupt("view order".into()))?;
         let probes = cuts
             .iter()
             .map(|cut| match cut {
@@ -145,51 +158,50 @@ impl Orders {
         Ok(Probed { snapshot, total: order.total(), probes })
     }
 
-    /// The state, read-locked, with a structure for `map` (built if missing).
+    /// The state, read-locked, with a structure for `sig` (built if missing).
     fn ready(
         &self,
         store: &dyn Store,
-        map: u64,
+        sig: &str,
         base: &[u8],
     ) -> Result<RwLockReadGuard<'_, State>> {
         let state = self.state.read();
-        if state.maps.contains_key(&map) {
+        if state.maps.contains_key(sig) {
             return Ok(state);
         }
         drop(state);
         let mut state = self.state.write();
-        if !state.maps.contains_key(&map) {
-            let order = if state.fresh && !state.stale.contains(&map) {
+        if !state.maps.contains_key(sig) {
+            let order = if state.fresh.contains(sig) {
                 Order::empty(base)
             } else {
                 Order::build(&*store.snapshot(), base, TARGET)?
             };
-            state.stale.remove(&map);
-            state.maps.insert(map, order);
+            state.maps.insert(sig.to_string(), order);
         }
         Ok(RwLockWriteGuard::downgrade(state))
     }
 }
 
 impl State {
-    /// Records one applied commit's changes; `read` sees that commit.
-    fn apply(&mut self, store: &dyn Store, changes: &Changes, base: impl Fn(u64) -> Vec<u8>) {
+    /// Records one applied step's changes; `store` sees that step.
+    fn apply(&mut self, store: &dyn Store, changes: &Changes, base: impl Fn(&str) -> Vec<u8>) {
         let maps = changes.maps();
         if maps.is_empty() {
             return;
         }
         let snapshot = store.snapshot();
-        for map in maps {
-            if self.fresh && !self.stale.contains(&map) {
-                self.maps.entry(map).or_insert_with(|| Order::empty(&base(map)));
+        for sig in maps {
+            if self.fresh.contains(sig) {
+                self.maps.entry(sig.to_string()).or_insert_with(|| Order::empty(&base(sig)));
             }
-            let Some(order) = self.maps.get_mut(&map) else { continue };
-            let inserted = Changes::of(&changes.inserted, map);
-            let removed = Changes::of(&changes.removed, map);
+            let Some(order) = self.maps.get_mut(sig) else { continue };
+            let inserted = Changes::of(&changes.inserted, sig);
+            let removed = Changes::of(&changes.removed, sig);
             if let Err(err) = order.apply(&*snapshot, &inserted, &removed) {
-                tracing::warn!(%err, map, "view order out of step; rebuilt on next query");
-                self.maps.remove(&map);
-                self.stale.insert(map);
+                tracing::warn!(%err, sig, "view order out of step; rebuilt on next query");
+                self.maps.remove(sig);
+                self.fresh.remove(sig);
             }
         }
     }
@@ -715,7 +727,7 @@ mod tests {
     ) -> Result<(u64, Vec<u64>)> {
         let cuts: Vec<Cut<'_>> =
             ranges.iter().flat_map(|r| [Cut::Start(&r.0), Cut::End(&r.1)]).collect();
-        let probed = orders.probe(store.as_ref(), 0, BASE, &cuts)?;
+        let probed = orders.probe(store.as_ref(), "m", BASE, &cuts)?;
         let mut counts = Vec::new();
         for pair in probed.probes.chunks(2) {
             let start = pair[0].rank(&*probed.snapshot)?;
@@ -727,15 +739,17 @@ mod tests {
     #[test]
     fn counts_follow_commits_and_ranges() -> Result<()> {
         let store: Arc<dyn Store> = Arc::new(Memory::new());
-        let orders = Orders::new(true);
+        let orders = Orders::default();
+        orders.mark_fresh("m");
         let keys: Vec<Vec<u8>> = (0..500u32).map(|i| [BASE, &i.to_be_bytes()].concat()).collect();
         let mut batch = Batch::new();
         let mut changes = Changes::default();
         for k in &keys {
             batch.put(k.clone(), b"v".to_vec());
         }
-        changes.record(&Vec::new(), &keys.iter().map(|k| (0, k.clone())).collect());
-        orders.commit(store.as_ref(), batch, changes, |_| BASE.to_vec())?;
+        changes.record("m", &Vec::new(), &keys);
+        let ticket = orders.apply(store.as_ref(), batch, &changes, |_| BASE.to_vec())?;
+        store.sync(ticket)?;
         let at = |i: usize| keys[i].clone();
         let ranges = [
             prefix_range(BASE),
@@ -748,12 +762,15 @@ mod tests {
         let mut batch = Batch::new();
         batch.delete(at(20));
         let mut changes = Changes::default();
-        changes.record(&vec![(0, at(20)), (0, at(21))], &vec![(0, at(21))]);
-        orders.commit(store.as_ref(), batch, changes, |_| BASE.to_vec())?;
+        changes.record("m", &vec![at(20), at(21)], &vec![at(21)]);
+        orders.apply(store.as_ref(), batch, &changes, |_| BASE.to_vec())?;
         assert_eq!(counts(&orders, &store, &ranges[1..2])?, (499, vec![289]));
-        // A group with rows from before a restart builds its structure by a scan.
-        let restarted = Orders::new(false);
+        // A map index with rows from before a restart builds its structure by a scan,
+        // and so does one that was forgotten.
+        let restarted = Orders::default();
         assert_eq!(counts(&restarted, &store, &ranges[1..2])?, (499, vec![289]));
+        orders.forget("m");
+        assert_eq!(counts(&orders, &store, &ranges[1..2])?, (499, vec![289]));
         Ok(())
     }
 
@@ -761,7 +778,7 @@ mod tests {
     fn memory_stays_small_per_row() -> Result<()> {
         // The benchmark's view: 50 readings per device, keyed by device.
         let store = Memory::new();
-        let base = super::super::entries::row_base(7, "0123456789abcdef0123456789abcdef", 0, None);
+        let base = super::super::entries::row_base(7, "0123456789abcdef0123456789abcdef", None);
         let keys: Vec<Vec<u8>> = (0..20_000u32)
             .map(|i| {
                 let (device, ts) = (i % 400, 1_700_000_000 + (i / 400) * 60);

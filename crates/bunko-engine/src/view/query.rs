@@ -177,7 +177,8 @@ impl Database {
                 }
             }
         }
-        let base = entries::row_base(self.id(), &index.def.sig, view_def.map as u64, partition);
+        let map = index.map_of(&view_def).ok_or_else(|| Error::Corrupt("view map".into()))?;
+        let base = entries::row_base(self.id(), &map.sig, partition);
         let mut result = match reduce {
             Some(grouping) => {
                 let snapshot = self.store.snapshot();
@@ -186,7 +187,7 @@ impl Database {
             None => self.map_query(&index, &view_def, &base, q, partition.is_some())?,
         };
         if q.update_seq {
-            result.update_seq = Some(index.meta().seq);
+            result.update_seq = Some(index.seq());
         }
         Ok(result)
     }
@@ -209,7 +210,7 @@ impl Database {
     /// there already (no build lock, no scan: the common case of a read-mostly view).
     fn catch_up(&self, index: &Index) -> Result<()> {
         let target = self.update_seq();
-        if index.caught_up.load(AtomicOrdering::Acquire) >= target || index.meta().seq >= target {
+        if index.caught_up.load(AtomicOrdering::Acquire) >= target || index.seq() >= target {
             return Ok(());
         }
         // Every change up to `target` was applied before `update_view` takes its snapshots.
@@ -239,8 +240,9 @@ impl Database {
         cuts.extend(
             ranges.iter().map(|r| if q.descending { Cut::End(&r.1) } else { Cut::Start(&r.0) }),
         );
-        let map_base = entries::row_base(self.id(), &index.def.sig, view.map as u64, None);
-        let probed = index.order.probe(self.store.as_ref(), view.map as u64, &map_base, &cuts)?;
+        let map = index.map_of(view).ok_or_else(|| Error::Corrupt("view map".into()))?;
+        let map_base = entries::row_base(self.id(), &map.sig, None);
+        let probed = self.views.order.probe(self.store.as_ref(), &map.sig, &map_base, &cuts)?;
         let snapshot = probed.snapshot;
         let start = probed.probes[0].rank(&*snapshot)?;
         let end = probed.probes[1].rank(&*snapshot)?;

@@ -667,3 +667,179 @@ fn partition_totals_and_offsets_over_many_rows_survive_a_restart() {
     s.restart();
     check(&s);
 }
+
+/// `{id: value}` of every row of a map view, read with the given extra parameters.
+fn values(s: &Server, path: &str) -> std::collections::BTreeMap<String, Value> {
+    let (status, body) = s.get(path);
+    assert_eq!(status, 200, "{body}");
+    body["rows"]
+        .as_array()
+        .map(|rows| {
+            rows.iter()
+                .map(|r| (r["id"].as_str().unwrap_or_default().to_string(), r["value"].clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A map function whose values are random, so a rebuilt index shows different values.
+const RANDOM_MAP: &str = "function(doc) { if (doc.n !== undefined) emit(doc.n, Math.random()); }";
+
+fn docs(n: usize) -> Vec<Value> {
+    (0..n).map(|i| json!({"_id": format!("d{i:05}"), "n": i})).collect()
+}
+
+#[test]
+fn editing_one_view_keeps_the_other_views_index() {
+    let s = Server::start();
+    assert_eq!(s.put_empty("/db").0, 201);
+    bulk(&s, "db", docs(300));
+    let ddoc = json!({"views": {
+        "kept": {"map": RANDOM_MAP},
+        "edited": {"map": "function(doc) { emit(doc._id, 1); }"},
+    }});
+    let (_, created) = s.put("/db/_design/d", &ddoc);
+    let kept = values(&s, "/db/_design/d/_view/kept");
+    assert_eq!(kept.len(), 300);
+    let edited = json!({"_rev": created["rev"], "views": {
+        "kept": {"map": RANDOM_MAP},
+        "edited": {"map": "function(doc) { emit(doc._id, 2); }"},
+        "added": {"map": "function(doc) { emit(doc.n, 3); }", "reduce": "_count"},
+    }});
+    assert_eq!(s.put("/db/_design/d", &edited).0, 201);
+    // The unchanged map function keeps its index: served at once without an update...
+    assert_eq!(values(&s, "/db/_design/d/_view/kept?update=false"), kept);
+    // ...and not mapped again when the group catches up (a rebuild would draw new values).
+    let (_, fresh) = s.get("/db/_design/d/_view/edited?limit=1");
+    assert_eq!(
+        (fresh["total_rows"].clone(), fresh["rows"][0]["value"].clone()),
+        (json!(300), json!(2))
+    );
+    let (_, count) = s.get("/db/_design/d/_view/added");
+    assert_eq!(count["rows"], json!([{"key": null, "value": 300}]));
+    assert_eq!(values(&s, "/db/_design/d/_view/kept"), kept);
+    // A second design document with the same map function shares the index.
+    let other = json!({"views": {"same": {"map": RANDOM_MAP, "reduce": "_count"}}});
+    assert_eq!(s.put("/db/_design/other", &other).0, 201);
+    assert_eq!(values(&s, "/db/_design/other/_view/same?reduce=false&update=false"), kept);
+}
+
+#[test]
+fn editing_a_reduce_function_needs_no_rebuild() {
+    let s = Server::start();
+    assert_eq!(s.put_empty("/db").0, 201);
+    bulk(&s, "db", docs(100));
+    let ddoc = json!({"views": {"v": {"map": RANDOM_MAP, "reduce": "_count"}}});
+    let (_, created) = s.put("/db/_design/r", &ddoc);
+    let (_, count) = s.get("/db/_design/r/_view/v");
+    assert_eq!(count["rows"], json!([{"key": null, "value": 100}]));
+    let before = values(&s, "/db/_design/r/_view/v?reduce=false");
+    let js =
+        "function(keys, values, rereduce) { return rereduce ? sum(values) : values.length * 2; }";
+    let edited = json!({"_rev": created["rev"], "views": {"v": {"map": RANDOM_MAP, "reduce": js}}});
+    assert_eq!(s.put("/db/_design/r", &edited).0, 201);
+    let (_, doubled) = s.get("/db/_design/r/_view/v?update=false");
+    assert_eq!(doubled["rows"], json!([{"key": null, "value": 200}]));
+    assert_eq!(values(&s, "/db/_design/r/_view/v?reduce=false"), before);
+}
+
+#[test]
+fn view_cleanup_after_edits_removes_only_unused_indexes() {
+    let s = Server::start();
+    assert_eq!(s.put_empty("/db").0, 201);
+    bulk(&s, "db", docs(50));
+    let ddoc = json!({"views": {"a": {"map": RANDOM_MAP}}});
+    let (_, created) = s.put("/db/_design/c", &ddoc);
+    let a = values(&s, "/db/_design/c/_view/a");
+    let moved = json!({"_rev": created["rev"], "views": {"b": {"map": RANDOM_MAP}}});
+    let (_, moved) = s.put("/db/_design/c", &moved);
+    let (status, _) = send(s.req(Method::POST, "/db/_view_cleanup").json(&json!({})));
+    assert_eq!(status, 202);
+    // Renaming the view kept its map index, and cleanup left it alone.
+    assert_eq!(values(&s, "/db/_design/c/_view/b?update=false"), a);
+    // Without a design document using it, the index stays until cleanup removes it...
+    assert_eq!(
+        s.delete(&format!("/db/_design/c?rev={}", moved["rev"].as_str().unwrap_or(""))).0,
+        200
+    );
+    let (_, again) = s.put("/db/_design/c2", &ddoc);
+    assert_eq!(values(&s, "/db/_design/c2/_view/a?update=false"), a);
+    assert_eq!(
+        s.delete(&format!("/db/_design/c2?rev={}", again["rev"].as_str().unwrap_or(""))).0,
+        200
+    );
+    let (status, _) = send(s.req(Method::POST, "/db/_view_cleanup").json(&json!({})));
+    assert_eq!(status, 202);
+    // ...after which the same map function is indexed from scratch.
+    assert_eq!(s.put("/db/_design/c3", &ddoc).0, 201);
+    let rebuilt = values(&s, "/db/_design/c3/_view/a");
+    assert_eq!(rebuilt.len(), 50);
+    assert_ne!(rebuilt, a);
+}
+
+#[test]
+fn a_build_stopped_midway_resumes_from_its_checkpoint() {
+    let mut s = Server::start();
+    assert_eq!(s.put_empty("/db").0, 201);
+    let all = docs(5000);
+    for chunk in all.chunks(1000) {
+        bulk(&s, "db", chunk.to_vec());
+    }
+    assert_eq!(s.put("/db/_design/d", &json!({"views": {"v": {"map": RANDOM_MAP}}})).0, 201);
+    // The background indexer builds the view after the write; wait for its first pages.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut partial = values(&s, "/db/_design/d/_view/v?update=false");
+    while partial.is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        partial = values(&s, "/db/_design/d/_view/v?update=false");
+    }
+    assert!(!partial.is_empty(), "the background build committed nothing");
+    assert!(s.terminate());
+    s.restart();
+    let full = values(&s, "/db/_design/d/_view/v");
+    assert_eq!(full.len(), 5000);
+    // Rows written before the restart were kept, not mapped again (new random values).
+    for (id, value) in &partial {
+        assert_eq!(full.get(id), Some(value), "{id} was rebuilt");
+    }
+}
+
+#[test]
+fn a_running_view_build_is_an_indexer_task_until_done() {
+    let s = Server::start();
+    assert_eq!(s.put_empty("/db").0, 201);
+    for chunk in docs(4000).chunks(1000) {
+        bulk(&s, "db", chunk.to_vec());
+    }
+    let slow =
+        "function(doc) { var x = 0; for (var i = 0; i < 20000; i++) x += i; emit(doc.n, x); }";
+    assert_eq!(s.put("/db/_design/slow", &json!({"views": {"v": {"map": slow}}})).0, 201);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let task = loop {
+        let (status, tasks) = s.get("/_active_tasks");
+        assert_eq!(status, 200, "{tasks}");
+        let found = tasks
+            .as_array()
+            .and_then(|t| t.iter().find(|t| t["design_document"] == "_design/slow").cloned());
+        if let Some(task) = found {
+            break task;
+        }
+        assert!(std::time::Instant::now() < deadline, "no indexer task appeared");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    assert_eq!((task["type"].clone(), task["database"].clone()), (json!("indexer"), json!("db")));
+    assert_eq!(task["total_changes"], 4001, "the documents and the design document: {task}");
+    let done = task["changes_done"].as_u64().unwrap_or(u64::MAX);
+    assert!(done <= 4001 && task["progress"].as_u64().is_some_and(|p| p <= 100), "{task}");
+    for field in ["started_on", "updated_on"] {
+        assert!(task[field].as_u64().is_some_and(|t| t > 1_600_000_000), "{field}: {task}");
+    }
+    assert!(task["pid"].is_string() && task["node"].is_string(), "{task}");
+    let (_, rows) = s.get("/db/_design/slow/_view/v?limit=0");
+    assert_eq!(rows["total_rows"], 4000);
+    let (_, tasks) = s.get("/_active_tasks");
+    let left = tasks
+        .as_array()
+        .map_or(0, |t| t.iter().filter(|t| t["design_document"] == "_design/slow").count());
+    assert_eq!(left, 0, "{tasks}");
+}
