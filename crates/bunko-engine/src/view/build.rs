@@ -181,7 +181,7 @@ impl Database {
         std::thread::spawn(move || {
             loop {
                 db.views.dirty.store(false, Ordering::Release);
-                for index in db.views.all() {
+                for index in db.views.all().into_iter().filter(|i| i.def.autoupdate) {
                     if let Err(err) = db.update_view(&index) {
                         tracing::warn!(%err, sig = index.def.sig, "view update stopped");
                     }
@@ -193,6 +193,17 @@ impl Database {
                 {
                     return;
                 }
+            }
+        });
+    }
+
+    /// Updates one group in the background (`update=lazy`), whether or not the
+    /// background indexer keeps it current.
+    pub(crate) fn spawn_view_update(self: &Arc<Self>, index: Arc<Index>) {
+        let db = self.clone();
+        std::thread::spawn(move || {
+            if let Err(err) = db.update_view(&index) {
+                tracing::warn!(%err, sig = index.def.sig, "view update stopped");
             }
         });
     }

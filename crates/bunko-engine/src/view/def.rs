@@ -57,6 +57,9 @@ pub struct GroupDef {
     pub local_seq: bool,
     /// `options.collation == "raw"`.
     pub raw: bool,
+    /// The background indexer keeps the group current (CouchDB's `autoupdate`, which
+    /// `false` or `{"views": false}` turns off); queries still update it.
+    pub autoupdate: bool,
 }
 
 impl GroupDef {
@@ -103,6 +106,7 @@ impl GroupDef {
             include_design: flag("include_design").unwrap_or(false),
             local_seq: flag("local_seq").unwrap_or(false),
             raw,
+            autoupdate: autoupdate(body),
         };
         def.maps = maps.into_iter().map(|source| def.map_def(source)).collect();
         def.sig = def.signature();
@@ -124,7 +128,7 @@ impl GroupDef {
         let sources: Vec<&str> = self.maps.iter().map(|m| m.source.as_str()).collect();
         let views: Vec<Value> =
             self.views.iter().map(|v| json!([v.name, sources.get(v.map), v.reduce])).collect();
-        md5_hex(&json!([self.language, sources, views, self.row_options()]))
+        md5_hex(&json!([self.language, sources, views, self.row_options(), self.autoupdate]))
     }
 
     /// What besides the map source changes the rows: `views.lib`, the options and the
@@ -138,6 +142,16 @@ impl GroupDef {
             self.raw,
             bunko_doc::collate::COLLATION_VERSION,
         ])
+    }
+}
+
+/// CouchDB's `autoupdate` member: `false`, or an object whose `views` is `false`, stops
+/// background updates (`ken_server:should_update`).
+fn autoupdate(body: &Map<String, Value>) -> bool {
+    match body.get("autoupdate") {
+        Some(Value::Bool(false)) => false,
+        Some(Value::Object(types)) => types.get("views") != Some(&Value::Bool(false)),
+        _ => true,
     }
 }
 

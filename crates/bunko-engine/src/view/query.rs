@@ -173,7 +173,7 @@ impl Database {
             Update::False => {}
             Update::Lazy => {
                 if let Some(me) = self.arc() {
-                    me.spawn_view_indexer();
+                    me.spawn_view_update(index.clone());
                 }
             }
         }

@@ -843,3 +843,41 @@ fn a_running_view_build_is_an_indexer_task_until_done() {
         .map_or(0, |t| t.iter().filter(|t| t["design_document"] == "_design/slow").count());
     assert_eq!(left, 0, "{tasks}");
 }
+
+/// `view_update_seq_test.exs`: with `"autoupdate": false` only queries update the view,
+/// so `stale=ok` reads it as the last query left it and `stale=update_after` updates it
+/// after answering.
+#[test]
+fn autoupdate_false_leaves_updates_to_queries() {
+    let s = Server::start();
+    assert_eq!(s.put_empty("/seq").0, 201);
+    let ddoc = json!({"autoupdate": false, "views": {
+        "all_docs": {"map": "function(doc) { emit(doc.integer, doc.string) }"},
+        "summate": {"map": "function (doc) { if (typeof doc.integer === 'number') { emit(doc.integer, doc.integer)}; }",
+                    "reduce": "function (keys, values) { return sum(values); };"}}});
+    assert_eq!(s.put("/seq/_design/test", &ddoc).0, 201);
+    let docs: Vec<Value> = (0..100)
+        .map(|i| json!({"_id": i.to_string(), "integer": i, "string": i.to_string()}))
+        .collect();
+    bulk(&s, "seq", docs);
+    let seq_of = |extra: &str| {
+        let (status, body) =
+            s.get(&format!("/seq/_design/test/_view/all_docs?limit=1&update_seq=true{extra}"));
+        assert_eq!(status, 200, "{body}");
+        body["update_seq"].as_str().and_then(|s| s.split('-').next()?.parse::<u64>().ok())
+    };
+    assert_eq!(seq_of(""), Some(101));
+    let (_, summed) = s.get("/seq/_design/test/_view/summate?update_seq=true");
+    assert_eq!(summed["update_seq"], "101");
+    assert_eq!(s.put("/seq/A", &json!({"integer": 1})).0, 201);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(seq_of("&stale=ok"), Some(101), "no background update");
+    assert_eq!(s.put("/seq/AA", &json!({"integer": 2})).0, 201);
+    assert_eq!(seq_of("&stale=update_after"), Some(101));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while seq_of("&stale=ok") != Some(103) {
+        assert!(std::time::Instant::now() < deadline, "update_after never updated the view");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(seq_of(""), Some(103));
+}
