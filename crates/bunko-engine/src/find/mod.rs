@@ -247,7 +247,8 @@ impl Database {
         run: &mut Run,
     ) -> Result<bool> {
         let range = run.resume(range, query.descending);
-        for entry in Iter::new(snap.clone(), range, query.descending, 256) {
+        for entry in Iter::new(snap.clone(), range, query.descending, 256).first_page(run.wanted())
+        {
             let (key, value) = entry?;
             run.stats.keys_examined += 1;
             let Some((_, id, whole)) = entries::decode_full(&value) else { continue };
@@ -276,7 +277,8 @@ impl Database {
         run: &mut Run,
     ) -> Result<bool> {
         let range = run.resume(range, query.descending);
-        for entry in Iter::new(snap.clone(), range, query.descending, 256) {
+        for entry in Iter::new(snap.clone(), range, query.descending, 256).first_page(run.wanted())
+        {
             let (key, info) = entry?;
             let info: records::DocInfo = records::decode(&info)?;
             if info.winner()?.1 {
