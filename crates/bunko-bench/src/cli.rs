@@ -36,6 +36,9 @@ pub struct Options {
     /// Length of each timed case, e.g. `10s`, `500ms`, `2m` (default 10s full, 1s smoke).
     #[arg(long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
+    /// Database sizes of `partition-scaling`, comma-separated (default: the scale's three).
+    #[arg(long, value_delimiter = ',')]
+    pub partition_sizes: Vec<usize>,
     /// Name of this server in the output (e.g. `bunko`, `couchdb`).
     #[arg(long, default_value = "server")]
     pub label: String,
@@ -143,7 +146,7 @@ pub struct Sizes {
     /// Documents preloaded for `elemmatch`.
     pub elemmatch: usize,
     /// Database sizes of `partition-scaling`.
-    pub partition: [usize; 3],
+    pub partition: Vec<usize>,
     /// Documents preloaded for `view`.
     pub view: usize,
     /// Documents per bulk case of `limit`.
@@ -159,7 +162,7 @@ impl Sizes {
                 read: 100_000,
                 find: 200_000,
                 elemmatch: 100_000,
-                partition: [10_000, 100_000, 1_000_000],
+                partition: vec![10_000, 100_000, 1_000_000],
                 view: 200_000,
                 limit: 200_000,
             },
@@ -169,11 +172,19 @@ impl Sizes {
                 read: 300,
                 find: 300,
                 elemmatch: 300,
-                partition: [100, 200, 400],
+                partition: vec![100, 200, 400],
                 view: 300,
                 limit: 2000,
             },
         }
+    }
+
+    /// These sizes with `partition` replaced by `sizes`, unless it is empty.
+    pub fn with_partition(mut self, sizes: &[usize]) -> Sizes {
+        if !sizes.is_empty() {
+            self.partition = sizes.to_vec();
+        }
+        self
     }
 }
 

@@ -2,6 +2,19 @@
 //!
 //! A partition's `_all_docs` is the same scan bounded to the ids `p:…`, one contiguous range
 //! ([`crate::keys::doc_prefix`]), so its cost does not depend on the rest of the database.
+//! Its `total_rows` is the partition's `doc_count` (one read of its counters).
+//!
+//! `offset` is the number of live documents before the first row (plus `skip`), which
+//! CouchDB reads from its B-tree's reductions; a key-value store has none, so:
+//! - in a partition, the partition's documents before the start key are counted (bounded
+//!   by the partition's size);
+//! - in a global query of a partitioned database, the partitions' counters are summed and
+//!   only the partition the start key falls in is counted ([`count_by_partition`]);
+//! - otherwise every document before the start key is counted, so a start key deep in a
+//!   large database costs a scan up to it.
+//!
+//! Rows are read in pages that start at `skip + limit` entries and grow, so a short page of
+//! a long range reads little more than it returns.
 
 use std::ops::Bound;
 
@@ -12,7 +25,10 @@ use crate::Result;
 use crate::database::Database;
 use crate::keys::{self, Key};
 use crate::read::{DocOut, doc_info_in, get_in};
-use crate::records::{self, DocInfo};
+use crate::records::{self, DocInfo, Stats};
+
+/// How many `Doc` entries counting reads at a time.
+const COUNT_PAGE: usize = 1024;
 
 /// The parameters of an `_all_docs` range query.
 #[derive(Debug, Clone)]
@@ -89,8 +105,19 @@ impl Database {
             (None, None) => self.info().stats.doc_count,
         };
         let range = narrow(base.clone(), db, query);
-        let before = count_live(snapshot.as_ref(), &outside(&base, &range, query.descending))?;
-        let iter = Iter::new(snapshot.clone(), range, query.descending, 256);
+        let before_range = outside(&base, &range, query.descending);
+        let before = if partition.is_none() && query.prefix.is_none() && self.is_partitioned() {
+            // Counting one page directly is cheaper than reading every partition's
+            // counters when the start key is near the beginning.
+            match count_live_within(snapshot.as_ref(), &before_range, 1)? {
+                Some(count) => count,
+                None => count_by_partition(&snapshot, db, &before_range)?,
+            }
+        } else {
+            count_live(snapshot.as_ref(), &before_range)?
+        };
+        let wanted = query.limit.map_or(usize::MAX, |l| l.saturating_add(query.skip) as usize);
+        let iter = Iter::new(snapshot.clone(), range, query.descending, 256).first_page(wanted);
         let rows = Rows {
             snapshot,
             db,
@@ -185,14 +212,52 @@ fn outside(base: &Range, range: &Range, descending: bool) -> Range {
     }
 }
 
-fn count_live(read: &dyn Read, range: &Range) -> Result<u64> {
+/// The live documents of `range` in a partitioned database, counted with the partitions'
+/// counters (`PartStats`, kept in every writing commit, so they agree with the snapshot):
+/// a partition wholly inside `range` adds its `doc_count`, and only a partition cut by a
+/// bound of `range` is counted document by document, as are the design documents (the only
+/// documents outside partitions). So the `offset` of a global `_all_docs` costs one read
+/// per partition plus the documents of at most two partitions, not one read per document
+/// before it as [`count_live`] does.
+fn count_by_partition(snapshot: &Snapshot, db: u64, range: &Range) -> Result<u64> {
     if is_empty(range) {
         return Ok(0);
     }
+    let design = intersect(&keys::doc_prefix(db, "_design/"), range);
+    let mut count = count_live(snapshot.as_ref(), &design)?;
+    for entry in Iter::new(snapshot.clone(), keys::part_stats_range(db), false, 1024) {
+        let (key, value) = entry?;
+        let docs = keys::doc_prefix(db, &format!("{}:", keys::decode_part_stats(&key)?));
+        let part = intersect(&docs, range);
+        if part == docs {
+            count += records::decode::<Stats>(&value)?.doc_count;
+        } else {
+            count += count_live(snapshot.as_ref(), &part)?;
+        }
+    }
+    Ok(count)
+}
+
+/// The keys in both `a` and `b`.
+fn intersect(a: &Range, b: &Range) -> Range {
+    (max_low(a.0.clone(), Some(b.0.clone())), min_high(a.1.clone(), Some(b.1.clone())))
+}
+
+/// The live documents of `range`, counted one by one.
+fn count_live(read: &dyn Read, range: &Range) -> Result<u64> {
+    Ok(count_live_within(read, range, usize::MAX)?.unwrap_or_default())
+}
+
+/// [`count_live`], giving up (`None`) when `range` holds more than `pages` pages of
+/// [`COUNT_PAGE`] documents.
+fn count_live_within(read: &dyn Read, range: &Range, pages: usize) -> Result<Option<u64>> {
+    if is_empty(range) {
+        return Ok(Some(0));
+    }
     let mut count = 0;
     let mut page_range = range.clone();
-    loop {
-        let page = read.scan(&page_range, false, 1024)?;
+    for _ in 0..pages {
+        let page = read.scan(&page_range, false, COUNT_PAGE)?;
         for (_, value) in &page {
             let info: DocInfo = records::decode(value)?;
             if matches!(info.winner(), Ok((_, false))) {
@@ -200,10 +265,13 @@ fn count_live(read: &dyn Read, range: &Range) -> Result<u64> {
             }
         }
         match page.last() {
-            Some((last, _)) if page.len() == 1024 => page_range.0 = Bound::Excluded(last.clone()),
-            _ => return Ok(count),
+            Some((last, _)) if page.len() == COUNT_PAGE => {
+                page_range.0 = Bound::Excluded(last.clone());
+            }
+            _ => return Ok(Some(count)),
         }
     }
+    Ok(None)
 }
 
 fn is_empty(range: &Range) -> bool {

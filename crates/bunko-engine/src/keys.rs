@@ -118,6 +118,11 @@ pub fn local_range(db: u64) -> Range {
     prefix_range(&KeyWriter::new(LOCAL).u64(db).finish())
 }
 
+/// The range of a database's `PartStats` records, one per partition.
+pub fn part_stats_range(db: u64) -> Range {
+    prefix_range(&KeyWriter::new(PART_STATS).u64(db).finish())
+}
+
 /// Every range holding keys of database `db` (for dropping it).
 pub fn all_db_ranges(db: u64) -> Vec<Range> {
     let mut ranges: Vec<Range> = [
@@ -178,6 +183,14 @@ pub fn decode_db(key: &[u8]) -> Result<String> {
 pub fn decode_doc(key: &[u8]) -> Result<String> {
     let mut r = KeyReader::new(key);
     expect_tag(&mut r, DOC)?;
+    r.u64().map_err(corrupt)?;
+    r.string().map_err(corrupt)
+}
+
+/// Decodes the partition name of a `PartStats` key.
+pub fn decode_part_stats(key: &[u8]) -> Result<String> {
+    let mut r = KeyReader::new(key);
+    expect_tag(&mut r, PART_STATS)?;
     r.u64().map_err(corrupt)?;
     r.string().map_err(corrupt)
 }

@@ -115,3 +115,78 @@ fn partitioned_databases_count_per_partition_and_refuse_overflow() -> Result<()>
     assert_eq!(db.partition_stats("bridge-1234")?.doc_count, 2);
     Ok(())
 }
+
+/// The `offset` of a global `_all_docs` in a partitioned database is summed from the
+/// partitions' counters when more than 1024 documents come before the start key; it must
+/// equal counting the live rows before the start key, with partition names that sort
+/// differently as names and as `name:` prefixes (`a`, `a-b`, `ab`), a design document
+/// among them, a deleted document, and a partition `m` of 1100 documents that the start
+/// key may cut.
+#[test]
+fn global_all_docs_offset_of_a_partitioned_database_counts_the_rows_before() -> Result<()> {
+    use bunko_engine::all_docs::AllDocsQuery;
+    let db = engine()?.create_db("p", true)?;
+    let ids = ["a:1", "a:2", "a:3", "a-b:1", "a-b:2", "ab:1", "b:1", "b:2", "b:3", "c:1"];
+    for id in ids.iter().chain(&["_design/x"]) {
+        db.put(doc(&format!(r#"{{"_id":"{id}"}}"#))?, WriteOptions::default())?;
+    }
+    let many =
+        (0..1100).map(|i| doc(&format!(r#"{{"_id":"m:{i:04}"}}"#))).collect::<Result<_>>()?;
+    db.update_docs(many, WriteOptions::default())?;
+    let rev = db.get("b:2", None)?.rev;
+    db.put(
+        doc(&format!(r#"{{"_id":"b:2","_rev":"{rev}","_deleted":true}}"#))?,
+        Default::default(),
+    )?;
+    let live: Vec<String> = db
+        .all_docs(&AllDocsQuery::default(), None)?
+        .rows
+        .map(|r| Ok(r?.id))
+        .collect::<Result<_>>()?;
+    assert_eq!(live.len(), 1110);
+    let starts = [
+        "m:",
+        "m:0500",
+        "m:1099",
+        "n",
+        "",
+        "a",
+        "a:",
+        "a:2",
+        "a-b:",
+        "a-b:2",
+        "ab:1",
+        "b:",
+        "b:2",
+        "b:25",
+        "c",
+        "_design/x",
+        "_e",
+        "zzz",
+    ];
+    for start in starts {
+        for descending in [false, true] {
+            for skip in [0, 2] {
+                let query = AllDocsQuery {
+                    start: Some(start.to_string()),
+                    descending,
+                    skip,
+                    limit: Some(1),
+                    ..Default::default()
+                };
+                let before = live
+                    .iter()
+                    .filter(|id| if descending { id.as_str() > start } else { id.as_str() < start })
+                    .count() as u64;
+                let got = db.all_docs(&query, None)?;
+                assert_eq!(got.total_rows, 1110);
+                assert_eq!(
+                    got.offset,
+                    (before + skip).min(1110),
+                    "start {start:?} descending {descending} skip {skip}"
+                );
+            }
+        }
+    }
+    Ok(())
+}

@@ -253,13 +253,26 @@ pub struct Iter {
     read: Snapshot,
     range: Option<Range>,
     reverse: bool,
+    /// The size of the next page: it doubles after each page, up to `max_page`.
     page: usize,
+    max_page: usize,
     buf: Vec<Entry>,
 }
 
 impl Iter {
+    /// An iterator reading `page` entries at a time.
     pub fn new(read: Snapshot, range: Range, reverse: bool, page: usize) -> Self {
-        Self { read, range: Some(range), reverse, page: page.max(1), buf: Vec::new() }
+        let page = page.max(1);
+        Self { read, range: Some(range), reverse, page, max_page: page, buf: Vec::new() }
+    }
+
+    /// Makes the first page `first` entries (at most the page size given to [`Iter::new`]);
+    /// each later page is twice the previous one, up to that size. For a caller that
+    /// expects to stop after about `first` entries (a `limit`), so that a short read of a
+    /// long range does not fetch and copy a whole page it will not use.
+    pub fn first_page(mut self, first: usize) -> Self {
+        self.page = first.clamp(1, self.max_page);
+        self
     }
 }
 
@@ -269,11 +282,13 @@ impl Iterator for Iter {
     fn next(&mut self) -> Option<Self::Item> {
         if self.buf.is_empty() {
             let range = self.range.take()?;
-            let mut page = match self.read.scan(&range, self.reverse, self.page) {
+            let size = self.page;
+            self.page = (size * 2).min(self.max_page);
+            let mut page = match self.read.scan(&range, self.reverse, size) {
                 Ok(page) => page,
                 Err(err) => return Some(Err(err)),
             };
-            if page.len() == self.page
+            if page.len() == size
                 && let Some((last, _)) = page.last()
             {
                 let last = Bound::Excluded(last.clone());

@@ -319,6 +319,12 @@ fn iter_pages_both_directions<S: Backend>(f: &Fixture<S>) -> TestResult {
                 let got: Vec<Entry> = Iter::new(snapshot.clone(), range.clone(), reverse, page)
                     .collect::<Result<_, _>>()?;
                 assert_eq!(got, want, "{range:?} reverse={reverse} page={page}");
+                for first in [0, 1, 5, 36, 2000] {
+                    let got: Vec<Entry> = Iter::new(snapshot.clone(), range.clone(), reverse, page)
+                        .first_page(first)
+                        .collect::<Result<_, _>>()?;
+                    assert_eq!(got, want, "{range:?} reverse={reverse} page={page} {first}");
+                }
             }
         }
     }

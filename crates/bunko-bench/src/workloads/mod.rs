@@ -78,7 +78,7 @@ impl Ctx {
         Ok(Ctx {
             server: Server::new(opts)?,
             opts: opts.clone(),
-            sizes: Sizes::of(opts.scale),
+            sizes: Sizes::of(opts.scale).with_partition(&opts.partition_sizes),
             run_id: base36(nanos ^ u64::from(std::process::id())),
             next_db: AtomicUsize::new(0),
             dbs: std::sync::Mutex::new(Vec::new()),

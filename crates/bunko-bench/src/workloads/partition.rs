@@ -1,7 +1,8 @@
 //! `partition-scaling`: partition queries against the same queries made globally, in
 //! partitioned databases of [`crate::cli::Sizes::partition`] readings (10k, 100k and 1M at
-//! full scale; 1000 partitions, so 10 to 1000 documents per partition). Per size, each case
-//! runs 16 connections for half the run's duration, on random partitions:
+//! full scale, or `--partition-sizes`; 1000 partitions, so 10 to 1000 documents per
+//! partition). Per size, each case runs 16 connections for half the run's duration, on
+//! random partitions:
 //!
 //! | case | request |
 //! |---|---|
@@ -37,7 +38,7 @@ pub async fn run(ctx: &Ctx, rows: &mut Vec<Row>) -> Result {
     {
         return Err(Error::Unsupported(format!("no _partition queries: {a}; {b}")));
     }
-    for size in ctx.sizes.partition {
+    for &size in &ctx.sizes.partition {
         let db = ctx.create_db(Workload::PartitionScaling, true).await?;
         let readings = Readings::new(size);
         let mut preloaded = Some(ctx.preload(&db, readings).await?);

@@ -247,7 +247,8 @@ impl Database {
         run: &mut Run,
     ) -> Result<bool> {
         let range = run.resume(range, query.descending);
-        for entry in Iter::new(snap.clone(), range, query.descending, 256) {
+        for entry in Iter::new(snap.clone(), range, query.descending, 256).first_page(run.wanted())
+        {
             let (key, value) = entry?;
             run.stats.keys_examined += 1;
             let Some((_, id, whole)) = entries::decode_full(&value) else { continue };
@@ -256,7 +257,7 @@ impl Database {
             }
             let doc = match (cover, whole) {
                 (Some(paths), Some(whole)) => covered_doc(&id, paths, whole, run.selector),
-                _ => self.read_doc(snap, &id, query.conflicts, run)?,
+                _ => self.read_doc_by_id(snap, &id, query, run)?,
             };
             if let Some(doc) = doc
                 && run.offer(doc, &key)
@@ -276,7 +277,8 @@ impl Database {
         run: &mut Run,
     ) -> Result<bool> {
         let range = run.resume(range, query.descending);
-        for entry in Iter::new(snap.clone(), range, query.descending, 256) {
+        for entry in Iter::new(snap.clone(), range, query.descending, 256).first_page(run.wanted())
+        {
             let (key, info) = entry?;
             let info: records::DocInfo = records::decode(&info)?;
             if info.winner()?.1 {
@@ -289,7 +291,7 @@ impl Database {
                 run.stats.docs_examined += 1;
                 continue;
             }
-            if let Some(doc) = self.read_doc(snap, &id, query.conflicts, run)?
+            if let Some(doc) = self.read_doc(snap, &id, &info, query, run)?
                 && run.offer(doc, &key)
             {
                 return Ok(true);
@@ -298,17 +300,29 @@ impl Database {
         Ok(false)
     }
 
-    /// The current winning body of `id` as Mango sees it, if it exists and matches.
+    /// [`Database::read_doc`] of a document named by an index entry.
+    fn read_doc_by_id(
+        &self,
+        snap: &Snapshot,
+        id: &str,
+        query: &FindQuery,
+        run: &mut Run,
+    ) -> Result<Option<Value>> {
+        let Some(info) = snap.get(&Key::Doc(self.id(), id).encode())? else { return Ok(None) };
+        self.read_doc(snap, id, &records::decode(&info)?, query, run)
+    }
+
+    /// The winning body of `id` (whose `DocInfo` is `info`) as Mango sees it, if it is
+    /// not deleted and matches.
     fn read_doc(
         &self,
         snap: &Snapshot,
         id: &str,
-        conflicts: bool,
+        info: &records::DocInfo,
+        query: &FindQuery,
         run: &mut Run,
     ) -> Result<Option<Value>> {
         let db = self.id();
-        let Some(info) = snap.get(&Key::Doc(db, id).encode())? else { return Ok(None) };
-        let info: records::DocInfo = records::decode(&info)?;
         let (rev, deleted) = info.winner()?;
         if deleted {
             return Ok(None);
@@ -317,8 +331,8 @@ impl Database {
         let Some(body) = snap.get(&Key::Rev(db, id, &rev).encode())? else { return Ok(None) };
         run.stats.docs_examined += 1;
         let mut doc = entries::mango_doc(id, &rev, &body);
-        if conflicts {
-            entries::add_conflicts(&mut doc, &entries::conflicts_of(&info));
+        if query.conflicts {
+            entries::add_conflicts(&mut doc, &entries::conflicts_of(info));
         }
         if !run.selector.matches(&doc, Dialect::Mango) {
             return Ok(None);

@@ -46,6 +46,13 @@ impl<'a> Run<'a> {
         self.docs.len() >= self.limit
     }
 
+    /// How many more matches the run takes before it stops: the rest of `skip` and of the
+    /// page, plus the match that ends it. Scans read about this many entries first.
+    pub fn wanted(&self) -> usize {
+        let rest = self.limit.saturating_sub(self.docs.len());
+        self.skip.saturating_add(rest).saturating_add(1)
+    }
+
     /// Takes a matching document; `true` when the page was already full, so the scan
     /// stops. As in CouchDB, a full page ends the scan only when the next match arrives,
     /// so `execution_stats` count the rows read up to that match.
