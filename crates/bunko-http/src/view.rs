@@ -17,7 +17,7 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Extension, Router};
 use bunko_engine::Database;
-use bunko_engine::view::{Update, ViewQuery, ViewResult, ViewRow};
+use bunko_engine::view::{Update, ViewInfo, ViewQuery, ViewResult, ViewRow};
 use serde_json::{Map, Value, json};
 
 use crate::body::RawBody;
@@ -211,12 +211,13 @@ async fn info(
         return crate::ddoc_info::info(st, ctx, Path((db, ddoc))).await;
     }
     let db = handle;
-    let (group, updating, seq) = blocking(move || {
+    let (group, updating, (seq, info)) = blocking(move || {
         let Some(def) = db.design_group(&id)? else {
-            return Ok((None, false, 0));
+            return Ok((None, false, (0, ViewInfo::default())));
         };
         let index = db.view_index(def.clone())?;
-        Ok((Some(def), index.is_updating(), index.seq()))
+        let info = db.view_info(&index)?;
+        Ok((Some(def), index.is_updating(), (index.seq(), info)))
     })
     .await?;
     let (sig, language) = match &group {
@@ -231,13 +232,14 @@ async fn info(
                 "signature": sig,
                 "language": language,
                 "update_seq": seq,
-                "updates_pending": {"minimum": 0, "preferred": 0, "total": 0},
+                "updates_pending":
+                    {"minimum": info.pending, "preferred": info.pending, "total": info.pending},
                 "purge_seq": 0,
                 "updater_running": updating,
                 "compact_running": false,
                 "waiting_clients": 0,
                 "waiting_commit": false,
-                "sizes": {"active": 0, "external": 0, "file": 0},
+                "sizes": {"active": info.active, "external": info.external, "file": info.active},
                 "collator_versions": [bunko_doc::collate::COLLATION_VERSION],
             }
         }),

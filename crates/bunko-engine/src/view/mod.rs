@@ -25,6 +25,7 @@ pub mod build;
 pub mod def;
 mod designs;
 pub mod entries;
+mod info;
 pub mod order;
 pub mod query;
 mod reduce;
@@ -39,6 +40,7 @@ use parking_lot::Mutex;
 pub use build::ViewTask;
 pub use def::{GroupDef, MapDef, ViewDef};
 pub use entries::MapMeta;
+pub use info::ViewInfo;
 pub use query::{Update, ViewQuery, ViewResult, ViewRow};
 
 /// One map index: its rows are keyed by `sig` ([`entries`]).

@@ -872,6 +872,13 @@ fn autoupdate_false_leaves_updates_to_queries() {
     assert_eq!(s.put("/seq/A", &json!({"integer": 1})).0, 201);
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert_eq!(seq_of("&stale=ok"), Some(101), "no background update");
+    let (_, info) = s.get("/seq/_design/test/_info");
+    let index = &info["view_index"];
+    assert_eq!(index["updates_pending"]["total"], 1, "{info}");
+    let (active, external) =
+        (index["sizes"]["active"].as_u64(), index["sizes"]["external"].as_u64());
+    // 200 rows of `[key, id, value]` JSON, each over 10 bytes; keys and back-index on top.
+    assert!(external.is_some_and(|e| e > 2000) && active > external, "{info}");
     assert_eq!(s.put("/seq/AA", &json!({"integer": 2})).0, 201);
     assert_eq!(seq_of("&stale=update_after"), Some(101));
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);

@@ -1,0 +1,56 @@
+//! The figures of `GET /{db}/_design/{ddoc}/_info` for a view group: its sizes and the
+//! changes it has yet to index, counted by reading the group's keys (the endpoint is
+//! rare, so nothing is kept up to date for it).
+
+use std::ops::Bound;
+
+use bunko_storage::{Iter, Snapshot};
+
+use super::{Index, entries};
+use crate::Result;
+use crate::database::Database;
+use crate::keys::{self, Key};
+
+/// Sizes in bytes and pending changes of a view group.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ViewInfo {
+    /// Bytes of every key and value the group's map indexes store (rows, back-index,
+    /// checkpoints): CouchDB's `sizes.active` (and `file`, as the store is shared).
+    pub active: u64,
+    /// Bytes of the rows' JSON values (`[key, id, value]`): CouchDB's `sizes.external`.
+    pub external: u64,
+    /// Changes after the group's lowest checkpoint: `updates_pending.total`.
+    pub pending: u64,
+}
+
+impl Database {
+    /// Counts the sizes and pending changes of `index` in one snapshot.
+    pub fn view_info(&self, index: &Index) -> Result<ViewInfo> {
+        let snapshot = self.store.snapshot();
+        let mut info = ViewInfo::default();
+        for map in &index.maps {
+            for range in entries::map_ranges(self.id(), &map.sig) {
+                for entry in Iter::new(snapshot.clone(), range, false, 1024) {
+                    let (key, value) = entry?;
+                    info.active += (key.len() + value.len()) as u64;
+                    if key.first() == Some(&entries::VIEW_ROW) {
+                        info.external += value.len() as u64;
+                    }
+                }
+            }
+        }
+        info.pending = pending(&snapshot, self.id(), index.seq())?;
+        Ok(info)
+    }
+}
+
+/// The `Seq` keys of `db` after `seq`.
+fn pending(snapshot: &Snapshot, db: u64, seq: u64) -> Result<u64> {
+    let range = (Bound::Excluded(Key::Seq(db, seq).encode()), keys::seq_range(db).1);
+    let mut n = 0;
+    for entry in Iter::new(snapshot.clone(), range, false, 1024) {
+        entry?;
+        n += 1;
+    }
+    Ok(n)
+}
