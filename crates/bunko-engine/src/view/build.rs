@@ -418,12 +418,7 @@ struct Tracker<'a> {
 impl<'a> Tracker<'a> {
     /// Counts the changes the update has to map; `None` when there are none.
     fn start(db: &Database, index: &'a Index) -> Result<Option<Tracker<'a>>> {
-        let range = Step::plan(index).range(db.id());
-        let mut total = 0;
-        for entry in bunko_storage::Iter::new(db.store.snapshot(), range, false, 1024) {
-            entry?;
-            total += 1;
-        }
+        let total = db.pending_changes(index.seq())?;
         if total == 0 {
             return Ok(None);
         }

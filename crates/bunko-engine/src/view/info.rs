@@ -2,14 +2,11 @@
 //! changes it has yet to index, counted by reading the group's keys (the endpoint is
 //! rare, so nothing is kept up to date for it).
 
-use std::ops::Bound;
-
-use bunko_storage::{Iter, Snapshot};
+use bunko_storage::Iter;
 
 use super::{Index, entries};
 use crate::Result;
 use crate::database::Database;
-use crate::keys::{self, Key};
 
 /// Sizes in bytes and pending changes of a view group.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -39,18 +36,7 @@ impl Database {
                 }
             }
         }
-        info.pending = pending(&snapshot, self.id(), index.seq())?;
+        info.pending = self.pending_changes(index.seq())?;
         Ok(info)
     }
-}
-
-/// The `Seq` keys of `db` after `seq`.
-fn pending(snapshot: &Snapshot, db: u64, seq: u64) -> Result<u64> {
-    let range = (Bound::Excluded(Key::Seq(db, seq).encode()), keys::seq_range(db).1);
-    let mut n = 0;
-    for entry in Iter::new(snapshot.clone(), range, false, 1024) {
-        entry?;
-        n += 1;
-    }
-    Ok(n)
 }
