@@ -30,7 +30,11 @@ async fn start_bunko() -> Result<Bunko> {
     let data = dir.path().join("data");
     let store = Arc::new(Fjall::open(&data)?);
     let engine = Arc::new(Engine::open(store.clone(), Config::default())?);
-    engine.create_db(bunko_engine::users::USERS_DB, false)?;
+    engine.create_db(
+        &bunko_engine::security::UserCtx::system(),
+        bunko_engine::users::USERS_DB,
+        false,
+    )?;
     let http = HttpConfig {
         admins: vec![("admin".to_string(), "secret".to_string())],
         ..HttpConfig::default()

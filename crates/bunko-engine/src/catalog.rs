@@ -17,6 +17,7 @@ use parking_lot::{Mutex, RwLock};
 use crate::database::Database;
 use crate::keys::{self, Key};
 use crate::records::{self, DbMeta};
+use crate::security::UserCtx;
 use crate::uuids::Uuids;
 use crate::{Error, Result};
 
@@ -30,6 +31,9 @@ pub struct Config {
     pub revs_limit: u64,
     /// PBKDF2 iterations for new `_users` passwords.
     pub pbkdf2_iterations: u32,
+    /// Whether `_users`' `_security` may be changed (CouchDB's
+    /// `[couchdb] users_db_security_editable`, off by default).
+    pub users_db_security_editable: bool,
 }
 
 impl Default for Config {
@@ -39,6 +43,7 @@ impl Default for Config {
             max_partition_size: 10 << 30,
             revs_limit: 1000,
             pbkdf2_iterations: 50_000,
+            users_db_security_editable: false,
         }
     }
 }
@@ -87,8 +92,9 @@ impl Engine {
         crate::uuids::global()
     }
 
-    /// Creates a database (`412 file_exists` if it exists).
-    pub fn create_db(&self, name: &str, partitioned: bool) -> Result<Arc<Database>> {
+    /// Creates a database as `ctx`, a server admin (`412 file_exists` if it exists).
+    pub fn create_db(&self, ctx: &UserCtx, name: &str, partitioned: bool) -> Result<Arc<Database>> {
+        crate::gate::admit_server_admin(ctx)?;
         validate_db_name(name)?;
         if partitioned && name.starts_with('_') {
             return Err(Error::BadRequest("Cannot partition a system database".to_string()));
@@ -116,8 +122,9 @@ impl Engine {
         Ok(db)
     }
 
-    /// Deletes a database; its keys are removed in the background.
-    pub fn delete_db(&self, name: &str) -> Result<()> {
+    /// Deletes a database as `ctx`, a server admin; its keys are removed in the background.
+    pub fn delete_db(&self, ctx: &UserCtx, name: &str) -> Result<()> {
+        crate::gate::admit_server_admin(ctx)?;
         let _guard = self.catalog.lock();
         let db = self.db(name)?;
         let mut batch = Batch::new();

@@ -17,6 +17,7 @@ use crate::catalog::Config;
 use crate::index::Registry;
 use crate::keys::{self, Key};
 use crate::records::{self, DbMeta, Stats};
+use crate::security::UserCtx;
 use crate::{Error, Result};
 
 /// A database handle; cheap to share (`Arc<Database>`).
@@ -144,7 +145,16 @@ impl Database {
         self.meta.read().security.clone()
     }
 
-    pub fn set_security(&self, security: String) -> Result<()> {
+    /// Replaces the `_security` object (database admins only; `_users`' only when
+    /// `users_db_security_editable` is set, as in CouchDB).
+    pub fn set_security(&self, ctx: &UserCtx, security: String) -> Result<()> {
+        self.admit_admin(ctx)?;
+        if self.is_users_db() && !self.config.users_db_security_editable {
+            return Err(Error::Forbidden(
+                "You can't edit the security object of the user database.".to_string(),
+            ));
+        }
+        crate::security::Security::parse(&security)?;
         self.update_meta(|meta| meta.security = security)
     }
 
@@ -152,7 +162,8 @@ impl Database {
         self.meta.read().revs_limit
     }
 
-    pub fn set_revs_limit(&self, limit: u64) -> Result<()> {
+    pub fn set_revs_limit(&self, ctx: &UserCtx, limit: u64) -> Result<()> {
+        self.admit_admin(ctx)?;
         if limit == 0 {
             return Err(Error::BadRequest("revs_limit must be positive".to_string()));
         }

@@ -16,16 +16,19 @@
 //!
 //! ```
 //! use std::sync::Arc;
+//! use bunko_engine::security::UserCtx;
 //! use bunko_engine::{Config, Engine, WriteOptions};
 //! use bunko_storage::Memory;
 //!
+//! // Every write names who makes it; the write gate checks it (`gate.rs`).
+//! let me = UserCtx::admin("app");
 //! let engine = Engine::open(Arc::new(Memory::new()), Config::default())?;
-//! let db = engine.create_db("people", false)?;
+//! let db = engine.create_db(&me, "people", false)?;
 //! let doc = bunko_doc::body::parse(
 //!     br#"{"_id": "ada", "name": "Ada", "addresses": [{"city": "London"}]}"#,
 //!     &Default::default(),
 //! )?;
-//! let rev = db.put(doc, WriteOptions::default())?;
+//! let rev = db.put(&me, doc, WriteOptions::default())?;
 //! assert!(rev.to_string().starts_with("1-"));
 //! let got = db.get("ada", None)?;
 //! assert_eq!(got.body, br#"{"name":"Ada","addresses":[{"city":"London"}]}"#);
@@ -40,6 +43,7 @@ mod database;
 pub mod design;
 mod error;
 pub mod find;
+mod gate;
 pub mod index;
 pub mod keys;
 mod local;
@@ -47,6 +51,7 @@ pub mod read;
 pub mod records;
 pub mod revtree;
 pub mod security;
+mod user_doc;
 pub mod users;
 mod uuids;
 pub mod view;

@@ -8,6 +8,7 @@ use bunko_storage::Batch;
 use crate::database::Database;
 use crate::keys::{self, Key};
 use crate::records::{self, LocalDoc};
+use crate::security::UserCtx;
 use crate::{Error, Result, error::missing};
 
 impl Database {
@@ -17,8 +18,10 @@ impl Database {
         Ok((format!("0-{}", local.generation), local.body))
     }
 
-    /// Writes (or, with `doc.deleted`, removes) a local document; returns its new `_rev`.
-    pub fn put_local(&self, id: &str, doc: &ParsedDoc) -> Result<String> {
+    /// Writes (or, with `doc.deleted`, removes) a local document as `ctx`; returns its new
+    /// `_rev`.
+    pub fn put_local(&self, ctx: &UserCtx, id: &str, doc: &ParsedDoc) -> Result<String> {
+        self.admit_doc(&self.security_object()?, ctx, id)?;
         let writer = self.lock_writer()?;
         let current = self.read_local(id)?;
         let given = doc.rev.as_ref().map(|r| (r.pos, r.hash.clone()));

@@ -20,6 +20,11 @@ impl UserCtx {
         Self { name: Some(name.to_string()), roles: vec!["_admin".to_string()] }
     }
 
+    /// The server itself, for its own start-up writes (creating `_users`): a server admin.
+    pub fn system() -> Self {
+        Self::admin("bunko")
+    }
+
     pub fn is_server_admin(&self) -> bool {
         self.roles.iter().any(|r| r == "_admin")
     }

@@ -25,46 +25,50 @@ pub const USERS_DB: &str = "_users";
 /// The id prefix of user documents.
 pub const USER_PREFIX: &str = "org.couchdb.user:";
 
-/// Checks a document written to `_users` and hashes its password.
+/// Hashes the `password` of a document written to `_users` (before the writer lock: PBKDF2
+/// is slow). Who may write it, and what it may hold, is decided by the write gate
+/// ([`crate::gate`], [`crate::user_doc`]).
 pub(crate) fn prepare(db: &Database, doc: &mut ParsedDoc, iterations: u32) -> Result<()> {
     if db.name() != USERS_DB || doc.deleted {
         return Ok(());
     }
-    let id = doc.id.clone().unwrap_or_default();
-    if id.starts_with("_design/") {
-        return Ok(());
-    }
-    let forbidden = |reason: &str| Err(Error::Forbidden(reason.to_string()));
-    if doc.body.get("type").and_then(Value::as_str) != Some("user") {
-        return forbidden("doc.type must be user");
-    }
-    let Some(name) = doc.body.get("name").and_then(Value::as_str) else {
-        return forbidden("doc.name is required");
+    let password = match doc.body.get("password") {
+        None | Some(Value::Null) => return Ok(()),
+        Some(Value::String(password)) => password.clone(),
+        Some(_) => return Err(Error::Forbidden("doc.password must be a string".to_string())),
     };
-    if id != format!("{USER_PREFIX}{name}") {
-        return forbidden("Doc ID must be of the form org.couchdb.user:name");
-    }
-    match doc.body.get("roles") {
-        Some(Value::Array(roles)) if roles.iter().all(Value::is_string) => {}
-        _ => return forbidden("doc.roles must be an array"),
-    }
-    if let Some(password) = doc.body.shift_remove("password") {
-        let Value::String(password) = password else {
-            return forbidden("doc.password must be a string");
-        };
-        let salt = hex::encode(rand::rng().random::<[u8; 16]>());
-        let key = derive_sha256(&password, &salt, iterations);
-        for (field, value) in [
-            ("password_scheme", json!("pbkdf2")),
-            ("pbkdf2_prf", json!("sha256")),
-            ("iterations", json!(iterations)),
-            ("salt", json!(salt)),
-            ("derived_key", json!(key)),
-        ] {
-            doc.body.insert(field.to_string(), value);
-        }
-    }
+    hash_into(doc, &password, iterations);
     Ok(())
+}
+
+/// The fields a new password replaces (CouchDB's `remove_password_fields`).
+const PASSWORD_FIELDS: [&str; 8] = [
+    "password",
+    "password_sha",
+    "password_scheme",
+    "pbkdf2_prf",
+    "iterations",
+    "salt",
+    "derived_key",
+    "preserve_salt",
+];
+
+/// Replaces the password fields of `doc` with a new salt and PBKDF2-SHA256 derived key.
+fn hash_into(doc: &mut ParsedDoc, password: &str, iterations: u32) {
+    for field in PASSWORD_FIELDS {
+        doc.body.shift_remove(field);
+    }
+    let salt = hex::encode(rand::rng().random::<[u8; 16]>());
+    let key = derive_sha256(password, &salt, iterations);
+    for (field, value) in [
+        ("password_scheme", json!("pbkdf2")),
+        ("pbkdf2_prf", json!("sha256")),
+        ("iterations", json!(iterations)),
+        ("salt", json!(salt)),
+        ("derived_key", json!(key)),
+    ] {
+        doc.body.insert(field.to_string(), value);
+    }
 }
 
 fn derive_sha256(password: &str, salt: &str, iterations: u32) -> String {

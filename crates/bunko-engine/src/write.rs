@@ -19,7 +19,8 @@ use crate::index::{DdocChanges, Index, Winner};
 use crate::keys::Key;
 use crate::records::{self, DocInfo, Stats};
 use crate::revtree::RevTree;
-use crate::{Error, Result, design, users};
+use crate::security::{Security, UserCtx};
+use crate::{Error, Result, design, user_doc, users};
 
 /// How a write treats revisions.
 #[derive(Debug, Clone, Copy)]
@@ -68,20 +69,28 @@ struct Pending {
 }
 
 impl Database {
-    /// Writes one document and returns its new revision.
-    pub fn put(&self, doc: ParsedDoc, opts: WriteOptions) -> Result<RevId> {
-        let mut results = self.update_docs(vec![doc], opts)?;
+    /// Writes one document as `ctx` and returns its new revision.
+    pub fn put(&self, ctx: &UserCtx, doc: ParsedDoc, opts: WriteOptions) -> Result<RevId> {
+        let mut results = self.update_docs(ctx, vec![doc], opts)?;
         match results.pop() {
             Some(result) => result.result,
             None => Err(Error::Corrupt("no result for a single write".to_string())),
         }
     }
 
-    /// Writes many documents in one atomic commit, with a result per document. With
-    /// `new_edits=false`, documents already present report success without a change.
-    pub fn update_docs(&self, docs: Vec<ParsedDoc>, opts: WriteOptions) -> Result<Vec<DocResult>> {
+    /// Writes many documents as `ctx` in one atomic commit, with a result per document.
+    /// With `new_edits=false`, documents already present report success without a change.
+    /// Each document passes the write gate ([`crate::gate`]); a refused one gets its error
+    /// in its result.
+    pub fn update_docs(
+        &self,
+        ctx: &UserCtx,
+        docs: Vec<ParsedDoc>,
+        opts: WriteOptions,
+    ) -> Result<Vec<DocResult>> {
+        let security = self.security_object()?;
         let prepared: Vec<(String, Result<ParsedDoc>)> =
-            docs.into_iter().map(|doc| self.prepare(doc, opts)).collect();
+            docs.into_iter().map(|doc| self.prepare(&security, ctx, doc, opts)).collect();
         let writer = self.lock_writer()?;
         let indexes = self.indexes.all();
         let (db, revs_limit) = (self.id(), self.revs_limit() as usize);
@@ -92,6 +101,11 @@ impl Database {
         for (id, doc) in prepared {
             let result = doc.and_then(|doc| {
                 let old = self.current(&mut pending, db, &id)?;
+                if self.is_users_db() && kind(&id) == DocKind::Normal {
+                    let current = self.current_body(&pending, &id, old.as_ref())?;
+                    let (body, deleted) = (&doc.body, doc.deleted);
+                    user_doc::validate(ctx, &security, &id, body, deleted, current.as_ref())?;
+                }
                 let body = doc.body_json();
                 let outcome = if opts.new_edits {
                     Some(edit_new(old.as_ref(), &doc, body, revs_limit)?)
@@ -201,19 +215,45 @@ impl Database {
         Ok(body.map(|b| (rev, b, conflicts)))
     }
 
-    /// Deletes a document (a new tombstone revision under `rev`).
-    pub fn delete(&self, id: &str, rev: RevId) -> Result<RevId> {
+    /// Deletes a document as `ctx` (a new tombstone revision under `rev`): `404 missing`
+    /// if the document never existed, `409 conflict` without a `rev`. The write gate
+    /// answers first, so a user who may not write learns nothing of the document.
+    pub fn delete(&self, ctx: &UserCtx, id: &str, rev: Option<RevId>) -> Result<RevId> {
+        self.admit_doc(&self.security_object()?, ctx, id)?;
+        if self.doc_info(id)?.is_none() {
+            return Err(crate::error::missing());
+        }
+        let rev = rev.ok_or(Error::Conflict)?;
         let doc = ParsedDoc {
             id: Some(id.to_string()),
             rev: Some(rev),
             deleted: true,
             ..Default::default()
         };
-        self.put(doc, WriteOptions::default())
+        self.put(ctx, doc, WriteOptions::default())
     }
 
-    /// Assigns an id if needed and validates the document before the writer lock is taken.
-    fn prepare(&self, mut doc: ParsedDoc, opts: WriteOptions) -> (String, Result<ParsedDoc>) {
+    /// The current winning body of a document as an object (`None` if missing or deleted).
+    fn current_body(
+        &self,
+        pending: &Pending,
+        id: &str,
+        info: Option<&DocInfo>,
+    ) -> Result<Option<serde_json::Map<String, serde_json::Value>>> {
+        let Some(info) = info else { return Ok(None) };
+        let winner = self.winner_of(pending, id, info, None)?;
+        Ok(winner.and_then(|(_, body, _)| serde_json::from_slice(&body).ok()))
+    }
+
+    /// Assigns an id if needed, asks the write gate whether `ctx` may write it, and
+    /// validates the document, all before the writer lock is taken.
+    fn prepare(
+        &self,
+        security: &Security,
+        ctx: &UserCtx,
+        mut doc: ParsedDoc,
+        opts: WriteOptions,
+    ) -> (String, Result<ParsedDoc>) {
         let id = match doc.id.clone() {
             Some(id) => id,
             None if opts.new_edits => self.new_id(),
@@ -224,6 +264,7 @@ impl Database {
         doc.id = Some(id.clone());
         let checked = validate_doc_id(&id, self.is_partitioned())
             .map_err(Error::from)
+            .and_then(|()| self.admit_doc(security, ctx, &id))
             .and_then(|()| match kind(&id) {
                 DocKind::Local => Err(Error::BadRequest(
                     "_local documents are written with PUT /{db}/_local/{id}".into(),

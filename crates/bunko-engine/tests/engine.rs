@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use bunko_doc::body::{self, ParsedDoc};
 use bunko_engine::changes::ChangesQuery;
+use bunko_engine::security::UserCtx;
 use bunko_engine::{Config, Engine, Error, WriteOptions};
 use bunko_storage::Memory;
 
@@ -14,20 +15,25 @@ fn doc(json: &str) -> Result<ParsedDoc> {
     Ok(body::parse(json.as_bytes(), &Default::default())?)
 }
 
+fn admin() -> UserCtx {
+    UserCtx::admin("test")
+}
+
 fn engine() -> Result<Engine> {
     Ok(Engine::open(Arc::new(Memory::new()), Config::default())?)
 }
 
 #[test]
 fn edits_must_name_the_current_leaf() -> Result<()> {
-    let db = engine()?.create_db("books", false)?;
-    let rev1 = db.put(doc(r#"{"_id":"b1","pub-id":"mspress"}"#)?, WriteOptions::default())?;
-    let stale = db.put(doc(r#"{"_id":"b1","pub-id":"other"}"#)?, WriteOptions::default());
+    let db = engine()?.create_db(&admin(), "books", false)?;
+    let rev1 =
+        db.put(&admin(), doc(r#"{"_id":"b1","pub-id":"mspress"}"#)?, WriteOptions::default())?;
+    let stale = db.put(&admin(), doc(r#"{"_id":"b1","pub-id":"other"}"#)?, WriteOptions::default());
     assert!(matches!(stale, Err(Error::Conflict)));
     let edit = format!(r#"{{"_id":"b1","_rev":"{rev1}","pub-id":"other"}}"#);
-    let rev2 = db.put(doc(&edit)?, WriteOptions::default())?;
+    let rev2 = db.put(&admin(), doc(&edit)?, WriteOptions::default())?;
     assert_eq!(rev2.pos, 2);
-    assert!(matches!(db.put(doc(&edit)?, WriteOptions::default()), Err(Error::Conflict)));
+    assert!(matches!(db.put(&admin(), doc(&edit)?, WriteOptions::default()), Err(Error::Conflict)));
     assert_eq!(db.get("b1", None)?.body, br#"{"pub-id":"other"}"#);
     assert_eq!(
         db.get("b1", Some(&rev1))?.body,
@@ -41,14 +47,16 @@ fn edits_must_name_the_current_leaf() -> Result<()> {
 
 #[test]
 fn replicated_branches_keep_conflicts_and_pick_couchdbs_winner() -> Result<()> {
-    let db = engine()?.create_db("r", false)?;
+    let db = engine()?.create_db(&admin(), "r", false)?;
     let replicated = WriteOptions { new_edits: false, ..Default::default() };
-    db.put(doc(r#"{"_id":"d","_rev":"1-a","v":1}"#)?, replicated)?;
+    db.put(&admin(), doc(r#"{"_id":"d","_rev":"1-a","v":1}"#)?, replicated)?;
     db.put(
+        &admin(),
         doc(r#"{"_id":"d","_revisions":{"start":2,"ids":["b","a"]},"_rev":"2-b","v":"b"}"#)?,
         replicated,
     )?;
     db.put(
+        &admin(),
         doc(r#"{"_id":"d","_revisions":{"start":2,"ids":["c","a"]},"_rev":"2-c","v":"c"}"#)?,
         replicated,
     )?;
@@ -57,6 +65,7 @@ fn replicated_branches_keep_conflicts_and_pick_couchdbs_winner() -> Result<()> {
     let (live, deleted) = got.info.tree.conflicts();
     assert_eq!((live.len(), deleted.len()), (1, 0));
     db.put(
+        &admin(),
         doc(
             r#"{"_id":"d","_revisions":{"start":3,"ids":["z","c"]},"_rev":"3-z","_deleted":true}"#,
         )?,
@@ -68,10 +77,10 @@ fn replicated_branches_keep_conflicts_and_pick_couchdbs_winner() -> Result<()> {
 
 #[test]
 fn changes_list_each_document_once_at_its_latest_seq() -> Result<()> {
-    let db = engine()?.create_db("c", false)?;
-    let rev = db.put(doc(r#"{"_id":"a"}"#)?, WriteOptions::default())?;
-    db.put(doc(r#"{"_id":"b"}"#)?, WriteOptions::default())?;
-    db.delete("a", rev)?;
+    let db = engine()?.create_db(&admin(), "c", false)?;
+    let rev = db.put(&admin(), doc(r#"{"_id":"a"}"#)?, WriteOptions::default())?;
+    db.put(&admin(), doc(r#"{"_id":"b"}"#)?, WriteOptions::default())?;
+    db.delete(&admin(), "a", Some(rev))?;
     let mut changes = db.changes(ChangesQuery::default())?;
     let rows: Vec<(u64, String, bool)> = changes
         .by_ref()
@@ -88,30 +97,31 @@ fn changes_list_each_document_once_at_its_latest_seq() -> Result<()> {
 fn partitioned_databases_count_per_partition_and_refuse_overflow() -> Result<()> {
     let config = Config { max_partition_size: 200, ..Config::default() };
     let engine = Engine::open(Arc::new(Memory::new()), config)?;
-    let db = engine.create_db("readings", true)?;
-    let unpartitioned = db.put(doc(r#"{"_id":"nocolon"}"#)?, WriteOptions::default());
+    let db = engine.create_db(&admin(), "readings", true)?;
+    let unpartitioned = db.put(&admin(), doc(r#"{"_id":"nocolon"}"#)?, WriteOptions::default());
     assert!(matches!(unpartitioned, Err(Error::Doc(bunko_doc::Error::IllegalDocId(_)))));
     let reading = r#"{"_id":"bridge-1234:device-1","deviceID":"device-1","ts":1544526804}"#;
-    db.put(doc(reading)?, WriteOptions::default())?;
+    db.put(&admin(), doc(reading)?, WriteOptions::default())?;
     db.put(
+        &admin(),
         doc(r#"{"_id":"bridge-9876:device-2","deviceID":"device-2"}"#)?,
         WriteOptions::default(),
     )?;
     assert_eq!(db.partition_stats("bridge-1234")?.doc_count, 1);
     // As in CouchDB, the write that crosses the limit lands; the partition is then full.
     let big = format!(r#"{{"_id":"bridge-1234:big","pad":"{}"}}"#, "x".repeat(300));
-    let big_rev = db.put(doc(&big)?, WriteOptions::default())?;
+    let big_rev = db.put(&admin(), doc(&big)?, WriteOptions::default())?;
     assert_eq!(db.partition_stats("bridge-1234")?.doc_count, 2);
     assert!(matches!(
-        db.put(doc(r#"{"_id":"bridge-1234:more"}"#)?, WriteOptions::default()),
+        db.put(&admin(), doc(r#"{"_id":"bridge-1234:more"}"#)?, WriteOptions::default()),
         Err(Error::PartitionOverflow(id)) if id == "bridge-1234:more"
     ));
     assert_eq!(db.partition_stats("bridge-1234")?.doc_count, 2, "nothing written");
     // Other partitions, replicated writes and deletes still go through.
-    db.put(doc(r#"{"_id":"bridge-9876:device-3"}"#)?, WriteOptions::default())?;
+    db.put(&admin(), doc(r#"{"_id":"bridge-9876:device-3"}"#)?, WriteOptions::default())?;
     let replicated = r#"{"_id":"bridge-1234:r","_rev":"1-23202479633c2b380f79507a776743d5"}"#;
-    db.put(doc(replicated)?, WriteOptions { new_edits: false, ..Default::default() })?;
-    db.delete("bridge-1234:big", big_rev)?;
+    db.put(&admin(), doc(replicated)?, WriteOptions { new_edits: false, ..Default::default() })?;
+    db.delete(&admin(), "bridge-1234:big", Some(big_rev))?;
     assert_eq!(db.partition_stats("bridge-1234")?.doc_count, 2);
     Ok(())
 }
@@ -125,16 +135,17 @@ fn partitioned_databases_count_per_partition_and_refuse_overflow() -> Result<()>
 #[test]
 fn global_all_docs_offset_of_a_partitioned_database_counts_the_rows_before() -> Result<()> {
     use bunko_engine::all_docs::AllDocsQuery;
-    let db = engine()?.create_db("p", true)?;
+    let db = engine()?.create_db(&admin(), "p", true)?;
     let ids = ["a:1", "a:2", "a:3", "a-b:1", "a-b:2", "ab:1", "b:1", "b:2", "b:3", "c:1"];
     for id in ids.iter().chain(&["_design/x"]) {
-        db.put(doc(&format!(r#"{{"_id":"{id}"}}"#))?, WriteOptions::default())?;
+        db.put(&admin(), doc(&format!(r#"{{"_id":"{id}"}}"#))?, WriteOptions::default())?;
     }
     let many =
         (0..1100).map(|i| doc(&format!(r#"{{"_id":"m:{i:04}"}}"#))).collect::<Result<_>>()?;
-    db.update_docs(many, WriteOptions::default())?;
+    db.update_docs(&admin(), many, WriteOptions::default())?;
     let rev = db.get("b:2", None)?.rev;
     db.put(
+        &admin(),
         doc(&format!(r#"{{"_id":"b:2","_rev":"{rev}","_deleted":true}}"#))?,
         Default::default(),
     )?;

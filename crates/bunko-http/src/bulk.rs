@@ -11,7 +11,6 @@ use bunko_doc::RevId;
 use bunko_doc::body;
 use bunko_engine::WriteOptions;
 use bunko_engine::read::OpenRev;
-use bunko_engine::users::USERS_DB;
 use serde_json::{Map, Value, json};
 
 use crate::body::RawBody;
@@ -52,10 +51,7 @@ async fn bulk_docs(
     let limits = state.engine.config().limits;
     let parsed =
         docs.into_iter().map(|d| body::from_value(d, &limits)).collect::<Result<Vec<_>, _>>()?;
-    let design =
-        parsed.iter().any(|d| d.id.as_deref().is_some_and(|id| id.starts_with("_design/")));
-    let access = if design || db_name == USERS_DB { Access::Admin } else { Access::Member };
-    let db = open(&state, &ctx, &db_name, access)?;
+    let db = state.engine.db(&db_name)?;
     for id in parsed.iter().filter_map(|d| d.id.as_deref()) {
         bunko_doc::id::validate_doc_id(id, db.is_partitioned())?;
     }
@@ -63,11 +59,11 @@ async fn bulk_docs(
         .into_iter()
         .partition(|d| d.id.as_deref().is_some_and(|id| id.starts_with("_local/")));
     let results = blocking(move || {
-        let mut results = db.update_docs(parsed, opts)?;
+        let mut results = db.update_docs(&ctx, parsed, opts)?;
         for doc in locals {
             let id = doc.id.clone().unwrap_or_default();
             let result = db
-                .put_local(&id, &doc)
+                .put_local(&ctx, &id, &doc)
                 .and_then(|rev| rev.parse().map_err(bunko_engine::Error::from));
             results.push(bunko_engine::DocResult { id, result });
         }

@@ -13,7 +13,6 @@ use bunko_engine::Database;
 use bunko_engine::security::Security;
 use serde_json::{Value, json};
 
-use crate::auth::require_server_admin;
 use crate::body::RawBody;
 use crate::error::{ApiError, ApiResult};
 use crate::params::Params;
@@ -54,7 +53,6 @@ async fn create(
     Path(name): Path<String>,
     RawQuery(query): RawQuery,
 ) -> ApiResult<Response> {
-    require_server_admin(&ctx)?;
     let p = Params::parse(query.as_deref());
     let partitioned = match p.str("partitioned") {
         None | Some("false") => false,
@@ -62,7 +60,7 @@ async fn create(
         Some(_) => return Err(ApiError::bad_request("Invalid `partitioned` parameter")),
     };
     let location = format!("/{}", crate::doc::encode_segment(&name));
-    blocking(move || Ok(state.engine.create_db(&name, partitioned)?)).await?;
+    blocking(move || Ok(state.engine.create_db(&ctx, &name, partitioned)?)).await?;
     Ok(crate::doc::with_location(render::json(StatusCode::CREATED, json!({"ok": true})), &location))
 }
 
@@ -72,13 +70,12 @@ async fn delete(
     Path(name): Path<String>,
     RawQuery(query): RawQuery,
 ) -> ApiResult<Response> {
-    require_server_admin(&ctx)?;
     if Params::parse(query.as_deref()).has("rev") {
         return Err(ApiError::bad_request(
             "You tried to DELETE a database with a ?=rev parameter. Did you mean to DELETE a document instead?",
         ));
     }
-    blocking(move || Ok(state.engine.delete_db(&name)?)).await?;
+    blocking(move || Ok(state.engine.delete_db(&ctx, &name)?)).await?;
     Ok(render::json(StatusCode::OK, json!({"ok": true})))
 }
 
@@ -139,11 +136,9 @@ async fn put_security(
     Path(name): Path<String>,
     body: RawBody,
 ) -> ApiResult<Response> {
-    let db = open(&state, &ctx, &name, Access::Admin)?;
-    let object = Value::Object(body.object()?);
-    let text = object.to_string();
-    Security::parse(&text)?;
-    blocking(move || Ok(db.set_security(text)?)).await?;
+    let db = state.engine.db(&name)?;
+    let text = Value::Object(body.object()?).to_string();
+    blocking(move || Ok(db.set_security(&ctx, text)?)).await?;
     Ok(render::json(StatusCode::OK, json!({"ok": true})))
 }
 
@@ -162,7 +157,7 @@ async fn put_revs_limit(
     Path(name): Path<String>,
     body: RawBody,
 ) -> ApiResult<Response> {
-    let db = open(&state, &ctx, &name, Access::Admin)?;
+    let db = state.engine.db(&name)?;
     let limit = match body.json()? {
         Value::Number(n) => n.as_u64().filter(|&n| n > 0),
         _ => None,
@@ -170,7 +165,7 @@ async fn put_revs_limit(
     let Some(limit) = limit else {
         return Err(ApiError::bad_request("Rev limit has to be an integer"));
     };
-    blocking(move || Ok(db.set_revs_limit(limit)?)).await?;
+    blocking(move || Ok(db.set_revs_limit(&ctx, limit)?)).await?;
     Ok(render::json(StatusCode::OK, json!({"ok": true})))
 }
 

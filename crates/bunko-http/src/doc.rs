@@ -14,7 +14,7 @@ use bunko_doc::body::{self, ParsedDoc};
 use bunko_engine::read::OpenRev;
 use bunko_engine::users::{USER_PREFIX, USERS_DB};
 use bunko_engine::{Database, WriteOptions};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::body::RawBody;
 use crate::db::{Access, open};
@@ -40,15 +40,9 @@ pub fn routes() -> Router<State> {
 
 type DocPath = Path<(String, String)>;
 
-/// Finds the database and checks access for one document: design documents need a
-/// database admin to write; in `_users` a user may touch only their own document.
-fn open_for(
-    state: &State,
-    ctx: &UserCtx,
-    db: &str,
-    id: &str,
-    write: bool,
-) -> ApiResult<Arc<Database>> {
+/// Finds the database and checks read access for one document: in `_users` a user may
+/// read only their own document. (Writes are checked by the engine's write gate.)
+fn open_for_read(state: &State, ctx: &UserCtx, db: &str, id: &str) -> ApiResult<Arc<Database>> {
     if db == USERS_DB && !ctx.is_server_admin() {
         let own = ctx.name.as_ref().is_some_and(|n| id == format!("{USER_PREFIX}{n}"));
         if !own {
@@ -56,8 +50,7 @@ fn open_for(
         }
         return Ok(state.engine.db(db)?);
     }
-    let design = id.starts_with("_design/");
-    open(state, ctx, db, if write && design { Access::Admin } else { Access::Member })
+    open(state, ctx, db, Access::Member)
 }
 
 async fn get_doc(
@@ -188,11 +181,10 @@ pub async fn post_doc(
     body: RawBody,
 ) -> ApiResult<Response> {
     let doc = body::parse(&body.0, &state.engine.config().limits).map_err(|e| with_id(e, ""))?;
-    let id = doc.id.clone().unwrap_or_default();
-    let db = open_for(&state, &ctx, &db_name, &id, true)?;
+    let db = state.engine.db(&db_name)?;
     let location_db = encode_segment(&db_name);
     let (id, rev) = blocking(move || {
-        let mut results = db.update_docs(vec![doc], WriteOptions::default())?;
+        let mut results = db.update_docs(&ctx, vec![doc], WriteOptions::default())?;
         let result = results.pop().ok_or_else(|| ApiError::bad_request("no document"))?;
         Ok((result.id, result.result?))
     })
@@ -220,7 +212,7 @@ async fn read_doc(
     headers: HeaderMap,
     head: bool,
 ) -> ApiResult<Response> {
-    let db = open_for(&state, &ctx, &db_name, &id, false)?;
+    let db = open_for_read(&state, &ctx, &db_name, &id)?;
     let p = Params::parse(query.as_deref());
     let opts = DocOpts::from_params(&p)?;
     if let Some(open_revs) = p.str("open_revs") {
@@ -298,18 +290,15 @@ async fn write_doc(
     headers: HeaderMap,
     body: RawBody,
 ) -> ApiResult<Response> {
-    let db = open_for(&state, &ctx, &db_name, &id, true)?;
+    let db = state.engine.db(&db_name)?;
     let p = Params::parse(query.as_deref());
     let mut doc =
         body::parse(&body.0, &state.engine.config().limits).map_err(|e| with_id(e, &id))?;
     doc.id = Some(id.clone());
     doc.rev = merge_rev(doc.rev.take(), &p, &headers)?;
     let new_edits = p.bool("new_edits")?.unwrap_or(true);
-    if db_name == USERS_DB && !ctx.is_server_admin() {
-        guard_own_roles(&db, &id, &doc)?;
-    }
     let opts = WriteOptions { new_edits, ..Default::default() };
-    let rev = blocking(move || Ok(db.put(doc, opts)?)).await?;
+    let rev = blocking(move || Ok(db.put(&ctx, doc, opts)?)).await?;
     Ok(written(StatusCode::CREATED, &id, &rev))
 }
 
@@ -321,18 +310,11 @@ async fn remove_doc(
     query: Option<String>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
-    let db = open_for(&state, &ctx, &db_name, &id, true)?;
+    let db = state.engine.db(&db_name)?;
     let p = Params::parse(query.as_deref());
     let rev = merge_rev(None, &p, &headers)?;
     let doc_id = id.clone();
-    let rev = blocking(move || {
-        if db.doc_info(&doc_id)?.is_none() {
-            return Err(ApiError::not_found("missing"));
-        }
-        let rev = rev.ok_or(ApiError::Engine(bunko_engine::Error::Conflict))?;
-        Ok(db.delete(&doc_id, rev)?)
-    })
-    .await?;
+    let rev = blocking(move || Ok(db.delete(&ctx, &doc_id, rev)?)).await?;
     Ok(written(StatusCode::OK, &id, &rev))
 }
 
@@ -357,22 +339,6 @@ fn merge_rev(body_rev: Option<RevId>, p: &Params, headers: &HeaderMap) -> ApiRes
         }
     }
     Ok(chosen)
-}
-
-/// A user editing their own `_users` document may not change their roles.
-fn guard_own_roles(db: &Database, id: &str, doc: &ParsedDoc) -> ApiResult<()> {
-    let new_roles = doc.body.get("roles").cloned().unwrap_or(Value::Array(Vec::new()));
-    let old_roles = match db.get(id, None) {
-        Ok(old) => serde_json::from_slice::<Value>(&old.body)
-            .ok()
-            .and_then(|v| v.get("roles").cloned())
-            .unwrap_or(Value::Array(Vec::new())),
-        Err(_) => Value::Array(Vec::new()),
-    };
-    if new_roles != old_roles {
-        return Err(ApiError::forbidden("Only _admin may set roles"));
-    }
-    Ok(())
 }
 
 fn written(status: StatusCode, id: &str, rev: &RevId) -> Response {
@@ -424,13 +390,13 @@ async fn put_local(
     headers: HeaderMap,
     body: RawBody,
 ) -> ApiResult<Response> {
-    let db = open(&state, &ctx, &db_name, Access::Member)?;
+    let db = state.engine.db(&db_name)?;
     let id = format!("_local/{name}");
     let mut doc = body::parse(&body.0, &state.engine.config().limits)?;
     doc.rev = merge_rev(doc.rev.take(), &Params::parse(query.as_deref()), &headers)?;
     let rev = blocking({
         let id = id.clone();
-        move || Ok(db.put_local(&id, &doc)?)
+        move || Ok(db.put_local(&ctx, &id, &doc)?)
     })
     .await?;
     Ok(render::json(StatusCode::CREATED, json!({"ok": true, "id": id, "rev": rev})))
@@ -443,13 +409,13 @@ async fn delete_local(
     RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
-    let db = open(&state, &ctx, &db_name, Access::Member)?;
+    let db = state.engine.db(&db_name)?;
     let id = format!("_local/{name}");
     let rev = merge_rev(None, &Params::parse(query.as_deref()), &headers)?;
     let doc = ParsedDoc { rev, deleted: true, ..Default::default() };
     let rev = blocking({
         let id = id.clone();
-        move || Ok(db.put_local(&id, &doc)?)
+        move || Ok(db.put_local(&ctx, &id, &doc)?)
     })
     .await?;
     Ok(render::json(StatusCode::OK, json!({"ok": true, "id": id, "rev": rev})))

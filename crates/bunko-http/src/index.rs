@@ -51,11 +51,11 @@ async fn dispatch(
         return Err(method_not_allowed("DELETE"));
     }
     let (ddoc, kind, name) = target;
-    let db = open(&st, &ctx, &db, Access::Admin)?;
+    let db = st.engine.db(&db)?;
     if kind != "json" {
         return Err(ApiError::not_found("missing"));
     }
-    blocking(move || Ok(db.delete_index(&ddoc, &name)?)).await?;
+    blocking(move || Ok(db.delete_index(&ctx, &ddoc, &name)?)).await?;
     Ok(render::json(StatusCode::OK, json!({"ok": true})))
 }
 
@@ -110,9 +110,9 @@ async fn create(
     Path(db): Path<String>,
     body: RawBody,
 ) -> ApiResult<Response> {
-    let db = open(&st, &ctx, &db, Access::Admin)?;
+    let db = st.engine.db(&db)?;
     let req = parse_create(body.request_object()?)?;
-    let (created, id, name) = blocking(move || Ok(db.create_index(req)?)).await?;
+    let (created, id, name) = blocking(move || Ok(db.create_index(&ctx, req)?)).await?;
     let result = if created == Created::Created { "created" } else { "exists" };
     Ok(render::json(StatusCode::OK, json!({"result": result, "id": id, "name": name})))
 }
@@ -246,7 +246,7 @@ async fn bulk_delete(
     Path(db): Path<String>,
     body: RawBody,
 ) -> ApiResult<Response> {
-    let db = open(&st, &ctx, &db, Access::Admin)?;
+    let db = st.engine.db(&db)?;
     let body = body.request_object()?;
     let ids = match body.get("docids") {
         Some(Value::Array(ids)) if ids.iter().all(Value::is_string) => ids.clone(),
@@ -268,7 +268,10 @@ async fn bulk_delete(
             let result = if names.is_empty() {
                 Err("not_found".to_string())
             } else {
-                names.iter().try_for_each(|n| db.delete_index(&ddoc, n)).map_err(|e| e.to_string())
+                names
+                    .iter()
+                    .try_for_each(|n| db.delete_index(&ctx, &ddoc, n))
+                    .map_err(|e| e.to_string())
             };
             match result {
                 Ok(()) => success.push(json!({"id": ddoc, "ok": true})),

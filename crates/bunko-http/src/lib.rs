@@ -27,6 +27,7 @@ pub mod index;
 pub mod params;
 pub mod partition;
 pub mod render;
+pub mod routes;
 pub mod server;
 pub mod stream;
 pub mod view;

@@ -46,6 +46,10 @@ pub struct ServeArgs {
     /// PBKDF2 iterations for new `_users` passwords.
     #[arg(long)]
     pub pbkdf2_iterations: Option<u32>,
+    /// Let database admins of `_users` change its `_security` (CouchDB's
+    /// `users_db_security_editable`; off by default).
+    #[arg(long)]
+    pub users_db_security_editable: bool,
     /// Block cache of the store in bytes.
     #[arg(long)]
     pub cache_size: Option<u64>,
@@ -117,6 +121,7 @@ impl Settings {
         if let Some(iterations) = args.pbkdf2_iterations {
             engine.pbkdf2_iterations = iterations.max(1);
         }
+        engine.users_db_security_editable = args.users_db_security_editable;
         http.admins = file.admins.into_iter().collect();
         if let Some(admin) = &args.admin {
             let (name, password) =

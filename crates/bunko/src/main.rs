@@ -55,7 +55,11 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let store: Arc<dyn bunko_storage::Store> = Arc::new(store);
     let engine = Arc::new(bunko_engine::Engine::open(store.clone(), settings.engine.clone())?);
     if engine.get_db(bunko_engine::users::USERS_DB).is_none() {
-        engine.create_db(bunko_engine::users::USERS_DB, false)?;
+        engine.create_db(
+            &bunko_engine::security::UserCtx::system(),
+            bunko_engine::users::USERS_DB,
+            false,
+        )?;
     }
     let state = bunko_http::AppState::new(engine.clone(), settings.http.clone())?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;

@@ -8,6 +8,7 @@ use sha1::{Digest, Sha1};
 
 use super::{IndexDef, IndexField, def};
 use crate::database::Database;
+use crate::security::UserCtx;
 use crate::write::WriteOptions;
 use crate::{Error, Result, design};
 
@@ -31,8 +32,13 @@ pub enum Created {
 }
 
 impl Database {
-    /// Adds a JSON index to its design document (creating the document if needed).
-    pub fn create_index(&self, req: IndexRequest) -> Result<(Created, String, String)> {
+    /// Adds a JSON index to its design document (creating the document if needed), as
+    /// `ctx` (a database admin: the write gate checks the design-document write).
+    pub fn create_index(
+        &self,
+        ctx: &UserCtx,
+        req: IndexRequest,
+    ) -> Result<(Created, String, String)> {
         let auto = auto_name(&req);
         let ddoc = match &req.ddoc {
             Some(d) if d.starts_with("_design/") => d.clone(),
@@ -72,7 +78,7 @@ impl Database {
             return Ok((Created::Exists, ddoc, name));
         }
         index.add_to(&mut body);
-        self.save_ddoc(&ddoc, rev, body, false)?;
+        self.save_ddoc(ctx, &ddoc, rev, body, false)?;
         Ok((Created::Created, ddoc, name))
     }
 
@@ -85,7 +91,7 @@ impl Database {
 
     /// Removes index `name` from design document `ddoc`; the document is deleted when it
     /// holds nothing else. `404` if there is no such index.
-    pub fn delete_index(&self, ddoc: &str, name: &str) -> Result<()> {
+    pub fn delete_index(&self, ctx: &UserCtx, ddoc: &str, name: &str) -> Result<()> {
         let ddoc =
             if ddoc.starts_with("_design/") { ddoc.to_string() } else { format!("_design/{ddoc}") };
         if self.indexes.get(&ddoc, name).is_none() {
@@ -96,7 +102,7 @@ impl Database {
             return Err(crate::error::missing());
         }
         let only_language = body.len() == 1 && body.contains_key("language");
-        self.save_ddoc(&ddoc, rev, body, only_language)
+        self.save_ddoc(ctx, &ddoc, rev, body, only_language)
     }
 
     /// The current revision and body of a design document that may hold indexes (empty
@@ -123,6 +129,7 @@ impl Database {
 
     fn save_ddoc(
         &self,
+        ctx: &UserCtx,
         id: &str,
         rev: Option<bunko_doc::RevId>,
         body: Map<String, Value>,
@@ -135,7 +142,7 @@ impl Database {
             body: if deleted { Map::new() } else { body },
             ..Default::default()
         };
-        self.put(doc, WriteOptions::default()).map(|_| ())
+        self.put(ctx, doc, WriteOptions::default()).map(|_| ())
     }
 }
 

@@ -579,18 +579,23 @@ mod tests {
     use bunko_storage::{Memory, prefix_range};
 
     use super::*;
+    use crate::security::UserCtx;
     use crate::view::ViewQuery;
     use crate::{Config, Engine, WriteOptions};
 
+    fn admin() -> UserCtx {
+        UserCtx::admin("test")
+    }
+
     fn put(db: &Database, doc: Value) -> Result<()> {
         let doc = bunko_doc::body::from_value(doc, &Default::default())?;
-        db.put(doc, WriteOptions::default()).map(drop)
+        db.put(&admin(), doc, WriteOptions::default()).map(drop)
     }
 
     #[test]
     fn keys_of_the_older_group_layout_are_ignored_then_cleaned_up() -> Result<()> {
         let engine = Engine::open(Arc::new(Memory::new()), Config::default())?;
-        let db = engine.create_db("v", false)?;
+        let db = engine.create_db(&admin(), "v", false)?;
         put(
             &db,
             json!({"_id": "_design/d", "views": {"v": {"map": "function(d) { emit(d.n); }"}}}),
@@ -625,7 +630,7 @@ mod tests {
     #[test]
     fn pages_shared_among_workers_keep_rows_and_counts_exact() -> Result<()> {
         let engine = Engine::open(Arc::new(Memory::new()), Config::default())?;
-        let db = engine.create_db("v", false)?;
+        let db = engine.create_db(&admin(), "v", false)?;
         let map = "function(d) { for (var i = 0; i < d.n % 3; i++) emit([d.n, i], null); }";
         put(&db, json!({"_id": "_design/d", "views": {"v": {"map": map}}}))?;
         for n in 0..2500 {
@@ -641,7 +646,7 @@ mod tests {
             let id = format!("d{n:04}");
             let rev = db.get(&id, None)?.rev;
             if n % 4 == 0 {
-                db.delete(&id, rev)?;
+                db.delete(&admin(), &id, Some(rev))?;
             } else {
                 put(&db, json!({"_id": id, "_rev": rev.to_string(), "n": 2}))?;
             }

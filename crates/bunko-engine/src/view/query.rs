@@ -469,11 +469,16 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::security::UserCtx;
     use crate::{Config, Engine, WriteOptions};
+
+    fn admin() -> UserCtx {
+        UserCtx::admin("test")
+    }
 
     fn put(db: &Database, doc: Value) -> Result<()> {
         let doc = bunko_doc::body::from_value(doc, &Default::default())?;
-        db.put(doc, WriteOptions::default()).map(drop)
+        db.put(&admin(), doc, WriteOptions::default()).map(drop)
     }
 
     /// The answer's rows and its offset and total.
@@ -494,7 +499,7 @@ mod tests {
     #[test]
     fn map_ranges_follow_collation_and_updates() -> Result<()> {
         let engine = Engine::open(Arc::new(Memory::new()), Config::default())?;
-        let db = engine.create_db("v", false)?;
+        let db = engine.create_db(&admin(), "v", false)?;
         put(
             &db,
             json!({"_id": "_design/d", "views": {
@@ -535,7 +540,7 @@ mod tests {
         let (sum, _, _) = run(&db, "sum", &q)?;
         assert_eq!(sum.first().map(|r| r.value.clone()), Some(json!(6)));
         let info = db.get("d0", None)?;
-        db.delete("d0", info.rev)?;
+        db.delete(&admin(), "d0", Some(info.rev))?;
         let (rows, _, total) = run(&db, "by_n", &ViewQuery::default())?;
         assert_eq!(total, Some(5));
         assert!(!keys(&rows).contains(&json!(3)));
@@ -545,7 +550,7 @@ mod tests {
     #[test]
     fn doc_id_bounds_shared_indexes_and_cleanup() -> Result<()> {
         let engine = Engine::open(Arc::new(Memory::new()), Config::default())?;
-        let db = engine.create_db("v", false)?;
+        let db = engine.create_db(&admin(), "v", false)?;
         let views = json!({"k": {"map": "function(doc) { emit(doc.k, null); }"}});
         put(&db, json!({"_id": "_design/a", "views": views}))?;
         put(&db, json!({"_id": "_design/b", "views": views}))?;
@@ -573,10 +578,10 @@ mod tests {
         assert_eq!(ids(db.query_view("_design/a", "k", &q, None)?), vec!["x2", "x1"]);
         assert_eq!(db.views.all().len(), 1, "identical design documents share one index");
         let a = db.get("_design/a", None)?;
-        db.delete("_design/a", a.rev)?;
+        db.delete(&admin(), "_design/a", Some(a.rev))?;
         assert_eq!(db.view_cleanup()?, 0, "_design/b still uses the index");
         let b = db.get("_design/b", None)?;
-        db.delete("_design/b", b.rev)?;
+        db.delete(&admin(), "_design/b", Some(b.rev))?;
         assert_eq!(db.view_cleanup()?, 1);
         let left = db.snapshot().scan(&prefix_range(&[entries::VIEW_ROW]), false, 10)?;
         assert!(left.is_empty());

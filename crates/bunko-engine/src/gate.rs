@@ -1,0 +1,64 @@
+//! The write gate: the one place that decides who may change what.
+//!
+//! Every engine method that changes stored data takes the acting [`UserCtx`] and asks this
+//! module before it changes anything, so an adapter (the HTTP API today, the MongoDB front
+//! end and the replicator later) cannot forget a rule: it has no rules of its own to forget.
+//!
+//! | write | method | who may |
+//! |---|---|---|
+//! | documents (`PUT`, `POST`, `DELETE`, `_bulk_docs`, `new_edits=false`, index design docs) | [`Database::update_docs`] | members; design documents: database admins |
+//! | `_users` documents | [`Database::update_docs`] | database admins, and a user for their own document; then the users-database rules ([`crate::user_doc`]) under the writer lock |
+//! | `_local` documents | [`Database::put_local`] | members (`_users`: as its documents) |
+//! | `_security`, `revs_limit`, compaction, view cleanup | [`Database::set_security`] … | database admins |
+//! | databases | [`crate::Engine::create_db`], [`crate::Engine::delete_db`] | server admins |
+//!
+//! Document writes are checked twice: [`Database::admit_doc`] before the writer lock
+//! (cheap, and before any password is hashed), and the `_users` rules under the lock,
+//! where the document's current revision cannot change underneath the check.
+
+use bunko_doc::id::{DocKind, kind};
+
+use crate::database::Database;
+use crate::security::{Security, UserCtx};
+use crate::users::{USER_PREFIX, USERS_DB};
+use crate::{Error, Result};
+
+impl Database {
+    /// The parsed `_security` object.
+    pub fn security_object(&self) -> Result<Security> {
+        Security::parse(&self.security())
+    }
+
+    /// Whether this is the users database, whose documents follow [`crate::user_doc`].
+    pub(crate) fn is_users_db(&self) -> bool {
+        self.name() == USERS_DB
+    }
+
+    /// May `ctx` write the document `id` at all? Members may; design documents need a
+    /// database admin. In `_users` a user who is not a database admin may write only their
+    /// own document, and any other id is reported missing, as CouchDB's
+    /// `couch_users_db:before_doc_update` does.
+    pub(crate) fn admit_doc(&self, security: &Security, ctx: &UserCtx, id: &str) -> Result<()> {
+        if kind(id) == DocKind::Design {
+            return security.check_admin(ctx);
+        }
+        if !self.is_users_db() || security.is_admin(ctx) {
+            return security.check_member(ctx);
+        }
+        let own = ctx.name.as_ref().is_some_and(|name| id == format!("{USER_PREFIX}{name}"));
+        if own { Ok(()) } else { Err(crate::error::missing()) }
+    }
+
+    /// Fails unless `ctx` is an admin of this database.
+    pub(crate) fn admit_admin(&self, ctx: &UserCtx) -> Result<()> {
+        self.security_object()?.check_admin(ctx)
+    }
+}
+
+/// Fails unless `ctx` is a server admin (`401`, CouchDB's "You are not a server admin.").
+pub(crate) fn admit_server_admin(ctx: &UserCtx) -> Result<()> {
+    if ctx.is_server_admin() {
+        return Ok(());
+    }
+    Err(Error::Unauthorized("You are not a server admin.".to_string()))
+}
