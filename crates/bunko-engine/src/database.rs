@@ -33,6 +33,8 @@ pub struct Database {
     pub(crate) indexes: Registry,
     /// The view groups of the design documents.
     pub(crate) views: crate::view::Registry,
+    /// The compiled `validate_doc_update` functions.
+    pub(crate) validators: crate::validators::Validators,
     /// Whether the background index builder runs.
     pub(crate) building: AtomicBool,
     /// This handle, for starting background work from `&self`.
@@ -82,6 +84,7 @@ impl Database {
             dropped: AtomicBool::new(false),
             indexes: Registry::default(),
             views: Default::default(),
+            validators: Default::default(),
             building: AtomicBool::new(false),
             me: me.clone(),
         });

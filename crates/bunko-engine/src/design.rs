@@ -84,6 +84,15 @@ pub fn validate(body: &Map<String, Value>, db_partitioned: bool) -> Result<()> {
         bunko_js::validate_design_doc(views)
             .map_err(|err| Error::Invalid { error: "compilation_error", reason: err.reason() })?;
     }
+    if let Some(Value::String(source)) = body.get("validate_doc_update") {
+        // CouchDB compiles it only at the first write; refusing it here keeps a typo from
+        // failing every later write of the database.
+        let compiled = crate::view::runtime().compile_validators(&[(source, Value::Null)]);
+        compiled.map_err(|err| Error::Invalid {
+            error: "compilation_error",
+            reason: format!("validate_doc_update: {}", err.reason()),
+        })?;
+    }
     if !db_partitioned && partitioned_option(body) == Some(true) {
         return Err(Error::InvalidDesignDoc(
             "partitioned option cannot be true in a non-partitioned database.".into(),

@@ -47,6 +47,10 @@ pub enum Error {
     /// a reduction that does not shrink.
     #[error(transparent)]
     Js(#[from] bunko_js::Error),
+    /// A `validate_doc_update` function threw something other than `{forbidden}` or
+    /// `{unauthorized}` (CouchDB's `500 unknown_error`).
+    #[error("{0}")]
+    Unknown(String),
     /// Stored data could not be decoded (a bug or corruption).
     #[error("corrupt data: {0}")]
     Corrupt(String),

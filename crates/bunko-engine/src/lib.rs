@@ -54,6 +54,7 @@ pub mod security;
 mod user_doc;
 pub mod users;
 mod uuids;
+mod validators;
 pub mod view;
 mod write;
 

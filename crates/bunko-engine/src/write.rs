@@ -20,6 +20,7 @@ use crate::keys::Key;
 use crate::records::{self, DocInfo, Stats};
 use crate::revtree::RevTree;
 use crate::security::{Security, UserCtx};
+use crate::validators::Stored;
 use crate::{Error, Result, design, user_doc, users};
 
 /// How a write treats revisions.
@@ -88,7 +89,8 @@ impl Database {
         docs: Vec<ParsedDoc>,
         opts: WriteOptions,
     ) -> Result<Vec<DocResult>> {
-        let security = self.security_object()?;
+        let security_json = self.security();
+        let security = Security::parse(&security_json)?;
         let prepared: Vec<(String, Result<ParsedDoc>)> =
             docs.into_iter().map(|doc| self.prepare(&security, ctx, doc, opts)).collect();
         let writer = self.lock_writer()?;
@@ -101,10 +103,9 @@ impl Database {
         for (id, doc) in prepared {
             let result = doc.and_then(|doc| {
                 let old = self.current(&mut pending, db, &id)?;
-                if self.is_users_db() && kind(&id) == DocKind::Normal {
-                    let current = self.current_body(&pending, &id, old.as_ref())?;
-                    let (body, deleted) = (&doc.body, doc.deleted);
-                    user_doc::validate(ctx, &security, &id, body, deleted, current.as_ref())?;
+                if kind(&id) == DocKind::Normal {
+                    let sec = (&security, security_json.as_str());
+                    self.check_update(ctx, sec, &pending, &id, &doc, old.as_ref())?;
                 }
                 let body = doc.body_json();
                 let outcome = if opts.new_edits {
@@ -142,6 +143,8 @@ impl Database {
             let (next, gone) = self.plan_ddocs(&mut batch, &pending.ddocs, seq);
             self.indexes.replace(next);
             dropped = gone;
+            // Still under the writer lock: the next write compiles the new functions.
+            self.forget_validators();
         }
         self.commit_locked(writer, batch, seq, stats)?;
         for num in dropped {
@@ -231,6 +234,29 @@ impl Database {
             ..Default::default()
         };
         self.put(ctx, doc, WriteOptions::default())
+    }
+
+    /// The rules that need the stored document, under the writer lock: `_users`' rules
+    /// and the database's `validate_doc_update` functions.
+    fn check_update(
+        &self,
+        ctx: &UserCtx,
+        (security, security_json): (&Security, &str),
+        pending: &Pending,
+        id: &str,
+        doc: &ParsedDoc,
+        old: Option<&DocInfo>,
+    ) -> Result<()> {
+        let users = self.is_users_db();
+        if !users && !self.has_validators()? {
+            return Ok(());
+        }
+        let body = self.current_body(pending, id, old)?;
+        if users {
+            user_doc::validate(ctx, security, id, &doc.body, doc.deleted, body.as_ref())?;
+        }
+        let stored = old.map(|info| Stored { info, body });
+        self.run_validators(ctx, security_json, doc, stored)
     }
 
     /// The current winning body of a document as an object (`None` if missing or deleted).

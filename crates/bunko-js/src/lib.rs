@@ -42,11 +42,13 @@ mod error;
 mod reduce;
 mod sandbox;
 mod source;
+mod update;
 mod validate;
 mod views;
 
 pub use builtin::{Builtin, SUM_ERROR};
 pub use error::{Error, Result};
 pub use reduce::{CompiledReduce, Reduced, check_reduce_overflow};
+pub use update::{CompiledValidators, Update, Verdict};
 pub use validate::validate_design_doc;
 pub use views::{CompiledViews, FunctionError, Limits, MapOutput, ReduceLimit, Rows, Runtime};

@@ -209,6 +209,22 @@
       }
       return out + "]";
     },
+    // validate.js: one validate_doc_update function called with `ddoc` as `this`.
+    // "1" when it returns; the JSON of what it threw otherwise. A real Error (with a name
+    // and a stack) is rethrown, as the query server dies on it.
+    validate: function (id, text, tick) {
+      tick();
+      var args = parse(text);
+      try {
+        apply(funs[id], args[4], [args[0], args[1], args[2], args[3]]);
+        return "1";
+      } catch (err) {
+        rethrowFatal(err);
+        if (err && err.name && err.stack) throw err;
+        var out = stringify(err);
+        return out === undefined ? "null" : out;
+      }
+    },
     // views.js runReduce for one function: "[[result],error,[logs]]". `text` is
     // [[[key, id], value], ...] for a reduce and [value, ...] for a rereduce.
     reduce: function (id, text, rereduce, tick) {

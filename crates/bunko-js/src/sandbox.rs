@@ -258,6 +258,17 @@ impl Sandbox {
         })
     }
 
+    /// Runs one `validate_doc_update` function; `args_json` is
+    /// `[newDoc, oldDoc, userCtx, secObj, ddoc]`. Returns `1` or what the function threw, as
+    /// JSON text.
+    pub(crate) fn validate(&self, id: u32, args_json: &str) -> Result<String> {
+        self.enter(&self.main, |ctx| {
+            let validate = Self::host(&ctx, "validate")?;
+            let tick = self.tick(&ctx, 1)?;
+            self.guarded(&ctx, || validate.call::<_, String>((id, args_json, tick)))
+        })
+    }
+
     /// Runs `call` under the time limit and turns a JavaScript exception into an [`Error`]:
     /// a passed deadline is [`Error::Timeout`]; `InternalError: out of memory`, or `null`
     /// when QuickJS could not allocate even that, is [`Error::OutOfMemory`]; other

@@ -129,7 +129,7 @@ impl Database {
     }
 
     /// The winning body of a design document, if it exists and is not deleted.
-    fn design_body(&self, id: &str) -> Result<Option<Map<String, Value>>> {
+    pub(crate) fn design_body(&self, id: &str) -> Result<Option<Map<String, Value>>> {
         let Some(info) = self.store.get(&Key::Doc(self.id(), id).encode())? else {
             return Ok(None);
         };

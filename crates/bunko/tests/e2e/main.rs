@@ -21,4 +21,5 @@ mod mango_explain;
 mod partitions;
 mod persistence;
 mod server;
+mod validate;
 mod views;

@@ -1,0 +1,133 @@
+//! `validate_doc_update` functions on the write path, part of the write gate
+//! ([`crate::gate`]): every document write (not design or `_local` documents, as in
+//! CouchDB) runs every validation function of the database under the writer lock, with
+//! the document as written, the stored document, the user and the security object.
+//!
+//! The functions are compiled once into one sandbox and kept until a design document is
+//! written ([`Database::forget_validators`], called under the same writer lock, so a
+//! validation never runs with a stale set). A database without such functions pays one
+//! scan of its design documents after each design-document write, then nothing.
+
+use bunko_doc::body::ParsedDoc;
+use bunko_js::{CompiledValidators, Update, Verdict};
+use parking_lot::Mutex;
+use serde_json::{Map, Value, json};
+
+use crate::database::Database;
+use crate::keys;
+use crate::records::DocInfo;
+use crate::security::UserCtx;
+use crate::{Error, Result};
+
+/// The compiled functions of one database; `None` inside until loaded.
+#[derive(Debug, Default)]
+pub(crate) struct Validators {
+    loaded: Mutex<Option<Option<CompiledValidators>>>,
+}
+
+/// The stored document a validation sees as `oldDoc`.
+pub(crate) struct Stored<'a> {
+    pub info: &'a DocInfo,
+    /// The winning body, `None` when the winner is deleted.
+    pub body: Option<Map<String, Value>>,
+}
+
+impl Database {
+    /// Drops the compiled functions (a design document changed).
+    pub(crate) fn forget_validators(&self) {
+        *self.validators.loaded.lock() = None;
+    }
+
+    /// Whether the database has validation functions (compiling them if needed); call
+    /// under the writer lock.
+    pub(crate) fn has_validators(&self) -> Result<bool> {
+        let mut loaded = self.validators.loaded.lock();
+        if loaded.is_none() {
+            *loaded = Some(self.compile_validators()?);
+        }
+        Ok(matches!(*loaded, Some(Some(_))))
+    }
+
+    /// Runs the database's validation functions on one write; call under the writer lock.
+    pub(crate) fn run_validators(
+        &self,
+        ctx: &UserCtx,
+        security: &str,
+        doc: &ParsedDoc,
+        old: Option<Stored<'_>>,
+    ) -> Result<()> {
+        let mut loaded = self.validators.loaded.lock();
+        if loaded.is_none() {
+            *loaded = Some(self.compile_validators()?);
+        }
+        let Some(Some(validators)) = loaded.as_ref() else { return Ok(()) };
+        let new_doc = new_doc_json(doc);
+        let old_doc = old.map_or(Value::Null, |o| old_doc_json(doc, o));
+        let user_ctx = json!({"db": self.name(), "name": ctx.name, "roles": ctx.roles});
+        let sec_obj: Value = serde_json::from_str(security).unwrap_or_else(|_| json!({}));
+        let update =
+            Update { new_doc: &new_doc, old_doc: &old_doc, user_ctx: &user_ctx, sec_obj: &sec_obj };
+        match validators.validate(update)? {
+            Verdict::Accept => Ok(()),
+            Verdict::Forbidden(reason) => Err(Error::Forbidden(reason)),
+            Verdict::Unauthorized(reason) => Err(Error::Unauthorized(reason)),
+            Verdict::Unknown(reason) => Err(Error::Unknown(reason)),
+        }
+    }
+
+    /// Compiles the `validate_doc_update` of every live design document, in id order.
+    fn compile_validators(&self) -> Result<Option<CompiledValidators>> {
+        let range = keys::doc_prefix(self.id(), "_design/");
+        let mut functions = Vec::new();
+        for (key, _) in self.store.scan(&range, false, usize::MAX)? {
+            let id = keys::decode_doc(&key)?;
+            let Some(mut body) = self.design_body(&id)? else { continue };
+            if let Some(Value::String(source)) = body.get("validate_doc_update").cloned() {
+                body.insert("_id".to_string(), Value::String(id));
+                functions.push((source, Value::Object(body)));
+            }
+        }
+        if functions.is_empty() {
+            return Ok(None);
+        }
+        let sources: Vec<(&str, Value)> =
+            functions.iter().map(|(s, d)| (s.as_str(), d.clone())).collect();
+        Ok(Some(crate::view::runtime().compile_validators(&sources)?))
+    }
+}
+
+/// `newDoc`: the body with `_id`, the `_rev` it edits, `_deleted` and `_revisions`, as
+/// CouchDB passes the edit (`couch_doc:to_json_obj(Doc, [revs])`).
+fn new_doc_json(doc: &ParsedDoc) -> Value {
+    let mut out = Map::new();
+    out.insert("_id".into(), json!(doc.id));
+    if let Some(rev) = &doc.rev {
+        out.insert("_rev".into(), json!(rev.to_string()));
+    }
+    out.extend(doc.body.clone());
+    if doc.deleted {
+        out.insert("_deleted".into(), json!(true));
+    }
+    if let Some(rev) = &doc.rev {
+        let ids: Vec<String> = match &doc.revisions {
+            Some(path) => path.iter().map(|r| r.hash.clone()).collect(),
+            None => vec![rev.hash.clone()],
+        };
+        out.insert("_revisions".into(), json!({"start": rev.pos, "ids": ids}));
+    }
+    Value::Object(out)
+}
+
+/// `oldDoc`: the stored winner with `_id` and `_rev` (a deleted one as its tombstone).
+fn old_doc_json(doc: &ParsedDoc, old: Stored<'_>) -> Value {
+    let Ok((rev, deleted)) = old.info.winner() else { return Value::Null };
+    let mut out = Map::new();
+    out.insert("_id".into(), json!(doc.id));
+    out.insert("_rev".into(), json!(rev.to_string()));
+    if deleted {
+        out.insert("_deleted".into(), json!(true));
+    } else {
+        out.extend(old.body.unwrap_or_default());
+    }
+    Value::Object(out)
+}
