@@ -34,6 +34,10 @@ pub struct Config {
     /// Whether `_users`' `_security` may be changed (CouchDB's
     /// `[couchdb] users_db_security_editable`, off by default).
     pub users_db_security_editable: bool,
+    /// How long a transaction may stay open (MongoDB's `transactionLifetimeLimitSeconds`).
+    pub txn_lifetime: std::time::Duration,
+    /// Most bytes of document bodies one transaction may buffer.
+    pub txn_max_bytes: usize,
 }
 
 impl Default for Config {
@@ -44,6 +48,8 @@ impl Default for Config {
             revs_limit: 1000,
             pbkdf2_iterations: 50_000,
             users_db_security_editable: false,
+            txn_lifetime: std::time::Duration::from_secs(60),
+            txn_max_bytes: 16 << 20,
         }
     }
 }

@@ -215,12 +215,17 @@ impl Database {
         writer.stats = stats;
         drop(writer);
         self.store.sync(ticket)?;
+        self.notify_durable(seq);
+        Ok(())
+    }
+
+    /// Wakes `_changes` feeds: everything up to `seq` is durable.
+    pub(crate) fn notify_durable(&self, seq: u64) {
         self.changes.send_if_modified(|durable| {
             let advanced = seq > *durable;
             *durable = (*durable).max(seq);
             advanced
         });
-        Ok(())
     }
 
     /// Commits the catalog change that deletes this database and marks the handle dead.
@@ -232,4 +237,34 @@ impl Database {
         self.store.sync(ticket)?;
         Ok(())
     }
+}
+
+/// One database's share of a commit that spans several: its writer lock (taken in database
+/// id order), and the seq and counters it has once the batch is applied.
+pub(crate) struct Part<'a> {
+    pub db: &'a Database,
+    pub writer: MutexGuard<'a, Writer>,
+    pub seq: u64,
+    pub stats: Stats,
+}
+
+/// Applies `batch`, which holds the writes of every part, as one atomic commit; releases
+/// the writer locks before waiting for the sync, as [`Database::commit_locked`] does.
+pub(crate) fn commit_parts(
+    store: &Arc<dyn Store>,
+    parts: Vec<Part<'_>>,
+    batch: Batch,
+) -> Result<()> {
+    let ticket = store.apply(batch)?;
+    let mut durable = Vec::with_capacity(parts.len());
+    for mut part in parts {
+        part.writer.seq = part.seq;
+        part.writer.stats = part.stats;
+        durable.push((part.db, part.seq));
+    }
+    store.sync(ticket)?;
+    for (db, seq) in durable {
+        db.notify_durable(seq);
+    }
+    Ok(())
 }

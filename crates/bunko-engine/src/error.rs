@@ -51,6 +51,16 @@ pub enum Error {
     /// `{unauthorized}` (CouchDB's `500 unknown_error`).
     #[error("{0}")]
     Unknown(String),
+    /// A transaction saw something another commit has changed since: retry it
+    /// (`409 conflict`; MongoDB's `WriteConflict`, a `TransientTransactionError`).
+    #[error("transaction conflict: {0}")]
+    TxnConflict(String),
+    /// A transaction went past its lifetime or size limit and was discarded.
+    #[error("{0}")]
+    TxnAborted(String),
+    /// One document of a transaction failed, so none was written.
+    #[error("{db}/{id}: {error}")]
+    InTxn { db: String, id: String, error: Box<Error> },
     /// Stored data could not be decoded (a bug or corruption).
     #[error("corrupt data: {0}")]
     Corrupt(String),

@@ -98,6 +98,12 @@ pub fn doc_range_prefix(db: u64) -> Vec<u8> {
     KeyWriter::new(DOC).u64(db).finish()
 }
 
+/// The documents of database `db` with `start <= id < end`.
+pub fn doc_id_range(db: u64, start: &str, end: &str) -> Range {
+    use std::ops::Bound;
+    (Bound::Included(Key::Doc(db, start).encode()), Bound::Excluded(Key::Doc(db, end).encode()))
+}
+
 /// The range of the documents whose id starts with `prefix` (e.g. `"p:"`).
 pub fn doc_prefix(db: u64, prefix: &str) -> Range {
     prefix_range(&KeyWriter::new(DOC).u64(db).bytes_prefix(prefix.as_bytes()))

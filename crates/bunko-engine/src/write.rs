@@ -14,7 +14,7 @@ use bunko_doc::body::ParsedDoc;
 use bunko_doc::id::{DocKind, kind, partition_of, validate_doc_id};
 use bunko_storage::Batch;
 
-use crate::database::Database;
+use crate::database::{Database, Writer};
 use crate::index::{DdocChanges, Index, Winner};
 use crate::keys::Key;
 use crate::records::{self, DocInfo, Stats};
@@ -44,6 +44,46 @@ impl Default for WriteOptions {
 pub struct DocResult {
     pub id: String,
     pub result: Result<RevId>,
+}
+
+/// The security object a write is checked against, read once per write.
+pub(crate) struct Checks {
+    security_json: String,
+    security: Security,
+}
+
+impl Checks {
+    pub(crate) fn load(db: &Database) -> Result<Checks> {
+        let security_json = db.security();
+        let security = Security::parse(&security_json)?;
+        Ok(Checks { security_json, security })
+    }
+}
+
+/// A new set of Mango indexes and the index numbers it drops.
+pub(crate) type IndexPlan = (Vec<Arc<Index>>, Vec<u64>);
+
+/// The edits of one database, added to a batch but not applied.
+pub(crate) struct Staged {
+    pub results: Vec<DocResult>,
+    /// The update seq and counters once the batch is applied.
+    pub seq: u64,
+    pub stats: Stats,
+    /// Present when design documents changed.
+    pub plan: Option<IndexPlan>,
+}
+
+impl Staged {
+    pub(crate) fn failed(&self) -> bool {
+        self.results.iter().any(|r| r.result.is_err())
+    }
+}
+
+/// What remains to do once a commit is durable.
+#[derive(Default)]
+pub(crate) struct AfterCommit {
+    ddocs_changed: bool,
+    dropped: Vec<u64>,
 }
 
 /// A computed edit of one document.
@@ -89,14 +129,46 @@ impl Database {
         docs: Vec<ParsedDoc>,
         opts: WriteOptions,
     ) -> Result<Vec<DocResult>> {
-        let security_json = self.security();
-        let security = Security::parse(&security_json)?;
-        let prepared: Vec<(String, Result<ParsedDoc>)> =
-            docs.into_iter().map(|doc| self.prepare(&security, ctx, doc, opts)).collect();
+        let checks = Checks::load(self)?;
+        let prepared = self.prepare_all(&checks, ctx, docs, opts);
         let writer = self.lock_writer()?;
+        let mut batch = Batch::new();
+        let staged = self.stage(&writer, &checks, ctx, prepared, opts, &mut batch)?;
+        if (opts.all_or_nothing && staged.failed()) || staged.seq == writer.seq {
+            return Ok(staged.results);
+        }
+        let (seq, stats) = (staged.seq, staged.stats);
+        let after = self.install(staged.plan);
+        self.commit_locked(writer, batch, seq, stats)?;
+        self.after_commit(after);
+        Ok(staged.results)
+    }
+
+    /// Runs the checks that need no lock (ids, the write gate, design documents, password
+    /// hashing) on each document.
+    pub(crate) fn prepare_all(
+        &self,
+        checks: &Checks,
+        ctx: &UserCtx,
+        docs: Vec<ParsedDoc>,
+        opts: WriteOptions,
+    ) -> Vec<(String, Result<ParsedDoc>)> {
+        docs.into_iter().map(|doc| self.prepare(&checks.security, ctx, doc, opts)).collect()
+    }
+
+    /// Computes the edits of `prepared` under the writer lock and adds them, with the
+    /// counters and index entries, to `batch`. Nothing is applied.
+    pub(crate) fn stage(
+        &self,
+        writer: &Writer,
+        checks: &Checks,
+        ctx: &UserCtx,
+        prepared: Vec<(String, Result<ParsedDoc>)>,
+        opts: WriteOptions,
+        batch: &mut Batch,
+    ) -> Result<Staged> {
         let indexes = self.indexes.all();
         let (db, revs_limit) = (self.id(), self.revs_limit() as usize);
-        let mut batch = Batch::new();
         let (mut seq, mut stats) = (writer.seq, writer.stats);
         let mut pending = Pending::default();
         let mut results = Vec::with_capacity(prepared.len());
@@ -104,8 +176,7 @@ impl Database {
             let result = doc.and_then(|doc| {
                 let old = self.current(&mut pending, db, &id)?;
                 if kind(&id) == DocKind::Normal {
-                    let sec = (&security, security_json.as_str());
-                    self.check_update(ctx, sec, &pending, &id, &doc, old.as_ref())?;
+                    self.check_update(ctx, checks, &pending, &id, &doc, old.as_ref())?;
                 }
                 let body = doc.body_json();
                 let outcome = if opts.new_edits {
@@ -121,42 +192,42 @@ impl Database {
                 self.account(&mut pending, &id, old.as_ref(), &outcome.info, &mut stats, limit)?;
                 seq += 1;
                 outcome.info.seq = seq;
-                add_to_batch(&mut batch, db, &id, old.as_ref(), &outcome);
-                self.track_winner(&mut pending, &indexes, &mut batch, &id, old.as_ref(), &outcome)?;
+                add_to_batch(batch, db, &id, old.as_ref(), &outcome);
+                self.track_winner(&mut pending, &indexes, batch, &id, old.as_ref(), &outcome)?;
                 pending.docs.insert(id.clone(), Some(outcome.info));
                 Ok(outcome.rev)
             });
             results.push(DocResult { id, result });
         }
-        if opts.all_or_nothing && results.iter().any(|r| r.result.is_err()) {
-            return Ok(results);
-        }
-        if seq == writer.seq {
-            return Ok(results);
-        }
         for (partition, part_stats) in &pending.partitions {
             batch.put(Key::PartStats(db, partition).encode(), records::encode(part_stats));
         }
         batch.put(Key::Stats(db).encode(), records::encode(&stats));
-        let mut dropped = Vec::new();
-        if !pending.ddocs.is_empty() {
-            let (next, gone) = self.plan_ddocs(&mut batch, &pending.ddocs, seq);
-            self.indexes.replace(next);
-            dropped = gone;
-            // Still under the writer lock: the next write compiles the new functions.
-            self.forget_validators();
-        }
-        self.commit_locked(writer, batch, seq, stats)?;
-        for num in dropped {
-            crate::catalog::spawn_index_drop(self.store.clone(), db, num);
+        let plan = (!pending.ddocs.is_empty()).then(|| self.plan_ddocs(batch, &pending.ddocs, seq));
+        Ok(Staged { results, seq, stats, plan })
+    }
+
+    /// Makes a staged index plan current, under the writer lock, just before the commit;
+    /// returns what [`Database::after_commit`] needs.
+    pub(crate) fn install(&self, plan: Option<IndexPlan>) -> AfterCommit {
+        let Some((next, dropped)) = plan else { return AfterCommit::default() };
+        self.indexes.replace(next);
+        // Still under the writer lock: the next write compiles the new functions.
+        self.forget_validators();
+        AfterCommit { ddocs_changed: true, dropped }
+    }
+
+    /// Background work after a commit: dropped indexes, index builds, views.
+    pub(crate) fn after_commit(&self, after: AfterCommit) {
+        for num in after.dropped {
+            crate::catalog::spawn_index_drop(self.store.clone(), self.id(), num);
         }
         if let Some(me) = self.arc() {
-            if !pending.ddocs.is_empty() {
+            if after.ddocs_changed {
                 me.spawn_builder();
             }
-            me.views_after_write(!pending.ddocs.is_empty());
+            me.views_after_write(after.ddocs_changed);
         }
-        Ok(results)
     }
 
     /// Records the new winner of a written document: design documents for the index plan,
@@ -241,7 +312,7 @@ impl Database {
     fn check_update(
         &self,
         ctx: &UserCtx,
-        (security, security_json): (&Security, &str),
+        checks: &Checks,
         pending: &Pending,
         id: &str,
         doc: &ParsedDoc,
@@ -253,10 +324,10 @@ impl Database {
         }
         let body = self.current_body(pending, id, old)?;
         if users {
-            user_doc::validate(ctx, security, id, &doc.body, doc.deleted, body.as_ref())?;
+            user_doc::validate(ctx, &checks.security, id, &doc.body, doc.deleted, body.as_ref())?;
         }
         let stored = old.map(|info| Stored { info, body });
-        self.run_validators(ctx, security_json, doc, stored)
+        self.run_validators(ctx, &checks.security_json, doc, stored)
     }
 
     /// The current winning body of a document as an object (`None` if missing or deleted).

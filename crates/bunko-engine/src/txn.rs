@@ -1,0 +1,317 @@
+//! Multi-document, multi-database transactions (shared/DESIGN.md §10).
+//!
+//! A [`Transaction`] reads from one storage snapshot plus its own buffered writes. Commit
+//! takes the writer locks of every database it touched, in database id order (so two
+//! transactions can never wait on each other in a cycle), then validates and applies:
+//!
+//! 1. **Validate** (serializable, first committer wins): every document the transaction
+//!    read must still be as it saw it (the same `DocInfo` seq, or still missing), every
+//!    revision it [`expect`](Transaction::expect)ed must still be the winner, and a
+//!    database it scanned must have had no commit at all since the snapshot (a scan is a
+//!    predicate read: any insert could be a phantom). Otherwise the commit fails whole with
+//!    the retryable [`Error::TxnConflict`].
+//! 2. **Stage** each database's writes exactly as a single write would be
+//!    (`Database::stage`: revision checks, the write gate, `validate_doc_update`, counters,
+//!    index entries) into **one** batch; any document failing fails the transaction.
+//! 3. **Apply** that batch as one storage commit, release the locks, and wait for the
+//!    group-committed sync ([`crate::database::commit_parts`]).
+//!
+//! Writes inside a transaction follow CouchDB's rules: an update names the `_rev` it edits,
+//! and each written document gets a new revision and a `_changes` entry, so replication
+//! sees ordinary edits. A transaction past its lifetime (`Config::txn_lifetime`, 60 s like
+//! MongoDB's `transactionLifetimeLimitSeconds`) or its size limit is aborted; dropping a
+//! transaction without committing discards it.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use bunko_doc::body::from_value;
+//! use bunko_engine::security::UserCtx;
+//! use bunko_engine::{Config, Engine, WriteOptions};
+//! use bunko_storage::Memory;
+//! use serde_json::json;
+//!
+//! let me = UserCtx::admin("app");
+//! let engine = Engine::open(Arc::new(Memory::new()), Config::default())?;
+//! let publishers = engine.create_db(&me, "publishers", false)?;
+//! engine.create_db(&me, "books", false)?;
+//! let doc = from_value(json!({"_id": "mspress", "countOfBooks": 0}), &Default::default())?;
+//! publishers.put(&me, doc, WriteOptions::default())?;
+//!
+//! // A new book and its publisher's count change together, or not at all.
+//! let mut txn = engine.begin(&me);
+//! let publisher = txn.get("publishers", "mspress")?.expect("publisher");
+//! let mut body = publisher.body.clone();
+//! body["countOfBooks"] = json!(body["countOfBooks"].as_u64().unwrap_or(0) + 1);
+//! body.insert("_rev".into(), json!(publisher.rev.to_string()));
+//! body.insert("_id".into(), json!("mspress"));
+//! txn.put("publishers", from_value(serde_json::Value::Object(body), &Default::default())?)?;
+//! let book = json!({"_id": "b1", "title": "Code Complete", "pub_id": "mspress"});
+//! txn.put("books", from_value(book, &Default::default())?)?;
+//! let written = txn.commit()?;
+//! assert_eq!(written.len(), 2);
+//! let count = publishers.get("mspress", None)?;
+//! assert_eq!(count.body, br#"{"countOfBooks":1}"#);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Instant;
+
+use bunko_doc::RevId;
+use bunko_doc::body::ParsedDoc;
+use bunko_storage::{Batch, Snapshot};
+use serde_json::{Map, Value};
+
+use crate::catalog::Engine;
+use crate::database::{Database, Part, commit_parts};
+use crate::read::doc_info_in;
+use crate::security::UserCtx;
+use crate::write::{Checks, WriteOptions};
+use crate::{Error, Result, keys};
+
+/// A document as a transaction reads it.
+#[derive(Debug, Clone)]
+pub struct TxnDoc {
+    /// The stored winning revision (for a document this transaction wrote: the revision
+    /// its write edits, if any).
+    pub rev: RevId,
+    /// The body without `_id` and `_rev`.
+    pub body: Map<String, Value>,
+}
+
+/// One document a committed transaction wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxnWrite {
+    pub db: String,
+    pub id: String,
+    pub rev: RevId,
+}
+
+/// What a transaction saw of one document.
+#[derive(Debug, Clone)]
+enum Seen {
+    /// Read from the snapshot: the document's seq then (`None`: it did not exist).
+    Seq(Option<u64>),
+    /// Declared by the caller: the winning revision it depends on (`None`: absent).
+    Rev(Option<RevId>),
+}
+
+/// Everything the transaction did in one database.
+struct Touched {
+    db: Arc<Database>,
+    /// The database's update seq in the snapshot.
+    begin_seq: u64,
+    seen: HashMap<String, Seen>,
+    /// Whether it scanned a range (validated as "no commit since the snapshot").
+    scanned: bool,
+    writes: Vec<ParsedDoc>,
+}
+
+/// An open transaction; see the module documentation.
+pub struct Transaction<'e> {
+    engine: &'e Engine,
+    ctx: UserCtx,
+    snapshot: Snapshot,
+    began: Instant,
+    /// By database id: the order commit takes the writer locks in.
+    dbs: BTreeMap<u64, Touched>,
+    /// Bytes of buffered document bodies.
+    size: usize,
+}
+
+impl Engine {
+    /// Begins a transaction as `ctx` on a snapshot of the whole store.
+    pub fn begin(&self, ctx: &UserCtx) -> Transaction<'_> {
+        Transaction {
+            engine: self,
+            ctx: ctx.clone(),
+            snapshot: self.store().snapshot(),
+            began: Instant::now(),
+            dbs: BTreeMap::new(),
+            size: 0,
+        }
+    }
+}
+
+impl Transaction<'_> {
+    /// The winning revision of `id` in database `db`, as of the snapshot or as this
+    /// transaction wrote it; `None` if missing or deleted.
+    pub fn get(&mut self, db: &str, id: &str) -> Result<Option<TxnDoc>> {
+        self.check_alive()?;
+        let touched = self.touch(db)?;
+        if let Some(doc) = touched.writes.iter().rev().find(|d| d.id.as_deref() == Some(id)) {
+            return Ok((!doc.deleted).then(|| TxnDoc {
+                rev: doc.rev.clone().unwrap_or(RevId { pos: 0, hash: String::new() }),
+                body: doc.body.clone(),
+            }));
+        }
+        let db_id = touched.db.id();
+        let info = doc_info_in(self.snapshot.as_ref(), db_id, id)?;
+        let seq = info.as_ref().map(|i| i.seq);
+        self.touch(db)?.seen.entry(id.to_string()).or_insert(Seen::Seq(seq));
+        let Some(info) = info else { return Ok(None) };
+        let (rev, deleted) = info.winner()?;
+        if deleted {
+            return Ok(None);
+        }
+        let key = keys::Key::Rev(db_id, id, &rev.to_string()).encode();
+        let body = self.snapshot.get(&key)?.ok_or_else(crate::error::missing)?;
+        let body = serde_json::from_slice(&body).map_err(|e| Error::Corrupt(e.to_string()))?;
+        Ok(Some(TxnDoc { rev: rev.clone(), body }))
+    }
+
+    /// The ids of the live documents in `[start, end)` of database `db`, as of the
+    /// snapshot. The commit then fails if anything was committed to `db` meanwhile.
+    pub fn ids(&mut self, db: &str, start: &str, end: &str) -> Result<Vec<String>> {
+        self.check_alive()?;
+        let touched = self.touch(db)?;
+        touched.scanned = true;
+        let db_id = touched.db.id();
+        let range = keys::doc_id_range(db_id, start, end);
+        let mut out = Vec::new();
+        for (key, value) in self.snapshot.scan(&range, false, usize::MAX)? {
+            let info: crate::records::DocInfo = crate::records::decode(&value)?;
+            if !info.winner()?.1 {
+                out.push(keys::decode_doc(&key)?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Declares that the transaction depends on `id` in `db` having winning revision `rev`
+    /// (`None`: not existing) at commit, without reading it.
+    pub fn expect(&mut self, db: &str, id: &str, rev: Option<RevId>) -> Result<()> {
+        self.check_alive()?;
+        self.touch(db)?.seen.insert(id.to_string(), Seen::Rev(rev));
+        Ok(())
+    }
+
+    /// Buffers a write (an update names its `_rev`, as any CouchDB write does).
+    pub fn put(&mut self, db: &str, doc: ParsedDoc) -> Result<()> {
+        self.check_alive()?;
+        if doc.id.is_none() {
+            return Err(Error::BadRequest("a transaction's documents need an _id".into()));
+        }
+        self.size += doc.body_json().len();
+        let limit = self.engine.config().txn_max_bytes;
+        if self.size > limit {
+            return Err(Error::TxnAborted(format!(
+                "transaction exceeded its size limit of {limit} bytes"
+            )));
+        }
+        self.touch(db)?.writes.push(doc);
+        Ok(())
+    }
+
+    /// Buffers the deletion of `id` at revision `rev`.
+    pub fn delete(&mut self, db: &str, id: &str, rev: RevId) -> Result<()> {
+        let doc = ParsedDoc {
+            id: Some(id.to_string()),
+            rev: Some(rev),
+            deleted: true,
+            ..Default::default()
+        };
+        self.put(db, doc)
+    }
+
+    /// Validates and commits everything in one storage commit; see the module docs.
+    pub fn commit(self) -> Result<Vec<TxnWrite>> {
+        self.check_alive()?;
+        let ctx = self.ctx;
+        let opts = WriteOptions::default();
+        let mut prepared = Vec::with_capacity(self.dbs.len());
+        for touched in self.dbs.values() {
+            let checks = Checks::load(&touched.db)?;
+            let docs = touched.db.prepare_all(&checks, &ctx, touched.writes.clone(), opts);
+            prepared.push((touched, checks, docs));
+        }
+        let mut locked = Vec::with_capacity(prepared.len());
+        for (touched, checks, docs) in prepared {
+            let writer = touched.db.lock_writer()?;
+            validate(touched, writer.seq)?;
+            locked.push((touched, checks, docs, writer));
+        }
+        let mut batch = Batch::new();
+        let (mut parts, mut written, mut after) = (Vec::new(), Vec::new(), Vec::new());
+        for (touched, checks, docs, writer) in locked {
+            let db = touched.db.as_ref();
+            let staged = db.stage(&writer, &checks, &ctx, docs, opts, &mut batch)?;
+            for result in staged.results {
+                let rev = result.result.map_err(|error| Error::InTxn {
+                    db: db.name(),
+                    id: result.id.clone(),
+                    error: Box::new(error),
+                })?;
+                written.push(TxnWrite { db: db.name(), id: result.id, rev });
+            }
+            after.push((db, staged.plan));
+            parts.push(Part { db, writer, seq: staged.seq, stats: staged.stats });
+        }
+        let after: Vec<_> = after.into_iter().map(|(db, plan)| (db, db.install(plan))).collect();
+        commit_parts(self.engine.store(), parts, batch)?;
+        for (db, work) in after {
+            db.after_commit(work);
+        }
+        Ok(written)
+    }
+
+    fn check_alive(&self) -> Result<()> {
+        let lifetime = self.engine.config().txn_lifetime;
+        if self.began.elapsed() > lifetime {
+            return Err(Error::TxnAborted(format!(
+                "transaction exceeded its lifetime limit of {} s",
+                lifetime.as_secs()
+            )));
+        }
+        Ok(())
+    }
+
+    /// The state kept for database `name`, registering it on first use.
+    fn touch(&mut self, name: &str) -> Result<&mut Touched> {
+        let db = self.engine.db(name)?;
+        if self.dbs.contains_key(&db.id()) {
+            return self.dbs.get_mut(&db.id()).ok_or_else(crate::error::missing);
+        }
+        let begin_seq = match self.snapshot.scan(&keys::seq_range(db.id()), true, 1)?.first() {
+            Some((key, _)) => keys::decode_seq(key)?,
+            None => 0,
+        };
+        Ok(self.dbs.entry(db.id()).or_insert_with(|| Touched {
+            db,
+            begin_seq,
+            seen: HashMap::new(),
+            scanned: false,
+            writes: Vec::new(),
+        }))
+    }
+}
+
+/// Checks, under the database's writer lock, that nothing the transaction saw changed.
+fn validate(touched: &Touched, current_seq: u64) -> Result<()> {
+    let db = &touched.db;
+    let conflict = |what: String| Err(Error::TxnConflict(format!("{what} in {}", db.name())));
+    if touched.scanned && current_seq != touched.begin_seq {
+        return conflict("a scanned range was written".to_string());
+    }
+    for (id, seen) in &touched.seen {
+        let info = db.doc_info(id)?;
+        let unchanged = match seen {
+            Seen::Seq(seq) => info.as_ref().map(|i| i.seq) == *seq,
+            Seen::Rev(rev) => {
+                let winner = match &info {
+                    Some(info) => match info.winner()? {
+                        (_, true) => None,
+                        (rev, false) => Some(rev.clone()),
+                    },
+                    None => None,
+                };
+                winner == *rev
+            }
+        };
+        if !unchanged {
+            return conflict(format!("document {id} changed"));
+        }
+    }
+    Ok(())
+}
