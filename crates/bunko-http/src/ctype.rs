@@ -51,7 +51,9 @@ fn needs_json(path: &str) -> bool {
     let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
     match parts.as_slice() {
         // `POST /{db}` creates a document; `/_session` and other server endpoints differ.
-        [db] => (!db.is_empty() && !db.starts_with('_')) || is_system_db(db),
+        [db] => {
+            (!db.is_empty() && !db.starts_with('_')) || is_system_db(db) || *db == "_transaction"
+        }
         [_, endpoint] => DB_ENDPOINTS.contains(endpoint),
         [_, "_index", "_bulk_delete"] | [_, "_compact", _] => true,
         [_, "_design", _, "_view", _] | [_, "_design", _, "_view", _, "queries"] => true,

@@ -74,6 +74,9 @@ fn engine_parts(err: &EngineError) -> (StatusCode, &'static str, String) {
         EngineError::Invalid { error, .. } => (StatusCode::BAD_REQUEST, *error),
         EngineError::Doc(doc) => return doc_parts(doc),
         EngineError::Js(js) => return js_parts(js),
+        EngineError::TxnConflict(_) => (StatusCode::CONFLICT, "conflict"),
+        EngineError::TxnAborted(_) => (StatusCode::CONFLICT, "transaction_aborted"),
+        EngineError::InTxn { error, .. } => (engine_parts(error).0, engine_parts(error).1),
         EngineError::Storage(bunko_storage::Error::Poisoned | bunko_storage::Error::Closed) => {
             (StatusCode::SERVICE_UNAVAILABLE, "service_unavailable")
         }

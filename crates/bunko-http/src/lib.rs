@@ -30,6 +30,7 @@ pub mod render;
 pub mod routes;
 pub mod server;
 pub mod stream;
+pub mod txn;
 pub mod view;
 
 use std::sync::Arc;
@@ -97,6 +98,7 @@ pub fn router(state: State) -> Router {
         .merge(doc::routes())
         .route("/{db}/_compact", post(db::compact))
         .route("/_active_tasks", get(server::active_tasks))
+        .route("/_transaction", post(txn::post))
         .method_not_allowed_fallback(method_not_allowed)
         .fallback(not_found)
         .layer(axum::middleware::from_fn(ctype::require_json))

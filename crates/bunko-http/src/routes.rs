@@ -9,6 +9,7 @@ pub const PATHS: &[&str] = &[
     "/_active_tasks",
     "/_all_dbs",
     "/_session",
+    "/_transaction",
     "/_up",
     "/_uuids",
     "/{db}",

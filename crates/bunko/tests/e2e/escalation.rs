@@ -96,6 +96,7 @@ fn payloads(s: &Server, attacker: &Attacker, db: &str) -> Vec<Value> {
         let eve = json!({"_id": user_id("eve"), "name": "eve", "type": "user",
                          "roles": ["_admin"], "password": PASSWORD});
         all.extend([
+            json!({"docs": [{"db": db, "doc": own}, {"db": db, "doc": eve}]}),
             json!({"docs": [own, eve]}),
             json!({"docs": [replicated], "new_edits": false}),
             own,
@@ -110,6 +111,7 @@ fn payloads(s: &Server, attacker: &Attacker, db: &str) -> Vec<Value> {
         let mut replicated = design.clone();
         replicated["_rev"] = json!(format!("1-{hash}"));
         all.extend([
+            json!({"docs": [{"db": db, "doc": design}]}),
             json!({"docs": [design]}),
             json!({"docs": [replicated], "new_edits": false}),
             design,
@@ -133,7 +135,8 @@ fn wrote(path: &str, status: u16, body: &Value, member: bool) -> bool {
         let id = v.get("id").and_then(Value::as_str).unwrap_or_default();
         v.get("rev").is_some_and(Value::is_string) && (!member || id.starts_with("_design/"))
     };
-    let rows = body.as_array().is_some_and(|rows| rows.iter().any(forbidden_doc));
+    let rows = body.as_array().is_some_and(|rows| rows.iter().any(forbidden_doc))
+        || body["results"].as_array().is_some_and(|rows| rows.iter().any(forbidden_doc));
     let setting =
         (path.ends_with("_security") || path.ends_with("_revs_limit")) && body["ok"] == json!(true);
     forbidden_doc(body) || rows || setting || body["result"].is_string()

@@ -21,5 +21,6 @@ mod mango_explain;
 mod partitions;
 mod persistence;
 mod server;
+mod transactions;
 mod validate;
 mod views;
