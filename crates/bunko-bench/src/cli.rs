@@ -95,10 +95,11 @@ pub enum Workload {
     View,
     Limit,
     Baseline,
+    Txn,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 9] = [
+    pub const ALL: [Workload; 10] = [
         Workload::Load,
         Workload::Write,
         Workload::Read,
@@ -108,6 +109,7 @@ impl Workload {
         Workload::View,
         Workload::Limit,
         Workload::Baseline,
+        Workload::Txn,
     ];
 
     /// The name used on the command line and in the output.
@@ -122,6 +124,7 @@ impl Workload {
             Workload::View => "view",
             Workload::Limit => "limit",
             Workload::Baseline => "baseline",
+            Workload::Txn => "txn",
         }
     }
 }

@@ -111,7 +111,7 @@ async fn every_workload_measures_or_says_why_not() -> Result {
         assert!(rows.iter().any(|r| r.workload == workload.name()), "{workload} has no row");
     }
     // What Bunko has today must be measured, not skipped.
-    for workload in ["load", "write", "read", "limit", "baseline"] {
+    for workload in ["load", "write", "read", "txn", "limit", "baseline"] {
         let measured = rows.iter().filter(|r| r.workload == workload);
         assert!(measured.clone().all(|r| r.status == Status::Ok), "{workload} was not measured");
     }

@@ -20,6 +20,7 @@ mod limit;
 mod load;
 mod partition;
 mod read;
+mod txn;
 mod view;
 mod write;
 
@@ -333,6 +334,7 @@ pub async fn run(ctx: &Ctx, workload: Workload) -> Vec<Row> {
         Workload::View => view::run(ctx, &mut rows).await,
         Workload::Limit => limit::run(ctx, &mut rows).await,
         Workload::Baseline => baseline::run(ctx, &mut rows).await,
+        Workload::Txn => txn::run(ctx, &mut rows).await,
     };
     note_busy(&mut rows, ctx.drop_dbs().await);
     let case = if rows.is_empty() { "all cases" } else { "remaining cases" };
