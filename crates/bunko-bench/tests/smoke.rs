@@ -29,17 +29,15 @@ async fn start_bunko() -> Result<Bunko> {
     let dir = tempfile::Builder::new().prefix("bunko-bench-smoke-").tempdir()?;
     let data = dir.path().join("data");
     let store = Arc::new(Fjall::open(&data)?);
-    let engine = Arc::new(Engine::open(store.clone(), Config::default())?);
+    let config =
+        Config { admins: vec![("admin".to_string(), "secret".to_string())], ..Config::default() };
+    let engine = Arc::new(Engine::open(store.clone(), config)?);
     engine.create_db(
         &bunko_engine::security::UserCtx::system(),
         bunko_engine::users::USERS_DB,
         false,
     )?;
-    let http = HttpConfig {
-        admins: vec![("admin".to_string(), "secret".to_string())],
-        ..HttpConfig::default()
-    };
-    let state = AppState::new(engine, http)?;
+    let state = AppState::new(engine, HttpConfig::default())?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}", listener.local_addr()?);
     tokio::spawn(async move { axum::serve(listener, bunko_http::router(state)).await });

@@ -43,12 +43,32 @@ impl ParsedDoc {
 
 /// Parses request bytes as a JSON object.
 pub fn parse_object(bytes: &[u8]) -> Result<Map<String, Value>> {
-    let text = std::str::from_utf8(bytes)
-        .map_err(|_| Error::BadRequest("invalid UTF-8 JSON".to_string()))?;
-    match serde_json::from_str::<Value>(text) {
-        Ok(Value::Object(map)) => Ok(map),
-        Ok(_) => Err(Error::BadRequest("Document must be a JSON object".to_string())),
-        Err(_) => Err(Error::BadRequest("invalid UTF-8 JSON".to_string())),
+    match parse_json(bytes)? {
+        Value::Object(map) => Ok(map),
+        _ => Err(Error::BadRequest("Document must be a JSON object".to_string())),
+    }
+}
+
+/// Parses request bytes as any JSON value, as CouchDB's decoder accepts them: valid UTF-8,
+/// and no number that a double cannot hold (`1e400`; integers of any size are fine), which
+/// CouchDB refuses and which would otherwise be stored as text no reader can use.
+pub fn parse_json(bytes: &[u8]) -> Result<Value> {
+    let invalid = || Error::BadRequest("invalid UTF-8 JSON".to_string());
+    let text = std::str::from_utf8(bytes).map_err(|_| invalid())?;
+    let value: Value = serde_json::from_str(text).map_err(|_| invalid())?;
+    if finite_numbers(&value) { Ok(value) } else { Err(invalid()) }
+}
+
+/// Whether every number in `value` written as a float (with `.`, `e` or `E`) is finite.
+fn finite_numbers(value: &Value) -> bool {
+    match value {
+        Value::Number(n) => {
+            let text = n.to_string();
+            !text.contains(['.', 'e', 'E']) || text.parse::<f64>().is_ok_and(f64::is_finite)
+        }
+        Value::Array(items) => items.iter().all(finite_numbers),
+        Value::Object(map) => map.values().all(finite_numbers),
+        _ => true,
     }
 }
 
@@ -145,6 +165,18 @@ mod tests {
 
     fn limits() -> Limits {
         Limits::default()
+    }
+
+    #[test]
+    fn numbers_a_double_cannot_hold_are_refused_as_couchdb_does() {
+        for bad in [r#"{"a":1e400}"#, r#"{"a":[1,{"b":-1.5e309}]}"#, r#"{"a":1E999}"#] {
+            let err = parse_object(bad.as_bytes()).err().map(|e| e.to_string());
+            assert_eq!(err.as_deref(), Some("invalid UTF-8 JSON"), "{bad}");
+        }
+        let big_integer = format!(r#"{{"a":{}}}"#, "9".repeat(400));
+        for good in [r#"{"a":1e300,"b":1e-400,"c":0.5}"#, big_integer.as_str()] {
+            assert!(parse_object(good.as_bytes()).is_ok(), "{good}");
+        }
     }
 
     #[test]

@@ -16,6 +16,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::database::Database;
 use crate::keys::{self, Key};
+use crate::login::Logins;
 use crate::records::{self, DbMeta};
 use crate::security::UserCtx;
 use crate::uuids::Uuids;
@@ -38,6 +39,10 @@ pub struct Config {
     pub txn_lifetime: std::time::Duration,
     /// Most bytes of document bodies one transaction may buffer.
     pub txn_max_bytes: usize,
+    /// Server admins: name and password (CouchDB's `[admins]`).
+    pub admins: Vec<(String, String)>,
+    /// Counting failed logins (CouchDB's `[chttpd_auth_lockout]`).
+    pub lockout: crate::login::LockoutConfig,
 }
 
 impl Default for Config {
@@ -46,10 +51,12 @@ impl Default for Config {
             limits: Limits::default(),
             max_partition_size: 10 << 30,
             revs_limit: 1000,
-            pbkdf2_iterations: 50_000,
+            pbkdf2_iterations: 600_000,
             users_db_security_editable: false,
             txn_lifetime: std::time::Duration::from_secs(60),
             txn_max_bytes: 16 << 20,
+            admins: Vec::new(),
+            lockout: crate::login::LockoutConfig::default(),
         }
     }
 }
@@ -61,6 +68,7 @@ pub struct Engine {
     dbs: RwLock<BTreeMap<String, Arc<Database>>>,
     /// Serializes catalog changes (create, delete).
     catalog: Mutex<u64>,
+    logins: Logins,
 }
 
 const NEXT_DB_ID: &str = "next_db_id";
@@ -80,13 +88,20 @@ impl Engine {
             Some(bytes) => records::decode(&bytes)?,
             None => 1,
         };
-        let engine = Engine { store, config, dbs: RwLock::new(dbs), catalog: Mutex::new(next_id) };
+        let logins = Logins::new(config.admins.clone(), config.lockout.clone());
+        let catalog = Mutex::new(next_id);
+        let engine = Engine { store, config, dbs: RwLock::new(dbs), catalog, logins };
         engine.resume_drops()?;
         Ok(engine)
     }
 
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// Server admins, password checks and the login lockout, for every protocol.
+    pub fn logins(&self) -> &Logins {
+        &self.logins
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {

@@ -47,6 +47,7 @@ mod gate;
 pub mod index;
 pub mod keys;
 mod local;
+pub mod login;
 pub mod read;
 pub mod records;
 pub mod revtree;

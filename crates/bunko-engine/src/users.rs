@@ -4,20 +4,15 @@
 //! On write a user document's `password` is replaced by `password_scheme: "pbkdf2"`,
 //! `pbkdf2_prf: "sha256"`, `iterations`, `salt` and `derived_key`, as CouchDB 3.4 stores
 //! it; no plain password is ever stored. Verification also accepts CouchDB's older
-//! PBKDF2-SHA1 documents. [`Authenticator`] caches verified credentials (keyed by the user
-//! document's revision and a SHA-256 of the password) so that Basic auth does not pay the
-//! PBKDF2 cost on every request.
-
-use std::collections::HashMap;
+//! PBKDF2-SHA1 documents. Logging in with them is [`crate::login`]'s.
 
 use bunko_doc::body::ParsedDoc;
-use parking_lot::Mutex;
 use rand::Rng;
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
+use sha2::Sha256;
 
 use crate::database::Database;
-use crate::security::UserCtx;
+use crate::login::constant_time_eq;
 use crate::{Error, Result};
 
 /// The users database.
@@ -83,47 +78,7 @@ fn derive_sha1(password: &str, salt: &str, iterations: u32) -> String {
     hex::encode(out)
 }
 
-/// Verifies user passwords against `_users`, caching successes.
-#[derive(Default)]
-pub struct Authenticator {
-    /// name → (user doc revision, SHA-256 of the verified password).
-    cache: Mutex<HashMap<String, (String, [u8; 32])>>,
-}
-
-impl Authenticator {
-    /// The user's context if `password` is theirs; `None` for an unknown user or a wrong
-    /// password.
-    pub fn verify(&self, users: &Database, name: &str, password: &str) -> Result<Option<UserCtx>> {
-        let doc = match users.get(&format!("{USER_PREFIX}{name}"), None) {
-            Ok(doc) => doc,
-            Err(Error::NotFound(_)) => return Ok(None),
-            Err(err) => return Err(err),
-        };
-        let body: Value = serde_json::from_slice(&doc.body).unwrap_or(Value::Null);
-        let rev = doc.rev.to_string();
-        let fingerprint: [u8; 32] = Sha256::digest(password.as_bytes()).into();
-        let cached = self.cache.lock().get(name) == Some(&(rev.clone(), fingerprint));
-        if !cached && !password_matches(&body, password) {
-            return Ok(None);
-        }
-        self.cache.lock().insert(name.to_string(), (rev, fingerprint));
-        Ok(Some(UserCtx { name: Some(name.to_string()), roles: roles_of(&body) }))
-    }
-
-    /// The context of an existing user (for cookie sessions), without a password.
-    pub fn lookup(&self, users: &Database, name: &str) -> Result<Option<UserCtx>> {
-        match users.get(&format!("{USER_PREFIX}{name}"), None) {
-            Ok(doc) => {
-                let body: Value = serde_json::from_slice(&doc.body).unwrap_or(Value::Null);
-                Ok(Some(UserCtx { name: Some(name.to_string()), roles: roles_of(&body) }))
-            }
-            Err(Error::NotFound(_)) => Ok(None),
-            Err(err) => Err(err),
-        }
-    }
-}
-
-fn password_matches(body: &Value, password: &str) -> bool {
+pub(crate) fn password_matches(body: &Value, password: &str) -> bool {
     let field = |name: &str| body.get(name).and_then(Value::as_str).unwrap_or_default();
     let iterations = body.get("iterations").and_then(Value::as_u64).unwrap_or(10) as u32;
     if field("password_scheme") != "pbkdf2" || field("derived_key").is_empty() {
@@ -137,14 +92,9 @@ fn password_matches(body: &Value, password: &str) -> bool {
     constant_time_eq(derived.as_bytes(), field("derived_key").as_bytes())
 }
 
-fn roles_of(body: &Value) -> Vec<String> {
+pub(crate) fn roles_of(body: &Value) -> Vec<String> {
     body.get("roles")
         .and_then(Value::as_array)
         .map(|roles| roles.iter().filter_map(|r| r.as_str().map(String::from)).collect())
         .unwrap_or_default()
-}
-
-/// Compares without an early exit, so timing does not reveal the matching prefix.
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }

@@ -1,24 +1,30 @@
 //! Authentication as CouchDB 3 does it: server admins from the configuration, users from
-//! the `_users` database; HTTP Basic auth and `AuthSession` cookies (`/_session`).
+//! the `_users` database; HTTP Basic auth and `AuthSession` cookies (`/_session`). Who a
+//! name and password are, the credential cache and the lockout live in the engine
+//! ([`bunko_engine::login`]), shared with every protocol; this module reads them off HTTP.
 //!
 //! [`middleware`] runs before every handler. It resolves the request's [`UserCtx`] and
 //! refuses anonymous requests with `401` except for `GET /`, `/_up` and `/_session`.
 //!
 //! A cookie is `base64url(name:timestamp:hmac)`, the HMAC-SHA256 of `name:timestamp` under
-//! a secret kept in the store (so cookies survive restarts); it expires after
-//! `session_timeout` seconds.
+//! the server secret (kept in the store, so cookies survive restarts) followed by the
+//! user's password salt, as CouchDB signs it: a password change or a deleted user voids
+//! every cookie at once. A cookie expires `timeout` seconds after it was issued, and is
+//! renewed (a new `Set-Cookie`) once less than 90% of that is left, as CouchDB does.
 
+use std::net::{IpAddr, SocketAddr};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::Extension;
-use axum::extract::{Request, State as AxState};
+use axum::extract::{ConnectInfo, Request, State as AxState};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use bunko_engine::Engine;
-use bunko_engine::users::{Authenticator, USERS_DB, constant_time_eq};
+use bunko_engine::login::{LOCKOUT_REASON, Login, Verdict, constant_time_eq};
+use bunko_engine::users::USERS_DB;
 use hmac::{Hmac, Mac};
 use rand::Rng;
 use serde_json::{Value, json};
@@ -29,12 +35,11 @@ use crate::error::{ApiError, ApiResult};
 use crate::render;
 use crate::{HttpConfig, State, UserCtx, blocking};
 
-/// Authentication state: admins, the cookie secret, the password cache.
+/// Cookie settings and the cookie secret.
 pub struct Auth {
-    admins: Vec<(String, String)>,
     secret: Vec<u8>,
-    users: Authenticator,
     timeout: u64,
+    persistent: bool,
 }
 
 /// How a request authenticated (for `GET /_session`'s `info.authenticated`).
@@ -45,55 +50,69 @@ pub enum Method {
     None,
 }
 
+/// A cookie session to renew in the response: the user's login.
+#[derive(Clone)]
+struct Renew(Login);
+
 impl Auth {
     pub fn new(engine: &Engine, config: &HttpConfig) -> bunko_engine::Result<Self> {
         let secret =
             engine.meta_or_init("cookie_secret", || rand::rng().random::<[u8; 32]>().to_vec())?;
-        Ok(Self {
-            admins: config.admins.clone(),
-            secret,
-            users: Authenticator::default(),
-            timeout: config.session_timeout,
-        })
+        Ok(Self { secret, timeout: config.session_timeout, persistent: config.persistent_cookies })
     }
 
-    fn is_admin_name(&self, name: &str) -> bool {
-        self.admins.iter().any(|(n, _)| n == name)
-    }
-
-    fn check_admin(&self, name: &str, password: &str) -> bool {
-        self.admins
-            .iter()
-            .any(|(n, p)| n == name && constant_time_eq(p.as_bytes(), password.as_bytes()))
-    }
-
-    fn cookie_for(&self, name: &str, now: u64) -> String {
-        let message = format!("{name}:{now:x}");
-        let tag = hex::encode(self.mac(&message));
+    fn cookie_for(&self, login: &Login, now: u64) -> String {
+        let name = login.ctx.name.as_deref().unwrap_or_default();
+        let message = format!("{name}:{now:X}");
+        let tag = hex::encode(self.mac(&message, &login.salt));
         URL_SAFE_NO_PAD.encode(format!("{message}:{tag}"))
     }
 
-    fn mac(&self, message: &str) -> Vec<u8> {
-        let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(&self.secret) else { return Vec::new() };
+    fn mac(&self, message: &str, salt: &str) -> Vec<u8> {
+        let key = [self.secret.as_slice(), salt.as_bytes()].concat();
+        let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(&key) else { return Vec::new() };
         mac.update(message.as_bytes());
         mac.finalize().into_bytes().to_vec()
     }
 
-    /// The user name of a valid, unexpired cookie.
-    fn cookie_user(&self, cookie: &str, now: u64) -> Option<String> {
-        let decoded = String::from_utf8(URL_SAFE_NO_PAD.decode(cookie).ok()?).ok()?;
-        let mut parts = decoded.rsplitn(3, ':');
-        let (tag, ts, name) = (parts.next()?, parts.next()?, parts.next()?);
-        let issued = u64::from_str_radix(ts, 16).ok()?;
-        let expected = hex::encode(self.mac(&format!("{name}:{ts}")));
-        let fresh = now.saturating_sub(issued) < self.timeout;
-        (fresh && constant_time_eq(expected.as_bytes(), tag.as_bytes())).then(|| name.to_string())
+    /// The `Set-Cookie` value of a session for `login` issued at `now`.
+    fn set_cookie(&self, login: &Login, now: u64) -> Option<HeaderValue> {
+        let max_age =
+            if self.persistent { format!("; Max-Age={}", self.timeout) } else { String::new() };
+        let cookie = self.cookie_for(login, now);
+        HeaderValue::from_str(&format!(
+            "AuthSession={cookie}; Version=1; Path=/; HttpOnly{max_age}"
+        ))
+        .ok()
     }
+}
+
+/// A cookie's parts: name, issue time, signature.
+struct Cookie {
+    name: String,
+    issued: Option<u64>,
+    stamp: String,
+    tag: String,
+}
+
+/// Splits a cookie, or CouchDB's `400` for one that is not `base64url(a:b:c)`.
+fn parse_cookie(cookie: &str) -> ApiResult<Cookie> {
+    let malformed =
+        || ApiError::bad_request("Malformed AuthSession cookie. Please clear your cookies.");
+    let bytes = URL_SAFE_NO_PAD.decode(cookie.trim_end_matches('=')).map_err(|_| malformed())?;
+    let decoded = String::from_utf8(bytes).map_err(|_| malformed())?;
+    let mut parts = decoded.rsplitn(3, ':');
+    let (Some(tag), Some(stamp), Some(name)) = (parts.next(), parts.next(), parts.next()) else {
+        return Err(malformed());
+    };
+    let issued = u64::from_str_radix(stamp, 16).ok();
+    Ok(Cookie { name: name.into(), issued, stamp: stamp.into(), tag: tag.into() })
 }
 
 /// Resolves the user, refuses anonymous access outside the public routes.
 pub async fn middleware(AxState(state): AxState<State>, mut req: Request, next: Next) -> Response {
-    let (ctx, method) = match resolve(&state, req.headers()).await {
+    let peer = peer_of(&req);
+    let (ctx, method, renew) = match resolve(&state, req.headers(), peer).await {
         Ok(found) => found,
         Err(err) => return err.into_response(),
     };
@@ -104,50 +123,78 @@ pub async fn middleware(AxState(state): AxState<State>, mut req: Request, next: 
     }
     req.extensions_mut().insert(ctx);
     req.extensions_mut().insert(method);
-    next.run(req).await
-}
-
-async fn resolve(state: &State, headers: &HeaderMap) -> ApiResult<(UserCtx, Method)> {
-    if let Some((name, password)) = basic_credentials(headers) {
-        return match verify(state, name, password).await? {
-            Some(ctx) => Ok((ctx, Method::Basic)),
-            None => Err(ApiError::unauthorized("Name or password is incorrect.")),
-        };
-    }
-    if let Some(cookie) = session_cookie(headers)
-        && let Some(name) = state.auth.cookie_user(&cookie, now())
-        && let Some(ctx) = lookup(state, name).await?
+    let mut response = next.run(req).await;
+    if let Some(Renew(login)) = renew
+        && !response.headers().contains_key(header::SET_COOKIE)
+        && let Some(value) = state.auth.set_cookie(&login, now())
     {
-        return Ok((ctx, Method::Cookie));
+        response.headers_mut().insert(header::SET_COOKIE, value);
     }
-    Ok((UserCtx::default(), Method::None))
+    response
 }
 
-async fn verify(state: &State, name: String, password: String) -> ApiResult<Option<UserCtx>> {
-    if state.auth.check_admin(&name, &password) {
-        return Ok(Some(UserCtx::admin(&name)));
+/// The client's address, when the server was started with connection info.
+fn peer_of(req: &Request) -> Option<IpAddr> {
+    req.extensions().get::<ConnectInfo<SocketAddr>>().map(|info| info.0.ip())
+}
+
+async fn resolve(
+    state: &State,
+    headers: &HeaderMap,
+    peer: Option<IpAddr>,
+) -> ApiResult<(UserCtx, Method, Option<Renew>)> {
+    if let Some((name, password)) = basic_credentials(headers) {
+        let login = verify(state, name, password, peer).await?;
+        return Ok((login.ctx, Method::Basic, None));
     }
-    if state.auth.is_admin_name(&name) {
+    if let Some(cookie) = session_cookie(headers) {
+        let cookie = parse_cookie(&cookie)?;
+        if let Some((login, renew)) = cookie_login(state, cookie).await? {
+            let renew = renew.then(|| Renew(login.clone()));
+            return Ok((login.ctx, Method::Cookie, renew));
+        }
+    }
+    Ok((UserCtx::default(), Method::None, None))
+}
+
+/// The login of a valid, unexpired cookie, and whether it is due for renewal.
+async fn cookie_login(state: &State, cookie: Cookie) -> ApiResult<Option<(Login, bool)>> {
+    let (now, timeout) = (now(), state.auth.timeout);
+    let Some(issued) = cookie.issued.filter(|issued| now < issued.saturating_add(timeout)) else {
+        return Ok(None);
+    };
+    let found = {
+        let state = state.clone();
+        let name = cookie.name.clone();
+        blocking(move || Ok(state.engine.logins().lookup(&state.engine, &name)?)).await?
+    };
+    let Some(login) = found else { return Ok(None) };
+    let expected =
+        hex::encode(state.auth.mac(&format!("{}:{}", cookie.name, cookie.stamp), &login.salt));
+    if !constant_time_eq(expected.as_bytes(), cookie.tag.as_bytes()) {
         return Ok(None);
     }
-    let state = state.clone();
-    blocking(move || {
-        let Some(users) = state.engine.get_db(USERS_DB) else { return Ok(None) };
-        Ok(state.auth.users.verify(&users, &name, &password)?)
-    })
-    .await
+    let left = issued + timeout - now;
+    Ok(Some((login, (left as f64) < timeout as f64 * 0.9)))
 }
 
-async fn lookup(state: &State, name: String) -> ApiResult<Option<UserCtx>> {
-    if state.auth.is_admin_name(&name) {
-        return Ok(Some(UserCtx::admin(&name)));
-    }
+/// Checks a name and password: `401` when wrong, `403` when locked out.
+async fn verify(
+    state: &State,
+    name: String,
+    password: String,
+    peer: Option<IpAddr>,
+) -> ApiResult<Login> {
     let state = state.clone();
-    blocking(move || {
-        let Some(users) = state.engine.get_db(USERS_DB) else { return Ok(None) };
-        Ok(state.auth.users.lookup(&users, &name)?)
+    let verdict = blocking(move || {
+        Ok(state.engine.logins().verify(&state.engine, &name, &password, peer)?)
     })
-    .await
+    .await?;
+    match verdict {
+        Verdict::Granted(login) => Ok(login),
+        Verdict::Denied => Err(ApiError::unauthorized("Name or password is incorrect.")),
+        Verdict::LockedOut => Err(ApiError::forbidden(LOCKOUT_REASON)),
+    }
 }
 
 fn basic_credentials(headers: &HeaderMap) -> Option<(String, String)> {
@@ -196,21 +243,16 @@ pub async fn get_session(
 /// `POST /_session`: log in with a name and password (form or JSON), set the cookie.
 pub async fn post_session(
     AxState(state): AxState<State>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
     body: RawBody,
 ) -> ApiResult<Response> {
     let (name, password) = login_fields(&headers, &body)?;
-    let Some(ctx) = verify(&state, name.clone(), password).await? else {
-        return Err(ApiError::unauthorized("Name or password is incorrect."));
-    };
-    let cookie = state.auth.cookie_for(&name, now());
+    let login = verify(&state, name, password, peer.map(|p| p.0.0.ip())).await?;
+    let ctx = &login.ctx;
     let mut response =
         render::json(StatusCode::OK, json!({"ok": true, "name": ctx.name, "roles": ctx.roles}));
-    let set = format!(
-        "AuthSession={cookie}; Version=1; Path=/; HttpOnly; Max-Age={}",
-        state.auth.timeout
-    );
-    if let Ok(value) = HeaderValue::from_str(&set) {
+    if let Some(value) = state.auth.set_cookie(&login, now()) {
         response.headers_mut().insert(header::SET_COOKIE, value);
     }
     Ok(response)
@@ -264,22 +306,30 @@ mod tests {
     use super::*;
 
     fn auth() -> Auth {
-        Auth {
-            admins: vec![("admin".into(), "pw".into())],
-            secret: vec![7; 32],
-            users: Authenticator::default(),
-            timeout: 600,
-        }
+        Auth { secret: vec![7; 32], timeout: 600, persistent: true }
+    }
+
+    fn login(salt: &str) -> Login {
+        Login { ctx: UserCtx { name: Some("a:b".into()), roles: vec![] }, salt: salt.into() }
     }
 
     #[test]
-    fn cookies_verify_and_expire() {
+    fn cookies_carry_name_time_and_a_signature_bound_to_the_salt() -> ApiResult<()> {
         let auth = auth();
-        let cookie = auth.cookie_for("a:b", 1000);
-        assert_eq!(auth.cookie_user(&cookie, 1000), Some("a:b".to_string()));
-        assert_eq!(auth.cookie_user(&cookie, 1000 + 600), None);
-        let forged = URL_SAFE_NO_PAD.encode("admin:3e8:00");
-        assert_eq!(auth.cookie_user(&forged, 1000), None);
-        assert!(auth.check_admin("admin", "pw") && !auth.check_admin("admin", "p"));
+        let cookie = parse_cookie(&auth.cookie_for(&login("s1"), 1000))?;
+        assert_eq!((cookie.name.as_str(), cookie.issued), ("a:b", Some(1000)));
+        let signed = |salt: &str| hex::encode(auth.mac(&format!("a:b:{}", cookie.stamp), salt));
+        assert_eq!(signed("s1"), cookie.tag);
+        assert_ne!(signed("s2"), cookie.tag);
+        Ok(())
+    }
+
+    #[test]
+    fn malformed_cookies_are_bad_requests() {
+        for bad in ["!!!", &URL_SAFE_NO_PAD.encode("no-colons")] {
+            let err = parse_cookie(bad).err().map(|e| e.parts());
+            let reason = "Malformed AuthSession cookie. Please clear your cookies.";
+            assert_eq!(err, Some((StatusCode::BAD_REQUEST, "bad_request", reason.to_string())));
+        }
     }
 }

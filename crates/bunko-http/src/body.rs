@@ -49,6 +49,6 @@ impl RawBody {
 
     /// The body as any JSON value.
     pub fn json(&self) -> Result<Value, ApiError> {
-        serde_json::from_slice(&self.0).map_err(|_| ApiError::bad_request("invalid UTF-8 JSON"))
+        Ok(bunko_doc::body::parse_json(&self.0)?)
     }
 }

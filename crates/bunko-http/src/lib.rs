@@ -49,15 +49,16 @@ use crate::error::{ApiError, ApiResult};
 pub struct HttpConfig {
     /// Largest request body in bytes (`413 too_large` beyond it).
     pub max_request_size: usize,
-    /// Server admins: name and password.
-    pub admins: Vec<(String, String)>,
-    /// Lifetime of an `AuthSession` cookie, in seconds.
+    /// Lifetime of an `AuthSession` cookie, in seconds (CouchDB's `[chttpd_auth] timeout`).
     pub session_timeout: u64,
+    /// Whether cookies carry `Max-Age` and so outlive the browser session (CouchDB's
+    /// `[chttpd_auth] allow_persistent_cookies`).
+    pub persistent_cookies: bool,
 }
 
 impl Default for HttpConfig {
     fn default() -> Self {
-        Self { max_request_size: 64 << 20, admins: Vec::new(), session_timeout: 600 }
+        Self { max_request_size: 64 << 20, session_timeout: 600, persistent_cookies: true }
     }
 }
 
@@ -102,6 +103,7 @@ pub fn router(state: State) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .fallback(not_found)
         .layer(axum::middleware::from_fn(ctype::require_json))
+        .layer(axum::middleware::from_fn(params::require_utf8))
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::middleware))
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state)

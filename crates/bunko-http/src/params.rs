@@ -4,6 +4,10 @@
 
 use std::collections::{HashMap, HashSet};
 
+use axum::extract::Request;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use percent_encoding::percent_decode_str;
 use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult};
@@ -106,6 +110,32 @@ impl Params {
     }
 }
 
+/// Refuses a request whose percent-decoded path or query is not UTF-8 (`400 bad_request`),
+/// as CouchDB does, instead of letting a later decoder replace the bytes silently.
+pub async fn require_utf8(req: Request, next: Next) -> Response {
+    match utf8_error(req.uri().path(), req.uri().query()) {
+        Some(err) => err.into_response(),
+        None => next.run(req).await,
+    }
+}
+
+fn utf8_error(path: &str, query: Option<&str>) -> Option<ApiError> {
+    let decodes = |text: &str| percent_decode_str(text).decode_utf8().is_ok();
+    if !decodes(path) {
+        return Some(ApiError::bad_request("invalid UTF-8 in the request path"));
+    }
+    let query = query.unwrap_or_default().replace('+', " ");
+    for pair in query.split(['&', ';']) {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        if !decodes(name) || !decodes(value) {
+            let name = percent_decode_str(name).decode_utf8_lossy();
+            let reason = format!("invalid UTF-8 in query parameter `{name}`");
+            return Some(ApiError::bad_request(reason));
+        }
+    }
+    None
+}
+
 fn is_json_param(name: &str) -> bool {
     matches!(name, "key" | "keys" | "startkey" | "start_key" | "endkey" | "end_key" | "doc_ids")
 }
@@ -113,6 +143,16 @@ fn is_json_param(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bytes_that_are_not_utf8_are_refused_wherever_they_are() {
+        let reason = |path: &str, query: Option<&str>| utf8_error(path, query).map(|e| e.parts().2);
+        assert_eq!(reason("/db/_all_docs", Some("key=%22%C3%A9%22&x=+")), None);
+        let bad_key = "invalid UTF-8 in query parameter `key`".to_string();
+        assert_eq!(reason("/db/_all_docs", Some("limit=1;key=%22%FF%22")), Some(bad_key));
+        let bad_path = "invalid UTF-8 in the request path".to_string();
+        assert_eq!(reason("/db/%FF", None), Some(bad_path));
+    }
 
     #[test]
     fn typed_values_and_errors() -> ApiResult<()> {

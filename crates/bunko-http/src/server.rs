@@ -42,8 +42,16 @@ async fn welcome(AxState(state): AxState<State>) -> Response {
     )
 }
 
-async fn up() -> Response {
-    render::json(StatusCode::OK, json!({"status": "ok", "seeds": {}}))
+/// `GET /_up`: `200` while the store accepts writes; `503` once it refuses them (after a
+/// failed sync, or while shutting down), so that a health check sees it.
+async fn up(AxState(state): AxState<State>) -> Response {
+    match state.engine.store().health() {
+        Ok(()) => render::json(StatusCode::OK, json!({"status": "ok", "seeds": {}})),
+        Err(err) => render::json(
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({"status": "error", "reason": err.to_string()}),
+        ),
+    }
 }
 
 async fn all_dbs(

@@ -160,6 +160,10 @@ impl Store for Fjall {
         self.group.sync(ticket, || self.sync_now())
     }
 
+    fn health(&self) -> Result<()> {
+        self.group.health()
+    }
+
     fn disk_size(&self) -> u64 {
         // An estimate for stats; a failure to stat the journal just reads as 0.
         self.db.disk_space().unwrap_or(0)

@@ -132,6 +132,14 @@ impl Group {
         self.wait(ticket, &sync)
     }
 
+    /// `Ok` while batches are accepted; the refusal once poisoned or closed.
+    pub(crate) fn health(&self) -> Result<()> {
+        match self.apply.lock().refuse {
+            Some(refusal) => Err(refusal.error()),
+            None => Ok(()),
+        }
+    }
+
     /// Successful plus failed syncs run so far.
     pub(crate) fn syncs(&self) -> u64 {
         self.syncs.load(Ordering::Relaxed)

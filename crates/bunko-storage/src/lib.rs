@@ -235,6 +235,10 @@ pub trait Store: Read {
         self.sync(ticket)
     }
 
+    /// `Ok` while the store accepts commits; [`Error::Poisoned`] after a failed sync or
+    /// apply, [`Error::Closed`] after [`Store::close`] (for health checks).
+    fn health(&self) -> Result<()>;
+
     /// Bytes the store occupies on disk (an estimate; 0 for memory).
     fn disk_size(&self) -> u64;
 

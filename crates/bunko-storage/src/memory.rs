@@ -103,6 +103,10 @@ impl Store for Memory {
         self.group.sync(ticket, || self.sync_now())
     }
 
+    fn health(&self) -> Result<()> {
+        self.group.health()
+    }
+
     fn disk_size(&self) -> u64 {
         0
     }

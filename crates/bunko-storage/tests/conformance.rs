@@ -455,10 +455,12 @@ fn apply_then_sync<S: Backend>(f: &Fixture<S>) -> TestResult {
 fn close_refuses_later_commits<S: Backend>(f: &Fixture<S>) -> TestResult {
     let store = &*f.store;
     put(store, b"a", b"1")?;
+    store.health()?;
     let mut batch = Batch::new();
     batch.put(*b"b", *b"2");
     let pending = store.apply(batch)?;
     store.close()?;
+    assert!(matches!(store.health(), Err(Error::Closed)), "a closed store reports it");
     store.sync(pending)?; // covered by close's sync
     let result = put(store, b"c", b"3");
     assert!(
@@ -476,11 +478,13 @@ fn close_refuses_later_commits<S: Backend>(f: &Fixture<S>) -> TestResult {
 fn memory_failed_sync_poisons_for_good() -> TestResult {
     let store = Memory::new();
     put(&store, b"a", b"1")?;
+    store.health()?;
     store.fail_syncs(true);
     let mut batch = Batch::new();
     batch.put(*b"b", *b"2");
     let result = store.commit(batch);
     assert!(matches!(result, Err(Error::Poisoned)), "{result:?}");
+    assert!(matches!(store.health(), Err(Error::Poisoned)), "a poisoned store reports it");
     store.fail_syncs(false);
     let mut batch = Batch::new();
     batch.put(*b"c", *b"3");

@@ -10,6 +10,17 @@
 //! max_request_size = 67108864
 //! max_partition_size = 10737418240
 //!
+//! [chttpd_auth]
+//! timeout = 600                  # seconds a session cookie lives
+//! allow_persistent_cookies = true
+//! iterations = 600000            # PBKDF2 rounds of new passwords
+//!
+//! [chttpd_auth_lockout]
+//! mode = "enforce"               # or "warn", "off"
+//! threshold = 5                  # failed logins from one address before the lockout
+//! max_lifetime = 300000          # milliseconds a count lives
+//! max_objects = 10000
+//!
 //! [storage]
 //! cache_size = 33554432   # fjall block cache, bytes
 //! memtable_size = 16777216 # memtable flush threshold, bytes (applies to a new data dir)
@@ -43,7 +54,7 @@ pub struct ServeArgs {
     /// Largest size of one partition's documents in bytes (403 partition_overflow).
     #[arg(long)]
     pub max_partition_size: Option<u64>,
-    /// PBKDF2 iterations for new `_users` passwords.
+    /// PBKDF2 iterations for new `_users` passwords (default 600000, as CouchDB 3.4).
     #[arg(long)]
     pub pbkdf2_iterations: Option<u32>,
     /// Let database admins of `_users` change its `_security` (CouchDB's
@@ -70,6 +81,49 @@ struct File {
     limits: Limits,
     #[serde(default)]
     storage: Storage,
+    #[serde(default)]
+    chttpd_auth: ChttpdAuth,
+    #[serde(default)]
+    chttpd_auth_lockout: Lockout,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ChttpdAuth {
+    timeout: Option<u64>,
+    allow_persistent_cookies: Option<bool>,
+    iterations: Option<u32>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Lockout {
+    mode: Option<String>,
+    threshold: Option<u32>,
+    max_lifetime: Option<u64>,
+    max_objects: Option<usize>,
+}
+
+impl Lockout {
+    fn apply(&self, to: &mut bunko_engine::login::LockoutConfig) -> anyhow::Result<()> {
+        use bunko_engine::login::LockoutMode;
+        if let Some(mode) = &self.mode {
+            to.mode = match mode.as_str() {
+                "enforce" => LockoutMode::Enforce,
+                "warn" => LockoutMode::Warn,
+                "off" => LockoutMode::Off,
+                other => anyhow::bail!(
+                    "chttpd_auth_lockout.mode must be enforce, warn or off, not {other:?}"
+                ),
+            };
+        }
+        to.threshold = self.threshold.unwrap_or(to.threshold);
+        if let Some(ms) = self.max_lifetime {
+            to.max_lifetime = std::time::Duration::from_millis(ms);
+        }
+        to.max_objects = self.max_objects.unwrap_or(to.max_objects).max(1);
+        Ok(())
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -118,17 +172,21 @@ impl Settings {
         if let Some(size) = args.max_partition_size.or(file.limits.max_partition_size) {
             engine.max_partition_size = size;
         }
-        if let Some(iterations) = args.pbkdf2_iterations {
+        if let Some(iterations) = args.pbkdf2_iterations.or(file.chttpd_auth.iterations) {
             engine.pbkdf2_iterations = iterations.max(1);
         }
+        http.session_timeout = file.chttpd_auth.timeout.unwrap_or(http.session_timeout);
+        http.persistent_cookies =
+            file.chttpd_auth.allow_persistent_cookies.unwrap_or(http.persistent_cookies);
+        file.chttpd_auth_lockout.apply(&mut engine.lockout)?;
         engine.users_db_security_editable = args.users_db_security_editable;
-        http.admins = file.admins.into_iter().collect();
+        engine.admins = file.admins.into_iter().collect();
         if let Some(admin) = &args.admin {
             let (name, password) =
                 admin.split_once(':').context("BUNKO_ADMIN must be name:password")?;
-            http.admins.push((name.to_string(), password.to_string()));
+            engine.admins.push((name.to_string(), password.to_string()));
         }
-        if http.admins.is_empty() {
+        if engine.admins.is_empty() {
             tracing::warn!(
                 "no server admin configured (set BUNKO_ADMIN=name:password): \
                  every request except GET / and /_up will be refused"

@@ -5,6 +5,7 @@
 
 mod config;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -77,9 +78,8 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 tracing::warn!(%err, "TCP_NODELAY could not be set");
             }
         });
-        axum::serve(listener, bunko_http::router(state))
-            .with_graceful_shutdown(shutdown_signal())
-            .await?;
+        let app = bunko_http::router(state).into_make_service_with_connect_info::<SocketAddr>();
+        axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await?;
         tracing::info!("shutting down: in-flight requests finished, closing the store");
         anyhow::Ok(())
     })?;

@@ -16,6 +16,7 @@ mod crash;
 mod databases;
 mod documents;
 mod escalation;
+mod login;
 mod mango;
 mod mango_explain;
 mod partitions;

@@ -1,0 +1,296 @@
+//! Logging in: who a name and password are, for every protocol (HTTP Basic and cookies,
+//! and the MongoDB front end's SCRAM), in one place.
+//!
+//! [`Logins`] knows the server admins (from the configuration) and reads users from
+//! `_users`. It keeps two pieces of state beside the store:
+//! - a **credential cache**: a verified password is remembered as an HMAC under a key
+//!   drawn at start-up (never the password, never an unkeyed hash), bound to the user
+//!   document's revision, so Basic auth pays PBKDF2 (600,000 rounds by default) once per
+//!   password change instead of on every request;
+//! - a **lockout** as CouchDB 3.4's `[chttpd_auth_lockout]`: failures are counted per peer
+//!   address, name and salt; once `threshold` failures are counted, that peer is refused for
+//!   that account (`403`, even with the right password) until `max_lifetime` has passed since
+//!   the first counted failure. A new salt (a password change) starts a new count.
+//!
+//! Both are rebuildable (a restart forgets them), as DESIGN §8 asks of in-memory state.
+//!
+//! A [`Login`] carries the user's salt: session cookies are signed with the server secret
+//! *and* the salt, so a password change (new salt) or a deleted user voids every cookie.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use hmac::{Hmac, Mac};
+use parking_lot::Mutex;
+use rand::Rng;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::catalog::Engine;
+use crate::security::UserCtx;
+use crate::users::{USER_PREFIX, USERS_DB, password_matches, roles_of};
+use crate::{Error, Result};
+
+/// What a lockout does (CouchDB's `[chttpd_auth_lockout] mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockoutMode {
+    Off,
+    /// Counts and logs, never refuses.
+    Warn,
+    Enforce,
+}
+
+/// Lockout settings, with CouchDB 3.4's defaults.
+#[derive(Debug, Clone)]
+pub struct LockoutConfig {
+    pub mode: LockoutMode,
+    /// Failures after which the account is locked for that peer.
+    pub threshold: u32,
+    /// How long a count lives, from its first failure.
+    pub max_lifetime: Duration,
+    /// Most (peer, name, salt) counts kept; the oldest go first.
+    pub max_objects: usize,
+}
+
+impl Default for LockoutConfig {
+    fn default() -> Self {
+        Self {
+            mode: LockoutMode::Enforce,
+            threshold: 5,
+            max_lifetime: Duration::from_millis(300_000),
+            max_objects: 10_000,
+        }
+    }
+}
+
+/// A verified user: their context and the salt their cookies are bound to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Login {
+    pub ctx: UserCtx,
+    pub salt: String,
+}
+
+/// The outcome of checking a name and password.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Granted(Login),
+    /// Unknown name or wrong password (told apart nowhere, as CouchDB does).
+    Denied,
+    /// Too many failures from this peer for this account.
+    LockedOut,
+}
+
+/// The reason CouchDB gives a locked-out login.
+pub const LOCKOUT_REASON: &str =
+    "Account is temporarily locked due to multiple authentication failures";
+
+/// Server admins, the credential cache and the lockout.
+pub struct Logins {
+    admins: Vec<(String, String)>,
+    /// Key of the cache's password fingerprints, drawn at start-up.
+    cache_key: [u8; 32],
+    /// name → (user document revision, fingerprint of the verified password).
+    cache: Mutex<HashMap<String, (String, [u8; 32])>>,
+    lockout: LockoutConfig,
+    failures: Mutex<Failures>,
+}
+
+/// (peer, name, salt) → (failures counted, when the first was).
+type Failures = HashMap<(IpAddr, String, String), (u32, Instant)>;
+
+impl Logins {
+    pub fn new(admins: Vec<(String, String)>, lockout: LockoutConfig) -> Self {
+        Self {
+            admins,
+            cache_key: rand::rng().random(),
+            cache: Mutex::default(),
+            lockout,
+            failures: Mutex::default(),
+        }
+    }
+
+    /// The configured server admins' names and passwords.
+    pub fn admins(&self) -> &[(String, String)] {
+        &self.admins
+    }
+
+    /// Checks `name` and `password` for a login from `peer` (`None` when the peer is unknown,
+    /// e.g. in-process callers: those are never counted or locked out).
+    pub fn verify(
+        &self,
+        engine: &Engine,
+        name: &str,
+        password: &str,
+        peer: Option<IpAddr>,
+    ) -> Result<Verdict> {
+        let Some(user) = self.find(engine, name)? else {
+            return Ok(self.fail(peer, name, ""));
+        };
+        let counted = peer.map(|ip| (ip, name.to_string(), user.login.salt.clone()));
+        if let Some(key) = &counted
+            && self.is_locked_out(key)
+        {
+            return Ok(Verdict::LockedOut);
+        }
+        if !self.password_ok(&user, password) {
+            return Ok(self.fail(peer, name, &user.login.salt));
+        }
+        Ok(Verdict::Granted(user.login))
+    }
+
+    /// The login of an existing user or admin, without a password (for cookie sessions).
+    pub fn lookup(&self, engine: &Engine, name: &str) -> Result<Option<Login>> {
+        Ok(self.find(engine, name)?.map(|user| user.login))
+    }
+
+    fn find(&self, engine: &Engine, name: &str) -> Result<Option<User>> {
+        if let Some((_, password)) = self.admins.iter().find(|(n, _)| n == name) {
+            let salt = hex::encode(Sha256::digest(format!("admin:{name}:{password}")));
+            let login = Login { ctx: UserCtx::admin(name), salt };
+            return Ok(Some(User { login, doc: None }));
+        }
+        let Some(users) = engine.get_db(USERS_DB) else { return Ok(None) };
+        let doc = match users.get(&format!("{USER_PREFIX}{name}"), None) {
+            Ok(doc) => doc,
+            Err(Error::NotFound(_)) => return Ok(None),
+            Err(err) => return Err(err),
+        };
+        let body: Value = serde_json::from_slice(&doc.body).unwrap_or(Value::Null);
+        let salt = body.get("salt").and_then(Value::as_str).unwrap_or_default().to_string();
+        let ctx = UserCtx { name: Some(name.to_string()), roles: roles_of(&body) };
+        Ok(Some(User { login: Login { ctx, salt }, doc: Some((doc.rev.to_string(), body)) }))
+    }
+
+    fn password_ok(&self, user: &User, password: &str) -> bool {
+        let name = user.login.ctx.name.clone().unwrap_or_default();
+        let Some((rev, body)) = &user.doc else {
+            let admin = self.admins.iter().find(|(n, _)| *n == name);
+            return admin.is_some_and(|(_, p)| constant_time_eq(p.as_bytes(), password.as_bytes()));
+        };
+        let fingerprint = self.fingerprint(password);
+        if self.cache.lock().get(&name) == Some(&(rev.clone(), fingerprint)) {
+            return true;
+        }
+        if !password_matches(body, password) {
+            return false;
+        }
+        self.cache.lock().insert(name, (rev.clone(), fingerprint));
+        true
+    }
+
+    fn fingerprint(&self, password: &str) -> [u8; 32] {
+        let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(&self.cache_key) else { return [0; 32] };
+        mac.update(password.as_bytes());
+        mac.finalize().into_bytes().into()
+    }
+
+    fn is_locked_out(&self, key: &(IpAddr, String, String)) -> bool {
+        if self.lockout.mode == LockoutMode::Off {
+            return false;
+        }
+        let mut failures = self.failures.lock();
+        let Some(&(count, first)) = failures.get(key) else { return false };
+        if first.elapsed() >= self.lockout.max_lifetime {
+            failures.remove(key);
+            return false;
+        }
+        if count < self.lockout.threshold {
+            return false;
+        }
+        tracing::warn!("authentication rejected for a locked-out user from {}", key.0);
+        self.lockout.mode == LockoutMode::Enforce
+    }
+
+    /// Counts a failure and answers [`Verdict::Denied`].
+    fn fail(&self, peer: Option<IpAddr>, name: &str, salt: &str) -> Verdict {
+        let Some(ip) = peer else { return Verdict::Denied };
+        if self.lockout.mode == LockoutMode::Off {
+            return Verdict::Denied;
+        }
+        let mut failures = self.failures.lock();
+        let lifetime = self.lockout.max_lifetime;
+        if failures.len() >= self.lockout.max_objects {
+            failures.retain(|_, (_, first)| first.elapsed() < lifetime);
+        }
+        if failures.len() >= self.lockout.max_objects
+            && let Some(oldest) = failures.iter().min_by_key(|(_, (_, t))| *t).map(|(k, _)| k)
+        {
+            let oldest = oldest.clone();
+            failures.remove(&oldest);
+        }
+        let now = Instant::now();
+        let entry = failures.entry((ip, name.to_string(), salt.to_string())).or_insert((0, now));
+        if entry.1.elapsed() >= lifetime {
+            *entry = (0, now);
+        }
+        entry.0 += 1;
+        tracing::warn!("authentication failed from {ip}");
+        Verdict::Denied
+    }
+}
+
+/// A found admin or user: their login, and for users the document's revision and body.
+struct User {
+    login: Login,
+    doc: Option<(String, Value)>,
+}
+
+/// Compares without an early exit, so timing does not reveal the matching prefix.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::Ipv4Addr;
+
+    use super::*;
+
+    fn setup(lockout: LockoutConfig) -> (Engine, Logins) {
+        let store = std::sync::Arc::new(bunko_storage::Memory::new());
+        let engine = Engine::open(store, Default::default()).expect("engine");
+        (engine, Logins::new(vec![("admin".into(), "pw".into())], lockout))
+    }
+
+    const PEER: Option<IpAddr> = Some(IpAddr::V4(Ipv4Addr::LOCALHOST));
+
+    #[test]
+    fn admins_log_in_and_wrong_passwords_lock_the_account_for_that_peer() -> Result<()> {
+        let (engine, logins) = setup(LockoutConfig { threshold: 3, ..Default::default() });
+        assert!(matches!(logins.verify(&engine, "admin", "pw", PEER)?, Verdict::Granted(_)));
+        for _ in 0..3 {
+            assert_eq!(logins.verify(&engine, "admin", "bad", PEER)?, Verdict::Denied);
+        }
+        assert_eq!(logins.verify(&engine, "admin", "pw", PEER)?, Verdict::LockedOut);
+        let other = Some(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)));
+        assert!(matches!(logins.verify(&engine, "admin", "pw", other)?, Verdict::Granted(_)));
+        assert!(matches!(logins.verify(&engine, "admin", "pw", None)?, Verdict::Granted(_)));
+        Ok(())
+    }
+
+    #[test]
+    fn a_lockout_ends_after_its_lifetime_and_warn_mode_never_refuses() -> Result<()> {
+        let short =
+            LockoutConfig { threshold: 1, max_lifetime: Duration::ZERO, ..Default::default() };
+        let (engine, logins) = setup(short);
+        assert_eq!(logins.verify(&engine, "admin", "bad", PEER)?, Verdict::Denied);
+        assert!(matches!(logins.verify(&engine, "admin", "pw", PEER)?, Verdict::Granted(_)));
+        let warn = LockoutConfig { threshold: 1, mode: LockoutMode::Warn, ..Default::default() };
+        let (engine, logins) = setup(warn);
+        assert_eq!(logins.verify(&engine, "admin", "bad", PEER)?, Verdict::Denied);
+        assert!(matches!(logins.verify(&engine, "admin", "pw", PEER)?, Verdict::Granted(_)));
+        Ok(())
+    }
+
+    #[test]
+    fn the_count_table_stays_bounded() -> Result<()> {
+        let (engine, logins) = setup(LockoutConfig { max_objects: 4, ..Default::default() });
+        for i in 0..20u8 {
+            let peer = Some(IpAddr::V4(Ipv4Addr::new(10, 0, 0, i)));
+            logins.verify(&engine, "nobody", "x", peer)?;
+        }
+        assert!(logins.failures.lock().len() <= 4);
+        Ok(())
+    }
+}
