@@ -9,7 +9,7 @@ use serde_json::Value;
 
 #[test]
 fn key_encodings_keep_collation_order() {
-    bolero::check!().for_each(|bytes: &[u8]| {
+    bunko_fuzz::bolero::check!().for_each(|bytes: &[u8]| {
         let mut input = bytes;
         let a = bunko_fuzz::json(&mut input, 3);
         let b = bunko_fuzz::json(&mut input, 3);

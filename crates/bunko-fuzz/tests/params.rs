@@ -5,7 +5,7 @@ use bunko_http::params::Params;
 
 #[test]
 fn query_strings() {
-    bolero::check!().for_each(|bytes: &[u8]| {
+    bunko_fuzz::bolero::check!().for_each(|bytes: &[u8]| {
         let query = String::from_utf8_lossy(bytes);
         let params = Params::parse(Some(&query));
         for name in ["key", "keys", "startkey", "limit", "skip", "descending", "include_docs"] {

@@ -8,7 +8,7 @@ use serde_json::json;
 
 #[test]
 fn selectors_parse_and_match_without_panics() {
-    bolero::check!().for_each(|bytes: &[u8]| {
+    bunko_fuzz::bolero::check!().for_each(|bytes: &[u8]| {
         let mut input = bytes;
         let selector = bunko_fuzz::json(&mut input, 4);
         let Ok(parsed) = Selector::parse(&selector) else { return };
@@ -33,7 +33,7 @@ fn selectors_parse_and_match_without_panics() {
 
 #[test]
 fn selector_text_from_the_wire() {
-    bolero::check!().for_each(|bytes: &[u8]| {
+    bunko_fuzz::bolero::check!().for_each(|bytes: &[u8]| {
         if let Ok(value) = serde_json::from_slice(bytes) {
             let _ = Selector::parse(&value);
         }
