@@ -16,7 +16,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::Extension;
-use axum::extract::{ConnectInfo, Request, State as AxState};
+use axum::extract::{ConnectInfo, RawQuery, Request, State as AxState};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -32,6 +32,7 @@ use sha2::Sha256;
 
 use crate::body::RawBody;
 use crate::error::{ApiError, ApiResult};
+use crate::params::Params;
 use crate::render;
 use crate::{HttpConfig, State, UserCtx, blocking};
 
@@ -240,29 +241,68 @@ pub async fn get_session(
     )
 }
 
-/// `POST /_session`: log in with a name and password (form or JSON), set the cookie.
+/// `POST /_session`: log in with a name and password (form or JSON), set the cookie. As in
+/// CouchDB, `?next=/path` answers a success with `302` to that path and `?fail=/path` a
+/// failure; a failure also clears the cookie.
 pub async fn post_session(
     AxState(state): AxState<State>,
     peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: RawBody,
 ) -> ApiResult<Response> {
+    let params = Params::parse(query.as_deref());
+    let redirect = |name: &str| redirect_to(&headers, params.str(name));
+    let (next, fail) = (redirect("next")?, redirect("fail")?);
     let (name, password) = login_fields(&headers, &body)?;
-    let login = verify(&state, name, password, peer.map(|p| p.0.0.ip())).await?;
+    let login = match verify(&state, name, password, peer.map(|p| p.0.0.ip())).await {
+        Ok(login) => login,
+        Err(err) if err.parts().0 == StatusCode::UNAUTHORIZED => {
+            let (status, error, reason) = err.parts();
+            let status = if fail.is_some() { StatusCode::FOUND } else { status };
+            let mut response = render::json(status, json!({"error": error, "reason": reason}));
+            let clear = HeaderValue::from_static(CLEAR_COOKIE);
+            response.headers_mut().insert(header::SET_COOKIE, clear);
+            set_location(&mut response, fail);
+            return Ok(response);
+        }
+        Err(err) => return Err(err),
+    };
     let ctx = &login.ctx;
+    let status = if next.is_some() { StatusCode::FOUND } else { StatusCode::OK };
     let mut response =
-        render::json(StatusCode::OK, json!({"ok": true, "name": ctx.name, "roles": ctx.roles}));
+        render::json(status, json!({"ok": true, "name": ctx.name, "roles": ctx.roles}));
     if let Some(value) = state.auth.set_cookie(&login, now()) {
         response.headers_mut().insert(header::SET_COOKIE, value);
     }
+    set_location(&mut response, next);
     Ok(response)
+}
+
+const CLEAR_COOKIE: &str = "AuthSession=; Version=1; Path=/; HttpOnly; Max-Age=0";
+
+/// The absolute URL of a `next`/`fail` path on this server. Only paths (`/…`) are accepted,
+/// so a login cannot redirect to another site (CouchDB fails on anything else).
+fn redirect_to(headers: &HeaderMap, path: Option<&str>) -> ApiResult<Option<HeaderValue>> {
+    let Some(path) = path else { return Ok(None) };
+    if !path.starts_with('/') {
+        return Err(ApiError::bad_request("Redirect must be a path starting with /"));
+    }
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    let url = host.map_or_else(|| path.to_string(), |host| format!("http://{host}{path}"));
+    HeaderValue::from_str(&url).map(Some).map_err(|_| ApiError::bad_request("Invalid redirect"))
+}
+
+fn set_location(response: &mut Response, location: Option<HeaderValue>) {
+    if let Some(location) = location {
+        response.headers_mut().insert(header::LOCATION, location);
+    }
 }
 
 /// `DELETE /_session`: log out (clears the cookie).
 pub async fn delete_session() -> Response {
     let mut response = render::json(StatusCode::OK, json!({"ok": true}));
-    let clear = "AuthSession=; Version=1; Path=/; HttpOnly; Max-Age=0";
-    response.headers_mut().insert(header::SET_COOKIE, HeaderValue::from_static(clear));
+    response.headers_mut().insert(header::SET_COOKIE, HeaderValue::from_static(CLEAR_COOKIE));
     response
 }
 

@@ -182,3 +182,27 @@ fn bytes_that_are_not_utf8_in_a_query_are_refused() {
     assert_error(got, 400, "bad_request", "invalid UTF-8 in query parameter `key`");
     assert_eq!(s.get("/db/_all_docs?key=%22%C3%A9%22").0, 200, "valid UTF-8 still works");
 }
+
+#[test]
+fn session_login_redirects_with_next_and_fail_as_couchdb_does() {
+    let (s, _dir) = start_with_config("");
+    let client = reqwest::blocking::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client");
+    let login = |query: &str, password: &str| {
+        let url = s.url(&format!("/_session?{query}"));
+        let body = json!({"name": ADMIN, "password": password});
+        client.post(url).json(&body).send().expect("login")
+    };
+    let ok = login("next=/_up", "secret");
+    assert_eq!(ok.status().as_u16(), 302);
+    let location = ok.headers()["location"].to_str().expect("ascii").to_string();
+    assert!(location.ends_with("/_up") && location.starts_with("http://"), "{location}");
+    assert!(auth_session_cookie(&ok).is_some_and(|c| c.len() > "AuthSession=".len()));
+    let failed = login("fail=/_up", "wrong");
+    assert_eq!(failed.status().as_u16(), 302);
+    assert!(failed.headers()["location"].to_str().is_ok_and(|l| l.ends_with("/_up")));
+    assert_eq!(auth_session_cookie(&failed).as_deref(), Some("AuthSession="), "cleared");
+    assert_eq!(login("next=https://elsewhere.example/", "secret").status().as_u16(), 400);
+}
