@@ -20,6 +20,7 @@ pub mod ctype;
 pub mod db;
 pub mod ddoc_info;
 pub mod doc;
+pub mod encoding;
 pub mod error;
 pub mod explain;
 pub mod find;
@@ -103,7 +104,10 @@ pub fn router(state: State) -> Router {
         .fallback(not_found)
         .layer(axum::middleware::from_fn(ctype::require_json))
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::middleware))
+        .layer(encoding::decompression())
+        .layer(axum::middleware::from_fn(encoding::check))
         .layer(DefaultBodyLimit::max(limit))
+        .layer(encoding::compression())
         .with_state(state)
 }
 

@@ -15,6 +15,7 @@ mod changes;
 mod crash;
 mod databases;
 mod documents;
+mod encoding;
 mod escalation;
 mod mango;
 mod mango_explain;
