@@ -25,9 +25,11 @@ pub mod error;
 pub mod explain;
 pub mod find;
 pub mod index;
+pub mod listener;
 pub mod params;
 pub mod partition;
 pub mod render;
+pub mod request_head;
 pub mod routes;
 pub mod server;
 pub mod stream;
@@ -108,6 +110,7 @@ pub fn router(state: State) -> Router {
         .layer(axum::middleware::from_fn(encoding::check))
         .layer(DefaultBodyLimit::max(limit))
         .layer(encoding::compression())
+        .layer(axum::middleware::from_fn(request_head::answer_malformed))
         .with_state(state)
 }
 

@@ -8,7 +8,6 @@ mod config;
 use std::sync::Arc;
 
 use anyhow::Context;
-use axum::serve::ListenerExt;
 use clap::{Parser, Subcommand};
 use tokio::net::TcpListener;
 
@@ -70,13 +69,8 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let addr = listener.local_addr()?;
         tracing::info!(data = %settings.data.display(), "bunko is ready");
         println!("bunko listening on http://{addr}");
-        // Streamed answers go out in pieces; without TCP_NODELAY each one waits on the
-        // client's delayed ACK (~40 ms).
-        let listener = listener.tap_io(|tcp| {
-            if let Err(err) = tcp.set_nodelay(true) {
-                tracing::warn!(%err, "TCP_NODELAY could not be set");
-            }
-        });
+        // TCP_NODELAY, and raw curl-style request targets normalised before hyper parses them.
+        let listener = bunko_http::listener::Listener(listener);
         axum::serve(listener, bunko_http::router(state))
             .with_graceful_shutdown(shutdown_signal())
             .await?;

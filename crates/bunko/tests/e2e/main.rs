@@ -21,6 +21,7 @@ mod mango;
 mod mango_explain;
 mod partitions;
 mod persistence;
+mod raw_targets;
 mod server;
 mod transactions;
 mod validate;

@@ -1,0 +1,128 @@
+//! The server's listener for `axum::serve`: accepts TCP connections, sets `TCP_NODELAY`
+//! (streamed answers go out in pieces; without it each waits on the client's delayed ACK,
+//! ~40 ms), and wraps each stream in [`Connection`], which passes the bytes hyper reads
+//! through a [`Framer`] so that raw curl-style request targets parse
+//! ([`crate::request_head`]). Writes go to the socket unchanged.
+
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::request_head::Framer;
+
+/// How much one read takes from the socket.
+const READ_SIZE: usize = 16 * 1024;
+
+/// A TCP listener whose connections normalise request lines.
+pub struct Listener(pub TcpListener);
+
+impl axum::serve::Listener for Listener {
+    type Io = Connection<TcpStream>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        let (tcp, addr) = axum::serve::Listener::accept(&mut self.0).await;
+        if let Err(err) = tcp.set_nodelay(true) {
+            tracing::warn!(%err, "TCP_NODELAY could not be set");
+        }
+        (Connection::new(tcp), addr)
+    }
+
+    fn local_addr(&self) -> io::Result<Self::Addr> {
+        self.0.local_addr()
+    }
+}
+
+/// A client connection whose incoming bytes pass through a [`Framer`].
+pub struct Connection<T> {
+    inner: T,
+    framer: Framer,
+    /// Framed bytes not yet read by hyper, from `out_at` on.
+    out: Vec<u8>,
+    out_at: usize,
+    scratch: Box<[u8]>,
+    eof: bool,
+}
+
+impl<T> Connection<T> {
+    pub fn new(inner: T) -> Self {
+        Connection {
+            inner,
+            framer: Framer::new(),
+            out: Vec::new(),
+            out_at: 0,
+            scratch: vec![0; READ_SIZE].into_boxed_slice(),
+            eof: false,
+        }
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Connection<T> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        loop {
+            if this.out_at < this.out.len() {
+                let n = buf.remaining().min(this.out.len() - this.out_at);
+                buf.put_slice(&this.out[this.out_at..this.out_at + n]);
+                this.out_at += n;
+                if this.out_at == this.out.len() {
+                    this.out.clear();
+                    this.out_at = 0;
+                }
+                return Poll::Ready(Ok(()));
+            }
+            if this.eof {
+                return Poll::Ready(Ok(()));
+            }
+            let mut read = ReadBuf::new(&mut this.scratch);
+            ready!(Pin::new(&mut this.inner).poll_read(cx, &mut read))?;
+            let filled = read.filled();
+            if filled.is_empty() {
+                this.eof = true;
+                this.framer.finish(&mut this.out);
+            } else {
+                // After a malformed head the framer drops what follows (drained, not left
+                // unread: closing a socket with unread data resets the connection).
+                this.framer.feed(filled, &mut this.out);
+            }
+        }
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Connection<T> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
