@@ -3,11 +3,19 @@
 //! ~40 ms), and wraps each stream in [`Connection`], which passes the bytes hyper reads
 //! through a [`Framer`] so that raw curl-style request targets parse
 //! ([`crate::request_head`]). Writes go to the socket unchanged.
+//!
+//! Closing lingers: when hyper closes a connection whose request body it did not read (a
+//! `413` for an oversized or inflating body, a malformed head), the unread bytes would make
+//! the kernel reset the connection, and the client could lose the answer already sent. So
+//! [`Connection::poll_shutdown`] sends FIN, then reads and drops what the client still
+//! sends, until it closes, [`LINGER_BYTES`] have been dropped, or [`LINGER_TIME`] passed.
 
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
+use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
@@ -15,7 +23,11 @@ use tokio::net::{TcpListener, TcpStream};
 use crate::request_head::Framer;
 
 /// How much one read takes from the socket.
-const READ_SIZE: usize = 16 * 1024;
+const READ_SIZE: usize = 64 * 1024;
+/// The most a closing connection drops before it closes anyway.
+const LINGER_BYTES: usize = 8 << 20;
+/// The longest a closing connection waits for its client to finish sending.
+const LINGER_TIME: Duration = Duration::from_secs(2);
 
 /// A TCP listener whose connections normalise request lines.
 pub struct Listener(pub TcpListener);
@@ -46,6 +58,8 @@ pub struct Connection<T> {
     out_at: usize,
     scratch: Box<[u8]>,
     eof: bool,
+    /// While closing: the deadline and the bytes dropped so far.
+    linger: Option<(Pin<Box<tokio::time::Sleep>>, usize)>,
 }
 
 impl<T> Connection<T> {
@@ -57,6 +71,7 @@ impl<T> Connection<T> {
             out_at: 0,
             scratch: vec![0; READ_SIZE].into_boxed_slice(),
             eof: false,
+            linger: None,
         }
     }
 }
@@ -97,7 +112,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for Connection<T> {
     }
 }
 
-impl<T: AsyncWrite + Unpin> AsyncWrite for Connection<T> {
+impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Connection<T> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -123,6 +138,28 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Connection<T> {
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+        let this = self.get_mut();
+        if this.linger.is_none() {
+            ready!(Pin::new(&mut this.inner).poll_shutdown(cx))?;
+            if this.eof {
+                return Poll::Ready(Ok(()));
+            }
+            this.linger = Some((Box::pin(tokio::time::sleep(LINGER_TIME)), 0));
+        }
+        let Some((deadline, dropped)) = this.linger.as_mut() else {
+            return Poll::Ready(Ok(()));
+        };
+        while *dropped < LINGER_BYTES {
+            let mut read = ReadBuf::new(&mut this.scratch);
+            match Pin::new(&mut this.inner).poll_read(cx, &mut read) {
+                Poll::Ready(Ok(())) if !read.filled().is_empty() => *dropped += read.filled().len(),
+                Poll::Ready(_) => return Poll::Ready(Ok(())),
+                Poll::Pending => {
+                    ready!(deadline.as_mut().poll(cx));
+                    return Poll::Ready(Ok(()));
+                }
+            }
+        }
+        Poll::Ready(Ok(()))
     }
 }

@@ -12,6 +12,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::harness::{Server, assert_error, body_json, send};
+use crate::raw_targets::{auth, exchange};
 
 fn gzip(bytes: &[u8]) -> Vec<u8> {
     let mut enc = GzEncoder::new(Vec::new(), Compression::fast());
@@ -107,8 +108,23 @@ fn hundred_megabytes_inflated_from_under_one_megabyte_get_413() {
     enc.write_all(b"\"}").unwrap();
     let body = enc.finish().unwrap();
     assert!(body.len() < 1 << 20, "compressed to {} bytes", body.len());
-    let got = encoded(&s, Method::PUT, "/db/bomb", "gzip", body);
-    assert_error(got, 413, "too_large", "the request entity is too large");
+    // Over a raw socket: the answer comes before the body is read whole, and the server
+    // then closes; an HTTP client library may report the close instead of the answer.
+    let mut request = format!(
+        "PUT /db/bomb HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{}Content-Type: application/json\r\n\
+         Content-Encoding: gzip\r\nContent-Length: {}\r\n\r\n",
+        auth(),
+        body.len()
+    )
+    .into_bytes();
+    request.extend_from_slice(&body);
+    let got = exchange(&s, &request);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].status, 413);
+    assert_eq!(
+        got[0].body,
+        json!({"error": "too_large", "reason": "the request entity is too large"})
+    );
     assert_eq!(s.get("/db/bomb").0, 404);
     assert_eq!(s.get("/_up").0, 200);
 }

@@ -13,10 +13,10 @@ use crate::harness::{ADMIN, ADMIN_PASSWORD, Server, enc};
 
 /// One parsed response: status, headers (lowercased names) and the JSON body.
 #[derive(Debug)]
-struct Answer {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Value,
+pub struct Answer {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Value,
 }
 
 fn connect(s: &Server) -> TcpStream {
@@ -26,7 +26,7 @@ fn connect(s: &Server) -> TcpStream {
     tcp
 }
 
-fn auth() -> String {
+pub fn auth() -> String {
     let token =
         base64::engine::general_purpose::STANDARD.encode(format!("{ADMIN}:{ADMIN_PASSWORD}"));
     format!("Authorization: Basic {token}\r\n")
@@ -42,7 +42,7 @@ fn get(target: &[u8], last: bool) -> Vec<u8> {
 }
 
 /// Sends `bytes` and reads every response until the server closes the connection.
-fn exchange(s: &Server, bytes: &[u8]) -> Vec<Answer> {
+pub fn exchange(s: &Server, bytes: &[u8]) -> Vec<Answer> {
     let mut tcp = connect(s);
     tcp.write_all(bytes).unwrap();
     let mut raw = Vec::new();
