@@ -12,6 +12,7 @@ mod auth;
 mod bad_input;
 mod bulk;
 mod changes;
+mod clients;
 mod crash;
 mod databases;
 mod documents;
