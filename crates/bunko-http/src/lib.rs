@@ -4,7 +4,10 @@
 //! a blocking thread ([`blocking`]), render the answer ([`render`]). Long answers
 //! (`_all_docs`, `_changes`) stream ([`stream`]). Every error becomes CouchDB's
 //! `{"error", "reason"}` in one place, [`error`]. Authentication ([`auth`]) runs as
-//! middleware before any handler and leaves a [`UserCtx`] in the request.
+//! middleware before any handler and leaves a [`UserCtx`] in the request. Before it,
+//! [`encoding`] inflates compressed request bodies and compresses answers, and the server's
+//! [`listener`] passes each connection through [`request_head`], which makes raw curl-style
+//! request targets parse.
 //!
 //! Route modules: [`server`] (`/`, `/_up`, `/_all_dbs`, `/_uuids`, `/_session`), [`db`]
 //! (`/{db}` and its admin endpoints), [`doc`] (`/{db}/{id}`, `_local`, `_design`), [`bulk`]
