@@ -117,6 +117,8 @@ pub struct Framer {
     line: Vec<u8>,
     /// Whether a request has been seen on this connection.
     started: bool,
+    /// How many bytes of the current head were there at the last parse attempt.
+    tried: usize,
 }
 
 impl Default for Framer {
@@ -127,7 +129,13 @@ impl Default for Framer {
 
 impl Framer {
     pub fn new() -> Self {
-        Framer { state: State::Head, pending: Vec::new(), line: Vec::new(), started: false }
+        Framer {
+            state: State::Head,
+            pending: Vec::new(),
+            line: Vec::new(),
+            started: false,
+            tried: 0,
+        }
     }
 
     /// Takes bytes from the socket, appending what hyper should read to `out`.
@@ -181,6 +189,17 @@ impl Framer {
                 return None;
             }
         }
+        // A head sent a byte at a time must not cost a parse per byte: parse again only once
+        // a line has ended or a few KiB have arrived since the last attempt.
+        let fresh = &rest[self.tried.min(rest.len())..];
+        if self.tried > 0
+            && !fresh.contains(&b'\n')
+            && rest.len() < self.tried + 4096
+            && rest.len() < MAX_HEAD
+        {
+            return None;
+        }
+        self.tried = rest.len();
         let window = &rest[..rest.len().min(MAX_HEAD)];
         let normal = normalise(window);
         let grown = normal.len() - window.len();
@@ -213,6 +232,7 @@ impl Framer {
         }
         out.extend_from_slice(&normal[..head_len]);
         self.state = next;
+        self.tried = 0;
         Some(head_len - grown)
     }
 

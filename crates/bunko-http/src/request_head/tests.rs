@@ -122,3 +122,18 @@ fn http2_preface_and_upgrades_pass_through() {
 fn a_partial_head_at_the_end_is_handed_on_as_it_is() {
     assert_eq!(run(b"GET /\"a\" HTT", 4), b"GET /\"a\" HTT");
 }
+
+/// A long head sent a byte at a time is parsed a few times, not once per byte.
+#[test]
+fn a_head_dripped_byte_by_byte_passes_whole() {
+    let mut input = b"GET /db/_all_docs?keys=[\"".to_vec();
+    input.resize(40_000, b'a');
+    input.extend_from_slice(b"\"] HTTP/1.1\r\nHost: x\r\n\r\n");
+    let out = run(&input, 1);
+    let want = String::from_utf8(input)
+        .unwrap()
+        .replace('"', "%22")
+        .replace('[', "%5B")
+        .replace(']', "%5D");
+    assert_eq!(String::from_utf8(out).unwrap(), want);
+}
