@@ -7,8 +7,9 @@
 //! Closing lingers: when hyper closes a connection whose request body it did not read (a
 //! `413` for an oversized or inflating body, a malformed head), the unread bytes would make
 //! the kernel reset the connection, and the client could lose the answer already sent. So
-//! [`Connection::poll_shutdown`] sends FIN, then reads and drops what the client still
-//! sends, until it closes, [`LINGER_BYTES`] have been dropped, or [`LINGER_TIME`] passed.
+//! when the close comes in the middle of a request, [`Connection::poll_shutdown`] sends FIN,
+//! then reads and drops what the client still sends, until it closes, [`LINGER_BYTES`] have
+//! been dropped, or [`LINGER_TIME`] passed.
 
 use std::future::Future;
 use std::io;
@@ -141,7 +142,9 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Connection<T> {
         let this = self.get_mut();
         if this.linger.is_none() {
             ready!(Pin::new(&mut this.inner).poll_shutdown(cx))?;
-            if this.eof {
+            // Between requests nothing is unread: close at once (idle keep-alive connections
+            // at server shutdown, for one).
+            if this.eof || !this.framer.mid_request() {
                 return Poll::Ready(Ok(()));
             }
             this.linger = Some((Box::pin(tokio::time::sleep(LINGER_TIME)), 0));

@@ -138,6 +138,16 @@ impl Framer {
         }
     }
 
+    /// Whether the client may still be sending the current request: a body not yet passed
+    /// whole, a partial head, or the rest of a malformed request.
+    pub fn mid_request(&self) -> bool {
+        match self.state {
+            State::Head => !self.pending.is_empty(),
+            State::Body(_) | State::Chunked(_) | State::Stalled => true,
+            State::Passthrough => false,
+        }
+    }
+
     /// Takes bytes from the socket, appending what hyper should read to `out`.
     pub fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) {
         match self.state {

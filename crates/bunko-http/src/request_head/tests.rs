@@ -137,3 +137,16 @@ fn a_head_dripped_byte_by_byte_passes_whole() {
         .replace(']', "%5D");
     assert_eq!(String::from_utf8(out).unwrap(), want);
 }
+
+#[test]
+fn mid_request_is_known_for_lingering_closes() {
+    let mut framer = Framer::new();
+    let mut out = Vec::new();
+    assert!(!framer.mid_request());
+    framer.feed(b"PUT /db/a HTTP/1.1\r\nContent-Length: 4\r\n\r\n{}", &mut out);
+    assert!(framer.mid_request(), "two body bytes still to come");
+    framer.feed(b"  ", &mut out);
+    assert!(!framer.mid_request());
+    framer.feed(b"GET / HT", &mut out);
+    assert!(framer.mid_request(), "a partial head");
+}
