@@ -12,7 +12,7 @@
 //! every cookie at once. A cookie expires `timeout` seconds after it was issued, and is
 //! renewed (a new `Set-Cookie`) once less than 90% of that is left, as CouchDB does.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::Extension;
@@ -32,6 +32,7 @@ use sha2::Sha256;
 
 use crate::body::RawBody;
 use crate::error::{ApiError, ApiResult};
+use crate::listener::Peer;
 use crate::params::Params;
 use crate::render;
 use crate::{HttpConfig, State, UserCtx, blocking};
@@ -136,7 +137,7 @@ pub async fn middleware(AxState(state): AxState<State>, mut req: Request, next: 
 
 /// The client's address, when the server was started with connection info.
 fn peer_of(req: &Request) -> Option<IpAddr> {
-    req.extensions().get::<ConnectInfo<SocketAddr>>().map(|info| info.0.ip())
+    req.extensions().get::<ConnectInfo<Peer>>().map(|info| info.0.0.ip())
 }
 
 async fn resolve(
@@ -246,7 +247,7 @@ pub async fn get_session(
 /// failure; a failure also clears the cookie.
 pub async fn post_session(
     AxState(state): AxState<State>,
-    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    peer: Option<Extension<ConnectInfo<Peer>>>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: RawBody,
@@ -255,7 +256,7 @@ pub async fn post_session(
     let redirect = |name: &str| redirect_to(&headers, params.str(name));
     let (next, fail) = (redirect("next")?, redirect("fail")?);
     let (name, password) = login_fields(&headers, &body)?;
-    let login = match verify(&state, name, password, peer.map(|p| p.0.0.ip())).await {
+    let login = match verify(&state, name, password, peer.map(|p| p.0.0.0.ip())).await {
         Ok(login) => login,
         Err(err) if err.parts().0 == StatusCode::UNAUTHORIZED => {
             let (status, error, reason) = err.parts();

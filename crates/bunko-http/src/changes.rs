@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 use crate::all_docs::post_params;
 use crate::body::RawBody;
 use crate::db::{Access, open};
+use crate::encoding::Unbuffered;
 use crate::error::{ApiError, ApiResult};
 use crate::params::Params;
 use crate::render::{self, DocOpts};
@@ -74,7 +75,13 @@ fn start(db: Arc<Database>, p: Params) -> ApiResult<Response> {
         Feed::EventSource => "text/event-stream",
         _ => "application/json",
     };
-    Ok(stream::response(StatusCode::OK, content_type, move |sink| run(&db, request, sink)))
+    let waits = request.feed != Feed::Normal;
+    let mut response =
+        stream::response(StatusCode::OK, content_type, move |sink| run(&db, request, sink));
+    if waits {
+        response.extensions_mut().insert(Unbuffered);
+    }
+    Ok(response)
 }
 
 fn parse(db: &Database, p: &Params) -> ApiResult<Request> {

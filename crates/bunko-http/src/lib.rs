@@ -4,7 +4,10 @@
 //! a blocking thread ([`blocking`]), render the answer ([`render`]). Long answers
 //! (`_all_docs`, `_changes`) stream ([`stream`]). Every error becomes CouchDB's
 //! `{"error", "reason"}` in one place, [`error`]. Authentication ([`auth`]) runs as
-//! middleware before any handler and leaves a [`UserCtx`] in the request.
+//! middleware before any handler and leaves a [`UserCtx`] in the request. Before it,
+//! [`encoding`] inflates compressed request bodies and compresses answers, and the server's
+//! [`listener`] passes each connection through [`request_head`], which makes raw curl-style
+//! request targets parse.
 //!
 //! Route modules: [`server`] (`/`, `/_up`, `/_all_dbs`, `/_uuids`, `/_session`), [`db`]
 //! (`/{db}` and its admin endpoints), [`doc`] (`/{db}/{id}`, `_local`, `_design`), [`bulk`]
@@ -20,13 +23,16 @@ pub mod ctype;
 pub mod db;
 pub mod ddoc_info;
 pub mod doc;
+pub mod encoding;
 pub mod error;
 pub mod explain;
 pub mod find;
 pub mod index;
+pub mod listener;
 pub mod params;
 pub mod partition;
 pub mod render;
+pub mod request_head;
 pub mod routes;
 pub mod server;
 pub mod stream;
@@ -105,7 +111,11 @@ pub fn router(state: State) -> Router {
         .layer(axum::middleware::from_fn(ctype::require_json))
         .layer(axum::middleware::from_fn(params::require_utf8))
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::middleware))
+        .layer(encoding::decompression())
+        .layer(axum::middleware::from_fn(encoding::check))
         .layer(DefaultBodyLimit::max(limit))
+        .layer(encoding::compression())
+        .layer(axum::middleware::from_fn(request_head::answer_malformed))
         .with_state(state)
 }
 

@@ -7,6 +7,7 @@ use std::convert::Infallible;
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
 use tokio::sync::mpsc;
 
 const CHUNK: usize = 16 * 1024;
@@ -56,9 +57,11 @@ pub fn response(
             let _ = sink.flush();
         }
     });
+    // Fused: a wrapping body (the response compressor) may poll again after the end.
     let stream = futures::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|chunk| (Ok::<_, Infallible>(chunk), rx))
-    });
+    })
+    .fuse();
     let mut response = (status, Body::from_stream(stream)).into_response();
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     response

@@ -5,11 +5,9 @@
 
 mod config;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context;
-use axum::serve::ListenerExt;
 use clap::{Parser, Subcommand};
 use tokio::net::TcpListener;
 
@@ -71,14 +69,11 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let addr = listener.local_addr()?;
         tracing::info!(data = %settings.data.display(), "bunko is ready");
         println!("bunko listening on http://{addr}");
-        // Streamed answers go out in pieces; without TCP_NODELAY each one waits on the
-        // client's delayed ACK (~40 ms).
-        let listener = listener.tap_io(|tcp| {
-            if let Err(err) = tcp.set_nodelay(true) {
-                tracing::warn!(%err, "TCP_NODELAY could not be set");
-            }
-        });
-        let app = bunko_http::router(state).into_make_service_with_connect_info::<SocketAddr>();
+        // TCP_NODELAY, and raw curl-style request targets normalised before hyper parses them.
+        let listener = bunko_http::listener::Listener(listener);
+        // Connection info gives the login lockout the client's address.
+        let app = bunko_http::router(state)
+            .into_make_service_with_connect_info::<bunko_http::listener::Peer>();
         axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await?;
         tracing::info!("shutting down: in-flight requests finished, closing the store");
         anyhow::Ok(())

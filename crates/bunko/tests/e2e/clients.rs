@@ -1,0 +1,234 @@
+//! The clients people use against Cloudant and CouchDB, run against the real server (issue
+//! 12): the IBM Cloudant Python and Node SDKs at their default settings (gzip request
+//! bodies) through the partition walkthrough of the Cloudant docs, nano through CRUD, views
+//! and `_changes`, PouchDB replicating both ways with a conflict. The scripts live in
+//! `tests/clients/` and check their own results; each prints `ok <step>` lines and `ALL OK`.
+//!
+//! The packages (pinned in `tests/clients/package-lock.json` and `requirements.txt`) are
+//! installed by the first test that needs them into `.deps/clients/` at the workspace root
+//! (ignored by git), once: a stamp file holding the pins makes later runs skip the install.
+//! A test is skipped, with one line saying so, only when the package registry cannot be
+//! reached; any other install failure fails it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use crate::harness::{ADMIN, ADMIN_PASSWORD, Server};
+
+/// A script that has not finished by then has hung.
+const SCRIPT_TIMEOUT: Duration = Duration::from_secs(300);
+
+fn scripts() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients")
+}
+
+fn deps() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.deps/clients")
+}
+
+/// Runs `cmd`, returning its output, or a description of why it could not start.
+fn run(cmd: &mut Command) -> Result<Output, String> {
+    cmd.stdin(Stdio::null()).output().map_err(|err| format!("cannot run {cmd:?}: {err}"))
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// What an install gives: the path to use, or the line saying why the test is skipped.
+type Installed = Result<PathBuf, String>;
+
+/// Installs unless `dir`'s stamp already holds `pins`; `probe` tells whether the registry
+/// answers at all when the install fails.
+fn install(
+    dir: &Path,
+    pins: &str,
+    steps: Vec<Command>,
+    mut probe: Command,
+    registry: &str,
+) -> Result<(), String> {
+    let stamp = dir.join(".installed");
+    if std::fs::read_to_string(&stamp).is_ok_and(|s| s == pins) {
+        return Ok(());
+    }
+    let _ = std::fs::remove_file(&stamp);
+    for mut step in steps {
+        let output = run(&mut step).unwrap_or_else(|err| panic!("{err}"));
+        if !output.status.success() {
+            let reachable = run(&mut probe).is_ok_and(|o| o.status.success());
+            if !reachable {
+                return Err(format!("SKIP: the {registry} registry is unreachable"));
+            }
+            panic!("installing the {registry} packages failed: {step:?}\n{}", text(&output));
+        }
+    }
+    std::fs::write(&stamp, pins).expect("write the install stamp");
+    Ok(())
+}
+
+/// `node_modules` with the pinned Node packages.
+fn node_modules() -> &'static Installed {
+    static NODE: OnceLock<Installed> = OnceLock::new();
+    NODE.get_or_init(|| {
+        let dir = deps().join("node");
+        std::fs::create_dir_all(&dir).expect("create .deps/clients/node");
+        let mut pins = String::new();
+        for file in ["package.json", "package-lock.json"] {
+            std::fs::copy(scripts().join(file), dir.join(file)).expect("copy the npm pins");
+            pins += &std::fs::read_to_string(scripts().join(file)).expect("read the npm pins");
+        }
+        let mut ci = Command::new("npm");
+        ci.args(["ci", "--no-audit", "--no-fund", "--ignore-scripts", "--loglevel=error"])
+            .args(["--fetch-timeout=60000", "--fetch-retries=1"])
+            .current_dir(&dir);
+        let mut ping = Command::new("npm");
+        ping.args(["ping", "--fetch-timeout=15000", "--fetch-retries=0"]).current_dir(&dir);
+        install(&dir, &pins, vec![ci], ping, "npm")?;
+        Ok(dir.join("node_modules"))
+    })
+}
+
+/// The Python interpreter of a virtual environment with the pinned packages.
+fn python() -> &'static Installed {
+    static PYTHON: OnceLock<Installed> = OnceLock::new();
+    PYTHON.get_or_init(|| {
+        let dir = deps().join("python");
+        std::fs::create_dir_all(&dir).expect("create .deps/clients/python");
+        let requirements = scripts().join("requirements.txt");
+        let pins = std::fs::read_to_string(&requirements).expect("read requirements.txt");
+        let python = dir.join("venv/bin/python");
+        let mut venv = Command::new("python3");
+        venv.args(["-m", "venv", "--clear"]).arg(dir.join("venv"));
+        let mut pip = Command::new(&python);
+        pip.args(["-m", "pip", "install", "--disable-pip-version-check", "--no-input", "-q"])
+            .args(["--timeout", "60", "--retries", "1", "-r"])
+            .arg(&requirements);
+        let mut probe = Command::new("python3");
+        probe.args(["-m", "pip", "index", "versions", "ibmcloudant"]);
+        probe.args(["--disable-pip-version-check", "--timeout", "15", "--retries", "0"]);
+        install(&dir, &pins, vec![venv, pip], probe, "PyPI")?;
+        Ok(python)
+    })
+}
+
+/// Runs a client script against `s`, asserting it passed every step in `steps`.
+fn check_script(s: &Server, mut cmd: Command, steps: &[&str]) {
+    let base = s.base().to_string();
+    let with_auth = base.replacen("http://", &format!("http://{ADMIN}:{ADMIN_PASSWORD}@"), 1);
+    cmd.current_dir(scripts())
+        .env("CLOUDANT_URL", &base)
+        .env("CLOUDANT_AUTH_TYPE", "BASIC")
+        .env("CLOUDANT_USERNAME", ADMIN)
+        .env("CLOUDANT_PASSWORD", ADMIN_PASSWORD)
+        .env("BUNKO_URL", &base)
+        .env("BUNKO_URL_WITH_AUTH", with_auth)
+        .env("BUNKO_USER", ADMIN)
+        .env("BUNKO_PASSWORD", ADMIN_PASSWORD)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd.spawn().unwrap_or_else(|err| panic!("cannot run {cmd:?}: {err}"));
+    let output = wait(child, &cmd);
+    let out = text(&output);
+    assert!(output.status.success(), "{cmd:?} failed:\n{out}\nserver log:\n{}", s.log());
+    for step in steps {
+        assert!(out.lines().any(|l| l == format!("ok {step}")), "no `ok {step}` in:\n{out}");
+    }
+    assert!(out.lines().any(|l| l == "ALL OK"), "{out}");
+}
+
+fn wait(mut child: std::process::Child, cmd: &Command) -> Output {
+    let started = Instant::now();
+    while child.try_wait().expect("wait for the client script").is_none() {
+        if started.elapsed() > SCRIPT_TIMEOUT {
+            let _ = child.kill();
+            panic!("{cmd:?} did not finish");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().expect("client script output")
+}
+
+fn node(script: &str) -> Option<Command> {
+    match node_modules() {
+        Ok(modules) => {
+            let mut cmd = Command::new("node");
+            cmd.arg(script).env("NODE_PATH", modules);
+            Some(cmd)
+        }
+        Err(skip) => {
+            eprintln!("{skip}");
+            None
+        }
+    }
+}
+
+const WALKTHROUGH: &[&str] = &[
+    "gzip request bodies on",
+    "partition info",
+    "partition _all_docs",
+    "partition _find today",
+    "partition _find device today",
+    "partition _explain",
+    "global view keys+limit",
+    "partitioned view",
+    "_changes",
+];
+
+#[test]
+fn cloudant_python_sdk_partition_walkthrough() {
+    let python = match python() {
+        Ok(python) => python,
+        Err(skip) => return eprintln!("{skip}"),
+    };
+    let s = Server::start();
+    let mut cmd = Command::new(python);
+    cmd.arg("cloudant_walkthrough.py");
+    let mut steps = WALKTHROUGH.to_vec();
+    steps.extend(["put_database partitioned", "post_bulk_docs", "post_index deviceID-readings"]);
+    check_script(&s, cmd, &steps);
+}
+
+#[test]
+fn cloudant_node_sdk_partition_walkthrough() {
+    let Some(cmd) = node("cloudant_walkthrough.js") else { return };
+    let s = Server::start();
+    let mut steps = WALKTHROUGH.to_vec();
+    steps.extend(["putDatabase partitioned", "postBulkDocs", "postIndex deviceID-readings"]);
+    check_script(&s, cmd, &steps);
+}
+
+#[test]
+fn nano_crud_views_and_changes() {
+    let Some(cmd) = node("nano_crud.js") else { return };
+    let s = Server::start();
+    let steps = [
+        "insert + get",
+        "update + conflict",
+        "bulk + list",
+        "view keys + reduce",
+        "destroy",
+        "changes",
+        "changes longpoll",
+    ];
+    check_script(&s, cmd, &steps);
+}
+
+#[test]
+fn pouchdb_replicates_both_ways_with_a_conflict() {
+    let Some(cmd) = node("pouchdb_sync.js") else { return };
+    let s = Server::start();
+    let steps = [
+        "push to Bunko",
+        "pull from Bunko",
+        "conflict replicated both ways, same winner",
+        "conflict resolved and replicated",
+    ];
+    check_script(&s, cmd, &steps);
+}
