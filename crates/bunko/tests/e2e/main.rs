@@ -20,6 +20,7 @@ mod mango;
 mod mango_explain;
 mod partitions;
 mod persistence;
+mod procedures;
 mod server;
 mod transactions;
 mod validate;
