@@ -58,7 +58,7 @@ impl Database {
     /// Whether the database has triggers (compiling them if needed); call under the
     /// writer lock.
     pub(crate) fn has_triggers(&self) -> Result<bool> {
-        Ok(self.compiled_triggers()?.is_some())
+        Ok(matches!(*self.compiled_triggers()?, Some(Some(_))))
     }
 
     fn compiled_triggers(&self) -> Result<MutexGuard<'_, Option<Option<CompiledScripts>>>> {
