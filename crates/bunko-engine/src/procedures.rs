@@ -10,6 +10,37 @@
 //! concurrent one ([`Error::TxnConflict`]) runs the procedure again from a new snapshot,
 //! up to [`ATTEMPTS`] times, so a procedure must not depend on anything but its
 //! argument and what `db` returns.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use bunko_doc::body::from_value;
+//! use bunko_engine::security::UserCtx;
+//! use bunko_engine::{Config, Engine, WriteOptions};
+//! use bunko_storage::Memory;
+//! use serde_json::json;
+//!
+//! let me = UserCtx::admin("app");
+//! let engine = Engine::open(Arc::new(Memory::new()), Config::default())?;
+//! let shop = engine.create_db(&me, "shop", false)?;
+//! // The subset pattern: a review document, and the product's newest review ids.
+//! let ddoc = json!({"_id": "_design/shop", "procedures": {"addReview":
+//!     "function (review, db) {
+//!        db.put(review);
+//!        var product = db.get(review.product_id);
+//!        product.reviews = [review._id].concat(product.reviews).slice(0, 10);
+//!        db.put(product);
+//!        return product.reviews.length;
+//!      }"}});
+//! let product = json!({"_id": "widget", "reviews": []});
+//! for doc in [ddoc, product] {
+//!     shop.put(&me, from_value(doc, &Default::default())?, WriteOptions::default())?;
+//! }
+//! let review = json!({"_id": "review-786", "product_id": "widget", "review_text": "Amazing!"});
+//! let newest = engine.call_procedure(&me, "shop", "shop", "addReview", &review)?;
+//! assert_eq!(newest, json!(1));
+//! assert_eq!(shop.get("widget", None)?.body, br#"{"reviews":["review-786"]}"#);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 use serde_json::{Value, json};
 
