@@ -174,7 +174,8 @@ fn shop() -> Server {
     s.create_db("shop");
     let ddoc = json!({"newest": 2, "procedures": {"addReview": ADD_REVIEW,
         "fails": "function (arg, db) { db.put({_id: 'x'}); throw new Error('broken'); }",
-        "runaway": "function (arg, db) { db.put({_id: 'x'}); for (;;) {} }"}});
+        "runaway": "function (arg, db) { db.put({_id: 'x'}); for (;;) {} }",
+        "hog": "function (arg, db) { db.put({_id: 'x'}); var a = []; for (;;) a.push([a.length]); }"}});
     s.put_doc("shop", "_design/shop", &ddoc);
     s.put_doc("shop", "widget", &json!({"name": "Super Widget", "reviews": []}));
     s
@@ -207,6 +208,7 @@ fn a_procedure_writes_a_review_and_its_product_together() {
     assert_eq!(s.get("/shop/review4").0, 404);
 }
 
+/// Running past the time or the memory limit stops a procedure like an exception does.
 #[test]
 fn a_procedure_that_throws_or_runs_away_leaves_nothing() {
     let s = shop();
@@ -216,6 +218,9 @@ fn a_procedure_that_throws_or_runs_away_leaves_nothing() {
     let (status, body) = s.post("/shop/_design/shop/_procedures/runaway", &json!({}));
     assert_eq!((status, body["error"].as_str()), (500, Some("timeout")), "{body}");
     assert!(body["reason"].as_str().unwrap_or_default().contains("time limit"), "{body}");
+    let (status, body) = s.post("/shop/_design/shop/_procedures/hog", &json!({}));
+    assert_eq!((status, body["error"].as_str()), (500, Some("os_process_error")), "{body}");
+    assert!(body["reason"].as_str().unwrap_or_default().contains("out of memory"), "{body}");
     assert_eq!(s.get("/shop/x").0, 404);
     assert_error(
         s.post("/shop/_design/shop/_procedures/nope", &json!({})),
