@@ -35,6 +35,8 @@ pub struct Database {
     pub(crate) views: crate::view::Registry,
     /// The compiled `validate_doc_update` functions.
     pub(crate) validators: crate::validators::Validators,
+    /// The compiled triggers.
+    pub(crate) triggers: crate::triggers::Triggers,
     /// Whether the background index builder runs.
     pub(crate) building: AtomicBool,
     /// This handle, for starting background work from `&self`.
@@ -85,6 +87,7 @@ impl Database {
             indexes: Registry::default(),
             views: Default::default(),
             validators: Default::default(),
+            triggers: Default::default(),
             building: AtomicBool::new(false),
             me: me.clone(),
         });

@@ -56,19 +56,23 @@ pub fn validate(body: &Map<String, Value>, db_partitioned: bool) -> Result<()> {
         Type::String
     };
     use Step::{Any, Key};
-    let rules: [(&[Step], &[Type]); 16] = [
+    let rules: [(&[Step], &[Type]); 20] = [
         (&[Key("filters")], &[Type::Object]),
         (&[Key("filters"), Any], &[Type::Object, Type::String]),
         (&[Key("language")], &[Type::String]),
         (&[Key("lists")], &[Type::Object]),
         (&[Key("lists"), Any], &[Type::Object, Type::String]),
         (&[Key("options")], &[Type::Object]),
+        (&[Key("procedures")], &[Type::Object]),
+        (&[Key("procedures"), Any], &[Type::String]),
         (&[Key("options"), Key("include_design")], &[Type::Boolean]),
         (&[Key("options"), Key("local_seq")], &[Type::Boolean]),
         (&[Key("options"), Key("partitioned")], &[Type::Boolean]),
         (&[Key("rewrites")], &[Type::String, Type::Array]),
         (&[Key("shows")], &[Type::Object]),
         (&[Key("shows"), Any], &[Type::Object, Type::String]),
+        (&[Key("triggers")], &[Type::Object]),
+        (&[Key("triggers"), Any], &[Type::String]),
         (&[Key("updates")], &[Type::Object]),
         (&[Key("updates"), Any], &[Type::Object, Type::String]),
         (&[Key("validate_doc_update")], &[Type::String]),
@@ -93,10 +97,27 @@ pub fn validate(body: &Map<String, Value>, db_partitioned: bool) -> Result<()> {
             reason: format!("validate_doc_update: {}", err.reason()),
         })?;
     }
+    compile_scripts(body, "procedures")?;
+    compile_scripts(body, "triggers")?;
     if !db_partitioned && partitioned_option(body) == Some(true) {
         return Err(Error::InvalidDesignDoc(
             "partitioned option cannot be true in a non-partitioned database.".into(),
         ));
+    }
+    Ok(())
+}
+
+/// Compiles each function of `procedures` or `triggers` (Bunko's; see
+/// `crate::procedures`, `crate::triggers`), so that a typo is refused at save.
+fn compile_scripts(body: &Map<String, Value>, field: &str) -> Result<()> {
+    let Some(Value::Object(functions)) = body.get(field) else { return Ok(()) };
+    for (name, source) in functions {
+        let Some(source) = source.as_str() else { continue };
+        let compiled = crate::view::runtime().compile_scripts(&[(source, Value::Null)]);
+        compiled.map_err(|err| Error::Invalid {
+            error: "compilation_error",
+            reason: format!("{field}.{name}: {}", err.reason()),
+        })?;
     }
     Ok(())
 }

@@ -10,10 +10,12 @@
 //!    database it scanned must have had no commit at all since the snapshot (a scan is a
 //!    predicate read: any insert could be a phantom). Otherwise the commit fails whole with
 //!    the retryable [`Error::TxnConflict`].
-//! 2. **Stage** each database's writes exactly as a single write would be
+//! 2. **Fire** the triggers of each database that has them on the transaction's writes
+//!    ([`crate::triggers`]), adding their writes.
+//! 3. **Stage** each database's writes exactly as a single write would be
 //!    (`Database::stage`: revision checks, the write gate, `validate_doc_update`, counters,
 //!    index entries) into **one** batch; any document failing fails the transaction.
-//! 3. **Apply** that batch as one storage commit, release the locks, and wait for the
+//! 4. **Apply** that batch as one storage commit, release the locks, and wait for the
 //!    group-committed sync ([`crate::database::commit_parts`]).
 //!
 //! Writes inside a transaction follow CouchDB's rules: an update names the `_rev` it edits,
@@ -60,12 +62,13 @@ use std::time::Instant;
 
 use bunko_doc::RevId;
 use bunko_doc::body::ParsedDoc;
-use bunko_storage::{Batch, Snapshot};
+use bunko_storage::{Batch, Read, Snapshot};
 use serde_json::{Map, Value};
 
 use crate::catalog::Engine;
 use crate::database::{Database, Part, commit_parts};
 use crate::read::doc_info_in;
+use crate::scope::Scope;
 use crate::security::UserCtx;
 use crate::write::{Checks, WriteOptions};
 use crate::{Error, Result, keys};
@@ -90,7 +93,7 @@ pub struct TxnWrite {
 
 /// What a transaction saw of one document.
 #[derive(Debug, Clone)]
-enum Seen {
+pub(crate) enum Seen {
     /// Read from the snapshot: the document's seq then (`None`: it did not exist).
     Seq(Option<u64>),
     /// Declared by the caller: the winning revision it depends on (`None`: absent).
@@ -98,14 +101,59 @@ enum Seen {
 }
 
 /// Everything the transaction did in one database.
-struct Touched {
-    db: Arc<Database>,
+pub(crate) struct Touched {
+    pub db: Arc<Database>,
     /// The database's update seq in the snapshot.
-    begin_seq: u64,
-    seen: HashMap<String, Seen>,
+    pub begin_seq: u64,
+    pub seen: HashMap<String, Seen>,
     /// Whether it scanned a range (validated as "no commit since the snapshot").
-    scanned: bool,
-    writes: Vec<ParsedDoc>,
+    pub scanned: bool,
+    pub writes: Vec<ParsedDoc>,
+}
+
+impl Touched {
+    /// Nothing read or written yet in `db`.
+    pub(crate) fn new(db: Arc<Database>, begin_seq: u64) -> Touched {
+        Touched { db, begin_seq, seen: HashMap::new(), scanned: false, writes: Vec::new() }
+    }
+
+    /// The winning revision of `id`: the last buffered write of it, else what `read`
+    /// holds (recorded as read).
+    pub(crate) fn get(&mut self, read: &dyn Read, id: &str) -> Result<Option<TxnDoc>> {
+        if let Some(doc) = self.writes.iter().rev().find(|d| d.id.as_deref() == Some(id)) {
+            return Ok((!doc.deleted).then(|| TxnDoc {
+                rev: doc.rev.clone().unwrap_or(RevId { pos: 0, hash: String::new() }),
+                body: doc.body.clone(),
+            }));
+        }
+        let db_id = self.db.id();
+        let info = doc_info_in(read, db_id, id)?;
+        self.seen.entry(id.to_string()).or_insert(Seen::Seq(info.as_ref().map(|i| i.seq)));
+        let Some(info) = info else { return Ok(None) };
+        let (rev, deleted) = info.winner()?;
+        if deleted {
+            return Ok(None);
+        }
+        let key = keys::Key::Rev(db_id, id, &rev.to_string()).encode();
+        let body = read.get(&key)?.ok_or_else(crate::error::missing)?;
+        let body = serde_json::from_slice(&body).map_err(|e| Error::Corrupt(e.to_string()))?;
+        Ok(Some(TxnDoc { rev: rev.clone(), body }))
+    }
+
+    /// The ids of the live documents in `[start, end)` that `read` holds (not the
+    /// buffered writes); marks the database scanned.
+    pub(crate) fn ids(&mut self, read: &dyn Read, start: &str, end: &str) -> Result<Vec<String>> {
+        self.scanned = true;
+        let range = keys::doc_id_range(self.db.id(), start, end);
+        let mut out = Vec::new();
+        for (key, value) in read.scan(&range, false, usize::MAX)? {
+            let info: crate::records::DocInfo = crate::records::decode(&value)?;
+            if !info.winner()?.1 {
+                out.push(keys::decode_doc(&key)?);
+            }
+        }
+        Ok(out)
+    }
 }
 
 /// An open transaction; see the module documentation.
@@ -139,44 +187,16 @@ impl Transaction<'_> {
     /// transaction wrote it; `None` if missing or deleted.
     pub fn get(&mut self, db: &str, id: &str) -> Result<Option<TxnDoc>> {
         self.check_alive()?;
-        let touched = self.touch(db)?;
-        if let Some(doc) = touched.writes.iter().rev().find(|d| d.id.as_deref() == Some(id)) {
-            return Ok((!doc.deleted).then(|| TxnDoc {
-                rev: doc.rev.clone().unwrap_or(RevId { pos: 0, hash: String::new() }),
-                body: doc.body.clone(),
-            }));
-        }
-        let db_id = touched.db.id();
-        let info = doc_info_in(self.snapshot.as_ref(), db_id, id)?;
-        let seq = info.as_ref().map(|i| i.seq);
-        self.touch(db)?.seen.entry(id.to_string()).or_insert(Seen::Seq(seq));
-        let Some(info) = info else { return Ok(None) };
-        let (rev, deleted) = info.winner()?;
-        if deleted {
-            return Ok(None);
-        }
-        let key = keys::Key::Rev(db_id, id, &rev.to_string()).encode();
-        let body = self.snapshot.get(&key)?.ok_or_else(crate::error::missing)?;
-        let body = serde_json::from_slice(&body).map_err(|e| Error::Corrupt(e.to_string()))?;
-        Ok(Some(TxnDoc { rev: rev.clone(), body }))
+        let snapshot = self.snapshot.clone();
+        self.touch(db)?.get(snapshot.as_ref(), id)
     }
 
     /// The ids of the live documents in `[start, end)` of database `db`, as of the
     /// snapshot. The commit then fails if anything was committed to `db` meanwhile.
     pub fn ids(&mut self, db: &str, start: &str, end: &str) -> Result<Vec<String>> {
         self.check_alive()?;
-        let touched = self.touch(db)?;
-        touched.scanned = true;
-        let db_id = touched.db.id();
-        let range = keys::doc_id_range(db_id, start, end);
-        let mut out = Vec::new();
-        for (key, value) in self.snapshot.scan(&range, false, usize::MAX)? {
-            let info: crate::records::DocInfo = crate::records::decode(&value)?;
-            if !info.winner()?.1 {
-                out.push(keys::decode_doc(&key)?);
-            }
-        }
-        Ok(out)
+        let snapshot = self.snapshot.clone();
+        self.touch(db)?.ids(snapshot.as_ref(), start, end)
     }
 
     /// Declares that the transaction depends on `id` in `db` having winning revision `rev`
@@ -236,6 +256,12 @@ impl Transaction<'_> {
         let (mut parts, mut written, mut after) = (Vec::new(), Vec::new(), Vec::new());
         for (touched, checks, docs, writer) in locked {
             let db = touched.db.as_ref();
+            let docs = if docs.iter().all(|(_, d)| d.is_ok()) && db.has_triggers()? {
+                let docs = docs.into_iter().filter_map(|(_, d)| d.ok()).collect();
+                db.fire_triggers(&ctx, &checks, docs)?
+            } else {
+                docs
+            };
             let staged = db.stage(&writer, &checks, &ctx, docs, opts, &mut batch)?;
             for result in staged.results {
                 let rev = result.result.map_err(|error| Error::InTxn {
@@ -254,6 +280,21 @@ impl Transaction<'_> {
             db.after_commit(work);
         }
         Ok(written)
+    }
+
+    /// Lends database `db` of this transaction to a procedure (`procedures.rs`).
+    pub(crate) fn take_scope(&mut self, db: &str) -> Result<Scope> {
+        self.check_alive()?;
+        let id = self.touch(db)?.db.id();
+        let touched = self.dbs.remove(&id).ok_or_else(crate::error::missing)?;
+        let left = self.engine.config().txn_max_bytes.saturating_sub(self.size);
+        Ok(Scope::new(touched, self.snapshot.clone(), left))
+    }
+
+    /// Takes back what [`Transaction::take_scope`] lent, with what the procedure did.
+    pub(crate) fn restore_scope(&mut self, scope: Scope) {
+        self.size = self.engine.config().txn_max_bytes.saturating_sub(scope.bytes_left());
+        self.dbs.insert(scope.touched.db.id(), scope.touched);
     }
 
     fn check_alive(&self) -> Result<()> {
@@ -277,13 +318,7 @@ impl Transaction<'_> {
             Some((key, _)) => keys::decode_seq(key)?,
             None => 0,
         };
-        Ok(self.dbs.entry(db.id()).or_insert_with(|| Touched {
-            db,
-            begin_seq,
-            seen: HashMap::new(),
-            scanned: false,
-            writes: Vec::new(),
-        }))
+        Ok(self.dbs.entry(db.id()).or_insert_with(|| Touched::new(db, begin_seq)))
     }
 }
 

@@ -98,7 +98,7 @@ impl Database {
 
 /// `newDoc`: the body with `_id`, the `_rev` it edits, `_deleted` and `_revisions`, as
 /// CouchDB passes the edit (`couch_doc:to_json_obj(Doc, [revs])`).
-fn new_doc_json(doc: &ParsedDoc) -> Value {
+pub(crate) fn new_doc_json(doc: &ParsedDoc) -> Value {
     let mut out = Map::new();
     out.insert("_id".into(), json!(doc.id));
     if let Some(rev) = &doc.rev {

@@ -5,6 +5,8 @@
 //! [`edit_replicated`] for `new_edits=false`), and adds to one batch: the `Doc` record, the
 //! new body (`Rev`), removal of bodies stemmed away by `revs_limit`, the move of the
 //! document's `Seq` entry to the new seq, and the database (and partition) counters.
+//! A database with triggers takes the same path through [`crate::triggers`], which fires
+//! them under the writer lock before staging.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -49,7 +51,7 @@ pub struct DocResult {
 /// The security object a write is checked against, read once per write.
 pub(crate) struct Checks {
     security_json: String,
-    security: Security,
+    pub(crate) security: Security,
 }
 
 impl Checks {
@@ -132,6 +134,9 @@ impl Database {
         let checks = Checks::load(self)?;
         let prepared = self.prepare_all(&checks, ctx, docs, opts);
         let writer = self.lock_writer()?;
+        if opts.new_edits && self.has_triggers()? {
+            return self.write_triggered(writer, &checks, ctx, prepared, opts);
+        }
         let mut batch = Batch::new();
         let staged = self.stage(&writer, &checks, ctx, prepared, opts, &mut batch)?;
         if (opts.all_or_nothing && staged.failed()) || staged.seq == writer.seq {
@@ -214,6 +219,7 @@ impl Database {
         self.indexes.replace(next);
         // Still under the writer lock: the next write compiles the new functions.
         self.forget_validators();
+        self.forget_triggers();
         AfterCommit { ddocs_changed: true, dropped }
     }
 
@@ -344,7 +350,7 @@ impl Database {
 
     /// Assigns an id if needed, asks the write gate whether `ctx` may write it, and
     /// validates the document, all before the writer lock is taken.
-    fn prepare(
+    pub(crate) fn prepare(
         &self,
         security: &Security,
         ctx: &UserCtx,

@@ -12,7 +12,8 @@
 //! Route modules: [`server`] (`/`, `/_up`, `/_all_dbs`, `/_uuids`, `/_session`), [`db`]
 //! (`/{db}` and its admin endpoints), [`doc`] (`/{db}/{id}`, `_local`, `_design`), [`bulk`]
 //! (`_bulk_docs`, `_bulk_get`, `_revs_diff`), [`all_docs`], [`changes`], [`partition`]
-//! (`/{db}/_partition/{p}/…`).
+//! (`/{db}/_partition/{p}/…`), [`txn`] (`/_transaction`), [`procedure`]
+//! (`/{db}/_design/{ddoc}/_procedures/{name}`).
 
 pub mod all_docs;
 pub mod auth;
@@ -31,6 +32,7 @@ pub mod index;
 pub mod listener;
 pub mod params;
 pub mod partition;
+pub mod procedure;
 pub mod render;
 pub mod request_head;
 pub mod routes;
@@ -102,6 +104,7 @@ pub fn router(state: State) -> Router {
         .merge(index::routes())
         .merge(find::routes())
         .merge(view::routes())
+        .merge(procedure::routes())
         .merge(doc::routes())
         .route("/{db}/_compact", post(db::compact))
         .route("/_active_tasks", get(server::active_tasks))

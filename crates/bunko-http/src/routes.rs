@@ -20,6 +20,7 @@ pub const PATHS: &[&str] = &[
     "/{db}/_changes",
     "/{db}/_compact",
     "/{db}/_design/{ddoc}/_info",
+    "/{db}/_design/{ddoc}/_procedures/{name}",
     "/{db}/_design/{ddoc}/_view/{view}",
     "/{db}/_design/{ddoc}/_view/{view}/queries",
     "/{db}/_design/{id}",

@@ -25,6 +25,10 @@
 //!    ([`Runtime::compile_reduce`]). Both have `reduce` and `rereduce`;
 //!    [`check_reduce_overflow`] is CouchDB's `reduce_limit` rule.
 //!
+//! 5. Procedures and triggers ([`Runtime::compile_scripts`], script.rs) run with a `db`
+//!    object through which they read and write the database inside the caller's
+//!    transaction ([`Host`]).
+//!
 //! Numbers cross into JavaScript as doubles, exactly as in CouchDB: integers beyond 2^53
 //! lose precision in what map functions see and emit. Built-in reducers keep integers exact.
 //!
@@ -41,6 +45,7 @@ mod convert;
 mod error;
 mod reduce;
 mod sandbox;
+mod script;
 mod source;
 mod update;
 mod validate;
@@ -49,6 +54,7 @@ mod views;
 pub use builtin::{Builtin, SUM_ERROR};
 pub use error::{Error, Result};
 pub use reduce::{CompiledReduce, Reduced, check_reduce_overflow};
+pub use script::{CompiledScripts, Host, HostError, Outcome};
 pub use update::{CompiledValidators, Update, Verdict};
 pub use validate::validate_design_doc;
 pub use views::{CompiledViews, FunctionError, Limits, MapOutput, ReduceLimit, Rows, Runtime};

@@ -24,6 +24,7 @@
   var rows = [];    // emit() buffer of the map function running now
   var logs = [];    // log() buffer of the current document or reduction
   var root = null;  // {views: {lib: ...}}: what require() resolves against
+  var db = null;    // the `db` object of procedures and triggers (makeDb)
 
   // util.js error_to_json: an Error-like value becomes {error, message}.
   function errorToJson(e) {
@@ -223,6 +224,57 @@
         if (err && err.name && err.stack) throw err;
         var out = stringify(err);
         return out === undefined ? "null" : out;
+      }
+    },
+    // Procedures and triggers (script.rs). `makeDb` builds, once per runtime, the `db`
+    // object user code gets; each raw function takes and returns JSON text, the answer
+    // being {"ok": value} or {"error": name, "reason": text}, which is thrown.
+    makeDb: function (rawGet, rawFind, rawPut) {
+      if (db !== null) return;
+      function call(raw, arg) {
+        var answer = parse(raw(stringify(arg)));
+        if (apply(hasOwnProperty, answer, ["error"])) {
+          throw { error: answer.error, reason: answer.reason };
+        }
+        return answer.ok;
+      }
+      db = freeze({
+        get: function (id) {
+          return call(rawGet, toStr(id));
+        },
+        find: function (selector, options) {
+          return call(rawFind, { selector: selector, options: options === undefined ? null : options });
+        },
+        put: function (doc) {
+          return call(rawPut, doc);
+        },
+        remove: function (doc) {
+          return call(rawPut, { _id: doc._id, _rev: doc._rev, _deleted: true });
+        },
+      });
+    },
+    // One procedure or trigger: `text` is [ddoc, args]; `db` goes in at position `dbAt`
+    // and the design document is `this`. "[0,result]" when it returns, "[1,thrown]" when
+    // it throws; a real Error is thrown as {error: name, reason: message}.
+    script: function (id, text, dbAt, tick) {
+      tick();
+      var call = parse(text);
+      var given = call[1];
+      var args = [];
+      for (var i = 0, j = 0; i <= given.length; i++) {
+        if (i === dbAt) args[i] = db;
+        else args[i] = given[j++];
+      }
+      try {
+        var out = stringify(apply(funs[id], call[0], args));
+        return "[0," + (out === undefined ? "null" : out) + "]";
+      } catch (err) {
+        rethrowFatal(err);
+        if (err && err.name !== undefined && err.stack !== undefined) {
+          err = { error: toStr(err.name), reason: toStr(err.message) };
+        }
+        var thrown = stringify(err);
+        return "[1," + (thrown === undefined ? "null" : thrown) + "]";
       }
     },
     // views.js runReduce for one function: "[[result],error,[logs]]". `text` is

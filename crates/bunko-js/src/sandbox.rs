@@ -50,6 +50,17 @@ pub(crate) enum Kind {
     Reduce,
 }
 
+/// What a `db` call of a procedure or trigger asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Op {
+    Get,
+    Find,
+    Put,
+}
+
+/// What answers a `db` call: the operation and the argument's JSON text in, JSON text out.
+pub(crate) type Answer = Arc<dyn Fn(Op, &str) -> String + Send + Sync>;
+
 /// Where prelude.js leaves the host functions.
 const HOST: &str = "__bunko_host";
 
@@ -266,6 +277,32 @@ impl Sandbox {
             let validate = Self::host(&ctx, "validate")?;
             let tick = self.tick(&ctx, 1)?;
             self.guarded(&ctx, || validate.call::<_, String>((id, args_json, tick)))
+        })
+    }
+
+    /// Gives the runtime its `db` object (procedures and triggers): `get`, `find` and `put`
+    /// call `answer` with the operation and the argument's JSON text, and throw the
+    /// `{error, reason}` it returns.
+    pub(crate) fn install_db(&self, answer: Answer) -> Result<()> {
+        self.enter(&self.main, |ctx| {
+            let make_db = Self::host(&ctx, "makeDb")?;
+            let raw = |op: Op| {
+                let answer = Arc::clone(&answer);
+                Function::new(ctx.clone(), move |text: String| answer(op, &text))
+            };
+            self.guarded(&ctx, || {
+                make_db.call::<_, ()>((raw(Op::Get)?, raw(Op::Find)?, raw(Op::Put)?))
+            })
+        })
+    }
+
+    /// Runs one procedure or trigger; `text` is `[ddoc, args]`, and the `db` object is
+    /// passed at position `db_at`. Returns `[0, result]` or `[1, thrown]` as JSON text.
+    pub(crate) fn script(&self, id: u32, text: &str, db_at: usize) -> Result<String> {
+        self.enter(&self.main, |ctx| {
+            let script = Self::host(&ctx, "script")?;
+            let tick = self.tick(&ctx, 1)?;
+            self.guarded(&ctx, || script.call::<_, String>((id, text, db_at as u32, tick)))
         })
     }
 

@@ -81,7 +81,7 @@ impl CompiledValidators {
 }
 
 /// CouchDB's reading of the answer: `1` accepts; a one-member object names the refusal.
-fn verdict(thrown: Value) -> Verdict {
+pub(crate) fn verdict(thrown: Value) -> Verdict {
     match thrown {
         Value::Number(n) if n.as_i64() == Some(1) => Verdict::Accept,
         Value::Object(map) if map.len() == 1 => {

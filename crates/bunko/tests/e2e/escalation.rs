@@ -64,6 +64,7 @@ fn paths(db: &str, ids: &[String]) -> Vec<String> {
             .replace("{db}", db)
             .replace("{ddoc}", "evil")
             .replace("{view}", "v")
+            .replace("{name}", "p")
             .replace("{*attachment}", "att.txt")
             .replace("{*rest}", rest);
         if filled.contains("{id}") {
@@ -321,4 +322,72 @@ fn a_user_edits_and_deletes_only_their_own_document() {
     let path = format!("/_users/org.couchdb.user:bob?rev={rev}");
     assert_eq!(send(s.user_req(Method::DELETE, &path, "bob", "new")).0, 200);
     assert_eq!(s.get("/_users/org.couchdb.user:bob").0, 404);
+}
+
+/// Writes a trigger makes on behalf of the document that fired it: `payload` when a document
+/// carrying one is written, or when one carrying `on_delete` is deleted.
+const ARMED_TRIGGER: &str = "function (newDoc, oldDoc, db, userCtx) {
+  var armed = newDoc._deleted ? oldDoc : newDoc;
+  if (armed && armed.payload && (newDoc._deleted || !armed.on_delete)) db.put(armed.payload);
+}";
+
+/// Triggers and procedures write as the user whose request runs them (issue 15, point 5):
+/// the admin's trigger or procedure cannot write, for a member, what the member may not
+/// (a design document, `_security`), through every path that fires them. Replicated writes
+/// fire no trigger, so the admin seeds the armed document that way.
+#[test]
+fn a_member_cannot_escalate_through_a_trigger_or_a_procedure() {
+    let s = start(&[]);
+    set_up(&s);
+    let app = json!({"triggers": {"armed": ARMED_TRIGGER},
+                     "procedures": {"put": "function (doc, db) { return db.put(doc); }"}});
+    s.put_doc("victim", "_design/app", &app);
+    let evil = json!({"_id": "_design/evil", "views": {"v": {"map": "function(doc){}"}}});
+    let hash = "0123456789abcdef0123456789abcdef";
+    let seeded = json!({"new_edits": false, "docs": [
+        {"_id": "armed", "_rev": format!("1-{hash}"), "on_delete": true, "payload": evil}]});
+    assert_eq!(s.post("/victim/_bulk_docs", &seeded).0, 201);
+    let as_mallory = |method: &str, path: &str, body: &Value| {
+        let method = Method::from_bytes(method.as_bytes()).expect("method");
+        send(s.user_req(method, path, "mallory", PASSWORD).json(body))
+    };
+    let security = json!({"_id": "_security", "admins": {"names": ["mallory"]}});
+    let refusals = [
+        (evil.clone(), "forbidden", "victim/_design/evil: You are not a db or server admin."),
+        (
+            security,
+            "illegal_docid",
+            "victim/_security: Only reserved document ids may start with underscore.",
+        ),
+    ];
+    for (payload, error, reason) in refusals {
+        let doc = json!({"_id": "x", "payload": payload});
+        let attempts = [
+            ("PUT", "/victim/x", doc.clone()),
+            ("POST", "/victim", doc.clone()),
+            ("POST", "/victim/_bulk_docs", json!({"docs": [doc.clone()]})),
+            ("POST", "/victim/_bulk_docs", json!({"docs": [doc.clone()], "all_or_nothing": true})),
+            ("POST", "/_transaction", json!({"docs": [{"db": "victim", "doc": doc.clone()}]})),
+            ("POST", "/victim/_design/app/_procedures/put", payload.clone()),
+            ("POST", "/victim/_design/app/_procedures/put", doc.clone()),
+        ];
+        for (method, path, body) in attempts {
+            let (status, answer) = as_mallory(method, path, &body);
+            let row = answer.get(0).unwrap_or(&answer);
+            let got = (row["error"].as_str(), row["reason"].as_str());
+            assert_eq!(got, (Some(error), Some(reason)), "{method} {path}: {status} {answer}");
+            assert!([201, 400, 403, 417].contains(&status), "{method} {path}: {status}");
+        }
+    }
+    let rev = format!("1-{hash}");
+    let (status, answer) = as_mallory("DELETE", &format!("/victim/armed?rev={rev}"), &Value::Null);
+    let reason = "victim/_design/evil: You are not a db or server admin.";
+    assert_error((status, answer), 403, "forbidden", reason);
+    assert_eq!(s.get_doc("victim", "armed")["_rev"], json!(rev));
+    assert_eq!(s.get("/victim/x").0, 404);
+    let (_, ddocs) = s.get("/victim/_design_docs");
+    assert_eq!(crate::harness::ids(&ddocs["rows"]), ["_design/app"]);
+    // The same procedure writes it for the database's admin, whose write it is.
+    let (status, answer) = s.post("/victim/_design/app/_procedures/put", &evil);
+    assert_eq!((status, &answer["id"]), (200, &json!("_design/evil")), "{answer}");
 }

@@ -23,6 +23,7 @@ mod mango;
 mod mango_explain;
 mod partitions;
 mod persistence;
+mod procedures;
 mod raw_targets;
 mod server;
 mod transactions;

@@ -158,3 +158,102 @@ fn transfer(s: &Server, from: &str, to: &str, t: usize, n: usize) -> Option<Stri
     }
     None
 }
+
+/// The subset pattern (seed 001): a new review document and the product's embedded newest
+/// reviews change together; a product edited meanwhile fails the whole transaction.
+#[test]
+fn a_review_and_its_products_newest_reviews_change_together() {
+    let s = Server::start();
+    s.create_db("shop");
+    let review = |id: u32, text: &str| {
+        json!({"_id": format!("review-{id}"), "product_id": "widget", "review_id": id,
+               "review_author": "Kristina", "review_text": text})
+    };
+    let old = review(785, "Nice product. Slow shipping.");
+    let rev = s.put_doc("shop", "widget", &json!({"name": "Super Widget", "reviews": [old]}));
+    let new = review(786, "This is indeed an amazing widget.");
+    let product = json!({"_id": "widget", "_rev": rev, "name": "Super Widget",
+                         "reviews": [new.clone(), review(785, "Nice product. Slow shipping.")]});
+    let body = json!({"docs": [{"db": "shop", "doc": new}, {"db": "shop", "doc": product}]});
+    assert_eq!(txn(&s, &body).0, 201);
+    assert_eq!(s.get_doc("shop", "widget")["reviews"][0]["review_id"], 786);
+    assert_eq!(s.get_doc("shop", "review-786")["review_text"], "This is indeed an amazing widget.");
+    // The same edit again names a revision that is no longer current: neither is written.
+    let mut again = body.clone();
+    again["docs"][0]["doc"]["_id"] = json!("review-787");
+    assert_error(txn(&s, &again), 409, "conflict", "shop/widget: Document update conflict.");
+    assert_eq!(s.get("/shop/review-787").0, 404);
+}
+
+/// The single-collection pattern (seed 002): enrolling a student changes the class's and
+/// the student's `links` together, and the compound query finds both sides.
+#[test]
+fn a_class_roster_and_a_students_links_change_together() {
+    let s = Server::start();
+    s.create_db("students_classes");
+    let class = json!({"doc_type": "class", "class_name": "Introduction to Programming",
+                       "links": [{"target": "CS101-001", "doc_type": "class"}]});
+    let student = json!({"doc_type": "student", "first_name": "Eric",
+                         "links": [{"target": "S12345", "doc_type": "student"}]});
+    let class_rev = s.put_doc("students_classes", "CS101-001", &class);
+    let student_rev = s.put_doc("students_classes", "S12345", &student);
+    let mut class = class;
+    class["_id"] = json!("CS101-001");
+    class["_rev"] = json!(class_rev);
+    class["links"] = json!([{"target": "CS101-001", "doc_type": "class"},
+                             {"target": "S12345", "doc_type": "student"}]);
+    let mut student = student;
+    student["_id"] = json!("S12345");
+    student["_rev"] = json!(student_rev);
+    student["links"] = json!([{"target": "S12345", "doc_type": "student"},
+                               {"target": "CS101-001", "doc_type": "class"}]);
+    let body = json!({"docs": [{"db": "students_classes", "doc": class},
+                               {"db": "students_classes", "doc": student}]});
+    assert_eq!(txn(&s, &body).0, 201);
+    let query = json!({"selector": {"links": {"$elemMatch": {"target": "CS101-001"}}}});
+    let (status, found) = s.post("/students_classes/_find", &query);
+    assert_eq!(status, 200, "{found}");
+    let mut ids: Vec<&str> =
+        found["docs"].as_array().into_iter().flatten().filter_map(|d| d["_id"].as_str()).collect();
+    ids.sort();
+    assert_eq!(ids, ["CS101-001", "S12345"]);
+}
+
+/// Pairs of transactions that edit the same document at the same revision, sent at once:
+/// exactly one of each pair commits, and the loser's other write is not there.
+#[test]
+fn exactly_one_of_two_conflicting_transactions_commits() {
+    let s = Server::start();
+    s.create_db("a");
+    let pairs = 8;
+    let revs: Vec<String> =
+        (0..pairs).map(|i| s.put_doc("a", &format!("x{i}"), &json!({}))).collect();
+    let barrier = std::sync::Barrier::new(2 * pairs);
+    let outcomes = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for (i, rev) in revs.iter().enumerate() {
+            for side in ["left", "right"] {
+                let (s, barrier, outcomes) = (&s, &barrier, &outcomes);
+                scope.spawn(move || {
+                    let body = json!({"docs": [
+                        {"db": "a", "doc": {"_id": format!("x{i}"), "_rev": rev, "by": side}},
+                        {"db": "a", "doc": {"_id": format!("{side}{i}")}}]});
+                    barrier.wait();
+                    let (status, _) = txn(s, &body);
+                    outcomes.lock().map(|mut o| o.push((i, side, status))).ok();
+                });
+            }
+        }
+    });
+    let outcomes = outcomes.into_inner().unwrap_or_default();
+    for i in 0..pairs {
+        let mine: Vec<_> = outcomes.iter().filter(|(n, ..)| *n == i).collect();
+        let won: Vec<_> = mine.iter().filter(|(.., status)| *status == 201).collect();
+        assert_eq!(won.len(), 1, "pair {i}: {mine:?}");
+        assert!(mine.iter().all(|(.., status)| [201, 409].contains(status)), "{mine:?}");
+        let winner = won[0].1;
+        assert_eq!(s.get_doc("a", &format!("x{i}"))["by"], winner);
+        let loser = if winner == "left" { "right" } else { "left" };
+        assert_eq!(s.get(&format!("/a/{loser}{i}")).0, 404);
+    }
+}
