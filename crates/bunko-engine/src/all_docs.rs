@@ -9,7 +9,7 @@
 //! - in a partition, the partition's documents before the start key are counted (bounded
 //!   by the partition's size);
 //! - in a global query of a partitioned database, the partitions' counters are summed and
-//!   only the partition the start key falls in is counted ([`count_by_partition`]);
+//!   only the partition the start key falls in is counted (`count_by_partition`);
 //! - otherwise every document before the start key is counted, so a start key deep in a
 //!   large database costs a scan up to it.
 //!

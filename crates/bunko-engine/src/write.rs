@@ -123,7 +123,7 @@ impl Database {
 
     /// Writes many documents as `ctx` in one atomic commit, with a result per document.
     /// With `new_edits=false`, documents already present report success without a change.
-    /// Each document passes the write gate ([`crate::gate`]); a refused one gets its error
+    /// Each document passes the write gate (`crate::gate`); a refused one gets its error
     /// in its result.
     pub fn update_docs(
         &self,

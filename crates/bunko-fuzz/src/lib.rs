@@ -8,7 +8,7 @@
 //!
 //! A crash found becomes a regression test beside the code it broke.
 //!
-//! This crate holds the one piece the targets share: [`json`], which turns fuzzer bytes
+//! This crate holds the one piece the targets share: [`json()`], which turns fuzzer bytes
 //! into a JSON value, so that the targets explore values rather than mostly invalid text.
 
 pub use bolero;

@@ -1,7 +1,7 @@
 //! CouchDB's `validate_ctype`: a `POST` to an endpoint that reads a JSON body must say
 //! `Content-Type: application/json` (parameters after `;` allowed), or it gets
 //! `415 bad_content_type` before its body is read. Which endpoints is one table here
-//! ([`needs_json`]), so that handlers stay free of the check.
+//! (`needs_json`), so that handlers stay free of the check.
 
 use axum::extract::Request;
 use axum::http::{Method, StatusCode, header};

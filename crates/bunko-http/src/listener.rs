@@ -8,8 +8,8 @@
 //! `413` for an oversized or inflating body, a malformed head), the unread bytes would make
 //! the kernel reset the connection, and the client could lose the answer already sent. So
 //! when the close comes in the middle of a request, [`Connection::poll_shutdown`] sends FIN,
-//! then reads and drops what the client still sends, until it closes, [`LINGER_BYTES`] have
-//! been dropped, or [`LINGER_TIME`] passed.
+//! then reads and drops what the client still sends, until it closes, `LINGER_BYTES` have
+//! been dropped, or `LINGER_TIME` passed.
 
 use std::future::Future;
 use std::io;

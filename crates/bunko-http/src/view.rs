@@ -74,7 +74,7 @@ async fn post_view(
 }
 
 /// Runs one view query and renders the answer. The query and the answer's first
-/// [`FIRST`] bytes are done in one blocking task: a short answer (the usual key lookup)
+/// `FIRST` bytes are done in one blocking task: a short answer (the usual key lookup)
 /// goes out whole, and only a longer one streams the rest from another.
 pub async fn query(
     db: Arc<Database>,
