@@ -238,11 +238,12 @@ fn numeric(map: &Map<String, Value>) -> Option<Number> {
 
 /// The document id of a MongoDB `_id`: a string is itself, unless it could be read as the
 /// Extended JSON of another value (it starts with `{` or `"`, or is `true`, `false` or
-/// `null`), in which case it is its JSON string literal; any other value is its canonical
+/// `null`) or starts with `_` (reserved for CouchDB's design and local documents), in which
+/// case it is its JSON string literal; any other value is its canonical
 /// Extended JSON text (an ObjectId is `{"$oid":"…"}`).
 pub fn doc_id(id: &Bson) -> String {
     match id {
-        Bson::String(s) if !looks_encoded(s) => s.clone(),
+        Bson::String(s) if !looks_encoded(s) && !s.starts_with('_') => s.clone(),
         Bson::String(s) => Value::String(s.clone()).to_string(),
         other => other.clone().into_canonical_extjson().to_string(),
     }
@@ -328,6 +329,7 @@ mod tests {
             Bson::String("{x".into()),
             Bson::String("\"q".into()),
             Bson::String("true".into()),
+            Bson::String("_design/x".into()),
             Bson::Boolean(true),
             Bson::Null,
             Bson::Int32(1),
@@ -343,6 +345,6 @@ mod tests {
         let unique: std::collections::HashSet<_> = mapped.iter().collect();
         assert_eq!(unique.len(), ids.len());
         assert_eq!(mapped[0], "ada");
-        assert_eq!(mapped[9], r#"{"$oid":"65a1b2c3d4e5f60718293a4b"}"#);
+        assert_eq!(mapped[10], r#"{"$oid":"65a1b2c3d4e5f60718293a4b"}"#);
     }
 }

@@ -18,6 +18,7 @@ mod documents;
 mod escalation;
 mod mango;
 mod mango_explain;
+mod mongo;
 mod partitions;
 mod persistence;
 mod server;
