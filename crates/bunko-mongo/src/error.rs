@@ -123,6 +123,12 @@ impl From<bunko_engine::Error> for MongoError {
     }
 }
 
+impl From<bunko_query::update::UpdateError> for MongoError {
+    fn from(err: bunko_query::update::UpdateError) -> Self {
+        Self::new(err.code, err.code_name, err.message)
+    }
+}
+
 impl From<bunko_query::Error> for MongoError {
     fn from(err: bunko_query::Error) -> Self {
         use bunko_query::Error as Q;

@@ -111,7 +111,7 @@ fn doc_error(
 }
 
 /// Engine errors are not `Clone`; their MongoDB form only needs the variant and text.
-fn clone_error(err: &bunko_engine::Error) -> bunko_engine::Error {
+pub(super) fn clone_error(err: &bunko_engine::Error) -> bunko_engine::Error {
     use bunko_engine::Error as E;
     match err {
         E::Forbidden(t) => E::Forbidden(t.clone()),
@@ -122,12 +122,12 @@ fn clone_error(err: &bunko_engine::Error) -> bunko_engine::Error {
     }
 }
 
-fn write_error(index: usize, err: &MongoError) -> Document {
+pub(super) fn write_error(index: usize, err: &MongoError) -> Document {
     doc! {"index": index as i32, "code": err.code, "codeName": err.code_name, "errmsg": &err.errmsg}
 }
 
 /// A document to insert: its size checked, `_id` added (first) when missing.
-fn prepare(item: &Bson) -> Result<(ParsedDoc, Bson), MongoError> {
+pub(super) fn prepare(item: &Bson) -> Result<(ParsedDoc, Bson), MongoError> {
     let Bson::Document(doc) = item else {
         return Err(MongoError::type_mismatch("documents to insert must be objects"));
     };
@@ -155,7 +155,7 @@ fn prepare(item: &Bson) -> Result<(ParsedDoc, Bson), MongoError> {
 }
 
 /// The collection's database if it exists, after the read check.
-fn readable_db(
+pub(super) fn readable_db(
     ctx: &Ctx,
     ns: &Namespace,
     command: &str,
@@ -171,7 +171,7 @@ fn readable_db(
 }
 
 /// Runs a query in the Mongo dialect: the matching documents, in MongoDB form.
-fn run_query(
+pub(super) fn run_query(
     db: &Database,
     selector: Selector,
     order: &[(FieldPath, Direction)],

@@ -16,6 +16,7 @@ mod crud;
 mod cursor;
 mod handshake;
 mod sasl;
+mod update;
 
 use bson::{Bson, Document, doc};
 
@@ -236,6 +237,30 @@ const TABLE: &[Command] = &[
         run: crud::count,
     },
     Command {
+        name: "update",
+        aliases: &[],
+        public: false,
+        fields: Some(&["updates", "ordered", "writeConcern", "txnNumber"]),
+        run: update::update,
+    },
+    Command {
+        name: "findAndModify",
+        aliases: &["findandmodify"],
+        public: false,
+        fields: Some(&[
+            "query",
+            "sort",
+            "remove",
+            "update",
+            "new",
+            "fields",
+            "upsert",
+            "writeConcern",
+            "txnNumber",
+        ]),
+        run: update::find_and_modify,
+    },
+    Command {
         name: "getMore",
         aliases: &[],
         public: false,
@@ -261,6 +286,8 @@ pub(crate) fn run(
     let Some((name, _)) = command.iter().next() else {
         return Err(MongoError::failed_to_parse("no command name in the request"));
     };
+    let fields: Vec<&str> = command.keys().map(String::as_str).collect();
+    tracing::debug!(?fields, "mongo command");
     let Some(entry) = TABLE.iter().find(|c| c.name == name || c.aliases.contains(&name.as_str()))
     else {
         return Err(MongoError::command_not_found(name));

@@ -292,3 +292,60 @@ print(json.dumps({"ok": True}))
     let order = server.get_doc("shop%24orders", "o1");
     assert_eq!(order["total"], json!({"$numberLong": "1200"}));
 }
+
+#[test]
+fn updates_and_find_and_modify_write_new_revisions() {
+    let server = Server::start();
+    let script = r#"
+from pymongo import ReturnDocument
+from pymongo.errors import WriteError
+c = client()
+books = c.library.books
+books.insert_many([{"_id": "b1", "title": "Dune", "stock": 3, "tags": ["sf"]},
+                   {"_id": "b2", "title": "Emma", "stock": 1},
+                   {"_id": "b3", "title": "Kim", "stock": 0}])
+r = books.update_one({"_id": "b1"}, {"$set": {"publisher.name": "Chilton"}, "$inc": {"stock": -1}, "$unset": {"tags": ""}})
+assert (r.matched_count, r.modified_count) == (1, 1)
+assert books.find_one({"_id": "b1"}) == {"_id": "b1", "title": "Dune", "stock": 2, "publisher": {"name": "Chilton"}}
+r = books.update_one({"_id": "b1"}, {"$set": {"stock": 2}})
+assert (r.matched_count, r.modified_count) == (1, 0)
+r = books.update_many({"stock": {"$lt": 2}}, {"$inc": {"stock": Int64(10)}})
+assert (r.matched_count, r.modified_count) == (2, 2)
+assert books.find_one({"_id": "b3"})["stock"] == 10 and isinstance(books.find_one({"_id": "b3"})["stock"], Int64)
+r = books.replace_one({"_id": "b2"}, {"title": "Emma", "author": "Austen"})
+assert books.find_one({"_id": "b2"}) == {"_id": "b2", "title": "Emma", "author": "Austen"}
+r = books.update_one({"title": "Ulysses"}, {"$set": {"stock": 1}, "$setOnInsert": {"new": True}}, upsert=True)
+assert r.upserted_id is not None and r.matched_count == 0
+assert books.find_one({"title": "Ulysses"}, {"_id": 0}) == {"title": "Ulysses", "new": True, "stock": 1}
+got = books.find_one_and_update({"_id": "b3"}, {"$inc": {"stock": 1}}, return_document=ReturnDocument.AFTER, projection={"stock": 1})
+assert got == {"_id": "b3", "stock": 11}, got
+got = books.find_one_and_update({"_id": "zz"}, {"$set": {"a": 1}}, upsert=True, return_document=ReturnDocument.AFTER)
+assert got == {"_id": "zz", "a": 1}, got
+gone = books.find_one_and_delete({"title": "Kim"})
+assert gone["_id"] == "b3" and books.find_one({"_id": "b3"}) is None
+assert books.find_one_and_update({"_id": "none"}, {"$set": {"a": 1}}) is None
+def write_code(fn):
+    try:
+        fn()
+    except WriteError as e:
+        return e.code
+    except OperationFailure as e:
+        return e.code
+codes = [
+    write_code(lambda: books.update_one({"_id": "b1"}, {"$set": {"a": 1}, "$inc": {"a": 1}})),
+    write_code(lambda: books.update_one({"_id": "b1"}, {"$inc": {"title": 1}})),
+    write_code(lambda: books.update_one({"_id": "b1"}, {"$set": {"_id": "other"}})),
+    write_code(lambda: books.update_one({"_id": "b1"}, {"$push": {"tags": "x"}})),
+    write_code(lambda: books.update_one({"_id": "b1"}, {"$frob": {"tags": "x"}})),
+]
+assert codes == [40, 14, 66, 238, 9], codes
+print(json.dumps({"ok": True}))
+"#;
+    let Some(result) = python(&server, script) else { return };
+    assert_eq!(result, json!({"ok": true}));
+    let dune = server.get_doc("library%24books", "b1");
+    assert!(dune["_rev"].as_str().is_some_and(|r| r.starts_with("2-")), "{dune}");
+    assert_eq!(dune["publisher"], json!({"name": "Chilton"}));
+    let (status, _) = server.get("/library%24books/b3");
+    assert_eq!(status, 404);
+}
