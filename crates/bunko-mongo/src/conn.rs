@@ -6,6 +6,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use bson::Document;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
@@ -60,6 +61,7 @@ async fn serve(
             read.read_exact(&mut body).await?;
             match wire::decode(&header, &body) {
                 Ok(request) => {
+                    tracing::debug!(compressor = ?request.compressor, "mongo message");
                     let Some((back, result)) =
                         execute(server, session, request.command.clone()).await
                     else {
@@ -74,6 +76,10 @@ async fn serve(
         if matches!(request.kind, Kind::Msg { more_to_come: true }) {
             continue;
         }
+        if let Some(wait) = awaited_hello(server, &request.command) {
+            // The topology never changes, so an awaitable `hello` waits its full time.
+            tokio::time::sleep(wait).await;
+        }
         let (reply, plain) = match result {
             Ok((reply, plain)) => (reply, plain),
             Err(err) => (err.to_doc(), false),
@@ -87,6 +93,27 @@ async fn serve(
         };
         write.write_all(&bytes).await?;
     }
+}
+
+/// How long to hold the answer to a driver's awaitable `hello` (the streaming monitoring
+/// protocol): one that names this process's `topologyVersion` asks to be answered only when
+/// the topology changes or after `maxAwaitTimeMS`. Answering at once would make the driver's
+/// monitor spin.
+fn awaited_hello(server: &Server, command: &Document) -> Option<Duration> {
+    let name = command.keys().next()?;
+    if name != "hello" && !name.eq_ignore_ascii_case("ismaster") {
+        return None;
+    }
+    let version = command.get_document("topologyVersion").ok()?;
+    if version.get_object_id("processId").ok()? != server.process_id {
+        return None;
+    }
+    let ms = match command.get("maxAwaitTimeMS")? {
+        bson::Bson::Int32(ms) => i64::from(*ms),
+        bson::Bson::Int64(ms) => *ms,
+        _ => return None,
+    };
+    Some(Duration::from_millis(ms.clamp(0, 60_000) as u64))
 }
 
 /// The request an unreadable message is answered as.

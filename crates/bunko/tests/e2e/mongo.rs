@@ -98,7 +98,7 @@ def code_of(fn):
 
 #[test]
 fn handshake_admin_commands_and_scram() {
-    let server = Server::start();
+    let server = Server::start_with(&[], &[("BUNKO_LOG", "bunko_mongo=debug,info")]);
     let script = r#"
 c = client(compressors="zstd", maxPoolSize=1)
 hello = c.admin.command("hello")
@@ -132,6 +132,8 @@ print(json.dumps({"commands": "ok"}))
 "#;
     let Some(result) = python(&server, script) else { return };
     assert_eq!(result, json!({"commands": "ok"}));
+    // The driver negotiated zstd and sent its commands as OP_COMPRESSED.
+    assert!(server.log().contains("Some(Zstd)"), "no compressed message in the log");
 }
 
 #[test]
