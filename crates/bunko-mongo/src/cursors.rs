@@ -1,8 +1,10 @@
-//! The cursor registry: the rest of a `find`'s answer waiting for `getMore`, per cursor id,
-//! owned by the user who opened it, dropped by `killCursors`, when exhausted, or after
-//! the idle timeout (swept on every use of the registry).
+//! The cursor registry: open cursors by id, each owned by the user who opened it, dropped by
+//! `killCursors`, when exhausted, or after the idle timeout (swept on every use of the
+//! registry). A cursor is its next-batch function: an unsorted `find` resumes its scan from
+//! where the last batch stopped (so memory does not grow with the result), a sorted one hands
+//! out the rest of its sorted answer. A batch is computed outside the registry's lock.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use bson::Document;
@@ -12,11 +14,14 @@ use rand::Rng;
 
 use crate::error::MongoError;
 
-/// An open cursor.
-pub struct Cursor {
-    pub ns: String,
-    pub owner: Option<UserCtx>,
-    pub docs: VecDeque<Document>,
+/// Produces the next batch of at most the given number of documents (`0`: the default
+/// size) and whether more may follow.
+pub type Next = Box<dyn FnMut(usize) -> Result<(Vec<Document>, bool), MongoError> + Send>;
+
+struct Cursor {
+    ns: String,
+    owner: Option<UserCtx>,
+    next: Next,
     last_used: Instant,
 }
 
@@ -30,8 +35,8 @@ impl Cursors {
         Cursors { open: Mutex::new(HashMap::new()), timeout }
     }
 
-    /// Keeps `docs` for later batches; returns the new cursor id (never 0).
-    pub fn open(&self, ns: String, owner: Option<UserCtx>, docs: VecDeque<Document>) -> i64 {
+    /// Registers a cursor; returns its id (never 0).
+    pub fn open(&self, ns: String, owner: Option<UserCtx>, next: Next) -> i64 {
         let mut open = self.open.lock();
         self.sweep(&mut open);
         let id = loop {
@@ -40,34 +45,42 @@ impl Cursors {
                 break id;
             }
         };
-        open.insert(id, Cursor { ns, owner, docs, last_used: Instant::now() });
+        open.insert(id, Cursor { ns, owner, next, last_used: Instant::now() });
         id
     }
 
-    /// Takes the next batch of `id`: (namespace, documents, whether the cursor is still
-    /// open).
+    /// The next batch of cursor `id` (for `user` on namespace `ns`): the documents and
+    /// whether the cursor is still open.
     pub fn next(
         &self,
         id: i64,
         user: Option<&UserCtx>,
-        take: impl FnOnce(&mut VecDeque<Document>) -> Vec<Document>,
-    ) -> Result<(String, Vec<Document>, bool), MongoError> {
-        let mut open = self.open.lock();
-        self.sweep(&mut open);
-        let cursor = open.get_mut(&id).ok_or_else(|| MongoError::cursor_not_found(id))?;
-        if cursor.owner.as_ref() != user {
-            return Err(MongoError::unauthorized(format!(
-                "cursor id {id} was not created by the authenticated user"
-            )));
+        ns: &str,
+        size: usize,
+    ) -> Result<(Vec<Document>, bool), MongoError> {
+        let mut cursor = {
+            let mut open = self.open.lock();
+            self.sweep(&mut open);
+            let cursor = open.get(&id).ok_or_else(|| MongoError::cursor_not_found(id))?;
+            if cursor.owner.as_ref() != user {
+                return Err(MongoError::unauthorized(format!(
+                    "cursor id {id} was not created by the authenticated user"
+                )));
+            }
+            if cursor.ns != ns {
+                return Err(MongoError::unauthorized(format!(
+                    "Requested getMore on namespace '{ns}', but cursor belongs to a different namespace {}",
+                    cursor.ns
+                )));
+            }
+            open.remove(&id).ok_or_else(|| MongoError::cursor_not_found(id))?
+        };
+        let (batch, more) = (cursor.next)(size)?;
+        if more {
+            cursor.last_used = Instant::now();
+            self.open.lock().insert(id, cursor);
         }
-        cursor.last_used = Instant::now();
-        let batch = take(&mut cursor.docs);
-        let ns = cursor.ns.clone();
-        let alive = !cursor.docs.is_empty();
-        if !alive {
-            open.remove(&id);
-        }
-        Ok((ns, batch, alive))
+        Ok((batch, more))
     }
 
     /// Removes `id`; whether it existed (and belonged to `user`).
@@ -88,28 +101,39 @@ impl Cursors {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::VecDeque;
+
     use bson::doc;
 
     use super::*;
+
+    fn buffered(docs: Vec<Document>) -> Next {
+        let mut docs: VecDeque<Document> = docs.into();
+        Box::new(move |n| {
+            let batch: Vec<Document> = docs.drain(..n.min(docs.len())).collect();
+            Ok((batch, !docs.is_empty()))
+        })
+    }
 
     #[test]
     fn cursors_page_expire_and_belong_to_their_user() -> Result<(), MongoError> {
         let cursors = Cursors::new(Duration::from_secs(600));
         let alice = Some(UserCtx::admin("alice"));
-        let docs: VecDeque<Document> = (0..3).map(|i| doc! {"i": i}).collect();
-        let id = cursors.open("d.c".into(), alice.clone(), docs);
-        assert!(cursors.next(id, None, |d| d.drain(..1).collect()).is_err());
-        let (_, batch, alive) = cursors.next(id, alice.as_ref(), |d| d.drain(..2).collect())?;
-        assert_eq!((batch.len(), alive), (2, true));
-        let (_, batch, alive) = cursors.next(id, alice.as_ref(), |d| d.drain(..).collect())?;
-        assert_eq!((batch.len(), alive), (1, false));
-        assert_eq!(
-            cursors.next(id, alice.as_ref(), |d| d.drain(..).collect()).err().map(|e| e.code),
-            Some(43)
+        let id = cursors.open(
+            "d.c".into(),
+            alice.clone(),
+            buffered((0..3).map(|i| doc! {"i": i}).collect()),
         );
+        assert_eq!(cursors.next(id, None, "d.c", 1).err().map(|e| e.code), Some(13));
+        assert_eq!(cursors.next(id, alice.as_ref(), "d.x", 1).err().map(|e| e.code), Some(13));
+        let (batch, more) = cursors.next(id, alice.as_ref(), "d.c", 2)?;
+        assert_eq!((batch.len(), more), (2, true));
+        let (batch, more) = cursors.next(id, alice.as_ref(), "d.c", 5)?;
+        assert_eq!((batch.len(), more), (1, false));
+        assert_eq!(cursors.next(id, alice.as_ref(), "d.c", 1).err().map(|e| e.code), Some(43));
 
         let expiring = Cursors::new(Duration::ZERO);
-        let id = expiring.open("d.c".into(), None, VecDeque::from([doc! {}]));
+        let id = expiring.open("d.c".into(), None, buffered(vec![doc! {}]));
         assert!(!expiring.kill(id, None));
         Ok(())
     }

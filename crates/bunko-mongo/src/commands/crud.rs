@@ -16,6 +16,7 @@ use bunko_query::{Dialect, Direction, FieldPath, Selector};
 use serde_json::Value;
 
 use super::admin::{open_or_create, readable, user};
+use super::pager::Pager;
 use super::{Ctx, bool_of, cursor_reply, doc_of, int_of, namespace};
 use crate::error::MongoError;
 use crate::names::Namespace;
@@ -220,15 +221,16 @@ pub(super) fn find(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoE
     let Some(db) = readable_db(ctx, &ns, "find")? else {
         return Ok(cursor_reply(0, &ns.full(), "firstBatch", Vec::new()));
     };
-    let mut docs: VecDeque<Document> = run_query(&db, selector, &order, skip, limit)?
-        .into_iter()
-        .map(|d| projection.as_ref().map_or(d.clone(), |p| p.apply(&d)))
-        .collect();
-    let first = take_batch(&mut docs, batch);
-    let id = if single || docs.is_empty() {
+    let mut pager = Pager::new(db, selector, &order, skip, limit, projection)?;
+    let (first, more) = match batch {
+        0 => (Vec::new(), true),
+        n => pager.next(n)?,
+    };
+    let id = if single || !more {
         0
     } else {
-        ctx.server.cursors.open(ns.full(), ctx.session.user.clone(), docs)
+        let next = Box::new(move |n| pager.next(n));
+        ctx.server.cursors.open(ns.full(), ctx.session.user.clone(), next)
     };
     Ok(cursor_reply(id, &ns.full(), "firstBatch", first))
 }

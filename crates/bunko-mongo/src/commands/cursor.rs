@@ -3,7 +3,6 @@
 
 use bson::{Bson, Document, doc};
 
-use super::crud::take_batch;
 use super::{Ctx, cursor_reply, int_of};
 use crate::error::MongoError;
 
@@ -24,13 +23,7 @@ pub(super) fn get_more(ctx: &mut Ctx, command: &Document) -> Result<Document, Mo
     let ns = format!("{}.{coll}", ctx.db);
     let size = int_of(command, "batchSize")?.map_or(0, |n| usize::try_from(n).unwrap_or(0));
     let user = ctx.session.user.as_ref();
-    let (owner_ns, batch, alive) =
-        ctx.server.cursors.next(id, user, |docs| take_batch(docs, size))?;
-    if owner_ns != ns {
-        return Err(MongoError::unauthorized(format!(
-            "Requested getMore on namespace '{ns}', but cursor belongs to a different namespace {owner_ns}"
-        )));
-    }
+    let (batch, alive) = ctx.server.cursors.next(id, user, &ns, size)?;
     Ok(cursor_reply(if alive { id } else { 0 }, &ns, "nextBatch", batch))
 }
 

@@ -15,6 +15,7 @@ mod admin;
 mod crud;
 mod cursor;
 mod handshake;
+mod pager;
 mod sasl;
 mod update;
 

@@ -351,3 +351,32 @@ print(json.dumps({"ok": True}))
     let (status, _) = server.get("/library%24books/b3");
     assert_eq!(status, 404);
 }
+
+#[test]
+fn cursors_page_through_answers_with_get_more() {
+    let server = Server::start();
+    let script = r#"
+c = client()
+events = c.iot.events
+events.insert_many([{"_id": f"e{i:04}", "n": i, "even": i % 2 == 0} for i in range(450)])
+ids = [d["_id"] for d in events.find({}, batch_size=100)]
+assert ids == [f"e{i:04}" for i in range(450)], len(ids)
+evens = [d["n"] for d in events.find({"even": True}, batch_size=7).skip(5).limit(40)]
+assert evens == list(range(10, 90, 2)), evens
+top = [d["n"] for d in events.find({"n": {"$gte": 400}}, batch_size=3).sort("n", -1)]
+assert top == list(range(449, 399, -1)), top
+cur = events.find({}, batch_size=2)
+first = next(cur)
+cur.close()
+cid = c.iot.command("find", "events", batchSize=2)["cursor"]["id"]
+assert cid != 0
+killed = c.iot.command("killCursors", "events", cursors=[cid, Int64(12345)])
+assert killed["cursorsKilled"] == [cid] and killed["cursorsNotFound"] == [12345], killed
+assert code_of(lambda: c.iot.command("getMore", Int64(cid), collection="events")) == 43
+single = c.iot.command("find", "events", batchSize=5, singleBatch=True)["cursor"]
+assert single["id"] == 0 and len(single["firstBatch"]) == 5
+print(json.dumps({"ok": True}))
+"#;
+    let Some(result) = python(&server, script) else { return };
+    assert_eq!(result, json!({"ok": true}));
+}
