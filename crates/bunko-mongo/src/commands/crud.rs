@@ -350,3 +350,55 @@ fn delete_one_statement(
     }
     Ok(results.len())
 }
+
+pub(super) fn distinct(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
+    let ns = namespace(ctx, command)?;
+    let key = command.get_str("key").map_err(|_| {
+        MongoError::failed_to_parse("BSON field 'distinct.key' is missing but a required field")
+    })?;
+    let selector = query::selector(&doc_of(command, "query")?)?;
+    let Some(db) = readable_db(ctx, &ns, "distinct")? else {
+        return Ok(doc! {"values": []});
+    };
+    let path: Vec<&str> = key.split('.').collect();
+    let mut values: Vec<(Value, Bson)> = Vec::new();
+    for doc in run_query(&db, selector, &[], 0, usize::MAX)? {
+        let mut reached = Vec::new();
+        reach(&Bson::Document(doc), &path, &mut reached);
+        for value in reached {
+            let view = ejson::match_view(&ejson::value_to_json(&value));
+            if !values.iter().any(|(v, _)| bunko_doc::collate::compare(v, &view).is_eq()) {
+                values.push((view, value));
+            }
+        }
+    }
+    Ok(doc! {"values": values.into_iter().map(|(_, v)| v).collect::<Vec<_>>()})
+}
+
+/// The values a dotted path reaches, through arrays as MongoDB does; an array at the end
+/// stands for its elements.
+fn reach(value: &Bson, path: &[&str], out: &mut Vec<Bson>) {
+    let Some((first, rest)) = path.split_first() else {
+        match value {
+            Bson::Array(items) => out.extend(items.iter().cloned()),
+            other => out.push(other.clone()),
+        }
+        return;
+    };
+    match value {
+        Bson::Document(doc) => {
+            if let Some(child) = doc.get(*first) {
+                reach(child, rest, out);
+            }
+        }
+        Bson::Array(items) => {
+            if let Some(item) = first.parse::<usize>().ok().and_then(|i| items.get(i)) {
+                reach(item, rest, out);
+            }
+            for item in items.iter().filter(|i| matches!(i, Bson::Document(_))) {
+                reach(item, path, out);
+            }
+        }
+        _ => {}
+    }
+}

@@ -262,6 +262,20 @@ const TABLE: &[Command] = &[
         run: update::find_and_modify,
     },
     Command {
+        name: "distinct",
+        aliases: &[],
+        public: false,
+        fields: Some(&["key", "query", "readConcern"]),
+        run: crud::distinct,
+    },
+    Command {
+        name: "listIndexes",
+        aliases: &[],
+        public: false,
+        fields: Some(&["cursor"]),
+        run: admin::list_indexes,
+    },
+    Command {
         name: "getMore",
         aliases: &[],
         public: false,

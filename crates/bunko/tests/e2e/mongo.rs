@@ -181,6 +181,10 @@ except Exception as e:
     assert e.details["nInserted"] == 1
 assert people.find_one({"_id": "new2"}) is None
 assert c.list_database_names() == ["library"] and c.library.list_collection_names() == ["patrons"]
+assert sorted(people.distinct("addresses.city")) == ["Boston", "Faketon"]
+assert people.distinct("i64", {"_id": 7}) == [5]
+assert [i["name"] for i in people.list_indexes()] == ["_id_"]
+assert code_of(lambda: list(c.library.nothing.list_indexes())) in (None, 26)
 print(json.dumps({"ok": True}))
 "#;
     let Some(result) = python(&server, script) else { return };
