@@ -6,7 +6,8 @@
 //! Reading checks every length against the bytes present, so a malformed message is an
 //! error, never a panic.
 
-use bson::{Bson, Document, RawDocumentBuf};
+use bson::raw::RawBsonRef;
+use bson::{Bson, Document, RawDocument, RawDocumentBuf};
 
 use crate::error::MongoError;
 
@@ -24,6 +25,10 @@ pub const EXHAUST_ALLOWED: u32 = 1 << 16;
 pub const MAX_MESSAGE_SIZE: usize = 48_000_000;
 /// The largest document accepted and announced (`maxBsonObjectSize`).
 pub const MAX_BSON_SIZE: usize = 16 * 1024 * 1024;
+/// The deepest nesting a message may hold (MongoDB's default BSON depth limit); checked
+/// before a document is decoded, since decoding recurses.
+pub const MAX_DEPTH: usize = 200;
+
 /// Room a command body may take beyond one maximal document (MongoDB's
 /// `BSONObjMaxInternalSize`).
 pub const MAX_COMMAND_SIZE: usize = MAX_BSON_SIZE + 16 * 1024;
@@ -368,8 +373,35 @@ impl<'a> Reader<'a> {
         }
         let raw = RawDocumentBuf::from_bytes(self.take(size)?.to_vec())
             .map_err(|e| MongoError::invalid_bson(e.to_string()))?;
+        check_depth(raw.as_ref())?;
         Document::try_from(raw.as_ref()).map_err(|e| MongoError::invalid_bson(e.to_string()))
     }
+}
+
+/// Walks the nesting of a raw document without recursion; deeper than [`MAX_DEPTH`] is
+/// MongoDB's `Overflow` (15).
+fn check_depth(doc: &RawDocument) -> Result<(), MongoError> {
+    let invalid = |e: bson::error::Error| MongoError::invalid_bson(e.to_string());
+    let mut stack = vec![(doc, 1usize)];
+    while let Some((doc, depth)) = stack.pop() {
+        if depth > MAX_DEPTH {
+            return Err(MongoError::new(
+                15,
+                "Overflow",
+                format!("BSONObj exceeds maximum nested object depth: {MAX_DEPTH}"),
+            ));
+        }
+        for element in doc.iter() {
+            let child = match element.map_err(invalid)?.1 {
+                RawBsonRef::Document(d) => d,
+                RawBsonRef::Array(a) => RawDocument::from_bytes(a.as_bytes()).map_err(invalid)?,
+                RawBsonRef::JavaScriptCodeWithScope(c) => c.scope,
+                _ => continue,
+            };
+            stack.push((child, depth + 1));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -206,6 +206,13 @@ fn parse_path(field: &str) -> Result<Vec<String>, UpdateError> {
             ),
         ));
     }
+    if parts.len() > 100 {
+        return Err(UpdateError::new(
+            15,
+            "Overflow",
+            format!("The update path '{field}' is deeper than 100 levels"),
+        ));
+    }
     if parts.iter().any(|p| p.starts_with('$')) {
         return Err(UpdateError::new(
             238,
@@ -250,6 +257,7 @@ fn child<'a>(value: &'a mut Bson, field: &str, next: &str) -> Result<&'a mut Bso
         Bson::Array(items) => {
             let index: usize =
                 field.parse().map_err(|_| path_not_viable(field, "array", value_of(items)))?;
+            check_padding(items.len(), index)?;
             while items.len() <= index {
                 items.push(Bson::Null);
             }
@@ -260,6 +268,20 @@ fn child<'a>(value: &'a mut Bson, field: &str, next: &str) -> Result<&'a mut Bso
         }
         other => Err(path_not_viable(field, "", other)),
     }
+}
+
+/// MongoDB fills an array with `null`s up to a set index, but not by more than this.
+const MAX_PADDING: usize = 1_500_000;
+
+fn check_padding(len: usize, index: usize) -> Result<(), UpdateError> {
+    if index.saturating_sub(len) > MAX_PADDING {
+        return Err(UpdateError::new(
+            2,
+            "BadValue",
+            format!("can't backfill more than {MAX_PADDING} elements"),
+        ));
+    }
+    Ok(())
 }
 
 fn value_of(items: &[Bson]) -> &Bson {
@@ -297,6 +319,7 @@ fn set_in(root: &mut Bson, parents: &[String], last: &str, value: Bson) -> Resul
         Bson::Array(items) => {
             let index: usize =
                 last.parse().map_err(|_| path_not_viable(last, "array", value_of(items)))?;
+            check_padding(items.len(), index)?;
             while items.len() <= index {
                 items.push(Bson::Null);
             }
@@ -478,5 +501,8 @@ mod tests {
         assert_eq!(code(doc! {"$push": {"n": 2}}).map(|e| e.0), Some(238));
         assert_eq!(code(doc! {"$set": 5}).map(|e| e.0), Some(9));
         assert_eq!(code(doc! {"_id": 2, "x": 1}).map(|e| e.0), Some(66));
+        let far = doc! {"_id": 1, "arr": [1]};
+        let err = run(far, doc! {"$set": {"arr.99999999": 1}}).err().map(|e| e.code);
+        assert_eq!(err, Some(2));
     }
 }

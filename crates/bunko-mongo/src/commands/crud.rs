@@ -23,6 +23,25 @@ use crate::names::Namespace;
 use crate::projection::Projection;
 use crate::{query, wire};
 
+/// The deepest document that may be stored (MongoDB's documented limit).
+const MAX_STORED_DEPTH: usize = 100;
+
+fn bson_depth(value: &Bson) -> usize {
+    match value {
+        Bson::Document(d) => 1 + d.values().map(bson_depth).max().unwrap_or(0),
+        Bson::Array(a) => 1 + a.iter().map(bson_depth).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+fn json_depth(value: &Value) -> usize {
+    match value {
+        Value::Object(m) => 1 + m.values().map(json_depth).max().unwrap_or(0),
+        Value::Array(a) => 1 + a.iter().map(json_depth).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
 /// The first batch's size when the client names none (MongoDB's default).
 const DEFAULT_BATCH: usize = 101;
 
@@ -147,11 +166,19 @@ pub(super) fn prepare(item: &Bson) -> Result<(ParsedDoc, Bson), MongoError> {
     }
     let mut body = doc.clone();
     body.remove("_id");
-    let parsed = ParsedDoc {
-        id: Some(ejson::doc_id(&id)),
-        body: ejson::to_json(&body),
-        ..Default::default()
-    };
+    let body = ejson::to_json(&body);
+    // MongoDB stores at most 100 levels; the stored JSON (with its wrappers) must also stay
+    // within what the JSON parser reads back (128).
+    if bson_depth(&Bson::Document(doc.clone())) > MAX_STORED_DEPTH
+        || body.values().map(json_depth).max().unwrap_or(0) >= 127
+    {
+        return Err(MongoError::new(
+            15,
+            "Overflow",
+            format!("Document exceeds the maximum nesting depth of {MAX_STORED_DEPTH}"),
+        ));
+    }
+    let parsed = ParsedDoc { id: Some(ejson::doc_id(&id)), body, ..Default::default() };
     Ok((parsed, id))
 }
 

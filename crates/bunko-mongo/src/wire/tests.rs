@@ -105,3 +105,31 @@ fn malformed_messages_are_errors_not_panics() {
     huge.push(3);
     assert_eq!(decode(&header(OP_COMPRESSED, &huge), &huge).err().map(|e| e.code), Some(10334));
 }
+
+#[test]
+fn deep_nesting_is_refused_before_decoding() -> Result<(), MongoError> {
+    let nested = |depth: usize| {
+        let mut doc = doc! {};
+        for _ in 0..depth {
+            doc = doc! {"a": doc};
+        }
+        doc! {"ping": 1, "$db": "a", "x": doc}
+    };
+    let ok = msg_body(0, &nested(150), None);
+    assert!(decode(&header(OP_MSG, &ok), &ok).is_ok());
+    // Built by hand: the bson crate's own encoder recurses too.
+    let mut inner = vec![5u8, 0, 0, 0, 0];
+    for _ in 0..1_000 {
+        let mut element = vec![3u8, b'a', 0];
+        element.extend(&inner);
+        let mut doc = ((element.len() + 5) as i32).to_le_bytes().to_vec();
+        doc.extend(element);
+        doc.push(0);
+        inner = doc;
+    }
+    let mut body = 0u32.to_le_bytes().to_vec();
+    body.push(0);
+    body.extend(inner);
+    assert_eq!(decode(&header(OP_MSG, &body), &body).err().map(|e| e.code), Some(15));
+    Ok(())
+}

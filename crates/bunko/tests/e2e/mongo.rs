@@ -180,6 +180,14 @@ except Exception as e:
     assert (err["index"], err["code"], err["keyValue"]) == (1, 11000, {"_id": "joe"}), e.details
     assert e.details["nInserted"] == 1
 assert people.find_one({"_id": "new2"}) is None
+deep = {}
+for _ in range(120):
+    deep = {"a": deep}
+assert code_of(lambda: people.insert_one(deep)) == 15
+deep_and = {"name": "x"}
+for _ in range(95):
+    deep_and = {"$and": [deep_and]}
+assert list(people.find(deep_and)) == []
 assert c.list_database_names() == ["library"] and c.library.list_collection_names() == ["patrons"]
 assert sorted(people.distinct("addresses.city")) == ["Boston", "Faketon"]
 assert people.distinct("i64", {"_id": 7}) == [5]
@@ -208,9 +216,12 @@ print(json.dumps({"ok": True}))
 fn oversized_messages_are_refused_on_a_connection_that_stays_usable() {
     let server = Server::start();
     let script = r#"
-def op_msg(doc, request_id):
-    body = struct.pack("<I", 0) + b"\x00" + bson.encode(doc)
+def op_msg_raw(raw, request_id):
+    body = struct.pack("<I", 0) + b"\x00" + raw
     return struct.pack("<iiii", 16 + len(body), request_id, 0, 2013) + body
+
+def op_msg(doc, request_id):
+    return op_msg_raw(bson.encode(doc), request_id)
 
 def reply(sock):
     head = b""
@@ -240,6 +251,16 @@ bad = struct.pack("<iiii", 16 + 5 + 5, 4, 0, 2013) + struct.pack("<I", 0) + b"\x
 s.sendall(bad)
 r = reply(s)
 assert (r["ok"], r["code"]) == (0.0, 22), r
+# Nesting past 200 levels: refused before decoding (decoding recurses).
+inner = b"\x05\x00\x00\x00\x00"
+for _ in range(5000):
+    element = b"\x03a\x00" + inner
+    inner = struct.pack("<i", 4 + len(element) + 1) + element + b"\x00"
+cmd = bson.encode({"ping": 1, "$db": "admin"})
+body = cmd[4:-1] + b"\x03x\x00" + inner
+s.sendall(op_msg_raw(struct.pack("<i", 4 + len(body) + 1) + body + b"\x00", 8))
+r = reply(s)
+assert (r["ok"], r["code"], r["codeName"]) == (0.0, 15, "Overflow"), r
 # An unknown command, then a working one on the same socket.
 s.sendall(op_msg({"frobnicate": 1, "$db": "admin"}, 5))
 r = reply(s)
