@@ -164,3 +164,29 @@ pub(super) fn list_indexes(ctx: &mut Ctx, command: &Document) -> Result<Document
     let id_index = doc! {"v": 2, "key": {"_id": 1}, "name": "_id_"};
     Ok(cursor_reply(0, &ns.full(), "firstBatch", vec![id_index]))
 }
+
+/// `dbStats`: counts over the database's collections (what the user may read).
+pub(super) fn db_stats(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
+    let scale = match super::int_of(command, "scale")? {
+        None => 1,
+        Some(n) if n >= 1 => n,
+        Some(_) => return Err(MongoError::bad_value("Scale factor must be greater than zero")),
+    };
+    let colls = collections(ctx).remove(&ctx.db).unwrap_or_default();
+    let (mut objects, mut data, mut storage) = (0_u64, 0_u64, 0_u64);
+    for (_, db) in &colls {
+        let info = db.info();
+        objects += info.stats.doc_count;
+        data += info.stats.external;
+        storage += info.stats.active;
+    }
+    let scaled = |n: u64| i64::try_from(n).unwrap_or(i64::MAX) / scale;
+    let avg = if objects == 0 { 0.0 } else { data as f64 / objects as f64 };
+    Ok(doc! {
+        "db": &ctx.db, "collections": colls.len() as i32, "views": 0,
+        "objects": i64::try_from(objects).unwrap_or(i64::MAX), "avgObjSize": avg,
+        "dataSize": scaled(data), "storageSize": scaled(storage),
+        "indexes": colls.len() as i32, "indexSize": 0_i64,
+        "totalSize": scaled(storage), "scaleFactor": scale,
+    })
+}

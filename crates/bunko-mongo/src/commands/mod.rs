@@ -276,6 +276,13 @@ const TABLE: &[Command] = &[
         run: admin::list_indexes,
     },
     Command {
+        name: "dbStats",
+        aliases: &["dbstats"],
+        public: false,
+        fields: Some(&["scale", "freeStorage"]),
+        run: admin::db_stats,
+    },
+    Command {
         name: "getMore",
         aliases: &[],
         public: false,

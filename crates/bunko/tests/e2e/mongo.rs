@@ -192,6 +192,8 @@ assert c.list_database_names() == ["library"] and c.library.list_collection_name
 assert sorted(people.distinct("addresses.city")) == ["Boston", "Faketon"]
 assert people.distinct("i64", {"_id": 7}) == [5]
 assert [i["name"] for i in people.list_indexes()] == ["_id_"]
+stats = c.library.command("dbStats")
+assert (stats["db"], stats["collections"], stats["objects"]) == ("library", 1, 4), stats
 assert code_of(lambda: list(c.library.nothing.list_indexes())) in (None, 26)
 print(json.dumps({"ok": True}))
 "#;
