@@ -142,38 +142,59 @@ fn truthy(value: &Bson) -> bool {
     }
 }
 
-/// MongoDB `$type` names and numbers as the JSON types they can match here.
+/// MongoDB `$type` names and numbers as the type classes the Mongo dialect tells apart
+/// (`bunko_query::bson_order`). The numeric subtypes (`int`, `long`, `double`, `decimal`)
+/// are not told apart in the matching form yet, so they are `NotImplemented`; `number`
+/// matches them all.
 fn type_name(arg: &Bson) -> Result<&'static str, MongoError> {
     let code = match arg {
         Bson::String(s) => match s.as_str() {
-            "double" | "int" | "long" | "decimal" | "number" => 1,
+            "number" => return Ok("number"),
+            "double" => 1,
             "string" => 2,
             "object" => 3,
             "array" => 4,
+            "binData" => 5,
+            "objectId" => 7,
             "bool" => 8,
+            "date" => 9,
             "null" => 10,
+            "regex" => 11,
+            "int" => 16,
+            "timestamp" => 17,
+            "long" => 18,
+            "decimal" => 19,
+            "minKey" => -1,
+            "maxKey" => 127,
             other => {
-                return Err(MongoError::not_implemented(format!(
-                    "$type '{other}' is not supported yet"
-                )));
+                return Err(MongoError::bad_value(format!("Unknown type name alias: {other}")));
             }
         },
         Bson::Int32(i) => *i,
-        Bson::Int64(i) => i32::try_from(*i).unwrap_or(-1),
-        Bson::Double(d) => *d as i32,
+        Bson::Int64(i) => i32::try_from(*i).unwrap_or(0),
+        Bson::Double(d) if d.fract() == 0.0 => *d as i32,
         Bson::Array(_) => {
             return Err(MongoError::not_implemented("$type with an array is not supported yet"));
         }
         _ => return Err(MongoError::bad_value("type must be represented as a number or a string")),
     };
     match code {
-        1 | 16 | 18 | 19 => Ok("number"),
         2 => Ok("string"),
         3 => Ok("object"),
         4 => Ok("array"),
-        8 => Ok("boolean"),
+        5 => Ok("binData"),
+        7 => Ok("objectId"),
+        8 => Ok("bool"),
+        9 => Ok("date"),
         10 => Ok("null"),
-        other => Err(MongoError::not_implemented(format!("$type {other} is not supported yet"))),
+        11 => Ok("regex"),
+        17 => Ok("timestamp"),
+        -1 => Ok("minKey"),
+        127 => Ok("maxKey"),
+        1 | 16 | 18 | 19 => Err(MongoError::not_implemented(
+            "$type of a specific numeric type is not supported yet; use 'number'",
+        )),
+        other => Err(MongoError::bad_value(format!("Invalid numerical type code: {other}"))),
     }
 }
 
@@ -246,6 +267,12 @@ mod tests {
         let unknown = selector(&doc! {"a": {"$foo": 1}}).err();
         assert_eq!(unknown.map(|e| (e.code, e.errmsg)), Some((2, "unknown operator: $foo".into())));
         assert_eq!(selector(&doc! {"$where": "1"}).err().map(|e| e.code), Some(238));
+        assert!(matches(doc! {"oid": {"$type": "objectId"}}, person.clone())?);
+        assert!(matches(doc! {"age": {"$type": "number"}, "name": {"$type": 2}}, person.clone())?);
+        assert!(!matches(doc! {"addr": {"$type": "objectId"}}, person.clone())?);
+        let later = bson::oid::ObjectId::from_bytes([2; 12]);
+        assert!(matches(doc! {"oid": {"$lt": later}}, person.clone())?);
+        assert!(!matches(doc! {"oid": {"$gt": {"a": 1}}}, person.clone())?);
         Ok(())
     }
 }

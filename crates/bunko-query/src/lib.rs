@@ -19,6 +19,7 @@
 //! text preserved, so `1` and `1.0` stay distinguishable where CouchDB distinguishes them
 //! (see [`term`]). No input can panic this crate.
 
+pub mod bson_order;
 mod cmp;
 pub mod erl;
 pub mod error;

@@ -7,13 +7,15 @@
 //!
 //! This first cut uses no index: an equality on a non-numeric `_id` reads that one
 //! document, everything else scans the database's documents. A sort is done in memory after
-//! the scan (MongoDB's "blocking sort"), comparing values in CouchDB's collation, which
-//! orders within one type as MongoDB does but orders different types differently.
+//! the scan (MongoDB's "blocking sort") in MongoDB's order (`bunko_query::bson_order`); a
+//! missing field sorts as `null`, an array as its smallest (ascending) or largest
+//! (descending) element.
 
 use std::cmp::Ordering;
 use std::ops::Bound;
 
-use bunko_doc::{collate, ejson};
+use bunko_doc::ejson;
+use bunko_query::bson_order;
 use bunko_query::path::Lookup;
 use bunko_query::{Cond, Direction, Node, Selector};
 use bunko_query::{Dialect, FieldPath};
@@ -84,14 +86,25 @@ pub(super) fn id_range(db: u64, selector: &Selector) -> Option<Range> {
     Some((Bound::Included(key.clone()), Bound::Included(key)))
 }
 
-/// Orders two documents by `order`; a missing field sorts as `null`.
+/// Orders two documents by `order`; a missing field sorts as `null`, and an array as its
+/// smallest element ascending or its largest descending (as MongoDB sorts arrays).
 fn compare(order: &[(FieldPath, Direction)], a: &Value, b: &Value) -> Ordering {
     for (path, dir) in order {
         let get = |doc| match path.get(doc) {
+            Lookup::Found(Value::Array(items)) if !items.is_empty() => {
+                let pick = items.iter().reduce(|x, y| {
+                    let y_wins = match dir {
+                        Direction::Asc => bson_order::compare(y, x).is_lt(),
+                        Direction::Desc => bson_order::compare(y, x).is_gt(),
+                    };
+                    if y_wins { y } else { x }
+                });
+                pick.cloned().unwrap_or(Value::Null)
+            }
             Lookup::Found(v) => v.clone(),
             Lookup::NotFound | Lookup::BadPath => Value::Null,
         };
-        let ord = collate::compare(&get(a), &get(b));
+        let ord = bson_order::compare(&get(a), &get(b));
         let ord = if *dir == Direction::Desc { ord.reverse() } else { ord };
         if ord.is_ne() {
             return ord;

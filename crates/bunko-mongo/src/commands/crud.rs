@@ -394,7 +394,7 @@ pub(super) fn distinct(ctx: &mut Ctx, command: &Document) -> Result<Document, Mo
         reach(&Bson::Document(doc), &path, &mut reached);
         for value in reached {
             let view = ejson::match_view(&ejson::value_to_json(&value));
-            if !values.iter().any(|(v, _)| bunko_doc::collate::compare(v, &view).is_eq()) {
+            if !values.iter().any(|(v, _)| bunko_query::bson_order::compare(v, &view).is_eq()) {
                 values.push((view, value));
             }
         }

@@ -400,6 +400,16 @@ assert cid != 0
 killed = c.iot.command("killCursors", "events", cursors=[cid, Int64(12345)])
 assert killed["cursorsKilled"] == [cid] and killed["cursorsNotFound"] == [12345], killed
 assert code_of(lambda: c.iot.command("getMore", Int64(cid), collection="events")) == 43
+mixed = c.iot.mixed
+values = ["b", 2, ObjectId("65a1b2c3d4e5f60718293a4b"), None, True, 1.5, {"x": 1}, [0],
+          datetime.datetime(2020, 1, 1), MaxKey(), MinKey(), "A", Int64(3)]
+mixed.insert_many([{"_id": i, "v": v} for i, v in enumerate(values)])
+order = [d["_id"] for d in mixed.find().sort("v", 1)]
+# An array sorts as its smallest element ascending, its largest descending.
+assert order == [10, 3, 7, 5, 1, 12, 11, 0, 6, 2, 4, 8, 9], order
+assert [d["_id"] for d in mixed.find({"_id": {"$in": [7, 5, 1]}}).sort("v", -1)] == [1, 5, 7]
+assert [d["_id"] for d in mixed.find({"v": {"$type": "objectId"}})] == [2]
+assert [d["_id"] for d in mixed.find({"v": {"$gte": 2}})] == [1, 12]
 single = c.iot.command("find", "events", batchSize=5, singleBatch=True)["cursor"]
 assert single["id"] == 0 and len(single["firstBatch"]) == 5
 print(json.dumps({"ok": True}))
