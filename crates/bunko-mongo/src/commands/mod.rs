@@ -77,7 +77,7 @@ const NOT_YET: &[&str] = &[
     "bypassDocumentValidation",
     "capped",
     "size",
-    "max",
+    "freeStorage",
     "validator",
     "validationLevel",
     "validationAction",
@@ -94,208 +94,39 @@ const NOT_YET: &[&str] = &[
     "autocommit",
 ];
 
+#[rustfmt::skip]
 const TABLE: &[Command] = &[
     Command { name: "hello", aliases: &[], public: true, fields: None, run: handshake::hello },
-    Command {
-        name: "isMaster",
-        aliases: &["ismaster"],
-        public: true,
-        fields: None,
-        run: handshake::is_master,
-    },
+    Command { name: "isMaster", aliases: &["ismaster"], public: true, fields: None, run: handshake::is_master },
     Command { name: "ping", aliases: &[], public: true, fields: None, run: handshake::ping },
-    Command {
-        name: "buildInfo",
-        aliases: &["buildinfo"],
-        public: true,
-        fields: None,
-        run: handshake::build_info,
-    },
+    Command { name: "buildInfo", aliases: &["buildinfo"], public: true, fields: None, run: handshake::build_info },
     Command { name: "saslStart", aliases: &[], public: true, fields: None, run: sasl::start },
     Command { name: "saslContinue", aliases: &[], public: true, fields: None, run: sasl::next },
     Command { name: "logout", aliases: &[], public: true, fields: None, run: sasl::logout },
-    Command {
-        name: "connectionStatus",
-        aliases: &[],
-        public: true,
-        fields: None,
-        run: handshake::connection_status,
-    },
-    Command {
-        name: "endSessions",
-        aliases: &[],
-        public: true,
-        fields: None,
-        run: handshake::end_sessions,
-    },
-    Command {
-        name: "getParameter",
-        aliases: &[],
-        public: false,
-        fields: None,
-        run: handshake::get_parameter,
-    },
-    Command {
-        name: "getCmdLineOpts",
-        aliases: &[],
-        public: false,
-        fields: None,
-        run: handshake::get_cmd_line_opts,
-    },
-    Command {
-        name: "hostInfo",
-        aliases: &[],
-        public: false,
-        fields: None,
-        run: handshake::host_info,
-    },
-    Command {
-        name: "serverStatus",
-        aliases: &[],
-        public: false,
-        fields: None,
-        run: handshake::server_status,
-    },
-    Command {
-        name: "whatsmyuri",
-        aliases: &[],
-        public: false,
-        fields: None,
-        run: handshake::whatsmyuri,
-    },
+    Command { name: "connectionStatus", aliases: &[], public: true, fields: None, run: handshake::connection_status },
+    Command { name: "endSessions", aliases: &[], public: true, fields: None, run: handshake::end_sessions },
+    Command { name: "getParameter", aliases: &[], public: false, fields: None, run: handshake::get_parameter },
+    Command { name: "getCmdLineOpts", aliases: &[], public: false, fields: None, run: handshake::get_cmd_line_opts },
+    Command { name: "hostInfo", aliases: &[], public: false, fields: None, run: handshake::host_info },
+    Command { name: "serverStatus", aliases: &[], public: false, fields: None, run: handshake::server_status },
+    Command { name: "whatsmyuri", aliases: &[], public: false, fields: None, run: handshake::whatsmyuri },
     Command { name: "getLog", aliases: &[], public: false, fields: None, run: handshake::get_log },
-    Command {
-        name: "listDatabases",
-        aliases: &[],
-        public: false,
-        fields: Some(&["filter", "nameOnly", "authorizedDatabases"]),
-        run: admin::list_databases,
-    },
-    Command {
-        name: "listCollections",
-        aliases: &[],
-        public: false,
-        fields: Some(&["filter", "nameOnly", "authorizedCollections", "cursor"]),
-        run: admin::list_collections,
-    },
-    Command {
-        name: "create",
-        aliases: &[],
-        public: false,
-        fields: Some(&["writeConcern"]),
-        run: admin::create,
-    },
-    Command {
-        name: "drop",
-        aliases: &[],
-        public: false,
-        fields: Some(&["writeConcern"]),
-        run: admin::drop,
-    },
-    Command {
-        name: "dropDatabase",
-        aliases: &[],
-        public: false,
-        fields: Some(&["writeConcern"]),
-        run: admin::drop_database,
-    },
-    Command {
-        name: "insert",
-        aliases: &[],
-        public: false,
-        fields: Some(&["documents", "ordered", "writeConcern", "txnNumber"]),
-        run: crud::insert,
-    },
-    Command {
-        name: "find",
-        aliases: &[],
-        public: false,
-        fields: Some(&[
-            "filter",
-            "projection",
-            "sort",
-            "skip",
-            "limit",
-            "batchSize",
-            "singleBatch",
-            "readConcern",
-            "allowDiskUse",
-        ]),
-        run: crud::find,
-    },
-    Command {
-        name: "delete",
-        aliases: &[],
-        public: false,
-        fields: Some(&["deletes", "ordered", "writeConcern", "txnNumber"]),
-        run: crud::delete,
-    },
-    Command {
-        name: "count",
-        aliases: &[],
-        public: false,
-        fields: Some(&["query", "limit", "skip", "readConcern"]),
-        run: crud::count,
-    },
-    Command {
-        name: "update",
-        aliases: &[],
-        public: false,
-        fields: Some(&["updates", "ordered", "writeConcern", "txnNumber"]),
-        run: update::update,
-    },
-    Command {
-        name: "findAndModify",
-        aliases: &["findandmodify"],
-        public: false,
-        fields: Some(&[
-            "query",
-            "sort",
-            "remove",
-            "update",
-            "new",
-            "fields",
-            "upsert",
-            "writeConcern",
-            "txnNumber",
-        ]),
-        run: update::find_and_modify,
-    },
-    Command {
-        name: "distinct",
-        aliases: &[],
-        public: false,
-        fields: Some(&["key", "query", "readConcern"]),
-        run: crud::distinct,
-    },
-    Command {
-        name: "listIndexes",
-        aliases: &[],
-        public: false,
-        fields: Some(&["cursor"]),
-        run: admin::list_indexes,
-    },
-    Command {
-        name: "dbStats",
-        aliases: &["dbstats"],
-        public: false,
-        fields: Some(&["scale", "freeStorage"]),
-        run: admin::db_stats,
-    },
-    Command {
-        name: "getMore",
-        aliases: &[],
-        public: false,
-        fields: Some(&["collection", "batchSize"]),
-        run: cursor::get_more,
-    },
-    Command {
-        name: "killCursors",
-        aliases: &[],
-        public: false,
-        fields: Some(&["cursors"]),
-        run: cursor::kill_cursors,
-    },
+    Command { name: "listDatabases", aliases: &[], public: false, fields: Some(&["filter", "nameOnly", "authorizedDatabases"]), run: admin::list_databases },
+    Command { name: "listCollections", aliases: &[], public: false, fields: Some(&["filter", "nameOnly", "authorizedCollections", "cursor"]), run: admin::list_collections },
+    Command { name: "create", aliases: &[], public: false, fields: Some(&["writeConcern"]), run: admin::create },
+    Command { name: "drop", aliases: &[], public: false, fields: Some(&["writeConcern"]), run: admin::drop },
+    Command { name: "dropDatabase", aliases: &[], public: false, fields: Some(&["writeConcern"]), run: admin::drop_database },
+    Command { name: "insert", aliases: &[], public: false, fields: Some(&["documents", "ordered", "writeConcern", "txnNumber"]), run: crud::insert },
+    Command { name: "find", aliases: &[], public: false, fields: Some(&["filter", "projection", "sort", "skip", "limit", "batchSize", "singleBatch", "readConcern", "allowDiskUse"]), run: crud::find },
+    Command { name: "delete", aliases: &[], public: false, fields: Some(&["deletes", "ordered", "writeConcern", "txnNumber"]), run: crud::delete },
+    Command { name: "count", aliases: &[], public: false, fields: Some(&["query", "limit", "skip", "readConcern"]), run: crud::count },
+    Command { name: "update", aliases: &[], public: false, fields: Some(&["updates", "ordered", "writeConcern", "txnNumber"]), run: update::update },
+    Command { name: "findAndModify", aliases: &["findandmodify"], public: false, fields: Some(&["query", "sort", "remove", "update", "new", "fields", "upsert", "writeConcern", "txnNumber"]), run: update::find_and_modify },
+    Command { name: "distinct", aliases: &[], public: false, fields: Some(&["key", "query", "readConcern"]), run: crud::distinct },
+    Command { name: "listIndexes", aliases: &[], public: false, fields: Some(&["cursor"]), run: admin::list_indexes },
+    Command { name: "dbStats", aliases: &["dbstats"], public: false, fields: Some(&["scale"]), run: admin::db_stats },
+    Command { name: "getMore", aliases: &[], public: false, fields: Some(&["collection", "batchSize"]), run: cursor::get_more },
+    Command { name: "killCursors", aliases: &[], public: false, fields: Some(&["cursors"]), run: cursor::kill_cursors },
 ];
 
 /// Runs one command; the reply and whether it must go uncompressed (handshake and
@@ -337,11 +168,24 @@ pub(crate) fn run(
         }
     };
     crate::names::check_db(&db)?;
+    check_read_concern(command)?;
     let plain = entry.public || entry.name == "getParameter";
     let mut ctx = Ctx { server, session, db };
     let mut reply = (entry.run)(&mut ctx, command)?;
     reply.insert("ok", 1.0);
     Ok((reply, plain))
+}
+
+/// Every read sees one storage snapshot per batch, which is what `local`, `available` and
+/// (on one node) `majority` promise; `snapshot` and `linearizable` are not done yet.
+fn check_read_concern(command: &Document) -> Result<(), MongoError> {
+    let Ok(concern) = command.get_document("readConcern") else { return Ok(()) };
+    match concern.get_str("level") {
+        Err(_) | Ok("local" | "available" | "majority") => Ok(()),
+        Ok(level) => Err(MongoError::not_implemented(format!(
+            "readConcern level '{level}' is not supported yet"
+        ))),
+    }
 }
 
 fn check_fields(name: &str, command: &Document, fields: &[&str]) -> Result<(), MongoError> {
