@@ -303,6 +303,31 @@ except OperationFailure as e:
     assert e.code == 13, e.details
 admin = client()
 admin.shop.command("create", "orders")
+admin.shop.orders.insert_one({"_id": "keep", "total": 1})
+# Every other write path is refused for a non-member too, and changes nothing.
+attempts = [
+    lambda: hana.shop.orders.update_one({"_id": "keep"}, {"$set": {"total": 2}}),
+    lambda: hana.shop.orders.update_one({"_id": "new"}, {"$set": {"total": 2}}, upsert=True),
+    lambda: hana.shop.orders.replace_one({"_id": "keep"}, {"total": 3}),
+    lambda: hana.shop.orders.delete_one({"_id": "keep"}),
+    lambda: hana.shop.orders.find_one_and_delete({"_id": "keep"}),
+    lambda: hana.shop.orders.find_one_and_update({"_id": "keep"}, {"$inc": {"total": 1}}),
+    lambda: hana.shop.orders.drop(),
+    lambda: hana.drop_database("shop"),
+    lambda: hana.shop.command("create", "other"),
+    lambda: hana.shop.orders.distinct("total"),
+    lambda: hana.shop.command("count", "orders"),
+    lambda: hana.shop.command("dbStats"),
+]
+codes = [code_of(attempt) for attempt in attempts]
+# dbStats answers, over the collections the user may read: none.
+assert codes == [13] * 11 + [None], codes
+assert hana.shop.command("dbStats")["collections"] == 0
+assert admin.shop.orders.find_one({"_id": "keep"}) == {"_id": "keep", "total": 1}
+assert admin.shop.list_collection_names() == ["orders"]
+assert admin.shop.orders.estimated_document_count() == 1
+# What a non-member may list: nothing of shop.
+assert hana.list_database_names() == [] and hana.shop.list_collection_names() == []
 print(json.dumps({"ok": True}))
 "#;
     let Some(result) = python(&server, script) else { return };
