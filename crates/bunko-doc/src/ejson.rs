@@ -6,7 +6,7 @@
 //! | BSON | stored JSON |
 //! |---|---|
 //! | int32 | a plain integer (`5`) |
-//! | int64 | `{"$numberLong": "5"}` (always, so the type survives) |
+//! | int64 | `{"$numberLong": "5"}` when it fits in int32 (so the type survives), else a plain integer |
 //! | double, finite | a plain number that always carries `.` or an exponent (`5.0`, `-0.0`, `1e300`) |
 //! | double NaN, ±Inf | `{"$numberDouble": "NaN" / "Infinity" / "-Infinity"}` |
 //! | Decimal128 | `{"$numberDecimal": "1.50"}` |
@@ -72,6 +72,9 @@ pub fn value_to_json(value: &Bson) -> Value {
             json!({"$code": c.code, "$scope": Value::Object(to_json(&c.scope))})
         }
         Bson::Int32(i) => Value::from(*i),
+        // A plain integer outside int32 reads back as int64, so only small ones need the
+        // wrapper; large ones stay as a JSON client wrote them.
+        Bson::Int64(i) if i32::try_from(*i).is_err() => Value::from(*i),
         Bson::Int64(i) => json!({"$numberLong": i.to_string()}),
         Bson::Timestamp(ts) => json!({"$timestamp": {"t": ts.time, "i": ts.increment}}),
         Bson::Binary(bin) => json!({"$binary": {
@@ -304,7 +307,10 @@ mod tests {
         let again = from_json(&back);
         // Bytes compare NaN and -0.0 exactly (Bson's PartialEq would not).
         assert_eq!(again.to_vec().ok(), doc.to_vec().ok());
-        assert!(text.contains(r#""i32":5,"i64":{"$numberLong":"5"}"#), "{text}");
+        assert!(
+            text.contains(r#""i32":5,"i64":{"$numberLong":"5"},"big":9223372036854775807"#),
+            "{text}"
+        );
         assert!(text.contains(r#""d":5.0,"neg0":-0.0"#), "{text}");
     }
 

@@ -442,3 +442,37 @@ print(json.dumps({"ok": True}))
     let Some(result) = python(&server, script) else { return };
     assert_eq!(result, json!({"ok": true}));
 }
+
+#[test]
+fn documents_written_over_http_read_over_mongodb() {
+    let server = Server::start();
+    server.create_db("shop$items");
+    let doc = json!({"n": 1, "x": 1.5, "big": 3_000_000_000_i64, "s": "str",
+                     "oid": {"$oid": "65a1b2c3d4e5f60718293a4b"}, "tags": ["a", "b"]});
+    server.put_doc("shop$items", "i1", &doc);
+    let script = r#"
+c = client()
+got = c.shop.items.find_one({"_id": "i1"})
+assert got == {"_id": "i1", "n": 1, "x": 1.5, "big": 3000000000, "s": "str",
+               "oid": ObjectId("65a1b2c3d4e5f60718293a4b"), "tags": ["a", "b"]}, got
+assert type(got["n"]) is int and type(got["x"]) is float and isinstance(got["big"], int)
+raw = c.shop.get_collection("items", codec_options=bson.CodecOptions(document_class=RawBSONDocument)).find_one()
+# int32, double, int64 on the wire.
+assert [bson.decode(raw.raw)[k].__class__.__name__ for k in ("n", "x")] == ["int", "float"]
+assert c.shop.items.find_one({"tags": "b", "n": 1.0})["_id"] == "i1"
+r = c.shop.items.update_one({"_id": "i1"}, {"$inc": {"n": 1}})
+assert r.modified_count == 1
+assert c.admin.command("listDatabases", filter={"name": {"$regex": "^sh"}}, nameOnly=True)["databases"] == [{"name": "shop"}]
+assert c.shop.list_collection_names(filter={"name": "items"}) == ["items"]
+assert c.shop.list_collection_names(filter={"name": "nothing"}) == []
+print(json.dumps({"ok": True}))
+"#;
+    let Some(result) = python(&server, script) else { return };
+    assert_eq!(result, json!({"ok": true}));
+    let item = server.get_doc("shop$items", "i1");
+    assert_eq!(
+        (&item["n"], &item["x"], &item["big"]),
+        (&json!(2), &json!(1.5), &json!(3_000_000_000_i64))
+    );
+    assert!(item["_rev"].as_str().is_some_and(|r| r.starts_with("2-")), "{item}");
+}
