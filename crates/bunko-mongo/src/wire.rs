@@ -244,6 +244,16 @@ fn decode_query(header: &Header, body: &[u8]) -> Result<Request, MongoError> {
         Some(Bson::Document(inner)) => inner.clone(),
         _ => query,
     };
+    let name = command.keys().next().map(String::as_str).unwrap_or_default();
+    if !matches!(name, "hello" | "isMaster" | "ismaster") {
+        return Err(MongoError::new(
+            ErrorCodes::UNSUPPORTED_OP_QUERY,
+            "UnsupportedOpQueryCommand",
+            format!(
+                "Unsupported OP_QUERY command: {name}. The client driver may require an upgrade."
+            ),
+        ));
+    }
     command.insert("$db", db);
     Ok(Request { request_id: header.request_id, kind: Kind::Query, command, compressor: None })
 }

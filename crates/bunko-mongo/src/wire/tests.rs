@@ -86,6 +86,12 @@ fn legacy_op_query_handshake() -> Result<(), MongoError> {
     assert_eq!(request.command, doc! {"isMaster": 1, "helloOk": true, "$db": "admin"});
     let reply = encode_reply(3, &request, &doc! {"ok": 1.0}, true)?;
     assert_eq!(i32::from_le_bytes([reply[12], reply[13], reply[14], reply[15]]), OP_REPLY);
+    // Only the handshake may come as OP_QUERY (MongoDB 6+).
+    let mut find = 0i32.to_le_bytes().to_vec();
+    find.extend(b"d.$cmd\0");
+    find.extend([0u8; 8]);
+    find.extend(doc! {"find": "c"}.to_vec().unwrap_or_default());
+    assert_eq!(decode(&header(OP_QUERY, &find), &find).err().map(|e| e.code), Some(352));
     Ok(())
 }
 
