@@ -56,7 +56,7 @@ fi
 
 echo "== starting bunko" >&2
 BUNKO_ADMIN=admin:secret "$target/release/bunko" serve --data "$work/data" \
-    --listen 127.0.0.1:0 >"$work/bunko.out" 2>"$work/bunko.log" &
+    --listen 127.0.0.1:0 --mongo-listen off >"$work/bunko.out" 2>"$work/bunko.log" &
 bunko_pid=$!
 url=""
 for _ in $(seq 1 600); do
@@ -126,7 +126,7 @@ Figures are rough: the machine is shared, and client and server share its cores.
 - Date: $(date -u '+%Y-%m-%d %H:%M UTC')
 - Machine: $(nproc) cores, ${cpu:-unknown CPU}, ${mem}
 - Commit: ${commit}
-- Bunko: \`BUNKO_ADMIN=admin:… bunko serve --data <temp dir> --listen 127.0.0.1:0\` (release build)
+- Bunko: \`BUNKO_ADMIN=admin:… bunko serve --data <temp dir> --listen 127.0.0.1:0 --mongo-listen off\` (release build)
 - Invocation: \`WORKLOADS=${workloads} scripts/bench.sh${*:+ $*}\`
 - Commands (passwords from \`BENCH_PASSWORD\`; each also got \`--json\` and \`--markdown\`):
 EOF

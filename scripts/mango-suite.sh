@@ -31,7 +31,7 @@ data=$(mktemp -d)
 log="$data.log"
 password="mango-$RANDOM$RANDOM"
 BUNKO_ADMIN="admin:$password" "$target/release/bunko" serve --data "$data" \
-    --listen 127.0.0.1:0 >"$log" 2>&1 &
+    --listen 127.0.0.1:0 --mongo-listen off >"$log" 2>&1 &
 server=$!
 cleanup() {
     kill "$server" 2>/dev/null || true

@@ -13,6 +13,7 @@
 
 pub mod body;
 pub mod collate;
+pub mod ejson;
 pub mod error;
 pub mod etf;
 pub mod id;

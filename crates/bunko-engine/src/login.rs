@@ -129,7 +129,7 @@ impl Logins {
         };
         let counted = peer.map(|ip| (ip, name.to_string(), user.login.salt.clone()));
         if let Some(key) = &counted
-            && self.is_locked_out(key)
+            && self.is_locked(key)
         {
             return Ok(Verdict::LockedOut);
         }
@@ -137,6 +137,21 @@ impl Logins {
             return Ok(self.fail(peer, name, &user.login.salt));
         }
         Ok(Verdict::Granted(user.login))
+    }
+
+    /// For protocols that check a proof themselves (MongoDB's SCRAM): whether `peer` is
+    /// locked out of `name`'s account. Such a protocol calls [`Logins::record_failure`] for
+    /// every proof that fails, so both protocols share one count.
+    pub fn is_locked_out(&self, engine: &Engine, name: &str, peer: Option<IpAddr>) -> Result<bool> {
+        let (Some(ip), Some(user)) = (peer, self.find(engine, name)?) else { return Ok(false) };
+        Ok(self.is_locked(&(ip, name.to_string(), user.login.salt)))
+    }
+
+    /// Counts a failed proof of `name` from `peer` (see [`Logins::is_locked_out`]).
+    pub fn record_failure(&self, engine: &Engine, name: &str, peer: Option<IpAddr>) -> Result<()> {
+        let salt = self.find(engine, name)?.map(|user| user.login.salt).unwrap_or_default();
+        self.fail(peer, name, &salt);
+        Ok(())
     }
 
     /// The login of an existing user or admin, without a password (for cookie sessions).
@@ -185,7 +200,7 @@ impl Logins {
         mac.finalize().into_bytes().into()
     }
 
-    fn is_locked_out(&self, key: &(IpAddr, String, String)) -> bool {
+    fn is_locked(&self, key: &(IpAddr, String, String)) -> bool {
         if self.lockout.mode == LockoutMode::Off {
             return false;
         }

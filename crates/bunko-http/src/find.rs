@@ -240,6 +240,7 @@ pub fn parse(body: Map<String, Value>, partition: Option<String>) -> ApiResult<R
         allow_fallback: flag("allow_fallback", true),
         fields: fields.paths().map(<[_]>::to_vec),
         conflicts: flag("conflicts", false),
+        dialect: bunko_query::Dialect::Mango,
     };
     let execution_stats = flag("execution_stats", false);
     Ok(Request { query, fields, execution_stats, opts })

@@ -13,10 +13,13 @@
 //!    (CouchDB) or Mongo (paths reach into arrays).
 //! 4. Results are ordered by [`Sort`] and projected by [`Fields`].
 //!
+//! [`update`] holds MongoDB's update operators as pure functions on BSON documents.
+//!
 //! Everything here is pure: no storage, no I/O. Values are `serde_json` values with number
 //! text preserved, so `1` and `1.0` stay distinguishable where CouchDB distinguishes them
 //! (see [`term`]). No input can panic this crate.
 
+pub mod bson_order;
 mod cmp;
 pub mod erl;
 pub mod error;
@@ -27,6 +30,7 @@ pub mod plan;
 pub mod selector;
 pub mod sort;
 pub mod term;
+pub mod update;
 
 pub use error::Error;
 pub use fields::Fields;

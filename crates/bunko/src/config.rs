@@ -42,6 +42,10 @@ pub struct ServeArgs {
     /// Address to listen on (`127.0.0.1:0` picks a free port).
     #[arg(long, default_value = "127.0.0.1:5984")]
     pub listen: SocketAddr,
+    /// Address of the MongoDB wire-protocol listener, or `off` (`127.0.0.1:0` picks a free
+    /// port).
+    #[arg(long, default_value = "127.0.0.1:27017", value_parser = parse_mongo_listen)]
+    pub mongo_listen: MongoListen,
     /// A TOML configuration file (admins, limits).
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -70,6 +74,17 @@ pub struct ServeArgs {
     /// Server admin as `name:password` (also from the BUNKO_ADMIN environment variable).
     #[arg(long, env = "BUNKO_ADMIN", hide_env_values = true)]
     pub admin: Option<String>,
+}
+
+/// Where the MongoDB listener listens, if anywhere.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MongoListen(pub Option<SocketAddr>);
+
+fn parse_mongo_listen(text: &str) -> Result<MongoListen, String> {
+    if text.eq_ignore_ascii_case("off") {
+        return Ok(MongoListen(None));
+    }
+    text.parse().map(|a| MongoListen(Some(a))).map_err(|e| format!("{e} (an address, or off)"))
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -145,6 +160,8 @@ struct Limits {
 pub struct Settings {
     pub data: PathBuf,
     pub listen: SocketAddr,
+    /// The MongoDB listener's address; `None`: off.
+    pub mongo_listen: Option<SocketAddr>,
     pub engine: bunko_engine::Config,
     pub http: bunko_http::HttpConfig,
     pub storage: bunko_storage::FjallOptions,
@@ -204,7 +221,14 @@ impl Settings {
             );
             storage.memtable_bytes = bytes;
         }
-        Ok(Settings { data: args.data.clone(), listen: args.listen, engine, http, storage })
+        Ok(Settings {
+            data: args.data.clone(),
+            listen: args.listen,
+            mongo_listen: args.mongo_listen.0,
+            engine,
+            http,
+            storage,
+        })
     }
 }
 
@@ -236,6 +260,18 @@ mod tests {
         assert_eq!((from_file.cache_bytes, from_file.memtable_bytes), (1_000_000, 2_000_000));
         let flag = load(&["--config", path, "--memtable-size", "4000000"])?.storage;
         assert_eq!((flag.cache_bytes, flag.memtable_bytes), (1_000_000, 4_000_000));
+        Ok(())
+    }
+
+    #[test]
+    fn mongo_listener_is_on_by_default_and_can_be_off() -> anyhow::Result<()> {
+        assert_eq!(load(&[])?.mongo_listen, Some("127.0.0.1:27017".parse()?));
+        assert_eq!(load(&["--mongo-listen", "off"])?.mongo_listen, None);
+        assert_eq!(
+            load(&["--mongo-listen", "127.0.0.1:0"])?.mongo_listen,
+            Some("127.0.0.1:0".parse()?)
+        );
+        assert!(load(&["--mongo-listen", "nowhere"]).is_err());
         Ok(())
     }
 

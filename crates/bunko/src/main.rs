@@ -1,7 +1,8 @@
 //! The `bunko` binary: command line, configuration and wiring, nothing else. It opens the
 //! embedded store (`bunko-storage`), the engine over it, and serves the CouchDB HTTP API
-//! (`bunko-http`) until SIGTERM or Ctrl-C, then lets in-flight requests finish and closes
-//! the store.
+//! (`bunko-http`) and, unless `--mongo-listen off`, the MongoDB wire protocol
+//! (`bunko-mongo`) on the same engine until SIGTERM or Ctrl-C, then lets in-flight requests
+//! finish and closes the store.
 
 mod config;
 
@@ -61,23 +62,53 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         )?;
     }
     let state = bunko_http::AppState::new(engine.clone(), settings.http.clone())?;
+    let mongo_config = bunko_mongo::MongoConfig {
+        admins: settings.engine.admins.clone(),
+        data_dir: settings.data.display().to_string(),
+        ..Default::default()
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let mongo_engine = engine.clone();
     runtime.block_on(async move {
         let listener = TcpListener::bind(&settings.listen)
             .await
             .with_context(|| format!("cannot listen on {}", settings.listen))?;
         let addr = listener.local_addr()?;
+        let mongo = match settings.mongo_listen {
+            Some(at) => Some(
+                TcpListener::bind(at)
+                    .await
+                    .with_context(|| format!("cannot listen for MongoDB on {at}"))?,
+            ),
+            None => None,
+        };
         tracing::info!(data = %settings.data.display(), "bunko is ready");
         println!("bunko listening on http://{addr}");
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        if let Some(mongo) = mongo {
+            println!("bunko listening on mongodb://{}", mongo.local_addr()?);
+            let server = bunko_mongo::Server::new(mongo_engine, mongo_config);
+            let mut stopped = stopped.clone();
+            tokio::spawn(bunko_mongo::serve(mongo, server, async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            }));
+        }
         // TCP_NODELAY, and raw curl-style request targets normalised before hyper parses them.
         let listener = bunko_http::listener::Listener(listener);
         // Connection info gives the login lockout the client's address.
         let app = bunko_http::router(state)
             .into_make_service_with_connect_info::<bunko_http::listener::Peer>();
-        axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await?;
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                shutdown_signal().await;
+                let _ = stop.send(true);
+            })
+            .await?;
         tracing::info!("shutting down: in-flight requests finished, closing the store");
         anyhow::Ok(())
     })?;
+    // MongoDB connections are tasks of the runtime: let their in-flight commands finish.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(10));
     store.close()?;
     drop(engine);
     Ok(())

@@ -16,6 +16,7 @@
 //! `scan` holds the per-run state and the storage ranges of key ranges; `outcome`
 //! covering, warnings and errors.
 
+pub mod mongo;
 mod outcome;
 mod scan;
 
@@ -65,6 +66,9 @@ pub struct FindQuery {
     pub fields: Option<Vec<FieldPath>>,
     /// `conflicts`: add `_conflicts` to each document.
     pub conflicts: bool,
+    /// How the selector matches. [`Dialect::Mongo`] queries (see [`mongo`]) see documents in
+    /// their MongoDB form and use no Mango index.
+    pub dialect: Dialect,
 }
 
 /// CouchDB's warning when the index scan reads many documents per result
@@ -103,11 +107,13 @@ impl Database {
     pub fn explain(&self, query: &FindQuery) -> Result<(Vec<Arc<Index>>, Plan, Vec<Range>)> {
         let partition = query.partition.is_some();
         let pinned = self.decode_bookmark(query)?.map(|(num, _)| num);
-        let mut candidates = self.candidates(partition, pinned, true)?;
+        let mongo = query.dialect == Dialect::Mongo;
+        let mut candidates =
+            if mongo { Vec::new() } else { self.candidates(partition, pinned, true)? };
         let mut plan = self.plan_query(query, &candidates)?;
         let waits = match plan.choice {
             Choice::Index(i) => candidates.get(i).is_some_and(|ix| !ix.is_ready()),
-            Choice::Nothing => self.building(partition),
+            Choice::Nothing => !mongo && self.building(partition),
             Choice::AllDocs => false,
         };
         if waits {
@@ -220,6 +226,9 @@ impl Database {
                 Some(p) => keys::doc_prefix(db, &format!("{p}:")),
                 None => keys::doc_range(db),
             };
+            if query.dialect == Dialect::Mongo {
+                return vec![mongo::id_range(db, &query.selector).unwrap_or(outer)];
+            }
             return match plan.ranges.first() {
                 Some(r) => vec![id_range(db, outer, r)],
                 None => vec![outer],
@@ -330,6 +339,9 @@ impl Database {
         let rev = rev.to_string();
         let Some(body) = snap.get(&Key::Rev(db, id, &rev).encode())? else { return Ok(None) };
         run.stats.docs_examined += 1;
+        if query.dialect == Dialect::Mongo {
+            return Ok(mongo::matching_doc(id, &body, run.selector));
+        }
         let mut doc = entries::mango_doc(id, &rev, &body);
         if query.conflicts {
             entries::add_conflicts(&mut doc, &entries::conflicts_of(info));

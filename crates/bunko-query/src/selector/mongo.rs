@@ -6,7 +6,9 @@
 //! value does, where a value that is an array also stands for each of its elements (so
 //! `$eq` matches an element or the whole array). Differences from Mango:
 //!
-//! - Comparisons only compare within one type (`{"$gt": 5}` matches no string).
+//! - Values compare in MongoDB's order (`bson_order`): comparisons only compare within one
+//!   BSON type class (`{"$gt": 5}` matches no string), numbers by value across types,
+//!   strings by bytes; `$type` takes MongoDB's type names (`objectId`, `date`, `number`, …).
 //! - `null` equality (`$eq`, `$in`, `$lte`, `$gte` with `null`) also matches a missing field.
 //! - `$ne` and `$nin` are the negation of `$eq`/`$in`, so they match a missing field.
 //! - `$size`, `$all`, `$elemMatch`, `$allMatch` and `$keyMapMatch` look at the reached
@@ -22,9 +24,8 @@ use serde_json::Value;
 
 use super::matching::{self, Order};
 use super::{Cond, Node};
-use crate::cmp::collate;
+use crate::bson_order::{class, compare};
 use crate::path::array_index;
-use crate::term::type_name;
 
 pub(super) fn node(node: &Node, value: &Value) -> bool {
     match node {
@@ -69,7 +70,7 @@ fn cond(cond: &Cond, reached: &[&Value]) -> bool {
     let any = |test: &dyn Fn(&Value) -> bool| reached.iter().any(|v| expand(v).any(test));
     let missing = reached.is_empty();
     let compare = |arg: &Value, test: fn(Ordering) -> bool| {
-        any(&|v| same_type(v, arg) && test(collate(v, arg)))
+        any(&|v| class(v) == class(arg) && test(compare(v, arg)))
     };
     match cond {
         Cond::Exists(should) => missing != *should,
@@ -81,7 +82,8 @@ fn cond(cond: &Cond, reached: &[&Value]) -> bool {
         Cond::Gt(arg) => compare(arg, Ordering::is_gt),
         Cond::Lte(arg) => (missing && arg.is_null()) || compare(arg, Ordering::is_le),
         Cond::Gte(arg) => (missing && arg.is_null()) || compare(arg, Ordering::is_ge),
-        Cond::Type(_) | Cond::Mod { .. } | Cond::Regex(_) | Cond::BeginsWith(_) => {
+        Cond::Type(name) => any(&|v| class(v).name() == name),
+        Cond::Mod { .. } | Cond::Regex(_) | Cond::BeginsWith(_) => {
             any(&|v| matching::cond(cond, v, Order::Collate))
         }
         Cond::All(args) => reached
@@ -115,9 +117,5 @@ fn expand(v: &Value) -> impl Iterator<Item = &Value> {
 }
 
 fn equal(v: &Value, arg: &Value) -> bool {
-    collate(v, arg).is_eq()
-}
-
-fn same_type(a: &Value, b: &Value) -> bool {
-    type_name(a) == type_name(b)
+    compare(v, arg).is_eq()
 }

@@ -30,6 +30,8 @@ pub struct Server {
     args: Vec<String>,
     env: Vec<(String, String)>,
     base: String,
+    /// `127.0.0.1:PORT` of the MongoDB listener (empty when it is off).
+    mongo: String,
     client: Client,
     anon: Client,
     starts: usize,
@@ -51,6 +53,7 @@ impl Server {
             args: args.iter().map(|s| s.to_string()).collect(),
             env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             base: String::new(),
+            mongo: String::new(),
             client: client(),
             anon: client(),
             starts: 0,
@@ -81,6 +84,12 @@ impl Server {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log));
+        // Every server gets its own ephemeral MongoDB port unless the test chose one (or off).
+        let mongo_chosen = self.args.iter().any(|a| a == "--mongo-listen");
+        if !mongo_chosen {
+            cmd.arg("--mongo-listen").arg("127.0.0.1:0");
+        }
+        let mongo_on = !self.args.windows(2).any(|w| w[0] == "--mongo-listen" && w[1] == "off");
         for (k, v) in &self.env {
             cmd.env(k, v);
         }
@@ -89,9 +98,12 @@ impl Server {
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
             let mut reader = BufReader::new(stdout);
-            let mut line = String::new();
-            let _ = reader.read_line(&mut line);
-            let _ = tx.send(line);
+            // The HTTP line, then the MongoDB line when that listener is on.
+            for _ in 0..if mongo_on { 2 } else { 1 } {
+                let mut line = String::new();
+                let _ = reader.read_line(&mut line);
+                let _ = tx.send(line);
+            }
             // Keep draining so that the server never blocks on a full pipe.
             let mut sink = Vec::new();
             let _ = reader.read_to_end(&mut sink);
@@ -112,6 +124,19 @@ impl Server {
             self.log()
         );
         self.base = url[prefix.len()..].trim_end_matches('/').to_string();
+        self.mongo = String::new();
+        if mongo_on {
+            let line = rx.recv_timeout(STARTUP_TIMEOUT).unwrap_or_default();
+            let mongo_prefix = "bunko listening on mongodb://";
+            let addr = line.trim_end().strip_prefix(mongo_prefix);
+            assert!(addr.is_some(), "no MongoDB listening line: {line:?}; log:\n{}", self.log());
+            self.mongo = addr.unwrap_or_default().to_string();
+        }
+    }
+
+    /// `127.0.0.1:PORT` of the MongoDB listener.
+    pub fn mongo_addr(&self) -> &str {
+        &self.mongo
     }
 
     /// The server's stderr so far (for failure messages).

@@ -21,6 +21,7 @@ mod escalation;
 mod login;
 mod mango;
 mod mango_explain;
+mod mongo;
 mod partitions;
 mod persistence;
 mod procedures;

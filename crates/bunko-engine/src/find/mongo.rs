@@ -1,0 +1,114 @@
+//! Queries in the MongoDB dialect (the MongoDB front end's `find`, `count`, `delete`).
+//!
+//! Documents are seen in their MongoDB form: the stored body (JSON text with Extended JSON
+//! wrappers, `bunko_doc::ejson`) with `_id` first as the MongoDB value its document id maps
+//! to. The selector is matched against [`ejson::match_view`] of that form, so numbers
+//! compare by value across int32, int64, double and Decimal128.
+//!
+//! This first cut uses no index: an equality on a non-numeric `_id` reads that one
+//! document, everything else scans the database's documents. A sort is done in memory after
+//! the scan (MongoDB's "blocking sort") in MongoDB's order (`bunko_query::bson_order`); a
+//! missing field sorts as `null`, an array as its smallest (ascending) or largest
+//! (descending) element.
+
+use std::cmp::Ordering;
+use std::ops::Bound;
+
+use bunko_doc::ejson;
+use bunko_query::bson_order;
+use bunko_query::path::Lookup;
+use bunko_query::{Cond, Direction, Node, Selector};
+use bunko_query::{Dialect, FieldPath};
+use bunko_storage::Range;
+use serde_json::{Map, Value};
+
+use super::{FindQuery, FindResult};
+use crate::database::Database;
+use crate::keys::Key;
+use crate::{Error, Result};
+
+impl Database {
+    /// Runs a MongoDB-dialect query ([`FindQuery::dialect`] must be [`Dialect::Mongo`],
+    /// with no Mango `sort`), ordered by `order` (per-field directions) when given.
+    pub fn find_mongo(
+        &self,
+        query: &FindQuery,
+        order: &[(FieldPath, Direction)],
+    ) -> Result<FindResult> {
+        if query.dialect != Dialect::Mongo || !query.sort.is_empty() {
+            return Err(Error::BadRequest("find_mongo needs a Mongo query".to_string()));
+        }
+        if order.is_empty() {
+            return self.find(query);
+        }
+        let all = FindQuery { skip: 0, limit: usize::MAX, ..query.clone() };
+        let mut result = self.find(&all)?;
+        let views: Vec<Value> = result.docs.iter().map(ejson::match_view).collect();
+        let mut order_of: Vec<usize> = (0..views.len()).collect();
+        order_of.sort_by(|&a, &b| compare(order, &views[a], &views[b]));
+        let mut docs: Vec<Option<Value>> = result.docs.into_iter().map(Some).collect();
+        result.docs = order_of
+            .into_iter()
+            .skip(query.skip)
+            .take(query.limit)
+            .filter_map(|i| docs.get_mut(i).and_then(Option::take))
+            .collect();
+        result.stats.results_returned = result.docs.len() as u64;
+        Ok(result)
+    }
+}
+
+/// The document `id` (stored body `body`) in its MongoDB form, if it matches.
+pub(super) fn matching_doc(id: &str, body: &[u8], selector: &Selector) -> Option<Value> {
+    let mut doc = Map::new();
+    doc.insert("_id".to_string(), ejson::value_to_json(&ejson::id_value(id)));
+    if let Ok(Value::Object(fields)) = serde_json::from_slice::<Value>(body) {
+        doc.extend(fields);
+    }
+    let doc = Value::Object(doc);
+    selector.matches(&ejson::match_view(&doc), Dialect::Mongo).then_some(doc)
+}
+
+/// The one document an `_id` equality names (strings and non-numeric values only: numbers
+/// of different types are equal in MongoDB but map to different document ids).
+pub(super) fn id_range(db: u64, selector: &Selector) -> Option<Range> {
+    let id_eq = |node: &Node| match node {
+        Node::Field(path, Cond::Eq(value)) if path.is_id() && !value.is_number() => {
+            Some(ejson::doc_id(&ejson::value_from_json(value)))
+        }
+        _ => None,
+    };
+    let id = match selector.root() {
+        Node::And(children) => children.iter().find_map(id_eq),
+        other => id_eq(other),
+    }?;
+    let key = Key::Doc(db, &id).encode();
+    Some((Bound::Included(key.clone()), Bound::Included(key)))
+}
+
+/// Orders two documents by `order`; a missing field sorts as `null`, and an array as its
+/// smallest element ascending or its largest descending (as MongoDB sorts arrays).
+fn compare(order: &[(FieldPath, Direction)], a: &Value, b: &Value) -> Ordering {
+    for (path, dir) in order {
+        let get = |doc| match path.get(doc) {
+            Lookup::Found(Value::Array(items)) if !items.is_empty() => {
+                let pick = items.iter().reduce(|x, y| {
+                    let y_wins = match dir {
+                        Direction::Asc => bson_order::compare(y, x).is_lt(),
+                        Direction::Desc => bson_order::compare(y, x).is_gt(),
+                    };
+                    if y_wins { y } else { x }
+                });
+                pick.cloned().unwrap_or(Value::Null)
+            }
+            Lookup::Found(v) => v.clone(),
+            Lookup::NotFound | Lookup::BadPath => Value::Null,
+        };
+        let ord = bson_order::compare(&get(a), &get(b));
+        let ord = if *dir == Direction::Desc { ord.reverse() } else { ord };
+        if ord.is_ne() {
+            return ord;
+        }
+    }
+    Ordering::Equal
+}

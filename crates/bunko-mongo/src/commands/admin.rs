@@ -1,0 +1,192 @@
+//! Databases and collections, derived from the engine's catalog through the namespace
+//! mapping (`names.rs`): `listDatabases`, `listCollections`, `create`, `drop`,
+//! `dropDatabase`. Creating and dropping go through `Engine::create_db`/`delete_db` with the
+//! connection's user (server admins only, as for CouchDB databases); listing shows what the
+//! user may read.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bson::{Bson, Document, doc};
+use bunko_doc::ejson;
+use bunko_engine::security::{Security, UserCtx};
+use bunko_engine::{Database, Error};
+use bunko_query::Dialect;
+use serde_json::Value;
+
+use super::{Ctx, bool_of, cursor_reply, doc_of, namespace};
+use crate::error::MongoError;
+use crate::names::{Namespace, db_prefix};
+use crate::query;
+
+/// The acting user (commands past the auth check always have one).
+pub(crate) fn user(ctx: &Ctx) -> UserCtx {
+    ctx.session.user.clone().unwrap_or_default()
+}
+
+/// Whether `user` may read `db` (as `GET /{db}` decides over HTTP).
+pub(crate) fn readable(db: &Database, user: &UserCtx) -> bool {
+    Security::parse(&db.security()).is_ok_and(|s| s.is_member(user))
+}
+
+/// The collections of the engine, by MongoDB database.
+fn collections(ctx: &Ctx) -> BTreeMap<String, Vec<(String, Arc<Database>)>> {
+    let user = user(ctx);
+    let mut out: BTreeMap<String, Vec<_>> = BTreeMap::new();
+    for name in ctx.server.engine.db_names() {
+        let (Some(ns), Some(db)) = (Namespace::from_engine(&name), ctx.server.engine.get_db(&name))
+        else {
+            continue;
+        };
+        if readable(&db, &user) {
+            out.entry(ns.db).or_default().push((ns.coll, db));
+        }
+    }
+    out
+}
+
+/// Keeps the entries a MongoDB `filter` matches.
+fn filtered(entries: Vec<Document>, filter: &Document) -> Result<Vec<Document>, MongoError> {
+    if filter.is_empty() {
+        return Ok(entries);
+    }
+    let selector = query::selector(filter)?;
+    Ok(entries
+        .into_iter()
+        .filter(|d| {
+            selector.matches(&ejson::match_view(&Value::Object(ejson::to_json(d))), Dialect::Mongo)
+        })
+        .collect())
+}
+
+pub(super) fn list_databases(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
+    let name_only = bool_of(command, "nameOnly", false)?;
+    let mut total = 0_i64;
+    let entries: Vec<Document> = collections(ctx)
+        .into_iter()
+        .map(|(name, colls)| {
+            let size: u64 = colls.iter().map(|(_, db)| db.info().disk_size).sum();
+            let empty = colls.iter().all(|(_, db)| db.info().stats.doc_count == 0);
+            let size = i64::try_from(size).unwrap_or(i64::MAX);
+            total = total.saturating_add(size);
+            doc! {"name": name, "sizeOnDisk": size, "empty": empty}
+        })
+        .collect();
+    let mut entries = filtered(entries, &doc_of(command, "filter")?)?;
+    if name_only {
+        entries = entries
+            .into_iter()
+            .map(|d| doc! {"name": d.get("name").cloned().unwrap_or(Bson::Null)})
+            .collect();
+        return Ok(doc! {"databases": entries});
+    }
+    Ok(doc! {"databases": entries, "totalSize": total, "totalSizeMb": total / (1024 * 1024)})
+}
+
+pub(super) fn list_collections(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
+    let name_only = bool_of(command, "nameOnly", false)?;
+    let colls = collections(ctx).remove(&ctx.db).unwrap_or_default();
+    let entries = colls
+        .into_iter()
+        .map(|(name, _)| {
+            doc! {
+                "name": name, "type": "collection", "options": {},
+                "info": {"readOnly": false},
+                "idIndex": {"v": 2, "key": {"_id": 1}, "name": "_id_"},
+            }
+        })
+        .collect();
+    let mut entries = filtered(entries, &doc_of(command, "filter")?)?;
+    if name_only {
+        let keep = |d: Document| doc! {"name": d.get("name").cloned().unwrap_or(Bson::Null), "type": "collection"};
+        entries = entries.into_iter().map(keep).collect();
+    }
+    Ok(cursor_reply(0, &format!("{}.$cmd.listCollections", ctx.db), "firstBatch", entries))
+}
+
+pub(super) fn create(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
+    let ns = namespace(ctx, command)?;
+    match ctx.server.engine.create_db(&user(ctx), &ns.engine_name(), false) {
+        // MongoDB 7+ accepts creating an existing collection with the same options.
+        Ok(_) | Err(Error::FileExists) => Ok(Document::new()),
+        Err(err) => Err(err.into()),
+    }
+}
+
+/// The collection's database, created (as MongoDB creates collections on first insert)
+/// when missing.
+pub(crate) fn open_or_create(ctx: &Ctx, ns: &Namespace) -> Result<Arc<Database>, MongoError> {
+    let name = ns.engine_name();
+    if let Some(db) = ctx.server.engine.get_db(&name) {
+        return Ok(db);
+    }
+    match ctx.server.engine.create_db(&user(ctx), &name, false) {
+        Ok(db) => Ok(db),
+        Err(Error::FileExists) => ctx.server.engine.db(&name).map_err(MongoError::from),
+        Err(err) => Err(err.into()),
+    }
+}
+
+pub(super) fn drop(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
+    let ns = namespace(ctx, command)?;
+    match ctx.server.engine.delete_db(&user(ctx), &ns.engine_name()) {
+        // MongoDB 7+ answers ok for a collection that does not exist.
+        Ok(()) | Err(Error::NotFound(_)) => Ok(doc! {"nIndexesWas": 1, "ns": ns.full()}),
+        Err(err) => Err(err.into()),
+    }
+}
+
+pub(super) fn drop_database(ctx: &mut Ctx, _: &Document) -> Result<Document, MongoError> {
+    let prefix = format!("{}$", db_prefix(&ctx.db));
+    let user = user(ctx);
+    for name in ctx.server.engine.db_names().into_iter().filter(|n| n.starts_with(&prefix)) {
+        match ctx.server.engine.delete_db(&user, &name) {
+            Ok(()) | Err(Error::NotFound(_)) => {}
+            Err(err) => return Err(err.into()),
+        }
+    }
+    Ok(doc! {"dropped": &ctx.db})
+}
+
+/// `listIndexes`: every collection has the `_id` index (its documents are keyed by id);
+/// MongoDB-semantics secondary indexes come with the index increment.
+pub(super) fn list_indexes(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
+    let ns = namespace(ctx, command)?;
+    let Some(db) = ctx.server.engine.get_db(&ns.engine_name()) else {
+        return Err(MongoError::namespace_not_found(format!("ns does not exist: {}", ns.full())));
+    };
+    if !readable(&db, &user(ctx)) {
+        return Err(MongoError::unauthorized(format!(
+            "not authorized on {} to execute command {{ listIndexes: \"{}\" }}",
+            ns.db, ns.coll
+        )));
+    }
+    let id_index = doc! {"v": 2, "key": {"_id": 1}, "name": "_id_"};
+    Ok(cursor_reply(0, &ns.full(), "firstBatch", vec![id_index]))
+}
+
+/// `dbStats`: counts over the database's collections (what the user may read).
+pub(super) fn db_stats(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
+    let scale = match super::int_of(command, "scale")? {
+        None => 1,
+        Some(n) if n >= 1 => n,
+        Some(_) => return Err(MongoError::bad_value("Scale factor must be greater than zero")),
+    };
+    let colls = collections(ctx).remove(&ctx.db).unwrap_or_default();
+    let (mut objects, mut data, mut storage) = (0_u64, 0_u64, 0_u64);
+    for (_, db) in &colls {
+        let info = db.info();
+        objects += info.stats.doc_count;
+        data += info.stats.external;
+        storage += info.stats.active;
+    }
+    let scaled = |n: u64| i64::try_from(n).unwrap_or(i64::MAX) / scale;
+    let avg = if objects == 0 { 0.0 } else { data as f64 / objects as f64 };
+    Ok(doc! {
+        "db": &ctx.db, "collections": colls.len() as i32, "views": 0,
+        "objects": i64::try_from(objects).unwrap_or(i64::MAX), "avgObjSize": avg,
+        "dataSize": scaled(data), "storageSize": scaled(storage),
+        "indexes": colls.len() as i32, "indexSize": 0_i64,
+        "totalSize": scaled(storage), "scaleFactor": scale,
+    })
+}

@@ -1,0 +1,431 @@
+//! Documents: `insert`, `find`, `delete`, `count`. Writes are `Database::update_docs` with
+//! the connection's user (the write gate), so each one is an ordinary engine write with a
+//! new `_rev` and a `_changes` entry; reads are `Database::find_mongo`, after the same
+//! membership check HTTP reads make.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use bson::oid::ObjectId;
+use bson::{Bson, Document, doc};
+use bunko_doc::body::ParsedDoc;
+use bunko_doc::ejson;
+use bunko_engine::find::FindQuery;
+use bunko_engine::{Database, DocResult, WriteOptions};
+use bunko_query::{Dialect, Direction, FieldPath, Selector};
+use serde_json::Value;
+
+use super::admin::{open_or_create, readable, user};
+use super::pager::Pager;
+use super::{Ctx, bool_of, cursor_reply, doc_of, int_of, namespace};
+use crate::error::MongoError;
+use crate::names::Namespace;
+use crate::projection::Projection;
+use crate::{query, wire};
+
+/// The deepest document that may be stored (MongoDB's documented limit).
+const MAX_STORED_DEPTH: usize = 100;
+
+fn bson_depth(value: &Bson) -> usize {
+    match value {
+        Bson::Document(d) => 1 + d.values().map(bson_depth).max().unwrap_or(0),
+        Bson::Array(a) => 1 + a.iter().map(bson_depth).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+fn json_depth(value: &Value) -> usize {
+    match value {
+        Value::Object(m) => 1 + m.values().map(json_depth).max().unwrap_or(0),
+        Value::Array(a) => 1 + a.iter().map(json_depth).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// The first batch's size when the client names none (MongoDB's default).
+const DEFAULT_BATCH: usize = 101;
+
+pub(super) fn insert(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
+    let ns = namespace(ctx, command)?;
+    let Some(Bson::Array(items)) = command.get("documents") else {
+        return Err(MongoError::failed_to_parse(
+            "BSON field 'insert.documents' is missing but a required field",
+        ));
+    };
+    let ordered = bool_of(command, "ordered", true)?;
+    let db = open_or_create(ctx, &ns)?;
+    let mut errors = Vec::new();
+    let mut docs = Vec::new();
+    for (index, item) in items.iter().enumerate() {
+        match prepare(item) {
+            Ok((doc, id)) => docs.push((index, doc, id)),
+            Err(err) => {
+                errors.push(write_error(index, &err));
+                if ordered {
+                    break;
+                }
+            }
+        }
+    }
+    if ordered && let Some(first) = errors.first().and_then(|e| e.get_i32("index").ok()) {
+        docs.retain(|(index, _, _)| (*index as i32) < first);
+    }
+    let written = write(ctx, &db, &ns, docs, ordered, &mut errors)?;
+    errors.sort_by_key(|e| e.get_i32("index").unwrap_or_default());
+    let mut reply = doc! {"n": written as i32};
+    if !errors.is_empty() {
+        reply.insert("writeErrors", errors);
+    }
+    Ok(reply)
+}
+
+/// Writes the prepared documents; ordered: none after the first failure.
+fn write(
+    ctx: &Ctx,
+    db: &Database,
+    ns: &Namespace,
+    mut docs: Vec<(usize, ParsedDoc, Bson)>,
+    ordered: bool,
+    errors: &mut Vec<Document>,
+) -> Result<usize, MongoError> {
+    let user = user(ctx);
+    let opts = WriteOptions { new_edits: true, all_or_nothing: ordered };
+    let parsed: Vec<ParsedDoc> = docs.iter().map(|(_, d, _)| d.clone()).collect();
+    let results = db.update_docs(&user, parsed, opts)?;
+    let failed = results.iter().position(|r| r.result.is_err());
+    if ordered && let Some(k) = failed {
+        // Nothing was written: write the documents before the first failure, and report it.
+        errors.push(doc_error(ns, &docs[k], &results[k]));
+        docs.truncate(k);
+        return match docs.is_empty() {
+            true => Ok(0),
+            false => write(ctx, db, ns, docs, true, errors),
+        };
+    }
+    let mut written = 0;
+    for (doc, result) in docs.iter().zip(&results) {
+        match &result.result {
+            Ok(_) => written += 1,
+            Err(_) => errors.push(doc_error(ns, doc, result)),
+        }
+    }
+    Ok(written)
+}
+
+fn doc_error(
+    ns: &Namespace,
+    (index, _, id): &(usize, ParsedDoc, Bson),
+    result: &DocResult,
+) -> Document {
+    match &result.result {
+        Err(bunko_engine::Error::Conflict) => {
+            let err = MongoError::duplicate_key(&ns.full(), &id.to_string());
+            let mut doc = write_error(*index, &err);
+            doc.insert("keyPattern", doc! {"_id": 1});
+            doc.insert("keyValue", doc! {"_id": id.clone()});
+            doc
+        }
+        Err(other) => write_error(*index, &MongoError::from(clone_error(other))),
+        Ok(_) => write_error(*index, &MongoError::internal("no error")),
+    }
+}
+
+/// Engine errors are not `Clone`; their MongoDB form only needs the variant and text.
+pub(super) fn clone_error(err: &bunko_engine::Error) -> bunko_engine::Error {
+    use bunko_engine::Error as E;
+    match err {
+        E::Forbidden(t) => E::Forbidden(t.clone()),
+        E::Unauthorized(t) => E::Unauthorized(t.clone()),
+        E::NotFound(t) => E::NotFound(t.clone()),
+        E::Conflict => E::Conflict,
+        other => E::BadRequest(other.to_string()),
+    }
+}
+
+pub(super) fn write_error(index: usize, err: &MongoError) -> Document {
+    doc! {"index": index as i32, "code": err.code, "codeName": err.code_name, "errmsg": &err.errmsg}
+}
+
+/// A document to insert: its size checked, `_id` added (first) when missing.
+pub(super) fn prepare(item: &Bson) -> Result<(ParsedDoc, Bson), MongoError> {
+    let Bson::Document(doc) = item else {
+        return Err(MongoError::type_mismatch("documents to insert must be objects"));
+    };
+    let size = doc.to_vec().map_err(|e| MongoError::invalid_bson(e.to_string()))?.len();
+    if size > wire::MAX_BSON_SIZE {
+        return Err(MongoError::too_large(size, wire::MAX_BSON_SIZE));
+    }
+    let id = doc.get("_id").cloned().unwrap_or_else(|| Bson::ObjectId(ObjectId::new()));
+    match id {
+        Bson::Array(_) => return Err(MongoError::bad_value("can't use an array for _id")),
+        Bson::RegularExpression(_) => {
+            return Err(MongoError::bad_value("can't use a regex for _id"));
+        }
+        Bson::Undefined => return Err(MongoError::bad_value("can't use a undefined for _id")),
+        _ => {}
+    }
+    let mut body = doc.clone();
+    body.remove("_id");
+    let body = ejson::to_json(&body);
+    // MongoDB stores at most 100 levels; the stored JSON (with its wrappers) must also stay
+    // within what the JSON parser reads back (128).
+    if bson_depth(&Bson::Document(doc.clone())) > MAX_STORED_DEPTH
+        || body.values().map(json_depth).max().unwrap_or(0) >= 127
+    {
+        return Err(MongoError::new(
+            15,
+            "Overflow",
+            format!("Document exceeds the maximum nesting depth of {MAX_STORED_DEPTH}"),
+        ));
+    }
+    let parsed = ParsedDoc { id: Some(ejson::doc_id(&id)), body, ..Default::default() };
+    Ok((parsed, id))
+}
+
+/// The collection's database if it exists, after the read check.
+pub(super) fn readable_db(
+    ctx: &Ctx,
+    ns: &Namespace,
+    command: &str,
+) -> Result<Option<Arc<Database>>, MongoError> {
+    let Some(db) = ctx.server.engine.get_db(&ns.engine_name()) else { return Ok(None) };
+    if !readable(&db, &user(ctx)) {
+        return Err(MongoError::unauthorized(format!(
+            "not authorized on {} to execute command {{ {command}: \"{}\" }}",
+            ns.db, ns.coll
+        )));
+    }
+    Ok(Some(db))
+}
+
+/// Runs a query in the Mongo dialect: the matching documents, in MongoDB form.
+pub(super) fn run_query(
+    db: &Database,
+    selector: Selector,
+    order: &[(FieldPath, Direction)],
+    skip: usize,
+    limit: usize,
+) -> Result<Vec<Document>, MongoError> {
+    let query = FindQuery {
+        selector,
+        sort: Vec::new(),
+        descending: false,
+        limit,
+        skip,
+        use_index: None,
+        partition: None,
+        bookmark: None,
+        allow_fallback: true,
+        fields: None,
+        conflicts: false,
+        dialect: Dialect::Mongo,
+    };
+    let result = db.find_mongo(&query, order)?;
+    Ok(result.docs.iter().filter_map(Value::as_object).map(ejson::from_json).collect())
+}
+
+fn non_negative(command: &Document, field: &str) -> Result<Option<usize>, MongoError> {
+    match int_of(command, field)? {
+        Some(n) if n < 0 => Err(MongoError::new(
+            51024,
+            "Location51024",
+            format!("BSON field '{field}' value must be >= 0, actual value '{n}'"),
+        )),
+        Some(n) => Ok(Some(usize::try_from(n).unwrap_or(usize::MAX))),
+        None => Ok(None),
+    }
+}
+
+pub(super) fn find(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
+    let ns = namespace(ctx, command)?;
+    let selector = query::selector(&doc_of(command, "filter")?)?;
+    let projection = Projection::parse(&doc_of(command, "projection")?)?;
+    let order = query::sort(&doc_of(command, "sort")?)?;
+    let skip = non_negative(command, "skip")?.unwrap_or(0);
+    let limit = non_negative(command, "limit")?.filter(|&l| l > 0).unwrap_or(usize::MAX);
+    let batch = non_negative(command, "batchSize")?.unwrap_or(DEFAULT_BATCH);
+    let single = bool_of(command, "singleBatch", false)?;
+    let Some(db) = readable_db(ctx, &ns, "find")? else {
+        return Ok(cursor_reply(0, &ns.full(), "firstBatch", Vec::new()));
+    };
+    let mut pager = Pager::new(db, selector, &order, skip, limit, projection)?;
+    let (first, more) = match batch {
+        0 => (Vec::new(), true),
+        n => pager.next(n)?,
+    };
+    let id = if single || !more {
+        0
+    } else {
+        let next = Box::new(move |n| pager.next(n));
+        ctx.server.cursors.open(ns.full(), ctx.session.user.clone(), next)
+    };
+    Ok(cursor_reply(id, &ns.full(), "firstBatch", first))
+}
+
+/// Up to `size` documents (`0`: no count limit) and at most 16 MiB of them (at least one).
+pub(super) fn take_batch(docs: &mut VecDeque<Document>, size: usize) -> Vec<Document> {
+    let size = if size == 0 { usize::MAX } else { size };
+    let mut out = Vec::new();
+    let mut bytes = 0;
+    while out.len() < size {
+        let Some(next) = docs.front() else { break };
+        let len = next.to_vec().map_or(0, |v| v.len());
+        if !out.is_empty() && bytes + len > wire::MAX_BSON_SIZE {
+            break;
+        }
+        bytes += len;
+        out.extend(docs.pop_front());
+    }
+    out
+}
+
+pub(super) fn count(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
+    let ns = namespace(ctx, command)?;
+    let selector = query::selector(&doc_of(command, "query")?)?;
+    let skip = non_negative(command, "skip")?.unwrap_or(0);
+    let limit = match int_of(command, "limit")? {
+        Some(0) | None => usize::MAX,
+        Some(n) => usize::try_from(n.unsigned_abs()).unwrap_or(usize::MAX),
+    };
+    let Some(db) = readable_db(ctx, &ns, "count")? else { return Ok(doc! {"n": 0}) };
+    let n = run_query(&db, selector, &[], skip, limit)?.len();
+    Ok(doc! {"n": n as i32})
+}
+
+pub(super) fn delete(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
+    let ns = namespace(ctx, command)?;
+    let Some(Bson::Array(statements)) = command.get("deletes") else {
+        return Err(MongoError::failed_to_parse(
+            "BSON field 'delete.deletes' is missing but a required field",
+        ));
+    };
+    let ordered = bool_of(command, "ordered", true)?;
+    let db = readable_db(ctx, &ns, "delete")?;
+    let mut deleted = 0;
+    let mut errors = Vec::new();
+    for (index, statement) in statements.iter().enumerate() {
+        let outcome = match (&db, statement) {
+            (_, Bson::Document(s)) => delete_one_statement(ctx, db.as_deref(), s),
+            _ => Err(MongoError::type_mismatch("delete statements must be objects")),
+        };
+        match outcome {
+            Ok(n) => deleted += n,
+            Err(err) => {
+                errors.push(write_error(index, &err));
+                if ordered {
+                    break;
+                }
+            }
+        }
+    }
+    let mut reply = doc! {"n": deleted as i32};
+    if !errors.is_empty() {
+        reply.insert("writeErrors", errors);
+    }
+    Ok(reply)
+}
+
+/// One `{q, limit}` statement: deletes the matching documents in one commit.
+fn delete_one_statement(
+    ctx: &Ctx,
+    db: Option<&Database>,
+    statement: &Document,
+) -> Result<usize, MongoError> {
+    for key in statement.keys() {
+        match key.as_str() {
+            "q" | "limit" => {}
+            "collation" | "hint" => {
+                return Err(MongoError::not_implemented(format!(
+                    "option '{key}' of delete is not supported yet"
+                )));
+            }
+            other => {
+                return Err(MongoError::new(
+                    40415,
+                    "Location40415",
+                    format!("BSON field 'delete.deletes.{other}' is an unknown field."),
+                ));
+            }
+        }
+    }
+    let selector = query::selector(&doc_of(statement, "q")?)?;
+    let limit = match int_of(statement, "limit")? {
+        Some(0) => usize::MAX,
+        Some(1) => 1,
+        _ => {
+            return Err(MongoError::failed_to_parse(
+                "The limit field in delete objects must be 0 or 1.",
+            ));
+        }
+    };
+    let Some(db) = db else { return Ok(0) };
+    let matched = run_query(db, selector, &[], 0, limit)?;
+    let mut tombstones = Vec::with_capacity(matched.len());
+    for doc in matched {
+        let id = ejson::doc_id(doc.get("_id").unwrap_or(&Bson::Null));
+        let Ok(current) = db.get(&id, None) else { continue };
+        tombstones.push(ParsedDoc {
+            id: Some(id),
+            rev: Some(current.rev),
+            deleted: true,
+            ..Default::default()
+        });
+    }
+    let results = db.update_docs(&user(ctx), tombstones, WriteOptions::default())?;
+    if let Some(Err(err)) = results.iter().map(|r| &r.result).find(|r| r.is_err()) {
+        return Err(MongoError::from(clone_error(err)));
+    }
+    Ok(results.len())
+}
+
+pub(super) fn distinct(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
+    let ns = namespace(ctx, command)?;
+    let key = command.get_str("key").map_err(|_| {
+        MongoError::failed_to_parse("BSON field 'distinct.key' is missing but a required field")
+    })?;
+    let selector = query::selector(&doc_of(command, "query")?)?;
+    let Some(db) = readable_db(ctx, &ns, "distinct")? else {
+        return Ok(doc! {"values": []});
+    };
+    let path: Vec<&str> = key.split('.').collect();
+    let mut values: Vec<(Value, Bson)> = Vec::new();
+    for doc in run_query(&db, selector, &[], 0, usize::MAX)? {
+        let mut reached = Vec::new();
+        reach(&Bson::Document(doc), &path, &mut reached);
+        for value in reached {
+            let view = ejson::match_view(&ejson::value_to_json(&value));
+            if !values.iter().any(|(v, _)| bunko_query::bson_order::compare(v, &view).is_eq()) {
+                values.push((view, value));
+            }
+        }
+    }
+    Ok(doc! {"values": values.into_iter().map(|(_, v)| v).collect::<Vec<_>>()})
+}
+
+/// The values a dotted path reaches, through arrays as MongoDB does; an array at the end
+/// stands for its elements.
+fn reach(value: &Bson, path: &[&str], out: &mut Vec<Bson>) {
+    let Some((first, rest)) = path.split_first() else {
+        match value {
+            Bson::Array(items) => out.extend(items.iter().cloned()),
+            other => out.push(other.clone()),
+        }
+        return;
+    };
+    match value {
+        Bson::Document(doc) => {
+            if let Some(child) = doc.get(*first) {
+                reach(child, rest, out);
+            }
+        }
+        Bson::Array(items) => {
+            if let Some(item) = first.parse::<usize>().ok().and_then(|i| items.get(i)) {
+                reach(item, rest, out);
+            }
+            for item in items.iter().filter(|i| matches!(i, Bson::Document(_))) {
+                reach(item, path, out);
+            }
+        }
+        _ => {}
+    }
+}

@@ -1,0 +1,47 @@
+//! Cursor commands: `getMore` (the next batch of an open cursor, only for the user and
+//! namespace that opened it) and `killCursors`.
+
+use bson::{Bson, Document, doc};
+
+use super::{Ctx, cursor_reply, int_of};
+use crate::error::MongoError;
+
+pub(super) fn get_more(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
+    let id = match command.get("getMore") {
+        Some(Bson::Int64(id)) => *id,
+        _ => {
+            return Err(MongoError::type_mismatch(
+                "BSON field 'getMore.getMore' is the wrong type, expected type 'long'",
+            ));
+        }
+    };
+    let coll = command.get_str("collection").map_err(|_| {
+        MongoError::failed_to_parse(
+            "BSON field 'getMore.collection' is missing but a required field",
+        )
+    })?;
+    let ns = format!("{}.{coll}", ctx.db);
+    let size = int_of(command, "batchSize")?.map_or(0, |n| usize::try_from(n).unwrap_or(0));
+    let user = ctx.session.user.as_ref();
+    let (batch, alive) = ctx.server.cursors.next(id, user, &ns, size)?;
+    Ok(cursor_reply(if alive { id } else { 0 }, &ns, "nextBatch", batch))
+}
+
+pub(super) fn kill_cursors(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
+    let Some(Bson::Array(ids)) = command.get("cursors") else {
+        return Err(MongoError::failed_to_parse(
+            "BSON field 'killCursors.cursors' is missing but a required field",
+        ));
+    };
+    let user = ctx.session.user.as_ref();
+    let (mut killed, mut missing) = (Vec::new(), Vec::new());
+    for id in ids {
+        let Bson::Int64(id) = id else {
+            return Err(MongoError::type_mismatch("cursor ids must be longs"));
+        };
+        if ctx.server.cursors.kill(*id, user) { killed.push(*id) } else { missing.push(*id) }
+    }
+    Ok(
+        doc! {"cursorsKilled": killed, "cursorsNotFound": missing, "cursorsAlive": [], "cursorsUnknown": []},
+    )
+}

@@ -1,0 +1,289 @@
+//! The command table: every command Bunko answers, one module per family, looked up by
+//! name as MongoDB does (exact names plus MongoDB's own aliases such as `ismaster` and
+//! `buildinfo`). Before a command runs:
+//!
+//! 1. an unknown name is `CommandNotFound` (59) with MongoDB's message;
+//! 2. on a connection that has not authenticated, anything but the handshake and
+//!    authentication commands is `Unauthorized` (13);
+//! 3. the command's fields are checked against what it implements: fields every command
+//!    may carry (`$db`, `lsid`, `$clusterTime`, `$readPreference`, `comment`, `apiVersion`,
+//!    ...) are accepted, options not implemented yet are `NotImplemented` (238), and
+//!    anything else is MongoDB's unknown-field error (40415). Nothing is silently ignored;
+//!    multi-document transactions (`startTransaction`, `autocommit`) are refused.
+
+mod admin;
+mod crud;
+mod cursor;
+mod handshake;
+mod pager;
+mod sasl;
+mod update;
+
+use bson::{Bson, Document, doc};
+
+use crate::error::MongoError;
+use crate::{Server, Session};
+
+/// What a command runs with.
+pub(crate) struct Ctx<'a> {
+    pub server: &'a Server,
+    pub session: &'a mut Session,
+    /// `$db`.
+    pub db: String,
+}
+
+type Handler = fn(&mut Ctx, &Document) -> Result<Document, MongoError>;
+
+/// One entry of the table.
+struct Command {
+    name: &'static str,
+    aliases: &'static [&'static str],
+    /// Allowed before authentication.
+    public: bool,
+    /// Fields the command implements; `None`: it reads what it knows and ignores the rest
+    /// (handshake commands, whose drivers send metadata).
+    fields: Option<&'static [&'static str]>,
+    run: Handler,
+}
+
+/// Fields any command may carry.
+const GENERIC: &[&str] = &[
+    "$db",
+    "lsid",
+    "$clusterTime",
+    "$readPreference",
+    "comment",
+    "apiVersion",
+    "apiStrict",
+    "apiDeprecationErrors",
+];
+
+/// Options MongoDB has that Bunko does not implement yet: `NotImplemented`, not unknown.
+const NOT_YET: &[&str] = &[
+    "hint",
+    "collation",
+    "let",
+    "maxTimeMS",
+    "min",
+    "max",
+    "returnKey",
+    "showRecordId",
+    "tailable",
+    "awaitData",
+    "oplogReplay",
+    "noCursorTimeout",
+    "allowPartialResults",
+    "collectionUUID",
+    "bypassDocumentValidation",
+    "capped",
+    "size",
+    "freeStorage",
+    "validator",
+    "validationLevel",
+    "validationAction",
+    "timeseries",
+    "clusteredIndex",
+    "viewOn",
+    "pipeline",
+    "expireAfterSeconds",
+    "changeStreamPreAndPostImages",
+    "storageEngine",
+    "indexOptionDefaults",
+    "encryptedFields",
+    "startTransaction",
+    "autocommit",
+];
+
+#[rustfmt::skip]
+const TABLE: &[Command] = &[
+    Command { name: "hello", aliases: &[], public: true, fields: None, run: handshake::hello },
+    Command { name: "isMaster", aliases: &["ismaster"], public: true, fields: None, run: handshake::is_master },
+    Command { name: "ping", aliases: &[], public: true, fields: None, run: handshake::ping },
+    Command { name: "buildInfo", aliases: &["buildinfo"], public: true, fields: None, run: handshake::build_info },
+    Command { name: "saslStart", aliases: &[], public: true, fields: None, run: sasl::start },
+    Command { name: "saslContinue", aliases: &[], public: true, fields: None, run: sasl::next },
+    Command { name: "logout", aliases: &[], public: true, fields: None, run: sasl::logout },
+    Command { name: "connectionStatus", aliases: &[], public: true, fields: None, run: handshake::connection_status },
+    Command { name: "endSessions", aliases: &[], public: true, fields: None, run: handshake::end_sessions },
+    Command { name: "getParameter", aliases: &[], public: false, fields: None, run: handshake::get_parameter },
+    Command { name: "getCmdLineOpts", aliases: &[], public: false, fields: None, run: handshake::get_cmd_line_opts },
+    Command { name: "hostInfo", aliases: &[], public: false, fields: None, run: handshake::host_info },
+    Command { name: "serverStatus", aliases: &[], public: false, fields: None, run: handshake::server_status },
+    Command { name: "whatsmyuri", aliases: &[], public: false, fields: None, run: handshake::whatsmyuri },
+    Command { name: "getLog", aliases: &[], public: false, fields: None, run: handshake::get_log },
+    Command { name: "listDatabases", aliases: &[], public: false, fields: Some(&["filter", "nameOnly", "authorizedDatabases"]), run: admin::list_databases },
+    Command { name: "listCollections", aliases: &[], public: false, fields: Some(&["filter", "nameOnly", "authorizedCollections", "cursor"]), run: admin::list_collections },
+    Command { name: "create", aliases: &[], public: false, fields: Some(&["writeConcern"]), run: admin::create },
+    Command { name: "drop", aliases: &[], public: false, fields: Some(&["writeConcern"]), run: admin::drop },
+    Command { name: "dropDatabase", aliases: &[], public: false, fields: Some(&["writeConcern"]), run: admin::drop_database },
+    Command { name: "insert", aliases: &[], public: false, fields: Some(&["documents", "ordered", "writeConcern", "txnNumber"]), run: crud::insert },
+    Command { name: "find", aliases: &[], public: false, fields: Some(&["filter", "projection", "sort", "skip", "limit", "batchSize", "singleBatch", "readConcern", "allowDiskUse"]), run: crud::find },
+    Command { name: "delete", aliases: &[], public: false, fields: Some(&["deletes", "ordered", "writeConcern", "txnNumber"]), run: crud::delete },
+    Command { name: "count", aliases: &[], public: false, fields: Some(&["query", "limit", "skip", "readConcern"]), run: crud::count },
+    Command { name: "update", aliases: &[], public: false, fields: Some(&["updates", "ordered", "writeConcern", "txnNumber"]), run: update::update },
+    Command { name: "findAndModify", aliases: &["findandmodify"], public: false, fields: Some(&["query", "sort", "remove", "update", "new", "fields", "upsert", "writeConcern", "txnNumber"]), run: update::find_and_modify },
+    Command { name: "distinct", aliases: &[], public: false, fields: Some(&["key", "query", "readConcern"]), run: crud::distinct },
+    Command { name: "listIndexes", aliases: &[], public: false, fields: Some(&["cursor"]), run: admin::list_indexes },
+    Command { name: "dbStats", aliases: &["dbstats"], public: false, fields: Some(&["scale"]), run: admin::db_stats },
+    Command { name: "getMore", aliases: &[], public: false, fields: Some(&["collection", "batchSize"]), run: cursor::get_more },
+    Command { name: "killCursors", aliases: &[], public: false, fields: Some(&["cursors"]), run: cursor::kill_cursors },
+];
+
+/// Runs one command; the reply and whether it must go uncompressed (handshake and
+/// authentication replies, as the compression spec requires).
+pub(crate) fn run(
+    server: &Server,
+    session: &mut Session,
+    command: &Document,
+) -> Result<(Document, bool), MongoError> {
+    let Some((name, _)) = command.iter().next() else {
+        return Err(MongoError::failed_to_parse("no command name in the request"));
+    };
+    let fields: Vec<&str> = command.keys().map(String::as_str).collect();
+    tracing::debug!(?fields, "mongo command");
+    let Some(entry) = TABLE.iter().find(|c| c.name == name || c.aliases.contains(&name.as_str()))
+    else {
+        return Err(MongoError::command_not_found(name));
+    };
+    if !entry.public && session.user.is_none() {
+        return Err(MongoError::unauthorized(format!(
+            "Command {} requires authentication",
+            entry.name
+        )));
+    }
+    if let Some(fields) = entry.fields {
+        check_fields(entry.name, command, fields)?;
+    } else if command.contains_key("startTransaction") || command.contains_key("autocommit") {
+        return Err(MongoError::not_implemented(
+            "multi-document transactions are not supported yet",
+        ));
+    }
+    let db = match command.get("$db") {
+        Some(Bson::String(db)) => db.clone(),
+        Some(_) => return Err(MongoError::type_mismatch("$db must be a string")),
+        None => {
+            return Err(MongoError::failed_to_parse(
+                "BSON field '$db' is missing but a required field",
+            ));
+        }
+    };
+    crate::names::check_db(&db)?;
+    check_read_concern(command)?;
+    let plain = entry.public || entry.name == "getParameter";
+    let mut ctx = Ctx { server, session, db };
+    let mut reply = (entry.run)(&mut ctx, command)?;
+    reply.insert("ok", 1.0);
+    Ok((reply, plain))
+}
+
+/// Every read sees one storage snapshot per batch, which is what `local`, `available` and
+/// (on one node) `majority` promise; `snapshot` and `linearizable` are not done yet.
+fn check_read_concern(command: &Document) -> Result<(), MongoError> {
+    let Ok(concern) = command.get_document("readConcern") else { return Ok(()) };
+    match concern.get_str("level") {
+        Err(_) | Ok("local" | "available" | "majority") => Ok(()),
+        Ok(level) => Err(MongoError::not_implemented(format!(
+            "readConcern level '{level}' is not supported yet"
+        ))),
+    }
+}
+
+fn check_fields(name: &str, command: &Document, fields: &[&str]) -> Result<(), MongoError> {
+    for key in command.keys().skip(1) {
+        let key = key.as_str();
+        if GENERIC.contains(&key) || fields.contains(&key) {
+            continue;
+        }
+        if NOT_YET.contains(&key) {
+            return Err(MongoError::not_implemented(format!(
+                "option '{key}' of {name} is not supported yet"
+            )));
+        }
+        return Err(MongoError::new(
+            40415,
+            "Location40415",
+            format!("BSON field '{name}.{key}' is an unknown field."),
+        ));
+    }
+    Ok(())
+}
+
+/// The namespace `coll` names in the current database (the command's first value).
+pub(crate) fn namespace(
+    ctx: &Ctx,
+    command: &Document,
+) -> Result<crate::names::Namespace, MongoError> {
+    match command.iter().next() {
+        Some((_, Bson::String(coll))) => crate::names::Namespace::new(&ctx.db, coll),
+        Some((name, _)) => Err(MongoError::new(
+            73,
+            "InvalidNamespace",
+            format!("collection name has invalid type {}", type_of(command.get(name))),
+        )),
+        None => Err(MongoError::failed_to_parse("no collection name")),
+    }
+}
+
+fn type_of(value: Option<&Bson>) -> String {
+    value.map(|v| format!("{:?}", v.element_type())).unwrap_or_default().to_lowercase()
+}
+
+/// A cursor reply (`firstBatch`/`nextBatch`).
+pub(crate) fn cursor_reply(id: i64, ns: &str, key: &str, docs: Vec<Document>) -> Document {
+    doc! { "cursor": { "id": id, "ns": ns, key: docs } }
+}
+
+/// A field as an integer of any numeric type.
+pub(crate) fn int_of(command: &Document, field: &str) -> Result<Option<i64>, MongoError> {
+    match command.get(field) {
+        None | Some(Bson::Null) => Ok(None),
+        Some(Bson::Int32(i)) => Ok(Some(i64::from(*i))),
+        Some(Bson::Int64(i)) => Ok(Some(*i)),
+        Some(Bson::Double(d)) if d.fract() == 0.0 => Ok(Some(*d as i64)),
+        Some(_) => Err(MongoError::type_mismatch(format!(
+            "BSON field '{field}' is the wrong type, expected a number"
+        ))),
+    }
+}
+
+/// A boolean field (MongoDB also takes numbers).
+pub(crate) fn bool_of(command: &Document, field: &str, default: bool) -> Result<bool, MongoError> {
+    match command.get(field) {
+        None => Ok(default),
+        Some(Bson::Boolean(b)) => Ok(*b),
+        Some(Bson::Int32(i)) => Ok(*i != 0),
+        Some(Bson::Int64(i)) => Ok(*i != 0),
+        Some(Bson::Double(d)) => Ok(*d != 0.0),
+        Some(_) => Err(MongoError::type_mismatch(format!(
+            "BSON field '{field}' is the wrong type, expected a boolean"
+        ))),
+    }
+}
+
+/// A document field (absent: empty).
+pub(crate) fn doc_of(command: &Document, field: &str) -> Result<Document, MongoError> {
+    match command.get(field) {
+        None | Some(Bson::Null) => Ok(Document::new()),
+        Some(Bson::Document(d)) => Ok(d.clone()),
+        Some(_) => Err(MongoError::type_mismatch(format!(
+            "BSON field '{field}' is the wrong type, expected an object"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_and_alias_is_unique() {
+        let mut names: Vec<&str> = TABLE
+            .iter()
+            .flat_map(|c| std::iter::once(c.name).chain(c.aliases.iter().copied()))
+            .collect();
+        let total = names.len();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), total);
+    }
+}

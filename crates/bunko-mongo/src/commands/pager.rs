@@ -1,0 +1,98 @@
+//! A `find`'s answer in batches. Unsorted, the query is run one batch at a time, each batch
+//! resuming the engine's scan after the last document returned (the engine's bookmark), so
+//! an open cursor holds a position, not the answer. Sorted (a blocking sort), the whole answer
+//! is computed once and handed out.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use bson::Document;
+use bunko_doc::ejson;
+use bunko_engine::Database;
+use bunko_engine::find::FindQuery;
+use bunko_query::{Dialect, Direction, FieldPath, Selector};
+use serde_json::Value;
+
+use super::crud::take_batch;
+use crate::error::MongoError;
+use crate::projection::Projection;
+
+/// Documents fetched per engine run when the client names no batch size.
+const DEFAULT_PAGE: usize = 1000;
+
+/// The source of a `find`'s batches.
+pub(super) struct Pager {
+    db: Arc<Database>,
+    query: FindQuery,
+    projection: Option<Projection>,
+    /// Documents still to return (the `limit` left).
+    remaining: usize,
+    /// Fetched but not yet returned (a batch is also capped at 16 MiB).
+    buffer: VecDeque<Document>,
+    /// The scan is over.
+    done: bool,
+}
+
+impl Pager {
+    /// A pager over `selector`; sorted by `order` if given.
+    pub fn new(
+        db: Arc<Database>,
+        selector: Selector,
+        order: &[(FieldPath, Direction)],
+        skip: usize,
+        limit: usize,
+        projection: Option<Projection>,
+    ) -> Result<Pager, MongoError> {
+        let query = FindQuery {
+            selector,
+            sort: Vec::new(),
+            descending: false,
+            limit,
+            skip,
+            use_index: None,
+            partition: None,
+            bookmark: None,
+            allow_fallback: true,
+            fields: None,
+            conflicts: false,
+            dialect: Dialect::Mongo,
+        };
+        let mut pager =
+            Pager { db, query, projection, remaining: limit, buffer: VecDeque::new(), done: false };
+        if !order.is_empty() {
+            let result = pager.db.find_mongo(&pager.query, order)?;
+            pager.buffer = result.docs.iter().filter_map(|d| pager.convert(d)).collect();
+            pager.done = true;
+        }
+        Ok(pager)
+    }
+
+    fn convert(&self, doc: &Value) -> Option<Document> {
+        let doc = ejson::from_json(doc.as_object()?);
+        Some(match &self.projection {
+            Some(p) => p.apply(&doc),
+            None => doc,
+        })
+    }
+
+    /// The next batch of at most `size` documents (`0`: as many as fit in 16 MiB) and
+    /// whether more may follow.
+    pub fn next(&mut self, size: usize) -> Result<(Vec<Document>, bool), MongoError> {
+        let want = if size == 0 { DEFAULT_PAGE } else { size };
+        while self.buffer.len() < want && !self.done {
+            let page = (want - self.buffer.len()).min(self.remaining);
+            let query = FindQuery { limit: page, ..self.query.clone() };
+            let result = self.db.find_mongo(&query, &[])?;
+            let fetched = result.docs.len();
+            let converted: Vec<Document> =
+                result.docs.iter().filter_map(|d| self.convert(d)).collect();
+            self.buffer.extend(converted);
+            self.remaining -= fetched.min(self.remaining);
+            self.query.skip = 0;
+            self.query.bookmark = Some(result.bookmark);
+            self.done = fetched < page || self.remaining == 0;
+        }
+        let batch = take_batch(&mut self.buffer, size);
+        Ok((batch, !(self.done && self.buffer.is_empty())))
+    }
+}

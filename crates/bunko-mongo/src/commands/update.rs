@@ -1,0 +1,301 @@
+//! `update` and `findAndModify`: the update document is parsed and applied by
+//! `bunko_query::update` (pure functions on BSON); each changed document is written with
+//! `Database::put` naming the revision it was read at, so a concurrent change is a conflict,
+//! and the document is read, re-checked against the filter and updated again (up to
+//! [`RETRIES`] times). An upsert inserts the filter's equality fields plus the update.
+
+use bson::oid::ObjectId;
+use bson::{Bson, Document, doc};
+use bunko_doc::body::ParsedDoc;
+use bunko_doc::ejson;
+use bunko_engine::{Database, Error, WriteOptions};
+use bunko_query::update::Update;
+use bunko_query::{Dialect, Selector};
+use serde_json::Value;
+
+use super::admin::{open_or_create, user};
+use super::crud::{clone_error, prepare, readable_db, run_query, write_error};
+use super::{Ctx, bool_of, doc_of, namespace};
+use crate::error::MongoError;
+use crate::names::Namespace;
+use crate::projection::Projection;
+use crate::query;
+
+/// How often a write that lost a race is retried.
+const RETRIES: usize = 5;
+
+pub(super) fn update(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
+    let ns = namespace(ctx, command)?;
+    let Some(Bson::Array(statements)) = command.get("updates") else {
+        return Err(MongoError::failed_to_parse(
+            "BSON field 'update.updates' is missing but a required field",
+        ));
+    };
+    let ordered = bool_of(command, "ordered", true)?;
+    let (mut n, mut modified) = (0, 0);
+    let (mut upserted, mut errors) = (Vec::new(), Vec::new());
+    for (index, statement) in statements.iter().enumerate() {
+        let outcome = match statement {
+            Bson::Document(s) => statement_run(ctx, &ns, s),
+            _ => Err(MongoError::type_mismatch("update statements must be objects")),
+        };
+        match outcome {
+            Ok(Outcome { matched, changed, upserted: Some(id) }) => {
+                n += matched;
+                modified += changed;
+                upserted.push(doc! {"index": index as i32, "_id": id});
+            }
+            Ok(Outcome { matched, changed, upserted: None }) => {
+                n += matched;
+                modified += changed;
+            }
+            Err(err) => {
+                errors.push(write_error(index, &err));
+                if ordered {
+                    break;
+                }
+            }
+        }
+    }
+    let mut reply = doc! {"n": n as i32, "nModified": modified as i32};
+    if !upserted.is_empty() {
+        reply.insert("upserted", upserted);
+    }
+    if !errors.is_empty() {
+        reply.insert("writeErrors", errors);
+    }
+    Ok(reply)
+}
+
+struct Outcome {
+    matched: usize,
+    changed: usize,
+    upserted: Option<Bson>,
+}
+
+fn statement_run(ctx: &Ctx, ns: &Namespace, statement: &Document) -> Result<Outcome, MongoError> {
+    for key in statement.keys() {
+        match key.as_str() {
+            "q" | "u" | "upsert" | "multi" => {}
+            "arrayFilters" | "hint" | "collation" | "c" | "sort" | "upsertSupplied" => {
+                return Err(MongoError::not_implemented(format!(
+                    "option '{key}' of update is not supported yet"
+                )));
+            }
+            other => {
+                return Err(MongoError::new(
+                    40415,
+                    "Location40415",
+                    format!("BSON field 'update.updates.{other}' is an unknown field."),
+                ));
+            }
+        }
+    }
+    let filter = doc_of(statement, "q")?;
+    let update = parse_update(statement.get("u"))?;
+    let multi = bool_of(statement, "multi", false)?;
+    if multi && matches!(update, Update::Replace(_)) {
+        return Err(MongoError::failed_to_parse(
+            "multi update is not supported for replacement-style update",
+        ));
+    }
+    let upsert = bool_of(statement, "upsert", false)?;
+    let selector = query::selector(&filter)?;
+    let db = match (upsert, readable_db(ctx, ns, "update")?) {
+        (_, Some(db)) => db,
+        (true, None) => open_or_create(ctx, ns)?,
+        (false, None) => return Ok(Outcome { matched: 0, changed: 0, upserted: None }),
+    };
+    let matches = run_query(&db, selector.clone(), &[], 0, if multi { usize::MAX } else { 1 })?;
+    if matches.is_empty() && upsert {
+        let (id, _) = insert_upsert(ctx, &db, &filter, &update)?;
+        return Ok(Outcome { matched: 0, changed: 0, upserted: Some(id) });
+    }
+    let mut outcome = Outcome { matched: 0, changed: 0, upserted: None };
+    for found in matches {
+        if let Some((_, _, changed)) = modify(ctx, &db, &found, &selector, &update)? {
+            outcome.matched += 1;
+            outcome.changed += usize::from(changed);
+        }
+    }
+    Ok(outcome)
+}
+
+fn parse_update(spec: Option<&Bson>) -> Result<Update, MongoError> {
+    match spec {
+        Some(Bson::Document(d)) => Ok(Update::parse(d)?),
+        Some(Bson::Array(_)) => {
+            Err(MongoError::not_implemented("pipeline-style updates are not supported yet"))
+        }
+        _ => Err(MongoError::failed_to_parse("BSON field 'u' is missing but a required field")),
+    }
+}
+
+/// The stored document `id` in its MongoDB form, with its current revision.
+fn current(db: &Database, id: &str) -> Result<Option<(Document, bunko_doc::RevId)>, MongoError> {
+    let doc = match db.get(id, None) {
+        Ok(doc) => doc,
+        Err(Error::NotFound(_)) => return Ok(None),
+        Err(err) => return Err(err.into()),
+    };
+    let mut out = doc! {"_id": ejson::id_value(id)};
+    if let Ok(Value::Object(body)) = serde_json::from_slice::<Value>(&doc.body) {
+        out.extend(ejson::from_json(&body));
+    }
+    Ok(Some((out, doc.rev)))
+}
+
+fn matches(selector: &Selector, doc: &Document) -> bool {
+    selector.matches(&ejson::match_view(&Value::Object(ejson::to_json(doc))), Dialect::Mongo)
+}
+
+/// Applies `update` to the document `found` (as a query returned it): (before, after,
+/// whether it changed); `None` if it no longer exists or matches.
+fn modify(
+    ctx: &Ctx,
+    db: &Database,
+    found: &Document,
+    selector: &Selector,
+    update: &Update,
+) -> Result<Option<(Document, Document, bool)>, MongoError> {
+    let id = ejson::doc_id(found.get("_id").unwrap_or(&Bson::Null));
+    for _ in 0..RETRIES {
+        let Some((before, rev)) = current(db, &id)? else { return Ok(None) };
+        if !matches(selector, &before) {
+            return Ok(None);
+        }
+        let after = update.apply(&before, false)?;
+        let changed = after.to_vec().ok() != before.to_vec().ok();
+        if !changed {
+            return Ok(Some((before, after, false)));
+        }
+        let (mut parsed, _) = prepare(&Bson::Document(after.clone()))?;
+        parsed.id = Some(id.clone());
+        parsed.rev = Some(rev);
+        match db.put(&user(ctx), parsed, WriteOptions::default()) {
+            Ok(_) => return Ok(Some((before, after, true))),
+            Err(Error::Conflict) => continue,
+            Err(err) => return Err(err.into()),
+        }
+    }
+    Err(MongoError::new(
+        112,
+        "WriteConflict",
+        "Write conflict during plan execution and yielding is disabled.",
+    ))
+}
+
+/// Inserts the upserted document: the filter's equalities, then the update (with
+/// `$setOnInsert`), `_id` from the filter or a new ObjectId.
+fn insert_upsert(
+    ctx: &Ctx,
+    db: &Database,
+    filter: &Document,
+    update: &Update,
+) -> Result<(Bson, Document), MongoError> {
+    let mut seed = Document::new();
+    for (key, value) in filter {
+        let value = match value {
+            Bson::Document(d) if d.len() == 1 && d.contains_key("$eq") => d.get("$eq").cloned(),
+            Bson::Document(d) if d.keys().next().is_some_and(|k| k.starts_with('$')) => None,
+            _ if key.starts_with('$') => None,
+            other => Some(other.clone()),
+        };
+        if let Some(value) = value {
+            let set = Update::parse(&doc! {"$set": {key: value}})?;
+            seed = set.apply(&seed, true)?;
+        }
+    }
+    let mut doc = update.apply(&seed, true)?;
+    let id = doc.get("_id").cloned().unwrap_or_else(|| Bson::ObjectId(ObjectId::new()));
+    doc.remove("_id");
+    let mut with_id = doc! {"_id": id.clone()};
+    with_id.extend(doc);
+    let (parsed, _) = prepare(&Bson::Document(with_id.clone()))?;
+    let results = db.update_docs(&user(ctx), vec![parsed], WriteOptions::default())?;
+    if let Some(Err(err)) = results.into_iter().next().map(|r| r.result) {
+        return Err(match err {
+            Error::Conflict => MongoError::duplicate_key(&db.name(), &id.to_string()),
+            other => MongoError::from(clone_error(&other)),
+        });
+    }
+    Ok((id, with_id))
+}
+
+pub(super) fn find_and_modify(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
+    let ns = namespace(ctx, command)?;
+    let filter = doc_of(command, "query")?;
+    let selector = query::selector(&filter)?;
+    let order = query::sort(&doc_of(command, "sort")?)?;
+    let remove = bool_of(command, "remove", false)?;
+    let return_new = bool_of(command, "new", false)?;
+    let upsert = bool_of(command, "upsert", false)?;
+    let projection = Projection::parse(&doc_of(command, "fields")?)?;
+    let update = match (remove, command.get("update")) {
+        (true, Some(_)) => {
+            return Err(MongoError::failed_to_parse(
+                "Cannot specify both an update and remove=true",
+            ));
+        }
+        (true, None) => None,
+        (false, None) => {
+            return Err(MongoError::failed_to_parse(
+                "Either an update or remove=true must be specified",
+            ));
+        }
+        (false, spec) => Some(parse_update(spec)?),
+    };
+    if remove && (upsert || return_new) {
+        return Err(MongoError::failed_to_parse("Cannot specify both upsert=true and remove=true"));
+    }
+    let shown = |d: Document| projection.as_ref().map_or(d.clone(), |p| p.apply(&d));
+    let db = match (upsert, readable_db(ctx, &ns, "findAndModify")?) {
+        (_, Some(db)) => db,
+        (true, None) => open_or_create(ctx, &ns)?,
+        (false, None) => {
+            return Ok(
+                doc! {"lastErrorObject": {"n": 0, "updatedExisting": false}, "value": Bson::Null},
+            );
+        }
+    };
+    for _ in 0..RETRIES {
+        let Some(found) = run_query(&db, selector.clone(), &order, 0, 1)?.into_iter().next() else {
+            break;
+        };
+        let Some(update) = &update else {
+            if remove_found(ctx, &db, &found)? {
+                return Ok(doc! {"lastErrorObject": {"n": 1}, "value": shown(found)});
+            }
+            continue; // changed meanwhile: look again
+        };
+        if let Some((before, after, _)) = modify(ctx, &db, &found, &selector, update)? {
+            let value = shown(if return_new { after } else { before });
+            return Ok(doc! {"lastErrorObject": {"n": 1, "updatedExisting": true}, "value": value});
+        }
+    }
+    match (&update, upsert) {
+        (Some(update), true) => {
+            let (id, inserted) = insert_upsert(ctx, &db, &filter, update)?;
+            let value = if return_new { Bson::Document(shown(inserted)) } else { Bson::Null };
+            Ok(
+                doc! {"lastErrorObject": {"n": 1, "updatedExisting": false, "upserted": id}, "value": value},
+            )
+        }
+        (Some(_), false) => {
+            Ok(doc! {"lastErrorObject": {"n": 0, "updatedExisting": false}, "value": Bson::Null})
+        }
+        (None, _) => Ok(doc! {"lastErrorObject": {"n": 0}, "value": Bson::Null}),
+    }
+}
+
+/// Deletes the document `found` at its current revision; whether it was deleted.
+fn remove_found(ctx: &Ctx, db: &Database, found: &Document) -> Result<bool, MongoError> {
+    let id = ejson::doc_id(found.get("_id").unwrap_or(&Bson::Null));
+    let Some((_, rev)) = current(db, &id)? else { return Ok(false) };
+    let tombstone = ParsedDoc { id: Some(id), rev: Some(rev), deleted: true, ..Default::default() };
+    match db.put(&user(ctx), tombstone, WriteOptions::default()) {
+        Ok(_) => Ok(true),
+        Err(Error::Conflict) => Ok(false),
+        Err(err) => Err(err.into()),
+    }
+}

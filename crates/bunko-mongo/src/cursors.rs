@@ -1,0 +1,140 @@
+//! The cursor registry: open cursors by id, each owned by the user who opened it, dropped by
+//! `killCursors`, when exhausted, or after the idle timeout (swept on every use of the
+//! registry). A cursor is its next-batch function: an unsorted `find` resumes its scan from
+//! where the last batch stopped (so memory does not grow with the result), a sorted one hands
+//! out the rest of its sorted answer. A batch is computed outside the registry's lock.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use bson::Document;
+use bunko_engine::security::UserCtx;
+use parking_lot::Mutex;
+use rand::Rng;
+
+use crate::error::MongoError;
+
+/// Produces the next batch of at most the given number of documents (`0`: the default
+/// size) and whether more may follow.
+pub type Next = Box<dyn FnMut(usize) -> Result<(Vec<Document>, bool), MongoError> + Send>;
+
+struct Cursor {
+    ns: String,
+    owner: Option<UserCtx>,
+    next: Next,
+    last_used: Instant,
+}
+
+pub struct Cursors {
+    open: Mutex<HashMap<i64, Cursor>>,
+    timeout: Duration,
+}
+
+impl Cursors {
+    pub fn new(timeout: Duration) -> Cursors {
+        Cursors { open: Mutex::new(HashMap::new()), timeout }
+    }
+
+    /// Registers a cursor; returns its id (never 0).
+    pub fn open(&self, ns: String, owner: Option<UserCtx>, next: Next) -> i64 {
+        let mut open = self.open.lock();
+        self.sweep(&mut open);
+        let id = loop {
+            let id = rand::rng().random_range(1..i64::MAX);
+            if !open.contains_key(&id) {
+                break id;
+            }
+        };
+        open.insert(id, Cursor { ns, owner, next, last_used: Instant::now() });
+        id
+    }
+
+    /// The next batch of cursor `id` (for `user` on namespace `ns`): the documents and
+    /// whether the cursor is still open.
+    pub fn next(
+        &self,
+        id: i64,
+        user: Option<&UserCtx>,
+        ns: &str,
+        size: usize,
+    ) -> Result<(Vec<Document>, bool), MongoError> {
+        let mut cursor = {
+            let mut open = self.open.lock();
+            self.sweep(&mut open);
+            let cursor = open.get(&id).ok_or_else(|| MongoError::cursor_not_found(id))?;
+            if cursor.owner.as_ref() != user {
+                return Err(MongoError::unauthorized(format!(
+                    "cursor id {id} was not created by the authenticated user"
+                )));
+            }
+            if cursor.ns != ns {
+                return Err(MongoError::unauthorized(format!(
+                    "Requested getMore on namespace '{ns}', but cursor belongs to a different namespace {}",
+                    cursor.ns
+                )));
+            }
+            open.remove(&id).ok_or_else(|| MongoError::cursor_not_found(id))?
+        };
+        let (batch, more) = (cursor.next)(size)?;
+        if more {
+            cursor.last_used = Instant::now();
+            self.open.lock().insert(id, cursor);
+        }
+        Ok((batch, more))
+    }
+
+    /// Removes `id`; whether it existed (and belonged to `user`).
+    pub fn kill(&self, id: i64, user: Option<&UserCtx>) -> bool {
+        let mut open = self.open.lock();
+        self.sweep(&mut open);
+        match open.get(&id) {
+            Some(cursor) if cursor.owner.as_ref() == user => open.remove(&id).is_some(),
+            _ => false,
+        }
+    }
+
+    fn sweep(&self, open: &mut HashMap<i64, Cursor>) {
+        let timeout = self.timeout;
+        open.retain(|_, c| c.last_used.elapsed() < timeout);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+
+    use bson::doc;
+
+    use super::*;
+
+    fn buffered(docs: Vec<Document>) -> Next {
+        let mut docs: VecDeque<Document> = docs.into();
+        Box::new(move |n| {
+            let batch: Vec<Document> = docs.drain(..n.min(docs.len())).collect();
+            Ok((batch, !docs.is_empty()))
+        })
+    }
+
+    #[test]
+    fn cursors_page_expire_and_belong_to_their_user() -> Result<(), MongoError> {
+        let cursors = Cursors::new(Duration::from_secs(600));
+        let alice = Some(UserCtx::admin("alice"));
+        let id = cursors.open(
+            "d.c".into(),
+            alice.clone(),
+            buffered((0..3).map(|i| doc! {"i": i}).collect()),
+        );
+        assert_eq!(cursors.next(id, None, "d.c", 1).err().map(|e| e.code), Some(13));
+        assert_eq!(cursors.next(id, alice.as_ref(), "d.x", 1).err().map(|e| e.code), Some(13));
+        let (batch, more) = cursors.next(id, alice.as_ref(), "d.c", 2)?;
+        assert_eq!((batch.len(), more), (2, true));
+        let (batch, more) = cursors.next(id, alice.as_ref(), "d.c", 5)?;
+        assert_eq!((batch.len(), more), (1, false));
+        assert_eq!(cursors.next(id, alice.as_ref(), "d.c", 1).err().map(|e| e.code), Some(43));
+
+        let expiring = Cursors::new(Duration::ZERO);
+        let id = expiring.open("d.c".into(), None, buffered(vec![doc! {}]));
+        assert!(!expiring.kill(id, None));
+        Ok(())
+    }
+}

@@ -1,0 +1,173 @@
+//! The one error table of the MongoDB front end: every error a command can meet becomes
+//! MongoDB's `{ok: 0, errmsg, code, codeName}` here, with MongoDB's codes and names
+//! (`src/mongo/base/error_codes.yml` of the MongoDB server), and engine and query errors are
+//! mapped in exactly one `match` each.
+
+use bson::{Document, doc};
+
+/// A command failure as MongoDB reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MongoError {
+    pub code: i32,
+    pub code_name: &'static str,
+    pub errmsg: String,
+}
+
+impl MongoError {
+    pub fn new(code: i32, code_name: &'static str, errmsg: impl Into<String>) -> Self {
+        Self { code, code_name, errmsg: errmsg.into() }
+    }
+
+    pub fn internal(msg: impl Into<String>) -> Self {
+        Self::new(1, "InternalError", msg)
+    }
+
+    pub fn bad_value(msg: impl Into<String>) -> Self {
+        Self::new(2, "BadValue", msg)
+    }
+
+    pub fn failed_to_parse(msg: impl Into<String>) -> Self {
+        Self::new(9, "FailedToParse", msg)
+    }
+
+    pub fn unauthorized(msg: impl Into<String>) -> Self {
+        Self::new(13, "Unauthorized", msg)
+    }
+
+    pub fn type_mismatch(msg: impl Into<String>) -> Self {
+        Self::new(14, "TypeMismatch", msg)
+    }
+
+    pub fn auth_failed() -> Self {
+        Self::new(18, "AuthenticationFailed", "Authentication failed.")
+    }
+
+    pub fn invalid_bson(msg: impl Into<String>) -> Self {
+        Self::new(22, "InvalidBSON", msg)
+    }
+
+    pub fn namespace_not_found(msg: impl Into<String>) -> Self {
+        Self::new(26, "NamespaceNotFound", msg)
+    }
+
+    pub fn cursor_not_found(id: i64) -> Self {
+        Self::new(43, "CursorNotFound", format!("cursor id {id} not found"))
+    }
+
+    pub fn namespace_exists(msg: impl Into<String>) -> Self {
+        Self::new(48, "NamespaceExists", msg)
+    }
+
+    /// MongoDB's text for an unknown command.
+    pub fn command_not_found(name: &str) -> Self {
+        Self::new(59, "CommandNotFound", format!("no such command: '{name}'"))
+    }
+
+    pub fn invalid_namespace(msg: impl Into<String>) -> Self {
+        Self::new(73, "InvalidNamespace", msg)
+    }
+
+    pub fn not_implemented(msg: impl Into<String>) -> Self {
+        Self::new(238, "NotImplemented", msg)
+    }
+
+    /// A document or message over the size limit.
+    pub fn too_large(size: usize, limit: usize) -> Self {
+        Self::new(
+            10334,
+            "BSONObjectTooLarge",
+            format!(
+                "BSONObj size: {size} (0x{size:X}) is invalid. Size must be between 0 and {limit}({}MB)",
+                limit / (1024 * 1024)
+            ),
+        )
+    }
+
+    pub fn duplicate_key(ns: &str, id: &str) -> Self {
+        Self::new(
+            11000,
+            "DuplicateKey",
+            format!(
+                "E11000 duplicate key error collection: {ns} index: _id_ dup key: {{ _id: {id} }}"
+            ),
+        )
+    }
+
+    /// The reply document.
+    pub fn to_doc(&self) -> Document {
+        doc! { "ok": 0.0, "errmsg": &self.errmsg, "code": self.code, "codeName": self.code_name }
+    }
+}
+
+impl From<bunko_engine::Error> for MongoError {
+    fn from(err: bunko_engine::Error) -> Self {
+        use bunko_engine::Error as E;
+        let text = err.to_string();
+        match err {
+            E::NotFound(_) => Self::namespace_not_found(text),
+            E::Conflict | E::TxnConflict(_) => Self::new(112, "WriteConflict", text),
+            E::FileExists => Self::namespace_exists(text),
+            E::BadRequest(_) | E::QueryParse(_) | E::Invalid { .. } | E::InvalidDesignDoc(_) => {
+                Self::bad_value(text)
+            }
+            E::Forbidden(_) | E::Unauthorized(_) => Self::unauthorized(text),
+            E::PartitionOverflow(_) => Self::bad_value(text),
+            E::Doc(bunko_doc::Error::TooLarge(_)) => Self::new(10334, "BSONObjectTooLarge", text),
+            E::Doc(_) => Self::bad_value(text),
+            E::Js(_) | E::Unknown(_) => Self::new(121, "DocumentValidationFailure", text),
+            E::TxnAborted(_) => Self::new(251, "NoSuchTransaction", text),
+            E::InTxn { error, .. } => Self::from(*error),
+            E::Storage(_) | E::Corrupt(_) => Self::internal(text),
+            _ => Self::internal(text),
+        }
+    }
+}
+
+impl From<bunko_query::update::UpdateError> for MongoError {
+    fn from(err: bunko_query::update::UpdateError) -> Self {
+        Self::new(err.code, err.code_name, err.message)
+    }
+}
+
+impl From<bunko_query::Error> for MongoError {
+    fn from(err: bunko_query::Error) -> Self {
+        use bunko_query::Error as Q;
+        match err {
+            Q::InvalidOperator(op) => Self::bad_value(format!("unknown operator: {op}")),
+            Q::NotSupported(op) => Self::not_implemented(format!("{op} is not supported yet")),
+            Q::BadArg { op, .. } => Self::bad_value(format!("bad argument for {op}")),
+            Q::InvalidSelectorJson(_) => Self::type_mismatch("filter must be an object"),
+            Q::MissingFieldName => Self::bad_value("unknown top level operator"),
+            Q::InvalidFieldName(name) => Self::bad_value(format!("invalid field name: {name}")),
+            other => Self::bad_value(other.reason()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_gives_mongodb_codes() {
+        let cases: Vec<(MongoError, i32, &str)> = vec![
+            (bunko_engine::Error::Conflict.into(), 112, "WriteConflict"),
+            (bunko_engine::Error::Forbidden("no".into()).into(), 13, "Unauthorized"),
+            (bunko_engine::Error::NotFound("missing".into()).into(), 26, "NamespaceNotFound"),
+            (bunko_engine::Error::FileExists.into(), 48, "NamespaceExists"),
+            (bunko_query::Error::InvalidOperator("$foo".into()).into(), 2, "BadValue"),
+            (bunko_query::Error::NotSupported("$where".into()).into(), 238, "NotImplemented"),
+            (MongoError::command_not_found("frob"), 59, "CommandNotFound"),
+            (MongoError::too_large(20_000_000, 16_777_216), 10334, "BSONObjectTooLarge"),
+        ];
+        for (err, code, name) in cases {
+            assert_eq!((err.code, err.code_name), (code, name), "{err:?}");
+            let doc = err.to_doc();
+            assert_eq!(doc.get_f64("ok").ok(), Some(0.0));
+            assert_eq!(doc.get_i32("code").ok(), Some(code));
+        }
+        let unknown: MongoError = bunko_query::Error::InvalidOperator("$foo".into()).into();
+        assert_eq!(unknown.errmsg, "unknown operator: $foo");
+        assert_eq!(MongoError::command_not_found("frob").errmsg, "no such command: 'frob'");
+    }
+}

@@ -1,0 +1,122 @@
+//! The MongoDB wire-protocol front end: a thin adapter over `bunko-engine`, beside
+//! `bunko-http` (DESIGN.md §9). One request, in the order of the modules:
+//!
+//! 1. [`serve`] accepts connections; `conn` reads each message ([`wire`]: header,
+//!    `OP_MSG`/`OP_QUERY`/`OP_COMPRESSED`, size limits) and runs its command on a blocking
+//!    thread, since every engine call blocks.
+//! 2. `commands` looks the command up in one table (one module per family: handshake and
+//!    admin, authentication, databases and collections, CRUD, cursors), refuses it with
+//!    `Unauthorized` (13) on a connection that has not authenticated unless it is part of the
+//!    handshake, and checks the fields every command may carry (`$db`, `lsid`, ...).
+//! 3. Data is reached only through engine methods that take the connection's `UserCtx`, so
+//!    the write gate applies exactly as over HTTP ([`auth`]: SCRAM-SHA-256 against the same
+//!    users). A collection `db.coll` is one engine database ([`names`]); documents are stored
+//!    as JSON text with Extended JSON wrappers (`bunko_doc::ejson`).
+//! 4. Every failure becomes `{ok: 0, errmsg, code, codeName}` in [`error`]; the connection
+//!    survives every bad command.
+
+pub mod auth;
+mod commands;
+mod conn;
+mod cursors;
+pub mod error;
+pub mod names;
+mod projection;
+mod query;
+pub mod wire;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use bunko_engine::Engine;
+use tokio::net::TcpListener;
+
+/// Settings of the MongoDB listener.
+#[derive(Debug, Clone)]
+pub struct MongoConfig {
+    /// Server admins: name and password (the same as the HTTP API's).
+    pub admins: Vec<(String, String)>,
+    /// How long an idle cursor lives (MongoDB: 10 minutes).
+    pub cursor_timeout: Duration,
+    /// The data directory, as `getCmdLineOpts` reports it.
+    pub data_dir: String,
+}
+
+impl Default for MongoConfig {
+    fn default() -> Self {
+        Self {
+            admins: Vec::new(),
+            cursor_timeout: Duration::from_secs(600),
+            data_dir: String::new(),
+        }
+    }
+}
+
+/// State shared by every connection.
+pub struct Server {
+    engine: Arc<Engine>,
+    auth: auth::Auth,
+    cursors: cursors::Cursors,
+    config: MongoConfig,
+    started: Instant,
+    process_id: bson::oid::ObjectId,
+    next_conn: AtomicI64,
+    open: AtomicU64,
+}
+
+impl Server {
+    pub fn new(engine: Arc<Engine>, config: MongoConfig) -> Arc<Server> {
+        Arc::new(Server {
+            engine,
+            auth: auth::Auth::new(&config.admins),
+            cursors: cursors::Cursors::new(config.cursor_timeout),
+            config,
+            started: Instant::now(),
+            process_id: bson::oid::ObjectId::new(),
+            next_conn: AtomicI64::new(1),
+            open: AtomicU64::new(0),
+        })
+    }
+
+    fn connections(&self) -> (u64, i64) {
+        (self.open.load(Ordering::Relaxed), self.next_conn.load(Ordering::Relaxed) - 1)
+    }
+}
+
+/// Accepts connections until `shutdown` completes.
+pub async fn serve(
+    listener: TcpListener,
+    server: Arc<Server>,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    tokio::pin!(shutdown);
+    loop {
+        let accepted = tokio::select! {
+            _ = &mut shutdown => return,
+            accepted = listener.accept() => accepted,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                let server = server.clone();
+                tokio::spawn(conn::run(server, stream, peer));
+            }
+            Err(err) => {
+                tracing::warn!(%err, "mongo accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// One connection's state.
+pub(crate) struct Session {
+    pub id: i64,
+    pub peer: SocketAddr,
+    pub local: SocketAddr,
+    pub user: Option<bunko_engine::security::UserCtx>,
+    /// A SCRAM exchange in progress, and whether the client skips its empty last step.
+    pub scram: Option<(auth::Conversation, bool)>,
+    pub compressors: Vec<wire::Compressor>,
+}

@@ -1,0 +1,278 @@
+//! MongoDB filters and sorts as `bunko-query` takes them: a BSON filter becomes selector
+//! JSON whose values are in the matching form of the stored documents
+//! (`ejson::match_view(ejson::value_to_json(v))`), parsed by [`Selector::parse`] and matched
+//! in the Mongo dialect.
+//!
+//! Differences from Mango's syntax handled here: a literal document is an exact equality
+//! (`{a: {b: 1}}` is `$eq`, not the path `a.b`); a BSON regex literal and `$regex` with
+//! `$options` become one `$regex` with inline flags; MongoDB's `$type` names map to the
+//! JSON types. Operators the Mongo dialect does not have yet (`$expr`, `$jsonSchema`,
+//! `$where`, `$text`, geo) are `NotImplemented`; unknown ones are `BadValue` with
+//! MongoDB's `unknown operator` message.
+
+use bson::{Bson, Document};
+use bunko_doc::ejson;
+use bunko_query::{Direction, FieldPath, Selector};
+use serde_json::{Map, Value, json};
+
+use crate::error::MongoError;
+
+/// Parses a MongoDB filter.
+pub fn selector(filter: &Document) -> Result<Selector, MongoError> {
+    let json = Value::Object(expr(filter)?);
+    Ok(Selector::parse(&json)?)
+}
+
+fn expr(filter: &Document) -> Result<Map<String, Value>, MongoError> {
+    let mut out = Map::new();
+    for (key, value) in filter {
+        match key.as_str() {
+            "$and" | "$or" | "$nor" => {
+                let Bson::Array(items) = value else {
+                    return Err(MongoError::bad_value(format!("{key} must be an array")));
+                };
+                let parts = items
+                    .iter()
+                    .map(|item| match item {
+                        Bson::Document(d) => Ok(Value::Object(expr(d)?)),
+                        _ => Err(MongoError::bad_value(format!(
+                            "{key} argument's entries must be objects"
+                        ))),
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                out.insert(key.clone(), Value::Array(parts));
+            }
+            "$comment" => {}
+            "$expr" | "$jsonSchema" | "$where" | "$text" | "$sampleRate" => {
+                return Err(MongoError::not_implemented(format!("{key} is not supported yet")));
+            }
+            op if op.starts_with('$') => {
+                return Err(MongoError::bad_value(format!("unknown top level operator: {op}")));
+            }
+            field => {
+                out.insert(field.to_string(), cond(value)?);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The condition on one field.
+fn cond(value: &Bson) -> Result<Value, MongoError> {
+    match value {
+        Bson::Document(d) if d.keys().next().is_some_and(|k| k.starts_with('$')) => operators(d),
+        Bson::RegularExpression(re) => {
+            Ok(json!({"$regex": regex(re.pattern.as_str(), re.options.as_str())?}))
+        }
+        other => {
+            let lit = literal(other);
+            Ok(if lit.is_object() { json!({ "$eq": lit }) } else { lit })
+        }
+    }
+}
+
+fn operators(ops: &Document) -> Result<Value, MongoError> {
+    let mut out = Map::new();
+    let options = match ops.get("$options") {
+        Some(Bson::String(o)) => Some(o.as_str()),
+        Some(_) => return Err(MongoError::bad_value("$options has to be a string")),
+        None => None,
+    };
+    for (op, arg) in ops {
+        let value = match op.as_str() {
+            "$eq" | "$ne" | "$gt" | "$gte" | "$lt" | "$lte" | "$size" | "$mod" => literal(arg),
+            "$in" | "$nin" | "$all" => match arg {
+                Bson::Array(items)
+                    if items.iter().any(|i| matches!(i, Bson::RegularExpression(_))) =>
+                {
+                    return Err(MongoError::not_implemented(format!(
+                        "regular expressions in {op} are not supported yet"
+                    )));
+                }
+                Bson::Array(items) => Value::Array(items.iter().map(literal).collect()),
+                _ => return Err(MongoError::bad_value(format!("{op} needs an array"))),
+            },
+            "$exists" => Value::Bool(truthy(arg)),
+            "$type" => json!(type_name(arg)?),
+            "$regex" => match arg {
+                Bson::String(p) => json!(regex(p, options.unwrap_or(""))?),
+                Bson::RegularExpression(re) => {
+                    json!(regex(re.pattern.as_str(), re.options.as_str())?)
+                }
+                _ => return Err(MongoError::bad_value("$regex has to be a string")),
+            },
+            "$options" if ops.contains_key("$regex") => continue,
+            "$options" => return Err(MongoError::bad_value("$options needs a $regex")),
+            "$not" => match arg {
+                Bson::Document(d) => operators(d)?,
+                Bson::RegularExpression(_) => cond(arg)?,
+                _ => return Err(MongoError::bad_value("$not needs a regex or a document")),
+            },
+            "$elemMatch" => match arg {
+                Bson::Document(d) if d.keys().next().is_some_and(|k| k.starts_with('$')) => {
+                    operators(d)?
+                }
+                Bson::Document(d) => Value::Object(expr(d)?),
+                _ => return Err(MongoError::bad_value("$elemMatch needs an Object")),
+            },
+            "$geoWithin" | "$geoIntersects" | "$near" | "$nearSphere" | "$bitsAllSet"
+            | "$bitsAnySet" | "$bitsAllClear" | "$bitsAnyClear" | "$jsonSchema" => {
+                return Err(MongoError::not_implemented(format!("{op} is not supported yet")));
+            }
+            other => return Err(MongoError::bad_value(format!("unknown operator: {other}"))),
+        };
+        out.insert(op.clone(), value);
+    }
+    Ok(Value::Object(out))
+}
+
+/// A value as the stored documents are matched.
+fn literal(value: &Bson) -> Value {
+    ejson::match_view(&ejson::value_to_json(value))
+}
+
+fn truthy(value: &Bson) -> bool {
+    match value {
+        Bson::Boolean(b) => *b,
+        Bson::Int32(i) => *i != 0,
+        Bson::Int64(i) => *i != 0,
+        Bson::Double(d) => *d != 0.0,
+        Bson::Null | Bson::Undefined => false,
+        _ => true,
+    }
+}
+
+/// MongoDB `$type` names and numbers as the type classes the Mongo dialect tells apart
+/// (`bunko_query::bson_order`). The numeric subtypes (`int`, `long`, `double`, `decimal`)
+/// are not told apart in the matching form yet, so they are `NotImplemented`; `number`
+/// matches them all.
+fn type_name(arg: &Bson) -> Result<&'static str, MongoError> {
+    let code = match arg {
+        Bson::String(s) => match s.as_str() {
+            "number" => return Ok("number"),
+            "double" => 1,
+            "string" => 2,
+            "object" => 3,
+            "array" => 4,
+            "binData" => 5,
+            "objectId" => 7,
+            "bool" => 8,
+            "date" => 9,
+            "null" => 10,
+            "regex" => 11,
+            "int" => 16,
+            "timestamp" => 17,
+            "long" => 18,
+            "decimal" => 19,
+            "minKey" => -1,
+            "maxKey" => 127,
+            other => {
+                return Err(MongoError::bad_value(format!("Unknown type name alias: {other}")));
+            }
+        },
+        Bson::Int32(i) => *i,
+        Bson::Int64(i) => i32::try_from(*i).unwrap_or(0),
+        Bson::Double(d) if d.fract() == 0.0 => *d as i32,
+        Bson::Array(_) => {
+            return Err(MongoError::not_implemented("$type with an array is not supported yet"));
+        }
+        _ => return Err(MongoError::bad_value("type must be represented as a number or a string")),
+    };
+    match code {
+        2 => Ok("string"),
+        3 => Ok("object"),
+        4 => Ok("array"),
+        5 => Ok("binData"),
+        7 => Ok("objectId"),
+        8 => Ok("bool"),
+        9 => Ok("date"),
+        10 => Ok("null"),
+        11 => Ok("regex"),
+        17 => Ok("timestamp"),
+        -1 => Ok("minKey"),
+        127 => Ok("maxKey"),
+        1 | 16 | 18 | 19 => Err(MongoError::not_implemented(
+            "$type of a specific numeric type is not supported yet; use 'number'",
+        )),
+        other => Err(MongoError::bad_value(format!("Invalid numerical type code: {other}"))),
+    }
+}
+
+/// A PCRE pattern with MongoDB options as a pattern with inline flags.
+fn regex(pattern: &str, options: &str) -> Result<String, MongoError> {
+    let mut flags = String::new();
+    for c in options.chars() {
+        match c {
+            'i' | 'm' | 's' | 'x' => flags.push(c),
+            'u' => {}
+            other => {
+                return Err(MongoError::bad_value(format!(
+                    "invalid flag in regex options: {other}"
+                )));
+            }
+        }
+    }
+    Ok(if flags.is_empty() { pattern.to_string() } else { format!("(?{flags}){pattern}") })
+}
+
+/// A MongoDB sort document: fields with `1`/`-1`.
+pub fn sort(spec: &Document) -> Result<Vec<(FieldPath, Direction)>, MongoError> {
+    spec.iter()
+        .map(|(field, dir)| {
+            let dir = match dir {
+                Bson::Int32(1) | Bson::Int64(1) => Direction::Asc,
+                Bson::Int32(-1) | Bson::Int64(-1) => Direction::Desc,
+                Bson::Double(d) if *d == 1.0 => Direction::Asc,
+                Bson::Double(d) if *d == -1.0 => Direction::Desc,
+                Bson::Document(_) => {
+                    return Err(MongoError::not_implemented("$meta sorts are not supported yet"));
+                }
+                _ => {
+                    return Err(MongoError::bad_value(
+                        "$sort key ordering must be 1 (for ascending) or -1 (for descending)",
+                    ));
+                }
+            };
+            let path = FieldPath::parse(field).map_err(MongoError::from)?;
+            Ok((path, dir))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use bson::doc;
+
+    use super::*;
+
+    fn matches(filter: Document, stored: Document) -> Result<bool, MongoError> {
+        let doc = ejson::match_view(&Value::Object(ejson::to_json(&stored)));
+        Ok(selector(&filter)?.matches(&doc, bunko_query::Dialect::Mongo))
+    }
+
+    #[test]
+    fn filters_match_as_mongodb() -> Result<(), MongoError> {
+        let person = doc! {"name": "Sato", "age": 30_i64, "addr": [{"city": "Nagoya"}, {"city": "Kyoto"}],
+        "oid": bson::oid::ObjectId::from_bytes([1; 12])};
+        assert!(matches(doc! {"age": 30_i32}, person.clone())?);
+        assert!(matches(doc! {"age": {"$gte": 29.5}}, person.clone())?);
+        assert!(matches(doc! {"addr.city": "Kyoto"}, person.clone())?);
+        assert!(matches(doc! {"oid": bson::oid::ObjectId::from_bytes([1; 12])}, person.clone())?);
+        assert!(matches(doc! {"name": {"$regex": "^sa", "$options": "i"}}, person.clone())?);
+        // A literal document is an exact equality, with an array element too.
+        assert!(matches(doc! {"addr": {"city": "Kyoto"}}, person.clone())?);
+        assert!(!matches(doc! {"addr": {"city": "Kyoto", "x": 1}}, person.clone())?);
+        assert!(matches(doc! {"addr": {"city": "Kyoto"}}, doc! {"addr": {"city": "Kyoto"}})?);
+        assert!(matches(doc! {"missing": null}, person.clone())?);
+        let unknown = selector(&doc! {"a": {"$foo": 1}}).err();
+        assert_eq!(unknown.map(|e| (e.code, e.errmsg)), Some((2, "unknown operator: $foo".into())));
+        assert_eq!(selector(&doc! {"$where": "1"}).err().map(|e| e.code), Some(238));
+        assert!(matches(doc! {"oid": {"$type": "objectId"}}, person.clone())?);
+        assert!(matches(doc! {"age": {"$type": "number"}, "name": {"$type": 2}}, person.clone())?);
+        assert!(!matches(doc! {"addr": {"$type": "objectId"}}, person.clone())?);
+        let later = bson::oid::ObjectId::from_bytes([2; 12]);
+        assert!(matches(doc! {"oid": {"$lt": later}}, person.clone())?);
+        assert!(!matches(doc! {"oid": {"$gt": {"a": 1}}}, person.clone())?);
+        Ok(())
+    }
+}

@@ -1,0 +1,181 @@
+//! MongoDB's comparison order over values in their stored JSON form (`bunko_doc::ejson`,
+//! after `match_view`, so int64 and Decimal128 are plain numbers): first the BSON type class
+//! — MinKey < null < numbers < strings < objects < arrays < binData < ObjectId < bool < date
+//! < timestamp < regex < MaxKey — then the value within the class. Strings compare by
+//! bytes (MongoDB's default `simple` collation), numbers by value across types (NaN below
+//! every number, ±Infinity at the ends), objects field by field, arrays element by element.
+//! An Extended JSON wrapper (`{"$oid": …}`, `{"$date": …}`, …) is its BSON type, not an
+//! object.
+
+use std::cmp::Ordering;
+
+use serde_json::{Map, Value};
+
+/// A BSON type class, in comparison order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Class {
+    MinKey,
+    Null,
+    Number,
+    String,
+    Object,
+    Array,
+    BinData,
+    ObjectId,
+    Bool,
+    Date,
+    Timestamp,
+    Regex,
+    MaxKey,
+}
+
+impl Class {
+    /// MongoDB's `$type` alias of the class (`number` for every numeric type).
+    pub fn name(self) -> &'static str {
+        match self {
+            Class::MinKey => "minKey",
+            Class::Null => "null",
+            Class::Number => "number",
+            Class::String => "string",
+            Class::Object => "object",
+            Class::Array => "array",
+            Class::BinData => "binData",
+            Class::ObjectId => "objectId",
+            Class::Bool => "bool",
+            Class::Date => "date",
+            Class::Timestamp => "timestamp",
+            Class::Regex => "regex",
+            Class::MaxKey => "maxKey",
+        }
+    }
+}
+
+/// The class of a value.
+pub fn class(v: &Value) -> Class {
+    match v {
+        Value::Null => Class::Null,
+        Value::Bool(_) => Class::Bool,
+        Value::Number(_) => Class::Number,
+        Value::String(_) => Class::String,
+        Value::Array(_) => Class::Array,
+        Value::Object(map) => wrapper_class(map).unwrap_or(Class::Object),
+    }
+}
+
+fn wrapper_class(map: &Map<String, Value>) -> Option<Class> {
+    if map.len() != 1 {
+        return None;
+    }
+    let (key, arg) = map.iter().next()?;
+    Some(match key.as_str() {
+        "$minKey" => Class::MinKey,
+        "$maxKey" => Class::MaxKey,
+        "$numberDouble" | "$numberDecimal" | "$numberLong" | "$numberInt" => Class::Number,
+        "$oid" if arg.is_string() => Class::ObjectId,
+        "$date" => Class::Date,
+        "$binary" => Class::BinData,
+        "$timestamp" => Class::Timestamp,
+        "$regularExpression" => Class::Regex,
+        "$symbol" => Class::String,
+        _ => return None,
+    })
+}
+
+/// MongoDB's order of two values.
+pub fn compare(a: &Value, b: &Value) -> Ordering {
+    let (ca, cb) = (class(a), class(b));
+    if ca != cb {
+        return ca.cmp(&cb);
+    }
+    match (ca, a, b) {
+        (Class::Number, _, _) => number(a).partial_cmp(&number(b)).unwrap_or_else(|| {
+            // NaN equals NaN and sorts below every number.
+            number(a).is_nan().cmp(&number(b).is_nan()).reverse()
+        }),
+        (Class::String, Value::String(x), Value::String(y)) => x.as_bytes().cmp(y.as_bytes()),
+        (Class::Bool, Value::Bool(x), Value::Bool(y)) => x.cmp(y),
+        (Class::Array, Value::Array(x), Value::Array(y)) => x
+            .iter()
+            .zip(y)
+            .map(|(p, q)| compare(p, q))
+            .find(|o| o.is_ne())
+            .unwrap_or(x.len().cmp(&y.len())),
+        (_, Value::Object(x), Value::Object(y)) => objects(x, y),
+        _ => Ordering::Equal,
+    }
+}
+
+/// Field by field: the name, then the value; a prefix sorts first. (Wrappers compare their
+/// contents this way too: `$oid` hex, `$date` milliseconds, `$timestamp` t then i.)
+fn objects(x: &Map<String, Value>, y: &Map<String, Value>) -> Ordering {
+    for ((kx, vx), (ky, vy)) in x.iter().zip(y) {
+        let ord = kx.as_bytes().cmp(ky.as_bytes()).then_with(|| compare(vx, vy));
+        if ord.is_ne() {
+            return ord;
+        }
+    }
+    x.len().cmp(&y.len())
+}
+
+/// A numeric value as f64 (`NaN` for `$numberDouble: "NaN"`).
+fn number(v: &Value) -> f64 {
+    match v {
+        Value::Number(n) => n.as_str().parse().unwrap_or(f64::NAN),
+        Value::Object(map) => map
+            .values()
+            .next()
+            .and_then(Value::as_str)
+            .map(|s| match s {
+                "Infinity" => f64::INFINITY,
+                "-Infinity" => f64::NEG_INFINITY,
+                other => other.parse().unwrap_or(f64::NAN),
+            })
+            .unwrap_or(f64::NAN),
+        _ => f64::NAN,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn bson_type_order() {
+        let ascending = [
+            json!({"$minKey": 1}),
+            json!(null),
+            json!({"$numberDouble": "NaN"}),
+            json!({"$numberDouble": "-Infinity"}),
+            json!(-1.5),
+            json!(2),
+            json!(2.5),
+            json!({"$numberDouble": "Infinity"}),
+            json!("B"),
+            json!("a"),
+            json!({"a": 1}),
+            json!({"b": 0}),
+            json!([1, 2]),
+            json!([3]),
+            json!({"$binary": {"base64": "AQ==", "subType": "00"}}),
+            json!({"$oid": "65a1b2c3d4e5f60718293a4b"}),
+            json!({"$oid": "65a1b2c3d4e5f60718293a4c"}),
+            json!(false),
+            json!(true),
+            json!({"$date": 5}),
+            json!({"$date": 10}),
+            json!({"$timestamp": {"t": 1, "i": 2}}),
+            json!({"$regularExpression": {"pattern": "a", "options": ""}}),
+            json!({"$maxKey": 1}),
+        ];
+        for pair in ascending.windows(2) {
+            assert_eq!(compare(&pair[0], &pair[1]), Ordering::Less, "{} < {}", pair[0], pair[1]);
+            assert_eq!(compare(&pair[1], &pair[0]), Ordering::Greater);
+        }
+        assert_eq!(compare(&json!(2), &json!(2.0)), Ordering::Equal);
+        let nan = json!({"$numberDouble": "NaN"});
+        assert_eq!(compare(&nan, &nan), Ordering::Equal);
+        assert_eq!(class(&json!({"$oid": "x"})).name(), "objectId");
+    }
+}
