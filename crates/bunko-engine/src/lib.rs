@@ -53,6 +53,7 @@ pub mod read;
 pub mod records;
 pub mod revtree;
 mod scope;
+pub mod scram;
 pub mod security;
 mod triggers;
 mod txn;

@@ -37,7 +37,7 @@ pub(crate) fn prepare(db: &Database, doc: &mut ParsedDoc, iterations: u32) -> Re
 }
 
 /// The fields a new password replaces (CouchDB's `remove_password_fields`).
-const PASSWORD_FIELDS: [&str; 8] = [
+const PASSWORD_FIELDS: [&str; 9] = [
     "password",
     "password_sha",
     "password_scheme",
@@ -46,9 +46,11 @@ const PASSWORD_FIELDS: [&str; 8] = [
     "salt",
     "derived_key",
     "preserve_salt",
+    crate::scram::FIELD,
 ];
 
-/// Replaces the password fields of `doc` with a new salt and PBKDF2-SHA256 derived key.
+/// Replaces the password fields of `doc` with a new salt and PBKDF2-SHA256 derived key, and
+/// a SCRAM-SHA-256 credential of its own ([`crate::scram`]).
 fn hash_into(doc: &mut ParsedDoc, password: &str, iterations: u32) {
     for field in PASSWORD_FIELDS {
         doc.body.shift_remove(field);
@@ -61,6 +63,7 @@ fn hash_into(doc: &mut ParsedDoc, password: &str, iterations: u32) {
         ("iterations", json!(iterations)),
         ("salt", json!(salt)),
         ("derived_key", json!(key)),
+        (crate::scram::FIELD, crate::scram::ScramKeys::new(password).to_json()),
     ] {
         doc.body.insert(field.to_string(), value);
     }
@@ -92,7 +95,8 @@ pub(crate) fn password_matches(body: &Value, password: &str) -> bool {
     constant_time_eq(derived.as_bytes(), field("derived_key").as_bytes())
 }
 
-pub(crate) fn roles_of(body: &Value) -> Vec<String> {
+/// The `roles` of a user document.
+pub fn roles_of(body: &Value) -> Vec<String> {
     body.get("roles")
         .and_then(Value::as_array)
         .map(|roles| roles.iter().filter_map(|r| r.as_str().map(String::from)).collect())

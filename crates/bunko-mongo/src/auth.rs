@@ -1,16 +1,12 @@
 //! Authentication: SCRAM-SHA-256 (RFC 7677, as MongoDB runs it through `saslStart` and
 //! `saslContinue`) against the same users as the HTTP API.
 //!
-//! - Server admins (configured with a password) get a random salt and 15,000 iterations
-//!   (MongoDB's default) when the server starts; only the salted password is kept.
-//! - `_users` users: CouchDB's `pbkdf2` record with `pbkdf2_prf: "sha256"` *is* SCRAM's
-//!   SaltedPassword: `derived_key = PBKDF2-HMAC-SHA256(password, salt, iterations)` where
-//!   `salt` is the stored hex text taken as bytes, so the server sends
-//!   `s = base64(salt text)` and `i = iterations`. No password is ever needed.
-//!   Older PBKDF2-SHA1 records cannot serve SCRAM-SHA-256 (the user must set the password
-//!   again); MongoDB drivers also refuse fewer than 4,096 iterations.
-//! - Clients SASLprep the password; CouchDB hashes the bytes as given. The two agree for
-//!   every password SASLprep leaves unchanged (all of ASCII but control characters).
+//! - Server admins (configured with a password) get a credential with a random salt and
+//!   15,000 iterations (MongoDB's default) when the server starts.
+//! - `_users` users: the `scram_sha_256` credential the engine stores beside CouchDB's PBKDF2
+//!   fields whenever a password is set ([`bunko_engine::scram`]): `StoredKey` and
+//!   `ServerKey` only, which check a proof but cannot make one. A user document without it
+//!   (replicated from CouchDB, or older) cannot log in here until its password is set again.
 //!
 //! An unknown user gets a well-formed exchange with a salt derived from the name, and then
 //! `AuthenticationFailed`, so that user names cannot be probed.
@@ -20,10 +16,10 @@ use std::collections::HashMap;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use bunko_engine::Engine;
-use bunko_engine::security::UserCtx;
 use bunko_engine::login::constant_time_eq;
-use bunko_engine::users::{USER_PREFIX, USERS_DB};
-use hmac::{Hmac, Mac};
+use bunko_engine::scram::{ITERATIONS, ScramKeys, hmac};
+use bunko_engine::security::UserCtx;
+use bunko_engine::users::{USER_PREFIX, USERS_DB, roles_of};
 use rand::Rng;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -31,14 +27,11 @@ use sha2::{Digest, Sha256};
 use crate::error::MongoError;
 
 pub const MECHANISM: &str = "SCRAM-SHA-256";
-const ADMIN_ITERATIONS: u32 = 15_000;
 
-/// What SCRAM needs of a user.
+/// What SCRAM needs of a user: their keys, and who they are (`None` for the decoy).
 #[derive(Clone)]
 struct Credentials {
-    salt: Vec<u8>,
-    iterations: u32,
-    salted: Vec<u8>,
+    keys: ScramKeys,
     ctx: Option<UserCtx>,
 }
 
@@ -53,10 +46,8 @@ impl Auth {
         let admins = admins
             .iter()
             .map(|(name, password)| {
-                let salt = hex(&rand::rng().random::<[u8; 16]>()).into_bytes();
-                let salted = salt_password(password, &salt, ADMIN_ITERATIONS);
-                let ctx = Some(UserCtx::admin(name));
-                (name.clone(), Credentials { salt, iterations: ADMIN_ITERATIONS, salted, ctx })
+                let keys = ScramKeys::new(password);
+                (name.clone(), Credentials { keys, ctx: Some(UserCtx::admin(name)) })
             })
             .collect();
         Auth { admins, secret: rand::rng().random() }
@@ -71,8 +62,10 @@ impl Auth {
 
     /// Credentials no proof matches, with a stable salt per name.
     fn decoy(&self, name: &str) -> Credentials {
-        let salt = hex(&hmac(&self.secret, name.as_bytes())[..16]).into_bytes();
-        Credentials { salt, iterations: ADMIN_ITERATIONS, salted: Vec::new(), ctx: None }
+        let salt = hmac(&self.secret, name.as_bytes()).get(..16).unwrap_or_default().to_vec();
+        let keys =
+            ScramKeys { salt, iterations: ITERATIONS, stored_key: vec![], server_key: vec![] };
+        Credentials { keys, ctx: None }
     }
 }
 
@@ -80,23 +73,9 @@ fn user_credentials(engine: &Engine, name: &str) -> Option<Credentials> {
     let users = engine.get_db(USERS_DB)?;
     let doc = users.get(&format!("{USER_PREFIX}{name}"), None).ok()?;
     let body: Value = serde_json::from_slice(&doc.body).ok()?;
-    let field = |k: &str| body.get(k).and_then(Value::as_str);
-    if field("password_scheme")? != "pbkdf2" || field("pbkdf2_prf")? != "sha256" {
-        return None;
-    }
-    let salted = unhex(field("derived_key")?)?;
-    let iterations = u32::try_from(body.get("iterations")?.as_u64()?).ok()?;
-    let roles = body
-        .get("roles")
-        .and_then(Value::as_array)
-        .map(|r| r.iter().filter_map(|v| v.as_str().map(str::to_string)).collect::<Vec<_>>());
-    let ctx = UserCtx { name: Some(name.to_string()), roles: roles.unwrap_or_default() };
-    Some(Credentials {
-        salt: field("salt")?.as_bytes().to_vec(),
-        iterations,
-        salted,
-        ctx: Some(ctx),
-    })
+    let keys = ScramKeys::from_user_doc(&body)?;
+    let ctx = UserCtx { name: Some(name.to_string()), roles: roles_of(&body) };
+    Some(Credentials { keys, ctx: Some(ctx) })
 }
 
 /// One SCRAM conversation in progress on a connection.
@@ -152,8 +131,11 @@ impl Auth {
         };
         let creds = self.credentials(engine, &name);
         let nonce = format!("{client_nonce}{}", STANDARD.encode(rand::rng().random::<[u8; 24]>()));
-        let server_first =
-            format!("r={nonce},s={},i={}", STANDARD.encode(&creds.salt), creds.iterations);
+        let server_first = format!(
+            "r={nonce},s={},i={}",
+            STANDARD.encode(&creds.keys.salt),
+            creds.keys.iterations
+        );
         let payload = server_first.clone().into_bytes();
         let conv = Conversation {
             name,
@@ -185,18 +167,16 @@ impl Conversation {
         let (Some(ctx), true, true) = (creds.ctx.clone(), nonce_ok, binding_ok) else {
             return Err(MongoError::auth_failed());
         };
-        let client_key = hmac(&creds.salted, b"Client Key");
-        let stored_key = Sha256::digest(&client_key);
-        let signature = hmac(&stored_key, auth_message.as_bytes());
+        let stored_key = &creds.keys.stored_key;
+        let signature = hmac(stored_key, auth_message.as_bytes());
         if proof.len() != signature.len() {
             return Err(MongoError::auth_failed());
         }
         let recovered: Vec<u8> = proof.iter().zip(&signature).map(|(p, s)| p ^ s).collect();
-        if !constant_time_eq(&Sha256::digest(&recovered), &stored_key) {
+        if !constant_time_eq(&Sha256::digest(&recovered), stored_key) {
             return Err(MongoError::auth_failed());
         }
-        let server_key = hmac(&creds.salted, b"Server Key");
-        let server_signature = hmac(&server_key, auth_message.as_bytes());
+        let server_signature = hmac(&creds.keys.server_key, auth_message.as_bytes());
         let payload = format!("v={}", STANDARD.encode(server_signature)).into_bytes();
         if skip_empty {
             return Ok(Step { payload, done: true, user: Some(ctx) });
@@ -204,30 +184,6 @@ impl Conversation {
         self.verified = Some(ctx);
         Ok(Step { payload, done: false, user: None })
     }
-}
-
-/// SCRAM's `Hi(Normalize(password), salt, i)`.
-pub fn salt_password(password: &str, salt: &[u8], iterations: u32) -> Vec<u8> {
-    let prepped = stringprep::saslprep(password)
-        .map(|p| p.into_owned())
-        .unwrap_or_else(|_| password.to_string());
-    let mut out = [0u8; 32];
-    pbkdf2::pbkdf2_hmac::<Sha256>(prepped.as_bytes(), salt, iterations, &mut out);
-    out.to_vec()
-}
-
-fn hmac(key: &[u8], data: &[u8]) -> Vec<u8> {
-    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(key) else { return Vec::new() };
-    mac.update(data);
-    mac.finalize().into_bytes().to_vec()
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(text: &str) -> Option<Vec<u8>> {
-    (0..text.len()).step_by(2).map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok()).collect()
 }
 
 #[cfg(test)]
@@ -238,10 +194,10 @@ mod tests {
     #[test]
     fn rfc7677_exchange_verifies() -> Result<(), MongoError> {
         let salt = STANDARD.decode("W22ZaJ0SNY7soEsUEjb6gQ==").unwrap_or_default();
-        let salted = salt_password("pencil", &salt, 4096);
-        let creds =
-            Credentials { salt, iterations: 4096, salted, ctx: Some(UserCtx::admin("user")) };
+        let keys = ScramKeys::derive("pencil", &salt, 4096);
+        let creds = Credentials { keys, ctx: Some(UserCtx::admin("user")) };
         let mut conv = Conversation {
+            name: "user".to_string(),
             client_first_bare: "n=user,r=rOprNGfwEbeRWgbNEkqO".to_string(),
             server_first: "r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096".to_string(),
             nonce: "rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0".to_string(),
