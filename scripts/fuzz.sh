@@ -4,6 +4,7 @@
 # at the lowest CPU priority, and prints each target's runs and coverage at the end.
 #
 #   scripts/fuzz.sh [SECONDS]
+#   TARGETS="wire_messages query_strings" scripts/fuzz.sh 600     # some targets only
 #
 # cargo-bolero is installed into .deps/cargo-bolero on first use. Corpora and crash inputs
 # go to crates/bunko-fuzz/tests/__fuzz__/ (ignored by git; `cargo test` replays them); a
@@ -16,9 +17,10 @@ if [ ! -x "$root/bin/cargo-bolero" ]; then
   cargo install cargo-bolero --version 0.13.5 --locked --root "$root"
 fi
 export PATH="$root/bin:$PATH"
-targets="document_bodies key_encodings_keep_collation_order storage_keys_round_trip_and_keep_tuple_order
-garbage_keys_are_errors_not_panics selectors_parse_and_match_without_panics
-selector_text_from_the_wire query_strings"
+targets="${TARGETS:-document_bodies key_encodings_keep_collation_order
+storage_keys_round_trip_and_keep_tuple_order garbage_keys_are_errors_not_panics
+selectors_parse_and_match_without_panics selector_text_from_the_wire query_strings
+wire_messages stored_values_read_back_exactly}"
 logs="target/fuzz/logs"
 mkdir -p "$logs"
 # Build once, then start every target.

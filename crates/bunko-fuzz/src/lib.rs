@@ -1,5 +1,5 @@
 //! Fuzz targets for what a request reaches first: document bodies, Mango selectors, query
-//! parameters, and the key encodings every index and view scan relies on (order and round
+//! parameters, MongoDB wire messages and stored MongoDB values, and the key encodings every index and view scan relies on (order and round
 //! trip). The targets live in `tests/` as [bolero](https://docs.rs/bolero) checks:
 //!
 //! - `cargo test -p bunko-fuzz` runs each one for a short random run (part of CI);
@@ -40,8 +40,8 @@ pub fn json(bytes: &mut &[u8], depth: u32) -> Value {
     }
 }
 
-/// Words that selectors, documents and collation care about.
-const WORDS: [&str; 40] = [
+/// Words that selectors, documents, collation and Extended JSON care about.
+const WORDS: [&str; 46] = [
     "$eq",
     "$ne",
     "$gt",
@@ -82,6 +82,12 @@ const WORDS: [&str; 40] = [
     "null",
     "ε",
     "$",
+    "$oid",
+    "$numberLong",
+    "$numberDouble",
+    "$date",
+    "$binary",
+    "$bunkoDoc",
 ];
 
 fn take(bytes: &mut &[u8]) -> u8 {
