@@ -144,6 +144,23 @@ impl Database {
     }
 }
 
+impl Database {
+    /// Every partition with its counters, in partition order, at most `limit` of them;
+    /// `true` when more exist.
+    pub fn partitions(&self, limit: usize) -> Result<(Vec<(String, Stats)>, bool)> {
+        let snapshot = self.snapshot();
+        let mut out = Vec::new();
+        for entry in Iter::new(snapshot, keys::part_stats_range(self.id()), false, 1024) {
+            if out.len() == limit {
+                return Ok((out, true));
+            }
+            let (key, value) = entry?;
+            out.push((keys::decode_part_stats(&key)?, records::decode::<Stats>(&value)?));
+        }
+        Ok((out, false))
+    }
+}
+
 impl Iterator for Rows {
     type Item = Result<Row>;
 

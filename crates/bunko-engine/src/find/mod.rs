@@ -167,6 +167,7 @@ impl Database {
         let mut stats = run.stats;
         stats.results_returned = run.docs.len() as u64;
         let warning = warnings(query, &plan, &stats);
+        self.observed.record(query, index.as_deref(), &stats);
         Ok(FindResult { docs: run.docs, bookmark, warning, stats, index, plan, scanned })
     }
 
