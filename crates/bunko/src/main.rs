@@ -1,8 +1,9 @@
 //! The `bunko` binary: command line, configuration and wiring, nothing else. It opens the
 //! embedded store (`bunko-storage`), the engine over it, and serves the CouchDB HTTP API
 //! (`bunko-http`) until SIGTERM or Ctrl-C, then lets in-flight requests finish and closes
-//! the store.
+//! the store. `bunko advise` asks a running server for a database's modeling advice.
 
+mod advise;
 mod config;
 
 use std::sync::Arc;
@@ -30,6 +31,8 @@ struct Cli {
 enum Command {
     /// Run the server on the embedded store.
     Serve(ServeArgs),
+    /// Check a database of a running server against the data-modeling guides' rules.
+    Advise(advise::AdviseArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -42,6 +45,7 @@ fn main() -> anyhow::Result<()> {
         .init();
     match Cli::parse().command {
         Command::Serve(args) => serve(args),
+        Command::Advise(args) => advise::run(args),
     }
 }
 

@@ -185,7 +185,7 @@ impl Database {
         let indexes = self.indexes.all();
         findings.extend(indexes::check(&indexes, &self.observed, t));
         findings.extend(queries::check(&indexes, &self.observed, t));
-        findings.sort_by(|a, b| b.severity.cmp(&a.severity));
+        findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
         let mut rules_checked = vec![arrays::RULE, arrays::GROWTH_RULE, size::RULE];
         if self.is_partitioned() {
             rules_checked.extend(partitions::RULES);

@@ -33,7 +33,7 @@ struct Parts {
 pub fn check(db: &Database, t: &Thresholds) -> Result<Vec<Finding>> {
     let (mut list, truncated) = db.partitions(MAX_PARTITIONS)?;
     list.retain(|(_, s)| s.doc_count > 0);
-    list.sort_by(|a, b| b.1.doc_count.cmp(&a.1.doc_count));
+    list.sort_by_key(|(_, s)| std::cmp::Reverse(s.doc_count));
     let docs = list.iter().map(|(_, s)| s.doc_count).sum();
     let parts = Parts { list, truncated, docs };
     if parts.list.is_empty() {

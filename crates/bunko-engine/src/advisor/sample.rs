@@ -110,7 +110,7 @@ pub fn take(db: &Database, options: &Options) -> Result<Sample> {
                 *slot = row.id;
             }
         }
-        if sample.scanned % CLOCK_EVERY == 0 && started.elapsed() >= options.time_budget {
+        if sample.scanned.is_multiple_of(CLOCK_EVERY) && started.elapsed() >= options.time_budget {
             sample.complete = false;
             break;
         }
@@ -131,7 +131,7 @@ fn remember_largest(largest: &mut Vec<(u64, String)>, size: u64, id: &str) {
         return;
     }
     largest.push((size, id.to_string()));
-    largest.sort_by(|a, b| b.0.cmp(&a.0));
+    largest.sort_by_key(|(size, _)| std::cmp::Reverse(*size));
     largest.truncate(LARGEST);
 }
 

@@ -83,7 +83,7 @@ fn field_sizes(body: &[u8]) -> Vec<(String, u64)> {
     let Ok(Value::Object(map)) = serde_json::from_slice::<Value>(body) else { return Vec::new() };
     let mut out: Vec<(String, u64)> =
         map.iter().map(|(k, v)| (k.clone(), (k.len() + 3 + v.to_string().len()) as u64)).collect();
-    out.sort_by(|a, b| b.1.cmp(&a.1));
+    out.sort_by_key(|(_, bytes)| std::cmp::Reverse(*bytes));
     out
 }
 

@@ -2,7 +2,8 @@
 //! clearly different shapes (top-level field sets that share less than half their fields)
 //! and no top-level field tells them apart (a field present in nearly every document whose
 //! value is the same within each shape and different between shapes, as `type` or
-//! `doc_type` is).
+//! `doc_type` is). A document whose fields are a subset of another's has the same shape
+//! (optional fields do not make an entity type).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -18,7 +19,7 @@ const SAME_SHAPE: f64 = 0.5;
 /// Shapes tracked at most.
 const MAX_SHAPES: usize = 50;
 /// A shape counts as an entity type from this share of the sample (and 5 documents).
-const MIN_SHARE: f64 = 0.05;
+const MIN_SHARE: f64 = 0.02;
 
 struct Cluster<'a> {
     fields: BTreeSet<&'a str>,
@@ -59,7 +60,7 @@ fn cluster(shapes: &[Shape]) -> Vec<Cluster<'_>> {
     let mut clusters: Vec<Cluster> = Vec::new();
     for shape in shapes {
         let fields: BTreeSet<&str> = shape.keys.iter().map(String::as_str).collect();
-        let same = clusters.iter().position(|c| jaccard(&c.fields, &fields) >= SAME_SHAPE);
+        let same = clusters.iter().position(|c| same_shape(&c.fields, &fields));
         if let Some(c) = same.and_then(|i| clusters.get_mut(i)) {
             c.members.push(shape);
         } else if clusters.len() < MAX_SHAPES {
@@ -67,6 +68,12 @@ fn cluster(shapes: &[Shape]) -> Vec<Cluster<'_>> {
         }
     }
     clusters
+}
+
+/// Field sets sharing at least half their fields, or one holding all of the other's (a
+/// document missing optional fields has the same shape).
+fn same_shape(a: &BTreeSet<&str>, b: &BTreeSet<&str>) -> bool {
+    jaccard(a, b) >= SAME_SHAPE || a.is_subset(b) || b.is_subset(a)
 }
 
 fn jaccard(a: &BTreeSet<&str>, b: &BTreeSet<&str>) -> f64 {
@@ -153,6 +160,20 @@ mod tests {
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].evidence["shapes"].as_array().map(Vec::len), Some(2));
         assert!(check(&students_and_classes(true)).is_empty(), "doc_type discriminates");
+    }
+
+    #[test]
+    fn a_document_with_only_some_of_the_fields_has_the_same_shape() {
+        let shapes = (0..40)
+            .map(|i| {
+                if i % 4 == 0 {
+                    shape(i, &[("name", "a")])
+                } else {
+                    shape(i, &[("name", "a"), ("addresses", ""), ("contactDetails", "")])
+                }
+            })
+            .collect();
+        assert!(check(&Sample { shapes, ..Default::default() }).is_empty());
     }
 
     #[test]
