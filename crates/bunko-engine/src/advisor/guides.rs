@@ -47,3 +47,10 @@ pub const LEAN_INDEXES: Guide = Guide {
     rule: "Every index is maintained by every write: keep the indexes queries use, and drop \
            those that duplicate another or that no query uses.",
 };
+
+pub const DENORMALIZED_COPIES: Guide = Guide {
+    source: "Azure Cosmos DB data modeling (denormalization); MongoDB schema design guidelines",
+    rule: "Copy a referenced document's fields into the referring one only when they rarely \
+           change, and then keep every copy up to date when the source changes; data that \
+           changes often is better referenced than copied.",
+};

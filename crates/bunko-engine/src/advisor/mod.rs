@@ -11,7 +11,8 @@
 //! 2. One module per rule family turns those statistics into [`Finding`]s: [`arrays`]
 //!    (unbounded arrays), [`size`] (large documents), [`partitions`] (partition keys, from
 //!    the per-partition counters every write keeps), [`types`] (mixed entity types without
-//!    a discriminator), [`indexes`] (duplicate and unused indexes) and [`queries`] (missing
+//!    a discriminator), [`copies`] (embedded copies that drifted from the document they
+//!    refer to), [`indexes`] (duplicate and unused indexes) and [`queries`] (missing
 //!    indexes, from the query log).
 //! 3. [`observe`] is the only state the advisor adds to the engine: a bounded in-memory log
 //!    of `_find` query shapes with the documents they examined and returned, and per-index
@@ -22,6 +23,7 @@
 //! the evidence (numbers, example ids, field paths, query shapes) and a suggestion.
 
 mod arrays;
+mod copies;
 mod guides;
 mod indexes;
 pub mod observe;
@@ -182,6 +184,7 @@ impl Database {
             findings.extend(partitions::check(self, t)?);
         }
         findings.extend(types::check(&sample));
+        findings.extend(copies::check(self, &sample));
         let indexes = self.indexes.all();
         findings.extend(indexes::check(&indexes, &self.observed, t));
         findings.extend(queries::check(&indexes, &self.observed, t));
@@ -190,7 +193,13 @@ impl Database {
         if self.is_partitioned() {
             rules_checked.extend(partitions::RULES);
         }
-        rules_checked.extend([types::RULE, indexes::DUPLICATE, indexes::UNUSED, queries::RULE]);
+        rules_checked.extend([
+            types::RULE,
+            copies::RULE,
+            indexes::DUPLICATE,
+            indexes::UNUSED,
+            queries::RULE,
+        ]);
         Ok(Advice {
             db_name: self.name(),
             sample: sample.info(options, self.info().stats.doc_count),

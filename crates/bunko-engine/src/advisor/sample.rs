@@ -67,6 +67,8 @@ pub struct Sample {
     pub largest: Vec<(u64, String)>,
     /// Documents of the pass at or over the large-document threshold.
     pub large: u64,
+    /// Embedded objects that refer to another document and copy some of its fields.
+    pub copies: Vec<super::copies::Copy>,
 }
 
 impl Sample {
@@ -145,6 +147,7 @@ fn read_one(db: &Database, id: &str, sample: &mut Sample) -> Result<()> {
     let Ok(body) = serde_json::from_slice::<Value>(&doc.body) else { return Ok(()) };
     sample.read += 1;
     sample.shapes.push(shape(id, &body));
+    super::copies::collect(id, &body, &mut sample.copies);
     let current = array_lengths(&body);
     if current.is_empty() {
         return Ok(());

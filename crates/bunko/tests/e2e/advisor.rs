@@ -352,6 +352,37 @@ fn mixed_types_need_a_discriminator_and_the_links_model_passes() {
 }
 
 #[test]
+fn copies_that_drifted_from_their_source_are_found() {
+    let s = Server::start();
+    s.create_db("library");
+    let mut docs: Vec<Value> = (0..5)
+        .map(|a| json!({"_id": format!("author-{a}"), "type": "author", "name": format!("Author {a}")}))
+        .collect();
+    docs.extend((0..40).map(|b| {
+        json!({"_id": format!("book-{b:02}"), "type": "book", "title": "T",
+        "author": {"author_id": format!("author-{}", b % 5), "name": format!("Author {}", b % 5)}})
+    }));
+    bulk(&s, "library", docs);
+    assert_clean(&advise(&s, "library"));
+    // The author renames; the books keep the old name.
+    let mut ada = s.get_doc("library", "author-2");
+    ada["name"] = json!("Ada King");
+    s.put_doc("library", "author-2", &ada);
+    let advice = advise(&s, "library");
+    assert_eq!(rules(&advice), ["drifted-copy"]);
+    let e = &finding(&advice, "drifted-copy")["evidence"];
+    assert_eq!(
+        (e["field"].clone(), e["copies_compared"].clone(), e["copies_drifted"].clone()),
+        (json!("author.name"), json!(40), json!(8))
+    );
+    assert_eq!(
+        e["examples"][0],
+        json!({"id": "book-02", "refers_to": "author-2",
+                                        "copy": "Author 2", "source": "Ada King"})
+    );
+}
+
+#[test]
 fn missing_duplicate_and_unused_indexes_come_from_the_query_log() {
     let s = Server::start();
     subset_pattern(&s);
@@ -443,7 +474,7 @@ fn advise_is_for_database_admins_and_validates_its_parameters() {
     assert_eq!(advice["sample"]["size"], 1);
     assert_eq!(advice["sample"]["complete"], true);
     assert_eq!(advice["db_name"], "people");
-    assert_eq!(advice["rules_checked"].as_array().map(Vec::len), Some(7), "{advice}");
+    assert_eq!(advice["rules_checked"].as_array().map(Vec::len), Some(8), "{advice}");
 }
 
 #[test]
