@@ -1,9 +1,14 @@
 //! `bunko advise [--url URL] DB`: asks a running server for `GET /{db}/_advise` and prints
 //! the findings as a readable report. Credentials come from the URL
 //! (`http://user:pass@host:port`) or, failing that, from `BUNKO_ADMIN=user:password`.
+//! `bunko advise --data DIR DB` opens a stopped server's store instead (the store is locked
+//! while a server runs; the query log is then empty, so the query rules have nothing to see).
+
+use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::{Context, bail};
-use clap::Args;
+use clap::{Args, Parser};
 use percent_encoding::{NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 use serde_json::Value;
 
@@ -20,13 +25,22 @@ pub struct AdviseArgs {
     /// Documents to sample (the server's default is 1000).
     #[arg(long)]
     pub sample_size: Option<u64>,
+    /// Open the data directory of a stopped server instead of asking a running one.
+    #[arg(long, conflicts_with = "url")]
+    pub data: Option<PathBuf>,
+    /// With --data: the server's configuration file (its size limits are the thresholds').
+    #[arg(long, requires = "data")]
+    pub config: Option<PathBuf>,
     /// Print the server's JSON answer instead of the report.
     #[arg(long)]
     pub json: bool,
 }
 
 pub fn run(args: AdviseArgs) -> anyhow::Result<()> {
-    let advice = fetch(&args)?;
+    let advice = match &args.data {
+        Some(dir) => open_and_advise(&args, dir)?,
+        None => fetch(&args)?,
+    };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&advice)?);
     } else {
@@ -67,6 +81,35 @@ fn fetch(args: &AdviseArgs) -> anyhow::Result<Value> {
         bail!("{} {}: {}", status.as_u16(), field("error"), field("reason"));
     }
     Ok(body)
+}
+
+/// `bunko serve`'s options, to read the store's settings as the server does.
+#[derive(Parser)]
+struct Serve {
+    #[command(flatten)]
+    args: crate::config::ServeArgs,
+}
+
+/// Opens the store in `dir` (refused while a server holds it) and advises on one database.
+fn open_and_advise(args: &AdviseArgs, dir: &std::path::Path) -> anyhow::Result<Value> {
+    let mut argv = vec!["serve".into(), "--data".into(), dir.as_os_str().to_owned()];
+    if let Some(config) = &args.config {
+        argv.extend(["--config".into(), config.as_os_str().to_owned()]);
+    }
+    let settings = crate::config::Settings::load(&Serve::try_parse_from(argv)?.args)?;
+    anyhow::ensure!(dir.is_dir(), "no data directory {}", dir.display());
+    let store = bunko_storage::Fjall::open_with(dir, settings.storage)
+        .with_context(|| format!("cannot open the store in {}", dir.display()))?;
+    let store: Arc<dyn bunko_storage::Store> = Arc::new(store);
+    let engine = bunko_engine::Engine::open(store.clone(), settings.engine)?;
+    let mut options = bunko_engine::advisor::Options::default();
+    if let Some(n) = args.sample_size {
+        options.sample_size = n as usize;
+    }
+    let advice = engine.db(&args.db)?.advise(&options);
+    drop(engine);
+    store.close()?;
+    Ok(serde_json::to_value(advice?)?)
 }
 
 /// The report for one `_advise` answer.

@@ -521,4 +521,25 @@ fn the_cli_prints_a_report_from_a_running_server() {
         .expect("run bunko advise");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("401 unauthorized"), "{err}");
+
+    // `--data` opens the store itself: refused while the server holds it, fine once stopped.
+    let data = s.data_dir();
+    let direct = || {
+        Command::new(env!("CARGO_BIN_EXE_bunko"))
+            .arg("advise")
+            .arg("--data")
+            .arg(&data)
+            .arg("shop")
+            .output()
+            .expect("run bunko advise --data")
+    };
+    let out = direct();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("cannot open the store"), "{err}");
+    let mut s = s;
+    assert!(s.terminate());
+    let out = direct();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text} {}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("1. [WARNING] unbounded-array: `reviews` holds up to 700"), "{text}");
 }
