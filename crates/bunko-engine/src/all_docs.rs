@@ -133,6 +133,9 @@ impl Database {
     /// `_all_docs` with `keys`: one row per key, in the order given; `None` for an id that
     /// was never written. Deleted documents appear with `deleted` and no `doc`.
     pub fn all_docs_keys(&self, ids: &[String], include_docs: bool) -> Result<Vec<Option<Row>>> {
+        if include_docs {
+            self.observed.record_lookup(ids.len());
+        }
         let snapshot = self.snapshot();
         let db = self.id();
         ids.iter()

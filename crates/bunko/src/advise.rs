@@ -126,7 +126,10 @@ pub fn report(advice: &Value) -> String {
         s["elapsed_ms"]
     );
     let o = &advice["observed"];
-    out += &format!("Query log: {} queries in {} shapes.\n\n", o["queries"], o["query_shapes"]);
+    out += &format!(
+        "Query log: {} queries in {} shapes, {} lookups by id.\n\n",
+        o["queries"], o["query_shapes"], o["lookups"]
+    );
     let findings = advice["findings"].as_array().cloned().unwrap_or_default();
     if findings.is_empty() {
         let checked: Vec<&str> = advice["rules_checked"]

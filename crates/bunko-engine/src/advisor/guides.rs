@@ -54,3 +54,10 @@ pub const DENORMALIZED_COPIES: Guide = Guide {
            change, and then keep every copy up to date when the source changes; data that \
            changes often is better referenced than copied.",
 };
+
+pub const READ_TOGETHER: Guide = Guide {
+    source: "MongoDB schema design guidelines (embed what is read together); Azure Cosmos DB \
+             data modeling",
+    rule: "Model for the reads: what the application reads together belongs in one document \
+           (or one request), not in a query followed by lookups of the documents it refers to.",
+};

@@ -13,10 +13,10 @@
 //!    the per-partition counters every write keeps), [`types`] (mixed entity types without
 //!    a discriminator), [`copies`] (embedded copies that drifted from the document they
 //!    refer to), [`indexes`] (duplicate and unused indexes) and [`queries`] (missing
-//!    indexes, from the query log).
+//!    indexes, and lookups by id following queries, from the query log).
 //! 3. [`observe`] is the only state the advisor adds to the engine: a bounded in-memory log
-//!    of `_find` query shapes with the documents they examined and returned, and per-index
-//!    use counts, updated by `Database::find`. It lives in memory only and restarts empty
+//!    of `_find` query shapes with the documents they examined and returned, per-index use
+//!    counts and lookups by id, updated by `Database::find` and `Database::all_docs_keys`. It lives in memory only and restarts empty
 //!    (it is rebuilt by the queries themselves, DESIGN §8); writes never touch it.
 //!
 //! Each finding names its rule, a severity, the guide the rule comes from (in our words),
@@ -90,6 +90,8 @@ pub struct Thresholds {
     pub examined_per_query: u64,
     /// Indexes are reported unused only after this many `_find` queries were observed.
     pub queries_for_unused: u64,
+    /// Lookups by id (`_all_docs?keys&include_docs`) observed before rule 8 judges them.
+    pub lookups: u64,
 }
 
 impl Default for Thresholds {
@@ -104,6 +106,7 @@ impl Default for Thresholds {
             partition_fraction: 0.5,
             examined_per_query: 100,
             queries_for_unused: 100,
+            lookups: 50,
         }
     }
 }
@@ -188,6 +191,7 @@ impl Database {
         let indexes = self.indexes.all();
         findings.extend(indexes::check(&indexes, &self.observed, t));
         findings.extend(queries::check(&indexes, &self.observed, t));
+        findings.extend(queries::joins(&self.observed, t));
         findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
         let mut rules_checked = vec![arrays::RULE, arrays::GROWTH_RULE, size::RULE];
         if self.is_partitioned() {
@@ -199,6 +203,7 @@ impl Database {
             indexes::DUPLICATE,
             indexes::UNUSED,
             queries::RULE,
+            queries::JOINS,
         ]);
         Ok(Advice {
             db_name: self.name(),

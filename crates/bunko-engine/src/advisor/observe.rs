@@ -1,7 +1,9 @@
 //! What the engine observes for the advisor while it serves queries: a bounded log of
 //! `_find` query shapes (the selector with its values replaced by `"?"`, the sort, partition
-//! or global) with the documents they examined and returned, and how often each index was
-//! chosen. `Database::find` records every query here (one short lock); writes never do.
+//! or global) with the documents they examined and returned, how often each index was
+//! chosen, and how many requests fetched documents by id (`_all_docs` with `keys` and
+//! `include_docs`). `Database::find` and `Database::all_docs_keys` record here (one short
+//! lock); writes never do.
 //! In memory only: it starts empty with the process and fills again with the queries
 //! (DESIGN §8: in-memory structures must be rebuildable).
 
@@ -44,11 +46,17 @@ pub struct Summary {
     pub since: u64,
     pub queries: u64,
     pub query_shapes: usize,
+    /// `_all_docs` requests with `keys` and `include_docs` (documents fetched by id).
+    pub lookups: u64,
+    /// Ids those requests asked for.
+    pub looked_up: u64,
 }
 
 #[derive(Debug, Default)]
 struct Log {
     queries: u64,
+    lookups: u64,
+    looked_up: u64,
     shapes: HashMap<String, QueryShape>,
     uses: HashMap<(String, String), u64>,
 }
@@ -103,9 +111,22 @@ impl Observed {
         entry.index = used;
     }
 
+    /// Records one request fetching `ids` documents by id.
+    pub fn record_lookup(&self, ids: usize) {
+        let mut log = self.log.lock();
+        log.lookups += 1;
+        log.looked_up += ids as u64;
+    }
+
     pub fn summary(&self) -> Summary {
         let log = self.log.lock();
-        Summary { since: self.since, queries: log.queries, query_shapes: log.shapes.len() }
+        Summary {
+            since: self.since,
+            queries: log.queries,
+            query_shapes: log.shapes.len(),
+            lookups: log.lookups,
+            looked_up: log.looked_up,
+        }
     }
 
     /// The logged query shapes, most run first.

@@ -16,6 +16,7 @@ use super::{Finding, Severity, Thresholds, guides};
 use crate::index::Index;
 
 pub const RULE: &str = "missing-index";
+pub const JOINS: &str = "follow-up-lookups";
 
 /// More documents examined per result than this (CouchDB's `index_scan_warning` ratio).
 const RATIO: u64 = 10;
@@ -74,6 +75,33 @@ fn finding(indexes: &[Arc<Index>], s: &QueryShape) -> Finding {
         }),
         suggestion,
     }
+}
+
+/// Rule 8, too many joins per request: requests fetching documents by id
+/// (`_all_docs?keys&include_docs`) at least half as often as `_find` queries run, so that
+/// reading one thing takes a query plus lookups.
+pub fn joins(observed: &Observed, t: &Thresholds) -> Option<Finding> {
+    let s = observed.summary();
+    let fires = s.queries > 0 && s.lookups >= t.lookups && s.lookups * 2 >= s.queries;
+    fires.then(|| Finding {
+        rule: JOINS,
+        severity: Severity::Info,
+        summary: format!(
+            "{} requests fetched {} documents by id beside {} queries",
+            s.lookups, s.looked_up, s.queries
+        ),
+        guide: guides::READ_TOGETHER,
+        evidence: json!({"queries": s.queries, "lookup_requests": s.lookups,
+            "documents_looked_up": s.looked_up,
+            "lookups_per_query": (s.lookups as f64 / s.queries as f64 * 100.0).round() / 100.0,
+            "ids_per_lookup": (s.looked_up as f64 / s.lookups as f64 * 10.0).round() / 10.0,
+            "observed_since": s.since}),
+        suggestion: "If these lookups follow references found by the queries, embed (or copy) \
+                     the fields read together with the referring document, or read the linked \
+                     documents in the same request with a view that emits {\"_id\": reference} \
+                     and include_docs=true."
+            .to_string(),
+    })
 }
 
 /// The fields of the index that would serve the query.

@@ -380,6 +380,25 @@ fn copies_that_drifted_from_their_source_are_found() {
         json!({"id": "book-02", "refers_to": "author-2",
                                         "copy": "Author 2", "source": "Ada King"})
     );
+
+    // Each query for books followed by a lookup of their authors: a join per request.
+    for i in 0..60 {
+        find(
+            &s,
+            "library",
+            json!({"selector": {"type": "book", "title": "T"}, "limit": 3, "skip": i % 30}),
+        );
+        let keys = json!({"keys": [format!("author-{}", i % 5), "author-0"]});
+        let (status, body) = s.post("/library/_all_docs?include_docs=true", &keys);
+        assert_eq!(status, 200, "{body}");
+    }
+    let advice = advise(&s, "library");
+    assert_eq!(rules(&advice), ["drifted-copy", "follow-up-lookups"]);
+    let e = &finding(&advice, "follow-up-lookups")["evidence"];
+    assert_eq!(
+        (e["queries"].clone(), e["lookup_requests"].clone(), e["documents_looked_up"].clone()),
+        (json!(60), json!(60), json!(120))
+    );
 }
 
 #[test]
@@ -474,7 +493,7 @@ fn advise_is_for_database_admins_and_validates_its_parameters() {
     assert_eq!(advice["sample"]["size"], 1);
     assert_eq!(advice["sample"]["complete"], true);
     assert_eq!(advice["db_name"], "people");
-    assert_eq!(advice["rules_checked"].as_array().map(Vec::len), Some(8), "{advice}");
+    assert_eq!(advice["rules_checked"].as_array().map(Vec::len), Some(9), "{advice}");
 }
 
 #[test]
