@@ -21,6 +21,8 @@ const MAX_LOOKUPS: usize = 2000;
 const EXAMPLES: usize = 3;
 /// Longest value shown in an example.
 const SHOWN: usize = 64;
+/// Longest copied string compared (longer ones are not kept).
+const MAX_COPIED: usize = 256;
 
 /// One embedded object that refers to another document and copies some of its fields.
 #[derive(Debug, Clone)]
@@ -67,6 +69,7 @@ fn copy_of(doc: &str, path: &str, object: &Map<String, Value>) -> Option<Copy> {
     let fields: Vec<(String, Value)> = object
         .iter()
         .filter(|(k, v)| *k != ref_key && !v.is_object() && !v.is_array())
+        .filter(|(_, v)| v.as_str().is_none_or(|s| s.len() <= MAX_COPIED))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     (!fields.is_empty()).then(|| Copy {

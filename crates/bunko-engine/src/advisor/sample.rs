@@ -24,8 +24,9 @@ const LARGEST: usize = 5;
 const ELEMENTS_WALKED: usize = 64;
 /// Deepest nesting walked.
 const MAX_DEPTH: usize = 16;
-/// Distinct array paths tracked per database.
+/// Distinct array paths tracked per database, and per document.
 const MAX_PATHS: usize = 2000;
+const MAX_DOC_PATHS: usize = 64;
 /// Longest string value kept for discriminator checks.
 const MAX_VALUE_LEN: usize = 64;
 /// Rows between two looks at the clock.
@@ -230,6 +231,9 @@ fn walk(value: &Value, path: &mut String, depth: usize, out: &mut BTreeMap<Strin
             }
         }
         Value::Array(items) => {
+            if out.len() >= MAX_DOC_PATHS && !out.contains_key(path.as_str()) {
+                return;
+            }
             let longest = out.entry(path.clone()).or_insert(0);
             *longest = (*longest).max(items.len());
             for item in items.iter().take(ELEMENTS_WALKED) {
