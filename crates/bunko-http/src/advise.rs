@@ -34,8 +34,10 @@ async fn advise(
     let db = open(&state, &ctx, &name, Access::Admin)?;
     let options = options(&Params::parse(query.as_deref()))?;
     let advice = blocking(move || Ok(db.advise(&options)?)).await?;
-    let body = serde_json::to_value(advice)
-        .map_err(|e| ApiError::bad_request(format!("cannot render the advice: {e}")))?;
+    let body = serde_json::to_value(advice).map_err(|e| {
+        let reason = format!("cannot render the advice: {e}");
+        ApiError::Other(StatusCode::INTERNAL_SERVER_ERROR, "internal_server_error", reason)
+    })?;
     Ok(render::json(StatusCode::OK, body))
 }
 

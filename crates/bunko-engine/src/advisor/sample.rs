@@ -2,8 +2,9 @@
 //!
 //! One pass over `_all_docs` without bodies keeps a uniform reservoir of ids (algorithm R)
 //! and, from the body size each revision record holds, the largest documents and how many
-//! are over the large-document threshold; then the sampled bodies are read one by one and
-//! reduced to bounded statistics. Memory is bounded by the sample size (ids, top-level
+//! are over the large-document threshold; then the sampled bodies, plus those of the five
+//! largest documents (where rare huge arrays live), are read one by one and reduced to
+//! bounded statistics. The pass gets three quarters of the time budget, the bodies the rest. Memory is bounded by the sample size (ids, top-level
 //! shapes, one length per array path per document), never by the database size.
 
 use std::collections::BTreeMap;
@@ -94,6 +95,8 @@ pub fn take(db: &Database, options: &Options) -> Result<Sample> {
     let mut sample = Sample { complete: true, ..Default::default() };
     let mut reservoir: Vec<String> = Vec::with_capacity(options.sample_size);
     let mut rng = rand::rng();
+    // The pass leaves a quarter of the budget to reading the sampled bodies.
+    let pass_budget = options.time_budget.mul_f64(0.75);
     for row in db.all_docs(&AllDocsQuery::default(), None)?.rows {
         let row = row?;
         if row.id.starts_with("_design/") {
@@ -113,9 +116,15 @@ pub fn take(db: &Database, options: &Options) -> Result<Sample> {
                 *slot = row.id;
             }
         }
-        if sample.scanned.is_multiple_of(CLOCK_EVERY) && started.elapsed() >= options.time_budget {
+        if sample.scanned.is_multiple_of(CLOCK_EVERY) && started.elapsed() >= pass_budget {
             sample.complete = false;
             break;
+        }
+    }
+    // The largest documents are read whatever the draw: they are where huge arrays live.
+    for (_, id) in &sample.largest {
+        if !reservoir.contains(id) {
+            reservoir.push(id.clone());
         }
     }
     for id in reservoir {
