@@ -1,7 +1,7 @@
 //! The `bunko` binary: command line, configuration and wiring, nothing else. It opens the
 //! embedded store (`bunko-storage`), the engine over it, and serves the CouchDB HTTP API
 //! (`bunko-http`) until SIGTERM or Ctrl-C, then lets in-flight requests finish and closes
-//! the store. `bunko advise` asks a running server for a database's modeling advice.
+//! the store.
 
 mod advise;
 mod config;
