@@ -561,4 +561,6 @@ fn the_cli_prints_a_report_from_a_running_server() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text} {}", String::from_utf8_lossy(&out.stderr));
     assert!(text.contains("1. [WARNING] unbounded-array: `reviews` holds up to 700"), "{text}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.is_empty(), "the report is not mixed with log lines: {err}");
 }
