@@ -15,7 +15,7 @@ use parking_lot::Mutex;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use crate::find::{ExecStats, FindQuery};
+use crate::find::ExecStats;
 use crate::index::Index;
 
 /// Query shapes kept per database; the least run one makes room for a new one.
@@ -76,11 +76,19 @@ impl Default for Observed {
 }
 
 impl Observed {
-    /// Records one run of a query.
-    pub fn record(&self, query: &FindQuery, index: Option<&Index>, stats: &ExecStats) {
-        let shape = shape_of(&query.selector.to_json());
-        let sort: Vec<String> = query.sort.iter().map(ToString::to_string).collect();
-        let key = json!([shape, sort, query.partition.is_some()]).to_string();
+    /// Records one run of a query: its selector, sort, whether it was a partition query,
+    /// the index it used and what it cost.
+    pub fn record(
+        &self,
+        selector: &Selector,
+        sort: &[FieldPath],
+        partition: bool,
+        index: Option<&Index>,
+        stats: &ExecStats,
+    ) {
+        let shape = shape_of(&selector.to_json());
+        let sort_names: Vec<String> = sort.iter().map(ToString::to_string).collect();
+        let key = json!([shape, sort_names, partition]).to_string();
         let used = index.map(|i| (i.def.ddoc.clone(), i.def.name.clone()));
         let mut log = self.log.lock();
         log.queries += 1;
@@ -95,9 +103,9 @@ impl Observed {
         }
         let entry = log.shapes.entry(key).or_insert_with(|| QueryShape {
             shape,
-            selector: query.selector.clone(),
-            sort: query.sort.clone(),
-            partition: query.partition.is_some(),
+            selector: selector.clone(),
+            sort: sort.to_vec(),
+            partition,
             runs: 0,
             docs_examined: 0,
             keys_examined: 0,
@@ -179,28 +187,15 @@ mod tests {
     }
 
     #[test]
-    fn the_log_is_bounded_and_counts_runs() -> Result<(), bunko_query::Error> {
+    fn the_log_is_bounded_and_counts_runs() -> Result<(), String> {
         let observed = Observed::default();
-        let query = |n: usize| -> Result<FindQuery, bunko_query::Error> {
-            Ok(FindQuery {
-                selector: Selector::parse(&json!({format!("f{n}"): 1}))?,
-                sort: Vec::new(),
-                descending: false,
-                limit: 25,
-                skip: 0,
-                use_index: None,
-                partition: None,
-                bookmark: None,
-                allow_fallback: true,
-                fields: None,
-                conflicts: false,
-            })
-        };
+        let selector =
+            |n: usize| Selector::parse(&json!({format!("f{n}"): 1})).map_err(|e| e.to_string());
         let stats = ExecStats { keys_examined: 10, docs_examined: 10, results_returned: 1 };
         for n in 0..MAX_SHAPES + 10 {
-            observed.record(&query(n)?, None, &stats);
+            observed.record(&selector(n)?, &[], false, None, &stats);
         }
-        observed.record(&query(0)?, None, &stats);
+        observed.record(&selector(0)?, &[], false, None, &stats);
         assert_eq!(observed.queries(), MAX_SHAPES as u64 + 11);
         let shapes = observed.shapes();
         assert_eq!(shapes.len(), MAX_SHAPES);
