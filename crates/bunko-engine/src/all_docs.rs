@@ -133,6 +133,9 @@ impl Database {
     /// `_all_docs` with `keys`: one row per key, in the order given; `None` for an id that
     /// was never written. Deleted documents appear with `deleted` and no `doc`.
     pub fn all_docs_keys(&self, ids: &[String], include_docs: bool) -> Result<Vec<Option<Row>>> {
+        if include_docs {
+            self.observed.record_lookup(ids.len());
+        }
         let snapshot = self.snapshot();
         let db = self.id();
         ids.iter()
@@ -141,6 +144,23 @@ impl Database {
                 row(snapshot.as_ref(), db, id.clone(), info, include_docs).map(Some)
             })
             .collect()
+    }
+}
+
+impl Database {
+    /// Every partition with its counters, in partition order, at most `limit` of them;
+    /// `true` when more exist.
+    pub fn partitions(&self, limit: usize) -> Result<(Vec<(String, Stats)>, bool)> {
+        let snapshot = self.snapshot();
+        let mut out = Vec::new();
+        for entry in Iter::new(snapshot, keys::part_stats_range(self.id()), false, 1024) {
+            if out.len() == limit {
+                return Ok((out, true));
+            }
+            let (key, value) = entry?;
+            out.push((keys::decode_part_stats(&key)?, records::decode::<Stats>(&value)?));
+        }
+        Ok((out, false))
     }
 }
 

@@ -39,6 +39,8 @@ pub struct Database {
     pub(crate) triggers: crate::triggers::Triggers,
     /// Whether the background index builder runs.
     pub(crate) building: AtomicBool,
+    /// The query log and index use counts the advisor reads (in memory only).
+    pub(crate) observed: crate::advisor::Observed,
     /// This handle, for starting background work from `&self`.
     me: Weak<Database>,
 }
@@ -89,6 +91,7 @@ impl Database {
             validators: Default::default(),
             triggers: Default::default(),
             building: AtomicBool::new(false),
+            observed: Default::default(),
             me: me.clone(),
         });
         db.load_indexes()?;

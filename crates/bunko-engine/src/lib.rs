@@ -10,6 +10,8 @@
 //!   answering. Every user operation is one atomic commit.
 //! - Reads (`read.rs`, `all_docs.rs`, `changes.rs`) run on storage snapshots and stream.
 //! - [`view`]: JavaScript views of design documents, built incrementally from `_changes`.
+//! - [`advisor`]: the data-modeling advisor (`GET /{db}/_advise`), which samples a database
+//!   through these reads and checks the modeling guides' rules.
 //! - [`keys`] lists every key the engine writes.
 //!
 //! # Example
@@ -35,6 +37,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod advisor;
 pub mod all_docs;
 mod catalog;
 pub mod changes;

@@ -13,8 +13,10 @@
 //! (`/{db}` and its admin endpoints), [`doc`] (`/{db}/{id}`, `_local`, `_design`), [`bulk`]
 //! (`_bulk_docs`, `_bulk_get`, `_revs_diff`), [`all_docs`], [`changes`], [`partition`]
 //! (`/{db}/_partition/{p}/…`), [`txn`] (`/_transaction`), [`procedure`]
-//! (`/{db}/_design/{ddoc}/_procedures/{name}`).
+//! (`/{db}/_design/{ddoc}/_procedures/{name}`), [`advise`] (`/{db}/_advise`, the
+//! data-modeling advisor).
 
+pub mod advise;
 pub mod all_docs;
 pub mod auth;
 pub mod body;
@@ -105,6 +107,7 @@ pub fn router(state: State) -> Router {
         .merge(find::routes())
         .merge(view::routes())
         .merge(procedure::routes())
+        .merge(advise::routes())
         .merge(doc::routes())
         .route("/{db}/_compact", post(db::compact))
         .route("/_active_tasks", get(server::active_tasks))

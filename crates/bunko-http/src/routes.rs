@@ -14,6 +14,7 @@ pub const PATHS: &[&str] = &[
     "/_uuids",
     "/{db}",
     "/{db}/",
+    "/{db}/_advise",
     "/{db}/_all_docs",
     "/{db}/_bulk_docs",
     "/{db}/_bulk_get",

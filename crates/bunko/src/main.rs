@@ -4,6 +4,7 @@
 //! (`bunko-mongo`) on the same engine until SIGTERM or Ctrl-C, then lets in-flight requests
 //! finish and closes the store.
 
+mod advise;
 mod config;
 
 use std::sync::Arc;
@@ -31,18 +32,28 @@ struct Cli {
 enum Command {
     /// Run the server on the embedded store.
     Serve(ServeArgs),
+    /// Check a database against the data-modeling guides' rules (asks a running server, or
+    /// opens a stopped one's store with --data).
+    Advise(advise::AdviseArgs),
 }
 
 fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    // A report on the terminal is not interleaved with the store's progress lines.
+    let default_log = match cli.command {
+        Command::Advise(_) => "error",
+        Command::Serve(_) => "info",
+    };
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("BUNKO_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_log)),
         )
         .init();
-    match Cli::parse().command {
+    match cli.command {
         Command::Serve(args) => serve(args),
+        Command::Advise(args) => advise::run(args),
     }
 }
 

@@ -173,6 +173,8 @@ impl Database {
         let mut stats = run.stats;
         stats.results_returned = run.docs.len() as u64;
         let warning = warnings(query, &plan, &stats);
+        let partition = query.partition.is_some();
+        self.observed.record(&query.selector, &query.sort, partition, index.as_deref(), &stats);
         Ok(FindResult { docs: run.docs, bookmark, warning, stats, index, plan, scanned })
     }
 

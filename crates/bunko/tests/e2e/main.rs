@@ -7,6 +7,7 @@
 
 mod harness;
 
+mod advisor;
 mod all_docs;
 mod auth;
 mod bad_input;
