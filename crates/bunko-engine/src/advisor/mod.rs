@@ -1,20 +1,20 @@
 //! The data-modeling advisor: the modeling guides' rules checked against a live database
 //! (issue 18, `docs/advisor.md`).
 //!
-//! 1. [`sample`] reads the database as a client would: one pass over `_all_docs` (ids and
+//! 1. `sample` reads the database as a client would: one pass over `_all_docs` (ids and
 //!    revision records only, on a snapshot, so writes never wait) keeps a reservoir of
 //!    [`Options::sample_size`] ids (Vitter's algorithm R) plus the largest documents by the
 //!    size the engine records for every document; then it reads the sampled bodies one at a
 //!    time and folds them into bounded statistics: array lengths per field path, array
 //!    growth against each document's previous revision (while its body is kept, until
 //!    compaction), top-level shapes. The pass stops at [`Options::time_budget`] and says so.
-//! 2. One module per rule family turns those statistics into [`Finding`]s: [`arrays`]
-//!    (unbounded arrays), [`size`] (large documents), [`partitions`] (partition keys, from
-//!    the per-partition counters every write keeps), [`types`] (mixed entity types without
-//!    a discriminator), [`copies`] (embedded copies that drifted from the document they
-//!    refer to), [`indexes`] (duplicate and unused indexes) and [`queries`] (missing
+//! 2. One module per rule family turns those statistics into [`Finding`]s: `arrays`
+//!    (unbounded arrays), `size` (large documents), `partitions` (partition keys, from
+//!    the per-partition counters every write keeps), `types` (mixed entity types without
+//!    a discriminator), `copies` (embedded copies that drifted from the document they
+//!    refer to), `indexes` (duplicate and unused indexes) and `queries` (missing
 //!    indexes, and lookups by id following queries, from the query log).
-//! 3. [`observe`] is the only state the advisor adds to the engine: a bounded in-memory log
+//! 3. `observe` is the only state the advisor adds to the engine: a bounded in-memory log
 //!    of `_find` query shapes with the documents they examined and returned, per-index use
 //!    counts and lookups by id, updated by `Database::find` and `Database::all_docs_keys`. It lives in memory only and restarts empty
 //!    (it is rebuilt by the queries themselves, DESIGN §8); writes never touch it.
