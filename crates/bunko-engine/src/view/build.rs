@@ -28,7 +28,7 @@
 //! CPU time): reading the bodies 26 %, mapping (JSON in and out of QuickJS included) 35 %,
 //! preparing rows and back-index 18 %, applying 12 %, syncing every page 10 %.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -222,6 +222,10 @@ impl Database {
         let mut order: Vec<&Arc<MapIndex>> = index.maps.iter().collect();
         order.sort_by(|a, b| a.sig.cmp(&b.sig));
         let _locks: Vec<_> = order.iter().map(|m| m.build.lock()).collect();
+        if order.iter().any(|m| m.removed.load(Ordering::Acquire)) {
+            // `_view_cleanup` removed an index of this (no longer used) group meanwhile.
+            return Ok(());
+        }
         let mut applied = None;
         let mut pages = 0;
         let _progress = Tracker::start(self, index)?;
@@ -356,14 +360,24 @@ impl Database {
     /// uses (and any view keys of an older layout). Returns the number of indexes removed.
     pub fn view_cleanup(&self) -> Result<usize> {
         let groups = self.design_groups()?;
-        let live: HashSet<&str> =
-            groups.iter().flat_map(|(_, d)| d.maps.iter().map(|m| m.sig.as_str())).collect();
+        let live: HashSet<String> =
+            groups.iter().flat_map(|(_, d)| d.maps.iter().map(|m| m.sig.clone())).collect();
+        let live_groups: Vec<String> = groups.into_iter().map(|(_, d)| d.sig).collect();
+        // Unregister first, so no new build finds the dead indexes; a build already holding
+        // one finishes before its rows are removed, and one about to start sees `removed`.
+        let dropped: HashMap<String, Arc<MapIndex>> =
+            self.views.retain(&live_groups).into_iter().map(|m| (m.sig.clone(), m)).collect();
         let snapshot = self.store.snapshot();
         let mut removed = 0;
         for (key, _) in snapshot.scan(&entries::meta_range(self.id()), false, usize::MAX)? {
             let Some(sig) = entries::decode_meta(&key) else { continue };
-            if live.contains(sig.as_str()) {
+            if live.contains(&sig) {
                 continue;
+            }
+            let map = dropped.get(&sig);
+            let _build = map.map(|m| m.build.lock());
+            if let Some(map) = map {
+                map.removed.store(true, Ordering::Release);
             }
             self.views.order.forget(&sig);
             for range in entries::map_ranges(self.id(), &sig) {
@@ -371,8 +385,6 @@ impl Database {
             }
             removed += 1;
         }
-        let live_groups: Vec<String> = groups.into_iter().map(|(_, d)| d.sig).collect();
-        self.views.retain(&live_groups);
         Ok(removed)
     }
 }

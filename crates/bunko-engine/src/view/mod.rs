@@ -49,13 +49,17 @@ pub struct MapIndex {
     pub sig: String,
     /// Held while the index is updated, by the group updating it.
     build: Mutex<()>,
+    /// Set (under `build`) once `_view_cleanup` removed the index: a build that was about to
+    /// start on it must not write its rows back.
+    removed: std::sync::atomic::AtomicBool,
     /// The stored checkpoint, as last written.
     meta: Mutex<MapMeta>,
 }
 
 impl MapIndex {
     fn new(sig: String, meta: MapMeta) -> Self {
-        MapIndex { sig, build: Mutex::new(()), meta: Mutex::new(meta) }
+        let removed = std::sync::atomic::AtomicBool::new(false);
+        MapIndex { sig, build: Mutex::new(()), removed, meta: Mutex::new(meta) }
     }
 
     /// The checkpoint: the seq and row count the index has reached.
@@ -192,19 +196,23 @@ impl Registry {
             .clone()
     }
 
-    /// Keeps only the groups whose signature is in `live`, and the map indexes they use.
-    pub(crate) fn retain(&self, live: &[String]) {
+    /// Keeps only the groups whose signature is in `live`, and the map indexes they use;
+    /// returns the map indexes it dropped.
+    pub(crate) fn retain(&self, live: &[String]) -> Vec<Arc<MapIndex>> {
         let mut groups = self.groups.lock();
         groups.retain(|sig, _| live.contains(sig));
         let used: std::collections::HashSet<&str> =
             groups.values().flat_map(|g| g.maps.iter().map(|m| m.sig.as_str())).collect();
-        self.maps.lock().retain(|sig, _| {
+        let mut dropped = Vec::new();
+        self.maps.lock().retain(|sig, map| {
             let keep = used.contains(sig.as_str());
             if !keep {
                 self.order.forget(sig);
+                dropped.push(map.clone());
             }
             keep
         });
+        dropped
     }
 
     pub fn is_empty(&self) -> bool {
