@@ -9,7 +9,7 @@
 //! | int64 | `{"$numberLong": "5"}` when it fits in int32 (so the type survives), else a plain integer |
 //! | double, finite | a plain number that always carries `.` or an exponent (`5.0`, `-0.0`, `1e300`) |
 //! | double NaN, ±Inf | `{"$numberDouble": "NaN" / "Infinity" / "-Infinity"}` |
-//! | Decimal128 | `{"$numberDecimal": "1.50"}` |
+//! | Decimal128 | `{"$numberDecimal": "1.50"}`; a non-canonical encoding (its text reads back as other bytes) `{"$bunkoDecimal": "<32 hex of its bytes>"}` |
 //! | ObjectId | `{"$oid": "<24 hex>"}` |
 //! | date | `{"$date": {"$numberLong": "<ms>"}}` |
 //! | binary | `{"$binary": {"base64": "…", "subType": "<2 hex>"}}` |
@@ -83,7 +83,7 @@ pub fn value_to_json(value: &Bson) -> Value {
         Bson::ObjectId(oid) => json!({ "$oid": oid.to_hex() }),
         Bson::DateTime(dt) => json!({"$date": {"$numberLong": dt.timestamp_millis().to_string()}}),
         Bson::Symbol(s) => json!({ "$symbol": s }),
-        Bson::Decimal128(d) => json!({ "$numberDecimal": d.to_string() }),
+        Bson::Decimal128(d) => decimal_to_json(d),
         Bson::Undefined => json!({"$undefined": true}),
         Bson::MaxKey => json!({"$maxKey": 1}),
         Bson::MinKey => json!({"$minKey": 1}),
@@ -109,6 +109,24 @@ fn double(d: f64) -> Value {
         text.push_str(".0");
     }
     text.parse::<Number>().map_or(Value::Null, Value::Number)
+}
+
+/// A Decimal128 as its canonical text, unless that text reads back as other bytes (the
+/// encodings IEEE 754 calls non-canonical, all of them zero): those keep their bytes.
+fn decimal_to_json(d: &Decimal128) -> Value {
+    let text = d.to_string();
+    if text.parse::<Decimal128>().ok().as_ref() == Some(d) {
+        json!({ "$numberDecimal": text })
+    } else {
+        json!({ DECIMAL_BYTES: hex::encode(d.bytes()) })
+    }
+}
+
+/// The wrapper of a Decimal128 kept as bytes ([`decimal_to_json`]).
+const DECIMAL_BYTES: &str = "$bunkoDecimal";
+
+fn decimal_from_hex(text: &str) -> Option<Decimal128> {
+    Some(Decimal128::from_bytes(hex::decode(text).ok()?.try_into().ok()?))
 }
 
 /// One stored JSON value as BSON.
@@ -177,6 +195,7 @@ fn single(key: &str, arg: &Value) -> Option<Bson> {
             other => other.parse().ok()?,
         }),
         "$numberDecimal" => Bson::Decimal128(text()?.parse::<Decimal128>().ok()?),
+        DECIMAL_BYTES => Bson::Decimal128(decimal_from_hex(text()?)?),
         "$date" => {
             let ms = arg.as_object()?.get("$numberLong")?.as_str()?.parse().ok()?;
             Bson::DateTime(bson::DateTime::from_millis(ms))
@@ -235,6 +254,7 @@ fn numeric(map: &Map<String, Value>) -> Option<Number> {
     match key.as_str() {
         "$numberLong" | "$numberInt" => text.parse::<i64>().ok().map(Number::from),
         "$numberDecimal" => text.parse::<Number>().ok(),
+        DECIMAL_BYTES => decimal_from_hex(text)?.to_string().parse::<Number>().ok(),
         _ => None,
     }
 }
@@ -272,6 +292,26 @@ mod tests {
     use bson::doc;
 
     use super::*;
+
+    /// Found by the `stored_values_read_back_exactly` fuzz target (issue 11): a Decimal128
+    /// whose bytes are a non-canonical zero came back as the canonical zero's bytes.
+    #[test]
+    fn non_canonical_decimals_keep_their_bytes() {
+        let mut bytes = [0u8; 16];
+        bytes[15] = 0x60;
+        let odd = Bson::Decimal128(Decimal128::from_bytes(bytes));
+        let stored = value_to_json(&odd);
+        assert_eq!(stored, json!({"$bunkoDecimal": "00000000000000000000000000000060"}));
+        assert_eq!(value_from_json(&stored), odd);
+        assert_eq!(match_view(&stored).as_f64(), Some(0.0), "it compares as the zero it is");
+        let plain = Bson::Decimal128("1.50".parse().unwrap_or(Decimal128::from_bytes([0; 16])));
+        assert_eq!(value_to_json(&plain), json!({"$numberDecimal": "1.50"}));
+        // A user's sub-document that looks like the new wrapper is escaped like the others.
+        let user = doc! {"$bunkoDecimal": "00000000000000000000000000000060"};
+        let stored = value_to_json(&Bson::Document(user.clone()));
+        assert_eq!(stored["$bunkoDoc"]["$bunkoDecimal"], "00000000000000000000000000000060");
+        assert_eq!(value_from_json(&stored), Bson::Document(user));
+    }
 
     fn regex() -> Regex {
         let cstr = |s: &str| bson::raw::CString::try_from(s.to_string());
