@@ -54,6 +54,7 @@ pub mod records;
 pub mod revtree;
 mod scope;
 pub mod security;
+pub mod settings;
 mod triggers;
 mod txn;
 mod user_doc;

@@ -384,7 +384,7 @@ impl Database {
                     Ok(())
                 }
             })
-            .and_then(|()| users::prepare(self, &mut doc, self.config.pbkdf2_iterations));
+            .and_then(|()| users::prepare(self, &mut doc, self.config.get().pbkdf2_iterations));
         (id, checked.map(|()| doc))
     }
 
@@ -433,7 +433,7 @@ impl Database {
                 Some(s) => *s,
                 None => {
                     let stored = self.partition_stats(partition)?;
-                    let full = stored.external >= self.config.max_partition_size;
+                    let full = stored.external >= self.config.get().max_partition_size;
                     pending.full.insert(partition.to_string(), full);
                     stored
                 }

@@ -13,6 +13,7 @@ mod bad_input;
 mod bulk;
 mod changes;
 mod clients;
+mod config;
 mod crash;
 mod databases;
 mod documents;
