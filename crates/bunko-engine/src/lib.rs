@@ -36,6 +36,7 @@
 //! ```
 
 pub mod all_docs;
+pub mod attachments;
 mod catalog;
 pub mod changes;
 mod compact;

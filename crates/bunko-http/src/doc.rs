@@ -1,6 +1,6 @@
 //! Document routes: `POST /{db}`, `GET/HEAD/PUT/DELETE /{db}/{id}`, the same under
-//! `/{db}/_design/{name}`, and `_local/{id}`. Attachment paths answer `501` until
-//! attachments land.
+//! `/{db}/_design/{name}`, and `_local/{id}` (which refuses attachments, as CouchDB's
+//! does). Attachment paths are [`crate::attachment`]'s.
 
 use std::sync::Arc;
 
@@ -34,15 +34,18 @@ pub fn routes() -> Router<State> {
         .route("/{db}/_local", axum::routing::any(bad_local_id))
         .route("/{db}/_local/", axum::routing::any(bad_local_id))
         .route("/{db}/_local/{id}/{*attachment}", axum::routing::any(local_attachment))
-        .route("/{db}/{id}/{*attachment}", axum::routing::any(attachment))
-        .route("/{db}/_design/{id}/{*attachment}", axum::routing::any(attachment))
 }
 
 type DocPath = Path<(String, String)>;
 
 /// Finds the database and checks read access for one document: in `_users` a user may
 /// read only their own document. (Writes are checked by the engine's write gate.)
-fn open_for_read(state: &State, ctx: &UserCtx, db: &str, id: &str) -> ApiResult<Arc<Database>> {
+pub(crate) fn open_for_read(
+    state: &State,
+    ctx: &UserCtx,
+    db: &str,
+    id: &str,
+) -> ApiResult<Arc<Database>> {
     if db == USERS_DB && !ctx.is_server_admin() {
         let own = ctx.name.as_ref().is_some_and(|n| id == format!("{USER_PREFIX}{n}"));
         if !own {
@@ -169,10 +172,6 @@ pub fn with_location(mut response: Response, location: &str) -> Response {
     response
 }
 
-async fn attachment() -> ApiError {
-    ApiError::not_implemented("Attachments are not supported by this version of Bunko")
-}
-
 /// `POST /{db}`: a new document; the id is generated unless the body has `_id`.
 pub async fn post_doc(
     AxState(state): AxState<State>,
@@ -215,12 +214,28 @@ async fn read_doc(
     let db = open_for_read(&state, &ctx, &db_name, &id)?;
     let p = Params::parse(query.as_deref());
     let opts = DocOpts::from_params(&p)?;
+    let attachments = p.flag("attachments")?;
     if let Some(open_revs) = p.str("open_revs") {
         let revs = parse_open_revs(open_revs)?;
         let latest = p.flag("latest")?;
-        let found = blocking(move || Ok(db.open_revs(&id, revs, latest)?)).await?;
+        let found = blocking(move || {
+            let mut found = db.open_revs(&id, revs, latest)?;
+            if attachments {
+                for entry in &mut found {
+                    if let OpenRev::Ok(doc) = entry {
+                        crate::attachment::inline(&db, doc, 0)?;
+                    }
+                }
+            }
+            Ok(found)
+        })
+        .await?;
         return Ok(open_revs_json(&found, &opts));
     }
+    let atts_since = match p.str("atts_since") {
+        Some(text) => Some(parse_open_revs(text)?.unwrap_or_default()),
+        None => None,
+    };
     let mut rev = p.str("rev").map(str::parse::<RevId>).transpose()?;
     if let (Some(old), true) = (&rev, p.flag("latest")?) {
         let (db, id, old) = (db.clone(), id.clone(), old.clone());
@@ -235,6 +250,12 @@ async fn read_doc(
         let mut doc = db.get(&id, rev.as_ref())?;
         if with_revs_info {
             db.fill_revs_info(&mut doc)?;
+        }
+        if let Some(since) = &atts_since {
+            let since = crate::attachment::since_pos(&doc, since);
+            crate::attachment::inline(&db, &mut doc, since)?;
+        } else if attachments {
+            crate::attachment::inline(&db, &mut doc, 0)?;
         }
         Ok(doc)
     })
@@ -319,7 +340,11 @@ async fn remove_doc(
 }
 
 /// The revision an edit names: `_rev` in the body, `?rev=`, or `If-Match`, which must agree.
-fn merge_rev(body_rev: Option<RevId>, p: &Params, headers: &HeaderMap) -> ApiResult<Option<RevId>> {
+pub(crate) fn merge_rev(
+    body_rev: Option<RevId>,
+    p: &Params,
+    headers: &HeaderMap,
+) -> ApiResult<Option<RevId>> {
     let query_rev = p.str("rev").map(str::parse::<RevId>).transpose()?;
     let header_rev = headers
         .get(header::IF_MATCH)
@@ -341,7 +366,7 @@ fn merge_rev(body_rev: Option<RevId>, p: &Params, headers: &HeaderMap) -> ApiRes
     Ok(chosen)
 }
 
-fn written(status: StatusCode, id: &str, rev: &RevId) -> Response {
+pub(crate) fn written(status: StatusCode, id: &str, rev: &RevId) -> Response {
     let response = render::json(status, json!({"ok": true, "id": id, "rev": rev.to_string()}));
     with_etag(response, &format!("\"{rev}\""))
 }

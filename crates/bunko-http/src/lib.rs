@@ -13,9 +13,11 @@
 //! (`/{db}` and its admin endpoints), [`doc`] (`/{db}/{id}`, `_local`, `_design`), [`bulk`]
 //! (`_bulk_docs`, `_bulk_get`, `_revs_diff`), [`all_docs`], [`changes`], [`partition`]
 //! (`/{db}/_partition/{p}/…`), [`txn`] (`/_transaction`), [`procedure`]
-//! (`/{db}/_design/{ddoc}/_procedures/{name}`), [`node`] (`/_node/{node}`, `_config`).
+//! (`/{db}/_design/{ddoc}/_procedures/{name}`), [`attachment`] (`/{db}/{doc}/{name}`),
+//! [`node`] (`/_node/{node}`, `_config`).
 
 pub mod all_docs;
+pub mod attachment;
 pub mod auth;
 pub mod body;
 pub mod bulk;
@@ -152,6 +154,7 @@ pub fn router(state: State) -> Router {
         .merge(procedure::routes())
         .merge(node::routes())
         .merge(doc::routes())
+        .merge(attachment::routes())
         .route("/{db}/_compact", post(db::compact))
         .route("/_active_tasks", get(server::active_tasks))
         .route("/_transaction", post(txn::post))

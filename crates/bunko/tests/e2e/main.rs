@@ -8,6 +8,7 @@
 mod harness;
 
 mod all_docs;
+mod attachments;
 mod auth;
 mod bad_input;
 mod bulk;
