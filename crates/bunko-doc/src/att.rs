@@ -28,6 +28,8 @@ pub enum AttBody {
     /// `stub: true`: the stored attachment of that name is kept; a replicated stub also
     /// names its `digest`, `length` and `revpos`.
     Stub { digest: Option<[u8; 16]>, length: Option<u64>, revpos: Option<u64> },
+    /// `follows: true`: the data comes in a later part of a `multipart/related` body.
+    Follows,
 }
 
 /// Parses `_attachments` in the order the client sent them.
@@ -47,10 +49,7 @@ pub fn parse(map: Map<String, Value>) -> Result<Vec<AttIn>> {
                 revpos: props.get("revpos").and_then(Value::as_u64),
             }
         } else if props.get("follows") == Some(&Value::Bool(true)) {
-            return Err(Error::BadRequest(format!(
-                "Attachment {name} follows the document, but Bunko does not read \
-                 multipart/related uploads yet"
-            )));
+            AttBody::Follows
         } else {
             let bytes = text("data")
                 .and_then(|b64| STANDARD.decode(b64.as_bytes()).ok())

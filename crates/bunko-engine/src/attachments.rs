@@ -163,6 +163,12 @@ impl Database {
                         revpos,
                     }
                 }
+                AttBody::Follows => {
+                    return Err(Error::BadRequest(format!(
+                        "Attachment {name} follows the document, but no multipart/related \
+                         part carried it"
+                    )));
+                }
                 AttBody::Stub { digest, length, revpos: sent_revpos } => {
                     let missing = || {
                         Error::MissingStub(format!("Invalid attachment stub in {id} for {name}"))

@@ -274,6 +274,39 @@ pub fn inline(db: &Database, doc: &mut DocOut, since: u64) -> ApiResult<()> {
     Ok(())
 }
 
+/// Marks the attachments of `doc` added after generation `since` as `"follows": true`
+/// (the others stay stubs) and returns them, in order, for a multipart answer.
+pub fn follows(doc: &mut DocOut, since: u64) -> Vec<AttMeta> {
+    let atts = of_body(&doc.body);
+    let Ok(Value::Object(mut body)) = serde_json::from_slice::<Value>(&doc.body) else {
+        return Vec::new();
+    };
+    if atts.is_empty() {
+        return Vec::new();
+    }
+    let mut out = Map::new();
+    let mut sent = Vec::new();
+    for meta in atts {
+        let value = if meta.revpos > since {
+            let value = json!({
+                "content_type": meta.content_type,
+                "revpos": meta.revpos,
+                "digest": att::digest_text(&meta.md5),
+                "length": meta.length,
+                "follows": true,
+            });
+            sent.push(meta.clone());
+            value
+        } else {
+            meta.stub_json()
+        };
+        out.insert(meta.name.clone(), value);
+    }
+    body.insert("_attachments".to_string(), Value::Object(out));
+    doc.body = serde_json::to_vec(&Value::Object(body)).unwrap_or_default();
+    sent
+}
+
 /// An attachment with its data, as CouchDB inlines it (no `length`, no `stub`).
 fn with_data(db: &Database, meta: &AttMeta) -> ApiResult<Value> {
     let data = db.attachment_data(&meta.md5)?;

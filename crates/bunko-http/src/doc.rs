@@ -215,9 +215,25 @@ async fn read_doc(
     let p = Params::parse(query.as_deref());
     let opts = DocOpts::from_params(&p)?;
     let attachments = p.flag("attachments")?;
+    let atts_since = match p.str("atts_since") {
+        Some(text) => Some(parse_open_revs(text)?.unwrap_or_default()),
+        None => None,
+    };
     if let Some(open_revs) = p.str("open_revs") {
         let revs = parse_open_revs(open_revs)?;
         let latest = p.flag("latest")?;
+        if crate::multipart::accepts_mixed(&headers) {
+            let found = {
+                let (db, id) = (db.clone(), id.clone());
+                blocking(move || Ok(db.open_revs(&id, revs, latest)?)).await?
+            };
+            // CouchDB sends every attachment but those `atts_since` already has.
+            let since = match (&atts_since, found.iter().find_map(open_doc)) {
+                (Some(since), Some(doc)) => crate::attachment::since_pos(doc, since),
+                _ => 0,
+            };
+            return Ok(crate::multipart::open_revs_mixed(db, found, opts, since));
+        }
         let found = blocking(move || {
             let mut found = db.open_revs(&id, revs, latest)?;
             if attachments {
@@ -232,10 +248,6 @@ async fn read_doc(
         .await?;
         return Ok(open_revs_json(&found, &opts));
     }
-    let atts_since = match p.str("atts_since") {
-        Some(text) => Some(parse_open_revs(text)?.unwrap_or_default()),
-        None => None,
-    };
     let mut rev = p.str("rev").map(str::parse::<RevId>).transpose()?;
     if let (Some(old), true) = (&rev, p.flag("latest")?) {
         let (db, id, old) = (db.clone(), id.clone(), old.clone());
@@ -270,6 +282,13 @@ async fn read_doc(
         render::json_bytes(StatusCode::OK, render::doc_json(&doc, &opts))
     };
     Ok(with_etag(response, &etag))
+}
+
+fn open_doc(entry: &OpenRev) -> Option<&bunko_engine::read::DocOut> {
+    match entry {
+        OpenRev::Ok(doc) => Some(doc),
+        OpenRev::Missing(_) => None,
+    }
 }
 
 fn parse_open_revs(text: &str) -> ApiResult<Option<Vec<RevId>>> {
@@ -313,8 +332,15 @@ async fn write_doc(
 ) -> ApiResult<Response> {
     let db = state.engine.db(&db_name)?;
     let p = Params::parse(query.as_deref());
-    let mut doc =
-        body::parse(&body.0, &state.engine.config().limits).map_err(|e| with_id(e, &id))?;
+    let limits = state.engine.config().limits;
+    let mut doc = if crate::multipart::is_related(&headers) {
+        let (json, parts) = crate::multipart::read_related(&headers, body.0).await?;
+        let mut doc = body::parse(&json, &limits).map_err(|e| with_id(e, &id))?;
+        crate::multipart::fill_follows(&mut doc, parts)?;
+        doc
+    } else {
+        body::parse(&body.0, &limits).map_err(|e| with_id(e, &id))?
+    };
     doc.id = Some(id.clone());
     doc.rev = merge_rev(doc.rev.take(), &p, &headers)?;
     let new_edits = p.bool("new_edits")?.unwrap_or(true);

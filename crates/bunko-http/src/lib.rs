@@ -32,6 +32,7 @@ pub mod explain;
 pub mod find;
 pub mod index;
 pub mod listener;
+pub mod multipart;
 pub mod node;
 pub mod params;
 pub mod partition;

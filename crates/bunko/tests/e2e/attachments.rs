@@ -238,3 +238,49 @@ fn non_members_cannot_add_or_remove_attachments() {
     assert_eq!(s.get_doc("db", "d")["_rev"], json!(rev));
     assert_eq!(s.get("/db/new").0, 404);
 }
+
+/// CouchDB's replicator pushes a document with attachments as `multipart/related` and
+/// pulls revisions as `multipart/mixed` (`couch_replicator_api_wrap`).
+#[test]
+fn multipart_related_uploads_and_multipart_mixed_open_revs() {
+    let s = setup();
+    let mut body = b"--abc\r\nContent-Type: application/json\r\n\r\n".to_vec();
+    body.extend_from_slice(
+        br#"{"title":"mp","_attachments":{"a.txt":{"follows":true,"content_type":"text/plain","length":11},"b.bin":{"follows":true,"content_type":"application/octet-stream","length":3}}}"#,
+    );
+    body.extend_from_slice(b"\r\n--abc\r\nContent-Disposition: attachment; filename=\"a.txt\"\r\n\r\nhello world\r\n--abc\r\nContent-Type: application/octet-stream\r\n\r\n\x00\x01\x02\r\n--abc--");
+    let put =
+        s.req(Method::PUT, "/db/mp").header("Content-Type", "multipart/related; boundary=\"abc\"");
+    let (status, created) = send(put.body(body));
+    assert_eq!(status, 201, "{created}");
+    let rev = created["rev"].as_str().unwrap_or_default().to_string();
+    let doc = s.get_doc("db", "mp");
+    assert_eq!(doc["_attachments"]["a.txt"]["digest"], HELLO_DIGEST);
+    assert_eq!(doc["_attachments"]["b.bin"]["length"], 3);
+    assert_eq!(raw_get(&s, "/db/mp/b.bin", &[]).bytes().expect("body").as_ref(), [0, 1, 2]);
+    let missing = "1-0123456789abcdef0123456789abcdef";
+    let path = format!("/db/mp?open_revs=%5B%22{rev}%22,%22{missing}%22%5D&revs=true");
+    let resp = raw_get(&s, &path, &[("Accept", "multipart/mixed")]);
+    let content_type = resp.headers()["content-type"].to_str().unwrap_or_default().to_string();
+    assert!(content_type.starts_with("multipart/mixed; boundary=\""), "{content_type}");
+    let text = String::from_utf8_lossy(&resp.bytes().expect("body")).into_owned();
+    assert!(text.contains("Content-Type: multipart/related; boundary="), "{text}");
+    assert!(text.contains(r#""a.txt":{"content_type":"text/plain","revpos":1,"digest":"md5-XrY7u+Ae7tCTyyK7j1rNww==","length":11,"follows":true}"#), "{text}");
+    assert!(text.contains("Content-Disposition: attachment; filename=\"a.txt\"\r\nContent-Type: text/plain\r\nContent-Length: 11\r\n\r\nhello world\r\n--"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "Content-Type: application/json; error=\"true\"\r\n\r\n{{\"missing\":\"{missing}\"}}"
+        )),
+        "{text}"
+    );
+    assert!(text.trim_end().ends_with("--"), "{text}");
+    // With atts_since naming the revision itself, nothing follows: a plain JSON part.
+    let since = format!("{path}&atts_since=%5B%22{rev}%22%5D");
+    let text = raw_get(&s, &since, &[("Accept", "multipart/mixed")]).text().expect("body");
+    assert!(!text.contains("hello world") && text.contains("\"stub\":true"), "{text}");
+    // A follows attachment without its part is refused.
+    let lone = b"--x\r\nContent-Type: application/json\r\n\r\n{\"_attachments\":{\"z\":{\"follows\":true}}}\r\n--x--".to_vec();
+    let put =
+        s.req(Method::PUT, "/db/lone").header("Content-Type", "multipart/related; boundary=x");
+    assert_error(send(put.body(lone)), 400, "bad_request", "No multipart part for attachment z");
+}
