@@ -246,11 +246,15 @@ impl Database {
         let atts = doc.attachments.get_or_insert_with(Vec::new);
         atts.retain(|a| a.name != name);
         let md5 = att::md5(&bytes);
-        atts.push(AttIn {
-            name: name.to_string(),
-            content_type: content_type.to_string(),
-            body: AttBody::Data { bytes, md5 },
-        });
+        // First, as CouchDB's `chttpd_db:db_attachment_req` puts it (the order is hashed).
+        atts.insert(
+            0,
+            AttIn {
+                name: name.to_string(),
+                content_type: content_type.to_string(),
+                body: AttBody::Data { bytes, md5 },
+            },
+        );
         doc.rev = rev;
         self.put(ctx, doc, WriteOptions::default())
     }
@@ -263,7 +267,12 @@ impl Database {
         rev: Option<RevId>,
         name: &str,
     ) -> Result<RevId> {
-        let Some(rev) = rev else { return Err(Error::Conflict) };
+        let Some(rev) = rev else {
+            // CouchDB looks for the document and the attachment first (`404`), then finds
+            // the edit names no revision (`409`).
+            self.attachment(id, None, name)?;
+            return Err(Error::Conflict);
+        };
         let mut doc = self.editable(id, Some(&rev))?;
         let atts = doc.attachments.get_or_insert_with(Vec::new);
         let before = atts.len();

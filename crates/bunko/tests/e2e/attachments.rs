@@ -85,6 +85,11 @@ fn stubs_keep_data_and_revpos_and_atts_since_sends_only_newer_data() {
     assert_eq!(status, 201, "{r3}");
     let r3 = r3["rev"].as_str().unwrap_or_default().to_string();
     assert!(r3.starts_with("3-"), "{r3}");
+    // A standalone upload goes first, as in CouchDB (whose revision id hashes the order).
+    let names: Vec<String> = s.get_doc("db", "d")["_attachments"]
+        .as_object()
+        .map_or(vec![], |m| m.keys().cloned().collect());
+    assert_eq!(names, ["b.bin", "a.txt"]);
     let (_, since) = s.get(&format!("/db/d?atts_since=%5B%22{r2}%22%5D"));
     let atts = &since["_attachments"];
     assert_eq!(atts["a.txt"]["stub"], true, "{since}");
@@ -118,6 +123,8 @@ fn standalone_put_get_delete_with_names_containing_slashes() {
     let missing = s.get("/db/files/dir/readme.txt");
     assert_error(missing, 404, "not_found", "Document is missing attachment");
     assert_eq!(s.get(&format!("/db/files/dir/readme.txt?rev={rev}")).0, 200);
+    let no_rev = send(s.req(Method::DELETE, "/db/files/dir/readme.txt"));
+    assert_error(no_rev, 404, "not_found", "Document is missing attachment");
     let rev = del.1["rev"].as_str().unwrap_or_default();
     let gone = send(s.req(Method::DELETE, &format!("/db/files/dir/readme.txt?rev={rev}")));
     assert_error(gone, 404, "not_found", "Document is missing attachment");
