@@ -241,6 +241,9 @@ impl Database {
         content_type: &str,
         bytes: Vec<u8>,
     ) -> Result<RevId> {
+        // The write gate answers first, so a user who may not write learns nothing of the
+        // document (`update_docs` asks it again for the write itself).
+        self.admit_doc(&self.security_object()?, ctx, id)?;
         att::validate_name(name)?;
         let mut doc = self.editable(id, rev.as_ref())?;
         let atts = doc.attachments.get_or_insert_with(Vec::new);
@@ -267,6 +270,7 @@ impl Database {
         rev: Option<RevId>,
         name: &str,
     ) -> Result<RevId> {
+        self.admit_doc(&self.security_object()?, ctx, id)?;
         let Some(rev) = rev else {
             // CouchDB looks for the document and the attachment first (`404`), then finds
             // the edit names no revision (`409`).

@@ -239,6 +239,10 @@ fn non_members_cannot_add_or_remove_attachments() {
     };
     assert_eq!(as_bob(Method::PUT, &format!("/db/d/x.txt?rev={rev}")).0, 403);
     assert_eq!(as_bob(Method::PUT, "/db/new/x.txt").0, 403);
+    // A stale revision or a missing attachment tells a non-member nothing either.
+    let stale = "1-0123456789abcdef0123456789abcdef";
+    assert_eq!(as_bob(Method::PUT, &format!("/db/d/x.txt?rev={stale}")).0, 403);
+    assert_eq!(as_bob(Method::DELETE, "/db/d/nothing.txt").0, 403);
     let inline = json!({"_rev": rev, "_attachments": {"x.txt": {"data": "eA=="}}});
     let put = send(s.user_req(Method::PUT, "/db/d", "bob", "pw").json(&inline));
     assert_eq!(put.0, 403, "{}", put.1);
