@@ -64,6 +64,8 @@ const BLACKLIST: &[&str] = &[
 #[derive(Clone, Copy)]
 enum Kind {
     Int,
+    /// An integer, or `infinity` (no limit).
+    IntOrInfinity,
     Bool,
     LockoutMode,
 }
@@ -71,7 +73,7 @@ enum Kind {
 /// Every setting Bunko applies, with its kind (keep `docs/config.md` in step).
 const KNOWN: &[(&str, &str, Kind)] = &[
     ("couchdb", "max_document_size", Kind::Int),
-    ("couchdb", "max_attachment_size", Kind::Int),
+    ("couchdb", "max_attachment_size", Kind::IntOrInfinity),
     ("couchdb", "max_partition_size", Kind::Int),
     ("couchdb", "users_db_security_editable", Kind::Bool),
     ("chttpd", "max_http_request_size", Kind::Int),
@@ -167,8 +169,10 @@ impl Settings {
         let int = |section, key| self.get_u64(section, key);
         config.limits.max_document_size = int("couchdb", "max_document_size")
             .map_or(defaults.limits.max_document_size, |v| v as usize);
-        config.max_attachment_size =
-            int("couchdb", "max_attachment_size").unwrap_or(defaults.max_attachment_size);
+        config.max_attachment_size = match self.get("couchdb", "max_attachment_size") {
+            Some(v) if v.trim() == "infinity" => u64::MAX,
+            _ => int("couchdb", "max_attachment_size").unwrap_or(defaults.max_attachment_size),
+        };
         config.max_partition_size =
             int("couchdb", "max_partition_size").unwrap_or(defaults.max_partition_size);
         config.users_db_security_editable = self
@@ -250,6 +254,7 @@ fn validate(section: &str, key: &str, value: Option<&str>) -> Result<()> {
     };
     let ok = match kind {
         Kind::Int => value.parse::<u64>().is_ok(),
+        Kind::IntOrInfinity => value == "infinity" || value.parse::<u64>().is_ok(),
         Kind::Bool => matches!(value, "true" | "false"),
         Kind::LockoutMode => matches!(value, "enforce" | "warn" | "off"),
     };

@@ -167,10 +167,12 @@ fn attachments_over_the_limit_are_413_and_nothing_is_written() {
     let inline = json!({"_rev": rev, "_attachments": {"i.bin": {"data": "AAAAAAAAAAAAAAAA"}}});
     assert_error(s.put("/db/d", &inline), 413, "attachment_too_large", "i.bin");
     assert_eq!(s.get_doc("db", "d")["_rev"], json!(rev));
-    assert_eq!(
-        put_att(&s, &format!("/db/d/ok.bin?rev={rev}"), "application/x", vec![7; 10]).0,
-        201
-    );
+    let ok = put_att(&s, &format!("/db/d/ok.bin?rev={rev}"), "application/x", vec![7; 10]);
+    assert_eq!(ok.0, 201);
+    assert_eq!(s.put(limit, &json!("infinity")).0, 200);
+    let rev = ok.1["rev"].as_str().unwrap_or_default().to_string();
+    let big = put_att(&s, &format!("/db/d/big.bin?rev={rev}"), "application/x", vec![7; 11]);
+    assert_eq!(big.0, 201, "{}", big.1);
 }
 
 /// `sizes.active` of `GET /{db}` counts stored attachment bodies once each.
