@@ -117,7 +117,8 @@ async fn upload(
         .unwrap_or(DEFAULT_TYPE)
         .to_string();
     let doc_id = id.clone();
-    let bytes = body.0.to_vec();
+    // Takes the buffer over without a copy when nothing else holds it.
+    let bytes = Vec::from(body.0);
     let rev =
         blocking(move || Ok(db.put_attachment(&ctx, &doc_id, rev, &name, &content_type, bytes)?))
             .await?;

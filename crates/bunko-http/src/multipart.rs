@@ -2,7 +2,8 @@
 //! - **`multipart/related` uploads** (`PUT /{db}/{doc}`): the document's JSON first, its
 //!   attachments marked `"follows": true`, then one part per such attachment, in the
 //!   order they appear in `_attachments` (`couch_doc:doc_from_multi_part_stream`). The body
-//!   is read whole (up to `max_http_request_size`) and parsed with `multer`.
+//!   is read whole (up to `max_http_request_size`) and parsed with `multer`, which needs
+//!   at least one header line per part (CouchDB and PouchDB always send some).
 //! - **`multipart/mixed` answers** to `GET /{db}/{doc}?open_revs=…` with
 //!   `Accept: multipart/mixed` (`chttpd_db:send_docs_multipart`): one part per revision,
 //!   plain JSON, or a nested `multipart/related` with the attachments' bytes streamed from
@@ -74,7 +75,7 @@ pub fn fill_follows(doc: &mut ParsedDoc, parts: Vec<Bytes>) -> ApiResult<()> {
             ApiError::bad_request(format!("No multipart part for attachment {}", att.name))
         })?;
         let md5 = att::md5(&bytes);
-        att.body = AttBody::Data { bytes: bytes.to_vec(), md5 };
+        att.body = AttBody::Data { bytes: Vec::from(bytes), md5 };
     }
     Ok(())
 }
