@@ -17,6 +17,8 @@ pub const DEFAULT_TYPE: &str = "application/octet-stream";
 pub struct AttIn {
     pub name: String,
     pub content_type: String,
+    /// The `revpos` sent: kept by replicated writes, replaced by interactive ones.
+    pub revpos: Option<u64>,
     pub body: AttBody,
 }
 
@@ -26,8 +28,8 @@ pub enum AttBody {
     /// Inline `data`, decoded, with its MD5.
     Data { bytes: Vec<u8>, md5: [u8; 16] },
     /// `stub: true`: the stored attachment of that name is kept; a replicated stub also
-    /// names its `digest`, `length` and `revpos`.
-    Stub { digest: Option<[u8; 16]>, length: Option<u64>, revpos: Option<u64> },
+    /// names its `digest` and `length`.
+    Stub { digest: Option<[u8; 16]>, length: Option<u64> },
     /// `follows: true`: the data comes in a later part of a `multipart/related` body.
     Follows,
 }
@@ -46,7 +48,6 @@ pub fn parse(map: Map<String, Value>) -> Result<Vec<AttIn>> {
             AttBody::Stub {
                 digest: text("digest").and_then(parse_digest),
                 length: props.get("length").and_then(Value::as_u64),
-                revpos: props.get("revpos").and_then(Value::as_u64),
             }
         } else if props.get("follows") == Some(&Value::Bool(true)) {
             AttBody::Follows
@@ -57,7 +58,8 @@ pub fn parse(map: Map<String, Value>) -> Result<Vec<AttIn>> {
             let md5 = md5(&bytes);
             AttBody::Data { bytes, md5 }
         };
-        out.push(AttIn { name, content_type, body });
+        let revpos = props.get("revpos").and_then(Value::as_u64);
+        out.push(AttIn { name, content_type, revpos, body });
     }
     Ok(out)
 }

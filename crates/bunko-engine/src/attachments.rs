@@ -140,7 +140,10 @@ impl Database {
         let id = doc.id.as_deref().unwrap_or_default();
         let stored = parent.map(of_body).unwrap_or_default();
         let max = self.config.get().max_attachment_size;
-        for AttIn { name, content_type, body } in atts {
+        for AttIn { name, content_type, revpos: sent_revpos, body } in atts {
+            // CouchDB's `set_new_att_revpos` gives new data the new generation in an
+            // interactive edit; a replicated write keeps what the source said.
+            let revpos = if new_edits { revpos } else { sent_revpos.unwrap_or(revpos) };
             let meta = match body {
                 AttBody::Data { bytes, md5 } => {
                     if bytes.len() as u64 > max {
@@ -169,7 +172,7 @@ impl Database {
                          part carried it"
                     )));
                 }
-                AttBody::Stub { digest, length, revpos: sent_revpos } => {
+                AttBody::Stub { digest, length } => {
                     let missing = || {
                         Error::MissingStub(format!("Invalid attachment stub in {id} for {name}"))
                     };
@@ -187,7 +190,7 @@ impl Database {
                             content_type: content_type.clone(),
                             md5: *md5,
                             length: *length,
-                            revpos: sent_revpos.unwrap_or(revpos),
+                            revpos,
                         }
                     }
                 }
@@ -255,6 +258,7 @@ impl Database {
             AttIn {
                 name: name.to_string(),
                 content_type: content_type.to_string(),
+                revpos: None,
                 body: AttBody::Data { bytes, md5 },
             },
         );

@@ -297,3 +297,28 @@ fn multipart_related_uploads_and_multipart_mixed_open_revs() {
         s.req(Method::PUT, "/db/lone").header("Content-Type", "multipart/related; boundary=x");
     assert_error(send(put.body(lone)), 400, "bad_request", "No multipart part for attachment z");
 }
+
+/// A replicated write (`new_edits=false`) keeps the `revpos` its source sent, and a
+/// replicated stub refers to a body already stored by its digest.
+#[test]
+fn replicated_writes_keep_the_sources_revpos() {
+    let s = setup();
+    let hash = "0123456789abcdef0123456789abcdef";
+    let doc = json!({"_id": "r", "_rev": format!("3-{hash}"),
+                     "_revisions": {"start": 3, "ids": [hash, "b", "a"]},
+                     "_attachments": {"a.txt": {"content_type": "text/plain", "revpos": 2,
+                                                "data": "aGVsbG8gd29ybGQ="}}});
+    let (status, _) = s.post("/db/_bulk_docs", &json!({"docs": [doc], "new_edits": false}));
+    assert_eq!(status, 201);
+    let got = s.get_doc("db", "r");
+    assert_eq!(got["_attachments"]["a.txt"]["revpos"], 2, "{got}");
+    let stub = json!({"_id": "r", "_rev": "4-ffffffffffffffffffffffffffffffff",
+                      "_revisions": {"start": 4, "ids": ["ffffffffffffffffffffffffffffffff", hash]},
+                      "_attachments": {"a.txt": {"content_type": "text/plain", "revpos": 2,
+                                                 "digest": HELLO_DIGEST, "length": 11,
+                                                 "stub": true}}});
+    let (status, _) = s.post("/db/_bulk_docs", &json!({"docs": [stub], "new_edits": false}));
+    assert_eq!(status, 201);
+    assert_eq!(raw_get(&s, "/db/r/a.txt", &[]).text().expect("body"), "hello world");
+    assert_eq!(s.get_doc("db", "r")["_rev"], "4-ffffffffffffffffffffffffffffffff");
+}
