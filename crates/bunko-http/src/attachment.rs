@@ -326,7 +326,7 @@ pub fn since_pos(doc: &DocOut, atts_since: &[RevId]) -> u64 {
     let ancestry: Vec<RevId> = hashes
         .iter()
         .enumerate()
-        .map(|(i, hash)| RevId { pos: start - i as u64, hash: hash.clone() })
+        .map(|(i, hash)| RevId { pos: start.saturating_sub(i as u64), hash: hash.clone() })
         .collect();
     atts_since.iter().filter(|r| ancestry.contains(r)).map(|r| r.pos).max().unwrap_or(0)
 }
