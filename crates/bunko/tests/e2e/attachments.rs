@@ -63,6 +63,12 @@ fn inline_attachments_are_stored_as_stubs_and_read_back_with_attachments_true() 
     // _all_docs and _bulk_get show the same stubs; _bulk_get inlines with attachments=true.
     let (_, all) = s.get("/db/_all_docs?include_docs=true&key=%22note%22");
     assert_eq!(all["rows"][0]["doc"]["_attachments"], got["_attachments"]);
+    let (_, all) = s.get("/db/_all_docs?include_docs=true&attachments=true&key=%22note%22");
+    assert_eq!(all["rows"][0]["doc"]["_attachments"]["hello.txt"]["data"], "aGVsbG8gd29ybGQ=");
+    let keys = json!({"keys": ["note", "absent"]});
+    let (_, all) = s.post("/db/_all_docs?include_docs=true&attachments=true", &keys);
+    assert_eq!(all["rows"][0]["doc"]["_attachments"]["hello.txt"]["data"], "aGVsbG8gd29ybGQ=");
+    assert_eq!(all["rows"][1]["error"], "not_found", "{all}");
     let bulk = json!({"docs": [{"id": "note"}]});
     let (_, bulk) = s.post("/db/_bulk_get?attachments=true", &bulk);
     let inlined = &bulk["results"][0]["docs"][0]["ok"]["_attachments"]["hello.txt"];
