@@ -69,6 +69,10 @@ fn inline_attachments_are_stored_as_stubs_and_read_back_with_attachments_true() 
     let (_, all) = s.post("/db/_all_docs?include_docs=true&attachments=true", &keys);
     assert_eq!(all["rows"][0]["doc"]["_attachments"]["hello.txt"]["data"], "aGVsbG8gd29ybGQ=");
     assert_eq!(all["rows"][1]["error"], "not_found", "{all}");
+    let (_, changes) = s.get("/db/_changes?include_docs=true&attachments=true");
+    let note = changes["results"].as_array().and_then(|r| r.iter().find(|c| c["id"] == "note"));
+    let data = note.map(|c| c["doc"]["_attachments"]["hello.txt"]["data"].clone());
+    assert_eq!(data, Some(json!("aGVsbG8gd29ybGQ=")), "{changes}");
     let bulk = json!({"docs": [{"id": "note"}]});
     let (_, bulk) = s.post("/db/_bulk_get?attachments=true", &bulk);
     let inlined = &bulk["results"][0]["docs"][0]["ok"]["_attachments"]["hello.txt"];
