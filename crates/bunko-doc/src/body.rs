@@ -32,6 +32,8 @@ pub struct ParsedDoc {
     pub revisions: Option<Vec<RevId>>,
     /// The user's fields, without special members.
     pub body: Map<String, Value>,
+    /// `_attachments`, in the order sent; `None` when the document has none.
+    pub attachments: Option<Vec<crate::att::AttIn>>,
 }
 
 impl ParsedDoc {
@@ -117,8 +119,11 @@ fn take_special(doc: &mut ParsedDoc, key: &str, value: Value) -> Result<()> {
             return Err(Error::DocValidation("Bad special document member: _deleted".into()));
         }
         ("_revisions", value) => doc.revisions = Some(parse_revisions(value)?),
-        ("_attachments", Value::Object(atts)) if atts.is_empty() => {}
-        ("_attachments", _) => return Err(Error::AttachmentsUnsupported),
+        ("_attachments", Value::Object(atts)) => doc.attachments = Some(crate::att::parse(atts)?),
+        ("_attachments", Value::Null) => {}
+        ("_attachments", _) => {
+            return Err(Error::BadRequest("_attachments must be a JSON object".into()));
+        }
         ("_conflicts" | "_deleted_conflicts" | "_local_seq" | "_revs_info", _) => {}
         (other, _) => {
             return Err(Error::DocValidation(format!("Bad special document member: {other}")));
@@ -202,7 +207,7 @@ mod tests {
             (br#"{"_foo":1}"#, |e| matches!(e, Error::DocValidation(_))),
             (br#"{"_id":1}"#, |e| matches!(e, Error::IllegalDocId(_))),
             (br#"{"_rev":"x"}"#, |e| matches!(e, Error::BadRev(_))),
-            (br#"{"_attachments":{"a.txt":{}}}"#, |e| matches!(e, Error::AttachmentsUnsupported)),
+            (br#"{"_attachments":{"a.txt":{}}}"#, |e| matches!(e, Error::BadRequest(_))),
         ];
         for (input, expected) in cases {
             match parse(input, &limits()) {

@@ -26,9 +26,6 @@ pub enum Error {
     /// The document exceeds the maximum size (`413 document_too_large`); holds the id.
     #[error("{0}")]
     TooLarge(String),
-    /// The document has attachments, which this version does not support (`501`).
-    #[error("Attachments are not supported by this version of Bunko")]
-    AttachmentsUnsupported,
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

@@ -11,6 +11,7 @@
 //! Nothing here knows about storage: `bunko-engine` composes these pieces into keys and
 //! records.
 
+pub mod att;
 pub mod body;
 pub mod collate;
 pub mod ejson;

@@ -29,8 +29,20 @@ pub struct RevId {
 
 impl RevId {
     /// The id of the revision that follows `parent` (or starts a document) with this body
-    /// (compact JSON without special members; Bunko stores no attachments).
+    /// (compact JSON without special members) and no attachments.
     pub fn next(parent: Option<&RevId>, deleted: bool, body: &[u8]) -> RevId {
+        RevId::next_with(parent, deleted, body, &[])
+    }
+
+    /// The same with attachments, each `(name, content_type, md5)`, in the order CouchDB
+    /// hashes them: the *reverse* of the document's (`couch_db:new_revid` folds them into a
+    /// list head first).
+    pub fn next_with(
+        parent: Option<&RevId>,
+        deleted: bool,
+        body: &[u8],
+        atts: &[(&str, &str, [u8; 16])],
+    ) -> RevId {
         let mut term = etf::Writer::new();
         term.list_header(5).atom(if deleted { "true" } else { "false" });
         match parent {
@@ -47,6 +59,13 @@ impl RevId {
             Ok(value) => term.json(&value),
             Err(_) => term.binary(body),
         };
+        if !atts.is_empty() {
+            term.list_header(atts.len());
+            for (name, content_type, md5) in atts {
+                term.tuple_header(3).binary(name.as_bytes()).binary(content_type.as_bytes());
+                term.binary(md5);
+            }
+        }
         term.nil().nil();
         let hash = Md5::digest(term.finish());
         RevId { pos: parent.map_or(1, |p| p.pos + 1), hash: hex::encode(hash) }

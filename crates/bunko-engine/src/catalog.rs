@@ -19,6 +19,7 @@ use crate::keys::{self, Key};
 use crate::login::Logins;
 use crate::records::{self, DbMeta};
 use crate::security::UserCtx;
+use crate::settings::Settings;
 use crate::uuids::Uuids;
 use crate::{Error, Result};
 
@@ -43,6 +44,8 @@ pub struct Config {
     pub admins: Vec<(String, String)>,
     /// Counting failed logins (CouchDB's `[chttpd_auth_lockout]`).
     pub lockout: crate::login::LockoutConfig,
+    /// Largest attachment body in bytes (CouchDB's `[couchdb] max_attachment_size`).
+    pub max_attachment_size: u64,
 }
 
 impl Default for Config {
@@ -57,6 +60,7 @@ impl Default for Config {
             txn_max_bytes: 16 << 20,
             admins: Vec::new(),
             lockout: crate::login::LockoutConfig::default(),
+            max_attachment_size: 1 << 30,
         }
     }
 }
@@ -64,7 +68,7 @@ impl Default for Config {
 /// The database engine: a store plus the catalog of databases in it.
 pub struct Engine {
     store: Arc<dyn Store>,
-    config: Arc<Config>,
+    settings: Settings,
     dbs: RwLock<BTreeMap<String, Arc<Database>>>,
     /// Serializes catalog changes (create, delete).
     catalog: Mutex<u64>,
@@ -76,7 +80,8 @@ const NEXT_DB_ID: &str = "next_db_id";
 impl Engine {
     /// Opens the engine over `store`, loading the catalog and resuming unfinished drops.
     pub fn open(store: Arc<dyn Store>, config: Config) -> Result<Engine> {
-        let config = Arc::new(config);
+        let settings = Settings::open(store.as_ref(), config)?;
+        let config = settings.live().clone();
         let mut dbs = BTreeMap::new();
         for entry in bunko_storage::Iter::new(store.snapshot(), keys::db_range(), false, 256) {
             let (_, value) = entry?;
@@ -88,15 +93,27 @@ impl Engine {
             Some(bytes) => records::decode(&bytes)?,
             None => 1,
         };
-        let logins = Logins::new(config.admins.clone(), config.lockout.clone());
+        let now = config.get();
+        let logins = Logins::new(now.admins.clone(), now.lockout.clone());
         let catalog = Mutex::new(next_id);
-        let engine = Engine { store, config, dbs: RwLock::new(dbs), catalog, logins };
+        let engine = Engine { store, settings, dbs: RwLock::new(dbs), catalog, logins };
         engine.resume_drops()?;
         Ok(engine)
     }
 
-    pub fn config(&self) -> &Config {
-        &self.config
+    /// The current settings (they change at run time through [`Engine::set_config`]).
+    pub fn config(&self) -> Arc<Config> {
+        self.settings.live().get()
+    }
+
+    /// The settings as `section/key` strings (`/_node/{node}/_config`).
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// Serializes catalog and settings changes.
+    pub(crate) fn catalog_lock(&self) -> parking_lot::MutexGuard<'_, u64> {
+        self.catalog.lock()
     }
 
     /// Server admins, password checks and the login lockout, for every protocol.
@@ -129,7 +146,7 @@ impl Engine {
             name: name.to_string(),
             created_us: now_us(),
             partitioned,
-            revs_limit: self.config.revs_limit,
+            revs_limit: self.config().revs_limit,
             security: r#"{"members":{"roles":["_admin"]},"admins":{"roles":["_admin"]}}"#
                 .to_string(),
         };
@@ -138,7 +155,7 @@ impl Engine {
         batch.put(Key::Meta(NEXT_DB_ID).encode(), records::encode(&(*next_id + 1)));
         self.store.commit(batch)?;
         *next_id += 1;
-        let db = Database::load(self.store.clone(), self.config.clone(), meta)?;
+        let db = Database::load(self.store.clone(), self.settings.live().clone(), meta)?;
         self.dbs.write().insert(name.to_string(), db.clone());
         Ok(db)
     }

@@ -4,8 +4,17 @@
 //!
 //! Leaves only ever stop being leaves, so a body found non-leaf in a snapshot is safe to
 //! remove even while writes go on; new revisions are not in the snapshot and are untouched.
+//!
+//! Then it removes the attachment bodies no leaf refers to. A body unreferenced in the
+//! snapshot may be referenced again by a write after it (the same bytes uploaded anew
+//! write no chunks: they are found stored), so the removal is decided under the writer
+//! lock: the documents changed since the snapshot (their `Seq` entries) are read again
+//! and their attachments spared, and no write can slip in before the removal is applied.
 
-use bunko_storage::{Batch, Iter};
+use std::collections::HashMap;
+use std::ops::Bound;
+
+use bunko_storage::{Batch, Iter, Read, Snapshot};
 
 use crate::Result;
 use crate::database::Database;
@@ -48,6 +57,74 @@ impl Database {
         if !batch.is_empty() {
             self.store.commit(batch)?;
         }
+        self.remove_orphan_attachments(&snapshot)?;
         Ok(removed)
     }
+
+    /// Removes the attachment bodies that no leaf revision refers to; returns their size.
+    fn remove_orphan_attachments(&self, snapshot: &Snapshot) -> Result<u64> {
+        let db = self.id();
+        let mut orphans: HashMap<Vec<u8>, u64> = HashMap::new();
+        for entry in Iter::new(snapshot.clone(), keys::att_range(db), false, 64) {
+            let (key, value) = entry?;
+            *orphans.entry(keys::decode_att_chunk(&key)?).or_default() += value.len() as u64;
+        }
+        if orphans.is_empty() {
+            return Ok(0);
+        }
+        for entry in Iter::new(snapshot.clone(), keys::doc_range(db), false, 256) {
+            let (key, value) = entry?;
+            let id = keys::decode_doc(&key)?;
+            spare(snapshot.as_ref(), db, &id, &records::decode(&value)?, &mut orphans)?;
+        }
+        let since = match snapshot.scan(&keys::seq_range(db), true, 1)?.first() {
+            Some((key, _)) => keys::decode_seq(key)?,
+            None => 0,
+        };
+        let writer = self.lock_writer()?;
+        let later = (Bound::Excluded(Key::Seq(db, since).encode()), keys::seq_range(db).1);
+        for entry in Iter::new(self.store.snapshot(), later, false, 256) {
+            let (_, id) = entry?;
+            let id = String::from_utf8_lossy(&id).into_owned();
+            if let Some(info) = self.store.get(&Key::Doc(db, &id).encode())? {
+                spare(self.store.as_ref(), db, &id, &records::decode(&info)?, &mut orphans)?;
+            }
+        }
+        if orphans.is_empty() {
+            return Ok(0);
+        }
+        let mut batch = Batch::new();
+        let mut freed = 0;
+        for (md5, bytes) in &orphans {
+            for entry in Iter::new(self.store.snapshot(), keys::att_body_range(db, md5), false, 8) {
+                batch.delete(entry?.0);
+            }
+            freed += bytes;
+        }
+        let mut stats = writer.stats;
+        stats.active = stats.active.saturating_sub(freed);
+        batch.put(Key::Stats(db).encode(), records::encode(&stats));
+        let seq = writer.seq;
+        self.commit_locked(writer, batch, seq, stats)?;
+        Ok(freed)
+    }
+}
+
+/// Takes the attachment bodies the leaves of `info` refer to out of `orphans`.
+fn spare(
+    store: &dyn Read,
+    db: u64,
+    id: &str,
+    info: &DocInfo,
+    orphans: &mut HashMap<Vec<u8>, u64>,
+) -> Result<()> {
+    for leaf in info.tree.leaves().into_iter().filter_map(|i| info.tree.node(i)) {
+        let Some(body) = store.get(&Key::Rev(db, id, &leaf.rev.to_string()).encode())? else {
+            continue;
+        };
+        for att in crate::attachments::of_body(&body) {
+            orphans.remove(att.md5.as_slice());
+        }
+    }
+    Ok(())
 }

@@ -13,17 +13,17 @@ use bunko_storage::{Batch, Snapshot, Store, Ticket};
 use parking_lot::{Mutex, MutexGuard, RwLock};
 use tokio::sync::watch;
 
-use crate::catalog::Config;
 use crate::index::Registry;
 use crate::keys::{self, Key};
 use crate::records::{self, DbMeta, Stats};
 use crate::security::UserCtx;
+use crate::settings::Live;
 use crate::{Error, Result};
 
 /// A database handle; cheap to share (`Arc<Database>`).
 pub struct Database {
     pub(crate) store: Arc<dyn Store>,
-    pub(crate) config: Arc<Config>,
+    pub(crate) config: Arc<Live>,
     meta: RwLock<DbMeta>,
     writer: Mutex<Writer>,
     /// The latest durable update seq, for `_changes` feeds to wait on.
@@ -67,7 +67,7 @@ impl Database {
     /// indexes, and resumes unfinished index builds.
     pub(crate) fn load(
         store: Arc<dyn Store>,
-        config: Arc<Config>,
+        config: Arc<Live>,
         meta: DbMeta,
     ) -> Result<Arc<Self>> {
         let stats = match store.get(&Key::Stats(meta.id).encode())? {
@@ -158,7 +158,7 @@ impl Database {
     /// `users_db_security_editable` is set, as in CouchDB).
     pub fn set_security(&self, ctx: &UserCtx, security: String) -> Result<()> {
         self.admit_admin(ctx)?;
-        if self.is_users_db() && !self.config.users_db_security_editable {
+        if self.is_users_db() && !self.config.get().users_db_security_editable {
             return Err(Error::Forbidden(
                 "You can't edit the security object of the user database.".to_string(),
             ));

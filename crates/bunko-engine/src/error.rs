@@ -61,6 +61,13 @@ pub enum Error {
     /// One document of a transaction failed, so none was written.
     #[error("{db}/{id}: {error}")]
     InTxn { db: String, id: String, error: Box<Error> },
+    /// An attachment is over `max_attachment_size` (`413 attachment_too_large`); holds
+    /// its name.
+    #[error("{0}")]
+    AttachmentTooLarge(String),
+    /// An attachment stub names no stored attachment (`412 missing_stub`).
+    #[error("{0}")]
+    MissingStub(String),
     /// Stored data could not be decoded (a bug or corruption).
     #[error("corrupt data: {0}")]
     Corrupt(String),

@@ -18,6 +18,8 @@
 //! | `0x0D` | map index checkpoint `(db, sig)` | [`crate::view::MapMeta`]: seq reached, rows |
 //! | `0x0E` | view row `(db, sig, [partition], key, doc_id, n)` | `[key, doc_id, value]` ([`crate::view::entries`]) |
 //! | `0x0F` | view back-index `(db, sig, doc_id)` | the document's row keys |
+//! | `0x10` | `Config(section, key)` | a `_config` change: `Option<String>` (postcard; `None` = deleted) |
+//! | `0x11` | `AttChunk(db, digest, n)` | chunk `n` of an attachment body (raw bytes, 64 KiB but the last) |
 //!
 //! `db` is the database's numeric id (8 bytes big-endian), never its name, so that a deleted
 //! and re-created database starts empty while the old one's keys are removed in the
@@ -41,6 +43,8 @@ const PART_STATS: u8 = 0x08;
 const DROPPED: u8 = 0x09;
 const IDX_META: u8 = 0x0B;
 const IDX_DROPPED: u8 = 0x0C;
+const CONFIG: u8 = 0x10;
+const ATT_CHUNK: u8 = 0x11;
 
 /// A storage key; see the module docs for the layout.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,6 +60,9 @@ pub enum Key<'a> {
     Dropped(u64),
     IdxMeta(u64, &'a str, &'a str),
     IdxDropped(u64, u64),
+    Config(&'a str, &'a str),
+    /// Chunk `n` of the attachment body whose MD5 is `digest` (16 bytes) in database `db`.
+    AttChunk(u64, &'a [u8], u64),
 }
 
 impl Key<'_> {
@@ -74,6 +81,10 @@ impl Key<'_> {
                 KeyWriter::new(IDX_META).u64(db).str(ddoc).str(name).finish()
             }
             Key::IdxDropped(db, num) => KeyWriter::new(IDX_DROPPED).u64(db).u64(num).finish(),
+            Key::Config(section, key) => KeyWriter::new(CONFIG).str(section).str(key).finish(),
+            Key::AttChunk(db, digest, n) => {
+                KeyWriter::new(ATT_CHUNK).u64(db).bytes(digest).u64(n).finish()
+            }
         }
     }
 }
@@ -137,6 +148,7 @@ pub fn all_db_ranges(db: u64) -> Vec<Range> {
         SEQ,
         LOCAL,
         PART_STATS,
+        ATT_CHUNK,
         crate::index::entries::IDX,
         IDX_META,
         IDX_DROPPED,
@@ -149,6 +161,36 @@ pub fn all_db_ranges(db: u64) -> Vec<Range> {
     .collect();
     ranges.push(prefix_range(&Key::Stats(db).encode()));
     ranges
+}
+
+/// The range of all `Config` changes.
+pub fn config_range() -> Range {
+    prefix_range(&[CONFIG])
+}
+
+/// Decodes `(section, key)` of a `Config` key.
+pub fn decode_config(key: &[u8]) -> Result<(String, String)> {
+    let mut r = KeyReader::new(key);
+    expect_tag(&mut r, CONFIG)?;
+    Ok((r.string().map_err(corrupt)?, r.string().map_err(corrupt)?))
+}
+
+/// The range of every attachment chunk of database `db`.
+pub fn att_range(db: u64) -> Range {
+    prefix_range(&KeyWriter::new(ATT_CHUNK).u64(db).finish())
+}
+
+/// The range of the chunks of one attachment body.
+pub fn att_body_range(db: u64, digest: &[u8]) -> Range {
+    prefix_range(&KeyWriter::new(ATT_CHUNK).u64(db).bytes(digest).finish())
+}
+
+/// Decodes the digest of an `AttChunk` key.
+pub fn decode_att_chunk(key: &[u8]) -> Result<Vec<u8>> {
+    let mut r = KeyReader::new(key);
+    expect_tag(&mut r, ATT_CHUNK)?;
+    r.u64().map_err(corrupt)?;
+    r.bytes().map_err(corrupt)
 }
 
 /// The range of a database's `IdxMeta` records.

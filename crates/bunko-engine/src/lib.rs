@@ -39,6 +39,7 @@
 
 pub mod advisor;
 pub mod all_docs;
+pub mod attachments;
 mod catalog;
 pub mod changes;
 mod compact;
@@ -58,6 +59,7 @@ pub mod revtree;
 mod scope;
 pub mod scram;
 pub mod security;
+pub mod settings;
 mod triggers;
 mod txn;
 mod user_doc;

@@ -22,6 +22,9 @@ impl Database {
     /// `_rev`.
     pub fn put_local(&self, ctx: &UserCtx, id: &str, doc: &ParsedDoc) -> Result<String> {
         self.admit_doc(&self.security_object()?, ctx, id)?;
+        if doc.attachments.as_ref().is_some_and(|atts| !atts.is_empty()) {
+            return Err(Error::BadRequest("_local documents do not accept attachments.".into()));
+        }
         let writer = self.lock_writer()?;
         let current = self.read_local(id)?;
         let given = doc.rev.as_ref().map(|r| (r.pos, r.hash.clone()));

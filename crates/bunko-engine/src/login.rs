@@ -22,7 +22,7 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use hmac::{Hmac, Mac};
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use rand::Rng;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -87,12 +87,16 @@ pub const LOCKOUT_REASON: &str =
 
 /// Server admins, the credential cache and the lockout.
 pub struct Logins {
-    admins: Vec<(String, String)>,
+    /// name → the configured password, or its `-pbkdf2…` hash (admins added through
+    /// `_config`, or a config file holding CouchDB's hashed form).
+    admins: RwLock<Vec<(String, String)>>,
+    /// The hashes `_config` shows for admins configured with a plain password.
+    shown: Mutex<HashMap<String, String>>,
     /// Key of the cache's password fingerprints, drawn at start-up.
     cache_key: [u8; 32],
     /// name → (user document revision, fingerprint of the verified password).
     cache: Mutex<HashMap<String, (String, [u8; 32])>>,
-    lockout: LockoutConfig,
+    lockout: RwLock<LockoutConfig>,
     failures: Mutex<Failures>,
 }
 
@@ -102,17 +106,49 @@ type Failures = HashMap<(IpAddr, String, String), (u32, Instant)>;
 impl Logins {
     pub fn new(admins: Vec<(String, String)>, lockout: LockoutConfig) -> Self {
         Self {
-            admins,
+            admins: RwLock::new(admins),
+            shown: Mutex::default(),
             cache_key: rand::rng().random(),
             cache: Mutex::default(),
-            lockout,
+            lockout: RwLock::new(lockout),
             failures: Mutex::default(),
         }
     }
 
-    /// The configured server admins' names and passwords.
-    pub fn admins(&self) -> &[(String, String)] {
-        &self.admins
+    /// The server admins' names and passwords (or password hashes).
+    pub fn admins(&self) -> Vec<(String, String)> {
+        self.admins.read().clone()
+    }
+
+    /// Replaces the server admins (after a `_config` change).
+    pub(crate) fn set_admins(&self, admins: Vec<(String, String)>) {
+        *self.admins.write() = admins;
+    }
+
+    /// Sets how failed logins are counted (after a `_config` change).
+    pub(crate) fn set_lockout(&self, lockout: LockoutConfig) {
+        *self.lockout.write() = lockout;
+    }
+
+    /// CouchDB's hashed form of an admin password, `-pbkdf2:sha256-{key},{salt},{iterations}`
+    /// (`couch_passwords:hash_admin_password`); a value already hashed is kept.
+    pub fn hash_admin(&self, password: &str, iterations: u32) -> String {
+        if is_hashed(password) {
+            return password.to_string();
+        }
+        let salt = hex::encode(rand::rng().random::<[u8; 16]>());
+        let key = crate::users::derive_sha256(password, &salt, iterations);
+        format!("-pbkdf2:sha256-{key},{salt},{iterations}")
+    }
+
+    /// What `_config` shows for an admin: never the password, always a hash (computed once
+    /// for an admin configured with a plain password).
+    pub fn shown(&self, name: &str, value: &str, iterations: u32) -> String {
+        if is_hashed(value) {
+            return value.to_string();
+        }
+        let mut shown = self.shown.lock();
+        shown.entry(name.to_string()).or_insert_with(|| self.hash_admin(value, iterations)).clone()
     }
 
     /// Checks `name` and `password` for a login from `peer` (`None` when the peer is unknown,
@@ -160,7 +196,8 @@ impl Logins {
     }
 
     fn find(&self, engine: &Engine, name: &str) -> Result<Option<User>> {
-        if let Some((_, password)) = self.admins.iter().find(|(n, _)| n == name) {
+        let admin = self.admins.read().iter().find(|(n, _)| n == name).cloned();
+        if let Some((_, password)) = admin {
             let salt = hex::encode(Sha256::digest(format!("admin:{name}:{password}")));
             let login = Login { ctx: UserCtx::admin(name), salt };
             return Ok(Some(User { login, doc: None }));
@@ -180,17 +217,33 @@ impl Logins {
     fn password_ok(&self, user: &User, password: &str) -> bool {
         let name = user.login.ctx.name.clone().unwrap_or_default();
         let Some((rev, body)) = &user.doc else {
-            let admin = self.admins.iter().find(|(n, _)| *n == name);
-            return admin.is_some_and(|(_, p)| constant_time_eq(p.as_bytes(), password.as_bytes()));
+            let admin = self.admins.read().iter().find(|(n, _)| *n == name).cloned();
+            let Some((_, stored)) = admin else { return false };
+            let Some(record) = hashed_record(&stored) else {
+                return constant_time_eq(stored.as_bytes(), password.as_bytes());
+            };
+            return self.checked(&name, &stored, password, |p| password_matches(&record, p));
         };
+        self.checked(&name, rev, password, |p| password_matches(body, p))
+    }
+
+    /// Checks `password` with `matches`, remembering a success under `version` (a user
+    /// document's revision, an admin's stored hash) so that PBKDF2 runs once per password.
+    fn checked(
+        &self,
+        name: &str,
+        version: &str,
+        password: &str,
+        matches: impl FnOnce(&str) -> bool,
+    ) -> bool {
         let fingerprint = self.fingerprint(password);
-        if self.cache.lock().get(&name) == Some(&(rev.clone(), fingerprint)) {
+        if self.cache.lock().get(name) == Some(&(version.to_string(), fingerprint)) {
             return true;
         }
-        if !password_matches(body, password) {
+        if !matches(password) {
             return false;
         }
-        self.cache.lock().insert(name, (rev.clone(), fingerprint));
+        self.cache.lock().insert(name.to_string(), (version.to_string(), fingerprint));
         true
     }
 
@@ -201,34 +254,36 @@ impl Logins {
     }
 
     fn is_locked(&self, key: &(IpAddr, String, String)) -> bool {
-        if self.lockout.mode == LockoutMode::Off {
+        let lockout = self.lockout.read().clone();
+        if lockout.mode == LockoutMode::Off {
             return false;
         }
         let mut failures = self.failures.lock();
         let Some(&(count, first)) = failures.get(key) else { return false };
-        if first.elapsed() >= self.lockout.max_lifetime {
+        if first.elapsed() >= lockout.max_lifetime {
             failures.remove(key);
             return false;
         }
-        if count < self.lockout.threshold {
+        if count < lockout.threshold {
             return false;
         }
         tracing::warn!("authentication rejected for a locked-out user from {}", key.0);
-        self.lockout.mode == LockoutMode::Enforce
+        lockout.mode == LockoutMode::Enforce
     }
 
     /// Counts a failure and answers [`Verdict::Denied`].
     fn fail(&self, peer: Option<IpAddr>, name: &str, salt: &str) -> Verdict {
         let Some(ip) = peer else { return Verdict::Denied };
-        if self.lockout.mode == LockoutMode::Off {
+        let lockout = self.lockout.read().clone();
+        if lockout.mode == LockoutMode::Off {
             return Verdict::Denied;
         }
         let mut failures = self.failures.lock();
-        let lifetime = self.lockout.max_lifetime;
-        if failures.len() >= self.lockout.max_objects {
+        let lifetime = lockout.max_lifetime;
+        if failures.len() >= lockout.max_objects {
             failures.retain(|_, (_, first)| first.elapsed() < lifetime);
         }
-        if failures.len() >= self.lockout.max_objects
+        if failures.len() >= lockout.max_objects
             && let Some(oldest) = failures.iter().min_by_key(|(_, (_, t))| *t).map(|(k, _)| k)
         {
             let oldest = oldest.clone();
@@ -249,6 +304,30 @@ impl Logins {
 struct User {
     login: Login,
     doc: Option<(String, Value)>,
+}
+
+/// Whether an admin's configured value is a password hash rather than a password.
+fn is_hashed(value: &str) -> bool {
+    value.starts_with("-pbkdf2") || value.starts_with("-hashed-")
+}
+
+/// A `-pbkdf2[:prf]-{key},{salt},{iterations}` admin hash as a user-document-like record
+/// that `password_matches` checks.
+fn hashed_record(value: &str) -> Option<Value> {
+    let rest = value.strip_prefix("-pbkdf2")?;
+    let (prf, rest) = match rest.strip_prefix(':') {
+        Some(rest) => rest.split_once('-')?,
+        None => ("sha1", rest.strip_prefix('-')?),
+    };
+    let mut parts = rest.split(',');
+    let (key, salt, iterations) = (parts.next()?, parts.next()?, parts.next()?);
+    Some(serde_json::json!({
+        "password_scheme": "pbkdf2",
+        "pbkdf2_prf": prf,
+        "derived_key": key,
+        "salt": salt,
+        "iterations": iterations.parse::<u64>().ok()?,
+    }))
 }
 
 /// Compares without an early exit, so timing does not reveal the matching prefix.

@@ -60,7 +60,7 @@ impl Shared {
 
 impl Scope {
     pub(crate) fn new(touched: Touched, read: Arc<dyn Read>, bytes_left: usize) -> Scope {
-        let limits = touched.db.config.limits;
+        let limits = touched.db.config.get().limits;
         let from_js = vec![false; touched.writes.len()];
         Scope { touched, read, from_js, bytes_left, limits, failed: None }
     }

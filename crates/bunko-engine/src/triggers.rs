@@ -110,7 +110,7 @@ impl Database {
         let mut touched = Touched::new(me, 0);
         touched.writes = docs;
         let store: Arc<dyn bunko_storage::Read> = self.store.clone();
-        let shared = Shared::new(Scope::new(touched, store, self.config.txn_max_bytes));
+        let shared = Shared::new(Scope::new(touched, store, self.config.get().txn_max_bytes));
         let user_ctx = json!({"db": self.name(), "name": ctx.name, "roles": ctx.roles});
         for k in 0..count {
             if let Err(refusal) = self.fire_one(scripts, &shared, k, &user_ctx)? {

@@ -69,7 +69,7 @@ fn hash_into(doc: &mut ParsedDoc, password: &str, iterations: u32) {
     }
 }
 
-fn derive_sha256(password: &str, salt: &str, iterations: u32) -> String {
+pub(crate) fn derive_sha256(password: &str, salt: &str, iterations: u32) -> String {
     let mut out = [0u8; 32];
     pbkdf2::pbkdf2_hmac::<Sha256>(password.as_bytes(), salt.as_bytes(), iterations, &mut out);
     hex::encode(out)

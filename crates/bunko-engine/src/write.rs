@@ -8,7 +8,7 @@
 //! A database with triggers takes the same path through [`crate::triggers`], which fires
 //! them under the writer lock before staging.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use bunko_doc::RevId;
@@ -109,6 +109,8 @@ struct Pending {
     winners: HashMap<String, Winner>,
     /// Design documents written, with their new winning bodies.
     ddocs: DdocChanges,
+    /// Attachment bodies whose chunks this commit writes.
+    written: HashSet<[u8; 16]>,
 }
 
 impl Database {
@@ -184,10 +186,13 @@ impl Database {
                     self.check_update(ctx, checks, &pending, &id, &doc, old.as_ref())?;
                 }
                 let body = doc.body_json();
+                let atts = self.doc_atts(&pending, &id, &doc, old.as_ref(), opts.new_edits)?;
+                let stored = crate::attachments::with_atts(body.clone(), &atts.metas);
                 let outcome = if opts.new_edits {
-                    Some(edit_new(old.as_ref(), &doc, body, revs_limit)?)
+                    let hashed = (body.as_slice(), atts.hash_input());
+                    Some(edit_new(old.as_ref(), &doc, hashed, stored, revs_limit)?)
                 } else {
-                    edit_replicated(old.as_ref(), &doc, body, revs_limit)?
+                    edit_replicated(old.as_ref(), &doc, stored, revs_limit)?
                 };
                 let Some(mut outcome) = outcome else {
                     return Ok(doc.rev.unwrap_or_else(|| RevId { pos: 0, hash: String::new() }));
@@ -195,6 +200,9 @@ impl Database {
                 outcome.info.size = self.winner_size(db, &id, &outcome)?;
                 let limit = opts.new_edits;
                 self.account(&mut pending, &id, old.as_ref(), &outcome.info, &mut stats, limit)?;
+                batch.append(atts.chunks);
+                pending.written.extend(atts.new);
+                stats.active += atts.added;
                 seq += 1;
                 outcome.info.seq = seq;
                 add_to_batch(batch, db, &id, old.as_ref(), &outcome);
@@ -264,6 +272,51 @@ impl Database {
         }
         pending.winners.insert(id.to_string(), new.clone());
         Ok(())
+    }
+
+    /// Resolves a written document's attachments against the revision it edits
+    /// ([`crate::attachments`]).
+    fn doc_atts(
+        &self,
+        pending: &Pending,
+        id: &str,
+        doc: &ParsedDoc,
+        old: Option<&DocInfo>,
+        new_edits: bool,
+    ) -> Result<crate::attachments::Resolved> {
+        let none = || {
+            Ok(crate::attachments::Resolved {
+                metas: Vec::new(),
+                chunks: Batch::new(),
+                new: Vec::new(),
+                added: 0,
+            })
+        };
+        if doc.attachments.as_ref().is_none_or(Vec::is_empty) {
+            return none();
+        }
+        if kind(id) == DocKind::Local {
+            return Err(Error::BadRequest("_local documents do not accept attachments.".into()));
+        }
+        let (parent, revpos) = match (&doc.rev, new_edits) {
+            (Some(rev), false) => (None, rev.pos),
+            (Some(rev), true) => {
+                let rev_text = rev.to_string();
+                let body = match pending.winners.get(id) {
+                    Some(Some((r, body, _))) if *r == rev_text => Some(body.clone()),
+                    _ => self.store.get(&Key::Rev(self.id(), id, &rev_text).encode())?,
+                };
+                (body, rev.pos + 1)
+            }
+            (None, _) => {
+                let next = match old.map(DocInfo::winner).transpose()? {
+                    Some((rev, true)) => rev.pos + 1,
+                    _ => 1,
+                };
+                (None, next)
+            }
+        };
+        self.resolve_atts(doc, parent.as_deref(), revpos, new_edits, &pending.written)
     }
 
     /// The winning revision and body of `info` (`None` if deleted), looked up in this
@@ -384,7 +437,7 @@ impl Database {
                     Ok(())
                 }
             })
-            .and_then(|()| users::prepare(self, &mut doc, self.config.pbkdf2_iterations));
+            .and_then(|()| users::prepare(self, &mut doc, self.config.get().pbkdf2_iterations));
         (id, checked.map(|()| doc))
     }
 
@@ -433,7 +486,7 @@ impl Database {
                 Some(s) => *s,
                 None => {
                     let stored = self.partition_stats(partition)?;
-                    let full = stored.external >= self.config.max_partition_size;
+                    let full = stored.external >= self.config.get().max_partition_size;
                     pending.full.insert(partition.to_string(), full);
                     stored
                 }
@@ -489,9 +542,12 @@ fn add_to_batch(batch: &mut Batch, db: u64, id: &str, old: Option<&DocInfo>, o: 
 
 /// An interactive edit: `doc.rev` must name a leaf (or be absent for a new or deleted
 /// document); the new revision becomes that leaf's child.
+/// `hashed` is what the revision id covers: the body without `_attachments`, and the
+/// attachments as CouchDB hashes them; `body` is what is stored.
 fn edit_new(
     old: Option<&DocInfo>,
     doc: &ParsedDoc,
+    hashed: (&[u8], Vec<crate::attachments::AttHash<'_>>),
     body: Vec<u8>,
     limit: usize,
 ) -> Result<Outcome> {
@@ -509,7 +565,7 @@ fn edit_new(
         (Some(_), None) => return Err(Error::Conflict),
     };
     let parent_rev = parent.and_then(|p| tree.node(p)).map(|n| n.rev.clone());
-    let rev = RevId::next(parent_rev.as_ref(), doc.deleted, &body);
+    let rev = RevId::next_with(parent_rev.as_ref(), doc.deleted, hashed.0, &hashed.1);
     tree.push(rev.clone(), parent, doc.deleted);
     let stemmed = tree.stem(limit);
     let info = DocInfo { seq: 0, tree, size: 0 };

@@ -91,6 +91,8 @@ pub async fn run(
     partition: Option<String>,
 ) -> ApiResult<Response> {
     let include_docs = p.flag("include_docs")?;
+    // `attachments=true` inlines attachment data in the included documents.
+    let attachments = include_docs && p.flag("attachments")?;
     let opts = DocOpts { conflicts: p.flag("conflicts")?, ..Default::default() };
     let update_seq = p.flag("update_seq")?;
     if let Some(keys) = p.json("keys")? {
@@ -104,10 +106,14 @@ pub async fn run(
         let skip = p.u64("skip")?.unwrap_or(0) as usize;
         let limit = p.u64("limit")?.map_or(usize::MAX, |l| l as usize);
         let keys = keys.into_iter().skip(skip).take(limit).collect();
-        return run_keys(db, keys, include_docs, opts, prefix, partition).await;
+        let docs = Included { include_docs, attachments };
+        return run_keys(db, keys, docs, opts, prefix, partition).await;
     }
     let query = range_query(&p, prefix)?;
-    let started = blocking(move || Ok(db.all_docs(&query, partition.as_deref())?)).await?;
+    let started = {
+        let db = db.clone();
+        blocking(move || Ok(db.all_docs(&query, partition.as_deref())?)).await?
+    };
     let mut head = json!({"total_rows": started.total_rows, "offset": started.offset});
     if update_seq {
         head["update_seq"] = json!(started.update_seq.to_string());
@@ -119,7 +125,7 @@ pub async fn run(
         sink.write(b",\"rows\":[\r\n")?;
         let mut first = true;
         for row in rows.by_ref() {
-            let row = match row {
+            let row = match row.and_then(|row| with_data(&db, row, attachments)) {
                 Ok(row) => row,
                 Err(err) => {
                     tracing::error!(%err, "_all_docs stream failed");
@@ -171,10 +177,27 @@ fn string_param(p: &Params, names: &[&str]) -> ApiResult<Option<String>> {
     }
 }
 
+/// Whether rows carry their documents, and those their attachments' data.
+#[derive(Clone, Copy)]
+struct Included {
+    include_docs: bool,
+    attachments: bool,
+}
+
+/// A row whose document, if any, gets its attachments' data inline when asked.
+fn with_data(db: &Database, mut row: Row, attachments: bool) -> bunko_engine::Result<Row> {
+    if let (true, Some(doc)) = (attachments, row.doc.as_mut()) {
+        crate::attachment::inline(db, doc, 0).map_err(|e| {
+            bunko_engine::Error::Corrupt(format!("attachment data: {}", e.parts().2))
+        })?;
+    }
+    Ok(row)
+}
+
 async fn run_keys(
     db: Arc<Database>,
     keys: Vec<Value>,
-    include_docs: bool,
+    docs: Included,
     opts: DocOpts,
     prefix: Option<String>,
     partition: Option<String>,
@@ -185,7 +208,11 @@ async fn run_keys(
             Some(p) => db.partition_stats(p)?.doc_count,
             None => db.info().stats.doc_count,
         };
-        Ok((total, db.all_docs_keys(&ids, include_docs)?))
+        let rows = db.all_docs_keys(&ids, docs.include_docs)?;
+        let rows = rows
+            .into_iter()
+            .map(|row| row.map(|row| with_data(&db, row, docs.attachments)).transpose());
+        Ok((total, rows.collect::<bunko_engine::Result<Vec<_>>>()?))
     })
     .await?;
     let mut out = format!("{{\"total_rows\":{total},\"offset\":null,\"rows\":[\r\n").into_bytes();
@@ -194,7 +221,7 @@ async fn run_keys(
         let in_scope =
             key.as_str().is_some_and(|k| prefix.as_ref().is_none_or(|p| k.starts_with(p.as_str())));
         match row {
-            Some(row) if in_scope => sink_rows.push(row_json(&row, include_docs, &opts)),
+            Some(row) if in_scope => sink_rows.push(row_json(&row, docs.include_docs, &opts)),
             _ => {
                 let mut bytes = Vec::new();
                 render::push_json(&mut bytes, &json!({"key": key, "error": "not_found"}));

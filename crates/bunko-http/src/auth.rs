@@ -33,6 +33,9 @@ use sha2::Sha256;
 use crate::body::RawBody;
 use crate::error::{ApiError, ApiResult};
 use crate::listener::Peer;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+
 use crate::params::Params;
 use crate::render;
 use crate::{HttpConfig, State, UserCtx, blocking};
@@ -40,8 +43,10 @@ use crate::{HttpConfig, State, UserCtx, blocking};
 /// Cookie settings and the cookie secret.
 pub struct Auth {
     secret: Vec<u8>,
-    timeout: u64,
-    persistent: bool,
+    /// Cookie lifetime in seconds and whether cookies persist; both change at run time
+    /// through `_config` ([`crate::AppState::refresh`]).
+    pub(crate) timeout: AtomicU64,
+    pub(crate) persistent: AtomicBool,
 }
 
 /// How a request authenticated (for `GET /_session`'s `info.authenticated`).
@@ -60,7 +65,11 @@ impl Auth {
     pub fn new(engine: &Engine, config: &HttpConfig) -> bunko_engine::Result<Self> {
         let secret =
             engine.meta_or_init("cookie_secret", || rand::rng().random::<[u8; 32]>().to_vec())?;
-        Ok(Self { secret, timeout: config.session_timeout, persistent: config.persistent_cookies })
+        Ok(Self {
+            secret,
+            timeout: AtomicU64::new(config.session_timeout),
+            persistent: AtomicBool::new(config.persistent_cookies),
+        })
     }
 
     fn cookie_for(&self, login: &Login, now: u64) -> String {
@@ -79,8 +88,11 @@ impl Auth {
 
     /// The `Set-Cookie` value of a session for `login` issued at `now`.
     fn set_cookie(&self, login: &Login, now: u64) -> Option<HeaderValue> {
-        let max_age =
-            if self.persistent { format!("; Max-Age={}", self.timeout) } else { String::new() };
+        let max_age = if self.persistent.load(Relaxed) {
+            format!("; Max-Age={}", self.timeout.load(Relaxed))
+        } else {
+            String::new()
+        };
         let cookie = self.cookie_for(login, now);
         HeaderValue::from_str(&format!(
             "AuthSession={cookie}; Version=1; Path=/; HttpOnly{max_age}"
@@ -161,7 +173,7 @@ async fn resolve(
 
 /// The login of a valid, unexpired cookie, and whether it is due for renewal.
 async fn cookie_login(state: &State, cookie: Cookie) -> ApiResult<Option<(Login, bool)>> {
-    let (now, timeout) = (now(), state.auth.timeout);
+    let (now, timeout) = (now(), state.auth.timeout.load(Relaxed));
     let Some(issued) = cookie.issued.filter(|issued| now < issued.saturating_add(timeout)) else {
         return Ok(None);
     };
@@ -347,7 +359,7 @@ mod tests {
     use super::*;
 
     fn auth() -> Auth {
-        Auth { secret: vec![7; 32], timeout: 600, persistent: true }
+        Auth { secret: vec![7; 32], timeout: 600.into(), persistent: true.into() }
     }
 
     fn login(salt: &str) -> Login {

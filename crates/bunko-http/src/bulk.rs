@@ -101,6 +101,7 @@ async fn bulk_get(
     let p = Params::parse(query.as_deref());
     let opts = DocOpts { revs: p.flag("revs")?, ..DocOpts::from_params(&p)? };
     let latest = p.flag("latest")?;
+    let attachments = p.flag("attachments")?;
     let object = body.request_object()?;
     let Some(Value::Array(requests)) = object.get("docs").cloned() else {
         return Err(ApiError::bad_request("Missing JSON list of 'docs'."));
@@ -108,7 +109,7 @@ async fn bulk_get(
     let results = blocking(move || {
         let mut out = Vec::with_capacity(requests.len());
         for request in &requests {
-            out.push(bulk_get_one(&db, request, &opts, latest)?);
+            out.push(bulk_get_one(&db, request, &opts, latest, attachments)?);
         }
         Ok(out)
     })
@@ -124,6 +125,7 @@ fn bulk_get_one(
     request: &Value,
     opts: &DocOpts,
     latest: bool,
+    attachments: bool,
 ) -> ApiResult<Vec<u8>> {
     let id = request.get("id").and_then(Value::as_str).unwrap_or_default().to_string();
     let rev_text = request.get("rev").and_then(Value::as_str);
@@ -155,7 +157,10 @@ fn bulk_get_one(
             Ok(found) => {
                 for entry in found {
                     docs.push(match entry {
-                        OpenRev::Ok(doc) => {
+                        OpenRev::Ok(mut doc) => {
+                            if attachments {
+                                crate::attachment::inline(db, &mut doc, 0)?;
+                            }
                             let mut out = b"{\"ok\":".to_vec();
                             out.extend_from_slice(&render::doc_json(&doc, opts));
                             out.push(b'}');

@@ -44,6 +44,8 @@ struct Request {
     feed: Feed,
     query: ChangesQuery,
     opts: DocOpts,
+    /// `attachments=true` with `include_docs`: attachment data inline.
+    attachments: bool,
     heartbeat: Option<Duration>,
     timeout: Duration,
 }
@@ -131,10 +133,12 @@ fn parse(db: &Database, p: &Params) -> ApiResult<Request> {
         },
         filter,
     };
+    let attachments = query.include_docs && p.flag("attachments")?;
     Ok(Request {
         feed,
         query,
         opts: DocOpts { conflicts: p.flag("conflicts")?, ..Default::default() },
+        attachments,
         heartbeat,
         timeout: Duration::from_millis(p.u64("timeout")?.unwrap_or(default_timeout)),
     })
@@ -208,7 +212,10 @@ fn emit(
     let mut changes = db.changes(req.query.clone()).map_err(log)?;
     let mut count = 0;
     for row in changes.by_ref() {
-        let row = row.map_err(log)?;
+        let mut row = row.map_err(log)?;
+        if let (true, Some(doc)) = (req.attachments, row.doc.as_mut()) {
+            crate::attachment::inline(db, doc, 0).map_err(|_| Gone)?;
+        }
         let line = row_json(&row, &req.opts);
         match req.feed {
             Feed::Normal | Feed::Longpoll => {

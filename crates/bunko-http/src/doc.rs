@@ -1,6 +1,6 @@
 //! Document routes: `POST /{db}`, `GET/HEAD/PUT/DELETE /{db}/{id}`, the same under
-//! `/{db}/_design/{name}`, and `_local/{id}`. Attachment paths answer `501` until
-//! attachments land.
+//! `/{db}/_design/{name}`, and `_local/{id}` (which refuses attachments, as CouchDB's
+//! does). Attachment paths are [`crate::attachment`]'s.
 
 use std::sync::Arc;
 
@@ -34,15 +34,18 @@ pub fn routes() -> Router<State> {
         .route("/{db}/_local", axum::routing::any(bad_local_id))
         .route("/{db}/_local/", axum::routing::any(bad_local_id))
         .route("/{db}/_local/{id}/{*attachment}", axum::routing::any(local_attachment))
-        .route("/{db}/{id}/{*attachment}", axum::routing::any(attachment))
-        .route("/{db}/_design/{id}/{*attachment}", axum::routing::any(attachment))
 }
 
 type DocPath = Path<(String, String)>;
 
 /// Finds the database and checks read access for one document: in `_users` a user may
 /// read only their own document. (Writes are checked by the engine's write gate.)
-fn open_for_read(state: &State, ctx: &UserCtx, db: &str, id: &str) -> ApiResult<Arc<Database>> {
+pub(crate) fn open_for_read(
+    state: &State,
+    ctx: &UserCtx,
+    db: &str,
+    id: &str,
+) -> ApiResult<Arc<Database>> {
     if db == USERS_DB && !ctx.is_server_admin() {
         let own = ctx.name.as_ref().is_some_and(|n| id == format!("{USER_PREFIX}{n}"));
         if !own {
@@ -169,10 +172,6 @@ pub fn with_location(mut response: Response, location: &str) -> Response {
     response
 }
 
-async fn attachment() -> ApiError {
-    ApiError::not_implemented("Attachments are not supported by this version of Bunko")
-}
-
 /// `POST /{db}`: a new document; the id is generated unless the body has `_id`.
 pub async fn post_doc(
     AxState(state): AxState<State>,
@@ -215,10 +214,38 @@ async fn read_doc(
     let db = open_for_read(&state, &ctx, &db_name, &id)?;
     let p = Params::parse(query.as_deref());
     let opts = DocOpts::from_params(&p)?;
+    let attachments = p.flag("attachments")?;
+    let atts_since = match p.str("atts_since") {
+        Some(text) => Some(parse_open_revs(text)?.unwrap_or_default()),
+        None => None,
+    };
     if let Some(open_revs) = p.str("open_revs") {
         let revs = parse_open_revs(open_revs)?;
         let latest = p.flag("latest")?;
-        let found = blocking(move || Ok(db.open_revs(&id, revs, latest)?)).await?;
+        if crate::multipart::accepts_mixed(&headers) {
+            let found = {
+                let (db, id) = (db.clone(), id.clone());
+                blocking(move || Ok(db.open_revs(&id, revs, latest)?)).await?
+            };
+            // CouchDB sends every attachment but those `atts_since` already has.
+            let since = match (&atts_since, found.iter().find_map(open_doc)) {
+                (Some(since), Some(doc)) => crate::attachment::since_pos(doc, since),
+                _ => 0,
+            };
+            return Ok(crate::multipart::open_revs_mixed(db, found, opts, since));
+        }
+        let found = blocking(move || {
+            let mut found = db.open_revs(&id, revs, latest)?;
+            if attachments {
+                for entry in &mut found {
+                    if let OpenRev::Ok(doc) = entry {
+                        crate::attachment::inline(&db, doc, 0)?;
+                    }
+                }
+            }
+            Ok(found)
+        })
+        .await?;
         return Ok(open_revs_json(&found, &opts));
     }
     let mut rev = p.str("rev").map(str::parse::<RevId>).transpose()?;
@@ -236,6 +263,12 @@ async fn read_doc(
         if with_revs_info {
             db.fill_revs_info(&mut doc)?;
         }
+        if let Some(since) = &atts_since {
+            let since = crate::attachment::since_pos(&doc, since);
+            crate::attachment::inline(&db, &mut doc, since)?;
+        } else if attachments {
+            crate::attachment::inline(&db, &mut doc, 0)?;
+        }
         Ok(doc)
     })
     .await?;
@@ -249,6 +282,13 @@ async fn read_doc(
         render::json_bytes(StatusCode::OK, render::doc_json(&doc, &opts))
     };
     Ok(with_etag(response, &etag))
+}
+
+fn open_doc(entry: &OpenRev) -> Option<&bunko_engine::read::DocOut> {
+    match entry {
+        OpenRev::Ok(doc) => Some(doc),
+        OpenRev::Missing(_) => None,
+    }
 }
 
 fn parse_open_revs(text: &str) -> ApiResult<Option<Vec<RevId>>> {
@@ -292,8 +332,15 @@ async fn write_doc(
 ) -> ApiResult<Response> {
     let db = state.engine.db(&db_name)?;
     let p = Params::parse(query.as_deref());
-    let mut doc =
-        body::parse(&body.0, &state.engine.config().limits).map_err(|e| with_id(e, &id))?;
+    let limits = state.engine.config().limits;
+    let mut doc = if crate::multipart::is_related(&headers) {
+        let (json, parts) = crate::multipart::read_related(&headers, body.0).await?;
+        let mut doc = body::parse(&json, &limits).map_err(|e| with_id(e, &id))?;
+        crate::multipart::fill_follows(&mut doc, parts)?;
+        doc
+    } else {
+        body::parse(&body.0, &limits).map_err(|e| with_id(e, &id))?
+    };
     doc.id = Some(id.clone());
     doc.rev = merge_rev(doc.rev.take(), &p, &headers)?;
     let new_edits = p.bool("new_edits")?.unwrap_or(true);
@@ -319,7 +366,11 @@ async fn remove_doc(
 }
 
 /// The revision an edit names: `_rev` in the body, `?rev=`, or `If-Match`, which must agree.
-fn merge_rev(body_rev: Option<RevId>, p: &Params, headers: &HeaderMap) -> ApiResult<Option<RevId>> {
+pub(crate) fn merge_rev(
+    body_rev: Option<RevId>,
+    p: &Params,
+    headers: &HeaderMap,
+) -> ApiResult<Option<RevId>> {
     let query_rev = p.str("rev").map(str::parse::<RevId>).transpose()?;
     let header_rev = headers
         .get(header::IF_MATCH)
@@ -341,7 +392,7 @@ fn merge_rev(body_rev: Option<RevId>, p: &Params, headers: &HeaderMap) -> ApiRes
     Ok(chosen)
 }
 
-fn written(status: StatusCode, id: &str, rev: &RevId) -> Response {
+pub(crate) fn written(status: StatusCode, id: &str, rev: &RevId) -> Response {
     let response = render::json(status, json!({"ok": true, "id": id, "rev": rev.to_string()}));
     with_etag(response, &format!("\"{rev}\""))
 }

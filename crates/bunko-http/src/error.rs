@@ -72,6 +72,10 @@ fn engine_parts(err: &EngineError) -> (StatusCode, &'static str, String) {
         EngineError::PartitionOverflow(_) => (StatusCode::FORBIDDEN, "partition_overflow"),
         EngineError::InvalidDesignDoc(_) => (StatusCode::BAD_REQUEST, "invalid_design_doc"),
         EngineError::Invalid { error, .. } => (StatusCode::BAD_REQUEST, *error),
+        EngineError::AttachmentTooLarge(_) => {
+            (StatusCode::PAYLOAD_TOO_LARGE, "attachment_too_large")
+        }
+        EngineError::MissingStub(_) => (StatusCode::PRECONDITION_FAILED, "missing_stub"),
         EngineError::Doc(doc) => return doc_parts(doc),
         EngineError::Js(js) => return js_parts(js),
         EngineError::TxnConflict(_) => (StatusCode::CONFLICT, "conflict"),
@@ -120,7 +124,6 @@ fn doc_parts(err: &DocError) -> (StatusCode, &'static str, String) {
         DocError::IllegalDatabaseName(_) => (StatusCode::BAD_REQUEST, "illegal_database_name"),
         DocError::DocValidation(_) => (StatusCode::BAD_REQUEST, "doc_validation"),
         DocError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "document_too_large"),
-        DocError::AttachmentsUnsupported => (StatusCode::NOT_IMPLEMENTED, "not_implemented"),
         _ => (StatusCode::BAD_REQUEST, "bad_request"),
     };
     (status, name, reason)

@@ -14,10 +14,12 @@
 //! (`_bulk_docs`, `_bulk_get`, `_revs_diff`), [`all_docs`], [`changes`], [`partition`]
 //! (`/{db}/_partition/{p}/…`), [`txn`] (`/_transaction`), [`procedure`]
 //! (`/{db}/_design/{ddoc}/_procedures/{name}`), [`advise`] (`/{db}/_advise`, the
-//! data-modeling advisor).
+//! data-modeling advisor), [`attachment`] (`/{db}/{doc}/{name}`), [`node`] (`/_node/{node}`,
+//! `_config`).
 
 pub mod advise;
 pub mod all_docs;
+pub mod attachment;
 pub mod auth;
 pub mod body;
 pub mod bulk;
@@ -32,6 +34,8 @@ pub mod explain;
 pub mod find;
 pub mod index;
 pub mod listener;
+pub mod multipart;
+pub mod node;
 pub mod params;
 pub mod partition;
 pub mod procedure;
@@ -44,6 +48,8 @@ pub mod txn;
 pub mod view;
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
 use axum::Router;
@@ -75,7 +81,11 @@ impl Default for HttpConfig {
 /// Shared state of all handlers.
 pub struct AppState {
     pub engine: Arc<Engine>,
+    /// The start-up settings; the ones `_config` changes are read from `auth` and
+    /// `max_request_size`.
     pub config: HttpConfig,
+    /// Largest request body in bytes (`chttpd/max_http_request_size`), changed at run time.
+    pub max_request_size: AtomicUsize,
     pub auth: auth::Auth,
     pub started: Instant,
     /// This server's stable uuid (`GET /`), kept in the store.
@@ -89,13 +99,51 @@ impl AppState {
         let auth = auth::Auth::new(&engine, &config)?;
         let uuid = engine.meta_or_init("server_uuid", || engine.uuids().next().into_bytes())?;
         let server_uuid = String::from_utf8_lossy(&uuid).into_owned();
-        Ok(Arc::new(AppState { engine, config, auth, started: Instant::now(), server_uuid }))
+        let settings = engine.settings();
+        settings.seed("chttpd", "max_http_request_size", &config.max_request_size.to_string());
+        settings.seed("chttpd_auth", "timeout", &config.session_timeout.to_string());
+        let persistent = config.persistent_cookies.to_string();
+        settings.seed("chttpd_auth", "allow_persistent_cookies", &persistent);
+        let state = AppState {
+            max_request_size: AtomicUsize::new(config.max_request_size),
+            engine,
+            config,
+            auth,
+            started: Instant::now(),
+            server_uuid,
+        };
+        state.refresh();
+        Ok(Arc::new(state))
     }
+
+    /// Applies the HTTP layer's settings after a `_config` change (and the persisted changes
+    /// at start-up): a deleted setting falls back to CouchDB's default.
+    pub fn refresh(&self) {
+        let settings = self.engine.settings();
+        let defaults = HttpConfig::default();
+        let size = settings.get_u64("chttpd", "max_http_request_size");
+        let size = size.map_or(defaults.max_request_size, |n| n.min(usize::MAX as u64) as usize);
+        self.max_request_size.store(size, Relaxed);
+        let timeout = settings.get_u64("chttpd_auth", "timeout");
+        self.auth.timeout.store(timeout.unwrap_or(defaults.session_timeout), Relaxed);
+        let persistent = settings.get_bool("chttpd_auth", "allow_persistent_cookies");
+        self.auth.persistent.store(persistent.unwrap_or(defaults.persistent_cookies), Relaxed);
+    }
+}
+
+/// Sets the body limit of each request from the current `max_http_request_size`. It sits
+/// inside the decompression layer, so the limit counts inflated bytes ([`body::RawBody`]).
+async fn body_limit(
+    axum::extract::State(state): axum::extract::State<State>,
+    mut req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    DefaultBodyLimit::max(state.max_request_size.load(Relaxed)).apply(&mut req);
+    next.run(req).await
 }
 
 /// The complete router of the CouchDB API.
 pub fn router(state: State) -> Router {
-    let limit = state.config.max_request_size;
     Router::new()
         .merge(server::routes())
         .merge(db::routes())
@@ -108,7 +156,9 @@ pub fn router(state: State) -> Router {
         .merge(view::routes())
         .merge(procedure::routes())
         .merge(advise::routes())
+        .merge(node::routes())
         .merge(doc::routes())
+        .merge(attachment::routes())
         .route("/{db}/_compact", post(db::compact))
         .route("/_active_tasks", get(server::active_tasks))
         .route("/_transaction", post(txn::post))
@@ -117,9 +167,9 @@ pub fn router(state: State) -> Router {
         .layer(axum::middleware::from_fn(ctype::require_json))
         .layer(axum::middleware::from_fn(params::require_utf8))
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::middleware))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), body_limit))
         .layer(encoding::decompression())
         .layer(axum::middleware::from_fn(encoding::check))
-        .layer(DefaultBodyLimit::max(limit))
         .layer(encoding::compression())
         .layer(axum::middleware::from_fn(request_head::answer_malformed))
         .with_state(state)

@@ -52,6 +52,8 @@ struct PartitionRequest {
     db: Arc<Database>,
     partition: String,
     params: Params,
+    /// `query_server_config/partition_query_limit`, read per request (it changes at run time).
+    limit: u64,
 }
 
 async fn dispatch(
@@ -76,7 +78,12 @@ async fn dispatch(
     if params.str("partition").is_some_and(|p| p != partition) {
         return Err(ApiError::bad_request("Conflicting value for `partition` in query string"));
     }
-    let req = PartitionRequest { db, partition: partition.to_string(), params };
+    let limit = st
+        .engine
+        .settings()
+        .get_u64("query_server_config", "partition_query_limit")
+        .unwrap_or(PARTITION_QUERY_LIMIT);
+    let req = PartitionRequest { db, partition: partition.to_string(), params, limit };
     match (tail.as_slice(), &method) {
         (["_all_docs"], &Method::GET) => all_docs(req, None).await,
         (["_all_docs"], &Method::POST) => all_docs(req, Some(body)).await,
@@ -90,7 +97,7 @@ async fn dispatch(
                 params.merge_json(&body.object_or_empty()?);
             }
             params.remove("partition");
-            check_limit(&params)?;
+            check_limit(&params, req.limit)?;
             let (ddoc, view) = (format!("_design/{ddoc}"), view.to_string());
             crate::view::query(req.db, ddoc, view, params, Some(req.partition)).await
         }
@@ -134,25 +141,23 @@ async fn info(
 
 /// `_all_docs` over the partition's ids.
 async fn all_docs(req: PartitionRequest, body: Option<RawBody>) -> ApiResult<Response> {
-    let PartitionRequest { db, partition, params } = req;
+    let PartitionRequest { db, partition, params, limit } = req;
     let mut params = params;
     if let Some(body) = body {
         params.merge_json(&body.request_object()?);
     }
     params.remove("partition");
-    check_limit(&params)?;
+    check_limit(&params, limit)?;
     let prefix = format!("{partition}:");
     all_docs::run(db, params, Some(prefix), Some(partition)).await
 }
 
-/// A partition query's `limit` may not exceed [`PARTITION_QUERY_LIMIT`].
-fn check_limit(params: &Params) -> ApiResult<()> {
+/// A partition query's `limit` may not exceed `max` (`partition_query_limit`).
+fn check_limit(params: &Params, max: u64) -> ApiResult<()> {
     if let Some(limit) = params.u64("limit")?
-        && limit > PARTITION_QUERY_LIMIT
+        && limit > max
     {
-        return Err(ApiError::query_parse(format!(
-            "Limit is too large, must not exceed {PARTITION_QUERY_LIMIT}"
-        )));
+        return Err(ApiError::query_parse(format!("Limit is too large, must not exceed {max}")));
     }
     Ok(())
 }

@@ -171,8 +171,7 @@ pub async fn active_tasks(
     Ok(render::json(StatusCode::OK, Value::Array(tasks)))
 }
 
-/// The node name tasks report (CouchDB's `node`).
-const NODE: &str = "bunko@127.0.0.1";
+use crate::node::NODE;
 
 /// `done` of `total` as a whole percentage, 0 to 100.
 fn percent(done: u64, total: u64) -> u64 {

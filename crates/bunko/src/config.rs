@@ -1,5 +1,7 @@
 //! Settings: command-line flags, the `BUNKO_ADMIN` environment variable and an optional
-//! TOML file. Flags win over the file.
+//! TOML file. Flags win over the file. These are the start-up values: changes made through
+//! `/_node/{node}/_config` are persisted in the data directory and override them
+//! (`bunko_engine::settings`, `docs/config.md`).
 //!
 //! ```toml
 //! [admins]

@@ -179,7 +179,7 @@ impl Database {
         }
         let sample = sample::take(self, options)?;
         let t = &options.thresholds;
-        let max_doc = self.config.limits.max_document_size as u64;
+        let max_doc = self.config.get().limits.max_document_size as u64;
         let mut findings = Vec::new();
         findings.extend(arrays::check(&sample, t));
         findings.extend(size::check(self, &sample, t, max_doc)?);

@@ -39,7 +39,7 @@ pub fn check(db: &Database, t: &Thresholds) -> Result<Vec<Finding>> {
     if parts.list.is_empty() {
         return Ok(Vec::new());
     }
-    let cap = db.config.max_partition_size;
+    let cap = db.config.get().max_partition_size;
     let found = [
         too_few(&parts, t),
         one_document(&parts),

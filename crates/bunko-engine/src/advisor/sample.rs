@@ -90,7 +90,7 @@ impl Sample {
 /// Samples `db` within `options`' bounds.
 pub fn take(db: &Database, options: &Options) -> Result<Sample> {
     let started = Instant::now();
-    let max_doc = db.config.limits.max_document_size as f64;
+    let max_doc = db.config.get().limits.max_document_size as f64;
     let large_at = (options.thresholds.document_fraction * max_doc) as u64;
     let mut sample = Sample { complete: true, ..Default::default() };
     let mut reservoir: Vec<String> = Vec::with_capacity(options.sample_size);

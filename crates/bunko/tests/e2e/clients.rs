@@ -221,12 +221,14 @@ fn nano_crud_views_and_changes() {
 }
 
 #[test]
-fn pouchdb_replicates_both_ways_with_a_conflict() {
+fn pouchdb_replicates_both_ways_with_attachments_and_a_conflict() {
     let Some(cmd) = node("pouchdb_sync.js") else { return };
     let s = Server::start();
     let steps = [
         "push to Bunko",
+        "attachments pushed to Bunko",
         "pull from Bunko",
+        "attachments pulled from Bunko",
         "conflict replicated both ways, same winner",
         "conflict resolved and replicated",
     ];

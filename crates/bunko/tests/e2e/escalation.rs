@@ -65,6 +65,9 @@ fn paths(db: &str, ids: &[String]) -> Vec<String> {
             .replace("{ddoc}", "evil")
             .replace("{view}", "v")
             .replace("{name}", "p")
+            .replace("{node}", "_local")
+            .replace("{section}", "admins")
+            .replace("{key}", "eve")
             .replace("{*attachment}", "att.txt")
             .replace("{*rest}", rest);
         if filled.contains("{id}") {
@@ -87,7 +90,8 @@ fn encode(segment: &str) -> String {
 fn payloads(s: &Server, attacker: &Attacker, db: &str) -> Vec<Value> {
     let name = attacker.name;
     let hash = "0123456789abcdef0123456789abcdef";
-    let mut all = Vec::new();
+    // A `_config` value: a password for `admins/eve`.
+    let mut all = vec![json!(PASSWORD)];
     if db == "_users" {
         let mut own = s.get_doc("_users", &encode(&user_id(name)));
         own["roles"] = json!(["_admin"]);
@@ -140,7 +144,11 @@ fn wrote(path: &str, status: u16, body: &Value, member: bool) -> bool {
         || body["results"].as_array().is_some_and(|rows| rows.iter().any(forbidden_doc));
     let setting =
         (path.ends_with("_security") || path.ends_with("_revs_limit")) && body["ok"] == json!(true);
-    forbidden_doc(body) || rows || setting || body["result"].is_string()
+    forbidden_doc(body)
+        || rows
+        || setting
+        || body["result"].is_string()
+        || path.starts_with("/_node")
 }
 
 /// Every write method on every path with every payload; panics on the first write that
@@ -205,6 +213,8 @@ fn assert_unchanged(s: &Server, attacker: &Attacker, security: &[(String, Value)
         assert_eq!(s.get(&format!("/{db}/_revs_limit")).1, json!(1000));
     }
     assert_eq!(s.get("/_users/org.couchdb.user:vic").1["roles"], json!([]));
+    let (_, admins) = s.get("/_node/_local/_config/admins");
+    assert!(admins.get("eve").is_none(), "a server admin was added: {admins}");
 }
 
 fn securities(s: &Server) -> Vec<(String, Value)> {

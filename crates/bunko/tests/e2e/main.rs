@@ -9,11 +9,13 @@ mod harness;
 
 mod advisor;
 mod all_docs;
+mod attachments;
 mod auth;
 mod bad_input;
 mod bulk;
 mod changes;
 mod clients;
+mod config;
 mod crash;
 mod databases;
 mod documents;

@@ -1,0 +1,315 @@
+//! Attachments: their metadata lives in the revision body, their bytes in chunks.
+//!
+//! - **Metadata.** A revision with attachments stores them as the last member of its body,
+//!   `"_attachments": {name: {"content_type", "revpos", "digest", "length", "stub": true}}`,
+//!   exactly the stubs CouchDB shows, so every reader (`GET`, `_all_docs`, `_changes`,
+//!   views, Mango) sees them without a second lookup, as CouchDB's map functions do.
+//! - **Bodies.** The bytes are stored once per database under `AttChunk(db, md5, n)`,
+//!   [`CHUNK`] bytes a key: content-addressed, so a stub (an edit that keeps an
+//!   attachment) or a second document with the same bytes writes no bytes at all.
+//!   New chunks go into the batch of the document write that brings them (one commit per
+//!   operation), and their size is added to the database's `sizes.active`.
+//! - **Reads** stream chunk by chunk from a snapshot ([`Database::attachment_chunks`]).
+//! - **Compaction** (`crate::compact`) removes the chunks no leaf revision refers to.
+//!
+//! The revision id covers the attachments as CouchDB's `couch_db:new_revid` does: the
+//! `(name, content_type, md5)` of each, in reverse order ([`bunko_doc::RevId::next_with`]).
+//! Bunko stores every attachment as sent (`encoding` identity); CouchDB gzips
+//! compressible types and digests the gzipped bytes, so for those the digest and the
+//! revision id differ from CouchDB's.
+
+use std::collections::HashSet;
+
+use bunko_doc::RevId;
+use bunko_doc::att::{self, AttBody, AttIn};
+use bunko_doc::body::ParsedDoc;
+use bunko_storage::{Batch, Iter};
+use serde_json::{Map, Value, json};
+
+use crate::database::Database;
+use crate::keys::{self, Key};
+use crate::security::UserCtx;
+use crate::write::WriteOptions;
+use crate::{Error, Result};
+
+/// Bytes per stored chunk.
+pub const CHUNK: usize = 64 * 1024;
+
+/// One attachment of a stored revision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttMeta {
+    pub name: String,
+    pub content_type: String,
+    pub md5: [u8; 16],
+    pub length: u64,
+    pub revpos: u64,
+}
+
+impl AttMeta {
+    /// The stub CouchDB shows (`couch_att:to_json` without data).
+    pub fn stub_json(&self) -> Value {
+        json!({
+            "content_type": self.content_type,
+            "revpos": self.revpos,
+            "digest": att::digest_text(&self.md5),
+            "length": self.length,
+            "stub": true,
+        })
+    }
+
+    fn from_json(name: &str, props: &Value) -> Option<AttMeta> {
+        Some(AttMeta {
+            name: name.to_string(),
+            content_type: props.get("content_type")?.as_str()?.to_string(),
+            md5: att::parse_digest(props.get("digest")?.as_str()?)?,
+            length: props.get("length")?.as_u64()?,
+            revpos: props.get("revpos")?.as_u64()?,
+        })
+    }
+}
+
+/// The attachments recorded in a stored body, in order.
+pub fn of_body(body: &[u8]) -> Vec<AttMeta> {
+    // Cheap test first: most bodies have none.
+    if !body.windows(14).any(|w| w == b"\"_attachments\"") {
+        return Vec::new();
+    }
+    let Ok(Value::Object(map)) = serde_json::from_slice::<Value>(body) else { return Vec::new() };
+    match map.get("_attachments") {
+        Some(Value::Object(atts)) => {
+            atts.iter().filter_map(|(name, props)| AttMeta::from_json(name, props)).collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// `body` (compact JSON of the user's fields) with `_attachments` appended.
+pub(crate) fn with_atts(mut body: Vec<u8>, atts: &[AttMeta]) -> Vec<u8> {
+    if atts.is_empty() {
+        return body;
+    }
+    let stubs: Map<String, Value> = atts.iter().map(|a| (a.name.clone(), a.stub_json())).collect();
+    let member = format!("\"_attachments\":{}", Value::Object(stubs));
+    if body.last() == Some(&b'}') {
+        body.pop();
+        if body.len() > 1 {
+            body.push(b',');
+        }
+        body.extend_from_slice(member.as_bytes());
+        body.push(b'}');
+    }
+    body
+}
+
+/// What a revision id covers of one attachment: name, content type, MD5.
+pub type AttHash<'a> = (&'a str, &'a str, [u8; 16]);
+
+/// What a write's attachments resolved to.
+pub(crate) struct Resolved {
+    pub metas: Vec<AttMeta>,
+    /// The new chunks, added to the commit only if the document's write succeeds.
+    pub chunks: Batch,
+    /// Their digests and total size.
+    pub new: Vec<[u8; 16]>,
+    pub added: u64,
+}
+
+impl Resolved {
+    /// `(name, type, md5)` in the order CouchDB hashes them.
+    pub fn hash_input(&self) -> Vec<AttHash<'_>> {
+        self.metas.iter().rev().map(|a| (a.name.as_str(), a.content_type.as_str(), a.md5)).collect()
+    }
+}
+
+impl Database {
+    /// Resolves the attachments of `doc`: data becomes new chunks (unless stored already,
+    /// or written earlier in this commit: `written`), a stub takes the attachment of
+    /// that name from `parent` (the edited revision's body), or, in a replicated write,
+    /// the stored body its digest names. `revpos` is the new revision's generation.
+    pub(crate) fn resolve_atts(
+        &self,
+        doc: &ParsedDoc,
+        parent: Option<&[u8]>,
+        revpos: u64,
+        new_edits: bool,
+        written: &HashSet<[u8; 16]>,
+    ) -> Result<Resolved> {
+        let mut resolved =
+            Resolved { metas: Vec::new(), chunks: Batch::new(), new: Vec::new(), added: 0 };
+        let Some(atts) = &doc.attachments else { return Ok(resolved) };
+        let id = doc.id.as_deref().unwrap_or_default();
+        let stored = parent.map(of_body).unwrap_or_default();
+        let max = self.config.get().max_attachment_size;
+        for AttIn { name, content_type, revpos: sent_revpos, body } in atts {
+            // CouchDB's `set_new_att_revpos` gives new data the new generation in an
+            // interactive edit; a replicated write keeps what the source said.
+            let revpos = if new_edits { revpos } else { sent_revpos.unwrap_or(revpos) };
+            let meta = match body {
+                AttBody::Data { bytes, md5 } => {
+                    if bytes.len() as u64 > max {
+                        return Err(Error::AttachmentTooLarge(name.clone()));
+                    }
+                    let known = written.contains(md5) || resolved.new.contains(md5);
+                    if !known && !self.has_att_body(md5, bytes.len() as u64)? {
+                        for (n, chunk) in bytes.chunks(CHUNK).enumerate() {
+                            let key = Key::AttChunk(self.id(), md5, n as u64).encode();
+                            resolved.chunks.put(key, chunk.to_vec());
+                        }
+                        resolved.new.push(*md5);
+                        resolved.added += bytes.len() as u64;
+                    }
+                    AttMeta {
+                        name: name.clone(),
+                        content_type: content_type.clone(),
+                        md5: *md5,
+                        length: bytes.len() as u64,
+                        revpos,
+                    }
+                }
+                AttBody::Follows => {
+                    return Err(Error::BadRequest(format!(
+                        "Attachment {name} follows the document, but no multipart/related \
+                         part carried it"
+                    )));
+                }
+                AttBody::Stub { digest, length } => {
+                    let missing = || {
+                        Error::MissingStub(format!("Invalid attachment stub in {id} for {name}"))
+                    };
+                    if new_edits {
+                        stored.iter().find(|a| a.name == *name).cloned().ok_or_else(missing)?
+                    } else {
+                        let (Some(md5), Some(length)) = (digest, length) else {
+                            return Err(missing());
+                        };
+                        if !self.has_att_body(md5, *length)? {
+                            return Err(missing());
+                        }
+                        AttMeta {
+                            name: name.clone(),
+                            content_type: content_type.clone(),
+                            md5: *md5,
+                            length: *length,
+                            revpos,
+                        }
+                    }
+                }
+            };
+            resolved.metas.push(meta);
+        }
+        Ok(resolved)
+    }
+
+    /// Whether the body with this digest is stored (an empty one always is).
+    fn has_att_body(&self, md5: &[u8; 16], length: u64) -> Result<bool> {
+        if length == 0 {
+            return Ok(true);
+        }
+        Ok(self.store.get(&Key::AttChunk(self.id(), md5, 0).encode())?.is_some())
+    }
+
+    /// The attachment `name` of the document's winner or of `rev`
+    /// (`404 not_found` "Document is missing attachment").
+    pub fn attachment(&self, id: &str, rev: Option<&RevId>, name: &str) -> Result<AttMeta> {
+        let doc = self.get(id, rev)?;
+        of_body(&doc.body)
+            .into_iter()
+            .find(|a| a.name == name)
+            .ok_or_else(|| Error::NotFound("Document is missing attachment".to_string()))
+    }
+
+    /// The chunks of an attachment body, read from one snapshot as they are consumed.
+    pub fn attachment_chunks(&self, md5: &[u8; 16]) -> impl Iterator<Item = Result<Vec<u8>>> {
+        let range = keys::att_body_range(self.id(), md5);
+        Iter::new(self.snapshot(), range, false, 4).map(|entry| Ok(entry?.1))
+    }
+
+    /// A whole attachment body (for inline `attachments=true`).
+    pub fn attachment_data(&self, md5: &[u8; 16]) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        for chunk in self.attachment_chunks(md5) {
+            out.extend_from_slice(&chunk?);
+        }
+        Ok(out)
+    }
+
+    /// `PUT /{db}/{id}/{name}`: a new revision of the document (created if absent and no
+    /// `rev` is given) with this attachment added or replaced, as `ctx`.
+    pub fn put_attachment(
+        &self,
+        ctx: &UserCtx,
+        id: &str,
+        rev: Option<RevId>,
+        name: &str,
+        content_type: &str,
+        bytes: Vec<u8>,
+    ) -> Result<RevId> {
+        // The write gate answers first, so a user who may not write learns nothing of the
+        // document (`update_docs` asks it again for the write itself).
+        self.admit_doc(&self.security_object()?, ctx, id)?;
+        att::validate_name(name)?;
+        let mut doc = self.editable(id, rev.as_ref())?;
+        let atts = doc.attachments.get_or_insert_with(Vec::new);
+        atts.retain(|a| a.name != name);
+        let md5 = att::md5(&bytes);
+        // First, as CouchDB's `chttpd_db:db_attachment_req` puts it (the order is hashed).
+        atts.insert(
+            0,
+            AttIn {
+                name: name.to_string(),
+                content_type: content_type.to_string(),
+                revpos: None,
+                body: AttBody::Data { bytes, md5 },
+            },
+        );
+        doc.rev = rev;
+        self.put(ctx, doc, WriteOptions::default())
+    }
+
+    /// `DELETE /{db}/{id}/{name}?rev=`: a new revision without the attachment.
+    pub fn delete_attachment(
+        &self,
+        ctx: &UserCtx,
+        id: &str,
+        rev: Option<RevId>,
+        name: &str,
+    ) -> Result<RevId> {
+        self.admit_doc(&self.security_object()?, ctx, id)?;
+        let Some(rev) = rev else {
+            // CouchDB looks for the document and the attachment first (`404`), then finds
+            // the edit names no revision (`409`).
+            self.attachment(id, None, name)?;
+            return Err(Error::Conflict);
+        };
+        let mut doc = self.editable(id, Some(&rev))?;
+        let atts = doc.attachments.get_or_insert_with(Vec::new);
+        let before = atts.len();
+        atts.retain(|a| a.name != name);
+        if atts.len() == before {
+            return Err(Error::NotFound("Document is missing attachment".to_string()));
+        }
+        doc.rev = Some(rev);
+        self.put(ctx, doc, WriteOptions::default())
+    }
+
+    /// The revision `rev` (or a new empty document when there is none) as a document to
+    /// edit, its attachments as stubs. A `rev` that is not current fails at the write.
+    fn editable(&self, id: &str, rev: Option<&RevId>) -> Result<ParsedDoc> {
+        let mut doc = ParsedDoc { id: Some(id.to_string()), ..Default::default() };
+        let Some(rev) = rev else { return Ok(doc) };
+        let found = match self.get(id, Some(rev)) {
+            Ok(found) => found,
+            Err(Error::NotFound(_)) => return Err(Error::Conflict),
+            Err(err) => return Err(err),
+        };
+        let Ok(Value::Object(mut body)) = serde_json::from_slice::<Value>(&found.body) else {
+            return Err(Error::Corrupt(format!("the body of {id} is not an object")));
+        };
+        let stored = body.shift_remove("_attachments");
+        doc.body = body;
+        if let Some(Value::Object(stubs)) = stored {
+            doc.attachments = Some(att::parse(stubs)?);
+        }
+        Ok(doc)
+    }
+}

@@ -1,0 +1,127 @@
+//! `/_node/{node}`: the node's name and its run-time settings (`_config`), as CouchDB 3.4's
+//! `chttpd_node` serves them. Everything under `/_node` needs a server admin (CouchDB's
+//! `chttpd_auth_request`). `{node}` is `_local` or this node's name ([`NODE`]); any other is
+//! `404 not_found` "no such node". Values are JSON strings; a change is applied at once and
+//! persisted by the engine ([`bunko_engine::Engine::set_config`]), whatever
+//! `X-Couch-Persist` says.
+
+use axum::extract::{Path, State as AxState};
+use axum::http::StatusCode;
+use axum::response::Response;
+use axum::routing::{get, post};
+use axum::{Extension, Router};
+use serde_json::{Value, json};
+
+use crate::auth::require_server_admin;
+use crate::body::RawBody;
+use crate::error::{ApiError, ApiResult};
+use crate::{State, UserCtx, blocking, render};
+
+/// This node's name, as `GET /_node/_local` and `_active_tasks` report it.
+pub const NODE: &str = "bunko@127.0.0.1";
+
+pub fn routes() -> Router<State> {
+    Router::new()
+        .route("/_node/{node}", get(name))
+        .route("/_node/{node}/_config", get(all))
+        .route("/_node/{node}/_config/_reload", post(reload))
+        .route("/_node/{node}/_config/{section}", get(section))
+        .route("/_node/{node}/_config/{section}/{key}", get(value).put(set).delete(remove))
+}
+
+/// Fails unless `ctx` is a server admin and `node` names this node.
+fn check(ctx: &UserCtx, node: &str) -> ApiResult<()> {
+    require_server_admin(ctx)?;
+    if node == "_local" || node == NODE {
+        Ok(())
+    } else {
+        Err(ApiError::not_found(format!("no such node: {node}")))
+    }
+}
+
+async fn name(Extension(ctx): Extension<UserCtx>, Path(node): Path<String>) -> ApiResult<Response> {
+    check(&ctx, &node)?;
+    Ok(render::json(StatusCode::OK, json!({"name": NODE})))
+}
+
+async fn all(
+    AxState(state): AxState<State>,
+    Extension(ctx): Extension<UserCtx>,
+    Path(node): Path<String>,
+) -> ApiResult<Response> {
+    check(&ctx, &node)?;
+    let values = blocking(move || Ok(state.engine.config_values())).await?;
+    Ok(render::json(StatusCode::OK, json!(values)))
+}
+
+/// `POST …/_config/_reload`: every change is already persisted, so there is nothing to
+/// flush; answers CouchDB's `{"ok": true}`.
+async fn reload(
+    Extension(ctx): Extension<UserCtx>,
+    Path(node): Path<String>,
+) -> ApiResult<Response> {
+    check(&ctx, &node)?;
+    Ok(render::json(StatusCode::OK, json!({"ok": true})))
+}
+
+async fn section(
+    AxState(state): AxState<State>,
+    Extension(ctx): Extension<UserCtx>,
+    Path((node, section)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    check(&ctx, &node)?;
+    let values = blocking(move || Ok(state.engine.config_values())).await?;
+    let keys = values.get(&section).cloned().unwrap_or_default();
+    Ok(render::json(StatusCode::OK, json!(keys)))
+}
+
+fn unknown() -> ApiError {
+    ApiError::not_found("unknown_config_value")
+}
+
+async fn value(
+    AxState(state): AxState<State>,
+    Extension(ctx): Extension<UserCtx>,
+    Path((node, section, key)): Path<(String, String, String)>,
+) -> ApiResult<Response> {
+    check(&ctx, &node)?;
+    let value = blocking(move || Ok(state.engine.config_value(&section, &key))).await?;
+    Ok(render::json(StatusCode::OK, Value::String(value.ok_or_else(unknown)?)))
+}
+
+async fn set(
+    AxState(state): AxState<State>,
+    Extension(ctx): Extension<UserCtx>,
+    Path((node, section, key)): Path<(String, String, String)>,
+    body: RawBody,
+) -> ApiResult<Response> {
+    check(&ctx, &node)?;
+    let Ok(Value::String(new)) = body.json() else {
+        return Err(ApiError::bad_request("a JSON string expected"));
+    };
+    let old = blocking(move || {
+        let old = state.engine.set_config(&ctx, &section, &key, Some(&new))?;
+        state.refresh();
+        Ok(old)
+    })
+    .await?;
+    Ok(render::json(StatusCode::OK, Value::String(old.unwrap_or_default())))
+}
+
+async fn remove(
+    AxState(state): AxState<State>,
+    Extension(ctx): Extension<UserCtx>,
+    Path((node, section, key)): Path<(String, String, String)>,
+) -> ApiResult<Response> {
+    check(&ctx, &node)?;
+    let old = blocking(move || {
+        if state.engine.config_value(&section, &key).is_none() {
+            return Err(unknown());
+        }
+        let old = state.engine.set_config(&ctx, &section, &key, None)?;
+        state.refresh();
+        Ok(old)
+    })
+    .await?;
+    Ok(render::json(StatusCode::OK, Value::String(old.unwrap_or_default())))
+}

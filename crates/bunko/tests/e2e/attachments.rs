@@ -1,0 +1,334 @@
+//! Attachments (issue 16, point 2), as CouchDB 3.4 serves them (`attachments_test.exs`,
+//! `attachment_names_test.exs`, `attachment_ranges_test.exs`; `couch_att` for the shapes):
+//! inline base64 in documents, standalone `PUT/GET/DELETE /{db}/{doc}/{name}`, stubs,
+//! ranges, `ETag`s, the size limit, compaction and streaming.
+
+use std::time::Duration;
+
+use reqwest::Method;
+use reqwest::blocking::Response;
+use serde_json::{Value, json};
+
+use crate::harness::{Server, assert_error, send};
+
+/// md5("hello world") in base64, as CouchDB's `digest` shows it.
+const HELLO_DIGEST: &str = "md5-XrY7u+Ae7tCTyyK7j1rNww==";
+
+fn setup() -> Server {
+    let s = Server::start();
+    s.create_db("db");
+    s
+}
+
+fn raw_get(s: &Server, path: &str, headers: &[(&str, &str)]) -> Response {
+    let mut req = s.req(Method::GET, path);
+    for (name, value) in headers {
+        req = req.header(*name, *value);
+    }
+    req.send().expect("request")
+}
+
+fn put_att(s: &Server, path: &str, content_type: &str, body: Vec<u8>) -> (u16, Value) {
+    send(s.req(Method::PUT, path).header("Content-Type", content_type).body(body))
+}
+
+#[test]
+fn inline_attachments_are_stored_as_stubs_and_read_back_with_attachments_true() {
+    let s = setup();
+    let doc = json!({"title": "note", "_attachments": {
+        "hello.txt": {"content_type": "text/plain", "data": "aGVsbG8gd29ybGQ="}}});
+    let (status, put) = s.put("/db/note", &doc);
+    assert_eq!(status, 201, "{put}");
+    let got = s.get_doc("db", "note");
+    assert_eq!(got["title"], "note");
+    assert_eq!(
+        got["_attachments"],
+        json!({"hello.txt": {"content_type": "text/plain", "revpos": 1,
+                             "digest": HELLO_DIGEST, "length": 11, "stub": true}})
+    );
+    let (_, full) = s.get("/db/note?attachments=true");
+    assert_eq!(
+        full["_attachments"]["hello.txt"],
+        json!({"content_type": "text/plain", "revpos": 1, "digest": HELLO_DIGEST,
+               "data": "aGVsbG8gd29ybGQ="})
+    );
+    // The standalone GET gives the bytes; the design document carries attachments too.
+    let resp = raw_get(&s, "/db/note/hello.txt", &[]);
+    assert_eq!(resp.headers()["content-type"], "text/plain");
+    assert_eq!(resp.text().expect("body"), "hello world");
+    let ddoc = json!({"_attachments": {"logo.png": {"content_type": "image/png", "data": "iVBO"}}});
+    assert_eq!(s.put("/db/_design/app", &ddoc).0, 201);
+    let logo = raw_get(&s, "/db/_design/app/logo.png", &[]).bytes().expect("body");
+    assert_eq!(logo.as_ref(), [0x89, 0x50, 0x4e]);
+    // _all_docs and _bulk_get show the same stubs; _bulk_get inlines with attachments=true.
+    let (_, all) = s.get("/db/_all_docs?include_docs=true&key=%22note%22");
+    assert_eq!(all["rows"][0]["doc"]["_attachments"], got["_attachments"]);
+    let (_, all) = s.get("/db/_all_docs?include_docs=true&attachments=true&key=%22note%22");
+    assert_eq!(all["rows"][0]["doc"]["_attachments"]["hello.txt"]["data"], "aGVsbG8gd29ybGQ=");
+    let keys = json!({"keys": ["note", "absent"]});
+    let (_, all) = s.post("/db/_all_docs?include_docs=true&attachments=true", &keys);
+    assert_eq!(all["rows"][0]["doc"]["_attachments"]["hello.txt"]["data"], "aGVsbG8gd29ybGQ=");
+    assert_eq!(all["rows"][1]["error"], "not_found", "{all}");
+    let (_, changes) = s.get("/db/_changes?include_docs=true&attachments=true");
+    let note = changes["results"].as_array().and_then(|r| r.iter().find(|c| c["id"] == "note"));
+    let data = note.map(|c| c["doc"]["_attachments"]["hello.txt"]["data"].clone());
+    assert_eq!(data, Some(json!("aGVsbG8gd29ybGQ=")), "{changes}");
+    let bulk = json!({"docs": [{"id": "note"}]});
+    let (_, bulk) = s.post("/db/_bulk_get?attachments=true", &bulk);
+    let inlined = &bulk["results"][0]["docs"][0]["ok"]["_attachments"]["hello.txt"];
+    assert_eq!(inlined["data"], "aGVsbG8gd29ybGQ=", "{bulk}");
+}
+
+#[test]
+fn stubs_keep_data_and_revpos_and_atts_since_sends_only_newer_data() {
+    let s = setup();
+    let doc = json!({"v": 1, "_attachments": {
+        "a.txt": {"content_type": "text/plain", "data": "aGVsbG8gd29ybGQ="}}});
+    let r1 = s.put_doc("db", "d", &doc);
+    let mut next = s.get_doc("db", "d");
+    next["v"] = json!(2);
+    let r2 = s.put_doc("db", "d", &next);
+    let got = s.get_doc("db", "d");
+    assert_eq!(got["_attachments"]["a.txt"]["revpos"], 1);
+    assert_eq!(got["_attachments"]["a.txt"]["digest"], HELLO_DIGEST);
+    let (status, r3) = put_att(&s, &format!("/db/d/b.bin?rev={r2}"), "application/x-b", vec![1, 2]);
+    assert_eq!(status, 201, "{r3}");
+    let r3 = r3["rev"].as_str().unwrap_or_default().to_string();
+    assert!(r3.starts_with("3-"), "{r3}");
+    // A standalone upload goes first, as in CouchDB (whose revision id hashes the order).
+    let names: Vec<String> = s.get_doc("db", "d")["_attachments"]
+        .as_object()
+        .map_or(vec![], |m| m.keys().cloned().collect());
+    assert_eq!(names, ["b.bin", "a.txt"]);
+    let (_, since) = s.get(&format!("/db/d?atts_since=%5B%22{r2}%22%5D"));
+    let atts = &since["_attachments"];
+    assert_eq!(atts["a.txt"]["stub"], true, "{since}");
+    assert_eq!(atts["b.bin"]["data"], "AQI=", "{since}");
+    assert_eq!(atts["b.bin"]["revpos"], 3);
+    // Unknown revisions in atts_since: all data.
+    let (_, all) = s.get("/db/d?atts_since=%5B%221-abc%22%5D");
+    assert_eq!(all["_attachments"]["a.txt"]["data"], "aGVsbG8gd29ybGQ=");
+    // A stub for an attachment the revision does not have is CouchDB's 412.
+    let bad = json!({"_rev": r3, "_attachments": {"nope": {"stub": true}}});
+    assert_eq!(s.put("/db/d", &bad).0, 412);
+    // Leaving `_attachments` out removes them, as in CouchDB.
+    let mut plain = s.get_doc("db", "d");
+    plain.as_object_mut().map(|o| o.remove("_attachments"));
+    s.put_doc("db", "d", &plain);
+    assert!(s.get_doc("db", "d").get("_attachments").is_none());
+    assert_eq!(s.get(&format!("/db/d?rev={r1}")).1["_attachments"]["a.txt"]["revpos"], 1);
+}
+
+#[test]
+fn standalone_put_get_delete_with_names_containing_slashes() {
+    let s = setup();
+    let (status, created) = put_att(&s, "/db/files/dir/readme.txt", "text/plain", b"hi".to_vec());
+    assert_eq!(status, 201, "{created}");
+    let rev = created["rev"].as_str().unwrap_or_default().to_string();
+    assert_eq!(raw_get(&s, "/db/files/dir/readme.txt", &[]).text().expect("body"), "hi");
+    // Without the current rev: 409, as CouchDB.
+    assert_eq!(put_att(&s, "/db/files/other.txt", "text/plain", b"x".to_vec()).0, 409);
+    let del = send(s.req(Method::DELETE, &format!("/db/files/dir/readme.txt?rev={rev}")));
+    assert_eq!(del.0, 200, "{}", del.1);
+    let missing = s.get("/db/files/dir/readme.txt");
+    assert_error(missing, 404, "not_found", "Document is missing attachment");
+    assert_eq!(s.get(&format!("/db/files/dir/readme.txt?rev={rev}")).0, 200);
+    let no_rev = send(s.req(Method::DELETE, "/db/files/dir/readme.txt"));
+    assert_error(no_rev, 404, "not_found", "Document is missing attachment");
+    let rev = del.1["rev"].as_str().unwrap_or_default();
+    let gone = send(s.req(Method::DELETE, &format!("/db/files/dir/readme.txt?rev={rev}")));
+    assert_error(gone, 404, "not_found", "Document is missing attachment");
+}
+
+#[test]
+fn etag_ranges_and_head_follow_http() {
+    let s = setup();
+    let body: Vec<u8> = (0..=255u8).cycle().take(200_000).collect();
+    let (_, created) = put_att(&s, "/db/bin/data", "application/octet-stream", body.clone());
+    assert_eq!(created["ok"], true, "{created}");
+    let full = raw_get(&s, "/db/bin/data", &[]);
+    let etag = full.headers()["etag"].to_str().unwrap_or_default().to_string();
+    assert_eq!(full.headers()["accept-ranges"], "bytes");
+    assert_eq!(full.bytes().expect("body").as_ref(), body.as_slice());
+    let again = raw_get(&s, "/db/bin/data", &[("If-None-Match", &etag)]);
+    assert_eq!(again.status(), 304);
+    let part = raw_get(&s, "/db/bin/data", &[("Range", "bytes=65530-65545")]);
+    assert_eq!(part.status(), 206);
+    assert_eq!(part.headers()["content-range"], "bytes 65530-65545/200000");
+    assert_eq!(part.bytes().expect("body").as_ref(), &body[65530..=65545]);
+    let tail = raw_get(&s, "/db/bin/data", &[("Range", "bytes=-5")]);
+    assert_eq!(tail.bytes().expect("body").as_ref(), &body[199_995..]);
+    let past = raw_get(&s, "/db/bin/data", &[("Range", "bytes=300000-")]);
+    assert_eq!(past.status(), 416);
+    let head = s.head("/db/bin/data");
+    assert_eq!(head.status(), 200);
+    assert_eq!(head.headers()["content-length"], "200000");
+    assert_eq!(head.headers()["etag"].to_str().unwrap_or_default(), etag);
+}
+
+#[test]
+fn attachments_over_the_limit_are_413_and_nothing_is_written() {
+    let s = setup();
+    let rev = s.put_doc("db", "d", &json!({"a": 1}));
+    let limit = "/_node/_local/_config/couchdb/max_attachment_size";
+    assert_eq!(s.put(limit, &json!("10")).0, 200);
+    let big = put_att(&s, &format!("/db/d/big.bin?rev={rev}"), "application/x", vec![7; 11]);
+    assert_error(big, 413, "attachment_too_large", "big.bin");
+    let inline = json!({"_rev": rev, "_attachments": {"i.bin": {"data": "AAAAAAAAAAAAAAAA"}}});
+    assert_error(s.put("/db/d", &inline), 413, "attachment_too_large", "i.bin");
+    assert_eq!(s.get_doc("db", "d")["_rev"], json!(rev));
+    let ok = put_att(&s, &format!("/db/d/ok.bin?rev={rev}"), "application/x", vec![7; 10]);
+    assert_eq!(ok.0, 201);
+    assert_eq!(s.put(limit, &json!("infinity")).0, 200);
+    let rev = ok.1["rev"].as_str().unwrap_or_default().to_string();
+    let big = put_att(&s, &format!("/db/d/big.bin?rev={rev}"), "application/x", vec![7; 11]);
+    assert_eq!(big.0, 201, "{}", big.1);
+}
+
+/// `sizes.active` of `GET /{db}` counts stored attachment bodies once each.
+fn active(s: &Server) -> u64 {
+    s.db_info("db")["sizes"]["active"].as_u64().unwrap_or_default()
+}
+
+#[test]
+fn compaction_removes_bodies_no_leaf_refers_to() {
+    let s = setup();
+    let r1 = put_att(&s, "/db/d/a.bin", "application/x", vec![1; 300_000]).1;
+    let r1 = r1["rev"].as_str().unwrap_or_default().to_string();
+    // The same bytes in a second document are stored once.
+    let before_copy = active(&s);
+    put_att(&s, "/db/e/same.bin", "application/x", vec![1; 300_000]);
+    assert!(active(&s) < before_copy + 300_000, "the copy stored its bytes again");
+    let r2 = put_att(&s, &format!("/db/d/a.bin?rev={r1}"), "application/x", vec![2; 200_000]).1;
+    let r2 = r2["rev"].as_str().unwrap_or_default().to_string();
+    send(s.req(
+        Method::DELETE,
+        &format!("/db/e?rev={}", s.get_doc("db", "e")["_rev"].as_str().unwrap_or_default()),
+    ));
+    let with_orphan = active(&s);
+    assert!(with_orphan >= 500_000, "{with_orphan}");
+    // Until compaction the old revision's attachment is still there.
+    assert_eq!(s.get(&format!("/db/d/a.bin?rev={r1}")).0, 200);
+    let compact =
+        send(s.req(Method::POST, "/db/_compact").header("Content-Type", "application/json"));
+    assert_eq!(compact.0, 202, "{}", compact.1);
+    let mut after = with_orphan;
+    for _ in 0..400 {
+        after = active(&s);
+        if after + 300_000 <= with_orphan {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(after + 300_000 <= with_orphan, "orphan body kept: {with_orphan} -> {after}");
+    let current = raw_get(&s, "/db/d/a.bin", &[]).bytes().expect("body");
+    assert_eq!(current.as_ref(), vec![2u8; 200_000].as_slice());
+    assert_eq!(s.get_doc("db", "d")["_rev"], json!(r2));
+}
+
+#[test]
+fn a_20_mb_attachment_streams_back_intact() {
+    let s = setup();
+    let body: Vec<u8> = (0..20 * 1024 * 1024u32).map(|i| (i % 251) as u8).collect();
+    let (status, created) = put_att(&s, "/db/big/blob", "application/octet-stream", body.clone());
+    assert_eq!(status, 201, "{created}");
+    let got = raw_get(&s, "/db/big/blob", &[]);
+    assert_eq!(got.headers()["content-length"], (20 * 1024 * 1024).to_string().as_str());
+    let bytes = got.bytes().expect("body");
+    assert!(bytes.as_ref() == body.as_slice(), "the downloaded bytes differ");
+}
+
+#[test]
+fn non_members_cannot_add_or_remove_attachments() {
+    let s = Server::start_with(&["--pbkdf2-iterations", "10"], &[]);
+    s.create_db("db");
+    let rev = s.put_doc("db", "d", &json!({"a": 1}));
+    let user = json!({"_id": "org.couchdb.user:bob", "name": "bob", "type": "user",
+                      "roles": [], "password": "pw"});
+    assert_eq!(s.put("/_users/org.couchdb.user:bob", &user).0, 201);
+    let as_bob = |method: Method, path: &str| {
+        send(s.user_req(method, path, "bob", "pw").header("Content-Type", "text/plain").body("x"))
+    };
+    assert_eq!(as_bob(Method::PUT, &format!("/db/d/x.txt?rev={rev}")).0, 403);
+    assert_eq!(as_bob(Method::PUT, "/db/new/x.txt").0, 403);
+    // A stale revision or a missing attachment tells a non-member nothing either.
+    let stale = "1-0123456789abcdef0123456789abcdef";
+    assert_eq!(as_bob(Method::PUT, &format!("/db/d/x.txt?rev={stale}")).0, 403);
+    assert_eq!(as_bob(Method::DELETE, "/db/d/nothing.txt").0, 403);
+    let inline = json!({"_rev": rev, "_attachments": {"x.txt": {"data": "eA=="}}});
+    let put = send(s.user_req(Method::PUT, "/db/d", "bob", "pw").json(&inline));
+    assert_eq!(put.0, 403, "{}", put.1);
+    assert_eq!(s.get_doc("db", "d")["_rev"], json!(rev));
+    assert_eq!(s.get("/db/new").0, 404);
+}
+
+/// CouchDB's replicator pushes a document with attachments as `multipart/related` and
+/// pulls revisions as `multipart/mixed` (`couch_replicator_api_wrap`).
+#[test]
+fn multipart_related_uploads_and_multipart_mixed_open_revs() {
+    let s = setup();
+    let mut body = b"--abc\r\nContent-Type: application/json\r\n\r\n".to_vec();
+    body.extend_from_slice(
+        br#"{"title":"mp","_attachments":{"a.txt":{"follows":true,"content_type":"text/plain","length":11},"b.bin":{"follows":true,"content_type":"application/octet-stream","length":3}}}"#,
+    );
+    body.extend_from_slice(b"\r\n--abc\r\nContent-Disposition: attachment; filename=\"a.txt\"\r\n\r\nhello world\r\n--abc\r\nContent-Type: application/octet-stream\r\n\r\n\x00\x01\x02\r\n--abc--");
+    let put =
+        s.req(Method::PUT, "/db/mp").header("Content-Type", "multipart/related; boundary=\"abc\"");
+    let (status, created) = send(put.body(body));
+    assert_eq!(status, 201, "{created}");
+    let rev = created["rev"].as_str().unwrap_or_default().to_string();
+    let doc = s.get_doc("db", "mp");
+    assert_eq!(doc["_attachments"]["a.txt"]["digest"], HELLO_DIGEST);
+    assert_eq!(doc["_attachments"]["b.bin"]["length"], 3);
+    assert_eq!(raw_get(&s, "/db/mp/b.bin", &[]).bytes().expect("body").as_ref(), [0, 1, 2]);
+    let missing = "1-0123456789abcdef0123456789abcdef";
+    let path = format!("/db/mp?open_revs=%5B%22{rev}%22,%22{missing}%22%5D&revs=true");
+    let resp = raw_get(&s, &path, &[("Accept", "multipart/mixed")]);
+    let content_type = resp.headers()["content-type"].to_str().unwrap_or_default().to_string();
+    assert!(content_type.starts_with("multipart/mixed; boundary=\""), "{content_type}");
+    let text = String::from_utf8_lossy(&resp.bytes().expect("body")).into_owned();
+    assert!(text.contains("Content-Type: multipart/related; boundary="), "{text}");
+    assert!(text.contains(r#""a.txt":{"content_type":"text/plain","revpos":1,"digest":"md5-XrY7u+Ae7tCTyyK7j1rNww==","length":11,"follows":true}"#), "{text}");
+    assert!(text.contains("Content-Disposition: attachment; filename=\"a.txt\"\r\nContent-Type: text/plain\r\nContent-Length: 11\r\n\r\nhello world\r\n--"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "Content-Type: application/json; error=\"true\"\r\n\r\n{{\"missing\":\"{missing}\"}}"
+        )),
+        "{text}"
+    );
+    assert!(text.trim_end().ends_with("--"), "{text}");
+    // With atts_since naming the revision itself, nothing follows: a plain JSON part.
+    let since = format!("{path}&atts_since=%5B%22{rev}%22%5D");
+    let text = raw_get(&s, &since, &[("Accept", "multipart/mixed")]).text().expect("body");
+    assert!(!text.contains("hello world") && text.contains("\"stub\":true"), "{text}");
+    // A follows attachment without its part is refused.
+    let lone = b"--x\r\nContent-Type: application/json\r\n\r\n{\"_attachments\":{\"z\":{\"follows\":true}}}\r\n--x--".to_vec();
+    let put =
+        s.req(Method::PUT, "/db/lone").header("Content-Type", "multipart/related; boundary=x");
+    assert_error(send(put.body(lone)), 400, "bad_request", "No multipart part for attachment z");
+}
+
+/// A replicated write (`new_edits=false`) keeps the `revpos` its source sent, and a
+/// replicated stub refers to a body already stored by its digest.
+#[test]
+fn replicated_writes_keep_the_sources_revpos() {
+    let s = setup();
+    let hash = "0123456789abcdef0123456789abcdef";
+    let doc = json!({"_id": "r", "_rev": format!("3-{hash}"),
+                     "_revisions": {"start": 3, "ids": [hash, "b", "a"]},
+                     "_attachments": {"a.txt": {"content_type": "text/plain", "revpos": 2,
+                                                "data": "aGVsbG8gd29ybGQ="}}});
+    let (status, _) = s.post("/db/_bulk_docs", &json!({"docs": [doc], "new_edits": false}));
+    assert_eq!(status, 201);
+    let got = s.get_doc("db", "r");
+    assert_eq!(got["_attachments"]["a.txt"]["revpos"], 2, "{got}");
+    let stub = json!({"_id": "r", "_rev": "4-ffffffffffffffffffffffffffffffff",
+                      "_revisions": {"start": 4, "ids": ["ffffffffffffffffffffffffffffffff", hash]},
+                      "_attachments": {"a.txt": {"content_type": "text/plain", "revpos": 2,
+                                                 "digest": HELLO_DIGEST, "length": 11,
+                                                 "stub": true}}});
+    let (status, _) = s.post("/db/_bulk_docs", &json!({"docs": [stub], "new_edits": false}));
+    assert_eq!(status, 201);
+    assert_eq!(raw_get(&s, "/db/r/a.txt", &[]).text().expect("body"), "hello world");
+    assert_eq!(s.get_doc("db", "r")["_rev"], "4-ffffffffffffffffffffffffffffffff");
+}
