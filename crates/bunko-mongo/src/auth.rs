@@ -13,6 +13,8 @@
 
 use std::collections::HashMap;
 
+use parking_lot::Mutex;
+
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use bunko_engine::Engine;
@@ -37,27 +39,44 @@ struct Credentials {
 
 /// The users the MongoDB front end knows: server admins, then `_users`.
 pub struct Auth {
-    admins: HashMap<String, Credentials>,
+    /// Admin name → (their configured password, its credential), derived on first use.
+    admins: Mutex<HashMap<String, (String, Credentials)>>,
     secret: [u8; 32],
 }
 
-impl Auth {
-    pub fn new(admins: &[(String, String)]) -> Auth {
-        let admins = admins
-            .iter()
-            .map(|(name, password)| {
-                let keys = ScramKeys::new(password);
-                (name.clone(), Credentials { keys, ctx: Some(UserCtx::admin(name)) })
-            })
-            .collect();
-        Auth { admins, secret: rand::rng().random() }
+impl Default for Auth {
+    fn default() -> Auth {
+        Auth { admins: Mutex::default(), secret: rand::rng().random() }
     }
+}
 
+impl Auth {
+    /// The credential of `name`: a server admin as the engine knows them now (so one added
+    /// or removed through `_config` is at once), then `_users`, else a decoy.
     fn credentials(&self, engine: &Engine, name: &str) -> Credentials {
-        if let Some(creds) = self.admins.get(name) {
-            return creds.clone();
+        let admins = engine.logins().admins();
+        if let Some((_, secret)) = admins.iter().find(|(n, _)| n == name) {
+            return self.admin_credentials(name, secret);
         }
         user_credentials(engine, name).unwrap_or_else(|| self.decoy(name))
+    }
+
+    /// An admin configured with a plain password gets a credential derived from it (and
+    /// kept while the password stays). One stored as CouchDB's `-pbkdf2-` hash (added through
+    /// `_config`) has no SCRAM credential: the hash must not serve as one.
+    fn admin_credentials(&self, name: &str, secret: &str) -> Credentials {
+        if secret.starts_with("-pbkdf2") || secret.starts_with("-hashed-") {
+            return self.decoy(name);
+        }
+        let mut admins = self.admins.lock();
+        if let Some((known, creds)) = admins.get(name)
+            && known == secret
+        {
+            return creds.clone();
+        }
+        let creds = Credentials { keys: ScramKeys::new(secret), ctx: Some(UserCtx::admin(name)) };
+        admins.insert(name.to_string(), (secret.to_string(), creds.clone()));
+        creds
     }
 
     /// Credentials no proof matches, with a stable salt per name.

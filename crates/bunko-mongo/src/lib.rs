@@ -36,8 +36,6 @@ use tokio::net::TcpListener;
 /// Settings of the MongoDB listener.
 #[derive(Debug, Clone)]
 pub struct MongoConfig {
-    /// Server admins: name and password (the same as the HTTP API's).
-    pub admins: Vec<(String, String)>,
     /// How long an idle cursor lives (MongoDB: 10 minutes).
     pub cursor_timeout: Duration,
     /// The data directory, as `getCmdLineOpts` reports it.
@@ -46,11 +44,7 @@ pub struct MongoConfig {
 
 impl Default for MongoConfig {
     fn default() -> Self {
-        Self {
-            admins: Vec::new(),
-            cursor_timeout: Duration::from_secs(600),
-            data_dir: String::new(),
-        }
+        Self { cursor_timeout: Duration::from_secs(600), data_dir: String::new() }
     }
 }
 
@@ -70,7 +64,7 @@ impl Server {
     pub fn new(engine: Arc<Engine>, config: MongoConfig) -> Arc<Server> {
         Arc::new(Server {
             engine,
-            auth: auth::Auth::new(&config.admins),
+            auth: auth::Auth::default(),
             cursors: cursors::Cursors::new(config.cursor_timeout),
             config,
             started: Instant::now(),

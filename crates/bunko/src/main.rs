@@ -74,7 +74,6 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     let state = bunko_http::AppState::new(engine.clone(), settings.http.clone())?;
     let mongo_config = bunko_mongo::MongoConfig {
-        admins: settings.engine.admins.clone(),
         data_dir: settings.data.display().to_string(),
         ..Default::default()
     };

@@ -494,3 +494,22 @@ print(json.dumps({"locked": True}))
     let reason = "Account is temporarily locked due to multiple authentication failures";
     crate::harness::assert_error(server.get("/_all_dbs"), 403, "forbidden", reason);
 }
+
+/// Server admins are the engine's, read at each login: one removed through `_config` can no
+/// longer log in over MongoDB either (the front end once kept its own list from start-up).
+#[test]
+fn an_admin_removed_through_config_cannot_log_in_over_mongodb() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("bunko.toml");
+    std::fs::write(&path, "[admins]\nbob = \"bobpw\"\n").expect("config");
+    let server = Server::start_with(&["--config", path.to_str().expect("utf-8")], &[]);
+    let login_as_bob = r#"
+print(json.dumps({"code": code_of(lambda: client(user="bob", password="bobpw").admin.command("listDatabases"))}))
+"#;
+    let Some(before) = python(&server, login_as_bob) else { return };
+    assert_eq!(before, json!({"code": null}), "bob is an admin over MongoDB");
+    let (status, _) = server.delete("/_node/_local/_config/admins/bob");
+    assert_eq!(status, 200);
+    let after = python(&server, login_as_bob).expect("pymongo is installed");
+    assert_eq!(after, json!({"code": 18}), "removed admins are refused at once");
+}
