@@ -513,3 +513,31 @@ print(json.dumps({"code": code_of(lambda: client(user="bob", password="bobpw").a
     let after = python(&server, login_as_bob).expect("pymongo is installed");
     assert_eq!(after, json!({"code": 18}), "removed admins are refused at once");
 }
+
+/// The data-modeling advisor as a MongoDB command (issue 18): the same findings as
+/// `GET /{db}/_advise`, for the collection's database admins only.
+#[test]
+fn the_advisor_answers_db_run_command_advise() {
+    let server = Server::start_with(&["--pbkdf2-iterations", "10"], &[]);
+    let user = json!({"name": "amy", "password": "pw", "roles": [], "type": "user"});
+    assert_eq!(server.put("/_users/org.couchdb.user:amy", &user).0, 201);
+    let script = r#"
+c = client()
+shop = c.shop
+shop.products.insert_many([
+    {"_id": f"product-{p:02}", "name": "Widget", "reviews": [{"stars": 5} for _ in range(600 + p if p < 3 else 5)]}
+    for p in range(20)
+])
+advice = shop.command("advise", "products", sampleSize=100)
+rules = [f["rule"] for f in advice["findings"]]
+longest = [f["evidence"]["longest"] for f in advice["findings"] if f["rule"] == "unbounded-array"]
+denied = code_of(lambda: client(user="amy", password="pw").shop.command("advise", "products"))
+missing = code_of(lambda: shop.command("advise", "nothing"))
+bad = code_of(lambda: shop.command("advise", "products", sampleSize=0))
+print(json.dumps({"rules": rules, "longest": longest, "codes": [denied, missing, bad]}))
+"#;
+    let Some(result) = python(&server, script) else { return };
+    assert_eq!(result["rules"], json!(["unbounded-array"]), "{result}");
+    assert_eq!(result["longest"], json!([{"id": "product-02", "length": 602}]));
+    assert_eq!(result["codes"], json!([13, 26, 2]), "not admin, no collection, bad sample size");
+}
