@@ -208,8 +208,3 @@ pub(super) fn get_log(_: &mut Ctx, command: &Document) -> Result<Document, Mongo
         _ => Err(MongoError::new(72, "InvalidOptions", "log does not exist")),
     }
 }
-
-pub(super) fn end_sessions(_: &mut Ctx, _: &Document) -> Result<Document, MongoError> {
-    // Sessions hold no server state yet, so there is nothing to end.
-    Ok(Document::new())
-}
