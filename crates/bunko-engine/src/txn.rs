@@ -359,9 +359,14 @@ impl Transaction<'_> {
         self.dbs.insert(scope.touched.db.id(), scope.touched);
     }
 
+    /// Whether the transaction is past its lifetime (it can then only fail).
+    pub fn expired(&self) -> bool {
+        self.began.elapsed() > self.engine.config().txn_lifetime
+    }
+
     fn check_alive(&self) -> Result<()> {
         let lifetime = self.engine.config().txn_lifetime;
-        if self.began.elapsed() > lifetime {
+        if self.expired() {
             return Err(Error::TxnAborted(format!(
                 "transaction exceeded its lifetime limit of {} s",
                 lifetime.as_secs()

@@ -152,6 +152,7 @@ impl From<bunko_engine::Error> for MongoError {
             E::InTxn { error, .. } if matches!(*error, E::Forbidden(_)) => {
                 Self::new(121, "DocumentValidationFailure", text)
             }
+            E::InTxn { error, .. } if matches!(*error, E::Conflict) => Self::write_conflict(text),
             E::InTxn { error, .. } => Self::from(*error),
             E::Storage(_) | E::Corrupt(_) => Self::internal(text),
             _ => Self::internal(text),
@@ -203,7 +204,31 @@ mod tests {
             assert_eq!(doc.get_i32("code").ok(), Some(code));
         }
         let unknown: MongoError = bunko_query::Error::InvalidOperator("$foo".into()).into();
+        assert!(unknown.to_doc().get("errorLabels").is_none());
         assert_eq!(unknown.errmsg, "unknown operator: $foo");
         assert_eq!(MongoError::command_not_found("frob").errmsg, "no such command: 'frob'");
+    }
+
+    #[test]
+    fn transaction_errors_carry_the_drivers_labels() {
+        use bunko_engine::Error as E;
+        let conflict = MongoError::from(E::TxnConflict("document a changed".into()));
+        assert_eq!((conflict.code, conflict.code_name), (112, "WriteConflict"));
+        assert_eq!(conflict.to_doc().get_array("errorLabels").ok().map(Vec::len), Some(1));
+        let expired = MongoError::from(E::TxnAborted("lifetime".into()));
+        assert_eq!((expired.code, expired.labels.clone()), (251, vec![TRANSIENT]));
+        let refused = MongoError::from(E::InTxn {
+            db: "shop$orders".into(),
+            id: "o2".into(),
+            error: Box::new(E::Forbidden("qty must not be negative".into())),
+        });
+        assert_eq!((refused.code, refused.code_name), (121, "DocumentValidationFailure"));
+        assert!(refused.labels.is_empty());
+        let lost = MongoError::from(E::InTxn {
+            db: "bank$accounts".into(),
+            id: "alice".into(),
+            error: Box::new(E::Conflict),
+        });
+        assert_eq!((lost.code, lost.labels), (112, vec![TRANSIENT]));
     }
 }

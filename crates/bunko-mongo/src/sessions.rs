@@ -53,12 +53,31 @@ impl ServerSession {
     pub fn touch(&mut self) {
         self.last_use = Instant::now();
     }
+
+    /// Aborts a transaction past its lifetime (its snapshot is released, as MongoDB's
+    /// periodic job aborts it after `transactionLifetimeLimitSeconds`); whether the session
+    /// is still alive.
+    fn sweep(&mut self, now: Instant) -> bool {
+        if matches!(&self.txn, Txn::Open(txn) if txn.expired()) {
+            self.txn = Txn::Aborted;
+        }
+        now.duration_since(self.last_use) < TIMEOUT
+    }
 }
 
+/// How often [`Sessions::get`] looks for expired sessions and transactions.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
+
 /// All sessions of the server.
-#[derive(Default)]
 pub struct Sessions {
     map: Mutex<HashMap<Key, Arc<Mutex<ServerSession>>>>,
+    swept: Mutex<Instant>,
+}
+
+impl Default for Sessions {
+    fn default() -> Self {
+        Sessions { map: Mutex::default(), swept: Mutex::new(Instant::now()) }
+    }
 }
 
 impl Sessions {
@@ -66,7 +85,10 @@ impl Sessions {
     pub fn get(&self, key: Key) -> Arc<Mutex<ServerSession>> {
         let mut map = self.map.lock();
         let now = Instant::now();
-        map.retain(|_, s| s.try_lock().is_none_or(|s| now.duration_since(s.last_use) < TIMEOUT));
+        if now.duration_since(*self.swept.lock()) >= SWEEP_EVERY {
+            *self.swept.lock() = now;
+            map.retain(|_, s| s.try_lock().is_none_or(|mut s| s.sweep(now)));
+        }
         let session = map.entry(key).or_insert_with(|| {
             Arc::new(Mutex::new(ServerSession {
                 last_use: now,

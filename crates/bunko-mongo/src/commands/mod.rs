@@ -162,7 +162,13 @@ pub(crate) fn run(
     let txn = session::Fields::parse(command)?;
     let ends_txn = matches!(entry.name, "commitTransaction" | "abortTransaction");
     if let Some(fields) = entry.fields {
-        let extra = if txn.in_txn || ends_txn { session::SESSION_FIELDS } else { &[] };
+        let extra: &[&str] = if txn.in_txn || ends_txn {
+            session::SESSION_FIELDS
+        } else if txn.txn_number.is_some() && RETRYABLE.contains(&entry.name) {
+            &["stmtId", "stmtIds"]
+        } else {
+            &[]
+        };
         check_fields(entry.name, command, fields, extra)?;
     }
     let db = match command.get("$db") {
