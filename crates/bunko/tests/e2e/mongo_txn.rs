@@ -287,3 +287,30 @@ print(json.dumps({"refused": refused, "orders": sorted(d["_id"] for d in orders.
     assert_eq!(result, json!({"refused": [121, []], "orders": ["o3"], "left": 10}));
     assert_eq!(server.get("/shop$orders/o1").0, 404);
 }
+
+/// (g): triggers fire at the commit of a MongoDB transaction: the trigger keeping
+/// `countOfBooks` counts the transaction's books, and the one refusing dangling references
+/// fails the whole transaction with DocumentValidationFailure (121).
+#[test]
+fn triggers_fire_at_commit_of_a_mongo_transaction() {
+    use crate::procedures::{COUNT, REFERENCES};
+    let server = Server::start();
+    server.create_db("library$books");
+    let ddoc = json!({"triggers": {"references": REFERENCES, "countOfBooks": COUNT}});
+    server.put_doc("library$books", "_design/library", &ddoc);
+    server.put_doc("library$books", "mspress", &json!({"type": "publisher", "countOfBooks": 0}));
+    let script = r#"
+c = client()
+books = c.library.books
+def book(i, publisher="mspress"):
+    return {"_id": f"b{i}", "type": "book", "name": "Azure Cosmos DB 101", "pub-id": publisher}
+with c.start_session() as s:
+    s.with_transaction(lambda s: books.insert_many([book(1), book(2)], session=s))
+    dangling = failure(lambda: s.with_transaction(lambda s: books.insert_many([book(3), book(4, "nobody")], session=s)))
+print(json.dumps({"dangling": dangling, "count": books.find_one({"_id": "mspress"})["countOfBooks"],
+                  "books": sorted(d["_id"] for d in books.find({"type": "book"}))}))
+"#;
+    let Some(result) = run(&server, script) else { return };
+    assert_eq!(result, json!({"dangling": [121, []], "count": 2, "books": ["b1", "b2"]}));
+    assert_eq!(server.get_doc("library$books", "mspress")["countOfBooks"], 2);
+}
