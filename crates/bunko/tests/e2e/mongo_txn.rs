@@ -314,3 +314,29 @@ print(json.dumps({"dangling": dangling, "count": books.find_one({"_id": "mspress
     assert_eq!(result, json!({"dangling": [121, []], "count": 2, "books": ["b1", "b2"]}));
     assert_eq!(server.get_doc("library$books", "mspress")["countOfBooks"], 2);
 }
+
+/// A transaction past its lifetime (`[limits] transaction_lifetime`, MongoDB's
+/// `transactionLifetimeLimitSeconds`, here 1 s) is aborted: its next command and its commit
+/// are NoSuchTransaction with TransientTransactionError, and nothing of it lands.
+#[test]
+fn a_transaction_past_its_lifetime_is_aborted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("bunko.toml");
+    std::fs::write(&path, "[limits]\ntransaction_lifetime = 1\n").expect("config");
+    let server = Server::start_with(&["--config", path.to_str().expect("utf-8 path")], &[]);
+    let script = r#"
+c = client()
+items = c.shop.items
+limit = c.admin.command("getParameter", 1, transactionLifetimeLimitSeconds=1)["transactionLifetimeLimitSeconds"]
+with c.start_session() as s:
+    s.start_transaction()
+    items.insert_one({"_id": "late"}, session=s)
+    time.sleep(1.5)
+    next_op = failure(lambda: items.insert_one({"_id": "later"}, session=s))
+    commit = failure(s.commit_transaction)
+print(json.dumps({"limit": limit, "next": next_op, "commit": commit, "items": list(items.find())}))
+"#;
+    let Some(result) = run(&server, &format!("import time\n{script}")) else { return };
+    let aborted = json!([251, ["TransientTransactionError"]]);
+    assert_eq!(result, json!({"limit": 1, "next": aborted, "commit": aborted, "items": []}));
+}
