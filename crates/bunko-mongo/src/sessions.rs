@@ -113,3 +113,39 @@ impl Sessions {
         self.map.lock().retain(|(_, owner), _| user.is_some_and(|u| u != owner));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(id: u8, user: &str) -> Key {
+        (vec![id; 16], user.to_string())
+    }
+
+    #[test]
+    fn sessions_are_per_id_and_user_and_end() {
+        let sessions = Sessions::default();
+        sessions.get(key(1, "ann")).lock().number = 5;
+        assert_eq!(sessions.get(key(1, "ann")).lock().number, 5);
+        // The same id under another user is another session.
+        assert_eq!(sessions.get(key(1, "bob")).lock().number, -1);
+        sessions.end(&[key(1, "ann")]);
+        assert_eq!(sessions.get(key(1, "ann")).lock().number, -1);
+        sessions.get(key(2, "ann")).lock().number = 7;
+        sessions.end_all(Some("bob"));
+        assert_eq!(sessions.get(key(2, "ann")).lock().number, 7);
+        assert_eq!(sessions.get(key(1, "bob")).lock().number, -1);
+        sessions.end_all(None);
+        assert_eq!(sessions.map.lock().len(), 0);
+    }
+
+    #[test]
+    fn idle_sessions_expire() {
+        let sessions = Sessions::default();
+        sessions.get(key(1, "ann")).lock().number = 3;
+        let later = Instant::now() + TIMEOUT + Duration::from_secs(1);
+        let session = sessions.get(key(1, "ann"));
+        assert!(!session.lock().sweep(later));
+        assert!(session.lock().sweep(Instant::now()));
+    }
+}
