@@ -116,7 +116,8 @@ print(json.dumps({"count": a1["countOfBooks"], "books": a1["books"], "stored": l
 }
 
 /// (c): a transaction whose document another session changed and committed meanwhile fails
-/// with WriteConflict (112) labelled TransientTransactionError, at the write or at commit;
+/// with WriteConflict (112) labelled TransientTransactionError, at the write or at commit,
+/// as does one whose query a concurrent insert would have answered differently (a phantom);
 /// `with_transaction` retries it, so both effects land. Many threads incrementing one
 /// counter through `with_transaction` lose no increment.
 #[test]
@@ -151,6 +152,13 @@ accounts.update_one({"_id": "bob"}, {"$inc": {"balance": 10}}, session=s1)
 accounts.update_one({"_id": "bob"}, {"$inc": {"balance": 20}}, session=s2)
 s1.commit_transaction()
 at_commit = failure(s2.commit_transaction)
+# A phantom: a query saw no rich account, another client then inserted one.
+with c.start_session() as s:
+    s.start_transaction()
+    rich = list(accounts.find({"balance": {"$gt": 1000}}, session=s))
+    accounts.insert_one({"_id": "carol", "balance": 5000})
+    accounts.update_one({"_id": "bob"}, {"$set": {"audited": len(rich)}}, session=s)
+    phantom = failure(s.commit_transaction)
 # Eight threads, five increments each.
 accounts.insert_one({"_id": "counter", "n": 0})
 def worker():
@@ -161,7 +169,7 @@ def worker():
 threads = [threading.Thread(target=worker) for _ in range(8)]
 [t.start() for t in threads]; [t.join() for t in threads]
 print(json.dumps({"attempts": len(attempts), "alice": accounts.find_one({"_id": "alice"})["balance"],
-                  "at_write": at_write, "at_commit": at_commit,
+                  "at_write": at_write, "at_commit": at_commit, "phantom": phantom,
                   "bob": accounts.find_one({"_id": "bob"})["balance"],
                   "counter": accounts.find_one({"_id": "counter"})["n"]}))
 "#;
@@ -170,6 +178,7 @@ print(json.dumps({"attempts": len(attempts), "alice": accounts.find_one({"_id": 
     assert_eq!(
         result,
         json!({"attempts": 2, "alice": 85, "at_write": transient, "at_commit": transient,
+               "phantom": transient,
                "bob": 11, "counter": 40})
     );
 }
