@@ -104,10 +104,18 @@ pub(super) fn in_transaction(
     if name == "commitTransaction" || name == "abortTransaction" {
         return finish(&mut session, name, n);
     }
+    if command.contains_key("writeConcern") {
+        return Err(invalid("Cannot set write concern after starting a transaction."));
+    }
     if fields.start {
         open(ctx, &mut session, n, command)?;
     } else {
         check_active(&session, n)?;
+        if command.contains_key("readConcern") {
+            return Err(invalid(
+                "Only the first command in a transaction may specify a readConcern",
+            ));
+        }
     }
     let Txn::Open(txn) = &mut session.txn else {
         return Err(MongoError::no_such_transaction(format!(

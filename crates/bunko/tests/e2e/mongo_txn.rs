@@ -219,6 +219,10 @@ with c.start_session() as s:
                                          startTransaction=True, autocommit=False))
     out["autocommit_true"] = failure(lambda: cmd("find", "items", txnNumber=Int64(104), autocommit=True))
     cmd("insert", "items", documents=[{"_id": "t5"}], txnNumber=Int64(105), startTransaction=True, autocommit=False)
+    out["late_read_concern"] = failure(lambda: cmd("find", "items", txnNumber=Int64(105), autocommit=False,
+                                                   readConcern={"level": "snapshot"}))
+    out["write_concern_inside"] = failure(lambda: cmd("insert", "items", documents=[{"_id": "t6"}], txnNumber=Int64(105),
+                                                      autocommit=False, writeConcern={"w": "majority"}))
     out["not_in_txn"] = failure(lambda: cmd("listIndexes", "items", txnNumber=Int64(105), autocommit=False))
     out["after_error"] = failure(lambda: end("commitTransaction", 105))
 out["t"] = sorted(d["_id"] for d in items.find({"_id": {"$in": ["t1", "t2", "t3", "t5"]}}))
@@ -230,7 +234,8 @@ print(json.dumps(out))
         result,
         json!({"x1": null, "base": 1, "in_txn": [{"_id": "t1"}], "commit_again": 1.0,
                "abort_committed": [256, []], "unknown": no_such, "commit_aborted": no_such,
-               "too_old": [225, []], "autocommit_true": [72, []], "not_in_txn": [263, []],
+               "too_old": [225, []], "autocommit_true": [72, []], "late_read_concern": [72, []],
+               "write_concern_inside": [72, []], "not_in_txn": [263, []],
                "after_error": no_such, "t": ["t1"]})
     );
     assert_eq!(server.get_doc("shop$items", "base")["v"], 1);
