@@ -156,9 +156,27 @@ impl Touched {
     }
 }
 
+/// The engine a transaction belongs to: borrowed for one call, or shared for a transaction
+/// that outlives it (a MongoDB session's, held between commands).
+enum Handle<'e> {
+    Borrowed(&'e Engine),
+    Shared(Arc<Engine>),
+}
+
+impl std::ops::Deref for Handle<'_> {
+    type Target = Engine;
+
+    fn deref(&self) -> &Engine {
+        match self {
+            Handle::Borrowed(engine) => engine,
+            Handle::Shared(engine) => engine,
+        }
+    }
+}
+
 /// An open transaction; see the module documentation.
 pub struct Transaction<'e> {
-    engine: &'e Engine,
+    engine: Handle<'e>,
     ctx: UserCtx,
     snapshot: Snapshot,
     began: Instant,
@@ -171,10 +189,23 @@ pub struct Transaction<'e> {
 impl Engine {
     /// Begins a transaction as `ctx` on a snapshot of the whole store.
     pub fn begin(&self, ctx: &UserCtx) -> Transaction<'_> {
+        Transaction::new(Handle::Borrowed(self), ctx)
+    }
+
+    /// Begins a transaction that holds its own reference to the engine, so it can be kept
+    /// between requests (a MongoDB session's transaction).
+    pub fn begin_shared(self: &Arc<Self>, ctx: &UserCtx) -> Transaction<'static> {
+        Transaction::new(Handle::Shared(self.clone()), ctx)
+    }
+}
+
+impl<'e> Transaction<'e> {
+    fn new(engine: Handle<'e>, ctx: &UserCtx) -> Transaction<'e> {
+        let snapshot = engine.store().snapshot();
         Transaction {
-            engine: self,
+            engine,
             ctx: ctx.clone(),
-            snapshot: self.store().snapshot(),
+            snapshot,
             began: Instant::now(),
             dbs: BTreeMap::new(),
             size: 0,
@@ -207,7 +238,23 @@ impl Transaction<'_> {
         Ok(())
     }
 
-    /// Buffers a write (an update names its `_rev`, as any CouchDB write does).
+    /// The ids this transaction has written in database `db` (buffered, not yet committed),
+    /// in the order first written.
+    pub fn written(&self, db: &str) -> Vec<String> {
+        let Some(touched) = self.dbs.values().find(|t| t.db.name() == db) else {
+            return Vec::new();
+        };
+        let mut ids: Vec<String> = Vec::new();
+        for id in touched.writes.iter().filter_map(|d| d.id.as_ref()) {
+            if !ids.contains(id) {
+                ids.push(id.clone());
+            }
+        }
+        ids
+    }
+
+    /// Buffers a write (an update names its `_rev`, as any CouchDB write does; a document
+    /// the transaction already wrote is named by the revision [`Transaction::get`] gives).
     pub fn put(&mut self, db: &str, doc: ParsedDoc) -> Result<()> {
         self.check_alive()?;
         if doc.id.is_none() {
@@ -220,7 +267,22 @@ impl Transaction<'_> {
                 "transaction exceeded its size limit of {limit} bytes"
             )));
         }
-        self.touch(db)?.writes.push(doc);
+        let writes = &mut self.touch(db)?.writes;
+        let Some(i) = writes.iter().rposition(|d| d.id == doc.id) else {
+            writes.push(doc);
+            return Ok(());
+        };
+        // A document this transaction already wrote: the new write replaces the buffered
+        // one (named by the revision `get` gave for it) and edits what that one edited.
+        let base = writes[i].rev.clone();
+        let pseudo = base.is_none() && doc.rev.as_ref().is_some_and(|r| r.pos == 0);
+        if doc.rev != base && !pseudo {
+            writes.push(doc); // a stale revision: the commit reports the conflict
+        } else if base.is_none() && doc.deleted {
+            writes.remove(i); // created and deleted in the transaction: nothing to write
+        } else {
+            writes[i] = ParsedDoc { rev: base, ..doc };
+        }
         Ok(())
     }
 
@@ -297,9 +359,14 @@ impl Transaction<'_> {
         self.dbs.insert(scope.touched.db.id(), scope.touched);
     }
 
+    /// Whether the transaction is past its lifetime (it can then only fail).
+    pub fn expired(&self) -> bool {
+        self.began.elapsed() > self.engine.config().txn_lifetime
+    }
+
     fn check_alive(&self) -> Result<()> {
         let lifetime = self.engine.config().txn_lifetime;
-        if self.began.elapsed() > lifetime {
+        if self.expired() {
             return Err(Error::TxnAborted(format!(
                 "transaction exceeded its lifetime limit of {} s",
                 lifetime.as_secs()

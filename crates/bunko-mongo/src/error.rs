@@ -5,17 +5,43 @@
 
 use bson::{Document, doc};
 
+/// The label of an error after which the whole transaction may be retried.
+pub const TRANSIENT: &str = "TransientTransactionError";
+/// The label of a commit whose outcome is not known: retry the commit itself.
+pub const UNKNOWN_COMMIT: &str = "UnknownTransactionCommitResult";
+
 /// A command failure as MongoDB reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MongoError {
     pub code: i32,
     pub code_name: &'static str,
     pub errmsg: String,
+    /// `errorLabels` (`TransientTransactionError`, `UnknownTransactionCommitResult`), which
+    /// the drivers' transaction retry loops read.
+    pub labels: Vec<&'static str>,
 }
 
 impl MongoError {
     pub fn new(code: i32, code_name: &'static str, errmsg: impl Into<String>) -> Self {
-        Self { code, code_name, errmsg: errmsg.into() }
+        Self { code, code_name, errmsg: errmsg.into(), labels: Vec::new() }
+    }
+
+    /// The same error carrying `label` too.
+    pub fn with_label(mut self, label: &'static str) -> Self {
+        if !self.labels.contains(&label) {
+            self.labels.push(label);
+        }
+        self
+    }
+
+    /// A write that lost to another committed write: retry the whole transaction.
+    pub fn write_conflict(msg: impl Into<String>) -> Self {
+        Self::new(112, "WriteConflict", msg).with_label(TRANSIENT)
+    }
+
+    /// The transaction is unknown, aborted or over (MongoDB's `NoSuchTransaction`).
+    pub fn no_such_transaction(msg: impl Into<String>) -> Self {
+        Self::new(251, "NoSuchTransaction", msg).with_label(TRANSIENT)
     }
 
     pub fn internal(msg: impl Into<String>) -> Self {
@@ -95,7 +121,11 @@ impl MongoError {
 
     /// The reply document.
     pub fn to_doc(&self) -> Document {
-        doc! { "ok": 0.0, "errmsg": &self.errmsg, "code": self.code, "codeName": self.code_name }
+        let mut doc = doc! { "ok": 0.0, "errmsg": &self.errmsg, "code": self.code, "codeName": self.code_name };
+        if !self.labels.is_empty() {
+            doc.insert("errorLabels", self.labels.clone());
+        }
+        doc
     }
 }
 
@@ -105,7 +135,8 @@ impl From<bunko_engine::Error> for MongoError {
         let text = err.to_string();
         match err {
             E::NotFound(_) => Self::namespace_not_found(text),
-            E::Conflict | E::TxnConflict(_) => Self::new(112, "WriteConflict", text),
+            E::Conflict => Self::new(112, "WriteConflict", text),
+            E::TxnConflict(_) => Self::write_conflict(text),
             E::FileExists => Self::namespace_exists(text),
             E::BadRequest(_) | E::QueryParse(_) | E::Invalid { .. } | E::InvalidDesignDoc(_) => {
                 Self::bad_value(text)
@@ -115,7 +146,13 @@ impl From<bunko_engine::Error> for MongoError {
             E::Doc(bunko_doc::Error::TooLarge(_)) => Self::new(10334, "BSONObjectTooLarge", text),
             E::Doc(_) => Self::bad_value(text),
             E::Js(_) | E::Unknown(_) => Self::new(121, "DocumentValidationFailure", text),
-            E::TxnAborted(_) => Self::new(251, "NoSuchTransaction", text),
+            E::TxnAborted(_) => Self::no_such_transaction(text),
+            // Inside a transaction a refused document is its `validate_doc_update` or
+            // trigger saying `forbidden`: MongoDB's document validation failure.
+            E::InTxn { error, .. } if matches!(*error, E::Forbidden(_)) => {
+                Self::new(121, "DocumentValidationFailure", text)
+            }
+            E::InTxn { error, .. } if matches!(*error, E::Conflict) => Self::write_conflict(text),
             E::InTxn { error, .. } => Self::from(*error),
             E::Storage(_) | E::Corrupt(_) => Self::internal(text),
             _ => Self::internal(text),
@@ -167,7 +204,31 @@ mod tests {
             assert_eq!(doc.get_i32("code").ok(), Some(code));
         }
         let unknown: MongoError = bunko_query::Error::InvalidOperator("$foo".into()).into();
+        assert!(unknown.to_doc().get("errorLabels").is_none());
         assert_eq!(unknown.errmsg, "unknown operator: $foo");
         assert_eq!(MongoError::command_not_found("frob").errmsg, "no such command: 'frob'");
+    }
+
+    #[test]
+    fn transaction_errors_carry_the_drivers_labels() {
+        use bunko_engine::Error as E;
+        let conflict = MongoError::from(E::TxnConflict("document a changed".into()));
+        assert_eq!((conflict.code, conflict.code_name), (112, "WriteConflict"));
+        assert_eq!(conflict.to_doc().get_array("errorLabels").ok().map(Vec::len), Some(1));
+        let expired = MongoError::from(E::TxnAborted("lifetime".into()));
+        assert_eq!((expired.code, expired.labels.clone()), (251, vec![TRANSIENT]));
+        let refused = MongoError::from(E::InTxn {
+            db: "shop$orders".into(),
+            id: "o2".into(),
+            error: Box::new(E::Forbidden("qty must not be negative".into())),
+        });
+        assert_eq!((refused.code, refused.code_name), (121, "DocumentValidationFailure"));
+        assert!(refused.labels.is_empty());
+        let lost = MongoError::from(E::InTxn {
+            db: "bank$accounts".into(),
+            id: "alice".into(),
+            error: Box::new(E::Conflict),
+        });
+        assert_eq!((lost.code, lost.labels), (112, vec![TRANSIENT]));
     }
 }

@@ -23,6 +23,7 @@ pub mod error;
 pub mod names;
 mod projection;
 mod query;
+mod sessions;
 pub mod wire;
 
 use std::net::SocketAddr;
@@ -53,6 +54,7 @@ pub struct Server {
     engine: Arc<Engine>,
     auth: auth::Auth,
     cursors: cursors::Cursors,
+    sessions: sessions::Sessions,
     config: MongoConfig,
     started: Instant,
     process_id: bson::oid::ObjectId,
@@ -66,6 +68,7 @@ impl Server {
             engine,
             auth: auth::Auth::default(),
             cursors: cursors::Cursors::new(config.cursor_timeout),
+            sessions: sessions::Sessions::default(),
             config,
             started: Instant::now(),
             process_id: bson::oid::ObjectId::new(),

@@ -11,6 +11,8 @@
 //! max_document_size = 8000000
 //! max_request_size = 67108864
 //! max_partition_size = 10737418240
+//! transaction_lifetime = 60      # seconds a transaction may stay open (MongoDB's
+//!                                # transactionLifetimeLimitSeconds)
 //!
 //! [chttpd_auth]
 //! timeout = 600                  # seconds a session cookie lives
@@ -156,6 +158,7 @@ struct Limits {
     max_document_size: Option<usize>,
     max_request_size: Option<usize>,
     max_partition_size: Option<u64>,
+    transaction_lifetime: Option<u64>,
 }
 
 /// Everything the binary wires together.
@@ -190,6 +193,9 @@ impl Settings {
         }
         if let Some(size) = args.max_partition_size.or(file.limits.max_partition_size) {
             engine.max_partition_size = size;
+        }
+        if let Some(seconds) = file.limits.transaction_lifetime {
+            engine.txn_lifetime = std::time::Duration::from_secs(seconds.max(1));
         }
         if let Some(iterations) = args.pbkdf2_iterations.or(file.chttpd_auth.iterations) {
             engine.pbkdf2_iterations = iterations.max(1);

@@ -88,7 +88,7 @@ pub(super) fn id_range(db: u64, selector: &Selector) -> Option<Range> {
 
 /// Orders two documents by `order`; a missing field sorts as `null`, and an array as its
 /// smallest element ascending or its largest descending (as MongoDB sorts arrays).
-fn compare(order: &[(FieldPath, Direction)], a: &Value, b: &Value) -> Ordering {
+pub fn compare(order: &[(FieldPath, Direction)], a: &Value, b: &Value) -> Ordering {
     for (path, dir) in order {
         let get = |doc| match path.get(doc) {
             Lookup::Found(Value::Array(items)) if !items.is_empty() => {

@@ -224,7 +224,7 @@ pub(super) fn run_query(
     Ok(result.docs.iter().filter_map(Value::as_object).map(ejson::from_json).collect())
 }
 
-fn non_negative(command: &Document, field: &str) -> Result<Option<usize>, MongoError> {
+pub(super) fn non_negative(command: &Document, field: &str) -> Result<Option<usize>, MongoError> {
     match int_of(command, field)? {
         Some(n) if n < 0 => Err(MongoError::new(
             51024,
@@ -404,7 +404,7 @@ pub(super) fn distinct(ctx: &mut Ctx, command: &Document) -> Result<Document, Mo
 
 /// The values a dotted path reaches, through arrays as MongoDB does; an array at the end
 /// stands for its elements.
-fn reach(value: &Bson, path: &[&str], out: &mut Vec<Bson>) {
+pub(super) fn reach(value: &Bson, path: &[&str], out: &mut Vec<Bson>) {
     let Some((first, rest)) = path.split_first() else {
         match value {
             Bson::Array(items) => out.extend(items.iter().cloned()),

@@ -112,18 +112,19 @@ pub(super) fn build_info(_: &mut Ctx, _: &Document) -> Result<Document, MongoErr
 }
 
 /// The parameters Bunko knows (`getParameter: "*"` lists them all).
-fn parameters() -> Document {
+fn parameters(ctx: &Ctx) -> Document {
+    let lifetime = ctx.server.engine.config().txn_lifetime.as_secs();
     doc! {
         "featureCompatibilityVersion": {"version": "8.0"},
         "authenticationMechanisms": [crate::auth::MECHANISM],
         "requireApiVersion": false,
         "maxBSONObjectSize": wire::MAX_BSON_SIZE as i32,
-        "transactionLifetimeLimitSeconds": 60,
+        "transactionLifetimeLimitSeconds": i32::try_from(lifetime).unwrap_or(i32::MAX),
     }
 }
 
-pub(super) fn get_parameter(_: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
-    let all = parameters();
+pub(super) fn get_parameter(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
+    let all = parameters(ctx);
     let star = matches!(command.get("getParameter"), Some(Bson::String(s)) if s == "*")
         || matches!(command.get("getParameter"), Some(Bson::Document(d)) if d.get("allParameters").is_some_and(|v| v.as_bool() == Some(true)));
     if star {
@@ -207,9 +208,4 @@ pub(super) fn get_log(_: &mut Ctx, command: &Document) -> Result<Document, Mongo
         }
         _ => Err(MongoError::new(72, "InvalidOptions", "log does not exist")),
     }
-}
-
-pub(super) fn end_sessions(_: &mut Ctx, _: &Document) -> Result<Document, MongoError> {
-    // Sessions hold no server state yet, so there is nothing to end.
-    Ok(Document::new())
 }

@@ -8,16 +8,19 @@
 //! 3. the command's fields are checked against what it implements: fields every command
 //!    may carry (`$db`, `lsid`, `$clusterTime`, `$readPreference`, `comment`, `apiVersion`,
 //!    ...) are accepted, options not implemented yet are `NotImplemented` (238), and
-//!    anything else is MongoDB's unknown-field error (40415). Nothing is silently ignored;
-//!    multi-document transactions (`startTransaction`, `autocommit`) are refused.
+//!    anything else is MongoDB's unknown-field error (40415). Nothing is silently ignored.
+//! 4. `lsid`, `txnNumber`, `startTransaction` and `autocommit` route the command into a
+//!    session's transaction or make it a retryable write ([`session`]).
 
 mod admin;
 mod advise;
 mod crud;
 mod cursor;
 mod handshake;
+mod in_txn;
 mod pager;
 mod sasl;
+mod session;
 mod update;
 
 use bson::{Bson, Document, doc};
@@ -91,9 +94,10 @@ const NOT_YET: &[&str] = &[
     "storageEngine",
     "indexOptionDefaults",
     "encryptedFields",
-    "startTransaction",
-    "autocommit",
 ];
+
+/// The writes that `txnNumber` makes retryable outside a transaction.
+const RETRYABLE: &[&str] = &["insert", "update", "delete", "findAndModify"];
 
 #[rustfmt::skip]
 const TABLE: &[Command] = &[
@@ -105,7 +109,11 @@ const TABLE: &[Command] = &[
     Command { name: "saslContinue", aliases: &[], public: true, fields: None, run: sasl::next },
     Command { name: "logout", aliases: &[], public: true, fields: None, run: sasl::logout },
     Command { name: "connectionStatus", aliases: &[], public: true, fields: None, run: handshake::connection_status },
-    Command { name: "endSessions", aliases: &[], public: true, fields: None, run: handshake::end_sessions },
+    Command { name: "endSessions", aliases: &[], public: true, fields: None, run: session::end_sessions },
+    Command { name: "killSessions", aliases: &[], public: false, fields: None, run: session::end_sessions },
+    Command { name: "killAllSessions", aliases: &[], public: false, fields: None, run: session::kill_all_sessions },
+    Command { name: "commitTransaction", aliases: &[], public: false, fields: Some(&["writeConcern", "recoveryToken", "maxTimeMS"]), run: session::outside },
+    Command { name: "abortTransaction", aliases: &[], public: false, fields: Some(&["writeConcern", "recoveryToken", "maxTimeMS"]), run: session::outside },
     Command { name: "getParameter", aliases: &[], public: false, fields: None, run: handshake::get_parameter },
     Command { name: "getCmdLineOpts", aliases: &[], public: false, fields: None, run: handshake::get_cmd_line_opts },
     Command { name: "hostInfo", aliases: &[], public: false, fields: None, run: handshake::host_info },
@@ -153,12 +161,17 @@ pub(crate) fn run(
             entry.name
         )));
     }
+    let txn = session::Fields::parse(command)?;
+    let ends_txn = matches!(entry.name, "commitTransaction" | "abortTransaction");
     if let Some(fields) = entry.fields {
-        check_fields(entry.name, command, fields)?;
-    } else if command.contains_key("startTransaction") || command.contains_key("autocommit") {
-        return Err(MongoError::not_implemented(
-            "multi-document transactions are not supported yet",
-        ));
+        let extra: &[&str] = if txn.in_txn || ends_txn {
+            session::SESSION_FIELDS
+        } else if txn.txn_number.is_some() && RETRYABLE.contains(&entry.name) {
+            &["stmtId", "stmtIds"]
+        } else {
+            &[]
+        };
+        check_fields(entry.name, command, fields, extra)?;
     }
     let db = match command.get("$db") {
         Some(Bson::String(db)) => db.clone(),
@@ -170,30 +183,44 @@ pub(crate) fn run(
         }
     };
     crate::names::check_db(&db)?;
-    check_read_concern(command)?;
+    check_read_concern(command, txn.in_txn)?;
     let plain = entry.public || entry.name == "getParameter";
     let mut ctx = Ctx { server, session, db };
-    let mut reply = (entry.run)(&mut ctx, command)?;
+    let mut reply = if txn.in_txn || ends_txn {
+        session::in_transaction(&mut ctx, entry.name, &txn, command)?
+    } else if txn.txn_number.is_some() && RETRYABLE.contains(&entry.name) {
+        session::retryable(&mut ctx, &txn, |ctx| (entry.run)(ctx, command))?
+    } else {
+        (entry.run)(&mut ctx, command)?
+    };
     reply.insert("ok", 1.0);
     Ok((reply, plain))
 }
 
 /// Every read sees one storage snapshot per batch, which is what `local`, `available` and
-/// (on one node) `majority` promise; `snapshot` and `linearizable` are not done yet.
-fn check_read_concern(command: &Document) -> Result<(), MongoError> {
+/// (on one node) `majority` promise; a transaction reads one snapshot throughout, which is
+/// `snapshot`. `snapshot` outside a transaction and `linearizable` are not done yet.
+/// `afterClusterTime` is met by any read (one node: every acknowledged write is visible).
+fn check_read_concern(command: &Document, in_txn: bool) -> Result<(), MongoError> {
     let Ok(concern) = command.get_document("readConcern") else { return Ok(()) };
     match concern.get_str("level") {
         Err(_) | Ok("local" | "available" | "majority") => Ok(()),
+        Ok("snapshot") if in_txn => Ok(()),
         Ok(level) => Err(MongoError::not_implemented(format!(
             "readConcern level '{level}' is not supported yet"
         ))),
     }
 }
 
-fn check_fields(name: &str, command: &Document, fields: &[&str]) -> Result<(), MongoError> {
+fn check_fields(
+    name: &str,
+    command: &Document,
+    fields: &[&str],
+    extra: &[&str],
+) -> Result<(), MongoError> {
     for key in command.keys().skip(1) {
         let key = key.as_str();
-        if GENERIC.contains(&key) || fields.contains(&key) {
+        if GENERIC.contains(&key) || fields.contains(&key) || extra.contains(&key) {
             continue;
         }
         if NOT_YET.contains(&key) {

@@ -74,6 +74,32 @@ struct Outcome {
 }
 
 fn statement_run(ctx: &Ctx, ns: &Namespace, statement: &Document) -> Result<Outcome, MongoError> {
+    let (filter, update, multi, upsert) = statement_parts(statement)?;
+    let selector = query::selector(&filter)?;
+    let db = match (upsert, readable_db(ctx, ns, "update")?) {
+        (_, Some(db)) => db,
+        (true, None) => open_or_create(ctx, ns)?,
+        (false, None) => return Ok(Outcome { matched: 0, changed: 0, upserted: None }),
+    };
+    let matches = run_query(&db, selector.clone(), &[], 0, if multi { usize::MAX } else { 1 })?;
+    if matches.is_empty() && upsert {
+        let (id, _) = insert_upsert(ctx, &db, &filter, &update)?;
+        return Ok(Outcome { matched: 0, changed: 0, upserted: Some(id) });
+    }
+    let mut outcome = Outcome { matched: 0, changed: 0, upserted: None };
+    for found in matches {
+        if let Some((_, _, changed)) = modify(ctx, &db, &found, &selector, &update)? {
+            outcome.matched += 1;
+            outcome.changed += usize::from(changed);
+        }
+    }
+    Ok(outcome)
+}
+
+/// An update statement's `q`, `u`, `multi` and `upsert`, its fields checked.
+pub(super) fn statement_parts(
+    statement: &Document,
+) -> Result<(Document, Update, bool, bool), MongoError> {
     for key in statement.keys() {
         match key.as_str() {
             "q" | "u" | "upsert" | "multi" => {}
@@ -100,28 +126,10 @@ fn statement_run(ctx: &Ctx, ns: &Namespace, statement: &Document) -> Result<Outc
         ));
     }
     let upsert = bool_of(statement, "upsert", false)?;
-    let selector = query::selector(&filter)?;
-    let db = match (upsert, readable_db(ctx, ns, "update")?) {
-        (_, Some(db)) => db,
-        (true, None) => open_or_create(ctx, ns)?,
-        (false, None) => return Ok(Outcome { matched: 0, changed: 0, upserted: None }),
-    };
-    let matches = run_query(&db, selector.clone(), &[], 0, if multi { usize::MAX } else { 1 })?;
-    if matches.is_empty() && upsert {
-        let (id, _) = insert_upsert(ctx, &db, &filter, &update)?;
-        return Ok(Outcome { matched: 0, changed: 0, upserted: Some(id) });
-    }
-    let mut outcome = Outcome { matched: 0, changed: 0, upserted: None };
-    for found in matches {
-        if let Some((_, _, changed)) = modify(ctx, &db, &found, &selector, &update)? {
-            outcome.matched += 1;
-            outcome.changed += usize::from(changed);
-        }
-    }
-    Ok(outcome)
+    Ok((filter, update, multi, upsert))
 }
 
-fn parse_update(spec: Option<&Bson>) -> Result<Update, MongoError> {
+pub(super) fn parse_update(spec: Option<&Bson>) -> Result<Update, MongoError> {
     match spec {
         Some(Bson::Document(d)) => Ok(Update::parse(d)?),
         Some(Bson::Array(_)) => {
@@ -145,7 +153,7 @@ fn current(db: &Database, id: &str) -> Result<Option<(Document, bunko_doc::RevId
     Ok(Some((out, doc.rev)))
 }
 
-fn matches(selector: &Selector, doc: &Document) -> bool {
+pub(super) fn matches(selector: &Selector, doc: &Document) -> bool {
     selector.matches(&ejson::match_view(&Value::Object(ejson::to_json(doc))), Dialect::Mongo)
 }
 
@@ -193,6 +201,20 @@ fn insert_upsert(
     filter: &Document,
     update: &Update,
 ) -> Result<(Bson, Document), MongoError> {
+    let (id, with_id) = upserted(filter, update)?;
+    let (parsed, _) = prepare(&Bson::Document(with_id.clone()))?;
+    let results = db.update_docs(&user(ctx), vec![parsed], WriteOptions::default())?;
+    if let Some(Err(err)) = results.into_iter().next().map(|r| r.result) {
+        return Err(match err {
+            Error::Conflict => MongoError::duplicate_key(&db.name(), &id.to_string()),
+            other => MongoError::from(clone_error(&other)),
+        });
+    }
+    Ok((id, with_id))
+}
+
+/// The document an upsert inserts, and its `_id`.
+pub(super) fn upserted(filter: &Document, update: &Update) -> Result<(Bson, Document), MongoError> {
     let mut seed = Document::new();
     for (key, value) in filter {
         let value = match value {
@@ -211,14 +233,6 @@ fn insert_upsert(
     doc.remove("_id");
     let mut with_id = doc! {"_id": id.clone()};
     with_id.extend(doc);
-    let (parsed, _) = prepare(&Bson::Document(with_id.clone()))?;
-    let results = db.update_docs(&user(ctx), vec![parsed], WriteOptions::default())?;
-    if let Some(Err(err)) = results.into_iter().next().map(|r| r.result) {
-        return Err(match err {
-            Error::Conflict => MongoError::duplicate_key(&db.name(), &id.to_string()),
-            other => MongoError::from(clone_error(&other)),
-        });
-    }
     Ok((id, with_id))
 }
 

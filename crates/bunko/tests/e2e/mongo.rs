@@ -21,7 +21,7 @@ const PYMONGO: &str = "pymongo==4.20.1";
 const ZSTD: &str = "backports.zstd==1.8.0";
 
 /// The folder holding pymongo, or `None` when it cannot be installed (no PyPI).
-fn pymongo() -> Option<PathBuf> {
+pub(crate) fn pymongo() -> Option<PathBuf> {
     static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
     DIR.get_or_init(|| {
         let deps = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.deps");
@@ -51,13 +51,14 @@ fn pymongo() -> Option<PathBuf> {
 }
 
 /// Runs a Python script with pymongo against `server`; returns its last stdout line as JSON.
-fn python(server: &Server, script: &str) -> Option<Value> {
+pub(crate) fn python(server: &Server, script: &str) -> Option<Value> {
     let deps = pymongo()?;
     let out = Command::new("python3")
         .arg("-c")
         .arg(format!("{PRELUDE}\n{script}"))
         .env("PYTHONPATH", deps)
         .env("MONGO_ADDR", server.mongo_addr())
+        .env("BUNKO_URL", server.base())
         .env("MONGO_ADMIN", format!("{ADMIN}:{ADMIN_PASSWORD}"))
         .output()
         .expect("run python3");

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use crate::harness::{ADMIN, ADMIN_PASSWORD, Server, assert_error, assert_error_kind, send};
 
 /// Refuses a book whose `pub-id` names no publisher.
-const REFERENCES: &str = "function (newDoc, oldDoc, db, userCtx) {
+pub(crate) const REFERENCES: &str = "function (newDoc, oldDoc, db, userCtx) {
   if (newDoc._deleted || newDoc.type !== 'book') return;
   var publisher = db.get(newDoc['pub-id']);
   if (!publisher || publisher.type !== 'publisher') {
@@ -21,7 +21,7 @@ const REFERENCES: &str = "function (newDoc, oldDoc, db, userCtx) {
 }";
 
 /// Keeps each publisher's `countOfBooks` equal to the number of its books.
-const COUNT: &str = "function (newDoc, oldDoc, db, userCtx) {
+pub(crate) const COUNT: &str = "function (newDoc, oldDoc, db, userCtx) {
   function publisherOf(doc) {
     return doc && !doc._deleted && doc.type === 'book' ? doc['pub-id'] : null;
   }

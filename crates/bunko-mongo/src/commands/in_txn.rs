@@ -1,0 +1,380 @@
+//! CRUD commands inside a multi-document transaction (`autocommit: false`): reads see the
+//! engine transaction's snapshot plus its own writes ([`Transaction::get`], `ids`), writes
+//! are buffered in it ([`Transaction::put`]) and reach storage only at
+//! `commitTransaction`, through the same write gate, `validate_doc_update` and triggers as
+//! any write.
+//!
+//! A query by `_id` reads that one document; any other query reads every document of the
+//! collection (then the commit fails if anything was committed to the collection meanwhile:
+//! a phantom). A write first checks that the document's committed revision is still the one
+//! the transaction read, so a write that lost to another commit fails at once with
+//! `WriteConflict` (112, `TransientTransactionError`) instead of at commit. A `find` answers
+//! in its first batch.
+
+use std::collections::HashSet;
+
+use bson::{Bson, Document, doc};
+use bunko_doc::{RevId, ejson};
+use bunko_engine::{Database, Error, Transaction};
+use bunko_query::{Direction, FieldPath};
+use serde_json::Value;
+
+use super::admin::open_or_create;
+use super::crud::{non_negative, prepare, reach, readable_db};
+use super::update::{matches, parse_update, statement_parts, upserted};
+use super::{Ctx, bool_of, cursor_reply, doc_of, int_of, namespace};
+use crate::error::MongoError;
+use crate::names::Namespace;
+use crate::projection::Projection;
+use crate::query;
+
+type Txn = Transaction<'static>;
+
+/// Past every document id (ids are UTF-8 text).
+const ID_END: &str = "\u{10FFFF}\u{10FFFF}\u{10FFFF}";
+
+/// Runs command `name` in `txn`.
+pub(super) fn run(
+    ctx: &mut Ctx,
+    txn: &mut Txn,
+    name: &str,
+    command: &Document,
+) -> Result<Document, MongoError> {
+    match name {
+        "insert" => insert(ctx, txn, command),
+        "find" => find(ctx, txn, command),
+        "count" => count(ctx, txn, command),
+        "distinct" => distinct(ctx, txn, command),
+        "update" => update(ctx, txn, command),
+        "delete" => delete(ctx, txn, command),
+        "findAndModify" => find_and_modify(ctx, txn, command),
+        _ => Err(MongoError::new(
+            263,
+            "OperationNotSupportedInTransaction",
+            format!("Cannot run '{name}' in a multi-document transaction."),
+        )),
+    }
+}
+
+/// A document the transaction sees.
+struct Found {
+    id: String,
+    doc: Document,
+    rev: RevId,
+}
+
+/// The documents of `db` matching `selector`, ordered, skipped and limited.
+fn matching(
+    txn: &mut Txn,
+    db: &str,
+    filter: &Document,
+    order: &[(FieldPath, Direction)],
+    skip: usize,
+    limit: usize,
+) -> Result<Vec<Found>, MongoError> {
+    let selector = query::selector(filter)?;
+    let ids = match id_of(filter) {
+        Some(id) => vec![id],
+        None => {
+            let mut ids = txn.ids(db, "", ID_END)?;
+            ids.retain(|id| !id.starts_with("_design/"));
+            let known: HashSet<String> = ids.iter().cloned().collect();
+            ids.extend(txn.written(db).into_iter().filter(|id| !known.contains(id)));
+            ids
+        }
+    };
+    let mut found = Vec::new();
+    for id in ids {
+        let Some(seen) = txn.get(db, &id)? else { continue };
+        let mut doc = doc! {"_id": ejson::id_value(&id)};
+        doc.extend(ejson::from_json(&seen.body));
+        if matches(&selector, &doc) {
+            found.push(Found { id, doc, rev: seen.rev });
+        }
+    }
+    if !order.is_empty() {
+        let view = |f: &Found| ejson::match_view(&Value::Object(ejson::to_json(&f.doc)));
+        let mut keyed: Vec<(Value, Found)> = found.into_iter().map(|f| (view(&f), f)).collect();
+        keyed.sort_by(|a, b| bunko_engine::find::mongo::compare(order, &a.0, &b.0));
+        found = keyed.into_iter().map(|(_, f)| f).collect();
+    }
+    Ok(found.into_iter().skip(skip).take(limit).collect())
+}
+
+/// The document id an `{_id: value}` filter names (not a number: numbers of different
+/// types are equal in MongoDB but are different ids).
+fn id_of(filter: &Document) -> Option<String> {
+    match filter.get("_id")? {
+        Bson::Document(d) if d.keys().any(|k| k.starts_with('$')) => None,
+        Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_) => None,
+        Bson::RegularExpression(_) => None,
+        value => Some(ejson::doc_id(value)),
+    }
+}
+
+/// Fails with `WriteConflict` if the committed revision of `id` is no longer `seen` (a
+/// revision at position 0 stands for a document this transaction created).
+fn check_current(db: &Database, id: &str, seen: Option<&RevId>) -> Result<(), MongoError> {
+    let current = match db.get(id, None) {
+        Ok(doc) => Some(doc.rev),
+        Err(Error::NotFound(_)) => None,
+        Err(err) => return Err(err.into()),
+    };
+    if current.as_ref() != seen.filter(|r| r.pos > 0) {
+        return Err(MongoError::write_conflict(
+            "Write conflict during plan execution and yielding is disabled. :: Please retry your operation or multi-document transaction.",
+        ));
+    }
+    Ok(())
+}
+
+/// Buffers a new document; a duplicate `_id` is `DuplicateKey`.
+fn insert_one(txn: &mut Txn, db: &Database, ns: &Namespace, item: &Bson) -> Result<(), MongoError> {
+    let (parsed, id) = prepare(item)?;
+    let key = parsed.id.clone().unwrap_or_default();
+    if txn.get(&db.name(), &key)?.is_some() {
+        return Err(MongoError::duplicate_key(&ns.full(), &id.to_string()));
+    }
+    check_current(db, &key, None)?;
+    txn.put(&db.name(), parsed)?;
+    Ok(())
+}
+
+/// Buffers `after` as the new version of `found`.
+fn replace(
+    txn: &mut Txn,
+    db: &Database,
+    found: &Found,
+    after: &Document,
+) -> Result<(), MongoError> {
+    check_current(db, &found.id, Some(&found.rev))?;
+    let (mut parsed, _) = prepare(&Bson::Document(after.clone()))?;
+    parsed.id = Some(found.id.clone());
+    parsed.rev = Some(found.rev.clone());
+    txn.put(&db.name(), parsed)?;
+    Ok(())
+}
+
+fn remove(txn: &mut Txn, db: &Database, found: &Found) -> Result<(), MongoError> {
+    check_current(db, &found.id, Some(&found.rev))?;
+    txn.delete(&db.name(), &found.id, found.rev.clone())?;
+    Ok(())
+}
+
+fn insert(ctx: &mut Ctx, txn: &mut Txn, command: &Document) -> Result<Document, MongoError> {
+    let ns = namespace(ctx, command)?;
+    let Some(Bson::Array(items)) = command.get("documents") else {
+        return Err(MongoError::failed_to_parse(
+            "BSON field 'insert.documents' is missing but a required field",
+        ));
+    };
+    bool_of(command, "ordered", true)?;
+    let db = open_or_create(ctx, &ns)?;
+    for item in items {
+        insert_one(txn, &db, &ns, item)?;
+    }
+    Ok(doc! {"n": items.len() as i32})
+}
+
+fn find(ctx: &mut Ctx, txn: &mut Txn, command: &Document) -> Result<Document, MongoError> {
+    let ns = namespace(ctx, command)?;
+    let filter = doc_of(command, "filter")?;
+    let projection = Projection::parse(&doc_of(command, "projection")?)?;
+    let order = query::sort(&doc_of(command, "sort")?)?;
+    let skip = non_negative(command, "skip")?.unwrap_or(0);
+    let limit = non_negative(command, "limit")?.filter(|&l| l > 0).unwrap_or(usize::MAX);
+    non_negative(command, "batchSize")?;
+    bool_of(command, "singleBatch", false)?;
+    let Some(db) = readable_db(ctx, &ns, "find")? else {
+        return Ok(cursor_reply(0, &ns.full(), "firstBatch", Vec::new()));
+    };
+    let found = matching(txn, &db.name(), &filter, &order, skip, limit)?;
+    let shown = |d: Document| projection.as_ref().map_or(d.clone(), |p| p.apply(&d));
+    let docs = found.into_iter().map(|f| shown(f.doc)).collect();
+    Ok(cursor_reply(0, &ns.full(), "firstBatch", docs))
+}
+
+fn count(ctx: &mut Ctx, txn: &mut Txn, command: &Document) -> Result<Document, MongoError> {
+    let ns = namespace(ctx, command)?;
+    let filter = doc_of(command, "query")?;
+    let skip = non_negative(command, "skip")?.unwrap_or(0);
+    let limit = match int_of(command, "limit")? {
+        Some(0) | None => usize::MAX,
+        Some(n) => usize::try_from(n.unsigned_abs()).unwrap_or(usize::MAX),
+    };
+    let Some(db) = readable_db(ctx, &ns, "count")? else { return Ok(doc! {"n": 0}) };
+    let n = matching(txn, &db.name(), &filter, &[], skip, limit)?.len();
+    Ok(doc! {"n": n as i32})
+}
+
+fn distinct(ctx: &mut Ctx, txn: &mut Txn, command: &Document) -> Result<Document, MongoError> {
+    let ns = namespace(ctx, command)?;
+    let key = command.get_str("key").map_err(|_| {
+        MongoError::failed_to_parse("BSON field 'distinct.key' is missing but a required field")
+    })?;
+    let filter = doc_of(command, "query")?;
+    let Some(db) = readable_db(ctx, &ns, "distinct")? else {
+        return Ok(doc! {"values": []});
+    };
+    let path: Vec<&str> = key.split('.').collect();
+    let mut values: Vec<(Value, Bson)> = Vec::new();
+    for found in matching(txn, &db.name(), &filter, &[], 0, usize::MAX)? {
+        let mut reached = Vec::new();
+        reach(&Bson::Document(found.doc), &path, &mut reached);
+        for value in reached {
+            let view = ejson::match_view(&ejson::value_to_json(&value));
+            if !values.iter().any(|(v, _)| bunko_query::bson_order::compare(v, &view).is_eq()) {
+                values.push((view, value));
+            }
+        }
+    }
+    Ok(doc! {"values": values.into_iter().map(|(_, v)| v).collect::<Vec<_>>()})
+}
+
+fn update(ctx: &mut Ctx, txn: &mut Txn, command: &Document) -> Result<Document, MongoError> {
+    let ns = namespace(ctx, command)?;
+    let Some(Bson::Array(statements)) = command.get("updates") else {
+        return Err(MongoError::failed_to_parse(
+            "BSON field 'update.updates' is missing but a required field",
+        ));
+    };
+    bool_of(command, "ordered", true)?;
+    let (mut n, mut modified, mut upserts) = (0, 0, Vec::new());
+    for (index, statement) in statements.iter().enumerate() {
+        let Bson::Document(statement) = statement else {
+            return Err(MongoError::type_mismatch("update statements must be objects"));
+        };
+        let (filter, update, multi, upsert) = statement_parts(statement)?;
+        let db = match (upsert, readable_db(ctx, &ns, "update")?) {
+            (_, Some(db)) => db,
+            (true, None) => open_or_create(ctx, &ns)?,
+            (false, None) => continue,
+        };
+        let limit = if multi { usize::MAX } else { 1 };
+        let found = matching(txn, &db.name(), &filter, &[], 0, limit)?;
+        if found.is_empty() && upsert {
+            let (id, doc) = upserted(&filter, &update)?;
+            insert_one(txn, &db, &ns, &Bson::Document(doc))?;
+            upserts.push(doc! {"index": index as i32, "_id": id});
+            continue;
+        }
+        for found in found {
+            let after = update.apply(&found.doc, false)?;
+            n += 1;
+            if after.to_vec().ok() != found.doc.to_vec().ok() {
+                replace(txn, &db, &found, &after)?;
+                modified += 1;
+            }
+        }
+    }
+    let mut reply = doc! {"n": (n + upserts.len()) as i32, "nModified": modified};
+    if !upserts.is_empty() {
+        reply.insert("upserted", upserts);
+    }
+    Ok(reply)
+}
+
+fn delete(ctx: &mut Ctx, txn: &mut Txn, command: &Document) -> Result<Document, MongoError> {
+    let ns = namespace(ctx, command)?;
+    let Some(Bson::Array(statements)) = command.get("deletes") else {
+        return Err(MongoError::failed_to_parse(
+            "BSON field 'delete.deletes' is missing but a required field",
+        ));
+    };
+    bool_of(command, "ordered", true)?;
+    let db = readable_db(ctx, &ns, "delete")?;
+    let mut deleted = 0;
+    for statement in statements {
+        let Bson::Document(statement) = statement else {
+            return Err(MongoError::type_mismatch("delete statements must be objects"));
+        };
+        if let Some(key) = statement.keys().find(|k| !matches!(k.as_str(), "q" | "limit")) {
+            return Err(MongoError::not_implemented(format!(
+                "option '{key}' of delete is not supported in a transaction"
+            )));
+        }
+        let limit = match int_of(statement, "limit")? {
+            Some(0) => usize::MAX,
+            Some(1) => 1,
+            _ => {
+                return Err(MongoError::failed_to_parse(
+                    "The limit field in delete objects must be 0 or 1.",
+                ));
+            }
+        };
+        let Some(db) = &db else { continue };
+        for found in matching(txn, &db.name(), &doc_of(statement, "q")?, &[], 0, limit)? {
+            remove(txn, db, &found)?;
+            deleted += 1;
+        }
+    }
+    Ok(doc! {"n": deleted})
+}
+
+fn find_and_modify(
+    ctx: &mut Ctx,
+    txn: &mut Txn,
+    command: &Document,
+) -> Result<Document, MongoError> {
+    let ns = namespace(ctx, command)?;
+    let filter = doc_of(command, "query")?;
+    let order = query::sort(&doc_of(command, "sort")?)?;
+    let remove_it = bool_of(command, "remove", false)?;
+    let return_new = bool_of(command, "new", false)?;
+    let upsert = bool_of(command, "upsert", false)?;
+    let projection = Projection::parse(&doc_of(command, "fields")?)?;
+    let update = match (remove_it, command.get("update")) {
+        (true, Some(_)) => {
+            return Err(MongoError::failed_to_parse(
+                "Cannot specify both an update and remove=true",
+            ));
+        }
+        (true, None) => None,
+        (false, None) => {
+            return Err(MongoError::failed_to_parse(
+                "Either an update or remove=true must be specified",
+            ));
+        }
+        (false, spec) => Some(parse_update(spec)?),
+    };
+    if remove_it && (upsert || return_new) {
+        return Err(MongoError::failed_to_parse("Cannot specify both upsert=true and remove=true"));
+    }
+    let shown = |d: Document| projection.as_ref().map_or(d.clone(), |p| p.apply(&d));
+    let db = match (upsert, readable_db(ctx, &ns, "findAndModify")?) {
+        (_, Some(db)) => db,
+        (true, None) => open_or_create(ctx, &ns)?,
+        (false, None) => {
+            return Ok(
+                doc! {"lastErrorObject": {"n": 0, "updatedExisting": false}, "value": Bson::Null},
+            );
+        }
+    };
+    let found = matching(txn, &db.name(), &filter, &order, 0, 1)?.into_iter().next();
+    match (found, update) {
+        (Some(found), None) => {
+            remove(txn, &db, &found)?;
+            Ok(doc! {"lastErrorObject": {"n": 1}, "value": shown(found.doc)})
+        }
+        (None, None) => Ok(doc! {"lastErrorObject": {"n": 0}, "value": Bson::Null}),
+        (Some(found), Some(update)) => {
+            let after = update.apply(&found.doc, false)?;
+            if after.to_vec().ok() != found.doc.to_vec().ok() {
+                replace(txn, &db, &found, &after)?;
+            }
+            let value = shown(if return_new { after } else { found.doc });
+            Ok(doc! {"lastErrorObject": {"n": 1, "updatedExisting": true}, "value": value})
+        }
+        (None, Some(update)) if upsert => {
+            let (id, doc) = upserted(&filter, &update)?;
+            insert_one(txn, &db, &ns, &Bson::Document(doc.clone()))?;
+            let value = if return_new { Bson::Document(shown(doc)) } else { Bson::Null };
+            Ok(
+                doc! {"lastErrorObject": {"n": 1, "updatedExisting": false, "upserted": id}, "value": value},
+            )
+        }
+        (None, Some(_)) => {
+            Ok(doc! {"lastErrorObject": {"n": 0, "updatedExisting": false}, "value": Bson::Null})
+        }
+    }
+}

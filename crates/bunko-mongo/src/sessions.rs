@@ -1,0 +1,151 @@
+//! Server sessions: the state MongoDB keeps per logical session id (`lsid`), shared by
+//! every connection that sends that id.
+//!
+//! A session is keyed by its `lsid.id` and the authenticated user (MongoDB keys it by the
+//! id and a digest of the user, so one user can never reach another's session). It holds
+//! the highest `txnNumber` seen and what was done with it: an open engine transaction
+//! ([`Txn::Open`]), or its outcome, and the reply of the last retryable write. A session not
+//! used for `logicalSessionTimeoutMinutes` (30, as `hello` reports) is dropped the next time
+//! sessions are looked up, and with it any open transaction (aborted: nothing was written).
+//!
+//! All of this lives in memory: a restart forgets sessions, open transactions (aborted, as
+//! on a MongoDB failover) and the replies kept for retried writes.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bson::Document;
+use bunko_engine::Transaction;
+use parking_lot::Mutex;
+
+/// How long an unused session lives (`logicalSessionTimeoutMinutes`).
+pub const TIMEOUT: Duration = Duration::from_secs(30 * 60);
+
+/// A session's key: `lsid.id` (a UUID's bytes) and the user's name.
+pub type Key = (Vec<u8>, String);
+
+/// What the session did with its current `txnNumber`.
+pub enum Txn {
+    /// No transaction has been started (or only retryable writes were sent).
+    None,
+    /// A transaction in progress.
+    Open(Box<Transaction<'static>>),
+    /// Committed; a retried `commitTransaction` answers ok again.
+    Committed,
+    /// Aborted (explicitly, by an error, or past its lifetime).
+    Aborted,
+}
+
+/// One logical session.
+pub struct ServerSession {
+    last_use: Instant,
+    /// The highest `txnNumber` the session has used (`-1`: none).
+    pub number: i64,
+    /// What became of the transaction numbered [`ServerSession::number`], if it was one.
+    pub txn: Txn,
+    /// The reply to the retryable write numbered [`ServerSession::number`], if it was one.
+    pub retried: Option<Document>,
+}
+
+impl ServerSession {
+    /// Marks the session used now (called while it is locked for a command).
+    pub fn touch(&mut self) {
+        self.last_use = Instant::now();
+    }
+
+    /// Aborts a transaction past its lifetime (its snapshot is released, as MongoDB's
+    /// periodic job aborts it after `transactionLifetimeLimitSeconds`); whether the session
+    /// is still alive.
+    fn sweep(&mut self, now: Instant) -> bool {
+        if matches!(&self.txn, Txn::Open(txn) if txn.expired()) {
+            self.txn = Txn::Aborted;
+        }
+        now.duration_since(self.last_use) < TIMEOUT
+    }
+}
+
+/// How often [`Sessions::get`] looks for expired sessions and transactions.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
+
+/// All sessions of the server.
+pub struct Sessions {
+    map: Mutex<HashMap<Key, Arc<Mutex<ServerSession>>>>,
+    swept: Mutex<Instant>,
+}
+
+impl Default for Sessions {
+    fn default() -> Self {
+        Sessions { map: Mutex::default(), swept: Mutex::new(Instant::now()) }
+    }
+}
+
+impl Sessions {
+    /// The session `key`, created if new; drops expired sessions first.
+    pub fn get(&self, key: Key) -> Arc<Mutex<ServerSession>> {
+        let mut map = self.map.lock();
+        let now = Instant::now();
+        if now.duration_since(*self.swept.lock()) >= SWEEP_EVERY {
+            *self.swept.lock() = now;
+            map.retain(|_, s| s.try_lock().is_none_or(|mut s| s.sweep(now)));
+        }
+        let session = map.entry(key).or_insert_with(|| {
+            Arc::new(Mutex::new(ServerSession {
+                last_use: now,
+                number: -1,
+                txn: Txn::None,
+                retried: None,
+            }))
+        });
+        session.clone()
+    }
+
+    /// Ends the sessions `keys` (`endSessions`, `killSessions`); open transactions abort.
+    pub fn end(&self, keys: &[Key]) {
+        let mut map = self.map.lock();
+        for key in keys {
+            map.remove(key);
+        }
+    }
+
+    /// Ends every session of `user`, or of everybody (`killAllSessions`).
+    pub fn end_all(&self, user: Option<&str>) {
+        self.map.lock().retain(|(_, owner), _| user.is_some_and(|u| u != owner));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(id: u8, user: &str) -> Key {
+        (vec![id; 16], user.to_string())
+    }
+
+    #[test]
+    fn sessions_are_per_id_and_user_and_end() {
+        let sessions = Sessions::default();
+        sessions.get(key(1, "ann")).lock().number = 5;
+        assert_eq!(sessions.get(key(1, "ann")).lock().number, 5);
+        // The same id under another user is another session.
+        assert_eq!(sessions.get(key(1, "bob")).lock().number, -1);
+        sessions.end(&[key(1, "ann")]);
+        assert_eq!(sessions.get(key(1, "ann")).lock().number, -1);
+        sessions.get(key(2, "ann")).lock().number = 7;
+        sessions.end_all(Some("bob"));
+        assert_eq!(sessions.get(key(2, "ann")).lock().number, 7);
+        assert_eq!(sessions.get(key(1, "bob")).lock().number, -1);
+        sessions.end_all(None);
+        assert_eq!(sessions.map.lock().len(), 0);
+    }
+
+    #[test]
+    fn idle_sessions_expire() {
+        let sessions = Sessions::default();
+        sessions.get(key(1, "ann")).lock().number = 3;
+        let later = Instant::now() + TIMEOUT + Duration::from_secs(1);
+        let session = sessions.get(key(1, "ann"));
+        assert!(!session.lock().sweep(later));
+        assert!(session.lock().sweep(Instant::now()));
+    }
+}
