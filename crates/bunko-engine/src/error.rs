@@ -24,6 +24,12 @@ pub enum Error {
     /// The user may not do this (`403 forbidden`).
     #[error("{0}")]
     Forbidden(String),
+    /// A design function (`validate_doc_update`, a trigger) refused the document with
+    /// `throw({forbidden: …})` (`403 forbidden` over HTTP, MongoDB's
+    /// `DocumentValidationFailure`): unlike [`Error::Forbidden`], about the document, not
+    /// about who may write.
+    #[error("{0}")]
+    Rejected(String),
     /// Authentication is required or failed (`401 unauthorized`).
     #[error("{0}")]
     Unauthorized(String),

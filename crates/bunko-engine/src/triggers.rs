@@ -239,7 +239,7 @@ impl Database {
 /// What a trigger or procedure that threw means for the write.
 pub(crate) fn refusal(verdict: Verdict) -> Error {
     match verdict {
-        Verdict::Forbidden(reason) => Error::Forbidden(reason),
+        Verdict::Forbidden(reason) => Error::Rejected(reason),
         Verdict::Unauthorized(reason) => Error::Unauthorized(reason),
         Verdict::Unknown(reason) => Error::Unknown(reason),
         Verdict::Accept => Error::Unknown("1".to_string()),

@@ -69,7 +69,7 @@ impl Database {
             Update { new_doc: &new_doc, old_doc: &old_doc, user_ctx: &user_ctx, sec_obj: &sec_obj };
         match validators.validate(update)? {
             Verdict::Accept => Ok(()),
-            Verdict::Forbidden(reason) => Err(Error::Forbidden(reason)),
+            Verdict::Forbidden(reason) => Err(Error::Rejected(reason)),
             Verdict::Unauthorized(reason) => Err(Error::Unauthorized(reason)),
             Verdict::Unknown(reason) => Err(Error::Unknown(reason)),
         }

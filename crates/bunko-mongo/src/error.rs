@@ -145,13 +145,10 @@ impl From<bunko_engine::Error> for MongoError {
             E::PartitionOverflow(_) => Self::bad_value(text),
             E::Doc(bunko_doc::Error::TooLarge(_)) => Self::new(10334, "BSONObjectTooLarge", text),
             E::Doc(_) => Self::bad_value(text),
-            E::Js(_) | E::Unknown(_) => Self::new(121, "DocumentValidationFailure", text),
-            E::TxnAborted(_) => Self::no_such_transaction(text),
-            // Inside a transaction a refused document is its `validate_doc_update` or
-            // trigger saying `forbidden`: MongoDB's document validation failure.
-            E::InTxn { error, .. } if matches!(*error, E::Forbidden(_)) => {
+            E::Js(_) | E::Unknown(_) | E::Rejected(_) => {
                 Self::new(121, "DocumentValidationFailure", text)
             }
+            E::TxnAborted(_) => Self::no_such_transaction(text),
             E::InTxn { error, .. } if matches!(*error, E::Conflict) => Self::write_conflict(text),
             E::InTxn { error, .. } => Self::from(*error),
             E::Storage(_) | E::Corrupt(_) => Self::internal(text),
@@ -220,10 +217,18 @@ mod tests {
         let refused = MongoError::from(E::InTxn {
             db: "shop$orders".into(),
             id: "o2".into(),
-            error: Box::new(E::Forbidden("qty must not be negative".into())),
+            error: Box::new(E::Rejected("qty must not be negative".into())),
         });
         assert_eq!((refused.code, refused.code_name), (121, "DocumentValidationFailure"));
         assert!(refused.labels.is_empty());
+        // The write gate's refusal stays Unauthorized, in a transaction or not.
+        let gate = E::InTxn {
+            db: "shop$o".into(),
+            id: "o".into(),
+            error: Box::new(E::Forbidden("no".into())),
+        };
+        assert_eq!(MongoError::from(gate).code, 13);
+        assert_eq!(MongoError::from(E::Rejected("bad".into())).code, 121);
         let lost = MongoError::from(E::InTxn {
             db: "bank$accounts".into(),
             id: "alice".into(),

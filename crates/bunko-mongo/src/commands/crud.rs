@@ -136,6 +136,7 @@ pub(super) fn clone_error(err: &bunko_engine::Error) -> bunko_engine::Error {
     match err {
         E::Forbidden(t) => E::Forbidden(t.clone()),
         E::Unauthorized(t) => E::Unauthorized(t.clone()),
+        E::Rejected(t) => E::Rejected(t.clone()),
         E::NotFound(t) => E::NotFound(t.clone()),
         E::Conflict => E::Conflict,
         other => E::BadRequest(other.to_string()),

@@ -294,11 +294,14 @@ def order(s):
 with c.start_session() as s:
     refused = failure(lambda: s.with_transaction(order))
     ok = s.with_transaction(lambda s: orders.insert_one({"_id": "o3", "qty": 1}, session=s))
+# Outside a transaction the same refusal is DocumentValidationFailure too.
+alone = code_of(lambda: orders.insert_one({"_id": "o4", "qty": -5}))
 print(json.dumps({"refused": refused, "orders": sorted(d["_id"] for d in orders.find()),
-                  "left": stock.find_one({"_id": "widget"})["left"]}))
+                  "left": stock.find_one({"_id": "widget"})["left"], "alone": alone}))
 "#;
     let Some(result) = run(&server, script) else { return };
-    assert_eq!(result, json!({"refused": [121, []], "orders": ["o3"], "left": 10}));
+    let expected = json!({"refused": [121, []], "orders": ["o3"], "left": 10, "alone": 121});
+    assert_eq!(result, expected);
     assert_eq!(server.get("/shop$orders/o1").0, 404);
 }
 
