@@ -19,6 +19,7 @@ mod cursor;
 mod handshake;
 mod in_txn;
 mod pager;
+mod procedure;
 mod sasl;
 mod session;
 mod update;
@@ -134,6 +135,7 @@ const TABLE: &[Command] = &[
     Command { name: "distinct", aliases: &[], public: false, fields: Some(&["key", "query", "readConcern"]), run: crud::distinct },
     Command { name: "listIndexes", aliases: &[], public: false, fields: Some(&["cursor"]), run: admin::list_indexes },
     Command { name: "dbStats", aliases: &["dbstats"], public: false, fields: Some(&["scale"]), run: admin::db_stats },
+    Command { name: "callProcedure", aliases: &[], public: false, fields: Some(&["designDoc", "procedure", "arg"]), run: procedure::call },
     Command { name: "advise", aliases: &[], public: false, fields: Some(&["sampleSize", "timeBudgetMS"]), run: advise::advise },
     Command { name: "getMore", aliases: &[], public: false, fields: Some(&["collection", "batchSize"]), run: cursor::get_more },
     Command { name: "killCursors", aliases: &[], public: false, fields: Some(&["cursors"]), run: cursor::kill_cursors },

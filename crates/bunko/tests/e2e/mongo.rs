@@ -542,3 +542,41 @@ print(json.dumps({"rules": rules, "longest": longest, "codes": [denied, missing,
     assert_eq!(result["longest"], json!([{"id": "product-02", "length": 602}]));
     assert_eq!(result["codes"], json!([13, 26, 2]), "not admin, no collection, bad sample size");
 }
+
+/// Procedures over the MongoDB protocol (issue 15, point 5): the subset pattern as one
+/// `callProcedure`, all or nothing; a refusal is DocumentValidationFailure and writes nothing.
+#[test]
+fn procedures_run_through_call_procedure() {
+    let server = Server::start();
+    server.create_db("shop$products");
+    let review = "function (arg, db, userCtx) {
+        if (arg.stars < 1) { throw({forbidden: 'stars must be at least 1'}); }
+        var product = db.get(arg.product);
+        var review = {_id: arg.id, product_id: arg.product, stars: arg.stars};
+        db.put(review);
+        product.reviews = [review].concat(product.reviews || []).slice(0, 2);
+        db.put(product);
+        return {newest: product.reviews.length, by: userCtx.name};
+    }";
+    let ddoc = json!({"procedures": {"review": review}});
+    server.put_doc("shop$products", "_design/shop", &ddoc);
+    let script = r#"
+c = client()
+products = c.shop.products
+products.insert_one({"_id": "p1", "name": "Widget", "reviews": []})
+call = lambda arg: c.shop.command("callProcedure", "products", designDoc="shop", procedure="review", arg=arg)
+results = [call({"product": "p1", "id": f"r{i}", "stars": 4})["result"] for i in range(3)]
+refused = code_of(lambda: call({"product": "p1", "id": "r9", "stars": 0}))
+missing = code_of(lambda: c.shop.command("callProcedure", "products", designDoc="shop", procedure="nope"))
+product = products.find_one({"_id": "p1"})
+print(json.dumps({"results": results, "refused": refused, "missing": missing,
+                  "newest": [r["_id"] for r in product["reviews"]],
+                  "reviews": sorted(d["_id"] for d in products.find({"product_id": "p1"}))}))
+"#;
+    let Some(result) = python(&server, script) else { return };
+    assert_eq!(result["results"][2], json!({"newest": 2, "by": "admin"}), "{result}");
+    assert_eq!(result["refused"], 121);
+    assert_eq!(result["missing"], 26);
+    assert_eq!(result["newest"], json!(["r2", "r1"]), "the newest two stay embedded");
+    assert_eq!(result["reviews"], json!(["r0", "r1", "r2"]), "r9 was never written");
+}
