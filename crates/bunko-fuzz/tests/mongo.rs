@@ -27,10 +27,17 @@ fn stored_values_read_back_exactly() {
         let value = bunko_doc::ejson::value_from_json(&bunko_fuzz::json(&mut &bytes[..], 4));
         let stored = bunko_doc::ejson::value_to_json(&value);
         assert_eq!(bunko_doc::ejson::value_from_json(&stored), value, "stored as {stored}");
-        // Raw BSON from the wire too, when the bytes happen to be a document.
+        // Raw BSON from the wire too, when the bytes happen to be a document. Compared as
+        // canonical Extended JSON: a NaN is not equal to itself, and its sign and payload bits
+        // are not kept (every NaN is stored as `{"$numberDouble": "NaN"}`, the only NaN
+        // Extended JSON has); -0.0 stays -0.0.
         if let Ok(doc) = bson::Document::from_reader(bytes) {
-            let stored = bunko_doc::ejson::to_json(&doc);
-            assert_eq!(bunko_doc::ejson::from_json(&stored), doc);
+            let back = bunko_doc::ejson::from_json(&bunko_doc::ejson::to_json(&doc));
+            let canonical = |d: bson::Document| {
+                let text = bson::Bson::Document(d).into_canonical_extjson().to_string();
+                text.replace(r#""-NaN""#, r#""NaN""#)
+            };
+            assert_eq!(canonical(back), canonical(doc));
         }
     });
 }
