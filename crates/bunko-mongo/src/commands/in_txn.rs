@@ -21,7 +21,7 @@ use serde_json::Value;
 
 use super::admin::open_or_create;
 use super::crud::{non_negative, prepare, reach, readable_db};
-use super::update::{matches, parse_update, statement_parts, upserted};
+use super::update::{FindAndModify, matches, nothing_modified, statement_parts, upserted};
 use super::{Ctx, bool_of, cursor_reply, doc_of, int_of, namespace};
 use crate::error::MongoError;
 use crate::names::Namespace;
@@ -316,42 +316,12 @@ fn find_and_modify(
     txn: &mut Txn,
     command: &Document,
 ) -> Result<Document, MongoError> {
-    let ns = namespace(ctx, command)?;
-    let filter = doc_of(command, "query")?;
-    let order = query::sort(&doc_of(command, "sort")?)?;
-    let remove_it = bool_of(command, "remove", false)?;
-    let return_new = bool_of(command, "new", false)?;
-    let upsert = bool_of(command, "upsert", false)?;
-    let projection = Projection::parse(&doc_of(command, "fields")?)?;
-    let update = match (remove_it, command.get("update")) {
-        (true, Some(_)) => {
-            return Err(MongoError::failed_to_parse(
-                "Cannot specify both an update and remove=true",
-            ));
-        }
-        (true, None) => None,
-        (false, None) => {
-            return Err(MongoError::failed_to_parse(
-                "Either an update or remove=true must be specified",
-            ));
-        }
-        (false, spec) => Some(parse_update(spec)?),
-    };
-    if remove_it && (upsert || return_new) {
-        return Err(MongoError::failed_to_parse("Cannot specify both upsert=true and remove=true"));
-    }
-    let shown = |d: Document| projection.as_ref().map_or(d.clone(), |p| p.apply(&d));
-    let db = match (upsert, readable_db(ctx, &ns, "findAndModify")?) {
-        (_, Some(db)) => db,
-        (true, None) => open_or_create(ctx, &ns)?,
-        (false, None) => {
-            return Ok(
-                doc! {"lastErrorObject": {"n": 0, "updatedExisting": false}, "value": Bson::Null},
-            );
-        }
-    };
-    let found = matching(txn, &db.name(), &filter, &order, 0, 1)?.into_iter().next();
-    match (found, update) {
+    let spec = FindAndModify::parse(ctx, command)?;
+    let Some(db) = spec.target(ctx)? else { return Ok(nothing_modified()) };
+    let (ns, filter, return_new, upsert) = (&spec.ns, &spec.filter, spec.return_new, spec.upsert);
+    let shown = |d: Document| spec.shown(d);
+    let found = matching(txn, &db.name(), filter, &spec.order, 0, 1)?.into_iter().next();
+    match (found, &spec.update) {
         (Some(found), None) => {
             remove(txn, &db, &found)?;
             Ok(doc! {"lastErrorObject": {"n": 1}, "value": shown(found.doc)})
@@ -366,15 +336,13 @@ fn find_and_modify(
             Ok(doc! {"lastErrorObject": {"n": 1, "updatedExisting": true}, "value": value})
         }
         (None, Some(update)) if upsert => {
-            let (id, doc) = upserted(&filter, &update)?;
-            insert_one(txn, &db, &ns, &Bson::Document(doc.clone()))?;
+            let (id, doc) = upserted(filter, update)?;
+            insert_one(txn, &db, ns, &Bson::Document(doc.clone()))?;
             let value = if return_new { Bson::Document(shown(doc)) } else { Bson::Null };
             Ok(
                 doc! {"lastErrorObject": {"n": 1, "updatedExisting": false, "upserted": id}, "value": value},
             )
         }
-        (None, Some(_)) => {
-            Ok(doc! {"lastErrorObject": {"n": 0, "updatedExisting": false}, "value": Bson::Null})
-        }
+        (None, Some(_)) => Ok(nothing_modified()),
     }
 }

@@ -4,13 +4,15 @@
 //! and the document is read, re-checked against the filter and updated again (up to
 //! [`RETRIES`] times). An upsert inserts the filter's equality fields plus the update.
 
+use std::sync::Arc;
+
 use bson::oid::ObjectId;
 use bson::{Bson, Document, doc};
 use bunko_doc::body::ParsedDoc;
 use bunko_doc::ejson;
 use bunko_engine::{Database, Error, WriteOptions};
 use bunko_query::update::Update;
-use bunko_query::{Dialect, Selector};
+use bunko_query::{Dialect, Direction, FieldPath, Selector};
 use serde_json::Value;
 
 use super::admin::{open_or_create, user};
@@ -236,47 +238,86 @@ pub(super) fn upserted(filter: &Document, update: &Update) -> Result<(Bson, Docu
     Ok((id, with_id))
 }
 
-pub(super) fn find_and_modify(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
-    let ns = namespace(ctx, command)?;
-    let filter = doc_of(command, "query")?;
-    let selector = query::selector(&filter)?;
-    let order = query::sort(&doc_of(command, "sort")?)?;
-    let remove = bool_of(command, "remove", false)?;
-    let return_new = bool_of(command, "new", false)?;
-    let upsert = bool_of(command, "upsert", false)?;
-    let projection = Projection::parse(&doc_of(command, "fields")?)?;
-    let update = match (remove, command.get("update")) {
-        (true, Some(_)) => {
+/// A `findAndModify` command, checked as MongoDB checks it; shared by the plain run and the
+/// run inside a transaction (`in_txn.rs`).
+pub(super) struct FindAndModify {
+    pub ns: Namespace,
+    pub filter: Document,
+    pub order: Vec<(FieldPath, Direction)>,
+    /// `None`: `remove: true`.
+    pub update: Option<Update>,
+    pub return_new: bool,
+    pub upsert: bool,
+    projection: Option<Projection>,
+}
+
+impl FindAndModify {
+    pub(super) fn parse(ctx: &Ctx, command: &Document) -> Result<Self, MongoError> {
+        let remove = bool_of(command, "remove", false)?;
+        let return_new = bool_of(command, "new", false)?;
+        let upsert = bool_of(command, "upsert", false)?;
+        let update = match (remove, command.get("update")) {
+            (true, Some(_)) => {
+                return Err(MongoError::failed_to_parse(
+                    "Cannot specify both an update and remove=true",
+                ));
+            }
+            (true, None) => None,
+            (false, None) => {
+                return Err(MongoError::failed_to_parse(
+                    "Either an update or remove=true must be specified",
+                ));
+            }
+            (false, spec) => Some(parse_update(spec)?),
+        };
+        if remove && (upsert || return_new) {
             return Err(MongoError::failed_to_parse(
-                "Cannot specify both an update and remove=true",
+                "Cannot specify both upsert=true and remove=true",
             ));
         }
-        (true, None) => None,
-        (false, None) => {
-            return Err(MongoError::failed_to_parse(
-                "Either an update or remove=true must be specified",
-            ));
-        }
-        (false, spec) => Some(parse_update(spec)?),
-    };
-    if remove && (upsert || return_new) {
-        return Err(MongoError::failed_to_parse("Cannot specify both upsert=true and remove=true"));
+        Ok(Self {
+            ns: namespace(ctx, command)?,
+            filter: doc_of(command, "query")?,
+            order: query::sort(&doc_of(command, "sort")?)?,
+            update,
+            return_new,
+            upsert,
+            projection: Projection::parse(&doc_of(command, "fields")?)?,
+        })
     }
-    let shown = |d: Document| projection.as_ref().map_or(d.clone(), |p| p.apply(&d));
-    let db = match (upsert, readable_db(ctx, &ns, "findAndModify")?) {
-        (_, Some(db)) => db,
-        (true, None) => open_or_create(ctx, &ns)?,
-        (false, None) => {
-            return Ok(
-                doc! {"lastErrorObject": {"n": 0, "updatedExisting": false}, "value": Bson::Null},
-            );
+
+    /// A document as the answer shows it (`fields`).
+    pub(super) fn shown(&self, doc: Document) -> Document {
+        self.projection.as_ref().map_or(doc.clone(), |p| p.apply(&doc))
+    }
+
+    /// The collection, created when an upsert needs it; `None` when there is nothing to
+    /// modify (answer [`nothing_modified`]).
+    pub(super) fn target(&self, ctx: &mut Ctx) -> Result<Option<Arc<Database>>, MongoError> {
+        match (self.upsert, readable_db(ctx, &self.ns, "findAndModify")?) {
+            (_, Some(db)) => Ok(Some(db)),
+            (true, None) => Ok(Some(open_or_create(ctx, &self.ns)?)),
+            (false, None) => Ok(None),
         }
-    };
+    }
+}
+
+/// The answer of a `findAndModify` that found nothing and inserted nothing.
+pub(super) fn nothing_modified() -> Document {
+    doc! {"lastErrorObject": {"n": 0, "updatedExisting": false}, "value": Bson::Null}
+}
+
+pub(super) fn find_and_modify(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
+    let spec = FindAndModify::parse(ctx, command)?;
+    let selector = query::selector(&spec.filter)?;
+    let Some(db) = spec.target(ctx)? else { return Ok(nothing_modified()) };
+    let (order, update, return_new) = (&spec.order, &spec.update, spec.return_new);
+    let shown = |d: Document| spec.shown(d);
     for _ in 0..RETRIES {
-        let Some(found) = run_query(&db, selector.clone(), &order, 0, 1)?.into_iter().next() else {
+        let Some(found) = run_query(&db, selector.clone(), order, 0, 1)?.into_iter().next() else {
             break;
         };
-        let Some(update) = &update else {
+        let Some(update) = update else {
             if remove_found(ctx, &db, &found)? {
                 return Ok(doc! {"lastErrorObject": {"n": 1}, "value": shown(found)});
             }
@@ -287,17 +328,15 @@ pub(super) fn find_and_modify(ctx: &mut Ctx, command: &Document) -> Result<Docum
             return Ok(doc! {"lastErrorObject": {"n": 1, "updatedExisting": true}, "value": value});
         }
     }
-    match (&update, upsert) {
+    match (update, spec.upsert) {
         (Some(update), true) => {
-            let (id, inserted) = insert_upsert(ctx, &db, &filter, update)?;
+            let (id, inserted) = insert_upsert(ctx, &db, &spec.filter, update)?;
             let value = if return_new { Bson::Document(shown(inserted)) } else { Bson::Null };
             Ok(
                 doc! {"lastErrorObject": {"n": 1, "updatedExisting": false, "upserted": id}, "value": value},
             )
         }
-        (Some(_), false) => {
-            Ok(doc! {"lastErrorObject": {"n": 0, "updatedExisting": false}, "value": Bson::Null})
-        }
+        (Some(_), false) => Ok(nothing_modified()),
         (None, _) => Ok(doc! {"lastErrorObject": {"n": 0}, "value": Bson::Null}),
     }
 }
