@@ -7,7 +7,8 @@
 //! whole, up to `max_http_request_size`, then written through the engine's write path (the
 //! write gate, `max_attachment_size`, one commit with the document).
 
-use axum::extract::{Path, RawQuery, State as AxState};
+use axum::extract::{FromRequestParts, MatchedPath, Path, RawQuery, State as AxState};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Router};
@@ -27,85 +28,40 @@ use crate::{State, UserCtx, blocking, stream};
 pub fn routes() -> Router<State> {
     use axum::routing::get;
     Router::new()
-        .route("/{db}/{id}/{*attachment}", get(get_att).put(put_att).delete(delete_att))
-        .route(
-            "/{db}/_design/{id}/{*attachment}",
-            get(get_design_att).put(put_design_att).delete(delete_design_att),
-        )
+        .route("/{db}/{id}/{*attachment}", get(download).put(upload).delete(remove))
+        .route("/{db}/_design/{id}/{*attachment}", get(download).put(upload).delete(remove))
 }
 
-type AttPath = Path<(String, String, String)>;
-
-async fn get_att(
-    st: AxState<State>,
-    ctx: Extension<UserCtx>,
-    Path((db, id, name)): AttPath,
-    q: RawQuery,
-    h: HeaderMap,
-) -> ApiResult<Response> {
-    download(st.0, ctx.0, db, id, name, q.0, h).await
-}
-
-async fn get_design_att(
-    st: AxState<State>,
-    ctx: Extension<UserCtx>,
-    Path((db, id, name)): AttPath,
-    q: RawQuery,
-    h: HeaderMap,
-) -> ApiResult<Response> {
-    download(st.0, ctx.0, db, format!("_design/{id}"), name, q.0, h).await
-}
-
-async fn put_att(
-    st: AxState<State>,
-    ctx: Extension<UserCtx>,
-    Path((db, id, name)): AttPath,
-    q: RawQuery,
-    h: HeaderMap,
-    body: RawBody,
-) -> ApiResult<Response> {
-    upload(st.0, ctx.0, db, id, name, q.0, h, body).await
-}
-
-async fn put_design_att(
-    st: AxState<State>,
-    ctx: Extension<UserCtx>,
-    Path((db, id, name)): AttPath,
-    q: RawQuery,
-    h: HeaderMap,
-    body: RawBody,
-) -> ApiResult<Response> {
-    upload(st.0, ctx.0, db, format!("_design/{id}"), name, q.0, h, body).await
-}
-
-async fn delete_att(
-    st: AxState<State>,
-    ctx: Extension<UserCtx>,
-    Path((db, id, name)): AttPath,
-    q: RawQuery,
-    h: HeaderMap,
-) -> ApiResult<Response> {
-    remove(st.0, ctx.0, db, id, name, q.0, h).await
-}
-
-async fn delete_design_att(
-    st: AxState<State>,
-    ctx: Extension<UserCtx>,
-    Path((db, id, name)): AttPath,
-    q: RawQuery,
-    h: HeaderMap,
-) -> ApiResult<Response> {
-    remove(st.0, ctx.0, db, format!("_design/{id}"), name, q.0, h).await
-}
-
-#[allow(clippy::too_many_arguments)]
-async fn upload(
-    state: State,
-    ctx: UserCtx,
-    db_name: String,
+/// The attachment a request names: database, document id (`_design/{id}` on the design
+/// route) and attachment name (which may contain `/`).
+struct Target {
+    db: String,
     id: String,
     name: String,
-    query: Option<String>,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Target {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let Path((db, id, name)) =
+            Path::<(String, String, String)>::from_request_parts(parts, state)
+                .await
+                .map_err(|rejection| ApiError::bad_request(rejection.body_text()))?;
+        let design = parts
+            .extensions
+            .get::<MatchedPath>()
+            .is_some_and(|path| path.as_str().starts_with("/{db}/_design/"));
+        let id = if design { format!("_design/{id}") } else { id };
+        Ok(Target { db, id, name })
+    }
+}
+
+async fn upload(
+    AxState(state): AxState<State>,
+    Extension(ctx): Extension<UserCtx>,
+    Target { db: db_name, id, name }: Target,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: RawBody,
 ) -> ApiResult<Response> {
@@ -126,12 +82,10 @@ async fn upload(
 }
 
 async fn remove(
-    state: State,
-    ctx: UserCtx,
-    db_name: String,
-    id: String,
-    name: String,
-    query: Option<String>,
+    AxState(state): AxState<State>,
+    Extension(ctx): Extension<UserCtx>,
+    Target { db: db_name, id, name }: Target,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let db = state.engine.db(&db_name)?;
@@ -142,12 +96,10 @@ async fn remove(
 }
 
 async fn download(
-    state: State,
-    ctx: UserCtx,
-    db_name: String,
-    id: String,
-    name: String,
-    query: Option<String>,
+    AxState(state): AxState<State>,
+    Extension(ctx): Extension<UserCtx>,
+    Target { db: db_name, id, name }: Target,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let db = open_for_read(&state, &ctx, &db_name, &id)?;
