@@ -136,6 +136,7 @@ impl Database {
     /// The registered index of `def`, registering it (and its map indexes, with their
     /// stored checkpoints) if new.
     pub fn view_index(&self, def: GroupDef) -> Result<Arc<Index>> {
+        let _registering = self.views.registration.read();
         if let Some(index) = self.views.get(&def.sig) {
             return Ok(index);
         }
@@ -363,6 +364,7 @@ impl Database {
         let live: HashSet<String> =
             groups.iter().flat_map(|(_, d)| d.maps.iter().map(|m| m.sig.clone())).collect();
         let live_groups: Vec<String> = groups.into_iter().map(|(_, d)| d.sig).collect();
+        let _cleaning = self.views.registration.write();
         // Unregister first, so no new build finds the dead indexes; a build already holding
         // one finishes before its rows are removed, and one about to start sees `removed`.
         let dropped: HashMap<String, Arc<MapIndex>> =

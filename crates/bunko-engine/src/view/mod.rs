@@ -155,6 +155,11 @@ pub struct Registry {
     /// Row counts by key of every map index, for `offset` and partition totals
     /// (`view/order.rs`).
     pub(crate) order: order::Orders,
+    /// Held shared while groups and map indexes are registered, and exclusively by
+    /// `_view_cleanup` while it drops and removes indexes, so that a registration made from
+    /// an older read of the design documents cannot revive an index being removed (it
+    /// registers afterwards, from the store, as a fresh index).
+    pub(crate) registration: parking_lot::RwLock<()>,
 }
 
 impl Registry {
