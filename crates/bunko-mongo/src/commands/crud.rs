@@ -199,15 +199,9 @@ pub(super) fn readable_db(
     Ok(Some(db))
 }
 
-/// Runs a query in the Mongo dialect: the matching documents, in MongoDB form.
-pub(super) fn run_query(
-    db: &Database,
-    selector: Selector,
-    order: &[(FieldPath, Direction)],
-    skip: usize,
-    limit: usize,
-) -> Result<Vec<Document>, MongoError> {
-    let query = FindQuery {
+/// A query in the Mongo dialect, unsorted (MongoDB orders are applied by `find_mongo`).
+pub(super) fn mongo_query(selector: Selector, skip: usize, limit: usize) -> FindQuery {
+    FindQuery {
         selector,
         sort: Vec::new(),
         descending: false,
@@ -220,7 +214,27 @@ pub(super) fn run_query(
         fields: None,
         conflicts: false,
         dialect: Dialect::Mongo,
-    };
+    }
+}
+
+/// A delete statement's `limit`: 0 (every match) or 1.
+pub(super) fn delete_limit(statement: &Document) -> Result<usize, MongoError> {
+    match int_of(statement, "limit")? {
+        Some(0) => Ok(usize::MAX),
+        Some(1) => Ok(1),
+        _ => Err(MongoError::failed_to_parse("The limit field in delete objects must be 0 or 1.")),
+    }
+}
+
+/// Runs a query in the Mongo dialect: the matching documents, in MongoDB form.
+pub(super) fn run_query(
+    db: &Database,
+    selector: Selector,
+    order: &[(FieldPath, Direction)],
+    skip: usize,
+    limit: usize,
+) -> Result<Vec<Document>, MongoError> {
+    let query = mongo_query(selector, skip, limit);
     let result = db.find_mongo(&query, order)?;
     Ok(result.docs.iter().filter_map(Value::as_object).map(ejson::from_json).collect())
 }
@@ -350,15 +364,7 @@ fn delete_one_statement(
         }
     }
     let selector = query::selector(&doc_of(statement, "q")?)?;
-    let limit = match int_of(statement, "limit")? {
-        Some(0) => usize::MAX,
-        Some(1) => 1,
-        _ => {
-            return Err(MongoError::failed_to_parse(
-                "The limit field in delete objects must be 0 or 1.",
-            ));
-        }
-    };
+    let limit = delete_limit(statement)?;
     let Some(db) = db else { return Ok(0) };
     let matched = run_query(db, selector, &[], 0, limit)?;
     let mut tombstones = Vec::with_capacity(matched.len());

@@ -20,7 +20,7 @@ use bunko_query::{Direction, FieldPath};
 use serde_json::Value;
 
 use super::admin::open_or_create;
-use super::crud::{non_negative, prepare, reach, readable_db};
+use super::crud::{delete_limit, non_negative, prepare, reach, readable_db};
 use super::update::{FindAndModify, matches, nothing_modified, statement_parts, upserted};
 use super::{Ctx, bool_of, cursor_reply, doc_of, int_of, namespace};
 use crate::error::MongoError;
@@ -293,15 +293,7 @@ fn delete(ctx: &mut Ctx, txn: &mut Txn, command: &Document) -> Result<Document, 
                 "option '{key}' of delete is not supported in a transaction"
             )));
         }
-        let limit = match int_of(statement, "limit")? {
-            Some(0) => usize::MAX,
-            Some(1) => 1,
-            _ => {
-                return Err(MongoError::failed_to_parse(
-                    "The limit field in delete objects must be 0 or 1.",
-                ));
-            }
-        };
+        let limit = delete_limit(statement)?;
         let Some(db) = &db else { continue };
         for found in matching(txn, &db.name(), &doc_of(statement, "q")?, &[], 0, limit)? {
             remove(txn, db, &found)?;

@@ -10,7 +10,7 @@ use bson::Document;
 use bunko_doc::ejson;
 use bunko_engine::Database;
 use bunko_engine::find::FindQuery;
-use bunko_query::{Dialect, Direction, FieldPath, Selector};
+use bunko_query::{Direction, FieldPath, Selector};
 use serde_json::Value;
 
 use super::crud::take_batch;
@@ -43,20 +43,7 @@ impl Pager {
         limit: usize,
         projection: Option<Projection>,
     ) -> Result<Pager, MongoError> {
-        let query = FindQuery {
-            selector,
-            sort: Vec::new(),
-            descending: false,
-            limit,
-            skip,
-            use_index: None,
-            partition: None,
-            bookmark: None,
-            allow_fallback: true,
-            fields: None,
-            conflicts: false,
-            dialect: Dialect::Mongo,
-        };
+        let query = super::crud::mongo_query(selector, skip, limit);
         let mut pager =
             Pager { db, query, projection, remaining: limit, buffer: VecDeque::new(), done: false };
         if !order.is_empty() {
