@@ -158,7 +158,7 @@ impl Database {
                 return Ok((out, true));
             }
             let (key, value) = entry?;
-            out.push((keys::decode_part_stats(&key)?, records::decode::<Stats>(&value)?));
+            out.push((keys::decode_part_stats(&key)?, Stats::decode(&value)?));
         }
         Ok((out, false))
     }
@@ -250,7 +250,7 @@ fn count_by_partition(snapshot: &Snapshot, db: u64, range: &Range) -> Result<u64
         let docs = keys::doc_prefix(db, &format!("{}:", keys::decode_part_stats(&key)?));
         let part = intersect(&docs, range);
         if part == docs {
-            count += records::decode::<Stats>(&value)?.doc_count;
+            count += Stats::decode(&value)?.doc_count;
         } else {
             count += count_live(snapshot.as_ref(), &part)?;
         }

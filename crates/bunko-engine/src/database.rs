@@ -71,7 +71,7 @@ impl Database {
         meta: DbMeta,
     ) -> Result<Arc<Self>> {
         let stats = match store.get(&Key::Stats(meta.id).encode())? {
-            Some(bytes) => records::decode(&bytes)?,
+            Some(bytes) => Stats::decode(&bytes)?,
             None => Stats::default(),
         };
         let seq = match store.scan(&keys::seq_range(meta.id), true, 1)?.first() {

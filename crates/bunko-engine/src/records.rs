@@ -53,9 +53,31 @@ pub struct Stats {
     pub external: u64,
     /// Bytes of all stored leaf bodies and revision trees (`sizes.active`).
     pub active: u64,
+    /// Document writes (edits, deletions, replicated revisions) ever committed: the
+    /// advisor's write hot spots. Records written before this counter existed read as 0.
+    pub writes: u64,
+}
+
+/// [`Stats`] as written before the `writes` counter.
+#[derive(Deserialize)]
+struct StatsV1 {
+    doc_count: u64,
+    doc_del_count: u64,
+    external: u64,
+    active: u64,
 }
 
 impl Stats {
+    /// Decodes a record of any version (postcard records carry no field names, so a
+    /// record without the `writes` counter is told apart by its length).
+    pub fn decode(bytes: &[u8]) -> Result<Self> {
+        decode::<Stats>(bytes).or_else(|_| {
+            let v1 = decode::<StatsV1>(bytes)?;
+            let StatsV1 { doc_count, doc_del_count, external, active } = v1;
+            Ok(Stats { doc_count, doc_del_count, external, active, writes: 0 })
+        })
+    }
+
     /// Adds (`sign = 1`) or removes (`sign = -1`) one document's contribution.
     pub fn apply(&mut self, deleted: bool, external: u64, active: u64, sign: i8) {
         let add = |v: &mut u64, d: u64| {
@@ -81,4 +103,22 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T> {
 
 fn corrupt(what: &str) -> Error {
     Error::Corrupt(what.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Serialize)]
+    struct OldStats(u64, u64, u64, u64);
+
+    #[test]
+    fn stats_written_before_the_write_counter_still_read() -> Result<()> {
+        let old = encode(&OldStats(3, 1, 300, 420));
+        let want = Stats { doc_count: 3, doc_del_count: 1, external: 300, active: 420, writes: 0 };
+        assert_eq!(Stats::decode(&old)?, want);
+        let new = Stats { writes: 9, ..want };
+        assert_eq!(Stats::decode(&encode(&new))?, new);
+        Ok(())
+    }
 }

@@ -510,7 +510,7 @@ impl Database {
     /// The counters of one partition of this database.
     pub fn partition_stats(&self, partition: &str) -> Result<Stats> {
         match self.store.get(&Key::PartStats(self.id(), partition).encode())? {
-            Some(bytes) => records::decode(&bytes),
+            Some(bytes) => Stats::decode(&bytes),
             None => Ok(Stats::default()),
         }
     }
@@ -521,6 +521,7 @@ fn change(stats: &mut Stats, old: Option<&DocInfo>, new: &DocInfo) -> Result<()>
         stats.apply(old.winner()?.1, old.size, active_size(old), -1);
     }
     stats.apply(new.winner()?.1, new.size, active_size(new), 1);
+    stats.writes = stats.writes.saturating_add(1);
     Ok(())
 }
 

@@ -83,6 +83,13 @@ pub struct Thresholds {
     pub min_partitions: usize,
     /// The largest partition holding at least this share of the documents is a hot spot.
     pub hot_partition_share: f64,
+    /// Writes the database's partitions must have taken before one is a write hot spot.
+    pub hot_partition_writes: u64,
+    /// Copies whose sources were written at least this many times (median revision
+    /// generation) are `changing-copy-source`...
+    pub source_edits: u64,
+    /// ... once at least this many distinct sources were compared.
+    pub changing_sources: usize,
     /// A partition at least this fraction of `max_partition_size` is near the cap.
     pub partition_fraction: f64,
     /// A query shape that examined at least this many documents per run, and more than
@@ -103,6 +110,9 @@ impl Default for Thresholds {
             few_partitions_docs: 1000,
             min_partitions: 10,
             hot_partition_share: 0.5,
+            hot_partition_writes: 1000,
+            source_edits: 20,
+            changing_sources: 3,
             partition_fraction: 0.5,
             examined_per_query: 100,
             queries_for_unused: 100,
@@ -187,7 +197,7 @@ impl Database {
             findings.extend(partitions::check(self, t)?);
         }
         findings.extend(types::check(&sample));
-        findings.extend(copies::check(self, &sample));
+        findings.extend(copies::check(self, &sample, t));
         let indexes = self.indexes.all();
         findings.extend(indexes::check(&indexes, &self.observed, t));
         findings.extend(queries::check(&indexes, &self.observed, t));
@@ -200,6 +210,7 @@ impl Database {
         rules_checked.extend([
             types::RULE,
             copies::RULE,
+            copies::CHANGING_RULE,
             indexes::DUPLICATE,
             indexes::UNUSED,
             queries::RULE,

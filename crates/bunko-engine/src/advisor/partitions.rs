@@ -1,8 +1,9 @@
 //! Rule 3, partition keys (partitioned databases): too few partitions, one document per
 //! partition, one partition holding most documents, partitions near `max_partition_size`,
-//! and keys that look like dates or a small set of statuses — the cases of the Cloudant
-//! guide's table of good and bad partition keys. Read from the per-partition counters
-//! (`PartStats`) every write keeps, not from the sample.
+//! one partition taking most writes, and keys that look like dates or a small set of
+//! statuses — the cases of the Cloudant guide's table of good and bad partition keys. Read
+//! from the per-partition counters (`PartStats`: documents, bytes and writes) every write
+//! keeps, not from the sample.
 
 use serde_json::{Value, json};
 
@@ -11,10 +12,11 @@ use crate::Result;
 use crate::database::Database;
 use crate::records::Stats;
 
-pub const RULES: [&str; 5] = [
+pub const RULES: [&str; 6] = [
     "partition-too-few",
     "partition-one-document",
     "partition-hot-spot",
+    "partition-write-hot-spot",
     "partition-size",
     "partition-key-shape",
 ];
@@ -28,6 +30,7 @@ struct Parts {
     list: Vec<(String, Stats)>,
     truncated: bool,
     docs: u64,
+    writes: u64,
 }
 
 pub fn check(db: &Database, t: &Thresholds) -> Result<Vec<Finding>> {
@@ -35,7 +38,8 @@ pub fn check(db: &Database, t: &Thresholds) -> Result<Vec<Finding>> {
     list.retain(|(_, s)| s.doc_count > 0);
     list.sort_by_key(|(_, s)| std::cmp::Reverse(s.doc_count));
     let docs = list.iter().map(|(_, s)| s.doc_count).sum();
-    let parts = Parts { list, truncated, docs };
+    let writes = list.iter().map(|(_, s)| s.writes).sum();
+    let parts = Parts { list, truncated, docs, writes };
     if parts.list.is_empty() {
         return Ok(Vec::new());
     }
@@ -44,6 +48,7 @@ pub fn check(db: &Database, t: &Thresholds) -> Result<Vec<Finding>> {
         too_few(&parts, t),
         one_document(&parts),
         hot_spot(&parts, t),
+        write_hot_spot(&parts, t),
         near_cap(&parts, t, cap),
         key_shape(&parts),
     ];
@@ -123,6 +128,53 @@ fn hot_spot(parts: &Parts, t: &Thresholds) -> Option<Finding> {
             "Spread the work: pick a key whose values each hold a similar share (no device \
              sending far more readings than the others), or split the busy key (for example \
              append a bucket number to it).",
+        )
+    })
+}
+
+/// One partition taking most writes, well beyond its share of the documents (documents
+/// updated over and over: a counter, a status document, one busy device). A partition whose
+/// share of writes follows its share of documents is `partition-hot-spot`'s case.
+fn write_hot_spot(parts: &Parts, t: &Thresholds) -> Option<Finding> {
+    let (name, top) = parts.list.iter().max_by_key(|(_, s)| s.writes)?;
+    let share = top.writes as f64 / parts.writes.max(1) as f64;
+    let doc_share = top.doc_count as f64 / parts.docs.max(1) as f64;
+    let hot = parts.list.len() >= 3
+        && parts.writes >= t.hot_partition_writes
+        && share > t.hot_partition_share
+        && share > 1.5 * doc_share;
+    hot.then(|| {
+        let per_doc =
+            |s: &Stats| (s.writes as f64 / s.doc_count.max(1) as f64 * 10.0).round() / 10.0;
+        let rest_writes = parts.writes - top.writes;
+        let rest_docs = (parts.docs - top.doc_count).max(1);
+        let mut busiest: Vec<&(String, Stats)> = parts.list.iter().collect();
+        busiest.sort_by_key(|(_, s)| std::cmp::Reverse(s.writes));
+        let busiest: Vec<Value> = busiest
+            .iter()
+            .take(EXAMPLES)
+            .map(|(p, s)| json!({"partition": p, "writes": s.writes, "doc_count": s.doc_count}))
+            .collect();
+        finding(
+            "partition-write-hot-spot",
+            Severity::Warning,
+            format!(
+                "partition `{name}` took {:.0}% of the writes with {:.0}% of the documents",
+                share * 100.0,
+                doc_share * 100.0
+            ),
+            json!({"partition": name, "writes": top.writes, "all_writes": parts.writes,
+                   "write_share": (share * 100.0).round() / 100.0,
+                   "document_share": (doc_share * 100.0).round() / 100.0,
+                   "writes_per_document": per_doc(top),
+                   "writes_per_document_elsewhere":
+                       (rest_writes as f64 / rest_docs as f64 * 10.0).round() / 10.0,
+                   "busiest_partitions": busiest,
+                   "counted_since": "the partition's first write"}),
+            "Writes that keep landing on the same few documents of one partition serialize \
+             there: keep per-event data in new documents (one reading, one order event) rather \
+             than updating a shared document, and derive totals with a reduce view; if one \
+             entity is simply busier than the rest, split its key (append a bucket or period).",
         )
     })
 }
@@ -224,11 +276,13 @@ mod tests {
         let list: Vec<(String, Stats)> = counts
             .iter()
             .map(|(p, n)| {
-                (p.to_string(), Stats { doc_count: *n, external: n * 100, ..Default::default() })
+                let s =
+                    Stats { doc_count: *n, external: n * 100, writes: *n, ..Default::default() };
+                (p.to_string(), s)
             })
             .collect();
         let docs = counts.iter().map(|(_, n)| n).sum();
-        Parts { list, truncated: false, docs }
+        Parts { list, truncated: false, docs, writes: docs }
     }
 
     #[test]
@@ -249,9 +303,34 @@ mod tests {
             too_few(&p, &t),
             one_document(&p),
             hot_spot(&p, &t),
+            write_hot_spot(&p, &t),
             near_cap(&p, &t, 10 << 30),
             key_shape(&p),
         ];
         assert!(found.iter().all(Option::is_none));
+    }
+
+    #[test]
+    fn one_partition_rewritten_over_and_over_is_a_write_hot_spot() {
+        let t = Thresholds::default();
+        let mut p = parts(&[("bridge-1", 200), ("bridge-2", 200), ("counters", 10)]);
+        p.list[2].1.writes = 3000;
+        p.writes = 3400;
+        let found = write_hot_spot(&p, &t).map(|f| f.evidence);
+        assert_eq!(found.as_ref().map(|e| e["partition"].clone()), Some(json!("counters")));
+        assert_eq!(found.map(|e| e["writes_per_document"].clone()), Some(json!(300.0)));
+        assert!(hot_spot(&p, &t).is_none());
+    }
+
+    #[test]
+    fn writes_following_documents_are_not_a_write_hot_spot() {
+        let t = Thresholds::default();
+        let mut p = parts(&[("bridge-1", 2000), ("bridge-2", 200), ("bridge-3", 200)]);
+        for (_, s) in &mut p.list {
+            s.writes *= 3;
+        }
+        p.writes *= 3;
+        assert!(write_hot_spot(&p, &t).is_none());
+        assert!(hot_spot(&p, &t).is_some());
     }
 }
