@@ -193,7 +193,7 @@ impl Database {
     }
 
     /// Whether the database has been deleted.
-    pub(crate) fn is_dropped(&self) -> bool {
+    pub fn is_dropped(&self) -> bool {
         self.dropped.load(Ordering::Acquire)
     }
 

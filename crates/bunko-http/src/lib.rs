@@ -42,6 +42,7 @@ pub mod procedure;
 pub mod render;
 pub mod request_head;
 pub mod routes;
+pub mod search;
 pub mod server;
 pub mod stream;
 pub mod txn;
@@ -90,12 +91,24 @@ pub struct AppState {
     pub started: Instant,
     /// This server's stable uuid (`GET /`), kept in the store.
     pub server_uuid: String,
+    /// The full-text search indexes (in memory unless [`AppState::with_search`] names a
+    /// directory).
+    pub search: Arc<bunko_search::Search>,
 }
 
 pub type State = Arc<AppState>;
 
 impl AppState {
     pub fn new(engine: Arc<Engine>, config: HttpConfig) -> bunko_engine::Result<State> {
+        AppState::with_search(engine, config, bunko_search::Search::new(None))
+    }
+
+    /// The state with search indexes kept by `search` (in a directory, for a server).
+    pub fn with_search(
+        engine: Arc<Engine>,
+        config: HttpConfig,
+        search: Arc<bunko_search::Search>,
+    ) -> bunko_engine::Result<State> {
         let auth = auth::Auth::new(&engine, &config)?;
         let uuid = engine.meta_or_init("server_uuid", || engine.uuids().next().into_bytes())?;
         let server_uuid = String::from_utf8_lossy(&uuid).into_owned();
@@ -111,6 +124,7 @@ impl AppState {
             auth,
             started: Instant::now(),
             server_uuid,
+            search,
         };
         state.refresh();
         Ok(Arc::new(state))
@@ -154,6 +168,7 @@ pub fn router(state: State) -> Router {
         .merge(index::routes())
         .merge(find::routes())
         .merge(view::routes())
+        .merge(search::routes())
         .merge(procedure::routes())
         .merge(advise::routes())
         .merge(node::routes())

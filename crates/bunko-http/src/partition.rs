@@ -6,6 +6,8 @@
 //!   contiguous range scan (`docs/architecture/keys.md`).
 //! - `GET/POST /{db}/_partition/{p}/_design/{ddoc}/_view/{view}`: a partitioned view over
 //!   the partition's range of rows ([`crate::view`]).
+//! - `GET/POST /{db}/_partition/{p}/_design/{ddoc}/_search/{index}`: a search of a
+//!   partitioned search index, restricted to the partition ([`crate::search`]).
 //! - `POST /{db}/_partition/{p}/_find` and `_explain`: Mango over the partition's range of a
 //!   partitioned index, or of the partition's documents ([`crate::find`]).
 //!
@@ -102,6 +104,16 @@ async fn dispatch(
             crate::view::query(req.db, ddoc, view, params, Some(req.partition)).await
         }
         (["_design", _, "_view", _], _) => Err(method_not_allowed("GET,POST")),
+        (["_design", ddoc, "_search", index], &Method::GET | &Method::POST) => {
+            let mut params = req.params;
+            if method == Method::POST {
+                params.merge_json(&body.object_or_empty()?);
+            }
+            params.remove("partition");
+            let (db, index) = (req.db, index.to_string());
+            crate::search::search(&st, db, ddoc, index, params, Some(req.partition)).await
+        }
+        (["_design", _, "_search", _], _) => Err(method_not_allowed("GET,POST")),
         _ => Err(ApiError::not_found("missing")),
     }
 }

@@ -114,8 +114,9 @@ async fn uuids(AxState(state): AxState<State>, RawQuery(query): RawQuery) -> Api
 }
 
 /// `GET /_active_tasks`: the Mango indexes being built over existing documents and the
-/// view groups being updated, in CouchDB's task shape (`type: "indexer"`, `changes_done`,
-/// `total_changes`, `progress`; views also `started_on` and `updated_on`).
+/// view groups and search indexes being updated, in CouchDB's task shape (`type:
+/// "indexer"` or `"search_indexer"`, `changes_done`, `total_changes`, `progress`; views and
+/// search indexes also `started_on` and `updated_on`).
 pub async fn active_tasks(
     AxState(state): AxState<State>,
     Extension(ctx): Extension<UserCtx>,
@@ -123,6 +124,8 @@ pub async fn active_tasks(
     require_server_admin(&ctx)?;
     let dbs: Vec<_> =
         state.engine.db_names().iter().filter_map(|name| state.engine.get_db(name)).collect();
+    let names: std::collections::HashMap<u64, String> =
+        dbs.iter().map(|db| (db.id(), db.name())).collect();
     let mut tasks: Vec<Value> = dbs
         .iter()
         .flat_map(|db| db.build_tasks())
@@ -161,6 +164,24 @@ pub async fn active_tasks(
             "process_status": "waiting",
             "database": t.database,
             "design_document": t.design_document,
+            "changes_done": p.changes_done,
+            "total_changes": p.total_changes,
+            "progress": percent(p.changes_done, p.total_changes),
+            "started_on": p.started_on,
+            "updated_on": p.updated_on,
+        })
+    }));
+    let searches = state.search.tasks(&|id| names.get(&id).cloned());
+    tasks.extend(searches.into_iter().map(|t| {
+        let p = t.progress;
+        let index = t.index.unwrap_or_default();
+        json!({
+            "type": "search_indexer",
+            "node": NODE,
+            "pid": format!("<{}/{}/{}>", t.database, t.design_document, index),
+            "database": t.database,
+            "design_document": t.design_document,
+            "index": index,
             "changes_done": p.changes_done,
             "total_changes": p.total_changes,
             "progress": percent(p.changes_done, p.total_changes),

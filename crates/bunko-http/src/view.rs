@@ -270,12 +270,6 @@ fn parse(p: &Params) -> ApiResult<ViewQuery> {
         Some(Value::Array(keys)) => Some(keys),
         Some(_) => return Err(ApiError::query_parse("`keys` must be an array of strings.")),
     };
-    let update = match p.str("update") {
-        None | Some("true") => Update::True,
-        Some("false") => Update::False,
-        Some("lazy") => Update::Lazy,
-        Some(_) => return Err(ApiError::query_parse("Invalid value for `update`.")),
-    };
     if p.str("stable").is_some_and(|v| v != "true" && v != "false") {
         return Err(ApiError::query_parse("Invalid value for `stable`."));
     }
@@ -284,12 +278,8 @@ fn parse(p: &Params) -> ApiResult<ViewQuery> {
     for flag in ["sorted", "attachments", "att_encoding_info"] {
         p.bool(flag)?;
     }
-    let update = match p.str("stale") {
-        Some("ok") => Update::False,
-        Some("update_after") => Update::Lazy,
-        Some(_) => return Err(ApiError::query_parse("Invalid value for `stale`.")),
-        None => update,
-    };
+    let update = Update::parse(p.str("update"), p.str("stale"))
+        .map_err(|name| ApiError::query_parse(format!("Invalid value for `{name}`.")))?;
     Ok(ViewQuery {
         key: p.json("key")?,
         keys,

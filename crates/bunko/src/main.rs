@@ -72,7 +72,18 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             false,
         )?;
     }
-    let state = bunko_http::AppState::new(engine.clone(), settings.http.clone())?;
+    let search = bunko_search::Search::new(Some(settings.data.join("search")));
+    let state =
+        bunko_http::AppState::with_search(engine.clone(), settings.http.clone(), search.clone())?;
+    // Reopens every search index, so the background updaters keep them current.
+    let (loading, load_engine) = (search, engine.clone());
+    std::thread::spawn(move || {
+        for db in load_engine.db_names().iter().filter_map(|n| load_engine.get_db(n)) {
+            if let Err(err) = loading.load(&db) {
+                tracing::warn!(%err, db = db.name(), "search indexes not reopened");
+            }
+        }
+    });
     let mongo_config = bunko_mongo::MongoConfig {
         data_dir: settings.data.display().to_string(),
         ..Default::default()

@@ -43,6 +43,7 @@ use super::{GroupDef, Index, MapIndex, Progress, order, runtime};
 use crate::database::Database;
 use crate::keys::{self, Key};
 use crate::{Error, Result, records};
+use bunko_indexer::Background;
 
 /// Changes mapped per commit.
 pub const BATCH: usize = 1000;
@@ -174,28 +175,18 @@ impl Database {
         if self.views.is_empty() {
             return;
         }
-        self.views.dirty.store(true, Ordering::Release);
-        if self.views.running.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        let db = self.clone();
-        std::thread::spawn(move || {
-            loop {
-                db.views.dirty.store(false, Ordering::Release);
+        Background::wake(
+            self,
+            |db| &db.views.background,
+            |db| {
                 for index in db.views.all().into_iter().filter(|i| i.def.autoupdate) {
                     if let Err(err) = db.update_view(&index) {
                         tracing::warn!(%err, sig = index.def.sig, "view update stopped");
                     }
                 }
-                db.views.running.store(false, Ordering::Release);
-                if db.is_dropped()
-                    || !db.views.dirty.load(Ordering::Acquire)
-                    || db.views.running.swap(true, Ordering::AcqRel)
-                {
-                    return;
-                }
-            }
-        });
+                !db.is_dropped()
+            },
+        );
     }
 
     /// Updates one group in the background (`update=lazy`), whether or not the
@@ -227,39 +218,19 @@ impl Database {
             // `_view_cleanup` removed an index of this (no longer used) group meanwhile.
             return Ok(());
         }
-        let mut applied = None;
-        let mut pages = 0;
-        let _progress = Tracker::start(self, index)?;
-        while !self.is_dropped() {
-            let Some((ticket, more)) =
-                self.update_step(index, &mut compiled, &Step::plan(index))?
-            else {
-                break;
-            };
-            applied = Some(ticket);
-            pages += 1;
-            if pages % SYNC_EVERY == 0 {
-                self.store.sync(ticket)?;
-            }
-            if !more {
-                break;
-            }
-        }
-        match applied {
-            Some(ticket) => Ok(self.store.sync(ticket)?),
-            None => Ok(()),
-        }
+        let mut build = GroupBuild { db: self, index, compiled: &mut compiled, applied: None };
+        bunko_indexer::run(&mut build, &index.activity, SYNC_EVERY)
     }
 
     /// Maps and applies one page of `step`, its documents shared among the `views`
-    /// workers; the applied batch's ticket and whether more steps are needed, or `None`
-    /// when there is nothing to do.
+    /// workers; the applied batch's ticket, the changes it read and whether more steps are
+    /// needed, or `None` when there is nothing to do.
     fn update_step(
         &self,
         index: &Index,
         views: &mut [CompiledViews],
         step: &Step,
-    ) -> Result<Option<(Ticket, bool)>> {
+    ) -> Result<Option<(Ticket, u64, bool)>> {
         let db = self.id();
         let snapshot = self.store.snapshot();
         let page = snapshot.scan(&step.range(db), false, BATCH)?;
@@ -313,8 +284,7 @@ impl Database {
         for (map, meta) in targets.iter().zip(metas) {
             *map.meta.lock() = meta;
         }
-        Tracker::advance(index, page.len() as u64);
-        Ok(Some((ticket, more)))
+        Ok(Some((ticket, page.len() as u64, more)))
     }
 
     /// One worker's part of a page: reads the documents of `part`, maps them through the
@@ -392,12 +362,7 @@ impl Database {
 }
 
 /// A running view update, for `GET /_active_tasks` (CouchDB's `indexer` task).
-#[derive(Debug, Clone)]
-pub struct ViewTask {
-    pub database: String,
-    pub design_document: String,
-    pub progress: Progress,
-}
+pub type ViewTask = bunko_indexer::Task;
 
 impl Database {
     /// The view updates mapping documents now, one per design document whose group is
@@ -416,53 +381,51 @@ impl Database {
         for (ddoc, def) in self.design_groups()? {
             if let Some((_, progress)) = running.iter().find(|(sig, _)| *sig == def.sig) {
                 let database = self.name();
-                tasks.push(ViewTask { database, design_document: ddoc, progress: *progress });
+                let progress = *progress;
+                tasks.push(ViewTask { database, design_document: ddoc, index: None, progress });
             }
         }
         Ok(tasks)
     }
 }
 
-/// Publishes an update's [`Progress`] on its group while it runs, and clears it when
-/// the update ends, however it ends.
-struct Tracker<'a> {
+/// One update of a view group, as the index framework drives it.
+struct GroupBuild<'a> {
+    db: &'a Database,
     index: &'a Index,
+    compiled: &'a mut Vec<CompiledViews>,
+    /// The last applied page's ticket, to sync.
+    applied: Option<Ticket>,
 }
 
-impl<'a> Tracker<'a> {
-    /// Counts the changes the update has to map; `None` when there are none.
-    fn start(db: &Database, index: &'a Index) -> Result<Option<Tracker<'a>>> {
-        let total = db.pending_changes(index.seq())?;
-        if total == 0 {
+impl bunko_indexer::Build for GroupBuild<'_> {
+    type Error = Error;
+
+    fn pending(&mut self) -> Result<u64> {
+        self.db.pending_changes(self.index.seq())
+    }
+
+    fn step(&mut self) -> Result<Option<bunko_indexer::Page>> {
+        let step = Step::plan(self.index);
+        let Some((ticket, changes, more)) =
+            self.db.update_step(self.index, self.compiled, &step)?
+        else {
             return Ok(None);
-        }
-        let now = unix_now();
-        *index.progress.lock() = Some(Progress {
-            started_on: now,
-            updated_on: now,
-            changes_done: 0,
-            total_changes: total,
-        });
-        Ok(Some(Tracker { index }))
+        };
+        self.applied = Some(ticket);
+        Ok(Some(bunko_indexer::Page { changes, more }))
     }
 
-    fn advance(index: &Index, changes: u64) {
-        if let Some(progress) = index.progress.lock().as_mut() {
-            progress.changes_done += changes;
-            progress.total_changes = progress.total_changes.max(progress.changes_done);
-            progress.updated_on = unix_now();
+    fn sync(&mut self) -> Result<()> {
+        match self.applied {
+            Some(ticket) => Ok(self.db.store.sync(ticket)?),
+            None => Ok(()),
         }
     }
-}
 
-impl Drop for Tracker<'_> {
-    fn drop(&mut self) {
-        *self.index.progress.lock() = None;
+    fn stopped(&self) -> bool {
+        self.db.is_dropped()
     }
-}
-
-fn unix_now() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 /// What one worker prepared for its part of a page.

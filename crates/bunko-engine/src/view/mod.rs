@@ -14,7 +14,9 @@
 //!    indexes at that checkpoint (one `bunko_js::CompiledViews` call for all of them),
 //!    replacing each document's old rows (found through the back-index) with its new
 //!    ones, and storing the new checkpoints, in one commit per page. A background thread
-//!    does this after every write; a query with `update=true` does it first.
+//!    does this after every write; a query with `update=true` does it first. The loop,
+//!    its progress and the background updater are the index framework's
+//!    ([`bunko_indexer`]); this module says how a page of changes becomes rows.
 //! 4. [`query`]: map queries are range scans of the collated keys ([`entries`]); reduce
 //!    queries reduce the rows of the range, by group.
 //!
@@ -23,7 +25,6 @@
 
 pub mod build;
 pub mod def;
-mod designs;
 pub mod entries;
 mod info;
 pub mod order;
@@ -32,16 +33,18 @@ mod reduce;
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::AtomicU64;
 
+use bunko_indexer::{Activity, Background, Designs};
 use bunko_js::{CompiledReduce, CompiledViews, Limits, Runtime};
 use parking_lot::Mutex;
 
 pub use build::ViewTask;
+pub use bunko_indexer::{Progress, Update};
 pub use def::{GroupDef, MapDef, ViewDef};
 pub use entries::MapMeta;
 pub use info::ViewInfo;
-pub use query::{Update, ViewQuery, ViewResult, ViewRow};
+pub use query::{ViewQuery, ViewResult, ViewRow};
 
 /// One map index: its rows are keyed by `sig` ([`entries`]).
 #[derive(Debug)]
@@ -79,21 +82,9 @@ pub struct Index {
     /// Compiled JavaScript reduce functions by view name.
     reducers: Mutex<HashMap<String, CompiledReduce>>,
     /// The running update's progress, while one maps documents.
-    progress: Mutex<Option<Progress>>,
+    pub(crate) activity: Activity,
     /// The database's update seq every change up to which is known to be indexed.
     pub(crate) caught_up: AtomicU64,
-}
-
-/// How far a running group update is, for `GET /_active_tasks`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Progress {
-    /// Unix time (seconds) the update began.
-    pub started_on: u64,
-    /// Unix time (seconds) of the last page applied.
-    pub updated_on: u64,
-    pub changes_done: u64,
-    /// The changes after the lowest checkpoint when the update began.
-    pub total_changes: u64,
 }
 
 impl std::fmt::Debug for Index {
@@ -109,7 +100,7 @@ impl Index {
             maps,
             build: Mutex::new(Vec::new()),
             reducers: Mutex::new(HashMap::new()),
-            progress: Mutex::new(None),
+            activity: Activity::default(),
             caught_up: AtomicU64::new(0),
         }
     }
@@ -126,7 +117,7 @@ impl Index {
 
     /// The running update's progress, if one is mapping documents.
     pub fn progress(&self) -> Option<Progress> {
-        *self.progress.lock()
+        self.activity.get()
     }
 
     /// Whether an update of this group, or of one of its map indexes, runs now.
@@ -146,12 +137,10 @@ pub(crate) fn runtime() -> Runtime {
 pub struct Registry {
     groups: Mutex<HashMap<String, Arc<Index>>>,
     maps: Mutex<HashMap<String, Arc<MapIndex>>>,
-    /// The background indexer runs.
-    pub(crate) running: AtomicBool,
-    /// A write happened since the indexer's round began.
-    pub(crate) dirty: AtomicBool,
-    /// The group each design document names (`view/designs.rs`).
-    pub(crate) designs: designs::Designs,
+    /// The background indexer.
+    pub(crate) background: Background,
+    /// The group each design document names.
+    pub(crate) designs: Designs,
     /// Row counts by key of every map index, for `offset` and partition totals
     /// (`view/order.rs`).
     pub(crate) order: order::Orders,

@@ -26,22 +26,10 @@ use serde_json::Value;
 
 use super::entries;
 use super::order::Cut;
-use super::{GroupDef, Index, ViewDef};
+use super::{GroupDef, Index, Update, ViewDef};
 use crate::database::Database;
 use crate::read::DocOut;
 use crate::{Error, Result};
-
-/// The `update` parameter.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Update {
-    /// Catch up with the latest change before answering (the default).
-    #[default]
-    True,
-    /// Answer from the index as it is.
-    False,
-    /// Answer from the index as it is, then update it in the background.
-    Lazy,
-}
 
 /// A view query's parameters, parsed.
 #[derive(Debug, Clone)]

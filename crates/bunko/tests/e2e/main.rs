@@ -30,6 +30,7 @@ mod partitions;
 mod persistence;
 mod procedures;
 mod raw_targets;
+mod search;
 mod server;
 mod transactions;
 mod validate;

@@ -1,8 +1,7 @@
-//! Which view group each design document names, remembered between queries so that a
-//! view query neither re-reads and re-parses its design document nor recomputes the
-//! signature. Every write of a design document forgets everything
-//! (`Database::views_after_write`); a generation number keeps a lookup that raced such a
-//! write from remembering what it read before it.
+//! Which index each design document names, remembered between queries so that a query
+//! neither re-reads and re-parses its design document nor recomputes the signature. The
+//! index kind forgets everything whenever a design document is written; a generation
+//! number keeps a lookup that raced such a write from remembering what it read before it.
 
 use std::collections::HashMap;
 
@@ -11,7 +10,7 @@ use parking_lot::Mutex;
 /// Entries kept at most; past that the map starts over.
 const MAX: usize = 1024;
 
-/// Design document id → signature of its view group.
+/// Design document id → signature of the index (or group of indexes) it defines.
 #[derive(Debug, Default)]
 pub struct Designs {
     inner: Mutex<Inner>,

@@ -1,0 +1,340 @@
+//! One search index: a tantivy index in its own directory (or in memory), and its update
+//! from the database's `_changes`, driven by the index framework ([`bunko_indexer::run`]).
+//!
+//! Schema (every index has the same one; the user's field names live inside the terms):
+//! - `_id` (raw, stored): the document id, so an update deletes the document's old entry
+//!   by term before adding its new one;
+//! - `_part` (raw): the partition, for partition searches;
+//! - `_fields` (stored): the document's `index()` calls as JSON `[[name, value, store,
+//!   facet], ...]`, read back for `fields`, `sort`, facets, groups and highlights;
+//! - `t` (text with positions): each analyzed token of a string value as `name SEP token`,
+//!   tokenized here by the field's analyzer and added pre-tokenized;
+//! - `n` (raw): each number as `name SEP` + 16 hex digits that order as the numbers do, so
+//!   a numeric range is a term range.
+//!
+//! Checkpoint: each page of changes is one tantivy commit whose payload is the seq it
+//! reached, so the index and its checkpoint cannot disagree, and a restart resumes there.
+//! A missing or unreadable directory is rebuilt from seq 0.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bunko_doc::id::{DocKind, kind, partition_of};
+use bunko_engine::changes::{ChangesFilter, ChangesQuery};
+use bunko_engine::{Database, Error, Result};
+use bunko_indexer::{Activity, Page};
+use bunko_js::{CompiledViews, Limits, Runtime};
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+use tantivy::schema::{
+    Field, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions,
+};
+use tantivy::tokenizer::{PreTokenizedString, Token as TantivyToken};
+use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
+
+use crate::def::IndexDef;
+
+/// Separates a field name from its token in `t` and `n` terms.
+pub const SEP: char = '\u{1}';
+
+/// Changes indexed per commit.
+const BATCH: u64 = 5000;
+
+/// Memory tantivy's writer may use before it flushes a segment.
+const WRITER_MEMORY: usize = 32 << 20;
+
+/// The schema's fields.
+#[derive(Debug, Clone, Copy)]
+pub struct Fields {
+    pub id: Field,
+    pub part: Field,
+    pub stored: Field,
+    pub text: Field,
+    pub num: Field,
+}
+
+fn schema() -> (Schema, Fields) {
+    let mut builder = Schema::builder();
+    let text = TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer("raw")
+            .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+    );
+    let fields = Fields {
+        id: builder.add_text_field("_id", STRING | STORED),
+        part: builder.add_text_field("_part", STRING),
+        stored: builder.add_text_field("_fields", STORED),
+        text: builder.add_text_field("t", text),
+        num: builder.add_text_field("n", STRING),
+    };
+    (builder.build(), fields)
+}
+
+/// A number as 16 hex digits that sort as the numbers do.
+pub fn sortable(x: f64) -> String {
+    // -0.0 is 0.0, so `price:0` finds both.
+    let bits = if x == 0.0 { 0u64 } else { x.to_bits() };
+    let key = if bits >> 63 == 1 { !bits } else { bits | (1 << 63) };
+    format!("{key:016x}")
+}
+
+fn tantivy_err(err: tantivy::TantivyError) -> Error {
+    Error::Unknown(format!("search index: {err}"))
+}
+
+/// One registered search index.
+pub struct SearchIndex {
+    pub def: IndexDef,
+    pub index: Index,
+    pub reader: IndexReader,
+    pub fields: Fields,
+    /// The seq the last commit reached.
+    seq: AtomicU64,
+    /// Held while the index is updated; the compiled `index` function.
+    build: Mutex<Option<CompiledViews>>,
+    pub activity: Activity,
+}
+
+impl std::fmt::Debug for SearchIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SearchIndex").field("sig", &self.def.sig).finish()
+    }
+}
+
+impl SearchIndex {
+    /// Opens the index in `dir` (creating or rebuilding it), or an in-memory one.
+    pub fn open(def: IndexDef, dir: Option<&Path>) -> Result<SearchIndex> {
+        let (schema, fields) = schema();
+        let index = match dir {
+            None => Index::create_in_ram(schema),
+            Some(dir) => open_dir(dir, schema)?,
+        };
+        let seq = match index.load_metas() {
+            Ok(metas) => metas.payload.and_then(|p| p.parse().ok()).unwrap_or(0),
+            Err(_) => 0,
+        };
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()
+            .map_err(tantivy_err)?;
+        Ok(SearchIndex {
+            def,
+            index,
+            reader,
+            fields,
+            seq: AtomicU64::new(seq),
+            build: Mutex::new(None),
+            activity: Activity::default(),
+        })
+    }
+
+    /// The seq the index has reached.
+    pub fn seq(&self) -> u64 {
+        self.seq.load(Ordering::Acquire)
+    }
+
+    /// Whether an update runs now.
+    pub fn is_updating(&self) -> bool {
+        self.build.is_locked()
+    }
+
+    /// Brings the index up to the database's latest change.
+    pub fn update(&self, db: &Database) -> Result<()> {
+        if self.seq() >= db.update_seq() {
+            return Ok(());
+        }
+        let mut compiled = self.build.lock();
+        if compiled.is_none() {
+            let runtime = Runtime::new(Limits::default());
+            *compiled = Some(runtime.compile_view_set(None, &[&self.def.program()])?);
+        }
+        let Some(views) = compiled.as_ref() else { return Ok(()) };
+        let writer = self.index.writer_with_num_threads(1, WRITER_MEMORY).map_err(tantivy_err)?;
+        let mut build = Update { db, index: self, views, writer };
+        bunko_indexer::run(&mut build, &self.activity, 1)?;
+        self.reader.reload().map_err(tantivy_err)
+    }
+
+    /// The tantivy document of one document's `index()` calls, `None` if it made none.
+    fn document(&self, id: &str, rows: bunko_js::Rows) -> Option<TantivyDocument> {
+        let mut doc = TantivyDocument::default();
+        doc.add_text(self.fields.id, id);
+        if self.def.partitioned
+            && let Some(part) = partition_of(id)
+        {
+            doc.add_text(self.fields.part, part);
+        }
+        let mut stored = Vec::new();
+        for (call, options) in rows {
+            let (Some(name), Some(value)) = (call.get(0).and_then(Value::as_str), call.get(1))
+            else {
+                continue;
+            };
+            let flag = |key: &str, default: bool| {
+                options.get(key).and_then(Value::as_bool).unwrap_or(default)
+            };
+            let text = match value {
+                Value::String(s) => Some(s.clone()),
+                Value::Bool(b) => Some(b.to_string()),
+                Value::Number(n) => {
+                    if flag("index", true) {
+                        let x = n.as_f64().unwrap_or(0.0);
+                        doc.add_text(self.fields.num, format!("{name}{SEP}{}", sortable(x)));
+                    }
+                    None
+                }
+                _ => continue,
+            };
+            if let Some(text) = text.filter(|_| flag("index", true)) {
+                doc.add_pre_tokenized_text(self.fields.text, self.pre_tokenized(name, &text));
+            }
+            stored.push(json!([name, value, flag("store", false), flag("facet", false)]));
+        }
+        if stored.is_empty() {
+            return None;
+        }
+        doc.add_text(self.fields.stored, Value::Array(stored).to_string());
+        Some(doc)
+    }
+
+    fn pre_tokenized(&self, name: &str, text: &str) -> PreTokenizedString {
+        let tokens = self
+            .def
+            .analyzers
+            .tokens(name, text)
+            .into_iter()
+            .map(|t| TantivyToken {
+                offset_from: t.from,
+                offset_to: t.to,
+                position: t.position,
+                text: format!("{name}{SEP}{}", t.text),
+                position_length: 1,
+            })
+            .collect();
+        PreTokenizedString { text: text.to_string(), tokens }
+    }
+}
+
+/// Opens the tantivy index in `dir`, creating it if missing and recreating it if it
+/// cannot be read (it is rebuilt from the documents).
+fn open_dir(dir: &Path, schema: Schema) -> Result<Index> {
+    let io = |e: std::io::Error| Error::Unknown(format!("search index directory: {e}"));
+    std::fs::create_dir_all(dir).map_err(io)?;
+    let directory = tantivy::directory::MmapDirectory::open(dir)
+        .map_err(|e| Error::Unknown(format!("search index directory: {e}")))?;
+    match Index::open_or_create(directory, schema.clone()) {
+        Ok(index) => Ok(index),
+        Err(err) => {
+            tracing::warn!(%err, dir = %dir.display(), "search index unreadable, rebuilding");
+            std::fs::remove_dir_all(dir).map_err(io)?;
+            std::fs::create_dir_all(dir).map_err(io)?;
+            Index::create_in_dir(dir, schema).map_err(tantivy_err)
+        }
+    }
+}
+
+/// One update of a search index, as the index framework drives it.
+struct Update<'a> {
+    db: &'a Database,
+    index: &'a SearchIndex,
+    views: &'a CompiledViews,
+    writer: IndexWriter,
+}
+
+impl bunko_indexer::Build for Update<'_> {
+    type Error = Error;
+
+    fn pending(&mut self) -> Result<u64> {
+        self.db.pending_changes(self.index.seq())
+    }
+
+    fn step(&mut self) -> Result<Option<Page>> {
+        let since = self.index.seq();
+        let query = ChangesQuery {
+            since,
+            limit: Some(BATCH),
+            descending: false,
+            include_docs: true,
+            all_leaves: false,
+            filter: ChangesFilter::All,
+        };
+        let mut last = since;
+        let mut changes = 0;
+        let mut inputs = Vec::new();
+        for row in self.db.changes(query)? {
+            let row = row?;
+            last = row.seq;
+            changes += 1;
+            let id_term = Term::from_field_text(self.index.fields.id, &row.id);
+            self.writer.delete_term(id_term);
+            if row.deleted || kind(&row.id) == DocKind::Design {
+                continue;
+            }
+            if let Some(doc) = row.doc {
+                inputs.push((row.id, map_input(&doc)));
+            }
+        }
+        if last == since {
+            return Ok(None);
+        }
+        let texts: Vec<&str> = inputs.iter().map(|(_, t)| t.as_str()).collect();
+        let outputs = self.views.map_batch_json(&texts)?;
+        for ((id, _), output) in inputs.iter().zip(outputs) {
+            output.trace(&self.index.def.ddoc);
+            let rows = output.rows.into_iter().next().unwrap_or_default();
+            if let Some(doc) = self.index.document(id, rows) {
+                self.writer.add_document(doc).map_err(tantivy_err)?;
+            }
+        }
+        let mut commit = self.writer.prepare_commit().map_err(tantivy_err)?;
+        commit.set_payload(&last.to_string());
+        commit.commit().map_err(tantivy_err)?;
+        self.index.seq.store(last, Ordering::Release);
+        Ok(Some(Page { changes, more: true }))
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        // Each tantivy commit is durable when it returns.
+        Ok(())
+    }
+
+    fn stopped(&self) -> bool {
+        self.index.seq() >= self.db.update_seq()
+    }
+}
+
+/// What the `index` function sees: the body with `_id` and `_rev`.
+fn map_input(doc: &bunko_engine::read::DocOut) -> String {
+    let body = std::str::from_utf8(&doc.body).unwrap_or("{}");
+    let inner = body.trim().strip_prefix('{').and_then(|b| b.strip_suffix('}')).unwrap_or("");
+    let mut text = format!(
+        "{{\"_id\":{},\"_rev\":{}",
+        Value::from(doc.id.as_str()),
+        json!(doc.rev.to_string())
+    );
+    if !inner.trim().is_empty() {
+        text.push(',');
+        text.push_str(inner);
+    }
+    text.push('}');
+    text
+}
+
+/// Shared handle to an index.
+pub type Shared = Arc<SearchIndex>;
+
+#[cfg(test)]
+mod tests {
+    use super::sortable;
+
+    #[test]
+    fn sortable_numbers_order_as_numbers() {
+        let xs = [-1e9, -2.5, -1e-9, 0.0, 1.0, 2.5, 10.0, 1e12];
+        let keys: Vec<String> = xs.iter().map(|&x| sortable(x)).collect();
+        let mut sorted = keys.clone();
+        sorted.sort();
+        assert_eq!(keys, sorted);
+    }
+}

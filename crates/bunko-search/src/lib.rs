@@ -1,0 +1,290 @@
+//! Cloudant Search (CouchDB's `_search`) over tantivy: full-text indexes defined by design
+//! documents, built from the change sequence through the index framework
+//! ([`bunko_indexer`]), above the engine so that an embedder who needs no full-text
+//! search does not compile it.
+//!
+//! A request for `GET /{db}/_design/{ddoc}/_search/{index}` goes:
+//! 1. [`Search::index`] reads the design document's index definition ([`def`]), whose
+//!    signature names the index, and opens (or creates, or rebuilds) its tantivy index
+//!    in `<root>/<database id>/<signature>` ([`index`]); the registry keeps it open;
+//! 2. with `update=true` (the default) the index catches up with the database: each page
+//!    of changes runs the `index` function in the JavaScript sandbox (`bunko-js`), deletes
+//!    the documents' old entries and adds their new ones, and commits with the seq it
+//!    reached as the commit's payload, which is the checkpoint;
+//! 3. [`query`] compiles the Lucene query (`compile.rs`), runs it, and shapes Cloudant's
+//!    answer (sort, bookmark, facets, groups, highlights).
+//!
+//! A background thread per database waits on the database's change notification and
+//! updates its registered indexes after writes; progress shows in `_active_tasks`
+//! ([`Search::tasks`]). `_search_cleanup` removes the directories of indexes no design
+//! document defines ([`Search::cleanup`]).
+
+pub mod analyzer;
+mod compile;
+pub mod def;
+mod highlight;
+pub mod index;
+pub mod query;
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Weak};
+
+use bunko_engine::changes::{ChangesFilter, ChangesQuery};
+use bunko_engine::{Database, Error, Result};
+use bunko_indexer::{Task, Update};
+use parking_lot::Mutex;
+use serde_json::{Map, Value, json};
+
+pub use def::IndexDef;
+pub use index::SearchIndex;
+pub use query::SearchQuery;
+
+/// The search indexes of every database: where they live and which are open.
+#[derive(Debug)]
+pub struct Search {
+    /// Directory of the indexes; `None` keeps them in memory.
+    root: Option<PathBuf>,
+    /// Open indexes by database id and signature.
+    open: Mutex<HashMap<(u64, String), Arc<SearchIndex>>>,
+    /// Databases whose background updater runs.
+    watched: Mutex<HashSet<u64>>,
+}
+
+impl Search {
+    /// Indexes under `root` (or in memory).
+    pub fn new(root: Option<PathBuf>) -> Arc<Search> {
+        Arc::new(Search { root, open: Mutex::default(), watched: Mutex::default() })
+    }
+
+    /// Index `name` of design document `ddoc`, opened and registered.
+    pub fn index(
+        self: &Arc<Self>,
+        db: &Arc<Database>,
+        ddoc: &str,
+        name: &str,
+    ) -> Result<Arc<SearchIndex>> {
+        let body = design_body(db, ddoc)?;
+        let def = IndexDef::from_ddoc(ddoc, &body, name, db.is_partitioned())?;
+        let key = (db.id(), def.sig.clone());
+        if let Some(index) = self.open.lock().get(&key) {
+            return Ok(index.clone());
+        }
+        let dir = self.root.as_ref().map(|r| r.join(db.id().to_string()).join(&def.sig));
+        let index = Arc::new(SearchIndex::open(def, dir.as_deref())?);
+        let index = self.open.lock().entry(key).or_insert(index).clone();
+        self.watch(db);
+        Ok(index)
+    }
+
+    /// Answers a search; `partition` is the partition of a `/_partition/{p}/` route.
+    pub fn search(
+        self: &Arc<Self>,
+        db: &Arc<Database>,
+        ddoc: &str,
+        name: &str,
+        q: &SearchQuery,
+        partition: Option<&str>,
+    ) -> Result<Value> {
+        let index = self.index(db, ddoc, name)?;
+        match (index.def.partitioned, partition) {
+            (true, None) => {
+                return Err(Error::BadRequest(
+                    "`partition` parameter is mandatory for queries to this index.".into(),
+                ));
+            }
+            (false, Some(_)) => {
+                return Err(Error::BadRequest("`partition` not supported on this index".into()));
+            }
+            _ => {}
+        }
+        match q.update {
+            Update::True => index.update(db)?,
+            Update::False => {}
+            Update::Lazy => {
+                let (db, index) = (db.clone(), index.clone());
+                std::thread::spawn(move || log(index.update(&db)));
+            }
+        }
+        let load = |id: &str| {
+            let doc = db.get(id, None).ok().filter(|d| !d.deleted)?;
+            let mut body: Map<String, Value> = serde_json::from_slice(&doc.body).ok()?;
+            let mut out = Map::new();
+            out.insert("_id".into(), json!(doc.id));
+            out.insert("_rev".into(), json!(doc.rev.to_string()));
+            out.append(&mut body);
+            Some(Value::Object(out))
+        };
+        query::run(&index, q, partition, &load)
+    }
+
+    /// `GET /{db}/_design/{ddoc}/_search_info/{index}`.
+    pub fn info(self: &Arc<Self>, db: &Arc<Database>, ddoc: &str, name: &str) -> Result<Value> {
+        let index = self.index(db, ddoc, name)?;
+        let searcher = index.reader.searcher();
+        let doc_count = searcher.num_docs();
+        let deleted: u64 =
+            searcher.segment_readers().iter().map(|s| u64::from(s.num_deleted_docs())).sum();
+        let disk_size = match &self.root {
+            Some(root) => dir_size(&root.join(db.id().to_string()).join(&index.def.sig)),
+            None => 0,
+        };
+        let seq = index.seq();
+        Ok(json!({
+            "name": format!("{ddoc}/{name}"),
+            "search_index": {
+                "pending_seq": db.update_seq(),
+                "doc_del_count": deleted,
+                "doc_count": doc_count,
+                "disk_size": disk_size,
+                "committed_seq": seq,
+                "signature": index.def.sig,
+            }
+        }))
+    }
+
+    /// `POST /{db}/_search_cleanup`: removes the indexes of `db` no design document
+    /// defines any more; returns how many.
+    pub fn cleanup(&self, db: &Database) -> Result<usize> {
+        let live: HashSet<String> = design_docs(db)?
+            .into_iter()
+            .flat_map(|(id, body)| IndexDef::sigs_of(&id, &body, db.is_partitioned()))
+            .collect();
+        let mut removed = 0;
+        self.open.lock().retain(|(db_id, sig), _| {
+            let keep = *db_id != db.id() || live.contains(sig);
+            removed += usize::from(!keep);
+            keep
+        });
+        if let Some(root) = &self.root {
+            let dir = root.join(db.id().to_string());
+            let entries = std::fs::read_dir(&dir).into_iter().flatten().flatten();
+            let mut on_disk = 0;
+            for entry in entries {
+                let sig = entry.file_name().to_string_lossy().into_owned();
+                if !live.contains(&sig) {
+                    std::fs::remove_dir_all(entry.path())
+                        .map_err(|e| Error::Unknown(format!("removing search index: {e}")))?;
+                    on_disk += 1;
+                }
+            }
+            removed = removed.max(on_disk);
+        }
+        Ok(removed)
+    }
+
+    /// The running search index updates, for `GET /_active_tasks`.
+    pub fn tasks(&self, name_of: &dyn Fn(u64) -> Option<String>) -> Vec<Task> {
+        let open = self.open.lock();
+        open.iter()
+            .filter_map(|((db, _), index)| {
+                Some(Task {
+                    database: name_of(*db)?,
+                    design_document: index.def.ddoc.clone(),
+                    index: Some(index.def.name.clone()),
+                    progress: index.activity.get()?,
+                })
+            })
+            .collect()
+    }
+
+    /// Opens every search index of every design document of `db` (at start-up), so the
+    /// background updater keeps them current.
+    pub fn load(self: &Arc<Self>, db: &Arc<Database>) -> Result<()> {
+        for (id, body) in design_docs(db)? {
+            if let Some(Value::Object(indexes)) = body.get("indexes") {
+                for name in indexes.keys() {
+                    if let Err(err) = self.index(db, &id, name) {
+                        tracing::warn!(%err, ddoc = id, name, "search index not opened");
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts `db`'s background updater unless it runs: a thread that waits for the
+    /// database's next durable change and then updates each of its open indexes, until
+    /// the database is deleted.
+    fn watch(self: &Arc<Self>, db: &Arc<Database>) {
+        if !self.watched.lock().insert(db.id()) {
+            return;
+        }
+        let (search, weak, mut changes) =
+            (Arc::downgrade(self), Arc::downgrade(db), db.subscribe());
+        let id = db.id();
+        std::thread::spawn(move || {
+            while futures::executor::block_on(changes.changed()).is_ok() {
+                if !round(&search, &weak, id) {
+                    break;
+                }
+            }
+            if let Some(search) = search.upgrade() {
+                search.watched.lock().remove(&id);
+            }
+        });
+    }
+}
+
+/// One background round over database `id`'s open indexes; `false` once the database
+/// or the service is gone.
+fn round(search: &Weak<Search>, db: &Weak<Database>, id: u64) -> bool {
+    let (Some(search), Some(db)) = (search.upgrade(), db.upgrade()) else { return false };
+    if db.is_dropped() {
+        return false;
+    }
+    let indexes: Vec<Arc<SearchIndex>> =
+        search.open.lock().iter().filter(|((d, _), _)| *d == id).map(|(_, i)| i.clone()).collect();
+    for index in indexes {
+        log(index.update(&db));
+    }
+    true
+}
+
+fn log(result: Result<()>) {
+    if let Err(err) = result {
+        tracing::warn!(%err, "search index update stopped");
+    }
+}
+
+/// The body of design document `ddoc`, or `404 not_found`.
+fn design_body(db: &Database, ddoc: &str) -> Result<Map<String, Value>> {
+    let doc = db.get(ddoc, None).map_err(|_| Error::NotFound("missing".into()))?;
+    if doc.deleted {
+        return Err(Error::NotFound("deleted".into()));
+    }
+    serde_json::from_slice(&doc.body).map_err(|e| Error::Corrupt(e.to_string()))
+}
+
+/// Every live design document of `db`: `(id, body)`.
+fn design_docs(db: &Database) -> Result<Vec<(String, Map<String, Value>)>> {
+    let query = ChangesQuery {
+        since: 0,
+        limit: None,
+        descending: false,
+        include_docs: true,
+        all_leaves: false,
+        filter: ChangesFilter::Design,
+    };
+    let mut out = Vec::new();
+    for row in db.changes(query)? {
+        let row = row?;
+        if let Some(doc) = row.doc.filter(|d| !d.deleted)
+            && let Ok(body) = serde_json::from_slice(&doc.body)
+        {
+            out.push((row.id, body));
+        }
+    }
+    Ok(out)
+}
+
+/// Bytes of the files under `dir`.
+fn dir_size(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.metadata().ok())
+        .map(|m| m.len())
+        .sum()
+}

@@ -1,0 +1,358 @@
+//! Cloudant Search (`_search` on tantivy): Lucene syntax, sort, bookmarks, facets,
+//! drilldown, groups, highlights, stored fields and `include_docs`, the IoT walkthrough's
+//! partitioned readings searched per partition, deleted and edited documents, `stale`,
+//! `_search_info`, `_search_cleanup`, security, and a restart while an index builds.
+//! Answers follow the Cloudant and CouchDB 3.4 search documentation
+//! (`api/ddoc/search`, "Search" in the Cloudant docs).
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::harness::{Server, assert_error, enc, send};
+
+/// `path` with `?name=value` parameters, percent-encoded (strings as given, other JSON as
+/// its text).
+fn q(path: &str, params: &[(&str, Value)]) -> String {
+    let query: Vec<String> = params
+        .iter()
+        .map(|(name, v)| {
+            let text = match v {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            format!("{name}={}", enc(&text))
+        })
+        .collect();
+    format!("{path}?{}", query.join("&"))
+}
+
+fn ids(answer: &Value) -> Vec<String> {
+    answer["rows"]
+        .as_array()
+        .map(|rows| rows.iter().filter_map(|r| r["id"].as_str().map(String::from)).collect())
+        .unwrap_or_default()
+}
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}
+
+fn bulk(s: &Server, db: &str, docs: Vec<Value>) {
+    let (status, body) = s.post(&format!("/{db}/_bulk_docs"), &json!({"docs": docs}));
+    assert_eq!(status, 201, "{body}");
+}
+
+/// The animals of the Cloudant search documentation's examples, with a price.
+fn animals(s: &Server) {
+    assert_eq!(s.put_empty("/animals").0, 201);
+    let animals = [
+        ("aardvark", "mammal", 50, "The aardvark is a medium-sized burrowing nocturnal mammal"),
+        ("badger", "mammal", 30, "Badgers are short-legged omnivores that dig burrows"),
+        ("kookaburra", "bird", 20, "Kookaburras are terrestrial tree kingfishers"),
+        ("panda", "mammal", 90, "The giant panda is a bear native to China"),
+        ("snipe", "bird", 10, "Snipes are wading birds with long slender bills"),
+        ("zander", "fish", 15, "The zander is a fish of fresh and brackish waters"),
+    ];
+    let docs = animals
+        .iter()
+        .map(|(id, class, price, text)| {
+            json!({"_id": id, "name": id, "class": class, "price": price, "description": text})
+        })
+        .collect();
+    bulk(s, "animals", docs);
+    let index = "function(doc) { \
+        index('default', doc.description); \
+        index('name', doc.name, {store: true}); \
+        index('class', doc.class, {store: true, facet: true}); \
+        index('price', doc.price, {store: true, facet: true}); }";
+    let ddoc = json!({"indexes": {"animals": {"index": index, "analyzer": "english"}}});
+    assert_eq!(s.put("/animals/_design/search", &ddoc).0, 201);
+}
+
+const ANIMALS: &str = "/animals/_design/search/_search/animals";
+
+fn search(s: &Server, params: &[(&str, Value)]) -> Value {
+    let (status, body) = s.get(&q(ANIMALS, params));
+    assert_eq!(status, 200, "{params:?}: {body}");
+    body
+}
+
+fn hits(s: &Server, query: &str) -> Vec<String> {
+    sorted(ids(&search(s, &[("q", json!(query)), ("limit", json!(200))])))
+}
+
+#[test]
+fn lucene_syntax_fields_phrases_wildcards_fuzzy_ranges_booleans() {
+    let s = Server::start();
+    animals(&s);
+    assert_eq!(hits(&s, "class:bird"), ["kookaburra", "snipe"]);
+    // The default field, analyzed in English: "burrows" and "burrowing" share a stem.
+    assert_eq!(hits(&s, "burrow"), ["aardvark", "badger"]);
+    assert_eq!(hits(&s, "\"giant panda\""), ["panda"]);
+    assert_eq!(hits(&s, "\"panda giant\""), Vec::<String>::new());
+    assert_eq!(hits(&s, "name:kook*"), ["kookaburra"]);
+    assert_eq!(hits(&s, "name:z?nder"), ["zander"]);
+    assert_eq!(hits(&s, "name:badgr~1"), ["badger"]);
+    assert_eq!(hits(&s, "name:badgr~"), ["badger"]);
+    // Numeric ranges on numbers, inclusive and exclusive; `price:15` is numeric too.
+    assert_eq!(hits(&s, "price:[10 TO 20]"), ["kookaburra", "snipe", "zander"]);
+    assert_eq!(hits(&s, "price:{10 TO 20}"), ["zander"]);
+    assert_eq!(hits(&s, "price:[50 TO Infinity]"), ["aardvark", "panda"]);
+    assert_eq!(hits(&s, "price:15"), ["zander"]);
+    // String ranges compare the field's tokens.
+    assert_eq!(hits(&s, "name:[a TO c]"), ["aardvark", "badger"]);
+    assert_eq!(hits(&s, "class:mammal AND price:[40 TO 100]"), ["aardvark", "panda"]);
+    assert_eq!(hits(&s, "class:mammal AND NOT name:panda"), ["aardvark", "badger"]);
+    assert_eq!(hits(&s, "class:fish OR class:bird"), ["kookaburra", "snipe", "zander"]);
+    assert_eq!(hits(&s, "+class:mammal -name:badger -name:panda"), ["aardvark"]);
+    assert_eq!(hits(&s, "-class:mammal"), ["kookaburra", "snipe", "zander"]);
+    assert_eq!(hits(&s, "*:*").len(), 6);
+    // A boost changes the order, not the matches.
+    let boosted = search(&s, &[("q", json!("name:snipe^10 OR class:bird"))]);
+    assert_eq!(ids(&boosted).first().map(String::as_str), Some("snipe"));
+    let (status, body) = s.get(&q(ANIMALS, &[("q", json!("class:(bird"))]));
+    assert_eq!((status, &body["error"]), (400, &json!("bad_request")), "{body}");
+}
+
+#[test]
+fn sort_limit_bookmark_fields_and_include_docs() {
+    let s = Server::start();
+    animals(&s);
+    let first =
+        search(&s, &[("q", json!("*:*")), ("sort", json!("-price<number>")), ("limit", json!(2))]);
+    assert_eq!(first["total_rows"], 6);
+    assert_eq!(ids(&first), ["panda", "aardvark"]);
+    assert_eq!(first["rows"][0]["order"][0], 90);
+    assert_eq!(
+        first["rows"][0]["fields"],
+        json!({"name": "panda", "class": "mammal", "price": 90})
+    );
+    let next = search(
+        &s,
+        &[
+            ("q", json!("*:*")),
+            ("sort", json!("-price<number>")),
+            ("limit", json!(2)),
+            ("bookmark", first["bookmark"].clone()),
+        ],
+    );
+    assert_eq!(ids(&next), ["badger", "kookaburra"]);
+    let by_name = search(&s, &[("q", json!("class:bird")), ("sort", json!(["name<string>"]))]);
+    assert_eq!(ids(&by_name), ["kookaburra", "snipe"]);
+    let only = search(
+        &s,
+        &[
+            ("q", json!("name:snipe")),
+            ("include_fields", json!(["price"])),
+            ("include_docs", json!(true)),
+        ],
+    );
+    assert_eq!(only["rows"][0]["fields"], json!({"price": 10}));
+    assert_eq!(only["rows"][0]["doc"]["_id"], "snipe");
+    assert_eq!(only["rows"][0]["doc"]["class"], "bird");
+    assert!(only["rows"][0]["doc"]["_rev"].as_str().is_some_and(|r| r.starts_with("1-")));
+    // POST takes the same parameters as a JSON body.
+    let (status, posted) =
+        s.post(ANIMALS, &json!({"q": "class:bird", "sort": ["-price<number>"], "limit": 1}));
+    assert_eq!(status, 200, "{posted}");
+    assert_eq!(
+        (posted["total_rows"].clone(), ids(&posted)),
+        (json!(2), vec!["kookaburra".to_string()])
+    );
+    assert_error(
+        s.get(&q(ANIMALS, &[("q", json!("a")), ("limit", json!(201))])),
+        400,
+        "bad_request",
+        "Limit must be less than or equal to 200",
+    );
+}
+
+#[test]
+fn counts_ranges_drilldown_groups_and_highlights() {
+    let s = Server::start();
+    animals(&s);
+    let facets = search(
+        &s,
+        &[
+            ("q", json!("*:*")),
+            ("counts", json!(["class"])),
+            ("ranges", json!({"price": {"cheap": "[0 TO 20]", "dear": "{20 TO Infinity}"}})),
+            ("limit", json!(0)),
+        ],
+    );
+    assert_eq!(facets["counts"], json!({"class": {"bird": 2, "fish": 1, "mammal": 3}}));
+    assert_eq!(facets["ranges"], json!({"price": {"cheap": 3, "dear": 3}}));
+    assert_eq!(facets["rows"], json!([]));
+    let drilled = search(&s, &[("q", json!("*:*")), ("drilldown", json!(["class", "bird"]))]);
+    assert_eq!(sorted(ids(&drilled)), ["kookaburra", "snipe"]);
+    assert_eq!(drilled["total_rows"], 2);
+    let grouped = search(
+        &s,
+        &[
+            ("q", json!("*:*")),
+            ("group_field", json!("class")),
+            ("group_limit", json!(2)),
+            ("sort", json!("price<number>")),
+            ("group_sort", json!("class<string>")),
+        ],
+    );
+    assert_eq!(grouped["total_rows"], 6);
+    let groups = grouped["groups"].as_array().cloned().unwrap_or_default();
+    let summary: Vec<(Value, Value, Vec<String>)> =
+        groups.iter().map(|g| (g["by"].clone(), g["total_rows"].clone(), ids(g))).collect();
+    assert_eq!(
+        summary,
+        vec![
+            (json!("bird"), json!(2), vec!["snipe".to_string(), "kookaburra".to_string()]),
+            (json!("fish"), json!(1), vec!["zander".to_string()]),
+            (json!("mammal"), json!(3), vec!["badger".to_string(), "aardvark".to_string()]),
+        ]
+    );
+    let lit = search(
+        &s,
+        &[
+            ("q", json!("class:bird")),
+            ("highlight_fields", json!(["class"])),
+            ("highlight_pre_tag", json!("<b>")),
+            ("highlight_post_tag", json!("</b>")),
+            ("limit", json!(1)),
+        ],
+    );
+    assert_eq!(lit["rows"][0]["highlights"], json!({"class": ["<b>bird</b>"]}));
+}
+
+#[test]
+fn deleted_and_edited_documents_leave_the_results() {
+    let s = Server::start();
+    animals(&s);
+    assert_eq!(hits(&s, "class:fish"), ["zander"]);
+    let zander = s.get_doc("animals", "zander");
+    let mut edited = zander.clone();
+    edited["class"] = json!("bird");
+    assert_eq!(s.put("/animals/zander", &edited).0, 201);
+    assert_eq!(hits(&s, "class:fish"), Vec::<String>::new());
+    assert_eq!(hits(&s, "class:bird"), ["kookaburra", "snipe", "zander"]);
+    let rev = s.get_doc("animals", "snipe")["_rev"].as_str().unwrap_or_default().to_string();
+    assert_eq!(s.delete(&format!("/animals/snipe?rev={rev}")).0, 200);
+    assert_eq!(hits(&s, "class:bird"), ["kookaburra", "zander"]);
+    let info = s.get("/animals/_design/search/_search_info/animals");
+    assert_eq!(info.0, 200, "{}", info.1);
+    assert_eq!(info.1["name"], "_design/search/animals");
+    assert_eq!(info.1["search_index"]["doc_count"], 5);
+    assert_eq!(info.1["search_index"]["committed_seq"], info.1["search_index"]["pending_seq"]);
+    // `stale=ok` answers from the index as it is: a new document is not there yet, then
+    // is after a default (updating) query.
+    bulk(&s, "animals", vec![json!({"_id": "tuna", "class": "fish", "price": 5})]);
+    let stale = search(&s, &[("q", json!("class:fish")), ("stale", json!("ok"))]);
+    assert_eq!(ids(&stale), Vec::<String>::new());
+    assert_eq!(hits(&s, "class:fish"), ["tuna"]);
+}
+
+#[test]
+fn design_document_changes_cleanup_and_security() {
+    let s = Server::start();
+    animals(&s);
+    assert_eq!(hits(&s, "class:fish"), ["zander"]);
+    let mut ddoc = s.get_doc("animals", "_design/search");
+    ddoc["indexes"]["animals"]["index"] = json!("function(doc) { index('class', doc.name); }");
+    assert_eq!(s.put("/animals/_design/search", &ddoc).0, 201);
+    assert_eq!(hits(&s, "class:zander"), ["zander"], "the edited function rebuilt the index");
+    let search_dir = s.data_dir().join("search");
+    let dirs = |d: &std::path::Path| std::fs::read_dir(d).map(|r| r.count()).unwrap_or(0);
+    let db_dir =
+        std::fs::read_dir(&search_dir).ok().and_then(|mut r| r.next()).and_then(|e| e.ok());
+    let db_dir = db_dir.map(|e| e.path()).unwrap_or_default();
+    assert_eq!(dirs(&db_dir), 2, "the old and the new index");
+    let (status, body) = s.post("/animals/_search_cleanup", &json!({}));
+    assert_eq!((status, body), (202, json!({"ok": true})));
+    assert_eq!(dirs(&db_dir), 1, "only the index the design document defines is left");
+    assert_eq!(hits(&s, "class:zander"), ["zander"]);
+    let missing = s.get(&q("/animals/_design/search/_search/nope", &[("q", json!("a"))]));
+    assert_eq!((missing.0, &missing.1["error"]), (404, &json!("not_found")), "{}", missing.1);
+    // Only members read a database with members.
+    let security = json!({"members": {"names": ["alice"]}});
+    assert_eq!(s.put("/animals/_security", &security).0, 200);
+    let (status, _) = send(s.anon_req(Method::GET, &q(ANIMALS, &[("q", json!("*:*"))])));
+    assert_eq!(status, 401);
+}
+
+/// The IoT walkthrough of the Cloudant partitioning guide: readings partitioned by
+/// infrastructure, each with a text note, searched within one bridge's partition.
+#[test]
+fn iot_readings_search_within_a_partition() {
+    let s = Server::start();
+    assert_eq!(s.put_empty("/readings?partitioned=true").0, 201);
+    let notes = ["vibration high on the north span", "normal", "cable vibration check", "normal"];
+    let mut docs = Vec::new();
+    for (b, bridge) in ["bridge-9876", "bridge-1234"].iter().enumerate() {
+        for (n, note) in notes.iter().enumerate() {
+            docs.push(json!({
+                "_id": format!("{bridge}:device-12345{n}-20181211T11:13:2{b}.123456Z"),
+                "deviceID": format!("device-12345{n}"),
+                "infrastructureID": bridge,
+                "ts": "20181211T11:13:24.123456Z",
+                "note": note,
+                "reading": {"temperature": {"value": 10 + n, "unit": "c"}}
+            }));
+        }
+    }
+    bulk(&s, "readings", docs);
+    let index = "function(doc) { index('note', doc.note, {store: true}); \
+                 index('device', doc.deviceID, {store: true}); \
+                 index('temperature', doc.reading.temperature.value); }";
+    let ddoc = json!({"options": {"partitioned": true}, "indexes": {"notes": {"index": index}}});
+    assert_eq!(s.put("/readings/_design/notes", &ddoc).0, 201);
+    let (status, body) = s.get(&q(
+        "/readings/_partition/bridge-9876/_design/notes/_search/notes",
+        &[("q", json!("note:vibration")), ("sort", json!("device<string>"))],
+    ));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["total_rows"], 2);
+    let devices: Vec<Value> = body["rows"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| r["fields"]["device"].clone())
+        .collect();
+    assert_eq!(devices, [json!("device-123450"), json!("device-123452")]);
+    assert!(ids(&body).iter().all(|id| id.starts_with("bridge-9876:")));
+    let (status, body) = s.post(
+        "/readings/_partition/bridge-1234/_design/notes/_search/notes",
+        &json!({"q": "temperature:[11 TO 13]"}),
+    );
+    assert_eq!((status, body["total_rows"].clone()), (200, json!(3)), "{body}");
+    assert_error(
+        s.get(&q("/readings/_design/notes/_search/notes", &[("q", json!("note:normal"))])),
+        400,
+        "bad_request",
+        "`partition` parameter is mandatory for queries to this index.",
+    );
+}
+
+/// A crash (`kill -9`) while an index is being built, then a restart: the index resumes
+/// from its last checkpoint and ends with every document indexed once.
+#[test]
+fn a_restart_while_the_index_builds_resumes_it() {
+    let mut s = Server::start();
+    assert_eq!(s.put_empty("/notes").0, 201);
+    for chunk in 0..4 {
+        let docs = (0..2500)
+            .map(|n| json!({"_id": format!("n{chunk}-{n:05}"), "text": format!("word{} common", n % 10)}))
+            .collect();
+        bulk(&s, "notes", docs);
+    }
+    let ddoc = json!({"indexes": {"text": {"index": "function(d) { index('default', d.text); }"}}});
+    assert_eq!(s.put("/notes/_design/s", &ddoc).0, 201);
+    let path = "/notes/_design/s/_search/text";
+    // `stale=update_after` starts the build in the background and answers at once.
+    let (status, _) = s.get(&q(path, &[("q", json!("common")), ("stale", json!("update_after"))]));
+    assert_eq!(status, 200);
+    s.kill9();
+    s.restart();
+    let (status, body) = s.get(&q(path, &[("q", json!("common")), ("limit", json!(1))]));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["total_rows"], 10_000);
+    let (_, word3) = s.get(&q(path, &[("q", json!("word3")), ("limit", json!(0))]));
+    assert_eq!(word3["total_rows"], 1000);
+}
