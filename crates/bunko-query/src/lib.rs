@@ -33,6 +33,7 @@ pub mod selector;
 pub mod sort;
 pub mod term;
 pub mod update;
+pub mod update_pipeline;
 
 pub use error::Error;
 pub use fields::Fields;

@@ -167,3 +167,47 @@ print(json.dumps({
     let doc = server.get_doc("acme$fahrenheit", "r02");
     assert_eq!(doc["deviceID"], "device-2", "{doc}");
 }
+
+/// `$expr` in `find`, `count_documents`, `delete` and `update` filters, and pipeline-style
+/// updates (`update_one`/`update_many`/`find_one_and_update` with a list of stages), both
+/// through the aggregation evaluator; the result is a new revision over HTTP too.
+#[test]
+fn expr_filters_and_pipeline_updates() {
+    let server = Server::start();
+    let script = r#"
+c = client().shop.budgets
+c.insert_many([
+    {"_id": 1, "category": "food", "budget": 400, "spent": 450},
+    {"_id": 2, "category": "drinks", "budget": 100, "spent": 150},
+    {"_id": 3, "category": "clothes", "budget": 100, "spent": 50},
+    {"_id": 4, "category": "misc", "budget": 500, "spent": 300},
+])
+over = sorted(d["_id"] for d in c.find({"$expr": {"$gt": ["$spent", "$budget"]}}))
+over_food = [d["_id"] for d in c.find({"category": "food", "$expr": {"$gt": ["$spent", "$budget"]}})]
+n = c.count_documents({"$expr": {"$lt": ["$spent", 100]}})
+upd = c.update_many({"$expr": {"$gt": ["$spent", "$budget"]}},
+                    [{"$set": {"over": {"$subtract": ["$spent", "$budget"]}, "category": {"$toUpper": "$category"}}}])
+one = c.find_one_and_update({"_id": 4}, [{"$set": {"left": {"$subtract": ["$budget", "$spent"]}}}, {"$unset": "spent"}],
+                            return_document=True)
+c.update_one({"_id": 9}, [{"$set": {"created": {"$literal": True}, "n": {"$add": [1, 2]}}}], upsert=True)
+deleted = c.delete_many({"$expr": {"$eq": ["$spent", 50]}}).deleted_count
+print(json.dumps({"over": over, "over_food": over_food, "n": n, "modified": upd.modified_count,
+                  "one": one, "upserted": c.find_one({"_id": 9}), "deleted": deleted,
+                  "food": c.find_one({"_id": 1}),
+                  "nested": code_of(lambda: list(c.find({"$and": [{"$expr": True}]}))),
+                  "bad_stage": code_of(lambda: c.update_one({"_id": 1}, [{"$group": {"_id": 1}}]))}))
+"#;
+    let Some(out) = python(&server, script) else { return };
+    assert_eq!(out["over"], json!([1, 2]));
+    assert_eq!(out["over_food"], json!([1]));
+    assert_eq!(out["n"], 1);
+    assert_eq!(out["modified"], 2);
+    assert_eq!(out["one"], json!({"_id": 4, "category": "misc", "budget": 500, "left": 200}));
+    assert_eq!(out["upserted"], json!({"_id": 9, "created": true, "n": 3}));
+    assert_eq!(out["deleted"], 1);
+    assert_eq!(
+        out["food"],
+        json!({"_id": 1, "category": "FOOD", "budget": 400, "spent": 450, "over": 50})
+    );
+    assert_eq!((out["nested"].clone(), out["bad_stage"].clone()), (json!(238), json!(72)));
+}
