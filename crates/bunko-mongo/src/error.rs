@@ -163,6 +163,12 @@ impl From<bunko_query::update::UpdateError> for MongoError {
     }
 }
 
+impl From<bunko_query::expr::ExprError> for MongoError {
+    fn from(err: bunko_query::expr::ExprError) -> Self {
+        crate::commands::expr_error(err)
+    }
+}
+
 impl From<bunko_query::Error> for MongoError {
     fn from(err: bunko_query::Error) -> Self {
         use bunko_query::Error as Q;

@@ -6,8 +6,10 @@
 //! Differences from Mango's syntax handled here: a literal document is an exact equality
 //! (`{a: {b: 1}}` is `$eq`, not the path `a.b`); a BSON regex literal and `$regex` with
 //! `$options` become one `$regex` with inline flags; MongoDB's `$type` names map to the
-//! JSON types. Operators the Mongo dialect does not have yet (`$expr`, `$jsonSchema`,
-//! `$where`, `$text`, geo) are `NotImplemented`; unknown ones are `BadValue` with
+//! JSON types. A top-level `$expr` is evaluated by the aggregation evaluator
+//! (`bunko_query::expr`) beside the selector (one inside `$and`/`$or`/`$nor` is not yet).
+//! Operators the Mongo dialect does not have yet (`$jsonSchema`, `$where`, `$text`, geo)
+//! are `NotImplemented`; unknown ones are `BadValue` with
 //! MongoDB's `unknown operator` message.
 
 use bson::{Bson, Document};
@@ -19,8 +21,13 @@ use crate::error::MongoError;
 
 /// Parses a MongoDB filter.
 pub fn selector(filter: &Document) -> Result<Selector, MongoError> {
-    let json = Value::Object(expr(filter)?);
-    Ok(Selector::parse(&json)?)
+    let (rest, expr_part) = bunko_query::agg::split_expr(filter)?;
+    let json = Value::Object(expr(&rest)?);
+    let selector = Selector::parse(&json)?;
+    Ok(match expr_part {
+        Some(e) => selector.with_expr(e),
+        None => selector,
+    })
 }
 
 fn expr(filter: &Document) -> Result<Map<String, Value>, MongoError> {
@@ -43,7 +50,12 @@ fn expr(filter: &Document) -> Result<Map<String, Value>, MongoError> {
                 out.insert(key.clone(), Value::Array(parts));
             }
             "$comment" => {}
-            "$expr" | "$jsonSchema" | "$where" | "$text" | "$sampleRate" => {
+            "$expr" => {
+                return Err(MongoError::not_implemented(
+                    "$expr inside $and, $or or $nor is not supported yet",
+                ));
+            }
+            "$jsonSchema" | "$where" | "$text" | "$sampleRate" => {
                 return Err(MongoError::not_implemented(format!("{key} is not supported yet")));
             }
             op if op.starts_with('$') => {

@@ -19,10 +19,12 @@
 //! text preserved, so `1` and `1.0` stay distinguishable where CouchDB distinguishes them
 //! (see [`term`]). No input can panic this crate.
 
+pub mod agg;
 pub mod bson_order;
 mod cmp;
 pub mod erl;
 pub mod error;
+pub mod expr;
 pub mod fields;
 pub mod index_keys;
 pub mod path;
@@ -31,6 +33,7 @@ pub mod selector;
 pub mod sort;
 pub mod term;
 pub mod update;
+pub mod update_pipeline;
 
 pub use error::Error;
 pub use fields::Fields;

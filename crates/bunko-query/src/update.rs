@@ -40,6 +40,8 @@ pub enum Update {
     Replace(Document),
     /// Operations, sorted by path.
     Ops(Vec<Op>),
+    /// A pipeline-style update (`crate::update_pipeline`).
+    Pipeline(crate::update_pipeline::UpdatePipeline),
 }
 
 /// One operation of an operator update.
@@ -160,6 +162,13 @@ impl Update {
                 if let (Some(old), Some(new)) = (doc.get("_id"), new.get("_id"))
                     && old != new
                 {
+                    return Err(immutable_id());
+                }
+                out
+            }
+            Update::Pipeline(p) => {
+                let out = p.apply(doc)?;
+                if doc.contains_key("_id") && doc.get("_id") != out.get("_id") {
                     return Err(immutable_id());
                 }
                 out

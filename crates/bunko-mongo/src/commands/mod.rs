@@ -14,6 +14,9 @@
 
 mod admin;
 mod advise;
+mod agg_env;
+mod aggregate;
+mod change_stream;
 mod crud;
 mod cursor;
 mod handshake;
@@ -28,6 +31,8 @@ use bson::{Bson, Document, doc};
 
 use crate::error::MongoError;
 use crate::{Server, Session};
+
+pub(crate) use agg_env::from_expr as expr_error;
 
 /// What a command runs with.
 pub(crate) struct Ctx<'a> {
@@ -137,6 +142,7 @@ const TABLE: &[Command] = &[
     Command { name: "dbStats", aliases: &["dbstats"], public: false, fields: Some(&["scale"]), run: admin::db_stats },
     Command { name: "callProcedure", aliases: &[], public: false, fields: Some(&["designDoc", "procedure", "arg"]), run: procedure::call },
     Command { name: "advise", aliases: &[], public: false, fields: Some(&["sampleSize", "timeBudgetMS"]), run: advise::advise },
+    Command { name: "aggregate", aliases: &[], public: false, fields: Some(&["pipeline", "cursor", "explain", "allowDiskUse", "let", "hint", "collation", "maxTimeMS", "readConcern", "writeConcern", "bypassDocumentValidation"]), run: aggregate::aggregate },
     Command { name: "getMore", aliases: &[], public: false, fields: Some(&["collection", "batchSize"]), run: cursor::get_more },
     Command { name: "killCursors", aliases: &[], public: false, fields: Some(&["cursors"]), run: cursor::kill_cursors },
 ];

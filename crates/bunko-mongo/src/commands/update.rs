@@ -134,8 +134,8 @@ pub(super) fn statement_parts(
 pub(super) fn parse_update(spec: Option<&Bson>) -> Result<Update, MongoError> {
     match spec {
         Some(Bson::Document(d)) => Ok(Update::parse(d)?),
-        Some(Bson::Array(_)) => {
-            Err(MongoError::not_implemented("pipeline-style updates are not supported yet"))
+        Some(Bson::Array(stages)) => {
+            Ok(Update::Pipeline(bunko_query::update_pipeline::UpdatePipeline::parse(stages)?))
         }
         _ => Err(MongoError::failed_to_parse("BSON field 'u' is missing but a required field")),
     }

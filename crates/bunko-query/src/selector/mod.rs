@@ -25,6 +25,8 @@ mod normalize;
 mod parse;
 mod pattern;
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 pub use self::pattern::Pattern;
@@ -35,6 +37,9 @@ use crate::path::FieldPath;
 #[derive(Clone, Debug, PartialEq)]
 pub struct Selector {
     root: Node,
+    /// A MongoDB `$expr` beside the tree, evaluated by the aggregation evaluator on the
+    /// document as BSON. The planner never sees it, so it cannot narrow an index range.
+    expr: Option<Arc<crate::expr::Expr>>,
 }
 
 /// How a selector reaches into arrays.
@@ -111,7 +116,22 @@ impl Selector {
     /// Parses and normalizes a selector, failing as CouchDB would. `{}` matches everything.
     pub fn parse(selector: &Value) -> Result<Self, Error> {
         let root = parse::selector(selector)?;
-        Ok(Self { root })
+        Ok(Self { root, expr: None })
+    }
+
+    /// The same selector also requiring a MongoDB `$expr` to be true.
+    pub fn with_expr(mut self, expr: crate::expr::Expr) -> Self {
+        self.expr = Some(Arc::new(expr));
+        self
+    }
+
+    /// Whether the `$expr` (if any) is true for `doc` (in the matching form).
+    fn expr_matches(&self, doc: &Value) -> bool {
+        let Some(expr) = &self.expr else { return true };
+        let Value::Object(map) = doc else { return false };
+        let doc = bunko_doc::ejson::from_json(map);
+        // An error evaluating `$expr` on one document makes it not match.
+        expr.eval_doc(&doc).is_ok_and(|v| crate::expr::value::truthy(&v))
     }
 
     /// The normalized tree.
@@ -121,7 +141,7 @@ impl Selector {
 
     /// True for `{}`, the selector that matches every document.
     pub fn is_empty(&self) -> bool {
-        self.root == Node::Empty
+        self.root == Node::Empty && self.expr.is_none()
     }
 
     /// True when CouchDB answers without reading anything: the normalized selector is an
@@ -135,7 +155,7 @@ impl Selector {
     pub fn matches(&self, doc: &Value, dialect: Dialect) -> bool {
         match dialect {
             Dialect::Mango => matching::node(&self.root, doc, matching::Order::Collate),
-            Dialect::Mongo => mongo::node(&self.root, doc),
+            Dialect::Mongo => mongo::node(&self.root, doc) && self.expr_matches(doc),
         }
     }
 

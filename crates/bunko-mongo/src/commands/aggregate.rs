@@ -1,0 +1,170 @@
+//! `aggregate`: a pipeline over a collection (or, with `aggregate: 1`, over `$documents`),
+//! answered as a cursor (`batchSize`, then `getMore`) or, with `explain: true`, as the plan.
+//!
+//! 1. The pipeline is parsed once ([`Pipeline::parse`]); a leading `$changeStream` goes to
+//!    [`super::change_stream`].
+//! 2. Its leading `$match`/`$sort`/`$skip`/`$limit` ([`Pipeline::pushdown`]) run as one
+//!    `find_mongo` through the engine's query path (an `_id` equality reads one document);
+//!    the rest of the stages run over that answer, in memory.
+//! 3. `$out`/`$merge` write through the engine with the connection's user
+//!    ([`AggEnv`]); the reply of a writing pipeline is an empty cursor.
+//!
+//! `allowDiskUse`, `maxTimeMS`, `hint`, `bypassDocumentValidation` are accepted;
+//! `collation` must be the `simple` one.
+
+use std::collections::VecDeque;
+
+use bson::{Bson, DateTime, Document, doc};
+use bunko_query::agg::{Pipeline, Pushdown};
+use bunko_query::expr::{Expr, Vars};
+use bunko_query::{Direction, FieldPath};
+
+use super::agg_env::{AggEnv, from_expr, selector};
+use super::crud::{non_negative, readable_db, run_query, take_batch};
+use super::{Ctx, bool_of, cursor_reply, doc_of, namespace};
+use crate::error::MongoError;
+use crate::names::Namespace;
+
+/// The first batch's size when the client names none (MongoDB's default).
+const DEFAULT_BATCH: usize = 101;
+
+pub(super) fn aggregate(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
+    let Some(Bson::Array(stages)) = command.get("pipeline") else {
+        return Err(MongoError::type_mismatch("'pipeline' option must be specified as an array"));
+    };
+    if stages.first().and_then(|s| s.as_document()).is_some_and(|d| d.contains_key("$changeStream"))
+    {
+        return super::change_stream::open(ctx, command);
+    }
+    check_collation(command)?;
+    let explain = bool_of(command, "explain", false)?;
+    let cursor = match command.get("cursor") {
+        Some(Bson::Document(c)) => Some(c.clone()),
+        Some(_) => {
+            return Err(MongoError::type_mismatch("cursor field must be missing or an object"));
+        }
+        None => None,
+    };
+    if cursor.is_none() && !explain {
+        return Err(MongoError::failed_to_parse(
+            "The 'cursor' option is required, except for aggregate with the explain argument",
+        ));
+    }
+    let batch = match &cursor {
+        Some(c) => non_negative(c, "batchSize")?.unwrap_or(DEFAULT_BATCH),
+        None => DEFAULT_BATCH,
+    };
+    let collectionless = matches!(
+        command.iter().next(),
+        Some((_, Bson::Int32(1) | Bson::Int64(1) | Bson::Double(1.0)))
+    );
+    let ns = if collectionless {
+        Namespace::new(&ctx.db, "$cmd.aggregate")
+            .unwrap_or_else(|_| Namespace { db: ctx.db.clone(), coll: "$cmd.aggregate".into() })
+    } else {
+        namespace(ctx, command)?
+    };
+    let docs = {
+        let env = AggEnv { ctx };
+        let pipeline = Pipeline::parse(stages, Some(&env)).map_err(from_expr)?;
+        if collectionless && !pipeline.is_collectionless() {
+            return Err(MongoError::invalid_namespace(format!(
+                "{{aggregate: 1}} is not valid for '{}'; a collection is required.",
+                stages
+                    .first()
+                    .and_then(|s| s.as_document())
+                    .and_then(|d| d.keys().next().cloned())
+                    .unwrap_or_default()
+            )));
+        }
+        let vars = variables(command)?;
+        let push = if collectionless { Pushdown::default() } else { pipeline.pushdown() };
+        if explain {
+            return Ok(explain_reply(&ns, stages, &push));
+        }
+        let input = if collectionless { Vec::new() } else { read_input(&env, &ns, &push)? };
+        pipeline.run_from(push.stages, input, &env, &vars).map_err(from_expr)?
+    };
+    let mut buffer: VecDeque<Document> = docs.into();
+    let first = take_batch(&mut buffer, batch);
+    let id = if buffer.is_empty() {
+        0
+    } else {
+        let next = Box::new(move |n| {
+            let batch = take_batch(&mut buffer, n);
+            Ok((batch, !buffer.is_empty()))
+        });
+        ctx.server.cursors.open(ns.full(), ctx.session.user.clone(), next)
+    };
+    Ok(cursor_reply(id, &ns.full(), "firstBatch", first))
+}
+
+/// `collation`: only the `simple` (binary) one.
+fn check_collation(command: &Document) -> Result<(), MongoError> {
+    let collation = doc_of(command, "collation")?;
+    match collation.get("locale") {
+        None if collation.is_empty() => Ok(()),
+        Some(Bson::String(l)) if l == "simple" => Ok(()),
+        _ => {
+            Err(MongoError::not_implemented("collations other than 'simple' are not supported yet"))
+        }
+    }
+}
+
+/// `$$NOW` and the command's `let` variables.
+fn variables(command: &Document) -> Result<Vars, MongoError> {
+    let mut vars = Vars::new(&Document::new(), DateTime::now());
+    for (name, e) in doc_of(command, "let")? {
+        bunko_query::expr::cond_check_var_name(&name).map_err(from_expr)?;
+        let value = Expr::parse(&e).and_then(|e| e.eval(&mut vars.clone())).map_err(from_expr)?;
+        vars.bind(&name, value);
+    }
+    Ok(vars)
+}
+
+/// The collection's documents the pushed-down stages select, in their order.
+fn read_input(env: &AggEnv, ns: &Namespace, push: &Pushdown) -> Result<Vec<Document>, MongoError> {
+    let Some(db) = readable_db(env.ctx, ns, "aggregate")? else { return Ok(Vec::new()) };
+    let order = push
+        .sort
+        .iter()
+        .map(|(path, asc)| {
+            let path = FieldPath::parse(&path.join(".")).map_err(MongoError::from)?;
+            Ok((path, if *asc { Direction::Asc } else { Direction::Desc }))
+        })
+        .collect::<Result<Vec<_>, MongoError>>()?;
+    let limit = push.limit.unwrap_or(usize::MAX);
+    if limit == 0 {
+        return Ok(Vec::new());
+    }
+    run_query(&db, selector(&push.filter)?, &order, push.skip, limit)
+}
+
+/// `explain: true`: the stages pushed into the query and the ones run after it.
+fn explain_reply(ns: &Namespace, stages: &[Bson], push: &Pushdown) -> Document {
+    let name =
+        |s: &Bson| s.as_document().and_then(|d| d.keys().next().cloned()).unwrap_or_default();
+    let pushed: Vec<String> = stages.iter().take(push.stages).map(name).collect();
+    let id_lookup = matches!(push.filter.get("_id"), Some(v) if !matches!(v, Bson::Document(_) | Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_)));
+    let plan = if id_lookup { "IDHACK" } else { "COLLSCAN" };
+    let mut query_planner = doc! {"namespace": ns.full(), "parsedQuery": push.filter.clone(), "winningPlan": {"stage": plan}};
+    if !push.sort.is_empty() {
+        let sort: Document = push
+            .sort
+            .iter()
+            .map(|(p, asc)| (p.join("."), Bson::Int32(if *asc { 1 } else { -1 })))
+            .collect();
+        query_planner.insert("sort", sort);
+    }
+    if let Some(limit) = push.limit {
+        query_planner.insert("limit", limit as i64);
+    }
+    if push.skip > 0 {
+        query_planner.insert("skip", push.skip as i64);
+    }
+    let mut out = vec![Bson::Document(
+        doc! {"$cursor": {"queryPlanner": query_planner, "pushedDown": pushed}},
+    )];
+    out.extend(stages.iter().skip(push.stages).cloned());
+    doc! {"explainVersion": "1", "stages": out}
+}

@@ -1,0 +1,325 @@
+//! Grouping stages: `$group`, `$sortByCount` (a `$group` then a `$sort`), `$bucket`,
+//! `$bucketAuto`. Groups are found through a canonical key of the `_id` value under which
+//! MongoDB-equal values (`1`, `1.0`, `NumberLong(1)`) coincide; groups come out in the order
+//! they were first seen.
+
+use std::collections::HashMap;
+
+use bson::{Bson, Document};
+
+use crate::expr::accum::{Acc, AccSpec};
+use crate::expr::value::{compare, or_null, to_f64, to_int, type_name};
+use crate::expr::{Expr, ExprError, Result, Vars};
+
+/// A key under which MongoDB-equal values are equal.
+pub fn canonical(v: &Bson) -> String {
+    match v {
+        Bson::Null | Bson::Undefined => "n".to_string(),
+        Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_) => {
+            match to_int(v) {
+                Some(i) => format!("i{i}"),
+                None => format!("f{}", to_f64(v).unwrap_or(f64::NAN)),
+            }
+        }
+        Bson::String(s) | Bson::Symbol(s) => format!("s{s:?}"),
+        Bson::Document(d) => {
+            let parts: Vec<String> =
+                d.iter().map(|(k, v)| format!("{k:?}:{}", canonical(v))).collect();
+            format!("{{{}}}", parts.join(","))
+        }
+        Bson::Array(items) => {
+            format!("[{}]", items.iter().map(canonical).collect::<Vec<_>>().join(","))
+        }
+        other => format!("{}{other}", type_name(other)),
+    }
+}
+
+/// A parsed `$group`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Group {
+    id: Expr,
+    accs: Vec<(String, AccSpec)>,
+    /// `$sortByCount`: sort by `count` descending afterwards.
+    sort_by_count: bool,
+}
+
+impl Group {
+    pub fn parse(spec: &Document) -> Result<Group> {
+        let Some(id) = spec.get("_id") else {
+            return Err(ExprError::location(15955, "a group specification must include an _id"));
+        };
+        let mut accs = Vec::new();
+        for (field, v) in spec.iter().filter(|(k, _)| *k != "_id") {
+            if field.starts_with('$') || field.contains('.') {
+                return Err(ExprError::location(
+                    40236,
+                    format!("The field name '{field}' cannot be an operator name"),
+                ));
+            }
+            accs.push((field.clone(), AccSpec::parse(field, v)?));
+        }
+        Ok(Group { id: Expr::parse(id)?, accs, sort_by_count: false })
+    }
+
+    pub fn sort_by_count(arg: &Bson) -> Result<Group> {
+        let id = match arg {
+            Bson::String(s) if s.starts_with('$') => Expr::parse(arg)?,
+            Bson::Document(d) if d.keys().next().is_some_and(|k| k.starts_with('$')) => {
+                Expr::parse(arg)?
+            }
+            _ => {
+                return Err(ExprError::location(
+                    40148,
+                    "the sortByCount field must be defined as a $-prefixed path or an expression",
+                ));
+            }
+        };
+        let count = AccSpec::parse("count", &Bson::Document(bson::doc! {"$sum": 1}))?;
+        Ok(Group { id, accs: vec![("count".to_string(), count)], sort_by_count: true })
+    }
+
+    pub fn run(&self, docs: Vec<Document>, vars: &Vars) -> Result<Vec<Document>> {
+        let mut keyed = Vec::new();
+        for d in docs {
+            keyed.push((or_null(self.id.eval(&mut vars.with_doc(&d))?), d));
+        }
+        let out = grouped(keyed, vars, &self.accs)?;
+        if !self.sort_by_count {
+            return Ok(out);
+        }
+        Ok(super::stages::sort(out, &[(vec!["count".to_string()], false)]))
+    }
+}
+
+/// Groups documents by their group `_id`, feeding `accs`.
+fn grouped(
+    docs: Vec<(Bson, Document)>,
+    vars: &Vars,
+    accs: &[(String, AccSpec)],
+) -> Result<Vec<Document>> {
+    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut groups: Vec<(Bson, Vec<Acc>)> = Vec::new();
+    for (id, d) in docs {
+        let mut v = vars.with_doc(&d);
+        let k = canonical(&id);
+        let slot = match index.get(&k) {
+            Some(&i) => i,
+            None => {
+                let started =
+                    accs.iter().map(|(_, a)| a.start(&mut v)).collect::<Result<Vec<_>>>()?;
+                groups.push((id, started));
+                index.insert(k, groups.len() - 1);
+                groups.len() - 1
+            }
+        };
+        if let Some((_, state)) = groups.get_mut(slot) {
+            for ((_, spec), acc) in accs.iter().zip(state.iter_mut()) {
+                spec.feed(acc, &mut v)?;
+            }
+        }
+    }
+    Ok(groups
+        .into_iter()
+        .map(|(id, state)| {
+            let mut out = Document::new();
+            out.insert("_id", id);
+            for ((name, _), acc) in accs.iter().zip(state) {
+                out.insert(name.clone(), acc.finish());
+            }
+            out
+        })
+        .collect())
+}
+
+fn output_of(spec: &Document, stage: &str) -> Result<Vec<(String, AccSpec)>> {
+    match spec.get("output") {
+        None => Ok(vec![(
+            "count".to_string(),
+            AccSpec::parse("count", &Bson::Document(bson::doc! {"$sum": 1}))?,
+        )]),
+        Some(Bson::Document(o)) => {
+            o.iter().map(|(k, v)| Ok((k.clone(), AccSpec::parse(k, v)?))).collect()
+        }
+        Some(_) => {
+            Err(ExprError::location(40196, format!("The {stage} 'output' field must be an object")))
+        }
+    }
+}
+
+fn group_by(spec: &Document, stage: &str) -> Result<Expr> {
+    match spec.get("groupBy") {
+        Some(v @ Bson::String(s)) if s.starts_with('$') => Expr::parse(v),
+        Some(v @ Bson::Document(_)) => Expr::parse(v),
+        Some(_) => Err(ExprError::location(
+            40202,
+            format!(
+                "The {stage} 'groupBy' field must be defined as a $-prefixed path or an expression"
+            ),
+        )),
+        None => Err(ExprError::location(
+            40198,
+            format!("{stage} requires 'groupBy' and 'boundaries' to be specified."),
+        )),
+    }
+}
+
+/// A parsed `$bucket`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Bucket {
+    group_by: Expr,
+    boundaries: Vec<Bson>,
+    default: Option<Bson>,
+    output: Vec<(String, AccSpec)>,
+}
+
+impl Bucket {
+    pub fn parse(spec: &Document) -> Result<Bucket> {
+        let group_by = group_by(spec, "$bucket")?;
+        let Some(Bson::Array(boundaries)) = spec.get("boundaries") else {
+            return Err(ExprError::location(
+                40198,
+                "$bucket requires 'groupBy' and 'boundaries' to be specified.",
+            ));
+        };
+        if boundaries.len() < 2 {
+            return Err(ExprError::location(
+                40192,
+                format!(
+                    "The $bucket 'boundaries' field must have at least 2 values, but found {} value(s).",
+                    boundaries.len()
+                ),
+            ));
+        }
+        for pair in boundaries.windows(2) {
+            if let [a, b] = pair
+                && compare(a, b).is_ge()
+            {
+                return Err(ExprError::location(
+                    40194,
+                    format!(
+                        "The 'boundaries' option to $bucket must be sorted in ascending order, but elements {a} and {b} are not in ascending order"
+                    ),
+                ));
+            }
+        }
+        let default = spec.get("default").cloned();
+        if let (Some(d), Some(lo), Some(hi)) = (&default, boundaries.first(), boundaries.last())
+            && compare(d, lo).is_ge()
+            && compare(d, hi).is_lt()
+        {
+            return Err(ExprError::location(
+                40199,
+                "The $bucket 'default' field must be less than the lowest boundary or greater than or equal to the highest boundary.",
+            ));
+        }
+        Ok(Bucket {
+            group_by,
+            boundaries: boundaries.clone(),
+            default,
+            output: output_of(spec, "$bucket")?,
+        })
+    }
+
+    pub fn run(&self, docs: Vec<Document>, vars: &Vars) -> Result<Vec<Document>> {
+        // Resolve each document's bucket first so errors name the value.
+        let mut keyed = Vec::new();
+        for d in docs {
+            let v = or_null(self.group_by.eval(&mut vars.with_doc(&d))?);
+            let slot = self.boundaries.windows(2).position(
+                |w| matches!(w, [lo, hi] if compare(&v, lo).is_ge() && compare(&v, hi).is_lt()),
+            );
+            let id = match (slot.and_then(|i| self.boundaries.get(i)), &self.default) {
+                (Some(lo), _) => lo.clone(),
+                (None, Some(def)) => def.clone(),
+                (None, None) => {
+                    return Err(ExprError::location(
+                        40066,
+                        format!(
+                            "$switch could not find a matching branch for an input, and no default was specified. Value: {v}"
+                        ),
+                    ));
+                }
+            };
+            keyed.push((id, d));
+        }
+        let mut out = grouped(keyed, vars, &self.output)?;
+        // Buckets in boundary order, the default bucket last.
+        out.sort_by(|a, b| {
+            let pos = |d: &Document| {
+                d.get("_id")
+                    .and_then(|id| self.boundaries.iter().position(|x| compare(x, id).is_eq()))
+                    .unwrap_or(usize::MAX)
+            };
+            pos(a).cmp(&pos(b))
+        });
+        Ok(out)
+    }
+}
+
+/// A parsed `$bucketAuto`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BucketAuto {
+    group_by: Expr,
+    buckets: usize,
+    output: Vec<(String, AccSpec)>,
+}
+
+impl BucketAuto {
+    pub fn parse(spec: &Document) -> Result<BucketAuto> {
+        let group_by = group_by(spec, "$bucketAuto")?;
+        let buckets = match spec.get("buckets").and_then(to_int) {
+            Some(n) if n > 0 => n as usize,
+            _ => {
+                return Err(ExprError::location(
+                    40243,
+                    "The $bucketAuto 'buckets' field must be greater than 0",
+                ));
+            }
+        };
+        if spec.contains_key("granularity") {
+            return Err(ExprError::new(
+                238,
+                "NotImplemented",
+                "$bucketAuto 'granularity' is not supported yet",
+            ));
+        }
+        Ok(BucketAuto { group_by, buckets, output: output_of(spec, "$bucketAuto")? })
+    }
+
+    pub fn run(&self, docs: Vec<Document>, vars: &Vars) -> Result<Vec<Document>> {
+        let mut keyed = Vec::new();
+        for d in docs {
+            let v = or_null(self.group_by.eval(&mut vars.with_doc(&d))?);
+            keyed.push((v, d));
+        }
+        keyed.sort_by(|a, b| compare(&a.0, &b.0));
+        let per = keyed.len().div_ceil(self.buckets).max(1);
+        let mut out = Vec::new();
+        let mut rest = keyed.into_iter().peekable();
+        while rest.peek().is_some() {
+            let mut chunk: Vec<(Bson, Document)> = Vec::new();
+            while let Some((v, _)) = rest.peek() {
+                // A bucket takes at least `per` documents, and never splits equal values.
+                let same = chunk.last().is_some_and(|(last, _)| compare(last, v).is_eq());
+                if chunk.len() >= per && !same {
+                    break;
+                }
+                if let Some(item) = rest.next() {
+                    chunk.push(item);
+                }
+            }
+            let min = chunk.first().map(|(v, _)| v.clone()).unwrap_or(Bson::Null);
+            let max = match rest.peek() {
+                Some((next, _)) => next.clone(),
+                None => chunk.last().map(|(v, _)| v.clone()).unwrap_or(Bson::Null),
+            };
+            let docs = chunk.into_iter().map(|(_, d)| (Bson::Null, d)).collect();
+            let mut g = grouped(docs, vars, &self.output)?;
+            if let Some(mut d) = g.pop() {
+                d.insert("_id", bson::doc! {"min": min, "max": max});
+                out.push(d);
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,460 @@
+//! MongoDB aggregation pipelines: parsed once ([`Pipeline::parse`]) into [`Stage`]s, then
+//! run over documents ([`Pipeline::run`]).
+//!
+//! Stages are pure functions of their input documents, except those that read or write
+//! other collections (`$lookup`, `$graphLookup`, `$unionWith`, `$out`, `$merge`): they go
+//! through an [`Env`], which the engine side implements (reads through the engine's
+//! scans, writes through its write gate with the caller's user). `$match` filters are
+//! compiled by the [`Env`] too, so that they match exactly as `find` does.
+//!
+//! Planning: [`Pipeline::pushdown`] splits off a leading `$match` and the `$sort`,
+//! `$skip` and `$limit` that follow it, for the caller to run as one `find` through the
+//! planner (index ranges, `_id` lookups) instead of reading the whole collection.
+//!
+//! `project` holds `$project`/`$addFields`/`$unset`, `group` `$group`, `$bucket`,
+//! `$bucketAuto`, `$sortByCount`, `$count`; `stages` the other single-input stages;
+//! `join` the stages that read or write other collections.
+
+mod group;
+mod join;
+mod project;
+mod stages;
+
+use std::sync::Arc;
+
+use bson::{Bson, Document};
+
+pub use self::project::Shape;
+use crate::expr::{Expr, ExprError, Result, Vars};
+
+/// A compiled `$match` filter.
+pub type Matcher = Arc<dyn Fn(&Document) -> bool + Send + Sync>;
+
+/// What a pipeline needs from the database.
+pub trait Env {
+    /// Compiles a `find`-style filter (without `$expr`, which the pipeline evaluates).
+    fn matcher(&self, filter: &Document) -> Result<Matcher>;
+    /// The documents of `coll` matching `filter` (all for an empty filter).
+    fn find(&self, coll: &str, filter: &Document) -> Result<Vec<Document>>;
+    /// Replaces the whole collection `db.coll` by `docs` (`$out`).
+    fn replace_collection(&self, db: Option<&str>, coll: &str, docs: Vec<Document>) -> Result<()>;
+    /// Inserts or replaces (by `_id`) each document of `docs` in `db.coll` (`$merge`).
+    fn upsert(&self, db: Option<&str>, coll: &str, docs: Vec<Document>) -> Result<()>;
+    /// Finds in another database's collection (`$merge` into another database).
+    fn find_in(&self, db: Option<&str>, coll: &str, filter: &Document) -> Result<Vec<Document>> {
+        match db {
+            None => self.find(coll, filter),
+            Some(_) => Err(ExprError::new(
+                238,
+                "NotImplemented",
+                "reading another database is not supported",
+            )),
+        }
+    }
+}
+
+/// One stage.
+#[derive(Clone)]
+pub enum Stage {
+    Match { filter: Document, matcher: Option<Matcher>, expr: Option<Expr> },
+    Shape(Shape),
+    Group(group::Group),
+    Sort(Vec<(Vec<String>, bool)>),
+    Limit(usize),
+    Skip(usize),
+    Count(String),
+    Unwind(stages::Unwind),
+    ReplaceRoot(Expr),
+    Facet(Vec<(String, Pipeline)>),
+    Bucket(group::Bucket),
+    BucketAuto(group::BucketAuto),
+    Sample(usize),
+    Documents(Expr),
+    Lookup(join::Lookup),
+    GraphLookup(join::GraphLookup),
+    UnionWith(String, Pipeline),
+    Out(Option<String>, String),
+    Merge(join::Merge),
+}
+
+/// A parsed pipeline.
+#[derive(Clone, Default)]
+pub struct Pipeline {
+    pub stages: Vec<(String, Stage)>,
+}
+
+/// The part of a pipeline a `find` can answer.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Pushdown {
+    pub filter: Document,
+    pub sort: Vec<(Vec<String>, bool)>,
+    pub skip: usize,
+    pub limit: Option<usize>,
+    /// How many leading stages it replaces.
+    pub stages: usize,
+}
+
+/// A stage name MongoDB has but Bunko does not implement yet.
+const NOT_YET: &[&str] = &[
+    "$collStats",
+    "$indexStats",
+    "$geoNear",
+    "$setWindowFields",
+    "$densify",
+    "$fill",
+    "$redact",
+    "$search",
+    "$searchMeta",
+    "$vectorSearch",
+    "$planCacheStats",
+    "$listSessions",
+    "$listLocalSessions",
+    "$currentOp",
+    "$shardedDataDistribution",
+    "$listSearchIndexes",
+    "$changeStreamSplitLargeEvent",
+];
+
+fn usize_arg(stage: &str, v: &Bson, code: i32) -> Result<usize> {
+    match crate::expr::value::to_int(v) {
+        Some(n) if n >= 0 && crate::expr::value::is_number(v) => Ok(n as usize),
+        Some(n) if crate::expr::value::is_number(v) => {
+            Err(ExprError::location(code, format!("the {stage} must be positive, found {n}")))
+        }
+        _ => Err(ExprError::location(code, format!("the {stage} must be specified as a number"))),
+    }
+}
+
+fn doc_arg<'a>(stage: &str, v: &'a Bson, code: i32) -> Result<&'a Document> {
+    match v {
+        Bson::Document(d) => Ok(d),
+        _ => Err(ExprError::location(code, format!("the {stage} specification must be an object"))),
+    }
+}
+
+impl Pipeline {
+    /// Parses a pipeline; `$match` filters are compiled by `env` (when given).
+    pub fn parse(stages: &[Bson], env: Option<&dyn Env>) -> Result<Pipeline> {
+        let mut out = Vec::new();
+        for (i, s) in stages.iter().enumerate() {
+            let Bson::Document(d) = s else {
+                return Err(ExprError::type_mismatch(
+                    "Each element of the 'pipeline' array must be an object",
+                ));
+            };
+            let (Some((name, arg)), 1) = (d.iter().next(), d.len()) else {
+                return Err(ExprError::location(
+                    40323,
+                    "A pipeline stage specification object must contain exactly one field.",
+                ));
+            };
+            let stage = parse_stage(name, arg, env)?;
+            let last = i + 1 == stages.len();
+            if matches!(stage, Stage::Out(..) | Stage::Merge(_)) && !last {
+                return Err(ExprError::location(
+                    40601,
+                    format!("{name} can only be the final stage in the pipeline"),
+                ));
+            }
+            if matches!(stage, Stage::Documents(_)) && i != 0 {
+                return Err(ExprError::location(
+                    40602,
+                    "$documents is only valid as the first stage in a pipeline",
+                ));
+            }
+            out.push((name.clone(), stage));
+        }
+        Ok(Pipeline { stages: out })
+    }
+
+    /// Whether the pipeline starts with `$documents` (needs no collection).
+    pub fn is_collectionless(&self) -> bool {
+        matches!(self.stages.first(), Some((_, Stage::Documents(_))))
+    }
+
+    /// Whether the pipeline writes (`$out`/`$merge`).
+    pub fn writes(&self) -> bool {
+        matches!(self.stages.last(), Some((_, Stage::Out(..) | Stage::Merge(_))))
+    }
+
+    /// The leading `$match`/`$sort`/`$skip`/`$limit` a `find` can answer. A `$match` with
+    /// `$expr` stays in the pipeline.
+    pub fn pushdown(&self) -> Pushdown {
+        let mut p = Pushdown::default();
+        for (i, (_, stage)) in self.stages.iter().enumerate() {
+            match stage {
+                Stage::Match { filter, expr: None, .. } if i == 0 => p.filter = filter.clone(),
+                Stage::Sort(keys) if p.sort.is_empty() && p.skip == 0 && p.limit.is_none() => {
+                    p.sort = keys.clone()
+                }
+                Stage::Skip(n) => {
+                    p.skip += n;
+                    p.limit = p.limit.map(|l| l.saturating_sub(*n));
+                }
+                Stage::Limit(n) => p.limit = Some(p.limit.map_or(*n, |l| l.min(*n))),
+                _ => break,
+            }
+            p.stages += 1;
+        }
+        p
+    }
+
+    /// Runs the stages after the first `skip` over `docs`.
+    pub fn run_from(
+        &self,
+        skip: usize,
+        mut docs: Vec<Document>,
+        env: &dyn Env,
+        vars: &Vars,
+    ) -> Result<Vec<Document>> {
+        for (_, stage) in self.stages.iter().skip(skip) {
+            docs = stage.run(docs, env, vars)?;
+        }
+        Ok(docs)
+    }
+
+    /// Runs every stage over `docs`.
+    pub fn run(&self, docs: Vec<Document>, env: &dyn Env, vars: &Vars) -> Result<Vec<Document>> {
+        self.run_from(0, docs, env, vars)
+    }
+}
+
+fn parse_stage(name: &str, arg: &Bson, env: Option<&dyn Env>) -> Result<Stage> {
+    Ok(match name {
+        "$match" => {
+            let filter = doc_arg(name, arg, 15959)?;
+            let (rest, expr) = split_expr(filter)?;
+            let matcher = match env {
+                Some(env) if !rest.is_empty() => Some(env.matcher(&rest)?),
+                _ => None,
+            };
+            Stage::Match { filter: rest, matcher, expr }
+        }
+        "$project" => Stage::Shape(Shape::project(doc_arg(name, arg, 15969)?)?),
+        "$addFields" | "$set" => Stage::Shape(Shape::add_fields(doc_arg(name, arg, 40272)?)?),
+        "$unset" => Stage::Shape(Shape::unset(arg)?),
+        "$group" => Stage::Group(group::Group::parse(doc_arg(name, arg, 15947)?)?),
+        "$sort" => Stage::Sort(stages::sort_spec(arg)?),
+        "$limit" => match usize_arg("limit", arg, 15957)? {
+            0 => return Err(ExprError::location(15958, "the limit must be positive")),
+            n => Stage::Limit(n),
+        },
+        "$skip" => Stage::Skip(usize_arg("skip", arg, 15956)?),
+        "$count" => Stage::Count(stages::count_field(arg)?),
+        "$unwind" => Stage::Unwind(stages::Unwind::parse(arg)?),
+        "$replaceRoot" => {
+            let d = doc_arg(name, arg, 40228)?;
+            let Some(e) = d.get("newRoot") else {
+                return Err(ExprError::location(
+                    40231,
+                    "no newRoot specified for the $replaceRoot stage",
+                ));
+            };
+            Stage::ReplaceRoot(Expr::parse(e)?)
+        }
+        "$replaceWith" => Stage::ReplaceRoot(Expr::parse(arg)?),
+        "$sortByCount" => Stage::Group(group::Group::sort_by_count(arg)?),
+        "$facet" => {
+            let d = doc_arg(name, arg, 15955)?;
+            let mut facets = Vec::new();
+            for (k, v) in d {
+                let Bson::Array(items) = v else {
+                    return Err(ExprError::location(
+                        40170,
+                        format!(
+                            "arguments to $facet must be arrays, {k} is type {}",
+                            crate::expr::value::type_name(v)
+                        ),
+                    ));
+                };
+                let p = Pipeline::parse(items, env)?;
+                if let Some((bad, _)) = p
+                    .stages
+                    .iter()
+                    .find(|(n, _)| {
+                        matches!(
+                            n.as_str(),
+                            "$out"
+                                | "$merge"
+                                | "$facet"
+                                | "$documents"
+                                | "$unionWith"
+                                | "$lookup"
+                                | "$graphLookup"
+                        )
+                    })
+                    .filter(|(n, _)| matches!(n.as_str(), "$out" | "$merge" | "$facet"))
+                {
+                    return Err(ExprError::location(
+                        40600,
+                        format!("{bad} is not allowed to be used within a $facet stage"),
+                    ));
+                }
+                facets.push((k.clone(), p));
+            }
+            if facets.is_empty() {
+                return Err(ExprError::location(
+                    40169,
+                    "the $facet specification must be a non-empty object",
+                ));
+            }
+            Stage::Facet(facets)
+        }
+        "$bucket" => Stage::Bucket(group::Bucket::parse(doc_arg(name, arg, 40201)?)?),
+        "$bucketAuto" => Stage::BucketAuto(group::BucketAuto::parse(doc_arg(name, arg, 40240)?)?),
+        "$sample" => {
+            let d = doc_arg(name, arg, 28745)?;
+            let size = d
+                .get("size")
+                .ok_or_else(|| ExprError::location(28749, "$sample stage must specify a size"))?;
+            Stage::Sample(usize_arg("size argument to $sample", size, 28746)?)
+        }
+        "$documents" => Stage::Documents(Expr::parse(arg)?),
+        "$lookup" => Stage::Lookup(join::Lookup::parse(doc_arg(name, arg, 40319)?, env)?),
+        "$graphLookup" => Stage::GraphLookup(join::GraphLookup::parse(doc_arg(name, arg, 40327)?)?),
+        "$unionWith" => {
+            let (coll, pipeline) = match arg {
+                Bson::String(c) => (c.clone(), Pipeline::default()),
+                Bson::Document(d) => {
+                    let coll = d
+                        .get_str("coll")
+                        .map_err(|_| ExprError::failed_to_parse("$unionWith needs 'coll'"))?
+                        .to_string();
+                    let p = match d.get("pipeline") {
+                        Some(Bson::Array(items)) => Pipeline::parse(items, env)?,
+                        _ => Pipeline::default(),
+                    };
+                    (coll, p)
+                }
+                _ => {
+                    return Err(ExprError::failed_to_parse(
+                        "the $unionWith stage specification must be an object or string",
+                    ));
+                }
+            };
+            Stage::UnionWith(coll, pipeline)
+        }
+        "$out" => match arg {
+            Bson::String(c) => Stage::Out(None, c.clone()),
+            Bson::Document(d) => Stage::Out(
+                d.get_str("db").ok().map(str::to_string),
+                d.get_str("coll")
+                    .map_err(|_| ExprError::failed_to_parse("$out needs 'coll'"))?
+                    .to_string(),
+            ),
+            _ => {
+                return Err(ExprError::location(
+                    16990,
+                    "$out only supports a string or object argument",
+                ));
+            }
+        },
+        "$merge" => Stage::Merge(join::Merge::parse(arg, env)?),
+        "$changeStream" => {
+            return Err(ExprError::location(
+                40602,
+                "$changeStream is only valid as the first stage in a pipeline",
+            ));
+        }
+        n if NOT_YET.contains(&n) => {
+            return Err(ExprError::new(
+                238,
+                "NotImplemented",
+                format!("the {n} stage is not supported yet"),
+            ));
+        }
+        other => {
+            return Err(ExprError::location(
+                40324,
+                format!("Unrecognized pipeline stage name: '{other}'"),
+            ));
+        }
+    })
+}
+
+/// A filter without its top-level `$expr`, and that `$expr` parsed.
+pub fn split_expr(filter: &Document) -> Result<(Document, Option<Expr>)> {
+    let mut rest = Document::new();
+    let mut expr = None;
+    for (k, v) in filter {
+        if k == "$expr" {
+            expr = Some(Expr::parse(v)?);
+        } else {
+            rest.insert(k.clone(), v.clone());
+        }
+    }
+    Ok((rest, expr))
+}
+
+impl Stage {
+    fn run(&self, docs: Vec<Document>, env: &dyn Env, vars: &Vars) -> Result<Vec<Document>> {
+        let mut vars = vars.clone();
+        match self {
+            Stage::Match { matcher, expr, filter } => {
+                let matcher = match (matcher, filter.is_empty()) {
+                    (Some(m), _) => Some(m.clone()),
+                    (None, false) => Some(env.matcher(filter)?),
+                    (None, true) => None,
+                };
+                let mut out = Vec::new();
+                for d in docs {
+                    if matcher.as_ref().is_some_and(|m| !m(&d)) {
+                        continue;
+                    }
+                    if let Some(e) = expr {
+                        let mut v = vars.with_doc(&d);
+                        if !crate::expr::value::truthy(&e.eval(&mut v)?) {
+                            continue;
+                        }
+                    }
+                    out.push(d);
+                }
+                Ok(out)
+            }
+            Stage::Shape(shape) => {
+                docs.iter().map(|d| shape.apply(d, &mut vars.with_doc(d))).collect()
+            }
+            Stage::Group(g) => g.run(docs, &vars),
+            Stage::Sort(keys) => Ok(stages::sort(docs, keys)),
+            Stage::Limit(n) => Ok(docs.into_iter().take(*n).collect()),
+            Stage::Skip(n) => Ok(docs.into_iter().skip(*n).collect()),
+            Stage::Count(field) => Ok(stages::count(field, docs.len())),
+            Stage::Unwind(u) => Ok(u.run(docs)),
+            Stage::ReplaceRoot(e) => {
+                docs.iter().map(|d| stages::replace_root(e, &mut vars.with_doc(d))).collect()
+            }
+            Stage::Facet(facets) => {
+                let mut out = Document::new();
+                for (name, p) in facets {
+                    let result = p.run(docs.clone(), env, &vars)?;
+                    out.insert(
+                        name.clone(),
+                        result.into_iter().map(Bson::Document).collect::<Vec<_>>(),
+                    );
+                }
+                Ok(vec![out])
+            }
+            Stage::Bucket(b) => b.run(docs, &vars),
+            Stage::BucketAuto(b) => b.run(docs, &vars),
+            Stage::Sample(n) => Ok(stages::sample(docs, *n)),
+            Stage::Documents(e) => stages::documents(e, &mut vars),
+            Stage::Lookup(l) => l.run(docs, env, &vars),
+            Stage::GraphLookup(g) => g.run(docs, env, &vars),
+            Stage::UnionWith(coll, p) => {
+                let other = p.run(env.find(coll, &Document::new())?, env, &vars)?;
+                Ok(docs.into_iter().chain(other).collect())
+            }
+            Stage::Out(db, coll) => {
+                env.replace_collection(db.as_deref(), coll, docs)?;
+                Ok(Vec::new())
+            }
+            Stage::Merge(m) => {
+                m.run(docs, env, &vars)?;
+                Ok(Vec::new())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,221 @@
+//! Golden tests of the pipeline stages on MongoDB's documented examples, over an in-memory
+//! [`Env`] holding other collections.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bson::{Bson, DateTime, Document, bson, doc};
+
+use super::{Env, Matcher, Pipeline};
+use crate::expr::{ExprError, Result, Vars};
+
+/// Collections in memory; filters are equality or `$in` on one path (enough here).
+#[derive(Default)]
+struct Mem(HashMap<String, Vec<Document>>);
+
+fn test(filter: &Document, d: &Document) -> bool {
+    filter.iter().all(|(k, v)| {
+        let path: Vec<String> = k.split('.').map(str::to_string).collect();
+        let got = crate::expr::value::get_path(&Bson::Document(d.clone()), &path);
+        let values: Vec<Bson> = match &got {
+            Bson::Array(items) => items.iter().cloned().chain([got.clone()]).collect(),
+            other => vec![crate::expr::value::or_null(other.clone())],
+        };
+        let wanted: Vec<Bson> = match v {
+            Bson::Document(c) if c.contains_key("$in") => {
+                c.get_array("$in").cloned().unwrap_or_default()
+            }
+            other => vec![other.clone()],
+        };
+        values.iter().any(|x| wanted.iter().any(|w| crate::expr::value::equal(x, w)))
+    })
+}
+
+impl Env for Mem {
+    fn matcher(&self, filter: &Document) -> Result<Matcher> {
+        let f = filter.clone();
+        Ok(Arc::new(move |d: &Document| test(&f, d)))
+    }
+    fn find(&self, coll: &str, filter: &Document) -> Result<Vec<Document>> {
+        Ok(self
+            .0
+            .get(coll)
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|d| test(filter, d))
+            .collect())
+    }
+    fn replace_collection(&self, _: Option<&str>, _: &str, _: Vec<Document>) -> Result<()> {
+        Ok(())
+    }
+    fn upsert(&self, _: Option<&str>, _: &str, _: Vec<Document>) -> Result<()> {
+        Ok(())
+    }
+}
+
+fn run(env: &Mem, input: Vec<Document>, stages: Bson) -> Result<Vec<Document>> {
+    let Bson::Array(stages) = stages else { return Err(ExprError::bad_value("stages")) };
+    let p = Pipeline::parse(&stages, Some(env))?;
+    p.run(input, env, &Vars::new(&doc! {}, DateTime::from_millis(0)))
+}
+
+fn sales() -> Vec<Document> {
+    vec![
+        doc! {"_id": 1, "item": "abc", "price": 10, "quantity": 2, "tags": ["a", "b"]},
+        doc! {"_id": 2, "item": "jkl", "price": 20, "quantity": 1, "tags": []},
+        doc! {"_id": 3, "item": "xyz", "price": 5, "quantity": 10, "tags": ["b"]},
+        doc! {"_id": 4, "item": "abc", "price": 10, "quantity": 5},
+    ]
+}
+
+#[test]
+fn group_sort_project_and_count() -> Result<()> {
+    let env = Mem::default();
+    let out = run(
+        &env,
+        sales(),
+        bson!([
+            {"$group": {"_id": "$item", "total": {"$sum": {"$multiply": ["$price", "$quantity"]}},
+                        "avgQty": {"$avg": "$quantity"}, "n": {"$count": {}}, "ids": {"$push": "$_id"}}},
+            {"$sort": {"total": -1, "_id": 1}},
+        ]),
+    )?;
+    assert_eq!(
+        out,
+        vec![
+            doc! {"_id": "abc", "total": 70, "avgQty": 3.5, "n": 2, "ids": [1, 4]},
+            doc! {"_id": "xyz", "total": 50, "avgQty": 10.0, "n": 1, "ids": [3]},
+            doc! {"_id": "jkl", "total": 20, "avgQty": 1.0, "n": 1, "ids": [2]},
+        ]
+    );
+    let out = run(
+        &env,
+        sales(),
+        bson!([{"$group": {"_id": null, "top": {"$topN": {"n": 2, "sortBy": {"price": -1}, "output": "$item"}},
+        "bottom": {"$bottom": {"sortBy": {"price": -1}, "output": "$item"}}, "set": {"$addToSet": "$item"}, "sd": {"$stdDevPop": "$price"}}}]),
+    )?;
+    assert_eq!(out[0].get("top"), Some(&bson!(["jkl", "abc"])));
+    assert_eq!(out[0].get("bottom"), Some(&bson!("xyz")));
+    assert_eq!(out[0].get_array("set").map(Vec::len).ok(), Some(3));
+    let out = run(&env, sales(), bson!([{"$match": {"item": "abc"}}, {"$count": "abcs"}]))?;
+    assert_eq!(out, vec![doc! {"abcs": 2}]);
+    let out = run(
+        &env,
+        sales(),
+        bson!([{"$match": {"_id": 1}}, {"$project": {"_id": 0, "item": 1, "value": {"$multiply": ["$price", "$quantity"]}}}]),
+    )?;
+    assert_eq!(out, vec![doc! {"item": "abc", "value": 20}]);
+    let out = run(
+        &env,
+        sales(),
+        bson!([{"$match": {"_id": 1}}, {"$unset": ["tags", "price"]}, {"$set": {"a.b": 1}}]),
+    )?;
+    assert_eq!(out, vec![doc! {"_id": 1, "item": "abc", "quantity": 2, "a": {"b": 1}}]);
+    let out = run(&env, sales(), bson!([{"$sortByCount": "$item"}, {"$limit": 1}]))?;
+    assert_eq!(out, vec![doc! {"_id": "abc", "count": 2}]);
+    Ok(())
+}
+
+#[test]
+fn unwind_options() -> Result<()> {
+    let env = Mem::default();
+    let out = run(&env, sales(), bson!([{"$unwind": "$tags"}, {"$project": {"tags": 1}}]))?;
+    assert_eq!(
+        out,
+        vec![
+            doc! {"_id": 1, "tags": "a"},
+            doc! {"_id": 1, "tags": "b"},
+            doc! {"_id": 3, "tags": "b"}
+        ]
+    );
+    let out = run(
+        &env,
+        sales(),
+        bson!([
+        {"$unwind": {"path": "$tags", "includeArrayIndex": "i", "preserveNullAndEmptyArrays": true}},
+        {"$project": {"tags": 1, "i": 1}}]),
+    )?;
+    assert_eq!(
+        out,
+        vec![
+            doc! {"_id": 1, "tags": "a", "i": 0_i64},
+            doc! {"_id": 1, "tags": "b", "i": 1_i64},
+            doc! {"_id": 2, "i": Bson::Null},
+            doc! {"_id": 3, "tags": "b", "i": 0_i64},
+            doc! {"_id": 4, "i": Bson::Null},
+        ]
+    );
+    Ok(())
+}
+
+#[test]
+fn lookup_bucket_facet_and_errors() -> Result<()> {
+    let mut env = Mem::default();
+    env.0.insert(
+        "inventory".into(),
+        vec![
+            doc! {"_id": 1, "sku": "abc", "instock": 120},
+            doc! {"_id": 2, "sku": ["xyz", "abc"], "instock": 80},
+            doc! {"_id": 3, "description": "Incomplete"},
+        ],
+    );
+    let orders = vec![doc! {"_id": 1, "item": "abc"}, doc! {"_id": 3}];
+    let out = run(
+        &env,
+        orders,
+        bson!([{"$lookup": {"from": "inventory", "localField": "item", "foreignField": "sku", "as": "inv"}},
+        {"$project": {"ids": "$inv._id"}}]),
+    )?;
+    // Multikey foreign field; a missing local field matches a missing foreign field.
+    assert_eq!(out, vec![doc! {"_id": 1, "ids": [1, 2]}, doc! {"_id": 3, "ids": [3]}]);
+    let out = run(
+        &env,
+        sales(),
+        bson!([{"$bucket": {"groupBy": "$price", "boundaries": [0, 10, 100], "default": "other",
+        "output": {"n": {"$sum": 1}, "items": {"$push": "$item"}}}}]),
+    )?;
+    assert_eq!(
+        out,
+        vec![
+            doc! {"_id": 0, "n": 1, "items": ["xyz"]},
+            doc! {"_id": 10, "n": 3, "items": ["abc", "jkl", "abc"]}
+        ]
+    );
+    let out = run(&env, sales(), bson!([{"$bucketAuto": {"groupBy": "$_id", "buckets": 2}}]))?;
+    assert_eq!(
+        out,
+        vec![
+            doc! {"_id": {"min": 1, "max": 3}, "count": 2},
+            doc! {"_id": {"min": 3, "max": 4}, "count": 2}
+        ]
+    );
+    let out = run(
+        &env,
+        sales(),
+        bson!([{"$facet": {"n": [{"$count": "n"}], "first": [{"$limit": 1}, {"$project": {"item": 1}}]}}]),
+    )?;
+    assert_eq!(out, vec![doc! {"n": [{"n": 4}], "first": [{"_id": 1, "item": "abc"}]}]);
+    let out =
+        run(&env, vec![], bson!([{"$documents": [{"a": 1}]}, {"$replaceWith": {"b": "$a"}}]))?;
+    assert_eq!(out, vec![doc! {"b": 1}]);
+    let err = |stages: Bson| run(&env, sales(), stages).err().map(|e| e.code);
+    assert_eq!(err(bson!([{"$foo": {}}])), Some(40324));
+    assert_eq!(err(bson!([{"$out": "x"}, {"$limit": 1}])), Some(40601));
+    assert_eq!(err(bson!([{"$limit": 0}])), Some(15958));
+    assert_eq!(err(bson!([{"$project": {"a": 1, "b": 0}}])), Some(31254));
+    assert_eq!(err(bson!([{"$group": {"total": {"$sum": 1}}}])), Some(15955));
+    Ok(())
+}
+
+#[test]
+fn pushdown_takes_the_leading_match_sort_skip_limit() -> Result<()> {
+    let env = Mem::default();
+    let stages = bson!([{"$match": {"a": 1}}, {"$sort": {"b": -1}}, {"$skip": 2}, {"$limit": 5}, {"$group": {"_id": null}}]);
+    let Bson::Array(stages) = stages else { return Ok(()) };
+    let p = Pipeline::parse(&stages, Some(&env))?;
+    let push = p.pushdown();
+    assert_eq!((push.filter, push.skip, push.limit, push.stages), (doc! {"a": 1}, 2, Some(5), 4));
+    assert_eq!(push.sort, vec![(vec!["b".to_string()], false)]);
+    Ok(())
+}

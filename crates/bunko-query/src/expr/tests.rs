@@ -1,0 +1,215 @@
+//! Golden tests of the expression evaluator: MongoDB's documented examples (values and
+//! types), and its errors for bad arguments.
+
+use bson::{Bson, DateTime, Document, bson, doc};
+
+use super::{Expr, ExprError, Vars};
+
+fn eval(expr: Bson, on: Document) -> Result<Bson, ExprError> {
+    Expr::parse(&expr)?.eval(&mut Vars::new(&on, DateTime::from_millis(0)))
+}
+
+fn code(expr: Bson) -> i32 {
+    eval(expr, doc! {}).err().map_or(0, |e| e.code)
+}
+
+#[test]
+fn arithmetic_keeps_mongodb_types() -> Result<(), ExprError> {
+    let on = doc! {"price": 10, "fee": 2.5_f64, "qty": 3_i64, "big": i32::MAX};
+    assert_eq!(eval(bson!({"$add": ["$price", "$fee"]}), on.clone())?, Bson::Double(12.5));
+    assert_eq!(eval(bson!({"$add": ["$price", "$qty"]}), on.clone())?, Bson::Int64(13));
+    assert_eq!(eval(bson!({"$add": ["$big", 1]}), on.clone())?, Bson::Int64(2_147_483_648));
+    assert_eq!(eval(bson!({"$multiply": ["$price", "$qty"]}), on.clone())?, Bson::Int64(30));
+    assert_eq!(eval(bson!({"$divide": ["$price", 4]}), on.clone())?, Bson::Double(2.5));
+    assert_eq!(eval(bson!({"$subtract": ["$price", "$missing"]}), on.clone())?, Bson::Null);
+    assert_eq!(eval(bson!({"$mod": [10, 3]}), on.clone())?, Bson::Int32(1));
+    assert_eq!(eval(bson!({"$round": [2.5]}), on.clone())?, Bson::Double(2.0));
+    assert_eq!(eval(bson!({"$round": [19.25, 1]}), on.clone())?, Bson::Double(19.2));
+    assert_eq!(eval(bson!({"$trunc": [7.85, 1]}), on.clone())?, Bson::Double(7.8));
+    assert_eq!(eval(bson!({"$pow": [5, 2]}), on.clone())?, Bson::Int32(25));
+    assert_eq!(eval(bson!({"$abs": -5}), on)?, Bson::Int32(5));
+    assert_eq!(code(bson!({"$add": ["a", 1]})), 16554);
+    assert_eq!(code(bson!({"$divide": [1, 0]})), 16608);
+    assert_eq!(code(bson!({"$subtract": [1, 2, 3]})), 16020);
+    assert_eq!(code(bson!({"$frob": 1})), 168);
+    Ok(())
+}
+
+#[test]
+fn comparison_boolean_and_conditionals() -> Result<(), ExprError> {
+    let on = doc! {"qty": 250, "item": "abc1", "desc": null};
+    assert_eq!(eval(bson!({"$cmp": ["$qty", 250.0]}), on.clone())?, Bson::Int32(0));
+    assert_eq!(eval(bson!({"$gt": ["$qty", 200]}), on.clone())?, Bson::Boolean(true));
+    // BSON order: a string is greater than any number.
+    assert_eq!(eval(bson!({"$lt": ["$qty", "1"]}), on.clone())?, Bson::Boolean(true));
+    assert_eq!(eval(bson!({"$and": [1, "green"]}), on.clone())?, Bson::Boolean(true));
+    assert_eq!(eval(bson!({"$or": [null, 0, "$missing"]}), on.clone())?, Bson::Boolean(false));
+    assert_eq!(eval(bson!({"$not": [[false]]}), on.clone())?, Bson::Boolean(false));
+    let cond = bson!({"$cond": {"if": {"$gte": ["$qty", 250]}, "then": 30, "else": 20}});
+    assert_eq!(eval(cond, on.clone())?, Bson::Int32(30));
+    assert_eq!(
+        eval(bson!({"$ifNull": ["$desc", "Unspecified"]}), on.clone())?,
+        "Unspecified".into()
+    );
+    let switch = bson!({"$switch": {"branches": [
+        {"case": {"$lt": ["$qty", 100]}, "then": "low"},
+        {"case": {"$lt": ["$qty", 300]}, "then": "mid"}], "default": "high"}});
+    assert_eq!(eval(switch, on.clone())?, "mid".into());
+    let let_ = bson!({"$let": {"vars": {"total": {"$add": ["$qty", 10]}}, "in": {"$multiply": ["$$total", 2]}}});
+    assert_eq!(eval(let_, on.clone())?, Bson::Int32(520));
+    assert_eq!(eval(bson!("$$ROOT.item"), on.clone())?, "abc1".into());
+    assert_eq!(eval(bson!("$$NOW"), on)?, Bson::DateTime(DateTime::from_millis(0)));
+    assert_eq!(code(bson!({"$switch": {"branches": []}})), 40066);
+    assert_eq!(code(bson!("$$undefinedVar")), 17276);
+    Ok(())
+}
+
+#[test]
+fn strings() -> Result<(), ExprError> {
+    let on = doc! {"item": "ABC1", "desc": "product 1", "city": "Bakersfield, California, CA"};
+    assert_eq!(
+        eval(bson!({"$concat": ["$item", " - ", "$desc"]}), on.clone())?,
+        "ABC1 - product 1".into()
+    );
+    assert_eq!(eval(bson!({"$concat": ["$item", "$missing"]}), on.clone())?, Bson::Null);
+    assert_eq!(eval(bson!({"$toLower": "$item"}), on.clone())?, "abc1".into());
+    assert_eq!(eval(bson!({"$substrCP": ["寿司と天ぷら", 3, 3]}), on.clone())?, "天ぷら".into());
+    assert_eq!(eval(bson!({"$substrBytes": ["$item", 0, 2]}), on.clone())?, "AB".into());
+    assert_eq!(eval(bson!({"$strLenCP": "寿司"}), on.clone())?, Bson::Int32(2));
+    assert_eq!(eval(bson!({"$strLenBytes": "寿司"}), on.clone())?, Bson::Int32(6));
+    assert_eq!(eval(bson!({"$indexOfCP": ["cafétéria", "é"]}), on.clone())?, Bson::Int32(3));
+    assert_eq!(eval(bson!({"$indexOfCP": ["$item", "X"]}), on.clone())?, Bson::Int32(-1));
+    assert_eq!(
+        eval(bson!({"$split": ["$city", ", "]}), on.clone())?,
+        bson!(["Bakersfield", "California", "CA"])
+    );
+    assert_eq!(eval(bson!({"$trim": {"input": "  x  "}}), on.clone())?, "x".into());
+    assert_eq!(
+        eval(bson!({"$ltrim": {"input": "xxaxx", "chars": "x"}}), on.clone())?,
+        "axx".into()
+    );
+    assert_eq!(
+        eval(
+            bson!({"$replaceAll": {"input": "a.b.c", "find": ".", "replacement": "/"}}),
+            on.clone()
+        )?,
+        "a/b/c".into()
+    );
+    assert_eq!(
+        eval(
+            bson!({"$regexMatch": {"input": "$desc", "regex": "^PRO", "options": "i"}}),
+            on.clone()
+        )?,
+        true.into()
+    );
+    assert_eq!(
+        eval(bson!({"$regexFind": {"input": "$desc", "regex": "(\\d)"}}), on)?,
+        bson!({"match": "1", "idx": 8, "captures": ["1"]})
+    );
+    assert_eq!(code(bson!({"$split": [1, ","]})), 40085);
+    assert_eq!(code(bson!({"$concat": [1]})), 16702);
+    Ok(())
+}
+
+#[test]
+fn arrays() -> Result<(), ExprError> {
+    let on = doc! {"items": [1, 2, 3, 4], "names": ["b", "a"], "scores": [{"s": 5}, {"s": 9}]};
+    assert_eq!(eval(bson!({"$size": "$items"}), on.clone())?, Bson::Int32(4));
+    assert_eq!(eval(bson!({"$arrayElemAt": ["$items", -1]}), on.clone())?, Bson::Int32(4));
+    assert_eq!(eval(bson!({"$slice": ["$items", 1, 2]}), on.clone())?, bson!([2, 3]));
+    assert_eq!(eval(bson!({"$slice": ["$items", -2]}), on.clone())?, bson!([3, 4]));
+    let filter = bson!({"$filter": {"input": "$items", "as": "n", "cond": {"$gte": ["$$n", 3]}}});
+    assert_eq!(eval(filter, on.clone())?, bson!([3, 4]));
+    let map = bson!({"$map": {"input": "$items", "in": {"$multiply": ["$$this", 2]}}});
+    assert_eq!(eval(map, on.clone())?, bson!([2, 4, 6, 8]));
+    let reduce = bson!({"$reduce": {"input": "$items", "initialValue": 0, "in": {"$add": ["$$value", "$$this"]}}});
+    assert_eq!(eval(reduce, on.clone())?, Bson::Int32(10));
+    assert_eq!(eval(bson!({"$in": [2, "$items"]}), on.clone())?, true.into());
+    assert_eq!(
+        eval(bson!({"$concatArrays": ["$items", "$names"]}), on.clone())?,
+        bson!([1, 2, 3, 4, "b", "a"])
+    );
+    assert_eq!(
+        eval(bson!({"$sortArray": {"input": "$names", "sortBy": 1}}), on.clone())?,
+        bson!(["a", "b"])
+    );
+    assert_eq!(
+        eval(bson!({"$sortArray": {"input": "$scores", "sortBy": {"s": -1}}}), on.clone())?,
+        bson!([{"s": 9}, {"s": 5}])
+    );
+    assert_eq!(eval(bson!({"$first": "$items"}), on.clone())?, Bson::Int32(1));
+    assert_eq!(eval(bson!({"$last": "$names"}), on.clone())?, "a".into());
+    assert_eq!(eval(bson!({"$range": [0, 10, 3]}), on.clone())?, bson!([0, 3, 6, 9]));
+    assert_eq!(eval(bson!({"$reverseArray": "$names"}), on.clone())?, bson!(["a", "b"]));
+    assert_eq!(
+        eval(bson!({"$zip": {"inputs": ["$items", "$names"]}}), on.clone())?,
+        bson!([[1, "b"], [2, "a"]])
+    );
+    assert_eq!(eval(bson!({"$indexOfArray": ["$names", "a"]}), on.clone())?, Bson::Int32(1));
+    assert_eq!(eval(bson!("$scores.s"), on.clone())?, bson!([5, 9]));
+    assert_eq!(eval(bson!({"$sum": "$items"}), on.clone())?, Bson::Int32(10));
+    assert_eq!(eval(bson!({"$avg": "$scores.s"}), on.clone())?, Bson::Double(7.0));
+    assert_eq!(eval(bson!({"$maxN": {"input": "$items", "n": 2}}), on)?, bson!([4, 3]));
+    assert_eq!(code(bson!({"$size": "x"})), 17124);
+    assert_eq!(code(bson!({"$arrayElemAt": ["x", 0]})), 28689);
+    Ok(())
+}
+
+#[test]
+fn dates_types_and_objects() -> Result<(), ExprError> {
+    // 2014-01-01T08:15:39.736Z, MongoDB's date operator example.
+    let on = doc! {"date": DateTime::from_millis(1_388_564_139_736), "n": "42", "o": {"a": 1}};
+    assert_eq!(eval(bson!({"$year": "$date"}), on.clone())?, Bson::Int32(2014));
+    assert_eq!(eval(bson!({"$dayOfYear": "$date"}), on.clone())?, Bson::Int32(1));
+    assert_eq!(eval(bson!({"$hour": "$date"}), on.clone())?, Bson::Int32(8));
+    assert_eq!(eval(bson!({"$dayOfWeek": "$date"}), on.clone())?, Bson::Int32(4));
+    assert_eq!(eval(bson!({"$week": "$date"}), on.clone())?, Bson::Int32(0));
+    assert_eq!(
+        eval(bson!({"$hour": {"date": "$date", "timezone": "+09:00"}}), on.clone())?,
+        Bson::Int32(17)
+    );
+    assert_eq!(
+        eval(
+            bson!({"$dateToString": {"format": "%Y-%m-%d %H:%M:%S.%L", "date": "$date"}}),
+            on.clone()
+        )?,
+        "2014-01-01 08:15:39.736".into()
+    );
+    assert_eq!(
+        eval(bson!({"$dateTrunc": {"date": "$date", "unit": "hour"}}), on.clone())?,
+        Bson::DateTime(DateTime::from_millis(1_388_563_200_000))
+    );
+    assert_eq!(
+        eval(
+            bson!({"$dateAdd": {"startDate": "$date", "unit": "month", "amount": 1}}),
+            on.clone()
+        )?,
+        Bson::DateTime(DateTime::from_millis(1_388_564_139_736 + 31 * 86_400_000))
+    );
+    let diff = bson!({"$dateDiff": {"startDate": "$date", "endDate": {"$dateFromString": {"dateString": "2014-03-01"}}, "unit": "month"}});
+    assert_eq!(eval(diff, on.clone())?, Bson::Int64(2));
+    assert_eq!(eval(bson!({"$type": "$n"}), on.clone())?, "string".into());
+    assert_eq!(eval(bson!({"$type": "$missing"}), on.clone())?, "missing".into());
+    assert_eq!(eval(bson!({"$toInt": "$n"}), on.clone())?, Bson::Int32(42));
+    assert_eq!(eval(bson!({"$toDouble": true}), on.clone())?, Bson::Double(1.0));
+    assert_eq!(eval(bson!({"$toString": 2.5}), on.clone())?, "2.5".into());
+    assert_eq!(
+        eval(bson!({"$convert": {"input": "x", "to": "int", "onError": -1}}), on.clone())?,
+        Bson::Int32(-1)
+    );
+    assert_eq!(eval(bson!({"$isNumber": "$n"}), on.clone())?, false.into());
+    assert_eq!(
+        eval(bson!({"$mergeObjects": ["$o", {"b": 2}]}), on.clone())?,
+        bson!({"a": 1, "b": 2})
+    );
+    assert_eq!(eval(bson!({"$objectToArray": "$o"}), on.clone())?, bson!([{"k": "a", "v": 1}]));
+    assert_eq!(eval(bson!({"$arrayToObject": [[["x", 1]]]}), on.clone())?, bson!({"x": 1}));
+    assert_eq!(eval(bson!({"$getField": "n"}), on.clone())?, "42".into());
+    assert_eq!(
+        eval(bson!({"$setField": {"field": "c", "input": "$o", "value": 3}}), on.clone())?,
+        bson!({"a": 1, "c": 3})
+    );
+    assert_eq!(eval(bson!({"$literal": "$notAPath"}), on)?, "$notAPath".into());
+    assert_eq!(eval(bson!({"$toInt": "x"}), doc! {}).err().map(|e| e.code), Some(241));
+    Ok(())
+}

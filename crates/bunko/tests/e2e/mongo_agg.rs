@@ -1,0 +1,213 @@
+//! MongoDB `aggregate` through pymongo (issue 14): the seeds' reference resolution with
+//! `$lookup` (books ↔ publishers from seed 000, students ↔ classes through `links` from
+//! seed 002), `count_documents`, a per-device average over IoT readings (seed 003),
+//! `$facet`, `$out`, cursors with `getMore`, `explain` and the unknown-stage error.
+
+use serde_json::json;
+
+use crate::harness::Server;
+use crate::mongo::python;
+
+/// Books reference their publisher by `pub-id`; students and classes reference each other
+/// through `links`; `$lookup` resolves both, with the `let` + `pipeline` form too.
+#[test]
+fn lookup_resolves_the_seeds_references() {
+    let server = Server::start();
+    let script = r#"
+db = client().library
+db.publishers.insert_many([{"_id": "mspress", "name": "Microsoft Press"}, {"_id": "oreilly", "name": "O'Reilly"}])
+db.books.insert_many([
+    {"_id": "1", "name": "Azure Cosmos DB 101", "pub-id": "mspress"},
+    {"_id": "2", "name": "Azure Cosmos DB for RDBMS Users", "pub-id": "mspress"},
+    {"_id": "3", "name": "Taking over the world one JSON doc at a time"},
+])
+books = list(db.books.aggregate([
+    {"$lookup": {"from": "publishers", "localField": "pub-id", "foreignField": "_id", "as": "publisher"}},
+    {"$project": {"_id": 0, "name": 1, "publisher": "$publisher.name"}},
+    {"$sort": {"name": 1}},
+]))
+count_of_books = list(db.books.aggregate([
+    {"$match": {"pub-id": {"$exists": True}}},
+    {"$group": {"_id": "$pub-id", "countOfBooks": {"$sum": 1}}},
+]))
+sc = client().school.students_classes
+sc.insert_many([
+    {"_id": "CS101-001", "doc_type": "class", "class_name": "Introduction to Programming",
+     "links": [{"target": "CS101-001", "doc_type": "class"}, {"target": "S10023", "doc_type": "student"},
+               {"target": "S12345", "doc_type": "student"}]},
+    {"_id": "MATH201-002", "doc_type": "class", "class_name": "Calculus II",
+     "links": [{"target": "MATH201-002", "doc_type": "class"}, {"target": "S12345", "doc_type": "student"}]},
+    {"_id": "S12345", "doc_type": "student", "name": "Jane Doe",
+     "links": [{"target": "CS101-001", "doc_type": "class"}, {"target": "MATH201-002", "doc_type": "class"},
+               {"target": "S12345", "doc_type": "student"}]},
+    {"_id": "S10023", "doc_type": "student", "name": "Taro Yamada",
+     "links": [{"target": "CS101-001", "doc_type": "class"}, {"target": "S10023", "doc_type": "student"}]},
+])
+# Multikey foreign field: classes whose links name the student.
+classes = list(sc.aggregate([
+    {"$match": {"_id": "S12345"}},
+    {"$lookup": {"from": "students_classes", "localField": "_id", "foreignField": "links.target", "as": "related"}},
+    {"$project": {"name": 1, "classes": {"$filter": {"input": "$related", "cond": {"$eq": ["$$this.doc_type", "class"]}}}}},
+    {"$project": {"name": 1, "classes": {"$sortArray": {"input": "$classes.class_name", "sortBy": 1}}}},
+]))
+roster = list(sc.aggregate([
+    {"$match": {"doc_type": "class"}},
+    {"$lookup": {"from": "students_classes", "let": {"cls": "$_id"}, "as": "students", "pipeline": [
+        {"$match": {"doc_type": "student", "$expr": {"$in": ["$$cls", "$links.target"]}}},
+        {"$project": {"_id": 0, "name": 1}}, {"$sort": {"name": 1}}]}},
+    {"$project": {"students": "$students.name"}},
+    {"$sort": {"_id": 1}},
+]))
+print(json.dumps({"books": books, "count": count_of_books, "classes": classes, "roster": roster}))
+"#;
+    let Some(out) = python(&server, script) else { return };
+    assert_eq!(
+        out,
+        json!({
+            "books": [
+                {"name": "Azure Cosmos DB 101", "publisher": ["Microsoft Press"]},
+                {"name": "Azure Cosmos DB for RDBMS Users", "publisher": ["Microsoft Press"]},
+                {"name": "Taking over the world one JSON doc at a time", "publisher": []},
+            ],
+            "count": [{"_id": "mspress", "countOfBooks": 2}],
+            "classes": [{"_id": "S12345", "name": "Jane Doe", "classes": ["Calculus II", "Introduction to Programming"]}],
+            "roster": [
+                {"_id": "CS101-001", "students": ["Jane Doe", "Taro Yamada"]},
+                {"_id": "MATH201-002", "students": ["Jane Doe"]},
+            ],
+        })
+    );
+}
+
+/// IoT readings (seed 003): the per-device average with `$group`, `count_documents`,
+/// `estimated_document_count`, `$facet`, `$out` (read back over HTTP too), a small
+/// `batchSize` answered through `getMore`, `explain` showing the pushed-down stages, and
+/// MongoDB's errors for an unknown stage and a bad expression.
+#[test]
+fn iot_readings_group_facet_out_and_cursor() {
+    let server = Server::start();
+    let script = r#"
+db = client().acme
+docs = []
+for i in range(30):
+    dev = "device-%d" % (i % 3)
+    docs.append({"_id": "r%02d" % i, "deviceID": dev, "ts": datetime.datetime(2024, 1, 1 + i % 5, tzinfo=datetime.timezone.utc),
+                 "reading": {"temperature": {"value": i, "unit": "c"}}})
+db.readings.insert_many(docs)
+avg = list(db.readings.aggregate([
+    {"$match": {"reading.temperature.unit": "c"}},
+    {"$group": {"_id": "$deviceID", "avg": {"$avg": "$reading.temperature.value"},
+                "max": {"$max": "$reading.temperature.value"}, "n": {"$count": {}}}},
+    {"$sort": {"_id": 1}},
+]))
+count = db.readings.count_documents({"deviceID": "device-1"})
+count_skip = db.readings.count_documents({}, skip=5, limit=10)
+estimated = db.readings.estimated_document_count()
+facet = list(db.readings.aggregate([
+    {"$facet": {
+        "byDay": [{"$group": {"_id": {"$dayOfMonth": "$ts"}, "n": {"$sum": 1}}}, {"$sort": {"_id": 1}}],
+        "hot": [{"$match": {"reading.temperature.value": {"$gte": 27}}}, {"$count": "n"}],
+        "buckets": [{"$bucket": {"groupBy": "$reading.temperature.value", "boundaries": [0, 10, 20, 30]}}],
+    }}
+]))
+db.readings.aggregate([
+    {"$match": {"deviceID": "device-2"}},
+    {"$project": {"deviceID": 1, "f": {"$add": [{"$multiply": ["$reading.temperature.value", 1.8]}, 32]}}},
+    {"$out": "fahrenheit"},
+])
+out_docs = list(db.fahrenheit.find({}, {"_id": 1, "f": 1}).sort("_id", 1).limit(2))
+batches = db.command("aggregate", "readings", pipeline=[{"$sort": {"_id": -1}}], cursor={"batchSize": 4})
+all_ids = [d["_id"] for d in db.readings.aggregate([{"$sort": {"_id": -1}}, {"$project": {"_id": 1}}], batchSize=4)]
+explain = db.command("aggregate", "readings", pipeline=[
+    {"$match": {"_id": "r01"}}, {"$limit": 5}, {"$group": {"_id": "$deviceID"}}], explain=True)
+first = explain["stages"][0]["$cursor"]
+docs_stage = list(client().acme.aggregate([{"$documents": [{"x": 1}, {"x": 2}]}, {"$set": {"y": {"$multiply": ["$x", 10]}}}]))
+print(json.dumps({
+    "avg": avg, "count": count, "count_skip": count_skip, "estimated": estimated, "facet": facet,
+    "out": out_docs, "first_batch": len(batches["cursor"]["firstBatch"]), "cursor_open": batches["cursor"]["id"] != 0,
+    "all_ids": len(all_ids), "first_id": all_ids[0],
+    "pushed": first["pushedDown"], "plan": first["queryPlanner"]["winningPlan"]["stage"],
+    "rest": [list(s.keys())[0] for s in explain["stages"][1:]],
+    "unknown": code_of(lambda: list(db.readings.aggregate([{"$foo": {}}]))),
+    "bad_expr": code_of(lambda: list(db.readings.aggregate([{"$project": {"x": {"$frob": 1}}}]))),
+    "size_err": code_of(lambda: list(db.readings.aggregate([{"$project": {"x": {"$size": "$deviceID"}}}]))),
+    "documents": docs_stage,
+}, default=str))
+"#;
+    let Some(out) = python(&server, script) else { return };
+    assert_eq!(
+        out["avg"],
+        json!([
+            {"_id": "device-0", "avg": 13.5, "max": 27, "n": 10},
+            {"_id": "device-1", "avg": 14.5, "max": 28, "n": 10},
+            {"_id": "device-2", "avg": 15.5, "max": 29, "n": 10},
+        ])
+    );
+    assert_eq!((out["count"].clone(), out["count_skip"].clone()), (json!(10), json!(10)));
+    assert_eq!(out["estimated"], 30);
+    assert_eq!(
+        out["facet"],
+        json!([{
+            "byDay": [{"_id": 1, "n": 6}, {"_id": 2, "n": 6}, {"_id": 3, "n": 6}, {"_id": 4, "n": 6}, {"_id": 5, "n": 6}],
+            "hot": [{"n": 3}],
+            "buckets": [{"_id": 0, "count": 10}, {"_id": 10, "count": 10}, {"_id": 20, "count": 10}],
+        }])
+    );
+    assert_eq!(out["out"], json!([{"_id": "r02", "f": 35.6}, {"_id": "r05", "f": 41.0}]));
+    assert_eq!((out["first_batch"].clone(), out["cursor_open"].clone()), (json!(4), json!(true)));
+    assert_eq!((out["all_ids"].clone(), out["first_id"].clone()), (json!(30), json!("r29")));
+    assert_eq!(out["pushed"], json!(["$match", "$limit"]));
+    assert_eq!(out["plan"], "IDHACK");
+    assert_eq!(out["rest"], json!(["$group"]));
+    assert_eq!(out["unknown"], 40324);
+    assert_eq!(out["bad_expr"], 168);
+    assert_eq!(out["size_err"], 17124);
+    assert_eq!(out["documents"], json!([{"x": 1, "y": 10}, {"x": 2, "y": 20}]));
+    // `$out` wrote ordinary documents: the CouchDB API sees them.
+    let doc = server.get_doc("acme$fahrenheit", "r02");
+    assert_eq!(doc["deviceID"], "device-2", "{doc}");
+}
+
+/// `$expr` in `find`, `count_documents`, `delete` and `update` filters, and pipeline-style
+/// updates (`update_one`/`update_many`/`find_one_and_update` with a list of stages), both
+/// through the aggregation evaluator; the result is a new revision over HTTP too.
+#[test]
+fn expr_filters_and_pipeline_updates() {
+    let server = Server::start();
+    let script = r#"
+c = client().shop.budgets
+c.insert_many([
+    {"_id": 1, "category": "food", "budget": 400, "spent": 450},
+    {"_id": 2, "category": "drinks", "budget": 100, "spent": 150},
+    {"_id": 3, "category": "clothes", "budget": 100, "spent": 50},
+    {"_id": 4, "category": "misc", "budget": 500, "spent": 300},
+])
+over = sorted(d["_id"] for d in c.find({"$expr": {"$gt": ["$spent", "$budget"]}}))
+over_food = [d["_id"] for d in c.find({"category": "food", "$expr": {"$gt": ["$spent", "$budget"]}})]
+n = c.count_documents({"$expr": {"$lt": ["$spent", 100]}})
+upd = c.update_many({"$expr": {"$gt": ["$spent", "$budget"]}},
+                    [{"$set": {"over": {"$subtract": ["$spent", "$budget"]}, "category": {"$toUpper": "$category"}}}])
+one = c.find_one_and_update({"_id": 4}, [{"$set": {"left": {"$subtract": ["$budget", "$spent"]}}}, {"$unset": "spent"}],
+                            return_document=True)
+c.update_one({"_id": 9}, [{"$set": {"created": {"$literal": True}, "n": {"$add": [1, 2]}}}], upsert=True)
+deleted = c.delete_many({"$expr": {"$eq": ["$spent", 50]}}).deleted_count
+print(json.dumps({"over": over, "over_food": over_food, "n": n, "modified": upd.modified_count,
+                  "one": one, "upserted": c.find_one({"_id": 9}), "deleted": deleted,
+                  "food": c.find_one({"_id": 1}),
+                  "nested": code_of(lambda: list(c.find({"$and": [{"$expr": True}]}))),
+                  "bad_stage": code_of(lambda: c.update_one({"_id": 1}, [{"$group": {"_id": 1}}]))}))
+"#;
+    let Some(out) = python(&server, script) else { return };
+    assert_eq!(out["over"], json!([1, 2]));
+    assert_eq!(out["over_food"], json!([1]));
+    assert_eq!(out["n"], 1);
+    assert_eq!(out["modified"], 2);
+    assert_eq!(out["one"], json!({"_id": 4, "category": "misc", "budget": 500, "left": 200}));
+    assert_eq!(out["upserted"], json!({"_id": 9, "created": true, "n": 3}));
+    assert_eq!(out["deleted"], 1);
+    assert_eq!(
+        out["food"],
+        json!({"_id": 1, "category": "FOOD", "budget": 400, "spent": 450, "over": 50})
+    );
+    assert_eq!((out["nested"].clone(), out["bad_stage"].clone()), (json!(238), json!(72)));
+}
