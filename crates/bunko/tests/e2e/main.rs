@@ -26,6 +26,7 @@ mod mango;
 mod mango_explain;
 mod mongo;
 mod mongo_txn;
+mod mongo_update;
 mod partitions;
 mod persistence;
 mod procedures;
