@@ -26,6 +26,8 @@ mod procedure;
 mod sasl;
 mod session;
 mod update;
+#[cfg(test)]
+mod update_golden;
 
 use bson::{Bson, Document, doc};
 
@@ -136,7 +138,7 @@ const TABLE: &[Command] = &[
     Command { name: "delete", aliases: &[], public: false, fields: Some(&["deletes", "ordered", "writeConcern", "txnNumber"]), run: crud::delete },
     Command { name: "count", aliases: &[], public: false, fields: Some(&["query", "limit", "skip", "readConcern"]), run: crud::count },
     Command { name: "update", aliases: &[], public: false, fields: Some(&["updates", "ordered", "writeConcern", "txnNumber"]), run: update::update },
-    Command { name: "findAndModify", aliases: &["findandmodify"], public: false, fields: Some(&["query", "sort", "remove", "update", "new", "fields", "upsert", "writeConcern", "txnNumber"]), run: update::find_and_modify },
+    Command { name: "findAndModify", aliases: &["findandmodify"], public: false, fields: Some(&["query", "sort", "remove", "update", "new", "fields", "upsert", "arrayFilters", "writeConcern", "txnNumber"]), run: update::find_and_modify },
     Command { name: "distinct", aliases: &[], public: false, fields: Some(&["key", "query", "readConcern"]), run: crud::distinct },
     Command { name: "listIndexes", aliases: &[], public: false, fields: Some(&["cursor"]), run: admin::list_indexes },
     Command { name: "dbStats", aliases: &["dbstats"], public: false, fields: Some(&["scale"]), run: admin::db_stats },

@@ -11,7 +11,7 @@ use bson::{Bson, Document, doc};
 use bunko_doc::body::ParsedDoc;
 use bunko_doc::ejson;
 use bunko_engine::{Database, Error, WriteOptions};
-use bunko_query::update::Update;
+use bunko_query::update::{Compile, Filter, Options, Update, UpdateError};
 use bunko_query::{Dialect, Direction, FieldPath, Selector};
 use serde_json::Value;
 
@@ -104,8 +104,8 @@ pub(super) fn statement_parts(
 ) -> Result<(Document, Update, bool, bool), MongoError> {
     for key in statement.keys() {
         match key.as_str() {
-            "q" | "u" | "upsert" | "multi" => {}
-            "arrayFilters" | "hint" | "collation" | "c" | "sort" | "upsertSupplied" => {
+            "q" | "u" | "upsert" | "multi" | "arrayFilters" => {}
+            "hint" | "collation" | "c" | "sort" | "upsertSupplied" => {
                 return Err(MongoError::not_implemented(format!(
                     "option '{key}' of update is not supported yet"
                 )));
@@ -120,7 +120,8 @@ pub(super) fn statement_parts(
         }
     }
     let filter = doc_of(statement, "q")?;
-    let update = parse_update(statement.get("u"))?;
+    let array_filters = array_filters(statement)?;
+    let update = parse_update(statement.get("u"), &filter, array_filters.as_deref())?;
     let multi = bool_of(statement, "multi", false)?;
     if multi && matches!(update, Update::Replace(_)) {
         return Err(MongoError::failed_to_parse(
@@ -131,9 +132,27 @@ pub(super) fn statement_parts(
     Ok((filter, update, multi, upsert))
 }
 
-pub(super) fn parse_update(spec: Option<&Bson>) -> Result<Update, MongoError> {
+/// `arrayFilters` of an update statement or a `findAndModify`.
+pub(super) fn array_filters(command: &Document) -> Result<Option<Vec<Bson>>, MongoError> {
+    match command.get("arrayFilters") {
+        None => Ok(None),
+        Some(Bson::Array(items)) => Ok(Some(items.clone())),
+        Some(_) => Err(MongoError::type_mismatch(
+            "BSON field 'arrayFilters' is the wrong type, expected type 'array'",
+        )),
+    }
+}
+
+/// Parses an update document; `query` is the statement's filter (for positional `$`).
+pub(super) fn parse_update(
+    spec: Option<&Bson>,
+    query: &Document,
+    array_filters: Option<&[Bson]>,
+) -> Result<Update, MongoError> {
+    let compile: Compile = &compile_filter;
+    let options = Options { query: Some(query), array_filters, compile: Some(compile) };
     match spec {
-        Some(Bson::Document(d)) => Ok(Update::parse(d)?),
+        Some(Bson::Document(d)) => Ok(Update::parse_with(d, options)?),
         Some(Bson::Array(stages)) => {
             Ok(Update::Pipeline(bunko_query::update_pipeline::UpdatePipeline::parse(stages)?))
         }
@@ -153,6 +172,14 @@ fn current(db: &Database, id: &str) -> Result<Option<(Document, bunko_doc::RevId
         out.extend(ejson::from_json(&body));
     }
     Ok(Some((out, doc.rev)))
+}
+
+/// A MongoDB filter as the update operators call it (`$pull` conditions, `arrayFilters`,
+/// the query positional `$` refers to).
+fn compile_filter(spec: &Document) -> Result<Filter, UpdateError> {
+    let selector =
+        query::selector(spec).map_err(|e| UpdateError::new(e.code, e.code_name, e.errmsg))?;
+    Ok(Filter::new(move |doc| matches(&selector, doc)))
 }
 
 pub(super) fn matches(selector: &Selector, doc: &Document) -> bool {
@@ -268,7 +295,10 @@ impl FindAndModify {
                     "Either an update or remove=true must be specified",
                 ));
             }
-            (false, spec) => Some(parse_update(spec)?),
+            (false, spec) => {
+                let query = doc_of(command, "query")?;
+                Some(parse_update(spec, &query, array_filters(command)?.as_deref())?)
+            }
         };
         if remove && (upsert || return_new) {
             return Err(MongoError::failed_to_parse(

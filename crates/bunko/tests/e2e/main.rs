@@ -27,6 +27,7 @@ mod mango_explain;
 mod mongo;
 mod mongo_agg;
 mod mongo_txn;
+mod mongo_update;
 mod partitions;
 mod persistence;
 mod procedures;
