@@ -88,7 +88,9 @@ impl Fjall {
     /// [`Fjall::open`] with memory and disk settings other than the defaults.
     pub fn open_with(path: &Path, options: FjallOptions) -> Result<Fjall> {
         let context = |err| in_context(&format!("opening {}", path.display()), err);
+        crate::format::check(path)?;
         let db = options.database(path).open().map_err(context)?;
+        crate::format::mark(path)?;
         let keyspace = db.keyspace(KEYSPACE, || options.keyspace()).map_err(context)?;
         // Absolute: the journals are synced from the leader thread, whatever the cwd then.
         let dir = std::path::absolute(path)

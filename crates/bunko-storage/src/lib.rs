@@ -44,12 +44,14 @@
 mod error;
 mod fjall_options;
 mod fjall_store;
+mod format;
 mod group;
 mod memory;
 
 pub use error::{Error, Result};
-pub use fjall_options::FjallOptions;
+pub use fjall_options::{Compression, FjallOptions};
 pub use fjall_store::Fjall;
+pub use format::FORMAT_VERSION;
 pub use group::Durable;
 pub use memory::Memory;
 
