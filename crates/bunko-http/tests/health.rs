@@ -52,28 +52,34 @@ async fn up_reports_a_poisoned_store_with_503() -> Result {
     Ok(())
 }
 
-/// A `_bulk_docs` whose sync fails is not acknowledged either: it awaits the sync as a
-/// future on the runtime (issue 20), and the failure reaches it as `503`, not `201`.
+/// A write whose sync fails is not acknowledged: `PUT` (staged on the async worker once the
+/// database is known to have no validators, issue 20) and `_bulk_docs` (staged on a
+/// blocking thread) both await the sync as a future, and the failure reaches them as `503`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bulk_docs_whose_sync_fails_is_not_acknowledged() -> Result {
-    let store = Arc::new(Memory::new());
-    let (base, engine) = serve(store.clone()).await?;
-    let bulk = |docs: Value| {
-        reqwest::Client::new()
-            .post(format!("{base}/db/_bulk_docs"))
-            .basic_auth("admin", Some("pw"))
-            .json(&json!({ "docs": docs }))
-            .send()
-    };
-    let ok = bulk(json!([{"_id": "a"}, {"_id": "b"}])).await?;
-    assert_eq!(ok.status().as_u16(), 201);
-    store.fail_syncs(true);
-    let failed = bulk(json!([{"_id": "c"}, {"_id": "d"}])).await?;
-    assert_eq!(failed.status().as_u16(), 503, "{}", failed.text().await?);
-    store.fail_syncs(false);
-    let later = bulk(json!([{"_id": "e"}])).await?;
-    assert_eq!(later.status().as_u16(), 503, "a poisoned store refuses later writes");
-    // What was acknowledged before the failure is still there.
-    assert!(engine.db("db")?.doc_info("a")?.is_some());
+async fn writes_whose_sync_fails_are_not_acknowledged() -> Result {
+    for failing in ["PUT", "_bulk_docs"] {
+        let store = Arc::new(Memory::new());
+        let (base, engine) = serve(store.clone()).await?;
+        let client = reqwest::Client::new();
+        let put = |id: &str| {
+            client.put(format!("{base}/db/{id}")).basic_auth("admin", Some("pw")).json(&json!({}))
+        };
+        let bulk = |id: &str| {
+            let docs = json!({"docs": [{"_id": id}, {"_id": format!("{id}-2")}]});
+            client.post(format!("{base}/db/_bulk_docs")).basic_auth("admin", Some("pw")).json(&docs)
+        };
+        // The first write compiles the (absent) validators; later PUTs are light.
+        assert_eq!(put("a").send().await?.status().as_u16(), 201);
+        assert_eq!(bulk("b").send().await?.status().as_u16(), 201);
+        store.fail_syncs(true);
+        let failed = if failing == "PUT" { put("c") } else { bulk("c") }.send().await?;
+        assert_eq!(failed.status().as_u16(), 503, "{failing}: {}", failed.text().await?);
+        store.fail_syncs(false);
+        let later = put("d").send().await?;
+        assert_eq!(later.status().as_u16(), 503, "{failing}: a poisoned store refuses writes");
+        // What was acknowledged before the failure is still there.
+        let db = engine.db("db")?;
+        assert!(db.doc_info("a")?.is_some() && db.doc_info("b-2")?.is_some(), "{failing}");
+    }
     Ok(())
 }
