@@ -39,6 +39,15 @@ impl Readings {
         Readings { docs, partitions, devices }
     }
 
+    /// `docs` readings in partitions of `per_partition` documents each (fewer only if
+    /// `docs` is smaller), one device per 50 readings (at least one per partition): the
+    /// same partition size at every database size.
+    pub fn partitioned(docs: usize, per_partition: usize) -> Readings {
+        let partitions = (docs / per_partition.max(1)).max(1);
+        let devices = (docs / 50).max(partitions);
+        Readings { docs, partitions, devices }
+    }
+
     pub fn device(&self, i: usize) -> usize {
         i % self.devices
     }
