@@ -133,8 +133,9 @@ fn all_docs(db: &str, readings: Readings) -> Request {
     })
 }
 
-/// The selector of both `_find` cases: one device's readings (all of them match `ts`).
-fn device_selector(readings: &Readings, r: u64) -> (String, String) {
+/// The selector of both `_find` cases: one device's readings (all of them match `ts`,
+/// `limit` 25), and the device's partition.
+pub(super) fn device_selector(readings: &Readings, r: u64) -> (String, String) {
     let device = r as usize % readings.devices;
     let partition = Readings::partition(readings.infra(device));
     let body = format!(
