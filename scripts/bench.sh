@@ -13,6 +13,7 @@
 #   COUCH_USER   its admin (default admin); COUCH_PASS its password (never printed)
 #   COUCH_PID    its beam.smp pid, for peak RSS and CPU time (optional)
 #   BENCH_OUT    where to write the report (default docs/performance.md)
+#   BUNKO_ARGS   extra `bunko serve` options, e.g. "--compression none" (word-split)
 #   CARGO_TARGET_DIR  as for cargo (default target)
 #
 # Everything runs on loopback; each workload is bounded in documents and time.
@@ -56,7 +57,7 @@ fi
 
 echo "== starting bunko" >&2
 BUNKO_ADMIN=admin:secret "$target/release/bunko" serve --data "$work/data" \
-    --listen 127.0.0.1:0 --mongo-listen off >"$work/bunko.out" 2>"$work/bunko.log" &
+    --listen 127.0.0.1:0 --mongo-listen off ${BUNKO_ARGS:-} >"$work/bunko.out" 2>"$work/bunko.log" &
 bunko_pid=$!
 url=""
 for _ in $(seq 1 600); do
@@ -117,16 +118,19 @@ other. The workloads and what they measure are described in \`crates/bunko-bench
 (one module each). Throughput is closed-loop: every client sends its next request as soon as
 the previous one answered. Latencies are per request (per \`_bulk_docs\` batch for \`load\`).
 Peak RSS and CPU time are the server's, read from \`/proc\` during each case; for \`limit\` and
-\`baseline\` they are bunko-bench's own process. The \`load\` rows in MB are one database's size
+\`baseline\` they are bunko-bench's own process. \`CPU ms/1k\` is that CPU time per 1,000
+items of the case's unit (documents, requests or rows): what the work costs, not only how
+fast it went. The \`load\` rows in MB are one database's size
 on disk after its 200k documents, as loaded and after compaction: CouchDB's \`sizes.file\`, and
 for Bunko the growth of its data directory (\`crates/bunko-bench/src/workloads/disk.rs\`).
 
-Figures are rough: the machine is shared, and client and server share its cores.
+Figures are rough: the machine is shared (other builds may run during a case), and client
+and server share its cores. Compare figures of one run with each other, not across runs.
 
 - Date: $(date -u '+%Y-%m-%d %H:%M UTC')
 - Machine: $(nproc) cores, ${cpu:-unknown CPU}, ${mem}
 - Commit: ${commit}
-- Bunko: \`BUNKO_ADMIN=admin:… bunko serve --data <temp dir> --listen 127.0.0.1:0 --mongo-listen off\` (release build)
+- Bunko: \`BUNKO_ADMIN=admin:… bunko serve --data <temp dir> --listen 127.0.0.1:0 --mongo-listen off${BUNKO_ARGS:+ $BUNKO_ARGS}\` (release build)
 - Invocation: \`WORKLOADS=${workloads} scripts/bench.sh${*:+ $*}\`
 - Commands (passwords from \`BENCH_PASSWORD\`; each also got \`--json\` and \`--markdown\`):
 EOF

@@ -26,8 +26,8 @@ pub struct Options {
     /// The server's process id: adds its peak RSS (VmHWM) and CPU time to every result.
     #[arg(long)]
     pub pid: Option<u32>,
-    /// Comma-separated workloads to run, in this order.
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = Workload::ALL)]
+    /// Comma-separated workloads to run, in this order (`scale` only when named).
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = Workload::DEFAULT)]
     pub workloads: Vec<Workload>,
     /// `smoke`: a few hundred documents and ~1 s per timed case; `full`: the sizes of
     /// docs/performance.md.
@@ -39,6 +39,10 @@ pub struct Options {
     /// Database sizes of `partition-scaling`, comma-separated (default: the scale's three).
     #[arg(long, value_delimiter = ',')]
     pub partition_sizes: Vec<usize>,
+    /// Database sizes `scale` grows through, comma-separated (default 200000,1000000,
+    /// 10000000 full, 200,400 smoke).
+    #[arg(long, value_delimiter = ',')]
+    pub scale_steps: Vec<usize>,
     /// Name of this server in the output (e.g. `bunko`, `couchdb`).
     #[arg(long, default_value = "server")]
     pub label: String,
@@ -96,10 +100,12 @@ pub enum Workload {
     Limit,
     Baseline,
     Txn,
+    Scale,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 10] = [
+    /// What runs when no workload is named: all but `scale` (10M documents, ~10 GB).
+    pub const DEFAULT: [Workload; 10] = [
         Workload::Load,
         Workload::Write,
         Workload::Read,
@@ -112,6 +118,16 @@ impl Workload {
         Workload::Txn,
     ];
 
+    /// Every workload: [`Workload::DEFAULT`], then `scale`.
+    pub const ALL: [Workload; 11] = {
+        let mut all = [Workload::Scale; 11];
+        let mut i = 0;
+        while i < Self::DEFAULT.len() {
+            all[i] = Self::DEFAULT[i];
+            i += 1;
+        }
+        all
+    };
     /// The name used on the command line and in the output.
     pub fn name(self) -> &'static str {
         match self {
@@ -125,6 +141,7 @@ impl Workload {
             Workload::Limit => "limit",
             Workload::Baseline => "baseline",
             Workload::Txn => "txn",
+            Workload::Scale => "scale",
         }
     }
 }
@@ -150,6 +167,8 @@ pub struct Sizes {
     pub elemmatch: usize,
     /// Database sizes of `partition-scaling`.
     pub partition: Vec<usize>,
+    /// The database sizes `scale` grows through.
+    pub scale: Vec<usize>,
     /// Documents preloaded for `view`.
     pub view: usize,
     /// Documents per bulk case of `limit`.
@@ -166,6 +185,7 @@ impl Sizes {
                 find: 200_000,
                 elemmatch: 100_000,
                 partition: vec![10_000, 100_000, 1_000_000],
+                scale: vec![200_000, 1_000_000, 10_000_000],
                 view: 200_000,
                 limit: 200_000,
             },
@@ -176,6 +196,7 @@ impl Sizes {
                 find: 300,
                 elemmatch: 300,
                 partition: vec![100, 200, 400],
+                scale: vec![200, 400],
                 view: 300,
                 limit: 2000,
             },
@@ -186,6 +207,13 @@ impl Sizes {
     pub fn with_partition(mut self, sizes: &[usize]) -> Sizes {
         if !sizes.is_empty() {
             self.partition = sizes.to_vec();
+        }
+        self
+    }
+
+    pub fn with_scale(mut self, steps: &[usize]) -> Sizes {
+        if !steps.is_empty() {
+            self.scale = steps.to_vec();
         }
         self
     }

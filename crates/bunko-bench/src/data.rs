@@ -6,6 +6,9 @@
 //!   `infrastructureID`, `ts`, `reading`, `type: "reading"`. Reading `i` comes from device
 //!   `i % devices` at `T0 + (i / devices) * 60`: consecutive indexes are one minute of all
 //!   devices, so a batch touches many partitions, as live sensor traffic does.
+//!   [`Readings::blocked`] lays them out the other way for databases that grow step by
+//!   step (`scale`): every run of 100 indexes is one partition of two devices, so each
+//!   prefix of the indexes is whole partitions of the same size.
 //! - [`Students`]: the single-collection pattern, `links: [{target, doc_type}]` to classes
 //!   and a school, for `$elemMatch`.
 //!
@@ -28,7 +31,15 @@ pub struct Readings {
     pub docs: usize,
     pub partitions: usize,
     pub devices: usize,
+    /// Consecutive indexes: one device after another (`true`) or one minute of all.
+    pub blocked: bool,
 }
+
+/// Readings per device in [`Readings::blocked`].
+pub const BLOCK_PER_DEVICE: usize = 50;
+
+/// Devices per partition in [`Readings::blocked`].
+pub const BLOCK_DEVICES: usize = 2;
 
 impl Readings {
     /// `docs` readings over up to 1000 partitions (10 documents each at least) and one
@@ -36,25 +47,44 @@ impl Readings {
     pub fn new(docs: usize) -> Readings {
         let partitions = (docs / 10).clamp(1, 1000);
         let devices = (docs / 50).max(partitions);
-        Readings { docs, partitions, devices }
+        Readings { docs, partitions, devices, blocked: false }
+    }
+
+    /// `docs` readings in partitions of `per_partition` documents each (fewer only if
+    /// `docs` is smaller), one device per 50 readings (at least one per partition): the
+    /// same partition size at every database size.
+    pub fn partitioned(docs: usize, per_partition: usize) -> Readings {
+        let partitions = (docs / per_partition.max(1)).max(1);
+        let devices = (docs / 50).max(partitions);
+        Readings { docs, partitions, devices, blocked: false }
+    }
+
+    /// Up to `docs` readings, device after device: [`BLOCK_PER_DEVICE`] readings of a
+    /// device, [`BLOCK_DEVICES`] devices per partition. The first `n` of them are the same
+    /// documents whatever `docs` is, so a database can grow by loading the next indexes.
+    pub fn blocked(docs: usize) -> Readings {
+        let devices = docs.div_ceil(BLOCK_PER_DEVICE).max(1);
+        let partitions = devices.div_ceil(BLOCK_DEVICES);
+        Readings { docs, partitions, devices, blocked: true }
     }
 
     pub fn device(&self, i: usize) -> usize {
-        i % self.devices
+        if self.blocked { i / BLOCK_PER_DEVICE } else { i % self.devices }
     }
 
     /// The bridge (partition number) a device belongs to.
     pub fn infra(&self, device: usize) -> usize {
-        device % self.partitions
+        if self.blocked { device / BLOCK_DEVICES } else { device % self.partitions }
     }
 
     pub fn ts(&self, i: usize) -> u64 {
-        T0 + (i / self.devices) as u64 * INTERVAL
+        let minute = if self.blocked { i % BLOCK_PER_DEVICE } else { i / self.devices };
+        T0 + minute as u64 * INTERVAL
     }
 
     /// How many readings each device has (the last minute may be partial).
     pub fn per_device(&self) -> usize {
-        self.docs.div_ceil(self.devices)
+        if self.blocked { BLOCK_PER_DEVICE } else { self.docs.div_ceil(self.devices) }
     }
 
     /// The partition name of bridge `infra` (the id prefix before `:`).

@@ -82,9 +82,19 @@ fn peak_rss_kb(pid: u32) -> Option<u64> {
     parse_hwm_kb(&status)
 }
 
+/// The resident set size (`VmRSS`) of `pid` now, in MB (10^6 bytes).
+pub fn rss_mb(pid: u32) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    Some(parse_status_kb(&status, "VmRSS:")? as f64 * 1024.0 / 1e6)
+}
+
 fn parse_hwm_kb(status: &str) -> Option<u64> {
-    let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
-    line.trim_start_matches("VmHWM:").trim().trim_end_matches("kB").trim().parse().ok()
+    parse_status_kb(status, "VmHWM:")
+}
+
+fn parse_status_kb(status: &str, field: &str) -> Option<u64> {
+    let line = status.lines().find(|line| line.starts_with(field))?;
+    line.trim_start_matches(field).trim().trim_end_matches("kB").trim().parse().ok()
 }
 
 #[cfg(test)]

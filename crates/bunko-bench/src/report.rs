@@ -139,6 +139,13 @@ impl Row {
         Row { reason: Some(reason.to_string()), ..Row::new(workload, case, Status::Failed) }
     }
 
+    /// The server's CPU time per 1,000 items (documents, requests or rows: what the
+    /// throughput counts), in milliseconds: what a case costs, not only how fast it runs.
+    pub fn cpu_ms_per_1k(&self) -> Option<f64> {
+        let cpu = self.server_cpu_s?;
+        (self.items > 0).then(|| cpu * 1e6 / self.items as f64)
+    }
+
     /// Adds a remark (joined with `; ` to earlier ones).
     pub fn note(mut self, note: &str) -> Row {
         self.note = Some(match self.note.take() {
@@ -172,10 +179,11 @@ fn cells(row: &Row) -> Vec<String> {
             (Some(cpu), Some(cores)) => format!("{cpu:.1} ({cores:.2})"),
             _ => "-".to_string(),
         },
+        num(row.cpu_ms_per_1k(), 1),
     ]
 }
 
-const HEADERS: [&str; 10] = [
+const HEADERS: [&str; 11] = [
     "case",
     "throughput",
     "p50 ms",
@@ -186,6 +194,7 @@ const HEADERS: [&str; 10] = [
     "secs",
     "peak RSS MB",
     "CPU s (cores)",
+    "CPU ms/1k",
 ];
 
 /// A plain-text table of one workload's rows; skipped and failed cases follow as lines.
@@ -308,12 +317,15 @@ pub fn compare(a: &[Row], b: &[Row]) -> String {
     };
     let mut out = String::new();
     if b.is_empty() {
-        let _ = writeln!(out, "| workload | case | unit | {la} | p99 ms |\n|---|---|---|---|---|");
+        let _ = writeln!(
+            out,
+            "| workload | case | unit | {la} | p99 ms | CPU ms/1k |\n|---|---|---|---|---|---|"
+        );
     } else {
         let _ = writeln!(
             out,
-            "| workload | case | unit | {la} | {lb} | {la}/{lb} | p99 ms {la} | p99 ms {lb} |\n\
-             |---|---|---|---|---|---|---|---|"
+            "| workload | case | unit | {la} | {lb} | {la}/{lb} | p99 ms {la} | p99 ms {lb} \
+             | CPU ms/1k {la} | CPU ms/1k {lb} |\n|---|---|---|---|---|---|---|---|---|---|"
         );
     }
     for row in a {
@@ -321,18 +333,22 @@ pub fn compare(a: &[Row], b: &[Row]) -> String {
         let rb = find(b, &row.workload, &row.case);
         let through = |r: &Option<Row>| ok(r).map(|r| r.throughput);
         let p99 = |r: &Option<Row>| ok(r).and_then(|r| r.p99_ms);
+        let cpu = |r: &Option<Row>| num(ok(r).and_then(|r| r.cpu_ms_per_1k()), 1);
         let (w, c, u) = (&row.workload, &row.case, &row.unit);
         let _ = if b.is_empty() {
-            writeln!(out, "| {w} | {c} | {u} | {} | {} |", value(&ra), ms(p99(&ra)))
+            let (v, p, k) = (value(&ra), ms(p99(&ra)), cpu(&ra));
+            writeln!(out, "| {w} | {c} | {u} | {v} | {p} | {k} |")
         } else {
             writeln!(
                 out,
-                "| {w} | {c} | {u} | {} | {} | {} | {} | {} |",
+                "| {w} | {c} | {u} | {} | {} | {} | {} | {} | {} | {} |",
                 value(&ra),
                 value(&rb),
                 ratio(through(&ra), through(&rb)),
                 ms(p99(&ra)),
                 ms(p99(&rb)),
+                cpu(&ra),
+                cpu(&rb),
             )
         };
     }
@@ -409,6 +425,7 @@ mod tests {
         let b = vec![row("read", "point GET, 32 connections", 100.0, "couchdb")];
         let table = compare(&a, &b);
         assert!(table.contains("| read | point GET, 32 connections | req/s | 300 | 100 | 3.00 |"));
+        assert!(table.contains("| CPU ms/1k bunko | CPU ms/1k couchdb |"), "{table}");
         assert!(table.contains("| 0.50 |"), "{table}");
     }
 
@@ -433,6 +450,18 @@ mod tests {
             "{table}"
         );
         assert!(!compare(&a[..1], &[]).contains("smaller-is-better"));
+    }
+
+    #[test]
+    fn cpu_per_thousand_items_is_server_cpu_over_items() {
+        let mut a = row("write", "64 clients", 1000.0, "bunko");
+        a.items = 20_000;
+        a.server_cpu_s = Some(3.0);
+        assert_eq!(a.cpu_ms_per_1k(), Some(150.0)); // 3 s over 20k docs: 150 ms per 1000
+        assert!(markdown_table("bunko", "write", &[a.clone()]).contains("| 150.0 |"));
+        assert!(compare(&[a], &[]).contains("| 150.0 |"));
+        let sized = Row::size("load", "disk", 10.0, 5);
+        assert_eq!(sized.cpu_ms_per_1k(), None);
     }
 
     #[test]

@@ -211,18 +211,31 @@ impl Database {
     /// `Stats` key for `stats`.
     pub(crate) fn commit_locked(
         &self,
-        mut writer: MutexGuard<'_, Writer>,
+        writer: MutexGuard<'_, Writer>,
         batch: Batch,
         seq: u64,
         stats: Stats,
     ) -> Result<()> {
-        let ticket: Ticket = self.store.apply(batch)?;
-        writer.seq = seq;
-        writer.stats = stats;
-        drop(writer);
+        let ticket = self.apply_locked(writer, batch, seq, stats)?;
         self.store.sync(ticket)?;
         self.notify_durable(seq);
         Ok(())
+    }
+
+    /// The first half of [`Database::commit_locked`]: applies `batch`, records the new
+    /// seq and counters and releases the lock; the caller waits for `ticket`'s sync.
+    pub(crate) fn apply_locked(
+        &self,
+        mut writer: MutexGuard<'_, Writer>,
+        batch: Batch,
+        seq: u64,
+        stats: Stats,
+    ) -> Result<Ticket> {
+        let ticket = self.store.apply(batch)?;
+        writer.seq = seq;
+        writer.stats = stats;
+        drop(writer);
+        Ok(ticket)
     }
 
     /// Wakes `_changes` feeds: everything up to `seq` is durable.

@@ -74,4 +74,4 @@ pub use database::{Database, DbInfo};
 pub use error::{Error, Result};
 pub use txn::{Transaction, TxnDoc, TxnWrite};
 pub use uuids::Uuids;
-pub use write::{DocResult, WriteOptions};
+pub use write::{DocResult, WriteOptions, Written};

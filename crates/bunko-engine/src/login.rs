@@ -195,11 +195,17 @@ impl Logins {
         Ok(self.find(engine, name)?.map(|user| user.login))
     }
 
-    fn find(&self, engine: &Engine, name: &str) -> Result<Option<User>> {
+    /// The login of server admin `name`, if it is one: no storage read, so an async caller
+    /// can ask without a blocking thread before falling back to [`Logins::lookup`].
+    pub fn admin_login(&self, name: &str) -> Option<Login> {
         let admin = self.admins.read().iter().find(|(n, _)| n == name).cloned();
-        if let Some((_, password)) = admin {
-            let salt = hex::encode(Sha256::digest(format!("admin:{name}:{password}")));
-            let login = Login { ctx: UserCtx::admin(name), salt };
+        let (_, password) = admin?;
+        let salt = hex::encode(Sha256::digest(format!("admin:{name}:{password}")));
+        Some(Login { ctx: UserCtx::admin(name), salt })
+    }
+
+    fn find(&self, engine: &Engine, name: &str) -> Result<Option<User>> {
+        if let Some(login) = self.admin_login(name) {
             return Ok(Some(User { login, doc: None }));
         }
         let Some(users) = engine.get_db(USERS_DB) else { return Ok(None) };

@@ -55,6 +55,12 @@ impl Database {
         *self.triggers.loaded.lock() = None;
     }
 
+    /// Whether the database is known to have no triggers (compiled and none found);
+    /// `false` while they are not compiled yet. Takes no writer lock.
+    pub(crate) fn known_without_triggers(&self) -> bool {
+        matches!(*self.triggers.loaded.lock(), Some(None))
+    }
+
     /// Whether the database has triggers (compiling them if needed); call under the
     /// writer lock.
     pub(crate) fn has_triggers(&self) -> Result<bool> {

@@ -48,6 +48,12 @@ impl Database {
         Ok(matches!(*loaded, Some(Some(_))))
     }
 
+    /// Whether the database is known to have no validation functions (compiled and none
+    /// found); `false` while they are not compiled yet. Takes no writer lock.
+    pub(crate) fn known_without_validators(&self) -> bool {
+        matches!(*self.validators.loaded.lock(), Some(None))
+    }
+
     /// Runs the database's validation functions on one write; call under the writer lock.
     pub(crate) fn run_validators(
         &self,

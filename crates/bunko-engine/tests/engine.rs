@@ -201,3 +201,29 @@ fn global_all_docs_offset_of_a_partitioned_database_counts_the_rows_before() -> 
     }
     Ok(())
 }
+
+/// Which writes may run on an async worker (issue 20): small normal documents, once the
+/// database is known to have no validators or triggers; never design documents,
+/// attachments, `_users` or large bodies. A design document change makes the next write
+/// heavy again (its functions must be compiled).
+#[test]
+fn light_writes_are_small_plain_documents_without_javascript() -> Result<()> {
+    let engine = engine()?;
+    let db = engine.create_db(&admin(), "iot", false)?;
+    let small = doc(r#"{"_id":"r1","t":21.5}"#)?;
+    assert!(!db.is_light_write(&small, 20), "validators not compiled yet");
+    db.put(&admin(), doc(r#"{"_id":"r0"}"#)?, WriteOptions::default())?;
+    assert!(db.is_light_write(&small, 20));
+    assert!(!db.is_light_write(&small, 1 << 20), "a large body");
+    assert!(!db.is_light_write(&doc(r#"{"_id":"_design/d"}"#)?, 20));
+    let att =
+        r#"{"_id":"r2","_attachments":{"a.txt":{"content_type":"text/plain","data":"aGk="}}}"#;
+    assert!(!db.is_light_write(&doc(att)?, 20));
+    let ddoc = r#"{"_id":"_design/v","validate_doc_update":"function(n,o,u){}"}"#;
+    db.put(&admin(), doc(ddoc)?, WriteOptions::default())?;
+    assert!(!db.is_light_write(&small, 20), "a validator now runs on every write");
+    let users = engine.db("_users").or_else(|_| engine.create_db(&admin(), "_users", false))?;
+    users.put(&admin(), doc(r#"{"_id":"other"}"#)?, WriteOptions::default()).ok();
+    assert!(!users.is_light_write(&small, 20), "_users hashes passwords");
+    Ok(())
+}

@@ -58,8 +58,9 @@ async fn bulk_docs(
     let (locals, parsed): (Vec<_>, Vec<_>) = parsed
         .into_iter()
         .partition(|d| d.id.as_deref().is_some_and(|id| id.starts_with("_local/")));
-    let results = blocking(move || {
-        let mut results = db.update_docs(&ctx, parsed, opts)?;
+    let (written, local_results) = blocking(move || {
+        let written = db.write_docs(&ctx, parsed, opts)?;
+        let mut results = Vec::with_capacity(locals.len());
         for doc in locals {
             let id = doc.id.clone().unwrap_or_default();
             let result = db
@@ -67,9 +68,12 @@ async fn bulk_docs(
                 .and_then(|rev| rev.parse().map_err(bunko_engine::Error::from));
             results.push(bunko_engine::DocResult { id, result });
         }
-        Ok(results)
+        Ok((written, results))
     })
     .await?;
+    // The sync is awaited here, on the runtime: no blocking thread waits for the disk.
+    let mut results = written.durable().await?;
+    results.extend(local_results);
     let failed = results.iter().any(|r| r.result.is_err());
     let rows: Vec<Value> = results
         .into_iter()

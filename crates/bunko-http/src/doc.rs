@@ -182,12 +182,7 @@ pub async fn post_doc(
     let doc = body::parse(&body.0, &state.engine.config().limits).map_err(|e| with_id(e, ""))?;
     let db = state.engine.db(&db_name)?;
     let location_db = encode_segment(&db_name);
-    let (id, rev) = blocking(move || {
-        let mut results = db.update_docs(&ctx, vec![doc], WriteOptions::default())?;
-        let result = results.pop().ok_or_else(|| ApiError::bad_request("no document"))?;
-        Ok((result.id, result.result?))
-    })
-    .await?;
+    let (id, rev) = write_one(db, ctx, doc, WriteOptions::default(), body.0.len()).await?;
     let location = format!("/{location_db}/{}", encode_segment(&id));
     Ok(with_location(written(StatusCode::CREATED, &id, &rev), &location))
 }
@@ -333,6 +328,7 @@ async fn write_doc(
     let db = state.engine.db(&db_name)?;
     let p = Params::parse(query.as_deref());
     let limits = state.engine.config().limits;
+    let bytes = body.0.len();
     let mut doc = if crate::multipart::is_related(&headers) {
         let (json, parts) = crate::multipart::read_related(&headers, body.0).await?;
         let mut doc = body::parse(&json, &limits).map_err(|e| with_id(e, &id))?;
@@ -345,8 +341,30 @@ async fn write_doc(
     doc.rev = merge_rev(doc.rev.take(), &p, &headers)?;
     let new_edits = p.bool("new_edits")?.unwrap_or(true);
     let opts = WriteOptions { new_edits, ..Default::default() };
-    let rev = blocking(move || Ok(db.put(&ctx, doc, opts)?)).await?;
+    let (_, rev) = write_one(db, ctx, doc, opts, bytes).await?;
     Ok(written(StatusCode::CREATED, &id, &rev))
+}
+
+/// Writes one document of `bytes` as sent: the edit is staged and applied on this async
+/// worker when the engine calls it light (`Database::is_light_write`), else on a blocking
+/// thread (JavaScript, password hashing, large bodies); then its sync is awaited on the
+/// runtime, so a request waiting for the disk holds no thread. Returns the document's id
+/// and new revision.
+async fn write_one(
+    db: Arc<Database>,
+    ctx: UserCtx,
+    doc: ParsedDoc,
+    opts: WriteOptions,
+    bytes: usize,
+) -> ApiResult<(String, RevId)> {
+    let written = if db.is_light_write(&doc, bytes) {
+        db.write_docs(&ctx, vec![doc], opts)?
+    } else {
+        blocking(move || Ok(db.write_docs(&ctx, vec![doc], opts)?)).await?
+    };
+    let mut results = written.durable().await?;
+    let result = results.pop().ok_or_else(|| ApiError::bad_request("no document"))?;
+    Ok((result.id, result.result?))
 }
 
 async fn remove_doc(

@@ -13,16 +13,21 @@
 //!   just smaller and more frequent).
 //! - **Journal**: one userspace buffer; journals themselves are on disk only.
 //!
-//! On disk, fjall's defaults are kept (LZ4 from level 2 on). Besides the tables, the
-//! directory holds up to ~64 MB of journal whose data is already in tables (fjall rotates a
-//! journal only past 64 MB), and tables replaced by a compaction until the next memtable
-//! rotation deletes them.
+//! On disk, data blocks are LZ4-compressed at every level ([`Compression::Lz4`], the
+//! default; fjall's own default leaves levels 0 and 1 uncompressed, where a freshly loaded
+//! store keeps most of its data). Measured with `bunko-bench --workloads load,read`
+//! (issue 20): see `docs/performance.md`. Besides the tables, the directory holds up to
+//! ~64 MB of journal whose data is already in tables (fjall rotates a journal only past
+//! 64 MB, a constant of fjall's), and tables replaced by a compaction until the next
+//! memtable rotation deletes them.
 //!
-//! Keyspace settings (the memtable size) are stored by fjall when the keyspace is
-//! created and kept when it is reopened: a store created with other values keeps them.
-//! The cache size applies every time the store is opened.
+//! Keyspace settings (memtable size, compression) are stored by fjall when the keyspace is
+//! created and kept when it is reopened: a store created with other values keeps them,
+//! so a data directory from before compression opens and stays as it was. The cache size
+//! applies every time the store is opened.
 
-use fjall::config::PartitioningPolicy;
+use fjall::CompressionType;
+use fjall::config::{CompressionPolicy, PartitioningPolicy};
 use fjall::{Database, DatabaseBuilder, KeyspaceCreateOptions};
 use std::path::Path;
 
@@ -33,6 +38,44 @@ pub struct FjallOptions {
     pub cache_bytes: u64,
     /// Size at which a memtable is sealed and flushed, in bytes (for new stores).
     pub memtable_bytes: u64,
+    /// Compression of data blocks (for new stores).
+    pub compression: Compression,
+}
+
+/// How a new store compresses its data blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Compression {
+    /// LZ4 at every level (the default).
+    #[default]
+    Lz4,
+    /// fjall's default: uncompressed in levels 0 and 1, LZ4 from level 2.
+    Deep,
+    /// No compression.
+    None,
+}
+
+impl std::str::FromStr for Compression {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "lz4" => Ok(Compression::Lz4),
+            "deep" => Ok(Compression::Deep),
+            "none" => Ok(Compression::None),
+            other => Err(format!("unknown compression {other:?} (lz4, deep or none)")),
+        }
+    }
+}
+
+impl Compression {
+    fn policy(self) -> CompressionPolicy {
+        use CompressionType::{Lz4, None as Off};
+        match self {
+            Compression::Lz4 => CompressionPolicy::all(Lz4),
+            Compression::Deep => CompressionPolicy::new([Off, Off, Lz4]),
+            Compression::None => CompressionPolicy::all(Off),
+        }
+    }
 }
 
 impl FjallOptions {
@@ -64,6 +107,7 @@ impl FjallOptions {
             .max_memtable_size(self.memtable_bytes.max(Self::MIN_MEMTABLE_BYTES))
             .index_block_partitioning_policy(PartitioningPolicy::new([false, false, true]))
             .filter_block_partitioning_policy(PartitioningPolicy::new([false, true]))
+            .data_block_compression_policy(self.compression.policy())
     }
 }
 
@@ -72,6 +116,7 @@ impl Default for FjallOptions {
         FjallOptions {
             cache_bytes: Self::DEFAULT_CACHE_BYTES,
             memtable_bytes: Self::DEFAULT_MEMTABLE_BYTES,
+            compression: Compression::default(),
         }
     }
 }

@@ -52,7 +52,8 @@
 use crate::fjall_options::FjallOptions;
 use crate::group::Group;
 use crate::{
-    Batch, Entry, Error, MAX_KEY_LEN, Op, Range, Read, Result, Snapshot, Store, Ticket, clamp_range,
+    Batch, Durable, Entry, Error, MAX_KEY_LEN, Op, Range, Read, Result, Snapshot, Store, Ticket,
+    clamp_range,
 };
 use fjall::{Database, Keyspace, PersistMode, Readable};
 use std::collections::BTreeMap;
@@ -69,8 +70,6 @@ pub struct Fjall {
     keyspace: Keyspace,
     db: Database,
     path: PathBuf,
-    /// `path` made absolute, where the journals are.
-    dir: PathBuf,
 }
 
 impl std::fmt::Debug for Fjall {
@@ -89,11 +88,18 @@ impl Fjall {
     /// [`Fjall::open`] with memory and disk settings other than the defaults.
     pub fn open_with(path: &Path, options: FjallOptions) -> Result<Fjall> {
         let context = |err| in_context(&format!("opening {}", path.display()), err);
+        crate::format::check(path)?;
         let db = options.database(path).open().map_err(context)?;
+        crate::format::mark(path)?;
         let keyspace = db.keyspace(KEYSPACE, || options.keyspace()).map_err(context)?;
+        // Absolute: the journals are synced from the leader thread, whatever the cwd then.
         let dir = std::path::absolute(path)
             .map_err(|err| Error::Io(format!("opening {}: {err}", path.display())))?;
-        Ok(Fjall { group: Group::default(), keyspace, db, path: path.to_path_buf(), dir })
+        let group = {
+            let db = db.clone();
+            Group::new(Box::new(move || sync_now(&db, &dir)))
+        };
+        Ok(Fjall { group, keyspace, db, path: path.to_path_buf() })
     }
 
     /// The directory this store lives in.
@@ -111,19 +117,20 @@ impl Fjall {
     pub fn commits(&self) -> u64 {
         self.group.commits()
     }
+}
 
-    /// Makes every batch applied so far durable; see "Syncing" in the module docs.
-    fn sync_now(&self) -> Result<()> {
-        let context = |err| in_context("syncing the journal", err);
-        // Under fjall's journal lock, briefly: its userspace buffer goes to the OS.
-        self.db.persist(PersistMode::Buffer).map_err(context)?;
-        // Without fjall's lock: the slow part, during which applies go on.
-        if sync_journals(&self.dir)? == 0 {
-            // No journal where fjall 3 keeps it: the layout changed, so let fjall do it.
-            self.db.persist(PersistMode::SyncAll).map_err(context)?;
-        }
-        Ok(())
+/// Makes every batch applied so far durable; see "Syncing" in the module docs. Run by the
+/// group's leader thread, which holds its own handle of the database.
+fn sync_now(db: &Database, dir: &Path) -> Result<()> {
+    let context = |err| in_context("syncing the journal", err);
+    // Under fjall's journal lock, briefly: its userspace buffer goes to the OS.
+    db.persist(PersistMode::Buffer).map_err(context)?;
+    // Without fjall's lock: the slow part, during which applies go on.
+    if sync_journals(dir)? == 0 {
+        // No journal where fjall 3 keeps it: the layout changed, so let fjall do it.
+        db.persist(PersistMode::SyncAll).map_err(context)?;
     }
+    Ok(())
 }
 
 impl Read for Fjall {
@@ -157,7 +164,11 @@ impl Store for Fjall {
     }
 
     fn sync(&self, ticket: Ticket) -> Result<()> {
-        self.group.sync(ticket, || self.sync_now())
+        self.group.sync(ticket)
+    }
+
+    fn durable(&self, ticket: Ticket) -> Durable {
+        self.group.durable(ticket)
     }
 
     fn health(&self) -> Result<()> {
@@ -170,7 +181,7 @@ impl Store for Fjall {
     }
 
     fn close(&self) -> Result<()> {
-        self.group.close(|| self.sync_now())
+        self.group.close()
     }
 }
 
@@ -306,7 +317,8 @@ mod tests {
         let mut batch = Batch::new();
         batch.put(*b"k", *b"v");
         store.commit(batch)?;
-        assert!(sync_journals(&store.dir)? >= 1, "no *.jnl journal in {}", store.dir.display());
+        let dir = std::path::absolute(store.path())?;
+        assert!(sync_journals(&dir)? >= 1, "no *.jnl journal in {}", dir.display());
         Ok(())
     }
 }

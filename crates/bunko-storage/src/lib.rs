@@ -13,15 +13,16 @@
 //! # Durability and group commit
 //!
 //! [`Store::commit`] applies a [`Batch`] atomically and returns only once the batch is
-//! durable. Concurrent committers share one sync ("group commit", `group.rs`): the first
-//! waiter to find no sync in flight becomes the leader, syncs everything applied so far,
-//! and wakes every waiter whose batch that sync covered. After a failed sync the store is
+//! durable. Concurrent committers share one sync ("group commit", `group.rs`): one leader
+//! thread per store syncs everything applied so far whenever a waiter asks, and wakes
+//! every waiter whose batch that sync covered. After a failed sync the store is
 //! poisoned and every later commit fails with [`Error::Poisoned`]: nothing acknowledged
 //! can be lost. [`Store::close`] syncs what was applied and refuses later commits.
 //!
 //! `commit` is [`Store::apply`] (atomic, visible, returns a [`Ticket`]) followed by
 //! [`Store::sync`] (wait until that ticket is durable); a caller may split the two to hold
-//! its own lock only around the apply.
+//! its own lock only around the apply. [`Store::durable`] is the wait as a future, for
+//! async callers: it parks no thread, so thousands of writers can wait on one sync.
 //!
 //! A committed batch is visible to readers as soon as it is applied, slightly before its
 //! sync completes; it is acknowledged to its writer only after. So a reader can see a
@@ -31,8 +32,8 @@
 //! # Concurrency
 //!
 //! Stores and snapshots are `Send + Sync`; share a store as `Arc<dyn Store>` and call it
-//! from any number of threads. Every call blocks (a sync takes 0.1 to a few ms), so async
-//! callers run them on a blocking pool. Reads never wait for syncs. A reader sees a batch
+//! from any number of threads. Every call but [`Store::durable`] blocks (a sync takes 0.1
+//! to a few ms), so async callers run them on a blocking pool. Reads never wait for syncs. A reader sees a batch
 //! entirely or not at all, both on the store and on a snapshot. Applies are serialized
 //! (one at a time per store); syncs are shared.
 //!
@@ -43,12 +44,15 @@
 mod error;
 mod fjall_options;
 mod fjall_store;
+mod format;
 mod group;
 mod memory;
 
 pub use error::{Error, Result};
-pub use fjall_options::FjallOptions;
+pub use fjall_options::{Compression, FjallOptions};
 pub use fjall_store::Fjall;
+pub use format::FORMAT_VERSION;
+pub use group::Durable;
 pub use memory::Memory;
 
 use std::ops::Bound;
@@ -228,6 +232,11 @@ pub trait Store: Read {
     /// covers all waiters). Fails with [`Error::Poisoned`] if that sync, or an earlier one,
     /// failed.
     fn sync(&self, ticket: Ticket) -> Result<()>;
+
+    /// [`Store::sync`] as a future: resolves once every batch applied up to `ticket` is
+    /// durable, without holding a thread meanwhile (the group's leader thread syncs), so an
+    /// async caller can wait on its runtime. The same outcomes as `sync`.
+    fn durable(&self, ticket: Ticket) -> Durable;
 
     /// Applies `batch` atomically and returns once it is durable (see the crate docs).
     fn commit(&self, batch: Batch) -> Result<()> {

@@ -9,7 +9,9 @@
 //! ([`Memory::fail_syncs`]).
 
 use crate::group::Group;
-use crate::{Batch, Entry, Error, Op, Range, Read, Result, Snapshot, Store, Ticket, clamp_range};
+use crate::{
+    Batch, Durable, Entry, Error, Op, Range, Read, Result, Snapshot, Store, Ticket, clamp_range,
+};
 use parking_lot::RwLock;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,12 +21,29 @@ use std::time::Duration;
 type Map = BTreeMap<Vec<u8>, Vec<u8>>;
 
 /// An in-memory [`Store`]: nothing survives the process. See the module docs.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Memory {
     data: RwLock<Arc<Map>>,
     group: Group,
+    faults: Arc<Faults>,
+}
+
+/// The injected faults, shared with the group's sync thread.
+#[derive(Debug, Default)]
+struct Faults {
     fail_syncs: AtomicBool,
     sync_delay_micros: AtomicU64,
+}
+
+impl Default for Memory {
+    fn default() -> Self {
+        let faults = Arc::new(Faults::default());
+        let group = {
+            let faults = faults.clone();
+            Group::new(Box::new(move || faults.sync()))
+        };
+        Memory { data: RwLock::default(), group, faults }
+    }
 }
 
 impl Memory {
@@ -35,13 +54,13 @@ impl Memory {
     /// Makes every following sync fail (`true`) or succeed again (`false`). One failed
     /// sync poisons the store for good, so `fail_syncs(false)` does not heal it.
     pub fn fail_syncs(&self, fail: bool) {
-        self.fail_syncs.store(fail, Ordering::SeqCst);
+        self.faults.fail_syncs.store(fail, Ordering::SeqCst);
     }
 
     /// Makes every following sync sleep for `delay`, like a slow disk.
     pub fn set_sync_delay(&self, delay: Duration) {
         let micros = u64::try_from(delay.as_micros()).unwrap_or(u64::MAX);
-        self.sync_delay_micros.store(micros, Ordering::SeqCst);
+        self.faults.sync_delay_micros.store(micros, Ordering::SeqCst);
     }
 
     /// Syncs run so far (successful or not); fewer than [`Memory::commits`] under
@@ -54,8 +73,10 @@ impl Memory {
     pub fn commits(&self) -> u64 {
         self.group.commits()
     }
+}
 
-    fn sync_now(&self) -> Result<()> {
+impl Faults {
+    fn sync(&self) -> Result<()> {
         let delay = self.sync_delay_micros.load(Ordering::SeqCst);
         if delay > 0 {
             std::thread::sleep(Duration::from_micros(delay));
@@ -100,7 +121,11 @@ impl Store for Memory {
     }
 
     fn sync(&self, ticket: Ticket) -> Result<()> {
-        self.group.sync(ticket, || self.sync_now())
+        self.group.sync(ticket)
+    }
+
+    fn durable(&self, ticket: Ticket) -> Durable {
+        self.group.durable(ticket)
     }
 
     fn health(&self) -> Result<()> {
@@ -112,7 +137,7 @@ impl Store for Memory {
     }
 
     fn close(&self) -> Result<()> {
-        self.group.close(|| self.sync_now())
+        self.group.close()
     }
 }
 

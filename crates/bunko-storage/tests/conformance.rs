@@ -5,7 +5,8 @@
 mod common;
 
 use bunko_storage::{
-    Batch, Entry, Error, Fjall, Iter, MAX_KEY_LEN, Memory, Range, Read, Store, Ticket, prefix_range,
+    Batch, Compression, Entry, Error, FORMAT_VERSION, Fjall, FjallOptions, Iter, MAX_KEY_LEN,
+    Memory, Range, Read, Store, Ticket, prefix_range,
 };
 use common::{Backend, Fixture, TestResult, expected_scan};
 use std::collections::BTreeMap;
@@ -606,6 +607,79 @@ fn fjall_open_error_names_the_path() -> TestResult {
     match Fjall::open(&file.join("db")) {
         Err(Error::Io(message)) => assert!(message.contains("not-a-dir"), "{message}"),
         other => panic!("expected an I/O error, got {other:?}"),
+    }
+    Ok(())
+}
+
+/// A data directory from before the format marker and block compression (issue 20): it has
+/// no `BUNKO_FORMAT` file and its keyspace was created with fjall's default compression
+/// (none in levels 0 and 1). It opens with today's options, keeps its data, gets a marker.
+#[test]
+fn fjall_directory_from_before_the_format_marker_opens() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("db");
+    let old = FjallOptions { compression: Compression::Deep, ..FjallOptions::default() };
+    {
+        let store = Fjall::open_with(&path, old)?;
+        put(&store, b"kept", b"1")?;
+        store.close()?;
+    }
+    std::fs::remove_file(path.join("BUNKO_FORMAT"))?;
+    let store = Fjall::open(&path)?;
+    assert_eq!(store.get(b"kept")?, Some(b"1".to_vec()));
+    put(&store, b"new", b"2")?;
+    let marker = std::fs::read_to_string(path.join("BUNKO_FORMAT"))?;
+    assert_eq!(marker.trim(), format!("bunko storage format {FORMAT_VERSION}"));
+    Ok(())
+}
+
+/// A directory written by a newer Bunko is refused before anything is touched, with a
+/// message naming its format and the ones this build reads.
+#[test]
+fn fjall_directory_of_a_newer_format_is_refused() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("db");
+    drop(Fjall::open(&path)?);
+    let newer = FORMAT_VERSION + 1;
+    std::fs::write(path.join("BUNKO_FORMAT"), format!("bunko storage format {newer}\n"))?;
+    match Fjall::open(&path) {
+        Err(Error::Corrupt(message)) => {
+            assert!(message.contains(&format!("format {newer}")), "{message}");
+            assert!(message.contains(&format!("formats 1 to {FORMAT_VERSION}")), "{message}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    std::fs::write(path.join("BUNKO_FORMAT"), "garbage")?;
+    match Fjall::open(&path) {
+        Err(Error::Corrupt(message)) => assert!(message.contains("garbage"), "{message}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    Ok(())
+}
+
+/// Every compression setting reads back what it wrote, across a flush to tables.
+#[test]
+fn fjall_every_compression_reads_back() -> TestResult {
+    for compression in [Compression::Lz4, Compression::Deep, Compression::None] {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("db");
+        let options = FjallOptions {
+            compression,
+            memtable_bytes: FjallOptions::MIN_MEMTABLE_BYTES,
+            ..FjallOptions::default()
+        };
+        let value: Vec<u8> = br#"{"deviceID":"bridge-9876","temperature":21.5}"#.repeat(20);
+        {
+            let store = Fjall::open_with(&path, options)?;
+            for i in 0..3000u32 {
+                put(&store, &i.to_be_bytes(), &value)?; // ~2.7 MB: several flushes
+            }
+            store.close()?;
+        }
+        let store = Fjall::open(&path)?;
+        for i in (0..3000u32).step_by(97) {
+            assert_eq!(store.get(&i.to_be_bytes())?, Some(value.clone()), "{compression:?}");
+        }
     }
     Ok(())
 }

@@ -28,6 +28,7 @@
 //! [storage]
 //! cache_size = 33554432   # fjall block cache, bytes
 //! memtable_size = 16777216 # memtable flush threshold, bytes (applies to a new data dir)
+//! compression = "lz4"      # data blocks: "lz4", "deep" (levels 2+) or "none" (new data dir)
 //! ```
 
 use std::collections::BTreeMap;
@@ -75,6 +76,9 @@ pub struct ServeArgs {
     /// Memtable size of a new store in bytes (an existing store keeps its own).
     #[arg(long)]
     pub memtable_size: Option<u64>,
+    /// Data block compression of a new store: lz4 (default), deep (levels 2+) or none.
+    #[arg(long)]
+    pub compression: Option<bunko_storage::Compression>,
     /// Server admin as `name:password` (also from the BUNKO_ADMIN environment variable).
     #[arg(long, env = "BUNKO_ADMIN", hide_env_values = true)]
     pub admin: Option<String>,
@@ -150,6 +154,7 @@ impl Lockout {
 struct Storage {
     cache_size: Option<u64>,
     memtable_size: Option<u64>,
+    compression: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -229,6 +234,11 @@ impl Settings {
             );
             storage.memtable_bytes = bytes;
         }
+        if let Some(compression) = args.compression {
+            storage.compression = compression;
+        } else if let Some(text) = &file.storage.compression {
+            storage.compression = text.parse().map_err(anyhow::Error::msg)?;
+        }
         Ok(Settings {
             data: args.data.clone(),
             listen: args.listen,
@@ -280,6 +290,22 @@ mod tests {
             Some("127.0.0.1:0".parse()?)
         );
         assert!(load(&["--mongo-listen", "nowhere"]).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn compression_from_flag_or_file() -> anyhow::Result<()> {
+        use bunko_storage::Compression;
+        assert_eq!(load(&[])?.storage.compression, Compression::Lz4);
+        assert_eq!(load(&["--compression", "none"])?.storage.compression, Compression::None);
+        let dir = tempfile::tempdir()?;
+        let file = dir.path().join("bunko.toml");
+        std::fs::write(&file, "[storage]\ncompression = \"deep\"\n")?;
+        let path = file.to_str().context("path")?;
+        assert_eq!(load(&["--config", path])?.storage.compression, Compression::Deep);
+        std::fs::write(&file, "[storage]\ncompression = \"zstd\"\n")?;
+        let err = load(&["--config", path]).err().map(|e| e.to_string());
+        assert!(err.is_some_and(|e| e.contains("unknown compression")), "zstd is refused");
         Ok(())
     }
 

@@ -71,6 +71,27 @@ impl Disk {
         }
     }
 
+    /// One size row of `db` as it is now (no compaction), for `items` documents, noting
+    /// how it was measured and the server's resident memory (`VmRSS`) with `--pid`.
+    pub async fn size_row(
+        &self,
+        ctx: &Ctx,
+        db: &str,
+        workload: &str,
+        case: &str,
+        items: u64,
+    ) -> Row {
+        match self.bytes(ctx, db).await {
+            Ok(bytes) => {
+                let rss = ctx.opts.pid.and_then(crate::proc::rss_mb);
+                let rss = rss.map_or_else(String::new, |mb| format!("; server RSS {mb:.0} MB"));
+                Row::size(workload, case, bytes as f64 / 1e6, items)
+                    .note(&format!("{}; {items} docs{rss}", self.how()))
+            }
+            Err(err) => Row::failed(workload, case, &err.to_string()),
+        }
+    }
+
     /// The database's size after compaction.
     async fn compacted(&self, ctx: &Ctx, db: &str) -> Result<u64> {
         compact(ctx, db).await?;

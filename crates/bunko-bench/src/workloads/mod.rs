@@ -20,6 +20,7 @@ mod limit;
 mod load;
 mod partition;
 mod read;
+mod scale;
 mod txn;
 mod view;
 mod write;
@@ -79,7 +80,9 @@ impl Ctx {
         Ok(Ctx {
             server: Server::new(opts)?,
             opts: opts.clone(),
-            sizes: Sizes::of(opts.scale).with_partition(&opts.partition_sizes),
+            sizes: Sizes::of(opts.scale)
+                .with_partition(&opts.partition_sizes)
+                .with_scale(&opts.scale_steps),
             run_id: base36(nanos ^ u64::from(std::process::id())),
             next_db: AtomicUsize::new(0),
             dbs: std::sync::Mutex::new(Vec::new()),
@@ -335,6 +338,7 @@ pub async fn run(ctx: &Ctx, workload: Workload) -> Vec<Row> {
         Workload::Limit => limit::run(ctx, &mut rows).await,
         Workload::Baseline => baseline::run(ctx, &mut rows).await,
         Workload::Txn => txn::run(ctx, &mut rows).await,
+        Workload::Scale => scale::run(ctx, &mut rows).await,
     };
     note_busy(&mut rows, ctx.drop_dbs().await);
     let case = if rows.is_empty() { "all cases" } else { "remaining cases" };

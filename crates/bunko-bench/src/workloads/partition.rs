@@ -1,8 +1,9 @@
 //! `partition-scaling`: partition queries against the same queries made globally, in
 //! partitioned databases of [`crate::cli::Sizes::partition`] readings (10k, 100k and 1M at
-//! full scale, or `--partition-sizes`; 1000 partitions, so 10 to 1000 documents per
-//! partition). Per size, each case runs 16 connections for half the run's duration, on
-//! random partitions:
+//! full scale, or `--partition-sizes`), in partitions of [`PER_PARTITION`] documents at
+//! every size (100 partitions at 10k, 10,000 at 1M): every case returns the same 25 rows
+//! at every size, so the sizes compare like for like. Per size, each case runs 16
+//! connections for half the run's duration, on random partitions:
 //!
 //! | case | request |
 //! |---|---|
@@ -27,6 +28,9 @@ use crate::data::{Readings, T0};
 use crate::error::{Error, Result};
 use crate::report::Row;
 
+/// Documents per partition, at every database size (more than the 25 rows a case asks).
+pub const PER_PARTITION: usize = 100;
+
 /// A request maker: random number in, (method, path, body) out.
 type Request = Arc<dyn Fn(u64) -> (Method, String, Option<String>) + Send + Sync>;
 
@@ -40,7 +44,7 @@ pub async fn run(ctx: &Ctx, rows: &mut Vec<Row>) -> Result {
     }
     for &size in &ctx.sizes.partition {
         let db = ctx.create_db(Workload::PartitionScaling, true).await?;
-        let readings = Readings::new(size);
+        let readings = Readings::partitioned(size, PER_PARTITION);
         let mut preloaded = Some(ctx.preload(&db, readings).await?);
         if find_ok.is_ok() {
             create_indexes(ctx, &db, readings, partition_find.is_ok())
@@ -129,8 +133,9 @@ fn all_docs(db: &str, readings: Readings) -> Request {
     })
 }
 
-/// The selector of both `_find` cases: one device's readings (all of them match `ts`).
-fn device_selector(readings: &Readings, r: u64) -> (String, String) {
+/// The selector of both `_find` cases: one device's readings (all of them match `ts`,
+/// `limit` 25), and the device's partition.
+pub(super) fn device_selector(readings: &Readings, r: u64) -> (String, String) {
     let device = r as usize % readings.devices;
     let partition = Readings::partition(readings.infra(device));
     let body = format!(
@@ -183,7 +188,7 @@ mod tests {
 
     #[test]
     fn global_all_docs_covers_one_partition() {
-        let (method, path, body) = all_docs("db", Readings::new(10_000))(3);
+        let (method, path, body) = all_docs("db", Readings::partitioned(10_000, PER_PARTITION))(3);
         assert_eq!(method, Method::GET);
         assert_eq!(
             path,
@@ -194,9 +199,24 @@ mod tests {
 
     #[test]
     fn find_cases_ask_the_partition_of_the_device() {
-        let readings = Readings::new(10_000);
+        let readings = Readings::partitioned(10_000, PER_PARTITION);
         let (_, path, body) = part_find("db", readings)(1234);
-        assert_eq!(path, "/db/_partition/bridge-234/_find");
-        assert!(body.unwrap().contains(r#""deviceID":"device-234""#));
+        assert_eq!(path, "/db/_partition/bridge-34/_find");
+        assert!(body.unwrap().contains(r#""deviceID":"device-34""#));
+    }
+
+    /// Every size returns the same number of rows: every partition holds `PER_PARTITION`
+    /// documents (more than `limit` 25), at 10k as at 1M (issue 20: 10 rows at 10k before).
+    #[test]
+    fn partitions_hold_the_same_documents_at_every_size() {
+        for size in [10_000, 100_000, 1_000_000] {
+            let readings = Readings::partitioned(size, PER_PARTITION);
+            let mut per_partition = vec![0; readings.partitions];
+            for i in 0..size {
+                per_partition[readings.infra(readings.device(i))] += 1;
+            }
+            assert!(per_partition.iter().all(|&n| n == PER_PARTITION), "{size}");
+            assert!(readings.per_device() >= 25, "{size}: a device has 25 readings to find");
+        }
     }
 }

@@ -16,12 +16,29 @@ const WRITE_FOR: Duration = Duration::from_millis(2000);
 /// Acknowledged (201) writes: doc id -> rev.
 type Acked = Arc<Mutex<BTreeMap<String, String>>>;
 
-/// Spawns writer threads that PUT new IoT reading documents until `stop` is set or the server
-/// goes away, recording every 201 in `acked`.
+/// Documents per `_bulk_docs` request in [`Writes::Bulk`].
+const BULK: usize = 10;
+
+/// How the creators write: one `PUT` per document, or `_bulk_docs` requests.
+#[derive(Clone, Copy)]
+enum Writes {
+    Put,
+    Bulk,
+}
+
+/// A new IoT reading document of writer `w`.
+fn reading(w: usize, i: usize) -> serde_json::Value {
+    json!({"deviceID": format!("device-{w}"), "infrastructureID": "bridge-9876", "seq": i,
+        "reading": {"temperature": {"value": i % 40, "unit": "c"}}})
+}
+
+/// Spawns writer threads that create new IoT reading documents until `stop` is set or the
+/// server goes away, recording every acknowledged (201) document in `acked`.
 fn spawn_creators(
     base: &str,
     stop: &Arc<AtomicBool>,
     acked: &Acked,
+    writes: Writes,
 ) -> Vec<std::thread::JoinHandle<usize>> {
     (0..WRITERS)
         .map(|w| {
@@ -34,22 +51,37 @@ fn spawn_creators(
                         break;
                     }
                     let id = format!("bridge-9876:device-{w}-{i:06}");
-                    let body = json!({"deviceID": format!("device-{w}"),
-                        "infrastructureID": "bridge-9876", "seq": i,
-                        "reading": {"temperature": {"value": i % 40, "unit": "c"}}});
-                    attempts += 1;
-                    let resp = http
-                        .put(format!("{base}/iot/{id}"))
-                        .basic_auth(ADMIN, Some(ADMIN_PASSWORD))
-                        .json(&body)
-                        .send();
+                    let request = match writes {
+                        Writes::Put => {
+                            attempts += 1;
+                            http.put(format!("{base}/iot/{id}")).json(&reading(w, i))
+                        }
+                        Writes::Bulk => {
+                            attempts += BULK;
+                            let docs: Vec<_> = (0..BULK)
+                                .map(|k| {
+                                    let mut doc = reading(w, i);
+                                    doc["_id"] = json!(format!("{id}-{k}"));
+                                    doc
+                                })
+                                .collect();
+                            http.post(format!("{base}/iot/_bulk_docs")).json(&json!({"docs": docs}))
+                        }
+                    };
+                    let resp = request.basic_auth(ADMIN, Some(ADMIN_PASSWORD)).send();
                     let Ok(resp) = resp else { break };
                     if resp.status().as_u16() != 201 {
                         break;
                     }
                     let Ok(v) = resp.json::<serde_json::Value>() else { break };
-                    if let Some(rev) = v["rev"].as_str() {
-                        acked.lock().unwrap().insert(id, rev.to_string());
+                    let rows = match v.as_array() {
+                        Some(rows) => rows.clone(),
+                        None => vec![json!({"id": id, "rev": v["rev"]})],
+                    };
+                    for row in rows {
+                        if let (Some(id), Some(rev)) = (row["id"].as_str(), row["rev"].as_str()) {
+                            acked.lock().unwrap().insert(id.to_string(), rev.to_string());
+                        }
                     }
                 }
                 attempts
@@ -60,11 +92,21 @@ fn spawn_creators(
 
 #[test]
 fn kill9_during_concurrent_creates_loses_no_acknowledged_document() {
+    creates_survive_kill9(Writes::Put);
+}
+
+/// `_bulk_docs` awaits its sync on the async runtime like a `PUT`: the same guarantee.
+#[test]
+fn kill9_during_concurrent_bulk_docs_loses_no_acknowledged_document() {
+    creates_survive_kill9(Writes::Bulk);
+}
+
+fn creates_survive_kill9(writes: Writes) {
     let mut s = Server::start();
     s.create_db("iot");
     let stop = Arc::new(AtomicBool::new(false));
     let acked: Acked = Arc::default();
-    let writers = spawn_creators(s.base(), &stop, &acked);
+    let writers = spawn_creators(s.base(), &stop, &acked, writes);
     std::thread::sleep(WRITE_FOR);
     s.kill9();
     stop.store(true, Ordering::Relaxed);
