@@ -2,7 +2,9 @@
 //! - `GET/POST /{db}/_design/{ddoc}/_search/{index}` (and the partition form, dispatched
 //!   from `partition.rs`);
 //! - `GET /{db}/_design/{ddoc}/_search_info/{index}`;
-//! - `POST /{db}/_search_cleanup`.
+//! - `POST /{db}/_search_cleanup` (and `_geo_cleanup`: both remove every unused search and
+//!   geo index);
+//! - Cloudant Geo: `GET /{db}/_design/{ddoc}/_geo/{index}` and `_geo_info/{index}`.
 //!
 //! Reads need database membership, cleanup needs database admin, exactly as views.
 
@@ -14,7 +16,7 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Extension, Router};
 use bunko_engine::Database;
-use bunko_search::SearchQuery;
+use bunko_search::{GeoQuery, SearchQuery};
 use serde_json::json;
 
 use crate::body::RawBody;
@@ -29,6 +31,9 @@ pub fn routes() -> Router<State> {
         .route("/{db}/_design/{ddoc}/_search/{index}", get(get_search).post(post_search))
         .route("/{db}/_design/{ddoc}/_search_info/{index}", get(info))
         .route("/{db}/_search_cleanup", post(cleanup))
+        .route("/{db}/_geo_cleanup", post(cleanup))
+        .route("/{db}/_design/{ddoc}/_geo/{index}", get(geo))
+        .route("/{db}/_design/{ddoc}/_geo_info/{index}", get(geo_info))
 }
 
 async fn get_search(
@@ -92,4 +97,31 @@ async fn cleanup(
     let search = st.search.clone();
     blocking(move || Ok(search.cleanup(&db)?)).await?;
     Ok(render::json(StatusCode::ACCEPTED, json!({"ok": true})))
+}
+
+/// `GET /{db}/_design/{ddoc}/_geo/{index}`.
+async fn geo(
+    st: AxState<State>,
+    ctx: Extension<UserCtx>,
+    Path((db, ddoc, index)): Path<(String, String, String)>,
+    q: RawQuery,
+) -> ApiResult<Response> {
+    let db = open(&st, &ctx, &db, Access::Member)?;
+    let params = Params::parse(q.0.as_deref());
+    let q = GeoQuery::parse(&|name| params.str(name).map(str::to_string))?;
+    let (search, ddoc) = (st.search.clone(), format!("_design/{ddoc}"));
+    let answer = blocking(move || Ok(search.geo(&db, &ddoc, &index, &q)?)).await?;
+    Ok(render::json(StatusCode::OK, answer))
+}
+
+/// `GET /{db}/_design/{ddoc}/_geo_info/{index}`.
+async fn geo_info(
+    st: AxState<State>,
+    ctx: Extension<UserCtx>,
+    Path((db, ddoc, index)): Path<(String, String, String)>,
+) -> ApiResult<Response> {
+    let db = open(&st, &ctx, &db, Access::Member)?;
+    let (search, ddoc) = (st.search.clone(), format!("_design/{ddoc}"));
+    let answer = blocking(move || Ok(search.geo_info(&db, &ddoc, &index)?)).await?;
+    Ok(render::json(StatusCode::OK, answer))
 }

@@ -356,3 +356,86 @@ fn a_restart_while_the_index_builds_resumes_it() {
     let (_, word3) = s.get(&q(path, &[("q", json!("word3")), ("limit", json!(0))]));
     assert_eq!(word3["total_rows"], 1000);
 }
+
+/// Cloudant Geo over the IoT walkthrough's sensors: each device's location as a GeoJSON
+/// point, found by bounding box, radius, WKT polygon and nearest-first.
+#[test]
+fn iot_sensor_locations_by_bbox_radius_polygon_and_nearest() {
+    let s = Server::start();
+    assert_eq!(s.put_empty("/devices").0, 201);
+    // Sensors along a bridge near (-0.08, 51.5), one far away, one with no location.
+    let sensors = [
+        ("device-123450", -0.0800, 51.5000),
+        ("device-123451", -0.0790, 51.5005),
+        ("device-123452", -0.0700, 51.5030),
+        ("device-999999", 2.3522, 48.8566),
+    ];
+    let mut docs: Vec<Value> = sensors
+        .iter()
+        .map(|(id, lon, lat)| {
+            json!({"_id": id, "infrastructureID": "bridge-9876",
+                   "geometry": {"type": "Point", "coordinates": [lon, lat]}})
+        })
+        .collect();
+    docs.push(json!({"_id": "device-nowhere", "infrastructureID": "bridge-9876"}));
+    bulk(&s, "devices", docs);
+    let index = "function(doc) { if (doc.geometry) { st_index(doc.geometry); } }";
+    assert_eq!(
+        s.put("/devices/_design/geo", &json!({"st_indexes": {"where": {"index": index}}})).0,
+        201
+    );
+    let geo = |params: &[(&str, Value)]| {
+        let (status, body) = s.get(&q("/devices/_design/geo/_geo/where", params));
+        assert_eq!(status, 200, "{params:?}: {body}");
+        body
+    };
+    let bbox = geo(&[("bbox", json!("-0.09,51.49,-0.075,51.51"))]);
+    assert_eq!(sorted(ids(&bbox)), ["device-123450", "device-123451"]);
+    assert_eq!(bbox["rows"][0]["geometry"]["type"], "Point");
+    assert!(bbox["rows"][0]["rev"].as_str().is_some_and(|r| r.starts_with("1-")));
+    // 200 m around the first sensor: it and its neighbour (~90 m), not the one ~770 m
+    // east; within 2 km, all three on the bridge.
+    let near = geo(&[("lat", json!(51.5)), ("lon", json!(-0.08)), ("radius", json!(200))]);
+    assert_eq!(sorted(ids(&near)), ["device-123450", "device-123451"]);
+    let bridge = geo(&[("lat", json!(51.5)), ("lon", json!(-0.08)), ("radius", json!(2000))]);
+    assert_eq!(sorted(ids(&bridge)), ["device-123450", "device-123451", "device-123452"]);
+    let nearest = geo(&[
+        ("lat", json!(51.503)),
+        ("lon", json!(-0.07)),
+        ("nearest", json!(true)),
+        ("limit", json!(2)),
+    ]);
+    assert_eq!(ids(&nearest), ["device-123452", "device-123451"]);
+    let next = geo(&[
+        ("lat", json!(51.503)),
+        ("lon", json!(-0.07)),
+        ("nearest", json!(true)),
+        ("limit", json!(2)),
+        ("bookmark", nearest["bookmark"].clone()),
+    ]);
+    assert_eq!(ids(&next), ["device-123450", "device-999999"]);
+    let polygon = "POLYGON((-0.1 51.4,-0.06 51.4,-0.06 51.6,-0.1 51.6,-0.1 51.4))";
+    let within = geo(&[("g", json!(polygon)), ("relation", json!("contains"))]);
+    assert_eq!(sorted(ids(&within)).len(), 3);
+    let disjoint = geo(&[("g", json!(polygon)), ("relation", json!("disjoint"))]);
+    assert_eq!(ids(&disjoint), ["device-999999"]);
+    let features = geo(&[
+        ("bbox", json!("2,48,3,49")),
+        ("format", json!("geojson")),
+        ("include_docs", json!(true)),
+    ]);
+    assert_eq!(features["type"], "FeatureCollection");
+    assert_eq!(features["features"][0]["_id"], "device-999999");
+    assert_eq!(features["features"][0]["type"], "Feature");
+    // A moved sensor is found where it is now.
+    let mut moved = s.get_doc("devices", "device-999999");
+    moved["geometry"] = json!({"type": "Point", "coordinates": [-0.0801, 51.5001]});
+    assert_eq!(s.put("/devices/device-999999", &moved).0, 201);
+    let bbox = geo(&[("bbox", json!("-0.09,51.49,-0.075,51.51"))]);
+    assert_eq!(sorted(ids(&bbox)), ["device-123450", "device-123451", "device-999999"]);
+    let (status, info) = s.get("/devices/_design/geo/_geo_info/where");
+    assert_eq!((status, info["geo_index"]["doc_count"].clone()), (200, json!(4)), "{info}");
+    let (status, body) =
+        s.get(&q("/devices/_design/geo/_geo/where", &[("relation", json!("near"))]));
+    assert_eq!((status, &body["error"]), (400, &json!("bad_request")), "{body}");
+}
