@@ -93,13 +93,14 @@ pub enum Workload {
     Elemmatch,
     PartitionScaling,
     View,
+    Search,
     Limit,
     Baseline,
     Txn,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 10] = [
+    pub const ALL: [Workload; 11] = [
         Workload::Load,
         Workload::Write,
         Workload::Read,
@@ -107,6 +108,7 @@ impl Workload {
         Workload::Elemmatch,
         Workload::PartitionScaling,
         Workload::View,
+        Workload::Search,
         Workload::Limit,
         Workload::Baseline,
         Workload::Txn,
@@ -122,6 +124,7 @@ impl Workload {
             Workload::Elemmatch => "elemmatch",
             Workload::PartitionScaling => "partition-scaling",
             Workload::View => "view",
+            Workload::Search => "search",
             Workload::Limit => "limit",
             Workload::Baseline => "baseline",
             Workload::Txn => "txn",
