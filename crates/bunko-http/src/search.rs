@@ -43,7 +43,14 @@ async fn get_search(
     q: RawQuery,
 ) -> ApiResult<Response> {
     let db = open(&st, &ctx, &db, Access::Member)?;
-    search(&st, db, &ddoc, index, Params::parse(q.0.as_deref()), None).await
+    let drilldown = drilldowns(q.0.as_deref());
+    search(&st, db, &ddoc, index, Params::parse(q.0.as_deref()), drilldown, None).await
+}
+
+/// Every `drilldown` of a query string (the parameter may repeat).
+pub fn drilldowns(query: Option<&str>) -> Vec<String> {
+    let pairs = form_urlencoded::parse(query.unwrap_or_default().as_bytes());
+    pairs.filter(|(k, _)| k == "drilldown").map(|(_, v)| v.into_owned()).collect()
 }
 
 async fn post_search(
@@ -56,19 +63,24 @@ async fn post_search(
     let db = open(&st, &ctx, &db, Access::Member)?;
     let mut params = Params::parse(q.0.as_deref());
     params.merge_json(&body.object_or_empty()?);
-    search(&st, db, &ddoc, index, params, None).await
+    search(&st, db, &ddoc, index, params, drilldowns(q.0.as_deref()), None).await
 }
 
-/// Runs one search; `partition` is the partition of a `/_partition/{p}/` route.
+/// Runs one search; `drilldown` lists a query string's repeated `drilldown`s, `partition`
+/// is the partition of a `/_partition/{p}/` route.
 pub async fn search(
     st: &State,
     db: Arc<Database>,
     ddoc: &str,
     index: String,
     params: Params,
+    drilldown: Vec<String>,
     partition: Option<String>,
 ) -> ApiResult<Response> {
-    let q = SearchQuery::parse(&|name| params.str(name).map(str::to_string))?;
+    let mut q = SearchQuery::parse(&|name| params.str(name).map(str::to_string))?;
+    if drilldown.len() > 1 {
+        q.set_drilldowns(&drilldown)?;
+    }
     let (search, ddoc) = (st.search.clone(), format!("_design/{ddoc}"));
     let answer =
         blocking(move || Ok(search.search(&db, &ddoc, &index, &q, partition.as_deref())?)).await?;
