@@ -24,7 +24,7 @@ root=$(pwd)
 target="${CARGO_TARGET_DIR:-target}"
 case "$target" in /*) ;; *) target="$root/$target" ;; esac
 out="${BENCH_OUT:-docs/performance.md}"
-all="load,write,read,find,elemmatch,partition-scaling,view,txn,limit,baseline"
+all="load,write,read,find,elemmatch,partition-scaling,view,search,txn,limit,baseline"
 workloads="${WORKLOADS:-$all}"
 # limit and baseline run in bunko-bench's own process, with no server running (so that
 # nothing else competes for the machine), and once: they are the same for every server.

@@ -97,6 +97,7 @@ pub enum Workload {
     Elemmatch,
     PartitionScaling,
     View,
+    Search,
     Limit,
     Baseline,
     Txn,
@@ -105,7 +106,7 @@ pub enum Workload {
 
 impl Workload {
     /// What runs when no workload is named: all but `scale` (10M documents, ~10 GB).
-    pub const DEFAULT: [Workload; 10] = [
+    pub const DEFAULT: [Workload; 11] = [
         Workload::Load,
         Workload::Write,
         Workload::Read,
@@ -113,14 +114,15 @@ impl Workload {
         Workload::Elemmatch,
         Workload::PartitionScaling,
         Workload::View,
+        Workload::Search,
         Workload::Limit,
         Workload::Baseline,
         Workload::Txn,
     ];
 
     /// Every workload: [`Workload::DEFAULT`], then `scale`.
-    pub const ALL: [Workload; 11] = {
-        let mut all = [Workload::Scale; 11];
+    pub const ALL: [Workload; 12] = {
+        let mut all = [Workload::Scale; 12];
         let mut i = 0;
         while i < Self::DEFAULT.len() {
             all[i] = Self::DEFAULT[i];
@@ -138,6 +140,7 @@ impl Workload {
             Workload::Elemmatch => "elemmatch",
             Workload::PartitionScaling => "partition-scaling",
             Workload::View => "view",
+            Workload::Search => "search",
             Workload::Limit => "limit",
             Workload::Baseline => "baseline",
             Workload::Txn => "txn",

@@ -111,7 +111,9 @@ async fn dispatch(
             }
             params.remove("partition");
             let (db, index) = (req.db, index.to_string());
-            crate::search::search(&st, db, ddoc, index, params, Some(req.partition)).await
+            let drilldown = crate::search::drilldowns(q.0.as_deref());
+            let partition = Some(req.partition);
+            crate::search::search(&st, db, ddoc, index, params, drilldown, partition).await
         }
         (["_design", _, "_search", _], _) => Err(method_not_allowed("GET,POST")),
         _ => Err(ApiError::not_found("missing")),

@@ -306,7 +306,7 @@ impl bunko_indexer::Build for Update<'_> {
 }
 
 /// What the `index` function sees: the body with `_id` and `_rev`.
-fn map_input(doc: &bunko_engine::read::DocOut) -> String {
+pub(crate) fn map_input(doc: &bunko_engine::read::DocOut) -> String {
     let body = std::str::from_utf8(&doc.body).unwrap_or("{}");
     let inner = body.trim().strip_prefix('{').and_then(|b| b.strip_suffix('}')).unwrap_or("");
     let mut text = format!(

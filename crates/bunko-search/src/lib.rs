@@ -18,10 +18,14 @@
 //! updates its registered indexes after writes; progress shows in `_active_tasks`
 //! ([`Search::tasks`]). `_search_cleanup` removes the directories of indexes no design
 //! document defines ([`Search::cleanup`]).
+//!
+//! Cloudant Geo ([`geo`]: `st_indexes`, `_geo`) shares the registry, the background
+//! updater and the cleanup.
 
 pub mod analyzer;
 mod compile;
 pub mod def;
+pub mod geo;
 mod highlight;
 pub mod index;
 pub mod query;
@@ -37,6 +41,7 @@ use parking_lot::Mutex;
 use serde_json::{Map, Value, json};
 
 pub use def::IndexDef;
+pub use geo::{GeoDef, GeoIndex, GeoQuery};
 pub use index::SearchIndex;
 pub use query::SearchQuery;
 
@@ -47,6 +52,8 @@ pub struct Search {
     root: Option<PathBuf>,
     /// Open indexes by database id and signature.
     open: Mutex<HashMap<(u64, String), Arc<SearchIndex>>>,
+    /// Open geo indexes by database id and signature.
+    geo: Mutex<HashMap<(u64, String), Arc<GeoIndex>>>,
     /// Databases whose background updater runs.
     watched: Mutex<HashSet<u64>>,
 }
@@ -54,7 +61,12 @@ pub struct Search {
 impl Search {
     /// Indexes under `root` (or in memory).
     pub fn new(root: Option<PathBuf>) -> Arc<Search> {
-        Arc::new(Search { root, open: Mutex::default(), watched: Mutex::default() })
+        Arc::new(Search {
+            root,
+            open: Mutex::default(),
+            geo: Mutex::default(),
+            watched: Mutex::default(),
+        })
     }
 
     /// Index `name` of design document `ddoc`, opened and registered.
@@ -106,16 +118,7 @@ impl Search {
                 std::thread::spawn(move || log(index.update(&db)));
             }
         }
-        let load = |id: &str| {
-            let doc = db.get(id, None).ok().filter(|d| !d.deleted)?;
-            let mut body: Map<String, Value> = serde_json::from_slice(&doc.body).ok()?;
-            let mut out = Map::new();
-            out.insert("_id".into(), json!(doc.id));
-            out.insert("_rev".into(), json!(doc.rev.to_string()));
-            out.append(&mut body);
-            Some(Value::Object(out))
-        };
-        query::run(&index, q, partition, &load)
+        query::run(&index, q, partition, &|id| load_doc(db, id))
     }
 
     /// `GET /{db}/_design/{ddoc}/_search_info/{index}`.
@@ -143,13 +146,72 @@ impl Search {
         }))
     }
 
+    /// Geo index `name` of design document `ddoc` (`st_indexes`), opened and registered.
+    pub fn geo_index(
+        self: &Arc<Self>,
+        db: &Arc<Database>,
+        ddoc: &str,
+        name: &str,
+    ) -> Result<Arc<GeoIndex>> {
+        let body = design_body(db, ddoc)?;
+        let def = GeoDef::from_ddoc(ddoc, &body, name)?;
+        let key = (db.id(), def.sig.clone());
+        if let Some(index) = self.geo.lock().get(&key) {
+            return Ok(index.clone());
+        }
+        let file = self.root.as_ref().map(|r| r.join(db.id().to_string()).join(geo_file(&def.sig)));
+        let index = Arc::new(GeoIndex::open(def, file));
+        let index = self.geo.lock().entry(key).or_insert(index).clone();
+        self.watch(db);
+        Ok(index)
+    }
+
+    /// Answers `GET /{db}/_design/{ddoc}/_geo/{index}`.
+    pub fn geo(
+        self: &Arc<Self>,
+        db: &Arc<Database>,
+        ddoc: &str,
+        name: &str,
+        q: &GeoQuery,
+    ) -> Result<Value> {
+        let index = self.geo_index(db, ddoc, name)?;
+        match q.update {
+            Update::True => index.update(db)?,
+            Update::False => {}
+            Update::Lazy => {
+                let (db, index) = (db.clone(), index.clone());
+                std::thread::spawn(move || log(index.update(&db)));
+            }
+        }
+        geo::run(&index, q, &|id| load_doc(db, id))
+    }
+
+    /// `GET /{db}/_design/{ddoc}/_geo_info/{index}`.
+    pub fn geo_info(self: &Arc<Self>, db: &Arc<Database>, ddoc: &str, name: &str) -> Result<Value> {
+        let index = self.geo_index(db, ddoc, name)?;
+        let size = index.disk_size();
+        Ok(json!({
+            "name": format!("{ddoc}/{name}"),
+            "geo_index": {"doc_count": index.doc_count(), "disk_size": size, "data_size": size}
+        }))
+    }
+
     /// `POST /{db}/_search_cleanup`: removes the indexes of `db` no design document
     /// defines any more; returns how many.
     pub fn cleanup(&self, db: &Database) -> Result<usize> {
-        let live: HashSet<String> = design_docs(db)?
-            .into_iter()
-            .flat_map(|(id, body)| IndexDef::sigs_of(&id, &body, db.is_partitioned()))
+        let designs = design_docs(db)?;
+        let live: HashSet<String> = designs
+            .iter()
+            .flat_map(|(id, body)| IndexDef::sigs_of(id, body, db.is_partitioned()))
             .collect();
+        let live_geo: HashSet<String> = designs
+            .iter()
+            .flat_map(|(id, body)| GeoDef::sigs_of(id, body))
+            .map(|s| geo_file(&s))
+            .collect();
+        self.geo
+            .lock()
+            .retain(|(db_id, sig), _| *db_id != db.id() || live_geo.contains(&geo_file(sig)));
         let mut removed = 0;
         self.open.lock().retain(|(db_id, sig), _| {
             let keep = *db_id != db.id() || live.contains(sig);
@@ -162,7 +224,12 @@ impl Search {
             let mut on_disk = 0;
             for entry in entries {
                 let sig = entry.file_name().to_string_lossy().into_owned();
-                if !live.contains(&sig) {
+                if sig.starts_with("geo-") {
+                    if !live_geo.contains(&sig) {
+                        std::fs::remove_file(entry.path())
+                            .map_err(|e| Error::Unknown(format!("removing geo index: {e}")))?;
+                    }
+                } else if !live.contains(&sig) {
                     std::fs::remove_dir_all(entry.path())
                         .map_err(|e| Error::Unknown(format!("removing search index: {e}")))?;
                     on_disk += 1;
@@ -175,17 +242,22 @@ impl Search {
 
     /// The running search index updates, for `GET /_active_tasks`.
     pub fn tasks(&self, name_of: &dyn Fn(u64) -> Option<String>) -> Vec<Task> {
-        let open = self.open.lock();
-        open.iter()
-            .filter_map(|((db, _), index)| {
-                Some(Task {
-                    database: name_of(*db)?,
-                    design_document: index.def.ddoc.clone(),
-                    index: Some(index.def.name.clone()),
-                    progress: index.activity.get()?,
-                })
+        let task = |db: u64, ddoc: &str, name: &str, activity: &bunko_indexer::Activity| {
+            Some(Task {
+                database: name_of(db)?,
+                design_document: ddoc.to_string(),
+                index: Some(name.to_string()),
+                progress: activity.get()?,
             })
-            .collect()
+        };
+        let mut tasks: Vec<Task> = (self.open.lock().iter())
+            .filter_map(|((db, _), i)| task(*db, &i.def.ddoc, &i.def.name, &i.activity))
+            .collect();
+        tasks.extend(
+            (self.geo.lock().iter())
+                .filter_map(|((db, _), i)| task(*db, &i.def.ddoc, &i.def.name, &i.activity)),
+        );
+        tasks
     }
 
     /// Opens every search index of every design document of `db` (at start-up), so the
@@ -196,6 +268,13 @@ impl Search {
                 for name in indexes.keys() {
                     if let Err(err) = self.index(db, &id, name) {
                         tracing::warn!(%err, ddoc = id, name, "search index not opened");
+                    }
+                }
+            }
+            if let Some(Value::Object(indexes)) = body.get("st_indexes") {
+                for name in indexes.keys() {
+                    if let Err(err) = self.geo_index(db, &id, name) {
+                        tracing::warn!(%err, ddoc = id, name, "geo index not opened");
                     }
                 }
             }
@@ -238,7 +317,28 @@ fn round(search: &Weak<Search>, db: &Weak<Database>, id: u64) -> bool {
     for index in indexes {
         log(index.update(&db));
     }
+    let geos: Vec<Arc<GeoIndex>> =
+        search.geo.lock().iter().filter(|((d, _), _)| *d == id).map(|(_, i)| i.clone()).collect();
+    for index in geos {
+        log(index.update(&db));
+    }
     true
+}
+
+/// A document as `include_docs` shows it, with `_id` and `_rev`.
+fn load_doc(db: &Database, id: &str) -> Option<Value> {
+    let doc = db.get(id, None).ok().filter(|d| !d.deleted)?;
+    let mut body: Map<String, Value> = serde_json::from_slice(&doc.body).ok()?;
+    let mut out = Map::new();
+    out.insert("_id".into(), json!(doc.id));
+    out.insert("_rev".into(), json!(doc.rev.to_string()));
+    out.append(&mut body);
+    Some(Value::Object(out))
+}
+
+/// The file name of geo index `sig`.
+fn geo_file(sig: &str) -> String {
+    format!("geo-{sig}.json")
 }
 
 fn log(result: Result<()>) {

@@ -22,8 +22,11 @@ use tantivy::{TantivyDocument, Term};
 use crate::compile::compile;
 use crate::index::SearchIndex;
 
-/// Most rows one request may ask for, as Cloudant.
+/// Most rows one global search may ask for, as Cloudant.
 const MAX_LIMIT: usize = 200;
+
+/// Most rows one partition search may ask for (CouchDB's `max_limit_partitions`).
+const MAX_PARTITION_LIMIT: usize = 2000;
 
 /// One sort key: `field`, `-field`, `field<number>`, `field<string>`, `<score>`, `<doc>`.
 #[derive(Debug, Clone, PartialEq)]
@@ -139,10 +142,8 @@ impl SearchQuery {
             })
         };
         let limit = number("limit", 25)?;
-        if limit > MAX_LIMIT {
-            return Err(Error::BadRequest(format!(
-                "Limit must be less than or equal to {MAX_LIMIT}"
-            )));
+        if limit > MAX_PARTITION_LIMIT {
+            return Err(limit_error(MAX_PARTITION_LIMIT));
         }
         let skip = match get("bookmark") {
             None => 0,
@@ -199,6 +200,26 @@ impl SearchQuery {
                 .unwrap_or_default(),
             update,
         })
+    }
+}
+
+fn limit_error(max: usize) -> Error {
+    Error::BadRequest(format!("Limit must be less than or equal to {max}"))
+}
+
+impl SearchQuery {
+    /// Adds the `drilldown` parameters of a query string that repeats it (each a JSON
+    /// array), in place of the one [`SearchQuery::parse`] saw.
+    pub fn set_drilldowns(&mut self, values: &[String]) -> Result<()> {
+        let mut all = Vec::new();
+        for value in values {
+            all.push(strings(lenient(value), "drilldown")?);
+        }
+        if all.iter().any(|d| d.len() < 2) {
+            return Err(Error::BadRequest("`drilldown` must be [field, value, ...]".into()));
+        }
+        self.drilldown = all;
+        Ok(())
     }
 }
 
@@ -288,7 +309,8 @@ fn value_text(v: &Value) -> String {
 
 fn compare_hits(a: &Hit, b: &Hit, sort: &[SortKey]) -> Ordering {
     if sort.is_empty() {
-        return b.score.total_cmp(&a.score).then(a.doc.cmp(&b.doc));
+        // Equally relevant rows in id order, as Clouseau answers within one shard.
+        return b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)).then(a.doc.cmp(&b.doc));
     }
     for key in sort {
         let (x, y) = (a.sort_value(&key.field), b.sort_value(&key.field));
@@ -314,6 +336,9 @@ pub fn run(
     partition: Option<&str>,
     doc: &dyn Fn(&str) -> Option<Value>,
 ) -> Result<Value> {
+    if partition.is_none() && q.limit > MAX_LIMIT {
+        return Err(limit_error(MAX_LIMIT));
+    }
     let compiled = compile(&q.q, index.fields, &index.def.analyzers)?;
     let query: Box<dyn Query> = match partition {
         None => compiled.query,
@@ -531,7 +556,7 @@ mod tests {
         assert_eq!(q.drilldown, vec![vec!["type".to_string(), "sensor".to_string()]]);
         assert_eq!(q.update, Update::False);
         assert!(SearchQuery::parse(&params(&[])).is_err(), "q is required");
-        assert!(SearchQuery::parse(&params(&[("q", "a"), ("limit", "201")])).is_err());
+        assert!(SearchQuery::parse(&params(&[("q", "a"), ("limit", "2001")])).is_err());
         let next = SearchQuery::parse(&params(&[("q", "a"), ("bookmark", &encode_bookmark(25))]))?;
         assert_eq!(next.skip, 25);
         Ok(())

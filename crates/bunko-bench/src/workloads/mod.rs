@@ -21,6 +21,7 @@ mod load;
 mod partition;
 mod read;
 mod scale;
+mod search;
 mod txn;
 mod view;
 mod write;
@@ -59,6 +60,8 @@ pub enum Feature {
     PartitionFind,
     /// Design documents with a JavaScript map function, `GET .../_view/{name}`.
     View,
+    /// Design documents with search `indexes`, `GET .../_search/{name}`.
+    Search,
 }
 
 /// Everything a workload needs: the server, the options, and the databases it created.
@@ -292,6 +295,14 @@ impl Ctx {
                 self.send(client, Method::PUT, &path, Some(ddoc.into())).await?;
                 self.send(client, Method::GET, &format!("{path}/_view/v?limit=1"), None).await?;
             }
+            Feature::Search => {
+                let ddoc =
+                    r#"{"indexes":{"s":{"index":"function(doc){ index('d', doc.deviceID); }"}}}"#;
+                let path = format!("/{db}/_design/probe");
+                self.send(client, Method::PUT, &path, Some(ddoc.into())).await?;
+                self.send(client, Method::GET, &format!("{path}/_search/s?q=*:*&limit=1"), None)
+                    .await?;
+            }
         }
         Ok(())
     }
@@ -335,6 +346,7 @@ pub async fn run(ctx: &Ctx, workload: Workload) -> Vec<Row> {
         Workload::Elemmatch => elemmatch::run(ctx, &mut rows).await,
         Workload::PartitionScaling => partition::run(ctx, &mut rows).await,
         Workload::View => view::run(ctx, &mut rows).await,
+        Workload::Search => search::run(ctx, &mut rows).await,
         Workload::Limit => limit::run(ctx, &mut rows).await,
         Workload::Baseline => baseline::run(ctx, &mut rows).await,
         Workload::Txn => txn::run(ctx, &mut rows).await,

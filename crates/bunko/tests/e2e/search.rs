@@ -356,3 +356,213 @@ fn a_restart_while_the_index_builds_resumes_it() {
     let (_, word3) = s.get(&q(path, &[("q", json!("word3")), ("limit", json!(0))]));
     assert_eq!(word3["total_rows"], 1000);
 }
+
+/// Cloudant Geo over the IoT walkthrough's sensors: each device's location as a GeoJSON
+/// point, found by bounding box, radius, WKT polygon and nearest-first.
+#[test]
+fn iot_sensor_locations_by_bbox_radius_polygon_and_nearest() {
+    let s = Server::start();
+    assert_eq!(s.put_empty("/devices").0, 201);
+    // Sensors along a bridge near (-0.08, 51.5), one far away, one with no location.
+    let sensors = [
+        ("device-123450", -0.0800, 51.5000),
+        ("device-123451", -0.0790, 51.5005),
+        ("device-123452", -0.0700, 51.5030),
+        ("device-999999", 2.3522, 48.8566),
+    ];
+    let mut docs: Vec<Value> = sensors
+        .iter()
+        .map(|(id, lon, lat)| {
+            json!({"_id": id, "infrastructureID": "bridge-9876",
+                   "geometry": {"type": "Point", "coordinates": [lon, lat]}})
+        })
+        .collect();
+    docs.push(json!({"_id": "device-nowhere", "infrastructureID": "bridge-9876"}));
+    bulk(&s, "devices", docs);
+    let index = "function(doc) { if (doc.geometry) { st_index(doc.geometry); } }";
+    assert_eq!(
+        s.put("/devices/_design/geo", &json!({"st_indexes": {"where": {"index": index}}})).0,
+        201
+    );
+    let geo = |params: &[(&str, Value)]| {
+        let (status, body) = s.get(&q("/devices/_design/geo/_geo/where", params));
+        assert_eq!(status, 200, "{params:?}: {body}");
+        body
+    };
+    let bbox = geo(&[("bbox", json!("-0.09,51.49,-0.075,51.51"))]);
+    assert_eq!(sorted(ids(&bbox)), ["device-123450", "device-123451"]);
+    assert_eq!(bbox["rows"][0]["geometry"]["type"], "Point");
+    assert!(bbox["rows"][0]["rev"].as_str().is_some_and(|r| r.starts_with("1-")));
+    // 200 m around the first sensor: it and its neighbour (~90 m), not the one ~770 m
+    // east; within 2 km, all three on the bridge.
+    let near = geo(&[("lat", json!(51.5)), ("lon", json!(-0.08)), ("radius", json!(200))]);
+    assert_eq!(sorted(ids(&near)), ["device-123450", "device-123451"]);
+    let bridge = geo(&[("lat", json!(51.5)), ("lon", json!(-0.08)), ("radius", json!(2000))]);
+    assert_eq!(sorted(ids(&bridge)), ["device-123450", "device-123451", "device-123452"]);
+    let nearest = geo(&[
+        ("lat", json!(51.503)),
+        ("lon", json!(-0.07)),
+        ("nearest", json!(true)),
+        ("limit", json!(2)),
+    ]);
+    assert_eq!(ids(&nearest), ["device-123452", "device-123451"]);
+    let next = geo(&[
+        ("lat", json!(51.503)),
+        ("lon", json!(-0.07)),
+        ("nearest", json!(true)),
+        ("limit", json!(2)),
+        ("bookmark", nearest["bookmark"].clone()),
+    ]);
+    assert_eq!(ids(&next), ["device-123450", "device-999999"]);
+    let polygon = "POLYGON((-0.1 51.4,-0.06 51.4,-0.06 51.6,-0.1 51.6,-0.1 51.4))";
+    let within = geo(&[("g", json!(polygon)), ("relation", json!("contains"))]);
+    assert_eq!(sorted(ids(&within)).len(), 3);
+    let disjoint = geo(&[("g", json!(polygon)), ("relation", json!("disjoint"))]);
+    assert_eq!(ids(&disjoint), ["device-999999"]);
+    let features = geo(&[
+        ("bbox", json!("2,48,3,49")),
+        ("format", json!("geojson")),
+        ("include_docs", json!(true)),
+    ]);
+    assert_eq!(features["type"], "FeatureCollection");
+    assert_eq!(features["features"][0]["_id"], "device-999999");
+    assert_eq!(features["features"][0]["type"], "Feature");
+    // A moved sensor is found where it is now.
+    let mut moved = s.get_doc("devices", "device-999999");
+    moved["geometry"] = json!({"type": "Point", "coordinates": [-0.0801, 51.5001]});
+    assert_eq!(s.put("/devices/device-999999", &moved).0, 201);
+    let bbox = geo(&[("bbox", json!("-0.09,51.49,-0.075,51.51"))]);
+    assert_eq!(sorted(ids(&bbox)), ["device-123450", "device-123451", "device-999999"]);
+    let (status, info) = s.get("/devices/_design/geo/_geo_info/where");
+    assert_eq!((status, info["geo_index"]["doc_count"].clone()), (200, json!(4)), "{info}");
+    let (status, body) =
+        s.get(&q("/devices/_design/geo/_geo/where", &[("relation", json!("near"))]));
+    assert_eq!((status, &body["error"]), (400, &json!("bad_request")), "{body}");
+}
+
+/// The inventory and library examples of CouchDB 3.4's `search_test.exs` and
+/// `partition_search_test.exs`, with the answers those tests expect.
+#[test]
+fn couchdb_search_suite_examples() {
+    let s = Server::start();
+    assert_eq!(s.put_empty("/inventory").0, 201);
+    let items = [
+        ("apple", "kitchen", "new", 0.99),
+        ("banana", "kitchen", "new", 1.49),
+        ("carrot", "kitchen", "old", 0.75),
+        ("date", "lobby", "unknown", 1.25),
+    ];
+    let docs = items
+        .iter()
+        .map(|(item, place, state, price)| json!({"item": item, "place": place, "state": state, "price": price}))
+        .collect();
+    bulk(&s, "inventory", docs);
+    let index = "function (doc) { index(\"item\", doc.item, {facet: true}); \
+                 index(\"place\", doc.place, {facet: true}); \
+                 index(\"state\", doc.state, {facet: true}); \
+                 index(\"price\", doc.price, {facet: true}); }";
+    let ddoc = json!({"indexes": {"fruits": {"analyzer": {"name": "standard"}, "index": index}}});
+    assert_eq!(s.put("/inventory/_design/inventory", &ddoc).0, 201);
+    let url = "/inventory/_design/inventory/_search/fruits";
+    let items = |body: &Value| -> Vec<String> {
+        let mut v: Vec<String> = body["rows"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r["doc"]["item"].as_str().map(String::from))
+            .collect();
+        v.sort();
+        v
+    };
+    let get = |params: &[(&str, Value)]| {
+        let (status, body) = s.get(&q(url, params));
+        assert_eq!(status, 200, "{body}");
+        body
+    };
+    let all = get(&[("q", json!("*:*")), ("include_docs", json!(true))]);
+    assert_eq!(items(&all), ["apple", "banana", "carrot", "date"]);
+    let many = get(&[
+        ("q", json!("*:*")),
+        ("drilldown", json!(["state", "new", "unknown"])),
+        ("include_docs", json!(true)),
+    ]);
+    assert_eq!(items(&many), ["apple", "banana", "date"]);
+    let both = get(&[
+        ("q", json!("*:*")),
+        ("drilldown", json!([["state", "old"], ["item", "apple"]])),
+        ("include_docs", json!(true)),
+    ]);
+    assert_eq!(items(&both), Vec::<String>::new());
+    // A repeated `drilldown` parameter: every one applies.
+    let (_, repeated) = s.get(&format!(
+        "{url}?q=*:*&drilldown={}&drilldown={}&include_docs=true",
+        enc(r#"["state","old"]"#),
+        enc(r#"["item","apple"]"#)
+    ));
+    assert_eq!(items(&repeated), Vec::<String>::new());
+    // A JSON body that repeats `drilldown`: the last one counts.
+    let (status, last) = s.raw(
+        Method::POST,
+        url,
+        r#"{"include_docs": true, "q": "*:*", "drilldown": ["state", "old"], "drilldown": ["item", "apple"]}"#,
+    );
+    assert_eq!((status, items(&last)), (200, vec!["apple".to_string()]));
+    let (_, three) = s.post(url, &json!({"q": "*:*", "drilldown": [["place", "kitchen"], ["state", "new"], ["item", "apple"]], "include_docs": true}));
+    assert_eq!(items(&three), ["apple"]);
+    let counts = get(&[("q", json!("*:*")), ("limit", json!(0)), ("counts", json!(["place"]))]);
+    assert_eq!(counts["counts"], json!({"place": {"kitchen": 3, "lobby": 1}}));
+    let none =
+        get(&[("q", json!("item:tomato")), ("limit", json!(0)), ("counts", json!(["place"]))]);
+    assert_eq!(none["counts"], json!({"place": {}}));
+    let ranges = json!({"price": {"cheap": "[0 TO 0.99]", "expensive": "[1.00 TO Infinity]"}});
+    let ranged = get(&[("q", json!("*:*")), ("limit", json!(0)), ("ranges", ranges)]);
+    assert_eq!(ranged["ranges"], json!({"price": {"cheap": 2, "expensive": 2}}));
+    let empty = get(&[("q", json!("*:*")), ("limit", json!(0)), ("ranges", json!({"price": {}}))]);
+    assert_eq!(empty["ranges"], json!({"price": {}}));
+    let invalid = json!({"indexes": [{"name": "foo", "ddoc": "bar", "type": "text"}]});
+    assert_eq!(s.put("/inventory/_design/search", &invalid).0, 201);
+    assert_eq!(s.post("/inventory/_search_cleanup", &json!({})).0, 202);
+
+    assert_eq!(s.put_empty("/library?partitioned=true").0, 201);
+    let docs = (1..=10)
+        .map(|i| json!({"_id": format!("{}:{i}", if i % 2 == 0 { "foo" } else { "bar" }), "value": i, "some": "field"}))
+        .collect();
+    bulk(&s, "library", docs);
+    let index = "function(doc) {\n  if (doc.some) {\n    index('some', doc.some);\n }\n}";
+    let ddoc = json!({"indexes": {"books": {"analyzer": {"name": "standard"}, "index": index}}});
+    assert_eq!(s.put("/library/_design/library", &ddoc).0, 201);
+    let books = "/library/_partition/foo/_design/library/_search/books";
+    let (_, foo) = s.get(&q(books, &[("q", json!("some:field"))]));
+    assert_eq!(ids(&foo), ["foo:10", "foo:2", "foo:4", "foo:6", "foo:8"]);
+    let (_, page) = s.get(&q(books, &[("q", json!("some:field")), ("limit", json!(3))]));
+    assert_eq!(ids(&page), ["foo:10", "foo:2", "foo:4"]);
+    let bookmark = page["bookmark"].clone();
+    let (_, rest) = s.get(&q(
+        books,
+        &[("q", json!("some:field")), ("limit", json!(2000)), ("bookmark", bookmark.clone())],
+    ));
+    assert_eq!(ids(&rest), ["foo:6", "foo:8"]);
+    let (status, _) = s.get(&q(
+        books,
+        &[("q", json!("some:field")), ("limit", json!(2001)), ("bookmark", bookmark)],
+    ));
+    assert_eq!(status, 400);
+    let (status, _) = s.post(books, &json!({"q": "some:field", "limit": 1, "partition": "true"}));
+    assert_eq!(status, 200);
+    let global = json!({"options": {"partitioned": false}, "indexes": {"books": {"index": index}}});
+    assert_eq!(s.put("/library/_design/global", &global).0, 201);
+    assert_error(
+        s.get(&q(
+            "/library/_partition/foo/_design/global/_search/books",
+            &[("q", json!("some:field"))],
+        )),
+        400,
+        "bad_request",
+        "`partition` not supported on this index",
+    );
+    let (status, _) = s.get(&q(
+        "/library/_design/global/_search/books",
+        &[("q", json!("some:field")), ("limit", json!(201))],
+    ));
+    assert_eq!(status, 400);
+}

@@ -1,0 +1,540 @@
+//! Cloudant Geo: design documents' `st_indexes` (`{name: {"index": "function(doc) { if
+//! (doc.geometry) st_index(doc.geometry); }"}}`), queried with
+//! `GET /{db}/_design/{ddoc}/_geo/{index}`.
+//!
+//! An index holds each document's GeoJSON geometry (as georust's `geo` types) and an
+//! R*-tree (`rstar`) of their bounding boxes, built from `_changes` through the index
+//! framework like search indexes; after every page it is written whole, with its seq, to
+//! `<root>/<db id>/geo-<signature>.json` (written to a temporary file and renamed, so a
+//! crash leaves the previous checkpoint), and read back when opened. A query finds the
+//! candidates whose boxes meet the query's box in the tree, then checks the exact
+//! relation (`geo`'s DE-9IM `Relate`) or the haversine distance.
+//!
+//! Query parameters: `bbox=minlon,minlat,maxlon,maxlat`; `lat`, `lon` and `radius`
+//! (metres); `g` (WKT) with `relation` (`intersects` by default, `contains`, `within`,
+//! `overlaps`, `crosses`, `touches`, `disjoint`, `equals`, `contains_properly`,
+//! `covered_by`, `covers`: how the query geometry relates to the document's); `nearest`
+//! (order by distance from `lat`/`lon` or the query geometry's centre); `limit` (25),
+//! `skip`, `bookmark`, `include_docs`; `format` (`view`, the default; `geojson`, `legacy`
+//! and `application/vnd.geo+json` give a GeoJSON FeatureCollection).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use bunko_doc::id::{DocKind, kind};
+use bunko_engine::changes::{ChangesFilter, ChangesQuery};
+use bunko_engine::{Database, Error, Result};
+use bunko_indexer::{Activity, Page, Update};
+use bunko_js::{CompiledViews, Limits, Runtime};
+use geo::{
+    BoundingRect, Centroid, Closest, ClosestPoint, Contains, Distance, Geometry, Haversine, Point,
+    Rect, Relate, coord,
+};
+use md5::{Digest, Md5};
+use parking_lot::{Mutex, RwLock};
+use rstar::primitives::{GeomWithData, Rectangle};
+use rstar::{AABB, RTree};
+use serde_json::{Map, Value, json};
+
+/// Changes indexed per checkpoint.
+const BATCH: u64 = 5000;
+
+/// Metres per degree of latitude.
+const METRES_PER_DEGREE: f64 = 111_320.0;
+
+/// A tree entry: a document's bounding box and id.
+type Entry = GeomWithData<Rectangle<[f64; 2]>, String>;
+
+/// One `st_indexes` member of a design document.
+#[derive(Debug, Clone)]
+pub struct GeoDef {
+    pub ddoc: String,
+    pub name: String,
+    pub source: String,
+    pub sig: String,
+}
+
+impl GeoDef {
+    pub fn from_ddoc(ddoc: &str, body: &Map<String, Value>, name: &str) -> Result<GeoDef> {
+        let source = body
+            .get("st_indexes")
+            .and_then(|i| i.get(name))
+            .and_then(|d| d.get("index"))
+            .and_then(Value::as_str)
+            .ok_or_else(|| Error::NotFound(format!("Geo index {name} not found")))?;
+        let sig = hex::encode(Md5::digest(json!(["geo", source]).to_string().as_bytes()));
+        Ok(GeoDef { ddoc: ddoc.into(), name: name.into(), source: source.into(), sig })
+    }
+
+    /// The signatures of every geo index `body` defines.
+    pub fn sigs_of(ddoc: &str, body: &Map<String, Value>) -> Vec<String> {
+        let Some(Value::Object(indexes)) = body.get("st_indexes") else { return Vec::new() };
+        indexes
+            .keys()
+            .filter_map(|n| GeoDef::from_ddoc(ddoc, body, n).ok())
+            .map(|d| d.sig)
+            .collect()
+    }
+
+    /// The index function with `st_index(geometry)` in scope, each call an emitted row.
+    fn program(&self) -> String {
+        let source = self.source.trim().trim_end_matches(';');
+        format!(
+            "(function () {{ var st_index = function (geometry) {{ emit(geometry, null); }}; \
+             return ({source}\n); }})()"
+        )
+    }
+}
+
+/// What an index holds: per document its rev, geometry and GeoJSON, and the tree.
+#[derive(Default)]
+struct State {
+    docs: HashMap<String, (String, Geometry<f64>, Value)>,
+    tree: RTree<Entry>,
+}
+
+/// One geo index.
+pub struct GeoIndex {
+    pub def: GeoDef,
+    file: Option<PathBuf>,
+    state: RwLock<State>,
+    seq: AtomicU64,
+    build: Mutex<Option<CompiledViews>>,
+    pub activity: Activity,
+}
+
+impl std::fmt::Debug for GeoIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GeoIndex").field("sig", &self.def.sig).finish()
+    }
+}
+
+fn entry(id: &str, geometry: &Geometry<f64>) -> Option<Entry> {
+    let rect = geometry.bounding_rect()?;
+    let (lo, hi) = (rect.min(), rect.max());
+    Some(GeomWithData::new(Rectangle::from_corners([lo.x, lo.y], [hi.x, hi.y]), id.to_string()))
+}
+
+/// A GeoJSON geometry as `geo` types.
+fn parse_geojson(value: &Value) -> Option<Geometry<f64>> {
+    let geometry = geojson::Geometry::from_json_value(value.clone()).ok()?;
+    Geometry::<f64>::try_from(geometry).ok()
+}
+
+impl GeoIndex {
+    /// Opens the index kept in `file` (or an empty one; a file that cannot be read is
+    /// rebuilt from seq 0).
+    pub fn open(def: GeoDef, file: Option<PathBuf>) -> GeoIndex {
+        let saved: Option<Value> = file
+            .as_ref()
+            .and_then(|f| std::fs::read(f).ok())
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok());
+        let mut state = State::default();
+        let mut seq = 0;
+        if let Some(saved) = saved {
+            seq = saved["seq"].as_u64().unwrap_or(0);
+            for doc in saved["docs"].as_array().into_iter().flatten() {
+                let (Some(id), Some(rev)) = (doc[0].as_str(), doc[1].as_str()) else { continue };
+                if let Some(geometry) = parse_geojson(&doc[2]) {
+                    state.docs.insert(id.into(), (rev.into(), geometry, doc[2].clone()));
+                }
+            }
+            let entries = state.docs.iter().filter_map(|(id, (_, g, _))| entry(id, g)).collect();
+            state.tree = RTree::bulk_load(entries);
+        }
+        GeoIndex {
+            def,
+            file,
+            state: RwLock::new(state),
+            seq: AtomicU64::new(seq),
+            build: Mutex::new(None),
+            activity: Activity::default(),
+        }
+    }
+
+    pub fn seq(&self) -> u64 {
+        self.seq.load(Ordering::Acquire)
+    }
+
+    /// Number of indexed documents.
+    pub fn doc_count(&self) -> usize {
+        self.state.read().docs.len()
+    }
+
+    /// Brings the index up to the database's latest change.
+    pub fn update(&self, db: &Database) -> Result<()> {
+        if self.seq() >= db.update_seq() {
+            return Ok(());
+        }
+        let mut compiled = self.build.lock();
+        if compiled.is_none() {
+            let runtime = Runtime::new(Limits::default());
+            *compiled = Some(runtime.compile_view_set(None, &[&self.def.program()])?);
+        }
+        let Some(views) = compiled.as_ref() else { return Ok(()) };
+        bunko_indexer::run(&mut GeoUpdate { db, index: self, views }, &self.activity, 1)
+    }
+
+    /// Writes the index and its seq, atomically.
+    fn save(&self, seq: u64) -> Result<()> {
+        let Some(file) = &self.file else { return Ok(()) };
+        let io = |e: std::io::Error| Error::Unknown(format!("geo index file: {e}"));
+        let docs: Vec<Value> = {
+            let state = self.state.read();
+            state.docs.iter().map(|(id, (rev, _, json))| json!([id, rev, json])).collect()
+        };
+        if let Some(dir) = file.parent() {
+            std::fs::create_dir_all(dir).map_err(io)?;
+        }
+        let tmp = file.with_extension("tmp");
+        std::fs::write(&tmp, json!({"seq": seq, "docs": docs}).to_string()).map_err(io)?;
+        std::fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(io)?;
+        std::fs::rename(&tmp, file).map_err(io)
+    }
+
+    /// Bytes of the index file.
+    pub fn disk_size(&self) -> u64 {
+        self.file.as_ref().and_then(|f| std::fs::metadata(f).ok()).map_or(0, |m| m.len())
+    }
+}
+
+/// One update of a geo index, as the index framework drives it.
+struct GeoUpdate<'a> {
+    db: &'a Database,
+    index: &'a GeoIndex,
+    views: &'a CompiledViews,
+}
+
+impl bunko_indexer::Build for GeoUpdate<'_> {
+    type Error = Error;
+
+    fn pending(&mut self) -> Result<u64> {
+        self.db.pending_changes(self.index.seq())
+    }
+
+    fn step(&mut self) -> Result<Option<Page>> {
+        let since = self.index.seq();
+        let query = ChangesQuery {
+            since,
+            limit: Some(BATCH),
+            descending: false,
+            include_docs: true,
+            all_leaves: false,
+            filter: ChangesFilter::All,
+        };
+        let (mut last, mut changes, mut gone, mut inputs) = (since, 0, Vec::new(), Vec::new());
+        for row in self.db.changes(query)? {
+            let row = row?;
+            last = row.seq;
+            changes += 1;
+            gone.push(row.id.clone());
+            if row.deleted || kind(&row.id) == DocKind::Design {
+                continue;
+            }
+            if let Some(doc) = row.doc {
+                inputs.push((row.id, doc.rev.to_string(), crate::index::map_input(&doc)));
+            }
+        }
+        if last == since {
+            return Ok(None);
+        }
+        let texts: Vec<&str> = inputs.iter().map(|(_, _, t)| t.as_str()).collect();
+        let outputs = self.views.map_batch_json(&texts)?;
+        let mut state = self.index.state.write();
+        for id in &gone {
+            if let Some((_, geometry, _)) = state.docs.remove(id)
+                && let Some(old) = entry(id, &geometry)
+            {
+                state.tree.remove(&old);
+            }
+        }
+        for ((id, rev, _), output) in inputs.iter().zip(outputs) {
+            output.trace(&self.index.def.ddoc);
+            let rows = output.rows.into_iter().next().unwrap_or_default();
+            let Some((json, _)) = rows.into_iter().next() else { continue };
+            let Some(geometry) = parse_geojson(&json) else { continue };
+            if let Some(e) = entry(id, &geometry) {
+                state.tree.insert(e);
+            }
+            state.docs.insert(id.clone(), (rev.clone(), geometry, json));
+        }
+        drop(state);
+        self.index.save(last)?;
+        self.index.seq.store(last, Ordering::Release);
+        Ok(Some(Page { changes, more: true }))
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        Ok(())
+    }
+
+    fn stopped(&self) -> bool {
+        self.index.seq() >= self.db.update_seq()
+    }
+}
+
+/// How the query geometry must relate to a document's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Relation {
+    Intersects,
+    Contains,
+    ContainsProperly,
+    Within,
+    Overlaps,
+    Crosses,
+    Touches,
+    Disjoint,
+    Equals,
+    CoveredBy,
+    Covers,
+}
+
+impl Relation {
+    fn parse(name: &str) -> Result<Relation> {
+        Ok(match name {
+            "intersects" => Relation::Intersects,
+            "contains" => Relation::Contains,
+            "contains_properly" => Relation::ContainsProperly,
+            "within" => Relation::Within,
+            "overlaps" => Relation::Overlaps,
+            "crosses" => Relation::Crosses,
+            "touches" => Relation::Touches,
+            "disjoint" => Relation::Disjoint,
+            "equals" => Relation::Equals,
+            "covered_by" => Relation::CoveredBy,
+            "covers" => Relation::Covers,
+            other => return Err(Error::BadRequest(format!("Unknown relation: {other}"))),
+        })
+    }
+
+    /// Whether `query` relates so to `doc`.
+    fn holds(self, query: &Geometry<f64>, doc: &Geometry<f64>) -> bool {
+        let m = query.relate(doc);
+        match self {
+            Relation::Intersects => m.is_intersects(),
+            Relation::Contains => m.is_contains(),
+            // Contains, and the document does not touch the query geometry's boundary.
+            Relation::ContainsProperly => m.matches("T**FF*FF*").unwrap_or(false),
+            Relation::Within => m.is_within(),
+            Relation::Overlaps => m.is_overlaps(),
+            Relation::Crosses => m.is_crosses(),
+            Relation::Touches => m.is_touches(),
+            Relation::Disjoint => m.is_disjoint(),
+            Relation::Equals => m.is_equal_topo(),
+            Relation::CoveredBy => m.is_coveredby(),
+            Relation::Covers => m.is_covers(),
+        }
+    }
+}
+
+/// The shape of a geo answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    View,
+    GeoJson,
+}
+
+/// A geo request.
+#[derive(Debug)]
+pub struct GeoQuery {
+    shape: Shape,
+    nearest: bool,
+    limit: usize,
+    skip: usize,
+    include_docs: bool,
+    format: Format,
+    pub update: Update,
+}
+
+#[derive(Debug)]
+enum Shape {
+    /// A geometry and the relation it must have to the document's.
+    Relate(Geometry<f64>, Relation),
+    /// Within `radius` metres of a point.
+    Circle(Point<f64>, f64),
+    /// Every document, by distance from a point (`lat`/`lon` with `nearest` only).
+    Around(Point<f64>),
+}
+
+impl GeoQuery {
+    /// Reads the parameters given by `get`.
+    pub fn parse(get: &dyn Fn(&str) -> Option<String>) -> Result<GeoQuery> {
+        let bad = |m: &str| Error::BadRequest(m.to_string());
+        let number = |name: &str| -> Result<Option<f64>> {
+            get(name)
+                .map(|v| {
+                    v.trim().parse::<f64>().map_err(|_| bad(&format!("{name} must be a number")))
+                })
+                .transpose()
+        };
+        let flag = |name: &str| get(name).is_some_and(|v| v == "true");
+        let relation = Relation::parse(get("relation").as_deref().unwrap_or("intersects"))?;
+        let point = match (number("lat")?, number("lon")?) {
+            (Some(lat), Some(lon)) => Some(Point::new(lon, lat)),
+            _ => None,
+        };
+        let shape = if let Some(bbox) = get("bbox") {
+            let c: Vec<f64> = bbox.split(',').filter_map(|x| x.trim().parse().ok()).collect();
+            let [x0, y0, x1, y1] = c[..] else {
+                return Err(bad("bbox must be minlon,minlat,maxlon,maxlat"));
+            };
+            let rect = Rect::new(coord! {x: x0, y: y0}, coord! {x: x1, y: y1});
+            Shape::Relate(Geometry::Rect(rect), relation)
+        } else if let Some(text) = get("g") {
+            use wkt::TryFromWkt;
+            let geometry = Geometry::<f64>::try_from_wkt_str(&text)
+                .map_err(|e| bad(&format!("invalid WKT: {e}")))?;
+            Shape::Relate(geometry, relation)
+        } else if let (Some(p), Some(radius)) = (point, number("radius")?) {
+            Shape::Circle(p, radius)
+        } else if let (Some(p), true) = (point, flag("nearest")) {
+            Shape::Around(p)
+        } else {
+            return Err(bad(
+                "A geo query needs bbox, g, lat/lon with radius, or lat/lon with nearest=true",
+            ));
+        };
+        let skip = match get("bookmark") {
+            Some(b) => decode_bookmark(&b)?,
+            None => number("skip")?.map_or(0, |s| s.max(0.0) as usize),
+        };
+        let format = match get("format").as_deref() {
+            None | Some("view") => Format::View,
+            Some("geojson" | "legacy" | "application/vnd.geo+json") => Format::GeoJson,
+            Some(other) => return Err(bad(&format!("Unknown format: {other}"))),
+        };
+        let update = Update::parse(get("update").as_deref(), get("stale").as_deref())
+            .map_err(|name| bad(&format!("Invalid value for `{name}`.")))?;
+        Ok(GeoQuery {
+            shape,
+            nearest: flag("nearest"),
+            limit: number("limit")?.map_or(25, |l| l.max(0.0) as usize),
+            skip,
+            include_docs: flag("include_docs"),
+            format,
+            update,
+        })
+    }
+}
+
+fn decode_bookmark(bookmark: &str) -> Result<usize> {
+    let bad = || Error::BadRequest("Invalid bookmark".into());
+    let bytes = URL_SAFE_NO_PAD.decode(bookmark).map_err(|_| bad())?;
+    let value: Value = serde_json::from_slice(&bytes).map_err(|_| bad())?;
+    value.get(0).and_then(Value::as_u64).map(|n| n as usize).ok_or_else(bad)
+}
+
+/// Haversine metres from `p` to the nearest point of `g` (0 inside it).
+fn distance(p: &Point<f64>, g: &Geometry<f64>) -> f64 {
+    if g.contains(p) {
+        return 0.0;
+    }
+    match g.closest_point(p) {
+        Closest::SinglePoint(q) | Closest::Intersection(q) => Haversine.distance(*p, q),
+        Closest::Indeterminate => f64::INFINITY,
+    }
+}
+
+/// Runs `q` on `index`; `doc` loads a document for `include_docs`.
+pub fn run(index: &GeoIndex, q: &GeoQuery, doc: &dyn Fn(&str) -> Option<Value>) -> Result<Value> {
+    let state = index.state.read();
+    let candidates = |rect: Option<Rect<f64>>| -> Vec<&String> {
+        match rect {
+            Some(r) => {
+                let envelope = AABB::from_corners([r.min().x, r.min().y], [r.max().x, r.max().y]);
+                state.tree.locate_in_envelope_intersecting(&envelope).map(|e| &e.data).collect()
+            }
+            None => state.docs.keys().collect(),
+        }
+    };
+    let (mut found, centre): (Vec<&String>, Option<Point<f64>>) = match &q.shape {
+        Shape::Relate(geometry, relation) => {
+            let rect = geometry.bounding_rect().filter(|_| *relation != Relation::Disjoint);
+            let found = candidates(rect)
+                .into_iter()
+                .filter(|id| state.docs.get(*id).is_some_and(|d| relation.holds(geometry, &d.1)))
+                .collect();
+            (found, geometry.centroid())
+        }
+        Shape::Circle(p, radius) => {
+            let dlat = radius / METRES_PER_DEGREE;
+            let dlon = dlat / p.y().to_radians().cos().abs().max(1e-6);
+            let rect = Rect::new(
+                coord! {x: p.x() - dlon, y: p.y() - dlat},
+                coord! {x: p.x() + dlon, y: p.y() + dlat},
+            );
+            let found = candidates(Some(rect))
+                .into_iter()
+                .filter(|id| state.docs.get(*id).is_some_and(|d| distance(p, &d.1) <= *radius))
+                .collect();
+            (found, Some(*p))
+        }
+        Shape::Around(p) => (state.docs.keys().collect(), Some(*p)),
+    };
+    found.sort();
+    if let (true, Some(c)) = (q.nearest, centre) {
+        let d = |id: &String| state.docs.get(id).map_or(f64::INFINITY, |x| distance(&c, &x.1));
+        found.sort_by(|a, b| d(a).total_cmp(&d(b)).then(a.cmp(b)));
+    }
+    let page: Vec<&String> = found.iter().skip(q.skip).take(q.limit).copied().collect();
+    let bookmark = URL_SAFE_NO_PAD.encode(json!([q.skip + page.len()]).to_string());
+    let rows: Vec<Value> = page
+        .iter()
+        .filter_map(|id| {
+            let (rev, _, geometry) = state.docs.get(*id)?;
+            let loaded = if q.include_docs { doc(id) } else { None };
+            Some(match q.format {
+                Format::View => {
+                    let mut row = json!({"id": id, "rev": rev, "geometry": geometry});
+                    if q.include_docs {
+                        row["doc"] = loaded.unwrap_or(Value::Null);
+                    }
+                    row
+                }
+                Format::GeoJson => {
+                    let mut feature =
+                        json!({"type": "Feature", "_id": id, "_rev": rev, "geometry": geometry});
+                    if let Some(doc) = loaded {
+                        feature["properties"] = doc.get("properties").cloned().unwrap_or(doc);
+                    }
+                    feature
+                }
+            })
+        })
+        .collect();
+    Ok(match q.format {
+        Format::View => json!({"bookmark": bookmark, "rows": rows}),
+        Format::GeoJson => {
+            json!({"bookmark": bookmark, "type": "FeatureCollection", "features": rows})
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relations_read_the_query_geometry_against_the_documents() {
+        let square = Geometry::Rect(Rect::new(coord! {x: 0.0, y: 0.0}, coord! {x: 10.0, y: 10.0}));
+        let inside = Geometry::Point(Point::new(5.0, 5.0));
+        let edge = Geometry::Point(Point::new(10.0, 5.0));
+        assert!(Relation::Contains.holds(&square, &inside));
+        assert!(Relation::ContainsProperly.holds(&square, &inside));
+        assert!(!Relation::ContainsProperly.holds(&square, &edge));
+        assert!(Relation::Touches.holds(&square, &edge));
+        assert!(Relation::Within.holds(&inside, &square));
+        assert!(Relation::Disjoint.holds(&square, &Geometry::Point(Point::new(20.0, 0.0))));
+    }
+
+    #[test]
+    fn distances_are_haversine_metres() {
+        let london = Point::new(-0.1278, 51.5074);
+        let paris = Geometry::Point(Point::new(2.3522, 48.8566));
+        let d = distance(&london, &paris);
+        assert!((340_000.0..350_000.0).contains(&d), "{d}");
+    }
+}
