@@ -9,8 +9,10 @@
 //! 3. `$out`/`$merge` write through the engine with the connection's user
 //!    ([`AggEnv`]); the reply of a writing pipeline is an empty cursor.
 //!
-//! `allowDiskUse`, `maxTimeMS`, `hint`, `bypassDocumentValidation` are accepted;
-//! `collation` must be the `simple` one.
+//! A blocking stage (`$group`, `$sort`, `$bucket`, `$bucketAuto`) holding more than 100 MiB
+//! fails with `QueryExceededMemoryLimitNoDiskUseAllowed` (292) unless `allowDiskUse` is
+//! true, in which case it runs in memory (nothing spills to disk yet). `maxTimeMS`, `hint`,
+//! `bypassDocumentValidation` are accepted; `collation` must be the `simple` one.
 
 use std::collections::VecDeque;
 
@@ -65,7 +67,7 @@ pub(super) fn aggregate(ctx: &mut Ctx, command: &Document) -> Result<Document, M
         namespace(ctx, command)?
     };
     let docs = {
-        let env = AggEnv { ctx };
+        let env = AggEnv { ctx, allow_disk_use: bool_of(command, "allowDiskUse", false)? };
         let pipeline = Pipeline::parse(stages, Some(&env)).map_err(from_expr)?;
         if collectionless && !pipeline.is_collectionless() {
             return Err(MongoError::invalid_namespace(format!(
