@@ -207,6 +207,19 @@ fn explain_reply(ns: &Namespace, stages: &[Bson], push: &Pushdown) -> Document {
     let mut out = vec![Bson::Document(
         doc! {"$cursor": {"queryPlanner": query_planner, "pushedDown": pushed}},
     )];
-    out.extend(stages.iter().skip(push.stages).cloned());
+    out.extend(stages.iter().skip(push.stages).map(annotated));
     doc! {"explainVersion": "1", "stages": out}
+}
+
+/// A stage as `explain` shows it; a `$lookup` on `localField`/`foreignField` says how it
+/// reads the foreign collection: `_id` point reads, or one `$in` query for all inputs.
+fn annotated(stage: &Bson) -> Bson {
+    let Some(Ok(lookup)) = stage.as_document().map(|d| d.get_document("$lookup")) else {
+        return stage.clone();
+    };
+    let Ok(foreign) = lookup.get_str("foreignField") else { return stage.clone() };
+    let strategy = if foreign == "_id" { "IdLookups" } else { "OneInQuery" };
+    let mut shown = lookup.clone();
+    shown.insert("bunkoStrategy", strategy);
+    Bson::Document(doc! {"$lookup": shown})
 }

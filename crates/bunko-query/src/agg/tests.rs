@@ -109,6 +109,8 @@ fn group_sort_project_and_count() -> Result<()> {
         bson!([{"$match": {"_id": 1}}, {"$project": {"_id": 0, "item": 1, "value": {"$multiply": ["$price", "$quantity"]}}}]),
     )?;
     assert_eq!(out, vec![doc! {"item": "abc", "value": 20}]);
+    let out = run(&env, sales(), bson!([{"$match": {"_id": 3}}, {"$project": {"_id": 0}}]))?;
+    assert_eq!(out, vec![doc! {"item": "xyz", "price": 5, "quantity": 10, "tags": ["b"]}]);
     let out = run(
         &env,
         sales(),

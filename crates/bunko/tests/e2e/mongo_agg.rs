@@ -58,7 +58,10 @@ roster = list(sc.aggregate([
     {"$project": {"students": "$students.name"}},
     {"$sort": {"_id": 1}},
 ]))
-print(json.dumps({"books": books, "count": count_of_books, "classes": classes, "roster": roster}))
+explain = db.command("aggregate", "books", pipeline=[
+    {"$lookup": {"from": "publishers", "localField": "pub-id", "foreignField": "_id", "as": "publisher"}}], explain=True)
+strategy = explain["stages"][1]["$lookup"]["bunkoStrategy"]
+print(json.dumps({"books": books, "count": count_of_books, "classes": classes, "roster": roster, "strategy": strategy}))
 "#;
     let Some(out) = python(&server, script) else { return };
     assert_eq!(
@@ -75,6 +78,7 @@ print(json.dumps({"books": books, "count": count_of_books, "classes": classes, "
                 {"_id": "CS101-001", "students": ["Jane Doe", "Taro Yamada"]},
                 {"_id": "MATH201-002", "students": ["Jane Doe"]},
             ],
+            "strategy": "IdLookups",
         })
     );
 }
