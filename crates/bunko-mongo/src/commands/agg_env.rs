@@ -26,6 +26,8 @@ const POINT_READS: usize = 1000;
 
 pub(super) struct AggEnv<'a> {
     pub ctx: &'a Ctx<'a>,
+    /// `allowDiskUse`: no memory limit (nothing spills yet; the stage runs in memory).
+    pub allow_disk_use: bool,
 }
 
 fn to_expr(err: MongoError) -> ExprError {
@@ -110,6 +112,10 @@ fn id_list(filter: &Document) -> Option<Vec<Bson>> {
 }
 
 impl Env for AggEnv<'_> {
+    fn memory_limit(&self) -> Option<usize> {
+        (!self.allow_disk_use).then_some(bunko_query::agg::MEMORY_LIMIT)
+    }
+
     fn matcher(&self, filter: &Document) -> Result<Matcher, ExprError> {
         let selector = selector(filter).map_err(to_expr)?;
         Ok(Arc::new(move |d: &Document| matches(&selector, d)))

@@ -9,13 +9,15 @@
 //! 3. `$out`/`$merge` write through the engine with the connection's user
 //!    ([`AggEnv`]); the reply of a writing pipeline is an empty cursor.
 //!
-//! `allowDiskUse`, `maxTimeMS`, `hint`, `bypassDocumentValidation` are accepted;
-//! `collation` must be the `simple` one.
+//! A blocking stage (`$group`, `$sort`, `$bucket`, `$bucketAuto`) holding more than 100 MiB
+//! fails with `QueryExceededMemoryLimitNoDiskUseAllowed` (292) unless `allowDiskUse` is
+//! true, in which case it runs in memory (nothing spills to disk yet). `maxTimeMS`, `hint`,
+//! `bypassDocumentValidation` are accepted; `collation` must be the `simple` one.
 
 use std::collections::VecDeque;
 
 use bson::{Bson, DateTime, Document, doc};
-use bunko_query::agg::{Pipeline, Pushdown};
+use bunko_query::agg::{Env, Pipeline, Pushdown};
 use bunko_query::expr::{Expr, Vars};
 use bunko_query::{Direction, FieldPath};
 
@@ -28,65 +30,105 @@ use crate::names::Namespace;
 /// The first batch's size when the client names none (MongoDB's default).
 const DEFAULT_BATCH: usize = 101;
 
-pub(super) fn aggregate(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
-    let Some(Bson::Array(stages)) = command.get("pipeline") else {
-        return Err(MongoError::type_mismatch("'pipeline' option must be specified as an array"));
-    };
-    if stages.first().and_then(|s| s.as_document()).is_some_and(|d| d.contains_key("$changeStream"))
-    {
-        return super::change_stream::open(ctx, command);
-    }
-    check_collation(command)?;
-    let explain = bool_of(command, "explain", false)?;
-    let cursor = match command.get("cursor") {
-        Some(Bson::Document(c)) => Some(c.clone()),
-        Some(_) => {
-            return Err(MongoError::type_mismatch("cursor field must be missing or an object"));
+/// A checked `aggregate` command.
+pub(super) struct Request<'c> {
+    pub stages: &'c [Bson],
+    pub explain: bool,
+    pub batch: usize,
+    /// `aggregate: 1` (a pipeline starting with `$documents`).
+    pub collectionless: bool,
+    pub ns: Namespace,
+    pub allow_disk_use: bool,
+}
+
+impl<'c> Request<'c> {
+    /// Checks the command's fields as MongoDB does.
+    pub fn parse(ctx: &Ctx, command: &'c Document) -> Result<Request<'c>, MongoError> {
+        let Some(Bson::Array(stages)) = command.get("pipeline") else {
+            return Err(MongoError::type_mismatch(
+                "'pipeline' option must be specified as an array",
+            ));
+        };
+        check_collation(command)?;
+        let explain = bool_of(command, "explain", false)?;
+        let cursor = match command.get("cursor") {
+            Some(Bson::Document(c)) => Some(c),
+            Some(_) => {
+                return Err(MongoError::type_mismatch("cursor field must be missing or an object"));
+            }
+            None => None,
+        };
+        if cursor.is_none() && !explain {
+            return Err(MongoError::failed_to_parse(
+                "The 'cursor' option is required, except for aggregate with the explain argument",
+            ));
         }
-        None => None,
-    };
-    if cursor.is_none() && !explain {
-        return Err(MongoError::failed_to_parse(
-            "The 'cursor' option is required, except for aggregate with the explain argument",
-        ));
+        let batch = match cursor {
+            Some(c) => non_negative(c, "batchSize")?.unwrap_or(DEFAULT_BATCH),
+            None => DEFAULT_BATCH,
+        };
+        let collectionless = matches!(
+            command.iter().next(),
+            Some((_, Bson::Int32(1) | Bson::Int64(1) | Bson::Double(1.0)))
+        );
+        let ns = if collectionless {
+            Namespace { db: ctx.db.clone(), coll: "$cmd.aggregate".into() }
+        } else {
+            namespace(ctx, command)?
+        };
+        let allow_disk_use = bool_of(command, "allowDiskUse", false)?;
+        Ok(Request { stages, explain, batch, collectionless, ns, allow_disk_use })
     }
-    let batch = match &cursor {
-        Some(c) => non_negative(c, "batchSize")?.unwrap_or(DEFAULT_BATCH),
-        None => DEFAULT_BATCH,
-    };
-    let collectionless = matches!(
-        command.iter().next(),
-        Some((_, Bson::Int32(1) | Bson::Int64(1) | Bson::Double(1.0)))
-    );
-    let ns = if collectionless {
-        Namespace::new(&ctx.db, "$cmd.aggregate")
-            .unwrap_or_else(|_| Namespace { db: ctx.db.clone(), coll: "$cmd.aggregate".into() })
-    } else {
-        namespace(ctx, command)?
-    };
-    let docs = {
-        let env = AggEnv { ctx };
-        let pipeline = Pipeline::parse(stages, Some(&env)).map_err(from_expr)?;
-        if collectionless && !pipeline.is_collectionless() {
+
+    /// Whether the pipeline opens a change stream.
+    pub fn is_change_stream(&self) -> bool {
+        let first = self.stages.first().and_then(|s| s.as_document());
+        first.is_some_and(|d| d.contains_key("$changeStream"))
+    }
+
+    /// Runs the pipeline: the explain document, or the result documents. `read` answers
+    /// the pushed-down part over the collection.
+    pub fn run(
+        &self,
+        command: &Document,
+        env: &dyn Env,
+        read: &mut dyn FnMut(&Pushdown) -> Result<Vec<Document>, MongoError>,
+    ) -> Result<Result<Vec<Document>, Document>, MongoError> {
+        let pipeline = Pipeline::parse(self.stages, Some(env)).map_err(from_expr)?;
+        if self.collectionless && !pipeline.is_collectionless() {
+            let first = self.stages.first().and_then(|s| s.as_document());
             return Err(MongoError::invalid_namespace(format!(
                 "{{aggregate: 1}} is not valid for '{}'; a collection is required.",
-                stages
-                    .first()
-                    .and_then(|s| s.as_document())
-                    .and_then(|d| d.keys().next().cloned())
-                    .unwrap_or_default()
+                first.and_then(|d| d.keys().next().cloned()).unwrap_or_default()
             )));
         }
         let vars = variables(command)?;
-        let push = if collectionless { Pushdown::default() } else { pipeline.pushdown() };
-        if explain {
-            return Ok(explain_reply(&ns, stages, &push));
+        let push = if self.collectionless { Pushdown::default() } else { pipeline.pushdown() };
+        if self.explain {
+            return Ok(Err(explain_reply(&self.ns, self.stages, &push)));
         }
-        let input = if collectionless { Vec::new() } else { read_input(&env, &ns, &push)? };
-        pipeline.run_from(push.stages, input, &env, &vars).map_err(from_expr)?
+        let input =
+            if self.collectionless || push.limit == Some(0) { Vec::new() } else { read(&push)? };
+        Ok(Ok(pipeline.run_from(push.stages, input, env, &vars).map_err(from_expr)?))
+    }
+}
+
+pub(super) fn aggregate(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
+    let request = Request::parse(ctx, command)?;
+    if request.is_change_stream() {
+        return super::change_stream::open(ctx, command);
+    }
+    let answer = {
+        let env = AggEnv { ctx, allow_disk_use: request.allow_disk_use };
+        request.run(command, &env, &mut |push| read_input(&env, &request.ns, push))?
     };
+    let docs = match answer {
+        Ok(docs) => docs,
+        Err(explain) => return Ok(explain),
+    };
+    let ns = request.ns;
     let mut buffer: VecDeque<Document> = docs.into();
-    let first = take_batch(&mut buffer, batch);
+    let first = take_batch(&mut buffer, request.batch);
     let id = if buffer.is_empty() {
         0
     } else {
@@ -125,19 +167,19 @@ fn variables(command: &Document) -> Result<Vars, MongoError> {
 /// The collection's documents the pushed-down stages select, in their order.
 fn read_input(env: &AggEnv, ns: &Namespace, push: &Pushdown) -> Result<Vec<Document>, MongoError> {
     let Some(db) = readable_db(env.ctx, ns, "aggregate")? else { return Ok(Vec::new()) };
-    let order = push
-        .sort
+    let limit = push.limit.unwrap_or(usize::MAX);
+    run_query(&db, selector(&push.filter)?, &order_of(push)?, push.skip, limit)
+}
+
+/// The pushed-down sort as `find` takes it.
+pub(super) fn order_of(push: &Pushdown) -> Result<Vec<(FieldPath, Direction)>, MongoError> {
+    push.sort
         .iter()
         .map(|(path, asc)| {
             let path = FieldPath::parse(&path.join(".")).map_err(MongoError::from)?;
             Ok((path, if *asc { Direction::Asc } else { Direction::Desc }))
         })
-        .collect::<Result<Vec<_>, MongoError>>()?;
-    let limit = push.limit.unwrap_or(usize::MAX);
-    if limit == 0 {
-        return Ok(Vec::new());
-    }
-    run_query(&db, selector(&push.filter)?, &order, push.skip, limit)
+        .collect()
 }
 
 /// `explain: true`: the stages pushed into the query and the ones run after it.
@@ -165,6 +207,19 @@ fn explain_reply(ns: &Namespace, stages: &[Bson], push: &Pushdown) -> Document {
     let mut out = vec![Bson::Document(
         doc! {"$cursor": {"queryPlanner": query_planner, "pushedDown": pushed}},
     )];
-    out.extend(stages.iter().skip(push.stages).cloned());
+    out.extend(stages.iter().skip(push.stages).map(annotated));
     doc! {"explainVersion": "1", "stages": out}
+}
+
+/// A stage as `explain` shows it; a `$lookup` on `localField`/`foreignField` says how it
+/// reads the foreign collection: `_id` point reads, or one `$in` query for all inputs.
+fn annotated(stage: &Bson) -> Bson {
+    let Some(Ok(lookup)) = stage.as_document().map(|d| d.get_document("$lookup")) else {
+        return stage.clone();
+    };
+    let Ok(foreign) = lookup.get_str("foreignField") else { return stage.clone() };
+    let strategy = if foreign == "_id" { "IdLookups" } else { "OneInQuery" };
+    let mut shown = lookup.clone();
+    shown.insert("bunkoStrategy", strategy);
+    Bson::Document(doc! {"$lookup": shown})
 }

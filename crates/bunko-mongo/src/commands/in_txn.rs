@@ -48,6 +48,7 @@ pub(super) fn run(
         "update" => update(ctx, txn, command),
         "delete" => delete(ctx, txn, command),
         "findAndModify" => find_and_modify(ctx, txn, command),
+        "aggregate" => super::agg_txn::aggregate(ctx, txn, command),
         _ => Err(MongoError::new(
             263,
             "OperationNotSupportedInTransaction",
@@ -57,14 +58,14 @@ pub(super) fn run(
 }
 
 /// A document the transaction sees.
-struct Found {
+pub(super) struct Found {
     id: String,
-    doc: Document,
+    pub doc: Document,
     rev: RevId,
 }
 
 /// The documents of `db` matching `selector`, ordered, skipped and limited.
-fn matching(
+pub(super) fn matching(
     txn: &mut Txn,
     db: &str,
     filter: &Document,

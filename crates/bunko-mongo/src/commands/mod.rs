@@ -15,6 +15,7 @@
 mod admin;
 mod advise;
 mod agg_env;
+mod agg_txn;
 mod aggregate;
 mod change_stream;
 mod crud;

@@ -234,9 +234,7 @@ impl Bucket {
                 (None, None) => {
                     return Err(ExprError::location(
                         40066,
-                        format!(
-                            "$switch could not find a matching branch for an input, and no default was specified. Value: {v}"
-                        ),
+                        "$bucket could not find a matching branch for an input, and no default was specified.",
                     ));
                 }
             };

@@ -27,6 +27,9 @@ use bson::{Bson, Document};
 pub use self::project::Shape;
 use crate::expr::{Expr, ExprError, Result, Vars};
 
+/// MongoDB's default memory limit of a blocking stage (100 MiB).
+pub const MEMORY_LIMIT: usize = 100 * 1024 * 1024;
+
 /// A compiled `$match` filter.
 pub type Matcher = Arc<dyn Fn(&Document) -> bool + Send + Sync>;
 
@@ -40,6 +43,11 @@ pub trait Env {
     fn replace_collection(&self, db: Option<&str>, coll: &str, docs: Vec<Document>) -> Result<()>;
     /// Inserts or replaces (by `_id`) each document of `docs` in `db.coll` (`$merge`).
     fn upsert(&self, db: Option<&str>, coll: &str, docs: Vec<Document>) -> Result<()>;
+    /// The most bytes a blocking stage (`$group`, `$sort`, `$bucket`, `$bucketAuto`) may
+    /// hold; `None`: no limit (`allowDiskUse: true`; nothing spills to disk yet).
+    fn memory_limit(&self) -> Option<usize> {
+        Some(MEMORY_LIMIT)
+    }
     /// Finds in another database's collection (`$merge` into another database).
     fn find_in(&self, db: Option<&str>, coll: &str, filter: &Document) -> Result<Vec<Document>> {
         match db {
@@ -386,6 +394,49 @@ pub fn split_expr(filter: &Document) -> Result<(Document, Option<Expr>)> {
     Ok((rest, expr))
 }
 
+/// `docs` (the state a blocking stage holds) if their size is within the memory limit,
+/// else MongoDB's `QueryExceededMemoryLimitNoDiskUseAllowed` (292).
+fn within_limit(env: &dyn Env, stage: &str, docs: Vec<Document>) -> Result<Vec<Document>> {
+    let Some(limit) = env.memory_limit() else { return Ok(docs) };
+    let mut used = 0usize;
+    for d in &docs {
+        used += doc_size(d);
+        if used > limit {
+            let message = match stage {
+                "$sort" => format!(
+                    "Sort exceeded memory limit of {limit} bytes, but did not opt in to external sorting."
+                ),
+                _ => format!(
+                    "Exceeded memory limit for {stage}, but didn't allow external spilling; pass allowDiskUse:true to opt in"
+                ),
+            };
+            return Err(ExprError::new(292, "QueryExceededMemoryLimitNoDiskUseAllowed", message));
+        }
+    }
+    Ok(docs)
+}
+
+/// Roughly the BSON size of a document, without encoding it.
+fn doc_size(d: &Document) -> usize {
+    5 + d.iter().map(|(k, v)| 2 + k.len() + approx_size(v)).sum::<usize>()
+}
+
+fn approx_size(v: &Bson) -> usize {
+    match v {
+        Bson::Document(d) => doc_size(d),
+        Bson::Array(items) => 5 + items.iter().map(|v| 4 + approx_size(v)).sum::<usize>(),
+        Bson::String(s) | Bson::Symbol(s) | Bson::JavaScriptCode(s) => 5 + s.len(),
+        Bson::Binary(b) => 5 + b.bytes.len(),
+        Bson::RegularExpression(r) => 2 + r.pattern.len() + r.options.len(),
+        Bson::Decimal128(_) => 16,
+        Bson::ObjectId(_) => 12,
+        Bson::Int32(_) => 4,
+        Bson::Boolean(_) => 1,
+        Bson::Null | Bson::Undefined | Bson::MinKey | Bson::MaxKey => 0,
+        _ => 8,
+    }
+}
+
 impl Stage {
     fn run(&self, docs: Vec<Document>, env: &dyn Env, vars: &Vars) -> Result<Vec<Document>> {
         let mut vars = vars.clone();
@@ -414,8 +465,8 @@ impl Stage {
             Stage::Shape(shape) => {
                 docs.iter().map(|d| shape.apply(d, &mut vars.with_doc(d))).collect()
             }
-            Stage::Group(g) => g.run(docs, &vars),
-            Stage::Sort(keys) => Ok(stages::sort(docs, keys)),
+            Stage::Group(g) => within_limit(env, "$group", g.run(docs, &vars)?),
+            Stage::Sort(keys) => Ok(stages::sort(within_limit(env, "$sort", docs)?, keys)),
             Stage::Limit(n) => Ok(docs.into_iter().take(*n).collect()),
             Stage::Skip(n) => Ok(docs.into_iter().skip(*n).collect()),
             Stage::Count(field) => Ok(stages::count(field, docs.len())),
@@ -434,8 +485,8 @@ impl Stage {
                 }
                 Ok(vec![out])
             }
-            Stage::Bucket(b) => b.run(docs, &vars),
-            Stage::BucketAuto(b) => b.run(docs, &vars),
+            Stage::Bucket(b) => within_limit(env, "$bucket", b.run(docs, &vars)?),
+            Stage::BucketAuto(b) => b.run(within_limit(env, "$bucketAuto", docs)?, &vars),
             Stage::Sample(n) => Ok(stages::sample(docs, *n)),
             Stage::Documents(e) => stages::documents(e, &mut vars),
             Stage::Lookup(l) => l.run(docs, env, &vars),

@@ -47,7 +47,9 @@ impl Shape {
         for (k, v) in spec {
             parse_into(&mut fields, k, v, &mut mode, k == "_id")?;
         }
-        let mode = mode.unwrap_or(Mode::Include);
+        // `{_id: 0}` alone is an exclusion.
+        let only_excluded_id = fields.iter().all(|(_, n)| *n == Node::Exclude);
+        let mode = mode.unwrap_or(if only_excluded_id { Mode::Exclude } else { Mode::Include });
         let has_id = fields.iter().any(|(k, _)| k == "_id");
         if mode == Mode::Include && !has_id {
             fields.insert(0, ("_id".to_string(), Node::Include));

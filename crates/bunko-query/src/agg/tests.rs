@@ -11,7 +11,7 @@ use crate::expr::{ExprError, Result, Vars};
 
 /// Collections in memory; filters are equality or `$in` on one path (enough here).
 #[derive(Default)]
-struct Mem(HashMap<String, Vec<Document>>);
+struct Mem(HashMap<String, Vec<Document>>, Option<usize>);
 
 fn test(filter: &Document, d: &Document) -> bool {
     filter.iter().all(|(k, v)| {
@@ -51,6 +51,9 @@ impl Env for Mem {
     }
     fn upsert(&self, _: Option<&str>, _: &str, _: Vec<Document>) -> Result<()> {
         Ok(())
+    }
+    fn memory_limit(&self) -> Option<usize> {
+        self.1
     }
 }
 
@@ -106,6 +109,8 @@ fn group_sort_project_and_count() -> Result<()> {
         bson!([{"$match": {"_id": 1}}, {"$project": {"_id": 0, "item": 1, "value": {"$multiply": ["$price", "$quantity"]}}}]),
     )?;
     assert_eq!(out, vec![doc! {"item": "abc", "value": 20}]);
+    let out = run(&env, sales(), bson!([{"$match": {"_id": 3}}, {"$project": {"_id": 0}}]))?;
+    assert_eq!(out, vec![doc! {"item": "xyz", "price": 5, "quantity": 10, "tags": ["b"]}]);
     let out = run(
         &env,
         sales(),
@@ -217,5 +222,30 @@ fn pushdown_takes_the_leading_match_sort_skip_limit() -> Result<()> {
     let push = p.pushdown();
     assert_eq!((push.filter, push.skip, push.limit, push.stages), (doc! {"a": 1}, 2, Some(5), 4));
     assert_eq!(push.sort, vec![(vec!["b".to_string()], false)]);
+    Ok(())
+}
+
+#[test]
+fn blocking_stages_past_the_memory_limit_fail_without_allow_disk_use() -> Result<()> {
+    let docs: Vec<Document> =
+        (0..1000).map(|i| doc! {"_id": i, "device": i % 2, "pad": "x".repeat(100)}).collect();
+    let tight = Mem(HashMap::new(), Some(10_000));
+    let err = |stages: Bson| run(&tight, docs.clone(), stages).err().map(|e| (e.code, e.code_name));
+    let over = Some((292, "QueryExceededMemoryLimitNoDiskUseAllowed"));
+    assert_eq!(err(bson!([{"$sort": {"pad": 1}}])), over);
+    assert_eq!(err(bson!([{"$group": {"_id": "$device", "all": {"$push": "$$ROOT"}}}])), over);
+    // A small group state stays within the limit however many documents feed it.
+    let avg = run(
+        &tight,
+        docs.clone(),
+        bson!([{"$group": {"_id": "$device", "n": {"$sum": 1}}}, {"$sort": {"_id": 1}}]),
+    )?;
+    assert_eq!(avg, vec![doc! {"_id": 0, "n": 500}, doc! {"_id": 1, "n": 500}]);
+    // allowDiskUse (no limit): the same pipeline runs.
+    let free = Mem(HashMap::new(), None);
+    assert_eq!(
+        run(&free, docs, bson!([{"$sort": {"_id": -1}}, {"$limit": 1}, {"$project": {"_id": 1}}]))?,
+        vec![doc! {"_id": 999}]
+    );
     Ok(())
 }

@@ -220,10 +220,17 @@ pub fn parse_date(s: &str) -> Option<DateTime> {
     let (h, mi, sec) =
         (t.next()??, t.next().flatten().unwrap_or(0), t.next().flatten().unwrap_or(0));
     let ms: i64 = format!("{frac:0<3}").get(0..3)?.parse().ok()?;
+    assemble([i64::from(y), i64::from(m), i64::from(day), h, mi, sec, ms], zone)
+}
+
+/// The date of calendar parts `[year, month, day, hour, minute, second, millisecond]` read
+/// at offset `zone` (seconds); `None` for an impossible calendar date.
+fn assemble(parts: [i64; 7], zone: i32) -> Option<DateTime> {
+    let [y, mo, d, h, mi, sec, ms] = parts;
     let date = Date::from_calendar_date(
-        y,
-        Month::try_from(u8::try_from(m).ok()?).ok()?,
-        u8::try_from(day).ok()?,
+        i32::try_from(y).ok()?,
+        Month::try_from(u8::try_from(mo).ok()?).ok()?,
+        u8::try_from(d).ok()?,
     )
     .ok()?;
     let base = millis(date.midnight().assume_utc());
@@ -235,7 +242,7 @@ pub fn parse_date(s: &str) -> Option<DateTime> {
 /// Parses `s` by a `$dateFromString` format (`%Y %m %d %H %M %S %L %z %%`).
 fn parse_with(s: &str, format: &str) -> Option<DateTime> {
     let (mut y, mut mo, mut d, mut h, mut mi, mut sec, mut ms, mut zone) =
-        (1970, 1, 1, 0i64, 0i64, 0i64, 0i64, 0i32);
+        (1970i64, 1i64, 1i64, 0i64, 0i64, 0i64, 0i64, 0i32);
     let mut rest = s;
     let mut f = format.chars();
     let take = |rest: &mut &str, n: usize| -> Option<i64> {
@@ -250,7 +257,7 @@ fn parse_with(s: &str, format: &str) -> Option<DateTime> {
             continue;
         }
         match f.next()? {
-            'Y' => y = take(&mut rest, 4)? as i32,
+            'Y' => y = take(&mut rest, 4)?,
             'm' => mo = take(&mut rest, 2)?,
             'd' => d = take(&mut rest, 2)?,
             'H' => h = take(&mut rest, 2)?,
@@ -271,16 +278,7 @@ fn parse_with(s: &str, format: &str) -> Option<DateTime> {
     if !rest.is_empty() {
         return None;
     }
-    let date = Date::from_calendar_date(
-        y,
-        Month::try_from(u8::try_from(mo).ok()?).ok()?,
-        u8::try_from(d).ok()?,
-    )
-    .ok()?;
-    let base = millis(date.midnight().assume_utc());
-    Some(DateTime::from_millis(
-        base + ((h * 60 + mi) * 60 + sec) * 1000 + ms - i64::from(zone) * 1000,
-    ))
+    assemble([y, mo, d, h, mi, sec, ms], zone)
 }
 
 pub fn date_from_string(_: &str, args: &Args, vars: &mut Vars) -> Result<Bson> {

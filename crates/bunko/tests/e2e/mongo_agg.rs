@@ -58,7 +58,10 @@ roster = list(sc.aggregate([
     {"$project": {"students": "$students.name"}},
     {"$sort": {"_id": 1}},
 ]))
-print(json.dumps({"books": books, "count": count_of_books, "classes": classes, "roster": roster}))
+explain = db.command("aggregate", "books", pipeline=[
+    {"$lookup": {"from": "publishers", "localField": "pub-id", "foreignField": "_id", "as": "publisher"}}], explain=True)
+strategy = explain["stages"][1]["$lookup"]["bunkoStrategy"]
+print(json.dumps({"books": books, "count": count_of_books, "classes": classes, "roster": roster, "strategy": strategy}))
 "#;
     let Some(out) = python(&server, script) else { return };
     assert_eq!(
@@ -75,6 +78,7 @@ print(json.dumps({"books": books, "count": count_of_books, "classes": classes, "
                 {"_id": "CS101-001", "students": ["Jane Doe", "Taro Yamada"]},
                 {"_id": "MATH201-002", "students": ["Jane Doe"]},
             ],
+            "strategy": "IdLookups",
         })
     );
 }
@@ -210,4 +214,39 @@ print(json.dumps({"over": over, "over_food": over_food, "n": n, "modified": upd.
         json!({"_id": 1, "category": "FOOD", "budget": 400, "spent": 450, "over": 50})
     );
     assert_eq!((out["nested"].clone(), out["bad_stage"].clone()), (json!(238), json!(72)));
+}
+
+/// `aggregate` (and so `count_documents`) inside a transaction reads the transaction's own
+/// writes, including through `$lookup`; `$out` there is `OperationNotSupportedInTransaction`.
+#[test]
+fn aggregate_in_a_transaction_sees_its_own_writes() {
+    let server = Server::start();
+    let script = r#"
+c = client()
+db = c.library
+db.publishers.insert_one({"_id": "mspress", "name": "Microsoft Press"})
+db.books.insert_one({"_id": "1", "name": "Azure Cosmos DB 101", "pub-id": "mspress"})
+seen = {}
+def add_book(s):
+    db.books.insert_one({"_id": "2", "name": "Azure Cosmos DB for RDBMS Users", "pub-id": "mspress"}, session=s)
+    db.publishers.update_one({"_id": "mspress"}, {"$set": {"name": "MS Press"}}, session=s)
+    seen["inside"] = db.books.count_documents({"pub-id": "mspress"}, session=s)
+    seen["joined"] = [d["p"] for d in db.books.aggregate([
+        {"$lookup": {"from": "publishers", "localField": "pub-id", "foreignField": "_id", "as": "p"}},
+        {"$project": {"p": {"$first": "$p.name"}}}, {"$sort": {"_id": 1}}], session=s)]
+    seen["outside"] = db.books.count_documents({"pub-id": "mspress"})
+with c.start_session() as s:
+    s.with_transaction(add_book)
+seen["after"] = db.books.count_documents({"pub-id": "mspress"})
+with c.start_session() as s:
+    s.start_transaction()
+    seen["out"] = code_of(lambda: list(db.books.aggregate([{"$out": "copy"}], session=s)))
+    s.abort_transaction()
+print(json.dumps(seen))
+"#;
+    let Some(out) = python(&server, script) else { return };
+    assert_eq!(
+        out,
+        json!({"inside": 2, "joined": ["MS Press", "MS Press"], "outside": 1, "after": 2, "out": 263})
+    );
 }

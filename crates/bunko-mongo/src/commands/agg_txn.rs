@@ -1,0 +1,108 @@
+//! `aggregate` inside a multi-document transaction: the collection and every collection a
+//! `$lookup`/`$unionWith`/`$graphLookup` reads are read through the transaction (its
+//! snapshot plus its own buffered writes, `in_txn::matching`), and the whole answer comes
+//! in the first batch, as `find` does in a transaction. `$out`, `$merge` and
+//! `$changeStream` are `OperationNotSupportedInTransaction` (263), as in MongoDB.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use bson::Document;
+use bunko_engine::Transaction;
+use bunko_query::agg::{Env, Matcher};
+use bunko_query::expr::ExprError;
+use bunko_query::{Direction, FieldPath};
+
+use super::agg_env::{matches, selector};
+use super::aggregate::{Request, order_of};
+use super::crud::readable_db;
+use super::in_txn::matching;
+use super::{Ctx, cursor_reply};
+use crate::error::MongoError;
+use crate::names::Namespace;
+
+type Txn = Transaction<'static>;
+
+fn not_in_txn(what: &str) -> MongoError {
+    MongoError::new(
+        263,
+        "OperationNotSupportedInTransaction",
+        format!("{what} cannot be used in a transaction"),
+    )
+}
+
+fn to_expr(err: MongoError) -> ExprError {
+    ExprError::new(err.code, err.code_name, err.errmsg)
+}
+
+struct TxnEnv<'a, 'c> {
+    ctx: &'a Ctx<'c>,
+    txn: RefCell<&'a mut Txn>,
+    allow_disk_use: bool,
+}
+
+impl TxnEnv<'_, '_> {
+    fn read(
+        &self,
+        ns: &Namespace,
+        filter: &Document,
+        order: &[(FieldPath, Direction)],
+        skip: usize,
+        limit: usize,
+    ) -> Result<Vec<Document>, MongoError> {
+        let Some(db) = readable_db(self.ctx, ns, "aggregate")? else { return Ok(Vec::new()) };
+        let mut txn = self.txn.borrow_mut();
+        let found = matching(&mut txn, &db.name(), filter, order, skip, limit)?;
+        Ok(found.into_iter().map(|f| f.doc).collect())
+    }
+}
+
+impl Env for TxnEnv<'_, '_> {
+    fn memory_limit(&self) -> Option<usize> {
+        (!self.allow_disk_use).then_some(bunko_query::agg::MEMORY_LIMIT)
+    }
+
+    fn matcher(&self, filter: &Document) -> Result<Matcher, ExprError> {
+        let selector = selector(filter).map_err(to_expr)?;
+        Ok(Arc::new(move |d: &Document| matches(&selector, d)))
+    }
+
+    fn find(&self, coll: &str, filter: &Document) -> Result<Vec<Document>, ExprError> {
+        let ns = Namespace::new(&self.ctx.db, coll).map_err(to_expr)?;
+        self.read(&ns, filter, &[], 0, usize::MAX).map_err(to_expr)
+    }
+
+    fn replace_collection(
+        &self,
+        _: Option<&str>,
+        _: &str,
+        _: Vec<Document>,
+    ) -> Result<(), ExprError> {
+        Err(to_expr(not_in_txn("$out")))
+    }
+
+    fn upsert(&self, _: Option<&str>, _: &str, _: Vec<Document>) -> Result<(), ExprError> {
+        Err(to_expr(not_in_txn("$merge")))
+    }
+}
+
+/// Runs `aggregate` `command` in `txn`.
+pub(super) fn aggregate(
+    ctx: &mut Ctx,
+    txn: &mut Txn,
+    command: &Document,
+) -> Result<Document, MongoError> {
+    let request = Request::parse(ctx, command)?;
+    if request.is_change_stream() {
+        return Err(not_in_txn("$changeStream"));
+    }
+    let env = TxnEnv { ctx, txn: RefCell::new(txn), allow_disk_use: request.allow_disk_use };
+    let mut read = |push: &bunko_query::agg::Pushdown| {
+        let limit = push.limit.unwrap_or(usize::MAX);
+        env.read(&request.ns, &push.filter, &order_of(push)?, push.skip, limit)
+    };
+    match request.run(command, &env, &mut read)? {
+        Ok(docs) => Ok(cursor_reply(0, &request.ns.full(), "firstBatch", docs)),
+        Err(explain) => Ok(explain),
+    }
+}
