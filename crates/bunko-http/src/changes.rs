@@ -107,6 +107,7 @@ fn parse(db: &Database, p: &Params) -> ApiResult<Request> {
         None | Some("") => ChangesFilter::All,
         Some("_doc_ids") => ChangesFilter::DocIds(doc_ids(p)?),
         Some("_design") => ChangesFilter::Design,
+        Some("_selector") => ChangesFilter::Selector(Box::new(selector(p)?)),
         Some(other) => {
             return Err(ApiError::bad_request(format!(
                 "filter `{other}` is not supported by this version of Bunko"
@@ -163,6 +164,13 @@ fn parse_seq(text: &str) -> ApiResult<u64> {
     number
         .parse()
         .map_err(|_| ApiError::bad_request("Malformed sequence supplied in 'since' parameter."))
+}
+
+/// The `selector` of `filter=_selector` (CouchDB's `400` when it is missing).
+fn selector(p: &Params) -> ApiResult<bunko_query::Selector> {
+    let bad = || ApiError::bad_request("Selector must be specified in POST payload");
+    let value = p.json("selector").map_err(|_| bad())?.ok_or_else(bad)?;
+    bunko_query::Selector::parse(&value).map_err(crate::error::query_error)
 }
 
 fn doc_ids(p: &Params) -> ApiResult<Vec<String>> {

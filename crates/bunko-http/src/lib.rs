@@ -15,7 +15,7 @@
 //! (`/{db}/_partition/{p}/…`), [`txn`] (`/_transaction`), [`procedure`]
 //! (`/{db}/_design/{ddoc}/_procedures/{name}`), [`advise`] (`/{db}/_advise`, the
 //! data-modeling advisor), [`attachment`] (`/{db}/{doc}/{name}`), [`node`] (`/_node/{node}`,
-//! `_config`).
+//! `_config`), [`replicate`] (`/_replicate`, `/_scheduler/…`).
 
 pub mod advise;
 pub mod all_docs;
@@ -40,6 +40,7 @@ pub mod params;
 pub mod partition;
 pub mod procedure;
 pub mod render;
+pub mod replicate;
 pub mod request_head;
 pub mod routes;
 pub mod server;
@@ -90,6 +91,8 @@ pub struct AppState {
     pub started: Instant,
     /// This server's stable uuid (`GET /`), kept in the store.
     pub server_uuid: String,
+    /// The running replications (`/_replicate`, the `_replicator` database).
+    pub replicator: std::sync::Arc<bunko_replicator::Replicator>,
 }
 
 pub type State = Arc<AppState>;
@@ -104,7 +107,9 @@ impl AppState {
         settings.seed("chttpd_auth", "timeout", &config.session_timeout.to_string());
         let persistent = config.persistent_cookies.to_string();
         settings.seed("chttpd_auth", "allow_persistent_cookies", &persistent);
+        let replicator = bunko_replicator::Replicator::new(engine.clone(), server_uuid.clone());
         let state = AppState {
+            replicator,
             max_request_size: AtomicUsize::new(config.max_request_size),
             engine,
             config,
@@ -114,6 +119,22 @@ impl AppState {
         };
         state.refresh();
         Ok(Arc::new(state))
+    }
+
+    /// Tells the replicator this server's address (known once it listens): local endpoints
+    /// are reached there with an `AuthSession` cookie of the replication's owner, so their
+    /// writes pass the write gate as that user. Starts following `_replicator`.
+    pub fn serve_at(self: &Arc<Self>, addr: std::net::SocketAddr) {
+        let weak = Arc::downgrade(self);
+        let credentials: bunko_replicator::endpoint::Credentials = Arc::new(move |name| {
+            let state = weak.upgrade()?;
+            let login = state.engine.logins().lookup(&state.engine, name?).ok()??;
+            let cookie = state.auth.cookie_now(&login);
+            Some(("Cookie".to_string(), format!("AuthSession={cookie}")))
+        });
+        let base = format!("http://{addr}/");
+        self.replicator.set_local(bunko_replicator::Local { base, credentials });
+        tokio::spawn(self.replicator.clone().watch_replicator_db());
     }
 
     /// Applies the HTTP layer's settings after a `_config` change (and the persisted changes
@@ -159,6 +180,7 @@ pub fn router(state: State) -> Router {
         .merge(node::routes())
         .merge(doc::routes())
         .merge(attachment::routes())
+        .merge(replicate::routes())
         .route("/{db}/_compact", post(db::compact))
         .route("/_active_tasks", get(server::active_tasks))
         .route("/_transaction", post(txn::post))

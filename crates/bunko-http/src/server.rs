@@ -168,6 +168,7 @@ pub async fn active_tasks(
             "updated_on": p.updated_on,
         })
     }));
+    tasks.extend(crate::replicate::tasks(&state));
     Ok(render::json(StatusCode::OK, Value::Array(tasks)))
 }
 

@@ -72,6 +72,13 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             false,
         )?;
     }
+    if engine.get_db(bunko_replicator_db()).is_none() {
+        engine.create_db(
+            &bunko_engine::security::UserCtx::system(),
+            bunko_replicator_db(),
+            false,
+        )?;
+    }
     let state = bunko_http::AppState::new(engine.clone(), settings.http.clone())?;
     let mongo_config = bunko_mongo::MongoConfig {
         data_dir: settings.data.display().to_string(),
@@ -84,6 +91,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("cannot listen on {}", settings.listen))?;
         let addr = listener.local_addr()?;
+        state.serve_at(addr);
         let mongo = match settings.mongo_listen {
             Some(at) => Some(
                 TcpListener::bind(at)
@@ -122,6 +130,11 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     store.close()?;
     drop(engine);
     Ok(())
+}
+
+/// The replicator database, created at start-up as CouchDB does.
+fn bunko_replicator_db() -> &'static str {
+    "_replicator"
 }
 
 async fn shutdown_signal() {

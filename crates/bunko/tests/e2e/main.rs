@@ -30,6 +30,7 @@ mod partitions;
 mod persistence;
 mod procedures;
 mod raw_targets;
+mod replication;
 mod server;
 mod transactions;
 mod validate;
