@@ -27,6 +27,21 @@ pub enum ChangesFilter {
     Design,
     /// `filter=_selector`: documents whose winning revision matches a Mango selector.
     Selector(Box<bunko_query::Selector>),
+    /// A design-document filter or `_view` ([`Database::function_filter`]).
+    Function(DocFilter),
+}
+
+/// A predicate on a document's winning revision (design-document code).
+#[derive(Clone)]
+pub struct DocFilter(pub std::sync::Arc<Keep>);
+
+/// The predicate of a [`DocFilter`].
+pub type Keep = dyn Fn(&serde_json::Value) -> Result<bool> + Send + Sync;
+
+impl std::fmt::Debug for DocFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DocFilter")
+    }
 }
 
 /// The parameters of a `_changes` request.
@@ -152,6 +167,7 @@ impl Changes {
                 let doc = self.winner_json(id, info)?;
                 Ok(selector.matches(&doc, bunko_query::selector::Dialect::Mango))
             }
+            ChangesFilter::Function(keep) => (keep.0)(&self.winner_json(id, info)?),
         }
     }
 

@@ -46,6 +46,7 @@ mod compact;
 mod database;
 pub mod design;
 mod error;
+mod filters;
 pub mod find;
 mod gate;
 pub mod index;

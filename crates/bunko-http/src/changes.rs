@@ -57,7 +57,7 @@ async fn get_changes(
     q: RawQuery,
 ) -> ApiResult<Response> {
     let db = open(&st, &ctx, &db, Access::Member)?;
-    start(db, Params::parse(q.0.as_deref()))
+    start(db, Params::parse(q.0.as_deref()), &ctx, "GET")
 }
 
 async fn post_changes(
@@ -68,11 +68,13 @@ async fn post_changes(
     body: RawBody,
 ) -> ApiResult<Response> {
     let db = open(&st, &ctx, &db, Access::Member)?;
-    start(db, post_params(q.0.as_deref(), &body)?)
+    start(db, post_params(q.0.as_deref(), &body)?, &ctx, "POST")
 }
 
-fn start(db: Arc<Database>, p: Params) -> ApiResult<Response> {
-    let request = parse(&db, &p)?;
+fn start(db: Arc<Database>, p: Params, ctx: &UserCtx, method: &str) -> ApiResult<Response> {
+    let filter = filter(&db, &p, ctx, method)?;
+    let mut request = parse(&db, &p)?;
+    request.query.filter = filter;
     let content_type = match request.feed {
         Feed::EventSource => "text/event-stream",
         _ => "application/json",
@@ -103,17 +105,6 @@ fn parse(db: &Database, p: &Params) -> ApiResult<Request> {
         Some("now") => db.update_seq(),
         Some(text) => parse_seq(text)?,
     };
-    let filter = match p.str("filter") {
-        None | Some("") => ChangesFilter::All,
-        Some("_doc_ids") => ChangesFilter::DocIds(doc_ids(p)?),
-        Some("_design") => ChangesFilter::Design,
-        Some("_selector") => ChangesFilter::Selector(Box::new(selector(p)?)),
-        Some(other) => {
-            return Err(ApiError::bad_request(format!(
-                "filter `{other}` is not supported by this version of Bunko"
-            )));
-        }
-    };
     let heartbeat = match p.str("heartbeat") {
         None | Some("false") => None,
         Some("true") => Some(Duration::from_millis(60_000)),
@@ -132,7 +123,7 @@ fn parse(db: &Database, p: &Params) -> ApiResult<Request> {
                 return Err(ApiError::bad_request("Supported `style` values: main_only, all_docs"));
             }
         },
-        filter,
+        filter: ChangesFilter::All,
     };
     let attachments = query.include_docs && p.flag("attachments")?;
     Ok(Request {
@@ -164,6 +155,55 @@ fn parse_seq(text: &str) -> ApiResult<u64> {
     number
         .parse()
         .map_err(|_| ApiError::bad_request("Malformed sequence supplied in 'since' parameter."))
+}
+
+/// The `filter` parameter (CouchDB's `couch_changes:configure_filter`): a built-in, or a
+/// design document's `filters` function called with a `req` object as CouchDB's
+/// `json_req_obj` builds it (`query`, `method`, `path`, `userCtx`…).
+fn filter(db: &Database, p: &Params, ctx: &UserCtx, method: &str) -> ApiResult<ChangesFilter> {
+    let name = p.str("filter").unwrap_or_default();
+    let two_parts = |text: &str, what: &str| -> ApiResult<(String, String)> {
+        let parts: Vec<&str> = text.split('/').filter(|s| !s.is_empty()).collect();
+        match parts[..] {
+            [d, n] => Ok((d.to_string(), n.to_string())),
+            _ => Err(ApiError::bad_request(format!(
+                "`{what}` must be of the form `designname/{what}name`"
+            ))),
+        }
+    };
+    Ok(match name {
+        "" => ChangesFilter::All,
+        "_doc_ids" => ChangesFilter::DocIds(doc_ids(p)?),
+        "_design" => ChangesFilter::Design,
+        "_selector" => ChangesFilter::Selector(Box::new(selector(p)?)),
+        "_view" => {
+            let view = p.str("view").unwrap_or_default();
+            if view.is_empty() {
+                return Err(ApiError::bad_request("`view` filter parameter is not provided."));
+            }
+            let (ddoc, view) = two_parts(view, "view")?;
+            db.view_filter(&ddoc, &view)?
+        }
+        other if other.starts_with('_') => {
+            return Err(ApiError::bad_request("unknown builtin filter name"));
+        }
+        other => {
+            let (ddoc, name) = two_parts(other, "filter")?;
+            let req = json!({
+                "method": method,
+                "query": p.to_object(),
+                "path": [db.name(), "_changes"],
+                "headers": {},
+                "body": "undefined",
+                "form": {},
+                "cookie": {},
+                "info": null,
+                "id": null,
+                "userCtx": {"db": db.name(), "name": ctx.name, "roles": ctx.roles},
+            });
+            db.function_filter(&ddoc, &name, req)?
+        }
+    })
 }
 
 /// The `selector` of `filter=_selector` (CouchDB's `400` when it is missing).

@@ -14,6 +14,7 @@ mod auth;
 mod bad_input;
 mod bulk;
 mod changes;
+mod changes_filters;
 mod clients;
 mod config;
 mod crash;

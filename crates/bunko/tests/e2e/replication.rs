@@ -220,6 +220,18 @@ fn doc_ids_and_selector_replicate_only_matching_documents() {
     assert_eq!(status, 200, "{answer}");
     let (_, all) = b.get("/readers/_all_docs");
     assert_eq!(crate::harness::ids(&all["rows"]), ["3"]);
+
+    // A design-document filter of the source, with query_params.
+    let ddoc = json!({"filters": {"named": "function(doc, req) { return doc.lastName === req.query.name; }"}});
+    a.put_doc("people", "_design/people", &ddoc);
+    let (status, answer) = replicate(
+        &a,
+        json!({"source": "people", "target": url(&b, "smiths"), "create_target": true,
+            "filter": "people/named", "query_params": {"name": "Smith"}}),
+    );
+    assert_eq!(status, 200, "{answer}");
+    let (_, all) = b.get("/smiths/_all_docs");
+    assert_eq!(crate::harness::ids(&all["rows"]), ["3"]);
 }
 
 #[test]
