@@ -51,7 +51,7 @@ pub mod find;
 mod gate;
 pub mod index;
 pub mod keys;
-mod local;
+pub mod local;
 pub mod login;
 mod procedures;
 pub mod read;

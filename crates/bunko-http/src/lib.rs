@@ -14,7 +14,8 @@
 //! (`_bulk_docs`, `_bulk_get`, `_revs_diff`), [`all_docs`], [`changes`], [`partition`]
 //! (`/{db}/_partition/{p}/…`), [`txn`] (`/_transaction`), [`procedure`]
 //! (`/{db}/_design/{ddoc}/_procedures/{name}`), [`advise`] (`/{db}/_advise`, the
-//! data-modeling advisor), [`attachment`] (`/{db}/{doc}/{name}`), [`node`] (`/_node/{node}`,
+//! data-modeling advisor), [`dbs_info`] (`/_dbs_info`), [`local_docs`]
+//! (`/{db}/_local_docs`), [`attachment`] (`/{db}/{doc}/{name}`), [`node`] (`/_node/{node}`,
 //! `_config`), [`replicate`] (`/_replicate`, `/_scheduler/…`).
 
 pub mod advise;
@@ -26,6 +27,7 @@ pub mod bulk;
 pub mod changes;
 pub mod ctype;
 pub mod db;
+pub mod dbs_info;
 pub mod ddoc_info;
 pub mod doc;
 pub mod encoding;
@@ -34,6 +36,7 @@ pub mod explain;
 pub mod find;
 pub mod index;
 pub mod listener;
+pub mod local_docs;
 pub mod multipart;
 pub mod node;
 pub mod params;
@@ -181,6 +184,8 @@ pub fn router(state: State) -> Router {
         .merge(doc::routes())
         .merge(attachment::routes())
         .merge(replicate::routes())
+        .merge(dbs_info::routes())
+        .merge(local_docs::routes())
         .route("/{db}/_compact", post(db::compact))
         .route("/_active_tasks", get(server::active_tasks))
         .route("/_transaction", post(txn::post))

@@ -17,6 +17,7 @@ mod changes;
 mod changes_filters;
 mod clients;
 mod config;
+mod couch_api;
 mod crash;
 mod databases;
 mod documents;
