@@ -44,6 +44,7 @@ mod catalog;
 pub mod changes;
 mod compact;
 mod database;
+pub mod db_updates;
 pub mod design;
 mod error;
 mod filters;

@@ -149,7 +149,7 @@ fn parse_heartbeat(text: &str) -> ApiResult<u64> {
 }
 
 /// A seq as clients send it back: `N`, `"N"` or `"N-…"`.
-fn parse_seq(text: &str) -> ApiResult<u64> {
+pub(crate) fn parse_seq(text: &str) -> ApiResult<u64> {
     let text = text.trim_matches('"');
     let number = text.split('-').next().unwrap_or_default();
     number
@@ -295,10 +295,22 @@ fn wait(
     sink: &mut Sink,
     deadline: Instant,
 ) -> Result<(), Gone> {
+    wait_for(notified, req.heartbeat, req.feed == Feed::EventSource, sink, deadline)
+}
+
+/// Waits for `notified` to change, sending a heartbeat (a newline, or an event-stream
+/// `heartbeat` event) every `heartbeat`, until `deadline`. Shared with `_db_updates`.
+pub(crate) fn wait_for(
+    notified: &mut tokio::sync::watch::Receiver<u64>,
+    heartbeat: Option<Duration>,
+    event_source: bool,
+    sink: &mut Sink,
+    deadline: Instant,
+) -> Result<(), Gone> {
     let handle = tokio::runtime::Handle::current();
     loop {
         let until_deadline = deadline.saturating_duration_since(Instant::now());
-        let step = req.heartbeat.map_or(until_deadline, |h| h.min(until_deadline));
+        let step = heartbeat.map_or(until_deadline, |h| h.min(until_deadline));
         let woke = handle.block_on(async { tokio::time::timeout(step, notified.changed()).await });
         match woke {
             Ok(Ok(())) => return Ok(()),
@@ -308,11 +320,8 @@ fn wait(
                 if !sink.is_open() {
                     return Err(Gone);
                 }
-                let beat: &[u8] = if req.feed == Feed::EventSource {
-                    b"event: heartbeat\ndata: \n\n"
-                } else {
-                    b"\n"
-                };
+                let beat: &[u8] =
+                    if event_source { b"event: heartbeat\ndata: \n\n" } else { b"\n" };
                 sink.write(beat)?;
                 sink.flush()?;
             }

@@ -14,7 +14,7 @@
 //! (`_bulk_docs`, `_bulk_get`, `_revs_diff`), [`all_docs`], [`changes`], [`partition`]
 //! (`/{db}/_partition/{p}/…`), [`txn`] (`/_transaction`), [`procedure`]
 //! (`/{db}/_design/{ddoc}/_procedures/{name}`), [`advise`] (`/{db}/_advise`, the
-//! data-modeling advisor), [`dbs_info`] (`/_dbs_info`), [`local_docs`]
+//! data-modeling advisor), [`dbs_info`] (`/_dbs_info`), [`db_updates`] (`/_db_updates`), [`local_docs`]
 //! (`/{db}/_local_docs`), [`attachment`] (`/{db}/{doc}/{name}`), [`node`] (`/_node/{node}`,
 //! `_config`), [`replicate`] (`/_replicate`, `/_scheduler/…`).
 
@@ -27,6 +27,7 @@ pub mod bulk;
 pub mod changes;
 pub mod ctype;
 pub mod db;
+pub mod db_updates;
 pub mod dbs_info;
 pub mod ddoc_info;
 pub mod doc;
@@ -185,6 +186,7 @@ pub fn router(state: State) -> Router {
         .merge(attachment::routes())
         .merge(replicate::routes())
         .merge(dbs_info::routes())
+        .merge(db_updates::routes())
         .merge(local_docs::routes())
         .route("/{db}/_compact", post(db::compact))
         .route("/_active_tasks", get(server::active_tasks))

@@ -8,6 +8,7 @@ pub const PATHS: &[&str] = &[
     "/",
     "/_active_tasks",
     "/_all_dbs",
+    "/_db_updates",
     "/_dbs_info",
     "/_node/{node}",
     "/_node/{node}/_config",

@@ -1,5 +1,5 @@
 //! The rest of the CouchDB API clients call (issue 16, point 4), each as CouchDB 3.4
-//! answers it: `_local_docs`, `_dbs_info`.
+//! answers it: `_local_docs`, `_dbs_info`, `_db_updates`.
 
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -68,4 +68,67 @@ fn dbs_info_answers_each_database_or_not_found() {
     let (status, rows) = send(s.user_req(Method::POST, "/_dbs_info", "bob", "pw").json(&body));
     assert_eq!((status, rows), (200, json!([{"key": "alpha", "error": "not_found"}])));
     assert_eq!(send(s.user_req(Method::GET, "/_dbs_info", "bob", "pw")).0, 401);
+}
+
+/// The rows of a `_db_updates` answer as (type, db_name).
+fn events(feed: &Value) -> Vec<(String, String)> {
+    let rows = feed["results"].as_array().cloned().unwrap_or_default();
+    rows.iter()
+        .map(|r| {
+            (r["type"].as_str().unwrap_or("").into(), r["db_name"].as_str().unwrap_or("").into())
+        })
+        .collect()
+}
+
+#[test]
+fn db_updates_reports_created_updated_and_deleted_databases() {
+    let s = Server::start();
+    let (_, start) = s.get("/_db_updates?since=now");
+    let since = start["last_seq"].as_str().expect("last_seq").to_string();
+    s.create_db("mailbox");
+    s.put_doc("mailbox", "m1", &json!({"subject": "こんにちは"}));
+    s.put_doc("mailbox", "m2", &json!({"subject": "again"}));
+    s.create_db("trash");
+    assert_eq!(s.delete("/trash").0, 200);
+    let (status, feed) = s.get(&format!("/_db_updates?since={since}"));
+    assert_eq!(status, 200, "{feed}");
+    let expected: Vec<(String, String)> = [
+        ("created", "mailbox"),
+        ("updated", "mailbox"),
+        ("created", "trash"),
+        ("deleted", "trash"),
+    ]
+    .iter()
+    .map(|(t, d)| (t.to_string(), d.to_string()))
+    .collect();
+    assert_eq!(events(&feed), expected, "one row per event and database, at its latest seq");
+    let last = feed["last_seq"].as_str().expect("last_seq").to_string();
+    assert_eq!(feed["results"][3]["seq"], last.as_str());
+
+    // A longpoll feed answers at the next event.
+    let waiting = std::thread::spawn({
+        let url = s.url(&format!("/_db_updates?feed=longpoll&since={last}"));
+        move || {
+            let resp = crate::harness::client()
+                .get(url)
+                .basic_auth(crate::harness::ADMIN, Some(crate::harness::ADMIN_PASSWORD))
+                .send()
+                .expect("longpoll");
+            crate::harness::body_json(resp)
+        }
+    });
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    s.put_doc("mailbox", "m3", &json!({}));
+    let feed = waiting.join().expect("longpoll thread");
+    assert_eq!(events(&feed), [("updated".to_string(), "mailbox".to_string())]);
+
+    let user = json!({"_id": "org.couchdb.user:bob", "name": "bob", "type": "user", "roles": [], "password": "pw"});
+    assert_eq!(s.put("/_users/org.couchdb.user:bob", &user).0, 201);
+    assert_eq!(send(s.user_req(Method::GET, "/_db_updates", "bob", "pw")).0, 401);
+    assert_error(
+        s.get("/_db_updates?feed=sideways"),
+        400,
+        "bad_request",
+        "Supported `feed` types: normal, continuous, longpoll, eventsource",
+    );
 }
