@@ -113,6 +113,24 @@ impl Writer {
         self
     }
 
+    /// An Erlang string (a list of bytes): `STRING_EXT` (107), or `NIL_EXT` when empty.
+    pub fn string(&mut self, bytes: &[u8]) -> &mut Self {
+        let Ok(len) = u16::try_from(bytes.len()) else {
+            self.list_header(bytes.len());
+            for b in bytes {
+                self.integer(i64::from(*b));
+            }
+            return self.nil();
+        };
+        if len == 0 {
+            return self.nil();
+        }
+        self.0.push(107);
+        self.0.extend_from_slice(&len.to_be_bytes());
+        self.0.extend_from_slice(bytes);
+        self
+    }
+
     pub fn nil(&mut self) -> &mut Self {
         self.0.push(106);
         self

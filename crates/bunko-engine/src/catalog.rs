@@ -157,6 +157,7 @@ impl Engine {
         *next_id += 1;
         let db = Database::load(self.store.clone(), self.settings.live().clone(), meta)?;
         self.dbs.write().insert(name.to_string(), db.clone());
+        crate::db_updates::global().note("created", name);
         Ok(db)
     }
 
@@ -171,6 +172,7 @@ impl Engine {
         db.drop_with(batch)?;
         self.dbs.write().remove(name);
         self.spawn_drop(db.id());
+        crate::db_updates::global().note("deleted", name);
         Ok(())
     }
 

@@ -25,6 +25,23 @@ pub enum ChangesFilter {
     DocIds(Vec<String>),
     /// `filter=_design`: only design documents.
     Design,
+    /// `filter=_selector`: documents whose winning revision matches a Mango selector.
+    Selector(Box<bunko_query::Selector>),
+    /// A design-document filter or `_view` ([`Database::function_filter`]).
+    Function(DocFilter),
+}
+
+/// A predicate on a document's winning revision (design-document code).
+#[derive(Clone)]
+pub struct DocFilter(pub std::sync::Arc<Keep>);
+
+/// The predicate of a [`DocFilter`].
+pub type Keep = dyn Fn(&serde_json::Value) -> Result<bool> + Send + Sync;
+
+impl std::fmt::Debug for DocFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DocFilter")
+    }
 }
 
 /// The parameters of a `_changes` request.
@@ -140,6 +157,35 @@ impl Changes {
     }
 }
 
+impl Changes {
+    /// Whether the filter keeps this document.
+    fn passes(&self, id: &str, info: &DocInfo) -> Result<bool> {
+        match &self.query.filter {
+            ChangesFilter::All | ChangesFilter::DocIds(_) => Ok(true),
+            ChangesFilter::Design => Ok(id.starts_with("_design/")),
+            ChangesFilter::Selector(selector) => {
+                let doc = self.winner_json(id, info)?;
+                Ok(selector.matches(&doc, bunko_query::selector::Dialect::Mango))
+            }
+            ChangesFilter::Function(keep) => (keep.0)(&self.winner_json(id, info)?),
+        }
+    }
+
+    /// The winning revision as a JSON object with `_id`, `_rev` (and `_deleted`).
+    fn winner_json(&self, id: &str, info: &DocInfo) -> Result<serde_json::Value> {
+        let (winner, _) = info.winner()?;
+        let doc = get_in(self.snapshot.as_ref(), self.db, id, Some(winner))?;
+        let mut body: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_slice(&doc.body).unwrap_or_default();
+        body.insert("_id".into(), id.into());
+        body.insert("_rev".into(), doc.rev.to_string().into());
+        if doc.deleted {
+            body.insert("_deleted".into(), true.into());
+        }
+        Ok(serde_json::Value::Object(body))
+    }
+}
+
 impl Iterator for Changes {
     type Item = Result<ChangeRow>;
 
@@ -149,8 +195,10 @@ impl Iterator for Changes {
                 Ok(entry) => entry,
                 Err(err) => return Some(Err(err)),
             };
-            if matches!(self.query.filter, ChangesFilter::Design) && !id.starts_with("_design/") {
-                continue;
+            match self.passes(&id, &info) {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(err) => return Some(Err(err)),
             }
             self.remaining -= 1;
             self.last_seen = Some(seq);

@@ -240,11 +240,14 @@ impl Database {
 
     /// Wakes `_changes` feeds: everything up to `seq` is durable.
     pub(crate) fn notify_durable(&self, seq: u64) {
-        self.changes.send_if_modified(|durable| {
+        let advanced = self.changes.send_if_modified(|durable| {
             let advanced = seq > *durable;
             *durable = (*durable).max(seq);
             advanced
         });
+        if advanced {
+            crate::db_updates::global().note("updated", &self.name());
+        }
     }
 
     /// Commits the catalog change that deletes this database and marks the handle dead.

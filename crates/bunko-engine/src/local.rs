@@ -11,6 +11,40 @@ use crate::records::{self, LocalDoc};
 use crate::security::UserCtx;
 use crate::{Error, Result, error::missing};
 
+/// The range of a `_local_docs` request.
+#[derive(Debug, Clone, Default)]
+pub struct LocalDocsQuery {
+    pub start: Option<String>,
+    pub end: Option<String>,
+    pub inclusive_end: bool,
+    pub descending: bool,
+    pub skip: u64,
+    pub limit: Option<u64>,
+}
+
+impl LocalDocsQuery {
+    fn after_start(&self, id: &str) -> bool {
+        self.start.as_deref().is_none_or(|s| if self.descending { id <= s } else { id >= s })
+    }
+
+    fn before_end(&self, id: &str) -> bool {
+        self.end.as_deref().is_none_or(|e| match (self.descending, self.inclusive_end) {
+            (false, true) => id <= e,
+            (false, false) => id < e,
+            (true, true) => id >= e,
+            (true, false) => id > e,
+        })
+    }
+}
+
+/// One local document: id (with `_local/`), `0-N` rev, body JSON.
+#[derive(Debug, Clone)]
+pub struct LocalRow {
+    pub id: String,
+    pub rev: String,
+    pub body: String,
+}
+
 impl Database {
     /// The local document `_local/{name}` (id given with its prefix): (rev, body JSON).
     pub fn get_local(&self, id: &str) -> Result<(String, String)> {
@@ -52,11 +86,41 @@ impl Database {
         Ok(if doc.deleted { "0-0".to_string() } else { format!("0-{generation}") })
     }
 
-    /// Every local document id (for `_local_docs`).
+    /// Every local document id.
     pub fn local_ids(&self) -> Result<Vec<String>> {
         let iter =
             bunko_storage::Iter::new(self.snapshot(), keys::local_range(self.id()), false, 256);
         iter.map(|entry| keys::decode_local(&entry?.0)).collect()
+    }
+
+    /// The local documents of `GET /{db}/_local_docs`, in id order (reversed when
+    /// `descending`), between `start` and `end`, after `skip`, at most `limit`.
+    pub fn local_docs(&self, q: &LocalDocsQuery) -> Result<Vec<LocalRow>> {
+        let iter = bunko_storage::Iter::new(
+            self.snapshot(),
+            keys::local_range(self.id()),
+            q.descending,
+            256,
+        );
+        let mut rows = Vec::new();
+        let mut skipped = 0;
+        for entry in iter {
+            let (key, value) = entry?;
+            let id = keys::decode_local(&key)?;
+            if !q.after_start(&id) {
+                continue;
+            }
+            if !q.before_end(&id) || rows.len() as u64 >= q.limit.unwrap_or(u64::MAX) {
+                break;
+            }
+            if skipped < q.skip {
+                skipped += 1;
+                continue;
+            }
+            let local: LocalDoc = records::decode(&value)?;
+            rows.push(LocalRow { id, rev: format!("0-{}", local.generation), body: local.body });
+        }
+        Ok(rows)
     }
 
     fn read_local(&self, id: &str) -> Result<Option<LocalDoc>> {

@@ -146,7 +146,7 @@ fn sorted_roles(roles: Option<&Value>) -> Vec<String> {
 }
 
 /// JavaScript truthiness, as the original validation function tests fields.
-fn is_truthy(value: &Value) -> bool {
+pub(crate) fn is_truthy(value: &Value) -> bool {
     match value {
         Value::Null => false,
         Value::Bool(b) => *b,

@@ -79,6 +79,11 @@ impl Auth {
         URL_SAFE_NO_PAD.encode(format!("{message}:{tag}"))
     }
 
+    /// A cookie for `login` issued now (the replicator's requests to this server).
+    pub(crate) fn cookie_now(&self, login: &Login) -> String {
+        self.cookie_for(login, now())
+    }
+
     fn mac(&self, message: &str, salt: &str) -> Vec<u8> {
         let key = [self.secret.as_slice(), salt.as_bytes()].concat();
         let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(&key) else { return Vec::new() };

@@ -57,7 +57,7 @@ async fn get_changes(
     q: RawQuery,
 ) -> ApiResult<Response> {
     let db = open(&st, &ctx, &db, Access::Member)?;
-    start(db, Params::parse(q.0.as_deref()))
+    start(db, Params::parse(q.0.as_deref()), &ctx, "GET")
 }
 
 async fn post_changes(
@@ -68,11 +68,13 @@ async fn post_changes(
     body: RawBody,
 ) -> ApiResult<Response> {
     let db = open(&st, &ctx, &db, Access::Member)?;
-    start(db, post_params(q.0.as_deref(), &body)?)
+    start(db, post_params(q.0.as_deref(), &body)?, &ctx, "POST")
 }
 
-fn start(db: Arc<Database>, p: Params) -> ApiResult<Response> {
-    let request = parse(&db, &p)?;
+fn start(db: Arc<Database>, p: Params, ctx: &UserCtx, method: &str) -> ApiResult<Response> {
+    let filter = filter(&db, &p, ctx, method)?;
+    let mut request = parse(&db, &p)?;
+    request.query.filter = filter;
     let content_type = match request.feed {
         Feed::EventSource => "text/event-stream",
         _ => "application/json",
@@ -103,16 +105,6 @@ fn parse(db: &Database, p: &Params) -> ApiResult<Request> {
         Some("now") => db.update_seq(),
         Some(text) => parse_seq(text)?,
     };
-    let filter = match p.str("filter") {
-        None | Some("") => ChangesFilter::All,
-        Some("_doc_ids") => ChangesFilter::DocIds(doc_ids(p)?),
-        Some("_design") => ChangesFilter::Design,
-        Some(other) => {
-            return Err(ApiError::bad_request(format!(
-                "filter `{other}` is not supported by this version of Bunko"
-            )));
-        }
-    };
     let heartbeat = match p.str("heartbeat") {
         None | Some("false") => None,
         Some("true") => Some(Duration::from_millis(60_000)),
@@ -131,7 +123,7 @@ fn parse(db: &Database, p: &Params) -> ApiResult<Request> {
                 return Err(ApiError::bad_request("Supported `style` values: main_only, all_docs"));
             }
         },
-        filter,
+        filter: ChangesFilter::All,
     };
     let attachments = query.include_docs && p.flag("attachments")?;
     Ok(Request {
@@ -157,12 +149,68 @@ fn parse_heartbeat(text: &str) -> ApiResult<u64> {
 }
 
 /// A seq as clients send it back: `N`, `"N"` or `"N-…"`.
-fn parse_seq(text: &str) -> ApiResult<u64> {
+pub(crate) fn parse_seq(text: &str) -> ApiResult<u64> {
     let text = text.trim_matches('"');
     let number = text.split('-').next().unwrap_or_default();
     number
         .parse()
         .map_err(|_| ApiError::bad_request("Malformed sequence supplied in 'since' parameter."))
+}
+
+/// The `filter` parameter (CouchDB's `couch_changes:configure_filter`): a built-in, or a
+/// design document's `filters` function called with a `req` object as CouchDB's
+/// `json_req_obj` builds it (`query`, `method`, `path`, `userCtx`…).
+fn filter(db: &Database, p: &Params, ctx: &UserCtx, method: &str) -> ApiResult<ChangesFilter> {
+    let name = p.str("filter").unwrap_or_default();
+    let two_parts = |text: &str, what: &str| -> ApiResult<(String, String)> {
+        let parts: Vec<&str> = text.split('/').filter(|s| !s.is_empty()).collect();
+        match parts[..] {
+            [d, n] => Ok((d.to_string(), n.to_string())),
+            _ => Err(ApiError::bad_request(format!(
+                "`{what}` must be of the form `designname/{what}name`"
+            ))),
+        }
+    };
+    Ok(match name {
+        "" => ChangesFilter::All,
+        "_doc_ids" => ChangesFilter::DocIds(doc_ids(p)?),
+        "_design" => ChangesFilter::Design,
+        "_selector" => ChangesFilter::Selector(Box::new(selector(p)?)),
+        "_view" => {
+            let view = p.str("view").unwrap_or_default();
+            if view.is_empty() {
+                return Err(ApiError::bad_request("`view` filter parameter is not provided."));
+            }
+            let (ddoc, view) = two_parts(view, "view")?;
+            db.view_filter(&ddoc, &view)?
+        }
+        other if other.starts_with('_') => {
+            return Err(ApiError::bad_request("unknown builtin filter name"));
+        }
+        other => {
+            let (ddoc, name) = two_parts(other, "filter")?;
+            let req = json!({
+                "method": method,
+                "query": p.to_object(),
+                "path": [db.name(), "_changes"],
+                "headers": {},
+                "body": "undefined",
+                "form": {},
+                "cookie": {},
+                "info": null,
+                "id": null,
+                "userCtx": {"db": db.name(), "name": ctx.name, "roles": ctx.roles},
+            });
+            db.function_filter(&ddoc, &name, req)?
+        }
+    })
+}
+
+/// The `selector` of `filter=_selector` (CouchDB's `400` when it is missing).
+fn selector(p: &Params) -> ApiResult<bunko_query::Selector> {
+    let bad = || ApiError::bad_request("Selector must be specified in POST payload");
+    let value = p.json("selector").map_err(|_| bad())?.ok_or_else(bad)?;
+    bunko_query::Selector::parse(&value).map_err(crate::error::query_error)
 }
 
 fn doc_ids(p: &Params) -> ApiResult<Vec<String>> {
@@ -247,10 +295,22 @@ fn wait(
     sink: &mut Sink,
     deadline: Instant,
 ) -> Result<(), Gone> {
+    wait_for(notified, req.heartbeat, req.feed == Feed::EventSource, sink, deadline)
+}
+
+/// Waits for `notified` to change, sending a heartbeat (a newline, or an event-stream
+/// `heartbeat` event) every `heartbeat`, until `deadline`. Shared with `_db_updates`.
+pub(crate) fn wait_for(
+    notified: &mut tokio::sync::watch::Receiver<u64>,
+    heartbeat: Option<Duration>,
+    event_source: bool,
+    sink: &mut Sink,
+    deadline: Instant,
+) -> Result<(), Gone> {
     let handle = tokio::runtime::Handle::current();
     loop {
         let until_deadline = deadline.saturating_duration_since(Instant::now());
-        let step = req.heartbeat.map_or(until_deadline, |h| h.min(until_deadline));
+        let step = heartbeat.map_or(until_deadline, |h| h.min(until_deadline));
         let woke = handle.block_on(async { tokio::time::timeout(step, notified.changed()).await });
         match woke {
             Ok(Ok(())) => return Ok(()),
@@ -260,11 +320,8 @@ fn wait(
                 if !sink.is_open() {
                     return Err(Gone);
                 }
-                let beat: &[u8] = if req.feed == Feed::EventSource {
-                    b"event: heartbeat\ndata: \n\n"
-                } else {
-                    b"\n"
-                };
+                let beat: &[u8] =
+                    if event_source { b"event: heartbeat\ndata: \n\n" } else { b"\n" };
                 sink.write(beat)?;
                 sink.flush()?;
             }

@@ -441,6 +441,11 @@ async fn get_local(
         move || Ok(db.get_local(&id)?)
     })
     .await?;
+    Ok(render::json_bytes(StatusCode::OK, local_json(&id, &rev, &body)))
+}
+
+/// A local document as JSON: `_id` and `_rev` spliced before the stored body's members.
+pub fn local_json(id: &str, rev: &str, body: &str) -> Vec<u8> {
     let mut out = format!("{{\"_id\":{},\"_rev\":\"{rev}\"", json!(id)).into_bytes();
     let inner = body.strip_prefix('{').and_then(|b| b.strip_suffix('}')).unwrap_or_default();
     if !inner.is_empty() {
@@ -448,7 +453,7 @@ async fn get_local(
         out.extend_from_slice(inner.as_bytes());
     }
     out.push(b'}');
-    Ok(render::json_bytes(StatusCode::OK, out))
+    out
 }
 
 async fn put_local(

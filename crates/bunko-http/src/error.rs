@@ -13,6 +13,8 @@ pub enum ApiError {
     Engine(EngineError),
     /// Any other answer: status, CouchDB error name, reason.
     Other(StatusCode, &'static str, String),
+    /// A replication that could not start or run.
+    Replication(bunko_replicator::Error),
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
@@ -55,7 +57,34 @@ impl ApiError {
         match self {
             ApiError::Engine(err) => engine_parts(err),
             ApiError::Other(status, name, reason) => (*status, name, reason.clone()),
+            ApiError::Replication(err) => replication_parts(err),
         }
+    }
+}
+
+/// A replication's failure: bad parameters are `400`; an endpoint's refusal keeps its status
+/// and error name (`db_not_found`, `unauthorized`, `forbidden`), as CouchDB reports it.
+fn replication_parts(err: &bunko_replicator::Error) -> (StatusCode, &'static str, String) {
+    use bunko_replicator::Error as R;
+    let reason = err.to_string();
+    match err {
+        R::Param(_) | R::Invalid(_) => (StatusCode::BAD_REQUEST, "bad_request", reason),
+        R::NotFound(_) => (StatusCode::NOT_FOUND, "not_found", "missing".into()),
+        R::Http { status, body, url } => {
+            let given = body.get("error").and_then(serde_json::Value::as_str).unwrap_or_default();
+            let name = ["db_not_found", "unauthorized", "forbidden", "not_found", "bad_request"]
+                .into_iter()
+                .find(|n| *n == given)
+                .unwrap_or("replication_error");
+            let reason = body.get("reason").and_then(serde_json::Value::as_str);
+            let reason = reason.map_or_else(|| format!("{status} from {url}"), str::to_string);
+            let status = StatusCode::from_u16(*status)
+                .ok()
+                .filter(|s| s.is_client_error())
+                .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            (status, name, reason)
+        }
+        _ => (StatusCode::INTERNAL_SERVER_ERROR, "replication_error", reason),
     }
 }
 

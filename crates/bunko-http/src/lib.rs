@@ -14,8 +14,9 @@
 //! (`_bulk_docs`, `_bulk_get`, `_revs_diff`), [`all_docs`], [`changes`], [`partition`]
 //! (`/{db}/_partition/{p}/…`), [`txn`] (`/_transaction`), [`procedure`]
 //! (`/{db}/_design/{ddoc}/_procedures/{name}`), [`advise`] (`/{db}/_advise`, the
-//! data-modeling advisor), [`attachment`] (`/{db}/{doc}/{name}`), [`node`] (`/_node/{node}`,
-//! `_config`).
+//! data-modeling advisor), [`dbs_info`] (`/_dbs_info`), [`db_updates`] (`/_db_updates`), [`local_docs`]
+//! (`/{db}/_local_docs`), [`attachment`] (`/{db}/{doc}/{name}`), [`node`] (`/_node/{node}`,
+//! `_config`), [`replicate`] (`/_replicate`, `/_scheduler/…`).
 
 pub mod advise;
 pub mod all_docs;
@@ -26,6 +27,8 @@ pub mod bulk;
 pub mod changes;
 pub mod ctype;
 pub mod db;
+pub mod db_updates;
+pub mod dbs_info;
 pub mod ddoc_info;
 pub mod doc;
 pub mod encoding;
@@ -34,12 +37,14 @@ pub mod explain;
 pub mod find;
 pub mod index;
 pub mod listener;
+pub mod local_docs;
 pub mod multipart;
 pub mod node;
 pub mod params;
 pub mod partition;
 pub mod procedure;
 pub mod render;
+pub mod replicate;
 pub mod request_head;
 pub mod routes;
 pub mod search;
@@ -94,6 +99,8 @@ pub struct AppState {
     /// The full-text search indexes (in memory unless [`AppState::with_search`] names a
     /// directory).
     pub search: Arc<bunko_search::Search>,
+    /// The running replications (`/_replicate`, the `_replicator` database).
+    pub replicator: std::sync::Arc<bunko_replicator::Replicator>,
 }
 
 pub type State = Arc<AppState>;
@@ -117,7 +124,9 @@ impl AppState {
         settings.seed("chttpd_auth", "timeout", &config.session_timeout.to_string());
         let persistent = config.persistent_cookies.to_string();
         settings.seed("chttpd_auth", "allow_persistent_cookies", &persistent);
+        let replicator = bunko_replicator::Replicator::new(engine.clone(), server_uuid.clone());
         let state = AppState {
+            replicator,
             max_request_size: AtomicUsize::new(config.max_request_size),
             engine,
             config,
@@ -128,6 +137,22 @@ impl AppState {
         };
         state.refresh();
         Ok(Arc::new(state))
+    }
+
+    /// Tells the replicator this server's address (known once it listens): local endpoints
+    /// are reached there with an `AuthSession` cookie of the replication's owner, so their
+    /// writes pass the write gate as that user. Starts following `_replicator`.
+    pub fn serve_at(self: &Arc<Self>, addr: std::net::SocketAddr) {
+        let weak = Arc::downgrade(self);
+        let credentials: bunko_replicator::endpoint::Credentials = Arc::new(move |name| {
+            let state = weak.upgrade()?;
+            let login = state.engine.logins().lookup(&state.engine, name?).ok()??;
+            let cookie = state.auth.cookie_now(&login);
+            Some(("Cookie".to_string(), format!("AuthSession={cookie}")))
+        });
+        let base = format!("http://{addr}/");
+        self.replicator.set_local(bunko_replicator::Local { base, credentials });
+        tokio::spawn(self.replicator.clone().watch_replicator_db());
     }
 
     /// Applies the HTTP layer's settings after a `_config` change (and the persisted changes
@@ -174,6 +199,10 @@ pub fn router(state: State) -> Router {
         .merge(node::routes())
         .merge(doc::routes())
         .merge(attachment::routes())
+        .merge(replicate::routes())
+        .merge(dbs_info::routes())
+        .merge(db_updates::routes())
+        .merge(local_docs::routes())
         .route("/{db}/_compact", post(db::compact))
         .route("/_active_tasks", get(server::active_tasks))
         .route("/_transaction", post(txn::post))

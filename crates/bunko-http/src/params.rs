@@ -29,6 +29,13 @@ impl Params {
         Self { values: pairs.collect(), body_strings: HashSet::new() }
     }
 
+    /// Every parameter as a JSON object of strings (a design function's `req.query`).
+    pub fn to_object(&self) -> serde_json::Map<String, Value> {
+        let mut pairs: Vec<_> = self.values.iter().collect();
+        pairs.sort();
+        pairs.into_iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect()
+    }
+
     /// Adds the members of a JSON request body (for POST variants of GET queries), each
     /// as its JSON text, without overriding the query string.
     pub fn merge_json(&mut self, body: &serde_json::Map<String, Value>) {

@@ -61,8 +61,15 @@ async fn all_dbs(
 ) -> ApiResult<Response> {
     require_server_admin(&ctx)?;
     let p = Params::parse(query.as_deref());
-    let start = string_key(&p, &["startkey", "start_key"])?;
-    let end = string_key(&p, &["endkey", "end_key"])?;
+    let names = db_names(&state, &p)?.into_iter().map(Value::String).collect();
+    Ok(render::json(StatusCode::OK, Value::Array(names)))
+}
+
+/// The database names `_all_dbs` (and `GET /_dbs_info`) list for `startkey`, `endkey`,
+/// `inclusive_end`, `descending`, `skip` and `limit`.
+pub fn db_names(state: &State, p: &Params) -> ApiResult<Vec<String>> {
+    let start = string_key(p, &["startkey", "start_key"])?;
+    let end = string_key(p, &["endkey", "end_key"])?;
     let descending = p.flag("descending")?;
     let inclusive_end = p.bool("inclusive_end")?.unwrap_or(true);
     let mut names = state.engine.db_names();
@@ -82,9 +89,7 @@ async fn all_dbs(
     };
     let skip = p.u64("skip")?.unwrap_or(0) as usize;
     let limit = p.u64("limit")?.map_or(usize::MAX, |l| l as usize);
-    let names: Vec<Value> =
-        names.into_iter().filter(in_range).skip(skip).take(limit).map(Value::String).collect();
-    Ok(render::json(StatusCode::OK, Value::Array(names)))
+    Ok(names.into_iter().filter(in_range).skip(skip).take(limit).collect())
 }
 
 fn string_key(p: &Params, names: &[&str]) -> ApiResult<Option<String>> {
@@ -189,6 +194,7 @@ pub async fn active_tasks(
             "updated_on": p.updated_on,
         })
     }));
+    tasks.extend(crate::replicate::tasks(&state));
     Ok(render::json(StatusCode::OK, Value::Array(tasks)))
 }
 

@@ -103,14 +103,25 @@ impl CompiledScripts {
         db_at: usize,
         host: Box<dyn Host>,
     ) -> Result<Outcome> {
+        *lock(&self.slot) = Some(host);
+        let answer = self.run(index, args, db_at);
+        *lock(&self.slot) = None;
+        answer
+    }
+
+    /// Calls function `index` with `args` and its design document as `this`, without a
+    /// `db` object (filter, update and show functions: a `db` call throws).
+    pub fn call_plain(&self, index: usize, args: &[&Value]) -> Result<Outcome> {
+        self.run(index, args, usize::MAX)
+    }
+
+    fn run(&self, index: usize, args: &[&Value], db_at: usize) -> Result<Outcome> {
         let Some((id, ddoc)) = self.funs.get(index) else {
             return Err(internal(format!("no function {index}")));
         };
         let text = serde_json::to_string(&(ddoc, args)).map_err(internal)?;
-        *lock(&self.slot) = Some(host);
-        let answer = self.sandbox.script(*id, &text, db_at);
-        *lock(&self.slot) = None;
-        let answer: (u8, Value) = serde_json::from_str(&answer?).map_err(internal)?;
+        let answer: (u8, Value) =
+            serde_json::from_str(&self.sandbox.script(*id, &text, db_at)?).map_err(internal)?;
         Ok(match answer {
             (0, value) => Outcome::Returned(value),
             (_, thrown) => Outcome::Threw(thrown_verdict(thrown)),

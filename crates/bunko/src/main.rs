@@ -72,6 +72,13 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             false,
         )?;
     }
+    if engine.get_db(bunko_replicator_db()).is_none() {
+        engine.create_db(
+            &bunko_engine::security::UserCtx::system(),
+            bunko_replicator_db(),
+            false,
+        )?;
+    }
     let search = bunko_search::Search::new(Some(settings.data.join("search")));
     let state =
         bunko_http::AppState::with_search(engine.clone(), settings.http.clone(), search.clone())?;
@@ -95,6 +102,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("cannot listen on {}", settings.listen))?;
         let addr = listener.local_addr()?;
+        state.serve_at(addr);
         let mongo = match settings.mongo_listen {
             Some(at) => Some(
                 TcpListener::bind(at)
@@ -133,6 +141,11 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     store.close()?;
     drop(engine);
     Ok(())
+}
+
+/// The replicator database, created at start-up as CouchDB does.
+fn bunko_replicator_db() -> &'static str {
+    "_replicator"
 }
 
 async fn shutdown_signal() {

@@ -1,0 +1,134 @@
+//! The rest of the CouchDB API clients call (issue 16, point 4), each as CouchDB 3.4
+//! answers it: `_local_docs`, `_dbs_info`, `_db_updates`.
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::harness::{Server, assert_error, send};
+
+#[test]
+fn local_docs_lists_local_documents_like_all_docs() {
+    let s = Server::start();
+    s.create_db("db");
+    for id in ["b", "a", "c"] {
+        assert_eq!(s.put(&format!("/db/_local/{id}"), &json!({"checkpoint": id})).0, 201);
+    }
+    s.put_doc("db", "plain", &json!({}));
+    let (status, all) = s.get("/db/_local_docs");
+    assert_eq!(status, 200, "{all}");
+    assert_eq!(all["total_rows"], Value::Null);
+    assert_eq!(all["offset"], Value::Null);
+    assert_eq!(
+        all["rows"][0],
+        json!({"id": "_local/a", "key": "_local/a", "value": {"rev": "0-1"}})
+    );
+    assert_eq!(crate::harness::ids(&all["rows"]), ["_local/a", "_local/b", "_local/c"]);
+    let (_, some) = s.get("/db/_local_docs?descending=true&limit=2&include_docs=true");
+    assert_eq!(crate::harness::ids(&some["rows"]), ["_local/c", "_local/b"]);
+    assert_eq!(
+        some["rows"][0]["doc"],
+        json!({"_id": "_local/c", "_rev": "0-1", "checkpoint": "c"})
+    );
+    let (_, range) =
+        s.get("/db/_local_docs?startkey=%22_local/b%22&inclusive_end=false&endkey=%22_local/c%22");
+    assert_eq!(crate::harness::ids(&range["rows"]), ["_local/b"]);
+    let body = json!({"keys": ["_local/c", "_local/nope"]});
+    let (status, keyed) = send(s.req(Method::POST, "/db/_local_docs").json(&body));
+    assert_eq!(status, 200, "{keyed}");
+    assert_eq!(keyed["rows"][1], json!({"key": "_local/nope", "error": "not_found"}));
+}
+
+#[test]
+fn dbs_info_answers_each_database_or_not_found() {
+    let s = Server::start();
+    s.create_db("alpha");
+    s.create_db("beta");
+    s.put_doc("alpha", "x", &json!({}));
+    let (status, rows) = s.post("/_dbs_info", &json!({"keys": ["alpha", "missing"]}));
+    assert_eq!(status, 200, "{rows}");
+    assert_eq!(rows[0]["key"], "alpha");
+    assert_eq!(rows[0]["info"]["db_name"], "alpha");
+    assert_eq!(rows[0]["info"]["doc_count"], 1);
+    assert_eq!(rows[1], json!({"key": "missing", "error": "not_found"}));
+    assert_error(s.post("/_dbs_info", &json!({})), 400, "bad_request", "`keys` member must exist.");
+    let many: Vec<String> = (0..101).map(|i| format!("db{i}")).collect();
+    assert_error(s.post("/_dbs_info", &json!({"keys": many})), 400, "bad_request", "too_many_keys");
+    let (status, listed) = s.get("/_dbs_info?startkey=%22alpha%22&endkey=%22beta%22");
+    assert_eq!(status, 200, "{listed}");
+    let keys: Vec<&str> = listed
+        .as_array()
+        .map(|r| r.iter().filter_map(|r| r["key"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(keys, ["alpha", "beta"]);
+    assert_eq!(listed[1]["info"]["db_name"], "beta");
+    // A user sees only the databases he may read.
+    let user = json!({"_id": "org.couchdb.user:bob", "name": "bob", "type": "user", "roles": [], "password": "pw"});
+    assert_eq!(s.put("/_users/org.couchdb.user:bob", &user).0, 201);
+    let body = json!({"keys": ["alpha"]});
+    let (status, rows) = send(s.user_req(Method::POST, "/_dbs_info", "bob", "pw").json(&body));
+    assert_eq!((status, rows), (200, json!([{"key": "alpha", "error": "not_found"}])));
+    assert_eq!(send(s.user_req(Method::GET, "/_dbs_info", "bob", "pw")).0, 401);
+}
+
+/// The rows of a `_db_updates` answer as (type, db_name).
+fn events(feed: &Value) -> Vec<(String, String)> {
+    let rows = feed["results"].as_array().cloned().unwrap_or_default();
+    rows.iter()
+        .map(|r| {
+            (r["type"].as_str().unwrap_or("").into(), r["db_name"].as_str().unwrap_or("").into())
+        })
+        .collect()
+}
+
+#[test]
+fn db_updates_reports_created_updated_and_deleted_databases() {
+    let s = Server::start();
+    let (_, start) = s.get("/_db_updates?since=now");
+    let since = start["last_seq"].as_str().expect("last_seq").to_string();
+    s.create_db("mailbox");
+    s.put_doc("mailbox", "m1", &json!({"subject": "こんにちは"}));
+    s.put_doc("mailbox", "m2", &json!({"subject": "again"}));
+    s.create_db("trash");
+    assert_eq!(s.delete("/trash").0, 200);
+    let (status, feed) = s.get(&format!("/_db_updates?since={since}"));
+    assert_eq!(status, 200, "{feed}");
+    let expected: Vec<(String, String)> = [
+        ("created", "mailbox"),
+        ("updated", "mailbox"),
+        ("created", "trash"),
+        ("deleted", "trash"),
+    ]
+    .iter()
+    .map(|(t, d)| (t.to_string(), d.to_string()))
+    .collect();
+    assert_eq!(events(&feed), expected, "one row per event and database, at its latest seq");
+    let last = feed["last_seq"].as_str().expect("last_seq").to_string();
+    assert_eq!(feed["results"][3]["seq"], last.as_str());
+
+    // A longpoll feed answers at the next event.
+    let waiting = std::thread::spawn({
+        let url = s.url(&format!("/_db_updates?feed=longpoll&since={last}"));
+        move || {
+            let resp = crate::harness::client()
+                .get(url)
+                .basic_auth(crate::harness::ADMIN, Some(crate::harness::ADMIN_PASSWORD))
+                .send()
+                .expect("longpoll");
+            crate::harness::body_json(resp)
+        }
+    });
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    s.put_doc("mailbox", "m3", &json!({}));
+    let feed = waiting.join().expect("longpoll thread");
+    assert_eq!(events(&feed), [("updated".to_string(), "mailbox".to_string())]);
+
+    let user = json!({"_id": "org.couchdb.user:bob", "name": "bob", "type": "user", "roles": [], "password": "pw"});
+    assert_eq!(s.put("/_users/org.couchdb.user:bob", &user).0, 201);
+    assert_eq!(send(s.user_req(Method::GET, "/_db_updates", "bob", "pw")).0, 401);
+    assert_error(
+        s.get("/_db_updates?feed=sideways"),
+        400,
+        "bad_request",
+        "Supported `feed` types: normal, continuous, longpoll, eventsource",
+    );
+}

@@ -1,0 +1,298 @@
+//! Replication (issue 16, point 3) between two real Bunko servers, as CouchDB 3.4's
+//! replicator behaves (`replication_test.exs`, `replicator_db_*`, `couch_replicator_*`):
+//! push and pull, conflicts both ways, deletions, attachments, resume from the checkpoint
+//! after a restart, continuous jobs, filters, the `_replicator` database with
+//! `_scheduler/docs`, and a user who cannot write the target.
+
+use std::time::{Duration, Instant};
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::harness::{ADMIN, ADMIN_PASSWORD, Server, send};
+
+/// `http://admin:secret@127.0.0.1:PORT/{db}` of a server.
+fn url(s: &Server, db: &str) -> String {
+    s.base().replacen("http://", &format!("http://{ADMIN}:{ADMIN_PASSWORD}@"), 1) + "/" + db
+}
+
+/// The people of the Cosmos DB modeling guide (seed 000), one document each.
+fn people() -> Vec<Value> {
+    vec![
+        json!({"_id": "1", "firstName": "Thomas", "lastName": "Andersen",
+            "addresses": [{"line1": "100 Some Street", "city": "Seattle", "state": "WA"}]}),
+        json!({"_id": "2", "firstName": "Jane", "lastName": "Doe", "countOfBooks": 3}),
+        json!({"_id": "3", "firstName": "John", "lastName": "Smith", "countOfBooks": 10}),
+    ]
+}
+
+fn load(s: &Server, db: &str, docs: &[Value]) {
+    let (status, rows) = s.post(&format!("/{db}/_bulk_docs"), &json!({"docs": docs}));
+    assert_eq!(status, 201, "{rows}");
+}
+
+fn replicate(s: &Server, body: Value) -> (u16, Value) {
+    s.post("/_replicate", &body)
+}
+
+/// Polls `check` until it holds (a replication running in the background).
+fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !check() {
+        assert!(Instant::now() < deadline, "gave up waiting for: {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// `_all_docs` with `include_docs`, revs and `_conflicts`, minus volatile nothing: equal
+/// output on both servers means equal documents.
+fn contents(s: &Server, db: &str) -> Value {
+    let (status, body) = s.get(&format!("/{db}/_all_docs?include_docs=true&conflicts=true"));
+    assert_eq!(status, 200, "{body}");
+    body["rows"].clone()
+}
+
+#[test]
+fn push_to_a_remote_and_pull_back_copy_every_document_and_revision() {
+    let (a, b) = (Server::start(), Server::start());
+    a.create_db("people");
+    load(&a, "people", &people());
+    let (status, answer) = replicate(
+        &a,
+        json!({"source": "people", "target": url(&b, "people"), "create_target": true}),
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["ok"], true);
+    assert_eq!(answer["replication_id_version"], 4);
+    let last = &answer["history"][0];
+    assert_eq!((last["docs_read"].clone(), last["docs_written"].clone()), (json!(3), json!(3)));
+    assert_eq!(last["missing_checked"], 3);
+    assert_eq!(answer["source_last_seq"], last["recorded_seq"]);
+    assert_eq!(contents(&a, "people"), contents(&b, "people"));
+
+    // Pull into a new database of A from B.
+    let (status, answer) = replicate(
+        &a,
+        json!({"source": url(&b, "people"), "target": "copy", "create_target": true}),
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(contents(&a, "copy"), contents(&a, "people"));
+    // Nothing new: the second run finds the checkpoint and reads nothing.
+    let (status, again) = replicate(&a, json!({"source": url(&b, "people"), "target": "copy"}));
+    assert_eq!(status, 200, "{again}");
+    assert_eq!(again["no_changes"], true, "{again}");
+}
+
+#[test]
+fn a_missing_source_is_db_not_found_and_bad_requests_are_refused() {
+    let a = Server::start();
+    let (status, answer) = replicate(&a, json!({"source": "nope", "target": "other"}));
+    assert_eq!((status, answer["error"].clone()), (404, json!("db_not_found")), "{answer}");
+    a.create_db("src");
+    let (status, answer) = replicate(&a, json!({"source": "src", "target": "absent"}));
+    assert_eq!((status, answer["error"].clone()), (404, json!("db_not_found")), "{answer}");
+    assert_eq!(a.get("/absent").0, 404, "no target created without create_target");
+    let (status, answer) = replicate(
+        &a,
+        json!({"source": "src", "target": "t", "doc_ids": ["a"], "selector": {"a": 1}}),
+    );
+    assert_eq!((status, answer["error"].clone()), (400, json!("bad_request")), "{answer}");
+    let (status, _) = replicate(&a, json!({"target": "t"}));
+    assert_eq!(status, 400);
+    let (status, answer) = replicate(&a, json!({"source": "src", "target": "t", "cancel": true}));
+    assert_eq!((status, answer["error"].clone()), (404, json!("not_found")), "{answer}");
+}
+
+#[test]
+fn conflicts_and_deletions_replicate_both_ways() {
+    let (a, b) = (Server::start(), Server::start());
+    a.create_db("db");
+    b.create_db("db");
+    let rev = a.put_doc("db", "doc", &json!({"v": "original"}));
+    let del = a.put_doc("db", "gone", &json!({"v": "to delete"}));
+    assert_eq!(replicate(&a, json!({"source": "db", "target": url(&b, "db")})).0, 200);
+    // Both sides edit the same revision; A deletes a document.
+    a.put_doc("db", "doc", &json!({"_rev": rev, "v": "edited on a"}));
+    b.put_doc("db", "doc", &json!({"_rev": rev, "v": "edited on b"}));
+    assert_eq!(a.delete(&format!("/db/gone?rev={del}")).0, 200);
+    assert_eq!(replicate(&a, json!({"source": "db", "target": url(&b, "db")})).0, 200);
+    assert_eq!(replicate(&a, json!({"source": url(&b, "db"), "target": "db"})).0, 200);
+    let on_a = a.get_doc("db", "doc?conflicts=true");
+    assert_eq!(on_a["_conflicts"].as_array().map(Vec::len), Some(1), "{on_a}");
+    assert_eq!(on_a, b.get_doc("db", "doc?conflicts=true"), "same winner, same conflict");
+    assert_eq!(b.get("/db/gone").0, 404, "the deletion reached B");
+    assert_eq!(contents(&a, "db"), contents(&b, "db"));
+}
+
+#[test]
+fn attachments_are_copied_with_their_data() {
+    let (a, b) = (Server::start(), Server::start());
+    a.create_db("files");
+    let body = json!({"title": "スキーマ設計", "_attachments": {
+        "guide.txt": {"content_type": "text/plain", "data": "44OJ44Kt44Ol44Oh44Oz44OI"}}});
+    a.put_doc("files", "guide", &body);
+    let (status, answer) = replicate(
+        &a,
+        json!({"source": "files", "target": url(&b, "files"), "create_target": true}),
+    );
+    assert_eq!(status, 200, "{answer}");
+    let resp = b.req(Method::GET, "/files/guide/guide.txt").send().expect("GET attachment");
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.text().expect("text"), "ドキュメント");
+    let on_b = b.get_doc("files", "guide");
+    assert_eq!(on_b["_attachments"], a.get_doc("files", "guide")["_attachments"]);
+}
+
+#[test]
+fn a_restarted_target_resumes_from_the_checkpoint_without_resending() {
+    let (a, mut b) = (Server::start(), Server::start());
+    a.create_db("people");
+    load(&a, "people", &people());
+    let pull = json!({"source": url(&a, "people"), "target": "people", "create_target": true});
+    let (status, first) = replicate(&b, pull.clone());
+    assert_eq!(status, 200, "{first}");
+    let rep_log = format!("/people/_local/{}", first["history"][0]["session_id"]);
+    assert_eq!(b.get(&rep_log).0, 404, "checkpoints are named by replication id, not session");
+    b.kill9();
+    b.restart();
+    a.put_doc("people", "4", &json!({"firstName": "Ana", "lastName": "Lopez"}));
+    let (status, second) = replicate(&b, pull);
+    assert_eq!(status, 200, "{second}");
+    let last = &second["history"][0];
+    assert_eq!(last["missing_checked"], 1, "only the new change was read: {second}");
+    assert_eq!(last["docs_written"], 1);
+    assert_eq!(second["history"].as_array().map(Vec::len), Some(2), "{second}");
+    assert_eq!(contents(&a, "people"), contents(&b, "people"));
+}
+
+#[test]
+fn continuous_replication_carries_later_edits_until_cancelled() {
+    let (a, b) = (Server::start(), Server::start());
+    a.create_db("live");
+    let job = json!({"source": "live", "target": url(&b, "live"), "create_target": true,
+        "continuous": true});
+    let (status, answer) = replicate(&a, job.clone());
+    assert_eq!(status, 202, "{answer}");
+    let id = answer["_local_id"].as_str().expect("_local_id").to_string();
+    assert!(id.ends_with("+continuous+create_target"), "{id}");
+    a.put_doc("live", "reading-1", &json!({"deviceId": "sensor-1", "temperature": 21.5}));
+    eventually("the first document on B", || b.get("/live/reading-1").0 == 200);
+    let (_, tasks) = a.get("/_active_tasks");
+    let task = tasks.as_array().and_then(|t| t.iter().find(|t| t["type"] == "replication"));
+    let task = task.expect("a replication task").clone();
+    assert_eq!(
+        (task["replication_id"].as_str(), task["continuous"].clone()),
+        (Some(&*id), json!(true))
+    );
+    let (_, jobs) = a.get("/_scheduler/jobs");
+    assert_eq!(jobs["jobs"][0]["id"], id.as_str(), "{jobs}");
+    a.put_doc("live", "reading-2", &json!({"deviceId": "sensor-2", "temperature": 19.0}));
+    eventually("a later edit on B", || b.get("/live/reading-2").0 == 200);
+
+    let mut cancel = job;
+    cancel["cancel"] = json!(true);
+    assert_eq!(replicate(&a, cancel), (200, json!({"ok": true, "_local_id": id})));
+    assert_eq!(a.get("/_scheduler/jobs").1["total_rows"], 0);
+    a.put_doc("live", "reading-3", &json!({"deviceId": "sensor-3"}));
+    // A one-shot run afterwards proves the job stopped: it still had this one to copy.
+    let (_, once) = replicate(&a, json!({"source": "live", "target": url(&b, "live")}));
+    assert_eq!(once["history"][0]["docs_written"], 1, "{once}");
+}
+
+#[test]
+fn doc_ids_and_selector_replicate_only_matching_documents() {
+    let (a, b) = (Server::start(), Server::start());
+    a.create_db("people");
+    load(&a, "people", &people());
+    let (status, answer) = replicate(
+        &a,
+        json!({"source": "people", "target": url(&b, "by_id"), "create_target": true,
+            "doc_ids": ["1", "3"]}),
+    );
+    assert_eq!(status, 200, "{answer}");
+    let (_, all) = b.get("/by_id/_all_docs");
+    assert_eq!(crate::harness::ids(&all["rows"]), ["1", "3"]);
+    let (status, answer) = replicate(
+        &a,
+        json!({"source": "people", "target": url(&b, "readers"), "create_target": true,
+            "selector": {"countOfBooks": {"$gt": 5}}}),
+    );
+    assert_eq!(status, 200, "{answer}");
+    let (_, all) = b.get("/readers/_all_docs");
+    assert_eq!(crate::harness::ids(&all["rows"]), ["3"]);
+
+    // A design-document filter of the source, with query_params.
+    let ddoc = json!({"filters": {"named": "function(doc, req) { return doc.lastName === req.query.name; }"}});
+    a.put_doc("people", "_design/people", &ddoc);
+    let (status, answer) = replicate(
+        &a,
+        json!({"source": "people", "target": url(&b, "smiths"), "create_target": true,
+            "filter": "people/named", "query_params": {"name": "Smith"}}),
+    );
+    assert_eq!(status, 200, "{answer}");
+    let (_, all) = b.get("/smiths/_all_docs");
+    assert_eq!(crate::harness::ids(&all["rows"]), ["3"]);
+}
+
+#[test]
+fn replicator_documents_start_jobs_shown_in_scheduler_docs() {
+    let (a, b) = (Server::start(), Server::start());
+    a.create_db("people");
+    load(&a, "people", &people());
+    let doc = json!({"source": url(&a, "people"), "target": url(&b, "people"),
+        "create_target": true});
+    b.put_doc("_replicator", "copy-people", &doc);
+    let state = |s: &Server, id: &str| s.get(&format!("/_scheduler/docs/_replicator/{id}")).1;
+    eventually("completed", || state(&b, "copy-people")["state"] == "completed");
+    let row = state(&b, "copy-people");
+    assert_eq!(row["info"]["docs_written"], 3, "{row}");
+    assert_eq!(row["source"], format!("{}/people/", a.base()), "no credentials shown");
+    let stored = b.get_doc("_replicator", "copy-people");
+    assert!(stored.get("_replication_state").is_none(), "state is not written back: {stored}");
+    assert_eq!(contents(&a, "people"), contents(&b, "people"));
+
+    // A continuous one runs until its document is deleted.
+    let live = json!({"source": url(&a, "people"), "target": url(&b, "live"),
+        "create_target": true, "continuous": true});
+    let rev = b.put_doc("_replicator", "live", &live);
+    eventually("running", || state(&b, "live")["state"] == "running");
+    a.put_doc("people", "5", &json!({"firstName": "Kenji"}));
+    eventually("the new person on B", || b.get("/live/5").0 == 200);
+    assert_eq!(b.get("/_scheduler/jobs").1["jobs"][0]["doc_id"], "live");
+    assert_eq!(b.delete(&format!("/_replicator/live?rev={rev}")).0, 200);
+    eventually("the job stopped", || b.get("/_scheduler/jobs").1["total_rows"] == 0);
+    assert_eq!(b.get("/_scheduler/docs/_replicator/live").0, 404);
+
+    // A document that cannot be parsed is failed, with the reason.
+    b.put_doc("_replicator", "bad", &json!({"source": url(&a, "people")}));
+    eventually("failed", || state(&b, "bad")["state"] == "failed");
+    assert_eq!(state(&b, "bad")["info"]["error"], "Missing target");
+}
+
+#[test]
+fn a_user_cannot_replicate_into_a_database_he_cannot_write() {
+    let a = Server::start();
+    let user = json!({"_id": "org.couchdb.user:bob", "name": "bob", "type": "user",
+        "roles": [], "password": "pw"});
+    assert_eq!(a.put("/_users/org.couchdb.user:bob", &user).0, 201);
+    a.create_db("people");
+    load(&a, "people", &people());
+    // Databases are admin-only until given a security object (CouchDB 3's default).
+    let readers = json!({"members": {"names": ["bob"], "roles": []}});
+    assert_eq!(a.put("/people/_security", &readers).0, 200);
+    a.create_db("locked");
+    let security = json!({"admins": {"names": [], "roles": []},
+        "members": {"names": ["admin"], "roles": []}});
+    assert_eq!(a.put("/locked/_security", &security).0, 200);
+    let body = json!({"source": "people", "target": "locked"});
+    let (status, answer) = send(a.user_req(Method::POST, "/_replicate", "bob", "pw").json(&body));
+    assert!(matches!(status, 401 | 403), "{status} {answer}");
+    assert_eq!(a.db_info("locked")["doc_count"], 0, "nothing was written");
+    // Bob may replicate into a database he can write.
+    let body = json!({"source": "people", "target": "mine"});
+    assert_eq!(a.put_empty("/mine").0, 201);
+    assert_eq!(a.put("/mine/_security", &readers).0, 200);
+    let (status, answer) = send(a.user_req(Method::POST, "/_replicate", "bob", "pw").json(&body));
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(a.db_info("mine")["doc_count"], 3);
+}

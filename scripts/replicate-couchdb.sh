@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Replicates between a real CouchDB (COUCH_URL, with admin credentials in the URL, e.g.
+# http://admin:pass@127.0.0.1:5984) and a freshly started Bunko, both ways: the same
+# scenarios as crates/bunko/tests/e2e/replication.rs (push, pull, conflicts, deletions,
+# attachments, continuous, resume from checkpoint, checkpoints shared by both replicators).
+# Not part of the test suite or CI; prints one PASS/FAIL line per check.
+#
+# Usage: COUCH_URL=http://admin:pass@127.0.0.1:5984 scripts/replicate-couchdb.sh
+set -euo pipefail
+
+couch="${COUCH_URL:?set COUCH_URL to a CouchDB with admin credentials in the URL}"
+couch="${couch%/}"
+cd "$(dirname "$0")/.."
+root=$(pwd)
+target="${CARGO_TARGET_DIR:-$root/target}"
+cargo build --release --locked -p bunko
+data=$(mktemp -d)
+log="$data.log"
+password="repl-$RANDOM$RANDOM"
+BUNKO_ADMIN="admin:$password" "$target/release/bunko" serve --data "$data" \
+    --listen 127.0.0.1:0 --mongo-listen off >"$log" 2>&1 &
+server=$!
+cleanup() {
+    kill "$server" 2>/dev/null || true
+    wait "$server" 2>/dev/null || true
+    rm -rf "$data" "$log"
+}
+trap cleanup EXIT
+url=""
+for _ in $(seq 100); do
+    url=$(grep -o 'http://127.0.0.1:[0-9]*' "$log" | head -n1 || true)
+    [ -n "$url" ] && break
+    sleep 0.1
+done
+[ -n "$url" ] || { echo "bunko did not start:" >&2; cat "$log" >&2; exit 1; }
+bunko="${url/http:\/\//http://admin:$password@}"
+echo "bunko at $url, couchdb at ${couch#*@}"
+
+failures=0
+check() { # name, command...
+    local name=$1; shift
+    if "$@"; then echo "PASS $name"; else echo "FAIL $name"; failures=$((failures + 1)); fi
+}
+j() { curl -fsS -H 'Content-Type: application/json' "$@"; }
+field() { python3 -c "import json,sys; d=json.load(sys.stdin); print(eval('d'+sys.argv[1]))" "$1"; }
+same_docs() { # server1 db1 server2 db2
+    diff <(j "$1/$2/_all_docs?include_docs=true&conflicts=true" | field "['rows']") \
+         <(j "$3/$4/_all_docs?include_docs=true&conflicts=true" | field "['rows']") >/dev/null
+}
+
+db="bunko_repl_$RANDOM"
+j -X DELETE "$couch/$db" >/dev/null 2>&1 || true
+j -X PUT "$couch/$db" >/dev/null
+j -X POST "$couch/$db/_bulk_docs" -d '{"docs": [
+  {"_id": "1", "firstName": "Thomas", "lastName": "Andersen"},
+  {"_id": "2", "firstName": "Jane", "lastName": "Doe"},
+  {"_id": "files", "_attachments": {"a.txt": {"content_type": "text/plain", "data": "44OJ44Kt44Ol44Oh44Oz44OI"}}}
+]}' >/dev/null
+
+# CouchDB -> Bunko (pull by Bunko), then Bunko -> CouchDB into a new database (push).
+j -X POST "$bunko/_replicate" -d "{\"source\": \"$couch/$db\", \"target\": \"copy\", \"create_target\": true}" >/dev/null
+check "couchdb -> bunko copies documents and attachments" same_docs "$couch" "$db" "$bunko" copy
+check "attachment data on bunko" test "$(curl -fsS "$bunko/copy/files/a.txt")" = "ドキュメント"
+j -X POST "$bunko/_replicate" -d "{\"source\": \"copy\", \"target\": \"$couch/${db}_back\", \"create_target\": true}" >/dev/null
+check "bunko -> couchdb copies documents" same_docs "$bunko" copy "$couch" "${db}_back"
+
+# Conflicts both ways.
+rev=$(j "$couch/$db/1" | field "['_rev']")
+j -X PUT "$couch/$db/1" -d "{\"_rev\": \"$rev\", \"firstName\": \"couch\"}" >/dev/null
+j -X PUT "$bunko/copy/1" -d "{\"_rev\": \"$rev\", \"firstName\": \"bunko\"}" >/dev/null
+rev2=$(j "$couch/$db/2" | field "['_rev']")
+j -X DELETE "$couch/$db/2?rev=$rev2" >/dev/null
+j -X POST "$couch/_replicate" -d "{\"source\": \"$couch/$db\", \"target\": \"$bunko/copy\"}" >/dev/null
+j -X POST "$couch/_replicate" -d "{\"source\": \"$bunko/copy\", \"target\": \"$couch/$db\"}" >/dev/null
+check "conflicts and deletions agree after couchdb's replicator" same_docs "$couch" "$db" "$bunko" copy
+
+# Bunko's replicator writes its checkpoint on CouchDB too, and resumes from it.
+body="{\"source\": \"$couch/$db\", \"target\": \"copy\"}"
+j -X POST "$bunko/_replicate" -d "$body" >/dev/null
+answer=$(j -X POST "$bunko/_replicate" -d "$body")
+check "bunko resumes from its checkpoint on couchdb (no_changes)" test "$(echo "$answer" | field ".get('no_changes')")" = True
+
+# Continuous CouchDB -> Bunko.
+id=$(j -X POST "$bunko/_replicate" -d "{\"source\": \"$couch/$db\", \"target\": \"copy\", \"continuous\": true}" | field "['_local_id']")
+j -X PUT "$couch/$db/later" -d '{"v": 1}' >/dev/null
+ok=false
+for _ in $(seq 100); do curl -fsS "$bunko/copy/later" >/dev/null 2>&1 && { ok=true; break; }; sleep 0.2; done
+check "continuous replication carries a later edit" $ok
+j -X POST "$bunko/_replicate" -d "{\"replication_id\": \"$id\", \"cancel\": true}" >/dev/null
+
+j -X DELETE "$couch/$db" >/dev/null
+j -X DELETE "$couch/${db}_back" >/dev/null
+echo "$failures failure(s)"
+exit $((failures > 0))
