@@ -46,6 +46,7 @@ mod compact;
 mod database;
 pub mod design;
 mod error;
+pub mod events;
 pub mod find;
 mod gate;
 pub mod index;

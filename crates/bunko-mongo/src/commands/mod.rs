@@ -14,6 +14,8 @@
 
 mod admin;
 mod advise;
+pub(crate) mod change_stream;
+mod coll_options;
 mod crud;
 mod cursor;
 mod handshake;
@@ -123,7 +125,8 @@ const TABLE: &[Command] = &[
     Command { name: "getLog", aliases: &[], public: false, fields: None, run: handshake::get_log },
     Command { name: "listDatabases", aliases: &[], public: false, fields: Some(&["filter", "nameOnly", "authorizedDatabases"]), run: admin::list_databases },
     Command { name: "listCollections", aliases: &[], public: false, fields: Some(&["filter", "nameOnly", "authorizedCollections", "cursor"]), run: admin::list_collections },
-    Command { name: "create", aliases: &[], public: false, fields: Some(&["writeConcern"]), run: admin::create },
+    Command { name: "create", aliases: &[], public: false, fields: Some(&["writeConcern", "validator", "validationLevel", "validationAction", "changeStreamPreAndPostImages"]), run: admin::create },
+    Command { name: "collMod", aliases: &[], public: false, fields: Some(&["writeConcern", "validator", "validationLevel", "validationAction", "changeStreamPreAndPostImages"]), run: admin::coll_mod },
     Command { name: "drop", aliases: &[], public: false, fields: Some(&["writeConcern"]), run: admin::drop },
     Command { name: "dropDatabase", aliases: &[], public: false, fields: Some(&["writeConcern"]), run: admin::drop_database },
     Command { name: "insert", aliases: &[], public: false, fields: Some(&["documents", "ordered", "writeConcern", "txnNumber"]), run: crud::insert },
@@ -137,7 +140,8 @@ const TABLE: &[Command] = &[
     Command { name: "dbStats", aliases: &["dbstats"], public: false, fields: Some(&["scale"]), run: admin::db_stats },
     Command { name: "callProcedure", aliases: &[], public: false, fields: Some(&["designDoc", "procedure", "arg"]), run: procedure::call },
     Command { name: "advise", aliases: &[], public: false, fields: Some(&["sampleSize", "timeBudgetMS"]), run: advise::advise },
-    Command { name: "getMore", aliases: &[], public: false, fields: Some(&["collection", "batchSize"]), run: cursor::get_more },
+    Command { name: "getMore", aliases: &[], public: false, fields: Some(&["collection", "batchSize", "maxTimeMS"]), run: cursor::get_more },
+    Command { name: "aggregate", aliases: &[], public: false, fields: Some(&["pipeline", "cursor", "maxTimeMS", "readConcern"]), run: aggregate },
     Command { name: "killCursors", aliases: &[], public: false, fields: Some(&["cursors"]), run: cursor::kill_cursors },
 ];
 
@@ -197,6 +201,23 @@ pub(crate) fn run(
     };
     reply.insert("ok", 1.0);
     Ok((reply, plain))
+}
+
+/// `aggregate`: a pipeline that starts with `$changeStream` opens a change stream; the rest
+/// of `aggregate` is not in this version (`NotImplemented`).
+fn aggregate(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
+    let stream = match command.get("pipeline") {
+        Some(Bson::Array(stages)) => matches!(
+            stages.first(),
+            Some(Bson::Document(first)) if first.contains_key("$changeStream")
+        ),
+        _ => false,
+    };
+    if stream {
+        change_stream::open(ctx, command)
+    } else {
+        Err(MongoError::not_implemented("aggregate is not supported yet except $changeStream"))
+    }
 }
 
 /// Every read sees one storage snapshot per batch, which is what `local`, `available` and

@@ -25,6 +25,7 @@ mod login;
 mod mango;
 mod mango_explain;
 mod mongo;
+mod mongo_stream;
 mod mongo_txn;
 mod partitions;
 mod persistence;
