@@ -1,4 +1,5 @@
-//! Compaction: removes the bodies of revisions that are no longer leaves. Until then a
+//! Compaction: removes the bodies of revisions that are no longer leaves, and the change
+//! journal entries up to where it started (`events.rs`: their events would miss bodies). Until then a
 //! `GET ?rev=<old>` still finds them, as in CouchDB. The LSM store reclaims the space of
 //! removed keys in its own background compaction.
 //!
@@ -26,6 +27,10 @@ impl Database {
     pub fn compact(&self) -> Result<u64> {
         let db = self.id();
         let snapshot = self.snapshot();
+        let upto = match snapshot.scan(&keys::seq_range(db), true, 1)?.first() {
+            Some((key, _)) => keys::decode_seq(key)?,
+            None => 0,
+        };
         let mut batch = Batch::new();
         let mut removed = 0;
         for entry in Iter::new(snapshot.clone(), keys::doc_range(db), false, 256) {
@@ -58,6 +63,7 @@ impl Database {
             self.store.commit(batch)?;
         }
         self.remove_orphan_attachments(&snapshot)?;
+        self.trim_journal(upto)?;
         Ok(removed)
     }
 

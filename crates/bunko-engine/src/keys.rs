@@ -20,6 +20,7 @@
 //! | `0x0F` | view back-index `(db, sig, doc_id)` | the document's row keys |
 //! | `0x10` | `Config(section, key)` | a `_config` change: `Option<String>` (postcard; `None` = deleted) |
 //! | `0x11` | `AttChunk(db, digest, n)` | chunk `n` of an attachment body (raw bytes, 64 KiB but the last) |
+//! | `0x12` | `Event(db, seq)` | [`crate::records::ChangeRecord`]: the change journal (every write, for change streams) |
 //!
 //! `db` is the database's numeric id (8 bytes big-endian), never its name, so that a deleted
 //! and re-created database starts empty while the old one's keys are removed in the
@@ -45,6 +46,7 @@ const IDX_META: u8 = 0x0B;
 const IDX_DROPPED: u8 = 0x0C;
 const CONFIG: u8 = 0x10;
 const ATT_CHUNK: u8 = 0x11;
+const EVENT: u8 = 0x12;
 
 /// A storage key; see the module docs for the layout.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,6 +65,8 @@ pub enum Key<'a> {
     Config(&'a str, &'a str),
     /// Chunk `n` of the attachment body whose MD5 is `digest` (16 bytes) in database `db`.
     AttChunk(u64, &'a [u8], u64),
+    /// The change journal entry of the write that got `seq`.
+    Event(u64, u64),
 }
 
 impl Key<'_> {
@@ -82,6 +86,7 @@ impl Key<'_> {
             }
             Key::IdxDropped(db, num) => KeyWriter::new(IDX_DROPPED).u64(db).u64(num).finish(),
             Key::Config(section, key) => KeyWriter::new(CONFIG).str(section).str(key).finish(),
+            Key::Event(db, seq) => KeyWriter::new(EVENT).u64(db).u64(seq).finish(),
             Key::AttChunk(db, digest, n) => {
                 KeyWriter::new(ATT_CHUNK).u64(db).bytes(digest).u64(n).finish()
             }
@@ -149,6 +154,7 @@ pub fn all_db_ranges(db: u64) -> Vec<Range> {
         LOCAL,
         PART_STATS,
         ATT_CHUNK,
+        EVENT,
         crate::index::entries::IDX,
         IDX_META,
         IDX_DROPPED,
@@ -249,6 +255,19 @@ pub fn decode_seq(key: &[u8]) -> Result<u64> {
     expect_tag(&mut r, SEQ)?;
     r.u64().map_err(corrupt)?;
     r.u64().map_err(corrupt)
+}
+
+/// Decodes the seq of an `Event` key.
+pub fn decode_event(key: &[u8]) -> Result<u64> {
+    let mut r = KeyReader::new(key);
+    expect_tag(&mut r, EVENT)?;
+    r.u64().map_err(corrupt)?;
+    r.u64().map_err(corrupt)
+}
+
+/// The range of a database's change journal.
+pub fn event_range(db: u64) -> Range {
+    prefix_range(&KeyWriter::new(EVENT).u64(db).finish())
 }
 
 /// Decodes the id of a `Local` key.

@@ -48,6 +48,7 @@ pub mod db_updates;
 pub mod design;
 mod error;
 mod filters;
+pub mod events;
 pub mod find;
 mod gate;
 pub mod index;

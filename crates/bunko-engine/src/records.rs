@@ -35,6 +35,15 @@ impl DocInfo {
     }
 }
 
+/// One entry of the change journal: which revision of which document a write made, and
+/// when (milliseconds since the Unix epoch).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ChangeRecord {
+    pub id: String,
+    pub rev: RevId,
+    pub ms: u64,
+}
+
 /// A `_local` document: not replicated, not in `_all_docs` or `_changes`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LocalDoc {

@@ -4,7 +4,8 @@
 //! document's revision tree, computes the edit ([`edit_new`] for `new_edits=true`,
 //! [`edit_replicated`] for `new_edits=false`), and adds to one batch: the `Doc` record, the
 //! new body (`Rev`), removal of bodies stemmed away by `revs_limit`, the move of the
-//! document's `Seq` entry to the new seq, and the database (and partition) counters.
+//! document's `Seq` entry to the new seq, the change journal's `Event` entry (`events.rs`),
+//! and the database (and partition) counters.
 //! A database with triggers takes the same path through [`crate::triggers`], which fires
 //! them under the writer lock before staging.
 
@@ -618,6 +619,9 @@ fn add_to_batch(batch: &mut Batch, db: u64, id: &str, old: Option<&DocInfo>, o: 
         batch.delete(Key::Seq(db, old.seq).encode());
     }
     batch.put(Key::Seq(db, o.info.seq).encode(), id.as_bytes().to_vec());
+    let ms = crate::catalog::now_us() / 1000;
+    let record = records::ChangeRecord { id: id.to_string(), rev: o.rev.clone(), ms };
+    batch.put(Key::Event(db, o.info.seq).encode(), records::encode(&record));
 }
 
 /// An interactive edit: `doc.rev` must name a leaf (or be absent for a new or deleted

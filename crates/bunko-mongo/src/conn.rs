@@ -21,7 +21,16 @@ pub(crate) async fn run(server: Arc<Server>, stream: TcpStream, peer: SocketAddr
     let local = stream.local_addr().unwrap_or(peer);
     let id = server.next_conn.fetch_add(1, Ordering::Relaxed);
     server.open.fetch_add(1, Ordering::Relaxed);
-    let session = Session { id, peer, local, user: None, scram: None, compressors: Vec::new() };
+    let session = Session {
+        id,
+        peer,
+        local,
+        user: None,
+        scram: None,
+        compressors: Vec::new(),
+        wait: None,
+        await_until: None,
+    };
     if let Err(err) = serve(&server, stream, session).await {
         tracing::debug!(%err, %peer, "mongo connection closed");
     }
@@ -62,8 +71,7 @@ async fn serve(
             match wire::decode(&header, &body) {
                 Ok(request) => {
                     tracing::debug!(compressor = ?request.compressor, "mongo message");
-                    let Some((back, result)) =
-                        execute(server, session, request.command.clone()).await
+                    let Some((back, result)) = run_waiting(server, session, &request.command).await
                     else {
                         return Err(std::io::Error::other("command panicked"));
                     };
@@ -127,6 +135,22 @@ fn fallback(header: &Header) -> Request {
 }
 
 type Outcome = Result<(Document, bool), MongoError>;
+
+/// Runs a command; while it asks to wait (a change stream's `getMore` with nothing new),
+/// awaits the change notification off the blocking threads and runs it again.
+async fn run_waiting(
+    server: &Arc<Server>,
+    session: Session,
+    command: &Document,
+) -> Option<(Session, Outcome)> {
+    let (mut session, mut result) = execute(server, session, command.clone()).await?;
+    while let Some(wait) = session.wait.take() {
+        wait.wait().await;
+        (session, result) = execute(server, session, command.clone()).await?;
+    }
+    session.await_until = None;
+    Some((session, result))
+}
 
 /// Runs one command off the async workers; gives the session back. `None` if the command
 /// panicked (a bug): the session went with it, so the connection ends.

@@ -1,6 +1,7 @@
 //! The cursor registry: open cursors by id, each owned by the user who opened it, dropped by
 //! `killCursors`, when exhausted, or after the idle timeout (swept on every use of the
-//! registry). A cursor is its next-batch function: an unsorted `find` resumes its scan from
+//! registry). The registry is generic over a cursor's state; a `find` cursor is its
+//! next-batch function: an unsorted `find` resumes its scan from
 //! where the last batch stopped (so memory does not grow with the result), a sorted one hands
 //! out the rest of its sorted answer. A batch is computed outside the registry's lock.
 
@@ -18,25 +19,26 @@ use crate::error::MongoError;
 /// size) and whether more may follow.
 pub type Next = Box<dyn FnMut(usize) -> Result<(Vec<Document>, bool), MongoError> + Send>;
 
-struct Cursor {
+struct Cursor<T> {
     ns: String,
     owner: Option<UserCtx>,
-    next: Next,
+    state: T,
     last_used: Instant,
 }
 
-pub struct Cursors {
-    open: Mutex<HashMap<i64, Cursor>>,
+/// Open cursors whose state is `T`: a `find`'s [`Next`], or a change stream.
+pub struct Cursors<T = Next> {
+    open: Mutex<HashMap<i64, Cursor<T>>>,
     timeout: Duration,
 }
 
-impl Cursors {
-    pub fn new(timeout: Duration) -> Cursors {
+impl<T> Cursors<T> {
+    pub fn new(timeout: Duration) -> Cursors<T> {
         Cursors { open: Mutex::new(HashMap::new()), timeout }
     }
 
     /// Registers a cursor; returns its id (never 0).
-    pub fn open(&self, ns: String, owner: Option<UserCtx>, next: Next) -> i64 {
+    pub fn open(&self, ns: String, owner: Option<UserCtx>, state: T) -> i64 {
         let mut open = self.open.lock();
         self.sweep(&mut open);
         let id = loop {
@@ -45,19 +47,24 @@ impl Cursors {
                 break id;
             }
         };
-        open.insert(id, Cursor { ns, owner, next, last_used: Instant::now() });
+        open.insert(id, Cursor { ns, owner, state, last_used: Instant::now() });
         id
     }
 
-    /// The next batch of cursor `id` (for `user` on namespace `ns`): the documents and
-    /// whether the cursor is still open.
-    pub fn next(
+    /// Whether `id` is open here.
+    pub fn owns(&self, id: i64) -> bool {
+        self.open.lock().contains_key(&id)
+    }
+
+    /// Runs `step` on cursor `id` (for `user` on namespace `ns`) outside the lock; the
+    /// cursor stays open if `step` says so (its second value).
+    pub fn step<R>(
         &self,
         id: i64,
         user: Option<&UserCtx>,
         ns: &str,
-        size: usize,
-    ) -> Result<(Vec<Document>, bool), MongoError> {
+        step: impl FnOnce(&mut T) -> Result<(R, bool), MongoError>,
+    ) -> Result<(R, bool), MongoError> {
         let mut cursor = {
             let mut open = self.open.lock();
             self.sweep(&mut open);
@@ -75,12 +82,12 @@ impl Cursors {
             }
             open.remove(&id).ok_or_else(|| MongoError::cursor_not_found(id))?
         };
-        let (batch, more) = (cursor.next)(size)?;
-        if more {
+        let (out, alive) = step(&mut cursor.state)?;
+        if alive {
             cursor.last_used = Instant::now();
             self.open.lock().insert(id, cursor);
         }
-        Ok((batch, more))
+        Ok((out, alive))
     }
 
     /// Removes `id`; whether it existed (and belonged to `user`).
@@ -93,9 +100,23 @@ impl Cursors {
         }
     }
 
-    fn sweep(&self, open: &mut HashMap<i64, Cursor>) {
+    fn sweep(&self, open: &mut HashMap<i64, Cursor<T>>) {
         let timeout = self.timeout;
         open.retain(|_, c| c.last_used.elapsed() < timeout);
+    }
+}
+
+impl Cursors<Next> {
+    /// The next batch of cursor `id` (for `user` on namespace `ns`): the documents and
+    /// whether the cursor is still open.
+    pub fn next(
+        &self,
+        id: i64,
+        user: Option<&UserCtx>,
+        ns: &str,
+        size: usize,
+    ) -> Result<(Vec<Document>, bool), MongoError> {
+        self.step(id, user, ns, |next| next(size))
     }
 }
 

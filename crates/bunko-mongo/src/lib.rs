@@ -54,6 +54,7 @@ pub struct Server {
     engine: Arc<Engine>,
     auth: auth::Auth,
     cursors: cursors::Cursors,
+    streams: commands::change_stream::registry::Streams,
     sessions: sessions::Sessions,
     config: MongoConfig,
     started: Instant,
@@ -68,6 +69,7 @@ impl Server {
             engine,
             auth: auth::Auth::default(),
             cursors: cursors::Cursors::new(config.cursor_timeout),
+            streams: commands::change_stream::registry::Streams::new(config.cursor_timeout),
             sessions: sessions::Sessions::default(),
             config,
             started: Instant::now(),
@@ -116,4 +118,9 @@ pub(crate) struct Session {
     /// A SCRAM exchange in progress, and whether the client skips its empty last step.
     pub scram: Option<(auth::Conversation, bool)>,
     pub compressors: Vec<wire::Compressor>,
+    /// Set by a change stream's `getMore` that found nothing yet: `conn.rs` waits, then
+    /// runs the command again.
+    pub wait: Option<commands::change_stream::registry::Wait>,
+    /// The deadline of the `getMore` being waited on.
+    pub await_until: Option<std::time::Instant>,
 }

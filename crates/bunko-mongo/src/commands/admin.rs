@@ -14,7 +14,7 @@ use bunko_engine::{Database, Error};
 use bunko_query::Dialect;
 use serde_json::Value;
 
-use super::{Ctx, bool_of, cursor_reply, doc_of, namespace};
+use super::{Ctx, bool_of, coll_options, cursor_reply, doc_of, namespace};
 use crate::error::MongoError;
 use crate::names::{Namespace, db_prefix};
 use crate::query;
@@ -88,9 +88,9 @@ pub(super) fn list_collections(ctx: &mut Ctx, command: &Document) -> Result<Docu
     let colls = collections(ctx).remove(&ctx.db).unwrap_or_default();
     let entries = colls
         .into_iter()
-        .map(|(name, _)| {
+        .map(|(name, db)| {
             doc! {
-                "name": name, "type": "collection", "options": {},
+                "name": name, "type": "collection", "options": coll_options::read(&db),
                 "info": {"readOnly": false},
                 "idIndex": {"v": 2, "key": {"_id": 1}, "name": "_id_"},
             }
@@ -106,11 +106,32 @@ pub(super) fn list_collections(ctx: &mut Ctx, command: &Document) -> Result<Docu
 
 pub(super) fn create(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
     let ns = namespace(ctx, command)?;
-    match ctx.server.engine.create_db(&user(ctx), &ns.engine_name(), false) {
+    let options = coll_options::from_command(command)?;
+    let db = match ctx.server.engine.create_db(&user(ctx), &ns.engine_name(), false) {
+        Ok(db) => db,
         // MongoDB 7+ accepts creating an existing collection with the same options.
-        Ok(_) | Err(Error::FileExists) => Ok(Document::new()),
-        Err(err) => Err(err.into()),
-    }
+        Err(Error::FileExists) if options.is_empty() => return Ok(Document::new()),
+        Err(Error::FileExists) => {
+            return Err(MongoError::namespace_exists(format!(
+                "Collection {} already exists.",
+                ns.full()
+            )));
+        }
+        Err(err) => return Err(err.into()),
+    };
+    coll_options::write(&db, &user(ctx), options)?;
+    Ok(Document::new())
+}
+
+/// `collMod`: changes a collection's options ([`coll_options`]).
+pub(super) fn coll_mod(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
+    let ns = namespace(ctx, command)?;
+    let options = coll_options::from_command(command)?;
+    let Some(db) = ctx.server.engine.get_db(&ns.engine_name()) else {
+        return Err(MongoError::namespace_not_found(format!("ns does not exist: {}", ns.full())));
+    };
+    coll_options::write(&db, &user(ctx), options)?;
+    Ok(Document::new())
 }
 
 /// The collection's database, created (as MongoDB creates collections on first insert)

@@ -234,3 +234,31 @@ fn pouchdb_replicates_both_ways_with_attachments_and_a_conflict() {
     ];
     check_script(&s, cmd, &steps);
 }
+
+/// Issue 14, point 5: a collection written with pymongo and updated over MongoDB (a new
+/// `_rev`) replicates to PouchDB; PouchDB's edit replicates back and pymongo reads it.
+#[test]
+fn pouchdb_replicates_a_mongodb_collection_and_back() {
+    let Some(cmd) = node("pouchdb_mongo.js") else { return };
+    let s = Server::start();
+    let insert = r#"
+c = client()
+books = c.shop.books
+books.insert_one({"_id": "b1", "title": "吾輩は猫である", "pub": ObjectId("612d1e835ebee16872a109a4"),
+                  "published": datetime.datetime(1905, 1, 1, tzinfo=datetime.timezone.utc), "copies": Int64(3)})
+books.update_one({"_id": "b1"}, {"$set": {"copies": Int64(3)}, "$unset": {"draft": ""}})
+books.update_one({"_id": "b1"}, {"$set": {"edition": 1}})
+print(json.dumps({"ok": True}))
+"#;
+    let Some(_) = crate::mongo::python(&s, insert) else { return };
+    let (_, doc) = s.get("/shop%24books/b1");
+    assert!(doc["_rev"].as_str().is_some_and(|r| r.starts_with("2-")), "{doc}");
+    check_script(&s, cmd, &["pull a collection", "push an edit back"]);
+    let read = r#"
+doc = client().shop.books.find_one({"_id": "b1"})
+assert doc["stock"] == 7 and doc["copies"] == Int64(3) and isinstance(doc["copies"], Int64), doc
+assert doc["pub"] == ObjectId("612d1e835ebee16872a109a4"), doc
+print(json.dumps({"ok": True}))
+"#;
+    assert_eq!(crate::mongo::python(&s, read), Some(serde_json::json!({"ok": true})));
+}

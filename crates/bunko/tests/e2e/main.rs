@@ -28,6 +28,7 @@ mod mango;
 mod mango_explain;
 mod mongo;
 mod mongo_agg;
+mod mongo_stream;
 mod mongo_txn;
 mod mongo_update;
 mod partitions;

@@ -1,0 +1,187 @@
+//! Change events for MongoDB change streams, read from the change journal: one `Event`
+//! entry per write, keyed by the write's seq (the same seq as the `_changes` entry it made)
+//! and never moved, so, unlike the `Seq` entries (one per document: its latest change), a
+//! reader that falls behind still sees every write in order.
+//!
+//! Each entry becomes one [`ChangeEvent`]: the revision written, its body, and what came
+//! before it (the parent revision's body while it is stored: non-leaf bodies stay until
+//! `_compact` or `revs_limit` removes them). `_compact` also trims the journal up to where
+//! it started, so a stream can resume from any point after the last compaction
+//! ([`Database::trim_journal`]); before it, [`Database::change_events`] reports the history
+//! lost rather than skip writes.
+
+use std::ops::Bound;
+
+use bunko_doc::RevId;
+use bunko_storage::{Iter, Read, Snapshot};
+
+use crate::database::Database;
+use crate::keys::{self, Key};
+use crate::read::doc_info_in;
+use crate::records::{self, ChangeRecord};
+use crate::{Error, Result};
+
+/// What preceded an event's revision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Before {
+    /// The revision is the document's first.
+    Nothing,
+    /// The parent revision is a deletion (the document was re-created).
+    Deleted,
+    /// The parent revision's body (compact JSON).
+    Body(Vec<u8>),
+    /// The parent's body is no longer stored (compacted or stemmed).
+    Unavailable,
+}
+
+/// One write of one document.
+#[derive(Debug, Clone)]
+pub struct ChangeEvent {
+    pub seq: u64,
+    pub id: String,
+    pub rev: RevId,
+    pub deleted: bool,
+    /// When the write was made, milliseconds since the Unix epoch.
+    pub ms: u64,
+    /// The revision's body (compact JSON); `None` if it is no longer stored.
+    pub body: Option<Vec<u8>>,
+    pub before: Before,
+}
+
+/// A batch of events and the seq they reach; `None` when writes after the asked position
+/// are no longer in the journal (trimmed by `_compact`).
+pub type Events = Option<(Vec<ChangeEvent>, u64)>;
+
+impl Database {
+    /// Up to `limit` change events after `since`, in seq order, from one snapshot, and the
+    /// seq they reach (`since` when there are none). Only durable writes are read (an
+    /// event is never reported for a write that could still be lost). Design documents
+    /// are left out: they are not MongoDB documents.
+    pub fn change_events(&self, since: u64, limit: u64) -> Result<Events> {
+        let durable = *self.subscribe().borrow();
+        let snapshot = self.snapshot();
+        let db = self.id();
+        let range = (Bound::Excluded(Key::Event(db, since).encode()), keys::event_range(db).1);
+        let mut reached = since;
+        let mut events = Vec::new();
+        for entry in Iter::new(snapshot.clone(), range, false, 256) {
+            let (key, value) = entry?;
+            let seq = keys::decode_event(&key)?;
+            if seq > durable || events.len() as u64 >= limit {
+                break;
+            }
+            if reached == since && seq > since + 1 && self.lost(&snapshot, since, seq)? {
+                return Ok(None);
+            }
+            reached = seq;
+            let record: ChangeRecord = records::decode(&value)?;
+            if record.id.starts_with("_design/") {
+                continue;
+            }
+            events.push(event(snapshot.as_ref(), db, seq, record)?);
+        }
+        if events.is_empty() && reached == since && self.lost(&snapshot, since, durable + 1)? {
+            return Ok(None);
+        }
+        Ok(Some((events, reached)))
+    }
+
+    /// The seq before the first write made at or after `ms` (where a stream that starts
+    /// at that time begins): the journal is scanned from its start.
+    pub fn seq_before(&self, ms: u64) -> Result<u64> {
+        let mut before = 0;
+        for entry in Iter::new(self.snapshot(), keys::event_range(self.id()), false, 256) {
+            let (key, value) = entry?;
+            let record: ChangeRecord = records::decode(&value)?;
+            if record.ms >= ms {
+                break;
+            }
+            before = keys::decode_event(&key)?;
+        }
+        Ok(before)
+    }
+
+    /// Removes the journal entries up to `seq` (`_compact`, which removes the bodies the
+    /// older events would need).
+    pub(crate) fn trim_journal(&self, seq: u64) -> Result<()> {
+        let db = self.id();
+        let range = (keys::event_range(db).0, Bound::Included(Key::Event(db, seq).encode()));
+        crate::catalog::remove_range(self.store.as_ref(), &range)
+    }
+
+    /// Whether a document changed after `since` and before `until` but the journal has no
+    /// entry for it (trimmed): a `Seq` entry in between is such a change.
+    fn lost(&self, snapshot: &Snapshot, since: u64, until: u64) -> Result<bool> {
+        let db = self.id();
+        let range = (
+            Bound::Excluded(Key::Seq(db, since).encode()),
+            Bound::Excluded(Key::Seq(db, until).encode()),
+        );
+        let Some((key, _)) = snapshot.scan(&range, false, 1)?.into_iter().next() else {
+            return Ok(false);
+        };
+        let first = keys::decode_seq(&key)?;
+        Ok(snapshot.get(&Key::Event(db, first).encode())?.is_none())
+    }
+}
+
+fn event(read: &dyn Read, db: u64, seq: u64, record: ChangeRecord) -> Result<ChangeEvent> {
+    let ChangeRecord { id, rev, ms } = record;
+    let info = doc_info_in(read, db, &id)?;
+    let tree = info.as_ref().map(|i| &i.tree);
+    let node = tree.and_then(|t| t.find(&rev).and_then(|i| t.node(i)));
+    let deleted = node.is_some_and(|n| n.deleted);
+    let parent = node.and_then(|n| n.parent).and_then(|p| tree.and_then(|t| t.node(p)));
+    let before = match parent {
+        None if rev.pos > 1 => Before::Unavailable,
+        None => Before::Nothing,
+        Some(node) if node.deleted => Before::Deleted,
+        Some(node) => match rev_body(read, db, &id, &node.rev)? {
+            Some(body) => Before::Body(body),
+            None => Before::Unavailable,
+        },
+    };
+    let body = rev_body(read, db, &id, &rev)?;
+    Ok(ChangeEvent { seq, id, rev, deleted, ms, body, before })
+}
+
+fn rev_body(read: &dyn Read, db: u64, id: &str, rev: &RevId) -> Result<Option<Vec<u8>>> {
+    read.get(&Key::Rev(db, id, &rev.to_string()).encode()).map_err(Error::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use bunko_storage::Memory;
+
+    use super::*;
+    use crate::security::UserCtx;
+    use crate::{Config, Engine, WriteOptions};
+
+    fn put(db: &Database, json: &str) -> Result<RevId> {
+        let doc = bunko_doc::body::parse(json.as_bytes(), &Default::default())?;
+        db.put(&UserCtx::admin("t"), doc, WriteOptions::default())
+    }
+
+    #[test]
+    fn the_journal_keeps_every_write_until_compaction() -> Result<()> {
+        let engine = Engine::open(Arc::new(Memory::new()), Config::default())?;
+        let db = engine.create_db(&UserCtx::admin("t"), "shop$books", false)?;
+        let rev = put(&db, r#"{"_id": "猫", "n": 1}"#)?;
+        put(&db, &format!(r#"{{"_id": "猫", "_rev": "{rev}", "n": 2}}"#))?;
+        let (events, reached) = db.change_events(0, 10)?.ok_or(Error::Corrupt("lost".into()))?;
+        assert_eq!(reached, 2);
+        assert_eq!(events.iter().map(|e| (e.seq, e.rev.pos)).collect::<Vec<_>>(), [(1, 1), (2, 2)]);
+        assert_eq!(events[0].before, Before::Nothing);
+        assert_eq!(events[1].before, Before::Body(br#"{"n":1}"#.to_vec()));
+        assert_eq!(events[1].body.as_deref(), Some(br#"{"n":2}"#.as_slice()));
+        let (rest, _) = db.change_events(1, 10)?.ok_or(Error::Corrupt("lost".into()))?;
+        assert_eq!(rest.len(), 1);
+        db.compact()?;
+        assert!(db.change_events(0, 10)?.is_none(), "history before the compaction is lost");
+        let (after, reached) = db.change_events(2, 10)?.ok_or(Error::Corrupt("lost".into()))?;
+        assert!(after.is_empty() && reached == 2);
+        Ok(())
+    }
+}

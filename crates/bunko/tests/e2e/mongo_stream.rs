@@ -1,0 +1,173 @@
+//! Change streams through pymongo's `watch()` (issue 14, point 4): the events of inserts,
+//! updates (with `updateDescription`), replacements and deletes in MongoDB's shape, writes
+//! over the HTTP API in the same stream, `fullDocument: "updateLookup"`, pre-images,
+//! `drop` + `invalidate`, database and deployment streams, and a resume token that survives
+//! a restart of the server.
+
+use serde_json::json;
+
+use crate::harness::Server;
+use crate::mongo::python;
+
+#[test]
+fn a_collection_stream_reports_every_kind_of_write_from_both_apis() {
+    let server = Server::start();
+    let script = r#"
+import faulthandler; faulthandler.dump_traceback_later(60, exit=True)
+c = client()
+coll = c.shop.books
+coll.insert_one({"_id": "seed", "x": 0})
+out = {}
+with coll.watch(full_document="updateLookup", max_await_time_ms=2000) as s:
+    coll.insert_one({"_id": "b1", "title": "吾輩は猫である", "tags": ["小説"], "meta": {"pages": 10, "old": 1}})
+    e = s.next()
+    assert e["operationType"] == "insert", e
+    assert e["ns"] == {"db": "shop", "coll": "books"} and e["documentKey"] == {"_id": "b1"}, e
+    assert e["fullDocument"] == {"_id": "b1", "title": "吾輩は猫である", "tags": ["小説"], "meta": {"pages": 10, "old": 1}}, e
+    assert set(e["_id"].keys()) == {"_data"} and isinstance(e["clusterTime"], Timestamp), e
+    coll.update_one({"_id": "b1"}, {"$set": {"meta.pages": 11, "tags": ["小説", "名作"]}, "$unset": {"meta.old": ""}})
+    e = s.next()
+    assert e["operationType"] == "update", e
+    assert e["updateDescription"]["updatedFields"] == {"meta.pages": 11, "tags.1": "名作"}, e
+    assert e["updateDescription"]["removedFields"] == ["meta.old"], e
+    assert e["updateDescription"]["truncatedArrays"] == [], e
+    assert e["fullDocument"]["tags"] == ["小説", "名作"], e
+    coll.replace_one({"_id": "b1"}, {"name": "別物"})
+    e = s.next()
+    assert e["operationType"] == "replace" and e["fullDocument"] == {"_id": "b1", "name": "別物"}, e
+    coll.delete_one({"_id": "b1"})
+    e = s.next()
+    assert e["operationType"] == "delete" and e["documentKey"] == {"_id": "b1"} and "fullDocument" not in e, e
+    out["resume"] = s.resume_token
+print(json.dumps(out, default=str))
+"#;
+    let Some(_) = python(&server, script) else { return };
+    // A write over HTTP shows up in the stream and in `find`.
+    let script = r#"
+import faulthandler; faulthandler.dump_traceback_later(60, exit=True)
+import threading, urllib.request, base64
+c = client()
+coll = c.shop.books
+def put():
+    req = urllib.request.Request(os.environ["BUNKO_URL"] + "/shop$books/http1", data=json.dumps({"title": "こころ"}).encode(), method="PUT")
+    req.add_header("Content-Type", "application/json")
+    req.add_header("Authorization", "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode())
+    urllib.request.urlopen(req).read()
+with coll.watch(max_await_time_ms=5000) as s:
+    threading.Timer(0.3, put).start()
+    e = s.next()
+assert e["operationType"] == "insert" and e["fullDocument"] == {"_id": "http1", "title": "こころ"}, e
+assert coll.find_one({"_id": "http1"}) == {"_id": "http1", "title": "こころ"}
+print(json.dumps({"ok": True}))
+"#;
+    assert_eq!(python(&server, script), Some(json!({"ok": true})));
+}
+
+#[test]
+fn pre_images_drop_invalidate_and_wider_scopes() {
+    let server = Server::start();
+    let script = r#"
+import faulthandler; faulthandler.dump_traceback_later(60, exit=True)
+c = client()
+db = c.shop
+db.create_collection("orders", changeStreamPreAndPostImages={"enabled": True})
+info = [x for x in db.list_collections() if x["name"] == "orders"][0]
+assert info["options"] == {"changeStreamPreAndPostImages": {"enabled": True}}, info
+orders = db.orders
+orders.insert_one({"_id": 1, "qty": 1})
+with orders.watch(full_document_before_change="required", full_document="whenAvailable") as s:
+    orders.update_one({"_id": 1}, {"$inc": {"qty": 1}})
+    e = s.next()
+    assert e["fullDocumentBeforeChange"] == {"_id": 1, "qty": 1}, e
+    assert e["fullDocument"] == {"_id": 1, "qty": 2}, e
+    orders.delete_one({"_id": 1})
+    e = s.next()
+    assert e["operationType"] == "delete" and e["fullDocumentBeforeChange"] == {"_id": 1, "qty": 2}, e
+# Without pre-images, "whenAvailable" gives null and "required" fails.
+db.plain.insert_one({"_id": "p", "v": 1})
+with db.plain.watch(full_document_before_change="whenAvailable") as s:
+    db.plain.update_one({"_id": "p"}, {"$set": {"v": 2}})
+    e = s.next()
+    assert e["fullDocumentBeforeChange"] is None, e
+with db.plain.watch(full_document_before_change="required") as s:
+    db.plain.update_one({"_id": "p"}, {"$set": {"v": 3}})
+    try:
+        s.next()
+        raise AssertionError("required pre-image did not fail")
+    except OperationFailure as err:
+        assert err.code == 47, err
+# A database stream sees every collection; $match and $project apply to events.
+with db.watch([{"$match": {"operationType": "insert"}}, {"$project": {"documentKey": 1, "ns": 1}}]) as s:
+    db.a.insert_one({"_id": "a1"})
+    db.a.delete_one({"_id": "a1"})
+    db.b.insert_one({"_id": "b1"})
+    got = [s.next(), s.next()]
+    assert [(e["ns"]["coll"], e["documentKey"]["_id"]) for e in got] == [("a", "a1"), ("b", "b1")], got
+    assert all(set(e.keys()) == {"_id", "ns", "documentKey"} for e in got), got
+# The deployment stream, from the admin database.
+with c.watch() as s:
+    c.other.things.insert_one({"_id": "t"})
+    e = s.next()
+    assert e["ns"] == {"db": "other", "coll": "things"} and e["operationType"] == "insert", e
+# Dropping the collection ends its stream: drop, then invalidate.
+with orders.watch() as s:
+    orders.drop()
+    e = s.next()
+    assert e["operationType"] == "drop" and e["ns"] == {"db": "shop", "coll": "orders"}, e
+    e = s.next()
+    assert e["operationType"] == "invalidate", e
+    assert not s.alive
+# Bad stages and options are refused.
+assert code_of(lambda: orders.watch([{"$group": {"_id": 1}}]).next()) == 238
+assert code_of(lambda: db.command("aggregate", "x", pipeline=[{"$match": {}}], cursor={})) == 238
+assert code_of(lambda: db.plain.watch(resume_after={"_data": "zz"})) == 2
+print(json.dumps({"ok": True}))
+"#;
+    let Some(got) = python(&server, script) else { return };
+    assert_eq!(got, json!({"ok": true}));
+}
+
+#[test]
+fn a_resume_token_survives_a_restart_of_the_server() {
+    let mut server = Server::start();
+    let script = r#"
+import faulthandler; faulthandler.dump_traceback_later(60, exit=True)
+c = client()
+coll = c.shop.log
+coll.insert_one({"_id": "before"})
+with coll.watch() as s:
+    coll.insert_one({"_id": "seen"})
+    e = s.next()
+    assert e["documentKey"] == {"_id": "seen"}, e
+    token = e["_id"]
+    at = e["clusterTime"]
+coll.insert_one({"_id": "missed1"})
+coll.update_one({"_id": "before"}, {"$set": {"n": 1}})
+print(json.dumps({"token": token, "at": [at.time, at.inc]}))
+"#;
+    let Some(got) = python(&server, script) else { return };
+    let (token, at) = (&got["token"], &got["at"]);
+    assert!(server.terminate());
+    server.restart();
+    let script = format!(
+        r#"
+import faulthandler; faulthandler.dump_traceback_later(60, exit=True)
+c = client()
+coll = c.shop.log
+coll.insert_one({{"_id": "after"}})
+with coll.watch(resume_after={token}) as s:
+    got = [(e["operationType"], e["documentKey"]["_id"]) for e in (s.next(), s.next(), s.next())]
+assert got == [("insert", "missed1"), ("update", "before"), ("insert", "after")], got
+with coll.watch(start_after={token}) as s:
+    assert s.next()["documentKey"] == {{"_id": "missed1"}}
+# From a time: every write from that second on (the stream's own events included).
+with coll.watch(start_at_operation_time=Timestamp(*{at})) as s:
+    ids = []
+    while not ids or ids[-1] != "after":
+        ids.append(s.next()["documentKey"]["_id"])
+assert ids[-4:] == ["seen", "missed1", "before", "after"], ids
+print(json.dumps({{"ok": True}}))
+"#
+    );
+    assert_eq!(python(&server, &script), Some(json!({"ok": true})));
+}
