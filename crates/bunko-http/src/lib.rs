@@ -15,7 +15,8 @@
 //! (`/{db}/_partition/{p}/…`), [`txn`] (`/_transaction`), [`procedure`]
 //! (`/{db}/_design/{ddoc}/_procedures/{name}`), [`advise`] (`/{db}/_advise`, the
 //! data-modeling advisor), [`attachment`] (`/{db}/{doc}/{name}`), [`node`] (`/_node/{node}`,
-//! `_config`).
+//! `_config`, and [`metrics`]' `_stats`, `_prometheus`), [`console`] (`/_utils/`, the web
+//! console).
 
 pub mod advise;
 pub mod all_docs;
@@ -24,6 +25,7 @@ pub mod auth;
 pub mod body;
 pub mod bulk;
 pub mod changes;
+pub mod console;
 pub mod ctype;
 pub mod db;
 pub mod ddoc_info;
@@ -34,6 +36,7 @@ pub mod explain;
 pub mod find;
 pub mod index;
 pub mod listener;
+pub mod metrics;
 pub mod multipart;
 pub mod node;
 pub mod params;
@@ -90,6 +93,8 @@ pub struct AppState {
     pub started: Instant,
     /// This server's stable uuid (`GET /`), kept in the store.
     pub server_uuid: String,
+    /// Request counters for `_stats` and `_prometheus`.
+    pub metrics: metrics::Metrics,
 }
 
 pub type State = Arc<AppState>;
@@ -111,6 +116,7 @@ impl AppState {
             auth,
             started: Instant::now(),
             server_uuid,
+            metrics: metrics::Metrics::default(),
         };
         state.refresh();
         Ok(Arc::new(state))
@@ -157,6 +163,8 @@ pub fn router(state: State) -> Router {
         .merge(procedure::routes())
         .merge(advise::routes())
         .merge(node::routes())
+        .merge(metrics::routes())
+        .merge(console::routes())
         .merge(doc::routes())
         .merge(attachment::routes())
         .route("/{db}/_compact", post(db::compact))
@@ -167,6 +175,7 @@ pub fn router(state: State) -> Router {
         .layer(axum::middleware::from_fn(ctype::require_json))
         .layer(axum::middleware::from_fn(params::require_utf8))
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::middleware))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::middleware))
         .layer(axum::middleware::from_fn_with_state(state.clone(), body_limit))
         .layer(encoding::decompression())
         .layer(axum::middleware::from_fn(encoding::check))

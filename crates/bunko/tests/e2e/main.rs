@@ -16,6 +16,8 @@ mod bulk;
 mod changes;
 mod clients;
 mod config;
+mod console;
+mod console_api;
 mod crash;
 mod databases;
 mod documents;
