@@ -326,7 +326,7 @@ function conflictsPanel(ctx, id, doc) {
 function attachmentsPanel(url, doc) {
   const atts = Object.entries(doc._attachments || {});
   const file = h("input", { type: "file", id: "att-file", "aria-label": "File to attach" });
-  const upload = h("button", { type: "button", onclick: async () => {
+  const upload = h("button", { type: "button", id: "att-upload", onclick: async () => {
     const f = file.files[0];
     if (!f) return toast("Choose a file first", true);
     try {
@@ -338,7 +338,7 @@ function attachmentsPanel(url, doc) {
   return h("section", { class: "panel" }, h("h2", { style: "margin-top:0" }, "Attachments"),
     atts.length ? table(["Name", "Type", "Bytes"], atts.map(([name, a]) => h("tr", {},
       h("td", {}, h("a", { href: `${url}/${enc(name)}`, download: name }, name)),
-      h("td", {}, a.content_type), h("td", { class: "num" }, a.length)))) : h("p", { class: "muted" }, "None."),
+      h("td", {}, a.content_type), h("td", { class: "num" }, a.length))), { id: "att-table" }) : h("p", { class: "muted" }, "None."),
     h("div", { class: "row", style: "margin-top:.5rem" }, file, upload));
 }
 
@@ -451,14 +451,16 @@ function resultsView(result) {
 
 async function viewsPanel(ctx) {
   const ddocs = await must("GET", `${ctx.base}/_design_docs?include_docs=true`);
-  const views = ddocs.rows.flatMap((r) => Object.keys((r.doc && r.doc.views) || {}).map((v) => [r.id.slice(8), v, !!r.doc.views[v].reduce]));
+  // Mango index design documents (language "query") hold no runnable views.
+  const views = ddocs.rows.filter((r) => r.doc && r.doc.language !== "query")
+    .flatMap((r) => Object.keys(r.doc.views || {}).map((v) => [r.id.slice(8), v]));
   if (!views.length) return h("section", { class: "panel" }, h("h2", { style: "margin-top:0" }, "Views"), h("p", { class: "muted" }, "No views: add a design document under Indexes & design docs."));
   const select = h("select", { id: "view-select", "aria-label": "View" }, views.map(([d, v]) => h("option", { value: `${d}/${v}` }, `${d} / ${v}`)));
   const names = ["key", "startkey", "endkey", "limit", "skip", "group_level"];
   const inputs = Object.fromEntries(names.map((n) => [n, h("input", { id: "view-" + n, placeholder: n, "aria-label": n, size: 10 })]));
   const flags = Object.fromEntries(["reduce", "group", "include_docs", "descending"].map((n) => [n, h("input", { type: "checkbox", id: "view-" + n })]));
   flags.reduce.checked = true;
-  const out = h("div", {});
+  const out = h("div", { id: "query-view-out" });
   const run = async () => {
     const [d, v] = select.value.split("/");
     const q = new URLSearchParams();
@@ -517,11 +519,16 @@ async function indexesPage(ctx) {
     try { await must("PUT", `${base}/${String(body._id).split("/").map(enc).join("/")}`, body); toast(`Saved ${body._id}`); route(); }
     catch (e) { toast(e.message, true); }
   } }, "Save design document");
+  if (building.length) {
+    // Follow the build: the page reloads itself until no index of this database is building.
+    const timer = setTimeout(route, 2000);
+    onLeave(() => clearTimeout(timer));
+  }
   render(`${db} indexes`, ...ctx.head,
     h("h1", {}, "Indexes"),
     building.length ? h("div", { class: "panel" }, h("h2", { style: "margin-top:0" }, "Building"), tasksTable(building)) : null,
     h("div", { class: "panel" }, create), table(["Name", "Type", "Fields", "Scope", ""], idxRows, { id: "index-table" }),
-    h("h2", {}, "Design documents"), table(["Id", "Views", ""], ddocRows),
+    h("h2", {}, "Design documents"), table(["Id", "Views", ""], ddocRows, { id: "ddoc-table" }),
     h("div", { class: "panel", style: "margin-top:1rem" }, h("h3", { style: "margin-top:0" }, "New design document"), ddocEditor.el, saveDdoc));
 }
 

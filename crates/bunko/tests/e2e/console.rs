@@ -267,6 +267,13 @@ fn scenario(s: &Server, ui: &Ui, rt: &tokio::runtime::Runtime) -> Result {
     rt.block_on(resolve_conflict(ui))?;
     let doc = s.get(&format!("/kura/{}?conflicts=true", enc("tokyo:t1"))).1;
     assert!(doc.get("_conflicts").is_none(), "resolved: {doc}");
+    let memo = tempfile::Builder::new().prefix("memo").suffix(".txt").tempfile()?;
+    std::fs::write(memo.path(), "吾輩は猫である。名前はまだ無い。")?;
+    rt.block_on(attachment_view_security(ui, memo.path()))?;
+    let stored = s.get(&format!("/kura/{}", enc("tokyo:t1"))).1;
+    let name = memo.path().file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    assert_eq!(stored["_attachments"][name]["length"], 48, "uploaded: {stored}");
+    assert_eq!(s.get("/kura/_security").1["members"]["names"], json!(["hanako"]));
     rt.block_on(partitions_advisor_server(ui))?;
     rt.block_on(phone_and_keyboard(ui))?;
     rt.block_on(log_out(ui))
@@ -350,6 +357,36 @@ async fn resolve_conflict(ui: &Ui) -> Result {
     let winner = ui.text_until("#doc-rev", |t| t.starts_with("2-")).await?;
     ui.click(&format!(".keep-rev[data-rev=\"{winner}\"]")).await?;
     ui.text_until("#conflicts", |t| t.contains("No conflicts")).await?;
+    Ok(())
+}
+
+/// Uploads `file` to the document and downloads it, defines a view and runs it grouped, and
+/// names a member in `_security`.
+async fn attachment_view_security(ui: &Ui, file: &Path) -> Result {
+    ui.find("#att-file").await?.send_keys(&file.display().to_string()).await?;
+    ui.click("#att-upload").await?;
+    let name = file.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    ui.text_until("#att-table", |t| t.contains(name) && t.contains("48")).await?;
+    let href = ui.find("#att-table a").await?.attr("href").await?.unwrap_or_default();
+    assert_eq!(ui.fetch_status(&href).await?, 200, "download {href}");
+
+    ui.open("/_utils/#/db/kura/indexes").await?;
+    ui.text_until("#index-table", |t| t.contains("city")).await?;
+    let ddoc = r#"{"_id": "_design/shops", "options": {"partitioned": false}, "views":
+        {"by_city": {"map": "function (doc) { if (doc.city) emit(doc.city, 1); }", "reduce": "_count"}}}"#;
+    ui.set_value("#ddoc-editor", ddoc).await?;
+    ui.click("#ddoc-save").await?;
+    ui.text_until("#ddoc-table", |t| t.contains("_design/shops") && t.contains("by_city")).await?;
+    ui.open("/_utils/#/db/kura/query").await?;
+    ui.find("#view-select").await?;
+    ui.click("#view-group").await?;
+    ui.click("#run-view").await?;
+    ui.text_until("#query-view-out", |t| t.contains("\"tokyo\"") && t.contains("81")).await?;
+
+    ui.open("/_utils/#/db/kura/security").await?;
+    ui.fill("#sec-members-names", "hanako").await?;
+    ui.click("#sec-save").await?;
+    ui.text_until("#status", |t| t.contains("Security saved")).await?;
     Ok(())
 }
 
