@@ -519,14 +519,21 @@ async function indexesPage(ctx) {
     try { await must("PUT", `${base}/${String(body._id).split("/").map(enc).join("/")}`, body); toast(`Saved ${body._id}`); route(); }
     catch (e) { toast(e.message, true); }
   } }, "Save design document");
+  const buildBox = h("div", { class: "panel", id: "index-builds", hidden: !building.length },
+    h("h2", { style: "margin-top:0" }, "Building"), tasksTable(building));
   if (building.length) {
-    // Follow the build: the page reloads itself until no index of this database is building.
-    const timer = setTimeout(route, 2000);
-    onLeave(() => clearTimeout(timer));
+    // Follow the builds; once none is left, show the finished indexes.
+    const timer = setInterval(async () => {
+      const now = await api("GET", "/_active_tasks");
+      const mine = (now.ok ? now.body : []).filter((t) => t.database === db);
+      if (!mine.length) { clearInterval(timer); route(); return; }
+      buildBox.replaceChildren(h("h2", { style: "margin-top:0" }, "Building"), tasksTable(mine));
+    }, 2000);
+    onLeave(() => clearInterval(timer));
   }
   render(`${db} indexes`, ...ctx.head,
     h("h1", {}, "Indexes"),
-    building.length ? h("div", { class: "panel" }, h("h2", { style: "margin-top:0" }, "Building"), tasksTable(building)) : null,
+    buildBox,
     h("div", { class: "panel" }, create), table(["Name", "Type", "Fields", "Scope", ""], idxRows, { id: "index-table" }),
     h("h2", {}, "Design documents"), table(["Id", "Views", ""], ddocRows, { id: "ddoc-table" }),
     h("div", { class: "panel", style: "margin-top:1rem" }, h("h3", { style: "margin-top:0" }, "New design document"), ddocEditor.el, saveDdoc));
