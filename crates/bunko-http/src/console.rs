@@ -3,9 +3,9 @@
 //! in the binary with `include_str!` and talking to the public HTTP API with the session
 //! cookie like any other client.
 //!
-//! Only the login page and its two assets are public ([`crate::auth::is_public`]): `/_utils/`
-//! answers the login page to an anonymous visitor and the console's shell to a logged-in
-//! one, and the console's script needs a login like every API route.
+//! Only the login page and its two assets are public ([`PUBLIC`], read by [`crate::auth`]):
+//! `/_utils/` answers the login page to an anonymous visitor and the console's shell to a
+//! logged-in one, and the console's script needs a login like every API route.
 
 use axum::Extension;
 use axum::Router;
