@@ -43,7 +43,11 @@ async function api(method, path, body, headers) {
   const text = await res.text();
   let json = null;
   try { json = text ? JSON.parse(text) : null; } catch (_) { json = text; }
-  if (res.status === 401 && path !== "/_session") location.reload();
+  if (res.status === 401 && path !== "/_session") {
+    // A 401 also means "not a server admin"; only a lost session goes back to the login.
+    const who = await fetch("/_session", { credentials: "same-origin", cache: "no-store" }).then((r) => r.json()).catch(() => null);
+    if (!who || !who.userCtx || !who.userCtx.name) location.reload();
+  }
   return { status: res.status, ok: res.ok, body: json };
 }
 
@@ -150,7 +154,9 @@ function render(title, ...content) {
 // ---------- databases ----------
 
 async function databasesPage() {
-  const names = await must("GET", "/_all_dbs?limit=500");
+  const all = await api("GET", "/_all_dbs?limit=500");
+  if (!all.ok) return openByName();
+  const names = all.body;
   const infos = await Promise.all(names.map((n) => api("GET", "/" + enc(n)).then((r) => r.body)));
   const name = h("input", { id: "db-name", placeholder: "new database name", "aria-label": "Database name", required: true });
   const partitioned = h("input", { id: "db-partitioned", type: "checkbox" });
@@ -182,6 +188,17 @@ async function databasesPage() {
   render("Databases", h("h1", {}, "Databases"),
     h("div", { class: "panel" }, h("h2", { style: "margin-top:0" }, "Create"), create),
     table(["Name", "Docs", "Deleted", "Size", "Kind", ""], rows, { id: "db-table" }));
+}
+
+/** For users who may not list databases (only server admins may): open one by name. */
+function openByName() {
+  const name = h("input", { id: "open-db-name", placeholder: "database name", "aria-label": "Database name", required: true });
+  render("Databases", h("h1", {}, "Databases"),
+    h("p", { class: "muted" }, "Only server admins may list every database. Open one you are a member of:"),
+    h("form", { class: "row panel", onsubmit: (e) => {
+      e.preventDefault();
+      location.hash = "#/db/" + enc(name.value.trim());
+    } }, name, h("button", { type: "submit", class: "primary" }, "Open")));
 }
 
 // ---------- one database ----------
@@ -249,7 +266,7 @@ async function docsPage(ctx) {
 
 async function docPage(ctx, id) {
   const { db, base } = ctx;
-  const url = id === null ? null : `${base}/${enc(id)}`;
+  const url = id === null ? null : docPath(base, id);
   const doc = url ? await must("GET", `${url}?conflicts=true&revs_info=true`) : { _id: "" };
   const editable = { ...doc };
   for (const k of ["_conflicts", "_revs_info", "_attachments"]) delete editable[k];
@@ -264,7 +281,7 @@ async function docPage(ctx, id) {
       let r;
       if (id === null) {
         const given = newId.value.trim();
-        r = given ? await must("PUT", `${base}/${enc(given)}`, body) : await must("POST", base, body);
+        r = given ? await must("PUT", docPath(base, given), body) : await must("POST", base, body);
       } else {
         r = await must("PUT", url, body);
       }
@@ -289,10 +306,16 @@ async function docPage(ctx, id) {
   render(id === null ? "New document" : id, ...parts);
 }
 
+/** A document's path: `_design/` and `_local/` keep their slash (an encoded one redirects). */
+function docPath(base, id) {
+  const special = /^(_design|_local)\/(.+)$/.exec(id);
+  return special ? `${base}/${special[1]}/${enc(special[2])}` : `${base}/${enc(id)}`;
+}
+
 function conflictsPanel(ctx, id, doc) {
   const losers = doc._conflicts || [];
   if (!losers.length) return h("p", { class: "muted", id: "conflicts" }, "No conflicts.");
-  const url = `${ctx.base}/${enc(id)}`;
+  const url = docPath(ctx.base, id);
   const keep = async (rev) => {
     // The kept revision's body goes on the winning branch; every other leaf is deleted.
     const docs = losers.filter((r) => r !== rev).map((r) => ({ _id: id, _rev: r, _deleted: true }));
@@ -509,14 +532,14 @@ async function indexesPage(ctx) {
     h("td", {}, h("a", { href: `#/db/${enc(db)}/doc/${enc(r.id)}` }, r.id)),
     h("td", {}, Object.keys((r.doc && r.doc.views) || {}).join(", ") || (r.doc && r.doc.language === "query" ? "(Mango index)" : "")),
     h("td", {}, confirmButton("Delete", `Delete ${r.id}?`, async () => {
-      await must("DELETE", `${base}/${r.id.split("/").map(enc).join("/")}?rev=${enc(r.value.rev)}`);
+      await must("DELETE", `${docPath(base, r.id)}?rev=${enc(r.value.rev)}`);
       toast(`Deleted ${r.id}`); route();
     }))));
   const ddocEditor = jsonEditor("ddoc-editor", { _id: "_design/example", views: { by_type: { map: "function (doc) { if (doc.type) emit(doc.type, 1); }", reduce: "_count" } } }, "Design document JSON");
   const saveDdoc = h("button", { type: "button", class: "primary", id: "ddoc-save", onclick: async () => {
     if (!ddocEditor.valid()) return;
     const body = ddocEditor.value();
-    try { await must("PUT", `${base}/${String(body._id).split("/").map(enc).join("/")}`, body); toast(`Saved ${body._id}`); route(); }
+    try { await must("PUT", docPath(base, String(body._id)), body); toast(`Saved ${body._id}`); route(); }
     catch (e) { toast(e.message, true); }
   } }, "Save design document");
   const buildBox = h("div", { class: "panel", id: "index-builds", hidden: !building.length },

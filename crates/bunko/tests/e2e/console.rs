@@ -3,7 +3,8 @@
 //! database, add documents, run a `_find` and see the explain picture name the index (after
 //! creating the index the planner asked for with one click), edit a document and see its new
 //! `_rev`, see and resolve a conflict, see the partition chart and the advisor's finding,
-//! watch the live metrics, check a phone-sized viewport, log out and be refused.
+//! watch the live metrics, check a phone-sized viewport, log out and be refused; a member
+//! who may not list databases opens hers by name.
 //!
 //! Screenshots of the main pages go to `target/console-screenshots/` (ignored by git).
 //! When `chromium` or `chromedriver` is missing the test installs them with apt-get as root;
@@ -276,7 +277,11 @@ fn scenario(s: &Server, ui: &Ui, rt: &tokio::runtime::Runtime) -> Result {
     assert_eq!(s.get("/kura/_security").1["members"]["names"], json!(["hanako"]));
     rt.block_on(partitions_advisor_server(ui))?;
     rt.block_on(phone_and_keyboard(ui))?;
-    rt.block_on(log_out(ui))
+    let hanako = json!({"_id": "org.couchdb.user:hanako", "name": "hanako", "type": "user",
+                        "roles": [], "password": "sakura"});
+    assert_eq!(s.put("/_users/org.couchdb.user:hanako", &hanako).0, 201);
+    rt.block_on(log_out(ui))?;
+    rt.block_on(member_opens_by_name(ui))
 }
 
 async fn log_in_and_create(ui: &Ui) -> Result {
@@ -456,5 +461,22 @@ async fn log_out(ui: &Ui) -> Result {
     ui.find("#login-form").await?;
     let console = ui.c.find_all(Locator::Css("#docs-table, #logout")).await?;
     assert!(console.is_empty(), "after logging out the console is refused");
+    Ok(())
+}
+
+/// A member who may not list databases opens hers by name, then logs out.
+async fn member_opens_by_name(ui: &Ui) -> Result {
+    ui.fill("#login-name", "hanako").await?;
+    ui.fill("#login-password", "sakura").await?;
+    ui.click("#login-submit").await?;
+    ui.find("#logout").await?;
+    ui.open("/_utils/#/").await?;
+    ui.fill("#open-db-name", "kura").await?;
+    ui.find("#open-db-name").await?.send_keys("\u{E007}").await?;
+    ui.text_until("#docs-table", |t| t.contains("nagoya:shop000")).await?;
+    ui.open("/_utils/#/server").await?;
+    ui.text_until("#metric-rps", |t| t == "n/a").await?;
+    ui.click("#logout").await?;
+    ui.find("#login-form").await?;
     Ok(())
 }
