@@ -252,7 +252,7 @@ async function docsPage(ctx) {
       h("td", {}, h("a", { href: `#/db/${enc(db)}/doc/${enc(r.id)}` }, r.id)),
       h("td", { class: "mono" }, r.value.rev),
       h("td", {}, conflicts.length ? h("span", { class: "badge bad" }, `${conflicts.length} conflict${conflicts.length > 1 ? "s" : ""}`) : ""),
-      h("td", { class: "mono hide-narrow" }, JSON.stringify(r.doc || {}).slice(0, 90)));
+      h("td", { class: "mono hide-narrow preview" }, preview(r.doc)));
   });
   render(`${db} documents`, ...ctx.head,
     h("div", { class: "row", style: "justify-content:space-between;margin-bottom:.75rem" },
@@ -262,6 +262,12 @@ async function docsPage(ctx) {
     h("div", { class: "row", style: "margin-top:.75rem" },
       start ? h("a", { class: "button", href: link(null) }, "First page") : null,
       next ? h("a", { class: "button", id: "next-page", href: link(next) }, "Next page") : null));
+}
+
+/** The start of a document's body without `_id`, `_rev` and `_conflicts`. */
+function preview(doc) {
+  const { _id, _rev, _conflicts, ...rest } = doc || {};
+  return JSON.stringify(rest).slice(0, 120);
 }
 
 async function docPage(ctx, id) {
