@@ -4,7 +4,8 @@
 //! ([`bunko_engine::login`]), shared with every protocol; this module reads them off HTTP.
 //!
 //! [`middleware`] runs before every handler. It resolves the request's [`UserCtx`] and
-//! refuses anonymous requests with `401` except for `GET /`, `/_up` and `/_session`.
+//! refuses anonymous requests with `401` except for `GET /`, `/_up`, `/_session` and the
+//! console's login page.
 //!
 //! A cookie is `base64url(name:timestamp:hmac)`, the HMAC-SHA256 of `name:timestamp` under
 //! the server secret (kept in the store, so cookies survive restarts) followed by the
@@ -136,8 +137,7 @@ pub async fn middleware(AxState(state): AxState<State>, mut req: Request, next: 
         Err(err) => return err.into_response(),
     };
     let path = req.uri().path();
-    let public = matches!(path, "/" | "/_up" | "/_session" | "/favicon.ico");
-    if ctx.name.is_none() && !public {
+    if ctx.name.is_none() && !is_public(path) {
         return ApiError::unauthorized("Authentication required.").into_response();
     }
     req.extensions_mut().insert(ctx);
@@ -150,6 +150,13 @@ pub async fn middleware(AxState(state): AxState<State>, mut req: Request, next: 
         response.headers_mut().insert(header::SET_COOKIE, value);
     }
     response
+}
+
+/// Paths an anonymous client may read: the welcome, health and session routes and the
+/// console's login page ([`crate::console::PUBLIC`]).
+fn is_public(path: &str) -> bool {
+    matches!(path, "/" | "/_up" | "/_session" | "/favicon.ico")
+        || crate::console::PUBLIC.contains(&path)
 }
 
 /// The client's address, when the server was started with connection info.

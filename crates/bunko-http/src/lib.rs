@@ -16,7 +16,8 @@
 //! (`/{db}/_design/{ddoc}/_procedures/{name}`), [`advise`] (`/{db}/_advise`, the
 //! data-modeling advisor), [`dbs_info`] (`/_dbs_info`), [`db_updates`] (`/_db_updates`), [`local_docs`]
 //! (`/{db}/_local_docs`), [`attachment`] (`/{db}/{doc}/{name}`), [`node`] (`/_node/{node}`,
-//! `_config`), [`replicate`] (`/_replicate`, `/_scheduler/…`).
+//! `_config`, and [`metrics`]' `_stats`, `_prometheus`), [`replicate`] (`/_replicate`,
+//! `/_scheduler/…`), [`console`] (`/_utils/`, the web console).
 
 pub mod advise;
 pub mod all_docs;
@@ -25,6 +26,7 @@ pub mod auth;
 pub mod body;
 pub mod bulk;
 pub mod changes;
+pub mod console;
 pub mod ctype;
 pub mod db;
 pub mod db_updates;
@@ -38,6 +40,7 @@ pub mod find;
 pub mod index;
 pub mod listener;
 pub mod local_docs;
+pub mod metrics;
 pub mod multipart;
 pub mod node;
 pub mod params;
@@ -101,6 +104,8 @@ pub struct AppState {
     pub search: Arc<bunko_search::Search>,
     /// The running replications (`/_replicate`, the `_replicator` database).
     pub replicator: std::sync::Arc<bunko_replicator::Replicator>,
+    /// Request counters for `_stats` and `_prometheus`.
+    pub metrics: metrics::Metrics,
 }
 
 pub type State = Arc<AppState>;
@@ -134,6 +139,7 @@ impl AppState {
             started: Instant::now(),
             server_uuid,
             search,
+            metrics: metrics::Metrics::default(),
         };
         state.refresh();
         Ok(Arc::new(state))
@@ -197,6 +203,8 @@ pub fn router(state: State) -> Router {
         .merge(procedure::routes())
         .merge(advise::routes())
         .merge(node::routes())
+        .merge(metrics::routes())
+        .merge(console::routes())
         .merge(doc::routes())
         .merge(attachment::routes())
         .merge(replicate::routes())
@@ -211,6 +219,7 @@ pub fn router(state: State) -> Router {
         .layer(axum::middleware::from_fn(ctype::require_json))
         .layer(axum::middleware::from_fn(params::require_utf8))
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::middleware))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::middleware))
         .layer(axum::middleware::from_fn_with_state(state.clone(), body_limit))
         .layer(encoding::decompression())
         .layer(axum::middleware::from_fn(encoding::check))

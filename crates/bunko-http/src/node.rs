@@ -30,7 +30,7 @@ pub fn routes() -> Router<State> {
 }
 
 /// Fails unless `ctx` is a server admin and `node` names this node.
-fn check(ctx: &UserCtx, node: &str) -> ApiResult<()> {
+pub(crate) fn check(ctx: &UserCtx, node: &str) -> ApiResult<()> {
     require_server_admin(ctx)?;
     if node == "_local" || node == NODE {
         Ok(())

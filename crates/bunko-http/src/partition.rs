@@ -2,6 +2,8 @@
 //!
 //! - `GET /{db}/_partition/{p}`: the partition's counters ([`Database::partition_stats`]),
 //!   kept by every write, so answering reads one key whatever the partition's size.
+//! - `GET /{db}/_partitions`: every partition's counters (Bunko's own, for the console's
+//!   partition chart).
 //! - `GET/POST /{db}/_partition/{p}/_all_docs`: `_all_docs` bounded to the ids `p:…`, one
 //!   contiguous range scan (`docs/architecture/keys.md`).
 //! - `GET/POST /{db}/_partition/{p}/_design/{ddoc}/_view/{view}`: a partitioned view over
@@ -21,7 +23,7 @@ use std::sync::Arc;
 use axum::extract::{Path, RawQuery, State as AxState};
 use axum::http::{Method, StatusCode};
 use axum::response::Response;
-use axum::routing::any;
+use axum::routing::{any, get};
 use axum::{Extension, Router};
 use bunko_doc::id::validate_partition;
 use bunko_engine::Database;
@@ -42,6 +44,41 @@ pub fn routes() -> Router<State> {
         .route("/{db}/_partition", any(bare))
         .route("/{db}/_partition/", any(bare))
         .route("/{db}/_partition/{*rest}", any(dispatch))
+        .route("/{db}/_partitions", get(list))
+}
+
+/// The most partitions `GET /{db}/_partitions` lists (and its default `limit`).
+pub const MAX_PARTITIONS: u64 = 10_000;
+
+/// `GET /{db}/_partitions?limit=N` (Bunko's own; Cloudant has one partition per request):
+/// every partition's counters in partition order, as `GET /{db}/_partition/{p}` shows them,
+/// read from the per-partition counters every write keeps ([`Database::partitions`]), so
+/// the console can chart the skew without reading documents. `truncated` says more exist.
+async fn list(
+    AxState(st): AxState<State>,
+    Extension(ctx): Extension<UserCtx>,
+    Path(db): Path<String>,
+    RawQuery(q): RawQuery,
+) -> ApiResult<Response> {
+    let db = open(&st, &ctx, &db, Access::Member)?;
+    if !db.is_partitioned() {
+        return Err(ApiError::bad_request("database is not partitioned"));
+    }
+    let limit = Params::parse(q.as_deref()).u64("limit")?.unwrap_or(MAX_PARTITIONS);
+    let limit = limit.min(MAX_PARTITIONS) as usize;
+    let (list, truncated) = blocking(move || Ok(db.partitions(limit)?)).await?;
+    let partitions: Vec<_> = list
+        .into_iter()
+        .map(|(partition, stats)| {
+            json!({
+                "partition": partition,
+                "doc_count": stats.doc_count,
+                "doc_del_count": stats.doc_del_count,
+                "sizes": {"active": stats.active, "external": stats.external},
+            })
+        })
+        .collect();
+    Ok(render::json(StatusCode::OK, json!({"partitions": partitions, "truncated": truncated})))
 }
 
 /// `/{db}/_partition` names no partition.

@@ -18,6 +18,8 @@ mod changes_filters;
 mod clients;
 mod config;
 mod couch_api;
+mod console;
+mod console_api;
 mod crash;
 mod databases;
 mod documents;
