@@ -66,7 +66,7 @@ mod triggers;
 mod txn;
 mod user_doc;
 pub mod users;
-mod uuids;
+pub mod uuids;
 mod validators;
 pub mod view;
 mod write;

@@ -1,5 +1,5 @@
 //! The rest of the CouchDB API clients call (issue 16, point 4), each as CouchDB 3.4
-//! answers it: `_local_docs`, `_dbs_info`, `_db_updates`.
+//! answers it: `_local_docs`, `_dbs_info`, `_db_updates`, `_uuids` algorithms.
 
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -131,4 +131,44 @@ fn db_updates_reports_created_updated_and_deleted_databases() {
         "bad_request",
         "Supported `feed` types: normal, continuous, longpoll, eventsource",
     );
+}
+
+#[test]
+fn uuids_follow_the_configured_algorithm() {
+    let s = Server::start();
+    let uuids = |count: u32| -> Vec<String> {
+        let (status, body) = s.get(&format!("/_uuids?count={count}"));
+        assert_eq!(status, 200, "{body}");
+        body["uuids"]
+            .as_array()
+            .expect("uuids")
+            .iter()
+            .map(|u| u.as_str().unwrap_or("").to_string())
+            .collect()
+    };
+    let set = |key: &str, value: &str| {
+        let (status, _) = s.put(&format!("/_node/_local/_config/uuids/{key}"), &json!(value));
+        assert_eq!(status, 200, "{key}={value}");
+    };
+    let seq = uuids(3);
+    assert!(seq.windows(2).all(|w| w[0][..26] == w[1][..26] && w[0] < w[1]), "{seq:?}");
+    set("algorithm", "utc_id");
+    set("utc_id_suffix", "-bunko");
+    let ids = uuids(2);
+    assert!(ids.iter().all(|id| id.len() == 20 && id.ends_with("-bunko")), "{ids:?}");
+    // Documents created without an id get one of the same kind.
+    s.create_db("db");
+    let (status, created) = s.post("/db", &json!({"a": 1}));
+    assert_eq!(status, 201, "{created}");
+    assert!(created["id"].as_str().is_some_and(|id| id.ends_with("-bunko")), "{created}");
+    set("algorithm", "utc_random");
+    let ids = uuids(2);
+    assert!(ids.iter().all(|id| id.len() == 32 && id[..14] >= ids[0][..14]), "{ids:?}");
+    set("algorithm", "random");
+    let ids = uuids(2);
+    assert!(ids[0].len() == 32 && ids[0][..26] != ids[1][..26], "{ids:?}");
+    let (status, bad) = s.put("/_node/_local/_config/uuids/algorithm", &json!("dice"));
+    assert_eq!((status, bad["error"].clone()), (400, json!("bad_request")), "{bad}");
+    set("max_count", "5");
+    assert_error(s.get("/_uuids?count=6"), 400, "bad_request", "count parameter too large");
 }
