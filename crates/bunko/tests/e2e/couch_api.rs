@@ -1,5 +1,5 @@
 //! The rest of the CouchDB API clients call (issue 16, point 4), each as CouchDB 3.4
-//! answers it: `_local_docs`, `_dbs_info`, `_db_updates`, `_uuids` algorithms.
+//! answers it: `_local_docs`, `_dbs_info`, `_db_updates`, `_uuids` algorithms, `batch=ok`.
 
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -171,4 +171,25 @@ fn uuids_follow_the_configured_algorithm() {
     assert_eq!((status, bad["error"].clone()), (400, json!("bad_request")), "{bad}");
     set("max_count", "5");
     assert_error(s.get("/_uuids?count=6"), 400, "bad_request", "count parameter too large");
+}
+
+#[test]
+fn batch_ok_writes_are_accepted_at_once_and_land() {
+    let s = Server::start();
+    s.create_db("db");
+    let (status, body) = s.put("/db/later?batch=ok", &json!({"note": "バッチ"}));
+    assert_eq!((status, body), (202, json!({"ok": true, "id": "later"})));
+    let (status, body) = s.post("/db?batch=ok", &json!({"note": "posted"}));
+    assert_eq!(status, 202, "{body}");
+    let id = body["id"].as_str().expect("id").to_string();
+    assert_eq!(body, json!({"ok": true, "id": id}));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while s.get("/db/later").0 != 200 || s.get(&format!("/db/{id}")).0 != 200 {
+        assert!(std::time::Instant::now() < deadline, "batch writes never landed");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(s.get_doc("db", "later")["note"], "バッチ");
+    // Bad input is still refused at once, and changes nothing.
+    let (status, _) = s.raw(Method::PUT, "/db/bad?batch=ok", "{not json");
+    assert_eq!(status, 400);
 }
