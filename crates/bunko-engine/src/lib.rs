@@ -64,6 +64,7 @@ pub mod security;
 pub mod settings;
 mod triggers;
 mod txn;
+pub mod update_fn;
 mod user_doc;
 pub mod users;
 pub mod uuids;

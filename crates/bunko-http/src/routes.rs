@@ -34,6 +34,8 @@ pub const PATHS: &[&str] = &[
     "/{db}/_compact",
     "/{db}/_design/{ddoc}/_info",
     "/{db}/_design/{ddoc}/_procedures/{name}",
+    "/{db}/_design/{ddoc}/_update/{name}",
+    "/{db}/_design/{ddoc}/_update/{name}/{*docid}",
     "/{db}/_design/{ddoc}/_view/{view}",
     "/{db}/_design/{ddoc}/_view/{view}/queries",
     "/{db}/_design/{id}",

@@ -1,5 +1,6 @@
 //! The rest of the CouchDB API clients call (issue 16, point 4), each as CouchDB 3.4
-//! answers it: `_local_docs`, `_dbs_info`, `_db_updates`, `_uuids` algorithms, `batch=ok`.
+//! answers it: `_local_docs`, `_dbs_info`, `_db_updates`, `_uuids` algorithms, `batch=ok`,
+//! update functions.
 
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -192,4 +193,54 @@ fn batch_ok_writes_are_accepted_at_once_and_land() {
     // Bad input is still refused at once, and changes nothing.
     let (status, _) = s.raw(Method::PUT, "/db/bad?batch=ok", "{not json");
     assert_eq!(status, 400);
+}
+
+#[test]
+fn update_functions_save_what_they_return_and_answer_their_response() {
+    let s = Server::start();
+    s.create_db("db");
+    let ddoc = json!({"updates": {
+        "stamp": "function(doc, req) { if (!doc) { return [{_id: req.id || req.uuid, by: req.userCtx.name}, 'created']; } doc.count = (doc.count || 0) + 1; doc.note = req.query.note; return [doc, {json: {count: doc.count}}]; }",
+        "echo": "function(doc, req) { return [null, {body: req.body + '/' + req.method, headers: {'Content-Type': 'text/plain', 'X-Test': 'yes'}}]; }",
+        "refuse": "function(doc, req) { throw({forbidden: 'not today'}); }"
+    }});
+    s.put_doc("db", "_design/app", &ddoc);
+    let resp = s.req(Method::POST, "/db/_design/app/_update/stamp/counter").send().expect("update");
+    assert_eq!(resp.status(), 201);
+    let rev = resp.headers()["x-couch-update-newrev"].to_str().expect("rev").to_string();
+    assert_eq!(resp.headers()["x-couch-id"], "counter");
+    assert!(resp.headers()["content-type"].to_str().is_ok_and(|t| t.starts_with("text/html")));
+    assert_eq!(resp.text().expect("body"), "created");
+    assert_eq!(s.get_doc("db", "counter"), json!({"_id": "counter", "_rev": rev, "by": "admin"}));
+    let (status, body) = send(s.req(Method::PUT, "/db/_design/app/_update/stamp/counter?note=hi"));
+    assert_eq!((status, body), (201, json!({"count": 1})));
+    let doc = s.get_doc("db", "counter");
+    assert_eq!((doc["count"].clone(), doc["note"].clone()), (json!(1), json!("hi")));
+    // Without an id, the function gets null and req.uuid.
+    let resp = s.req(Method::POST, "/db/_design/app/_update/stamp").send().expect("update");
+    assert_eq!(resp.status(), 201);
+    let new_id = resp.headers()["x-couch-id"].to_str().expect("id").to_string();
+    assert_eq!(new_id.len(), 32);
+    // Nothing to save: 200 with the function's body and headers.
+    let resp =
+        s.req(Method::POST, "/db/_design/app/_update/echo").body("ping").send().expect("echo");
+    assert_eq!(
+        (resp.status().as_u16(), resp.headers()["x-test"].to_str().ok()),
+        (200, Some("yes"))
+    );
+    assert_eq!(resp.headers()["content-type"], "text/plain");
+    assert_eq!(resp.text().expect("body"), "ping/POST");
+    assert_error(
+        send(s.req(Method::POST, "/db/_design/app/_update/refuse/x")),
+        403,
+        "forbidden",
+        "not today",
+    );
+    assert_error(
+        send(s.req(Method::POST, "/db/_design/app/_update/nope")),
+        404,
+        "not_found",
+        "missing json key: nope",
+    );
+    assert_eq!(s.get("/db/x").0, 404, "a refusal writes nothing");
 }
