@@ -23,6 +23,7 @@ use crate::keys::{self, Key};
 use crate::login::LockoutMode;
 use crate::records;
 use crate::security::UserCtx;
+use crate::uuids::Algorithm;
 use crate::{Error, Result};
 
 /// The typed settings, swapped whole when a setting changes.
@@ -68,6 +69,7 @@ enum Kind {
     IntOrInfinity,
     Bool,
     LockoutMode,
+    UuidAlgorithm,
 }
 
 /// Every setting Bunko applies, with its kind (keep `docs/config.md` in step).
@@ -85,6 +87,8 @@ const KNOWN: &[(&str, &str, Kind)] = &[
     ("chttpd_auth_lockout", "max_lifetime", Kind::Int),
     ("chttpd_auth_lockout", "max_objects", Kind::Int),
     ("query_server_config", "partition_query_limit", Kind::Int),
+    ("uuids", "algorithm", Kind::UuidAlgorithm),
+    ("uuids", "max_count", Kind::Int),
 ];
 
 /// The start-up settings and the `_config` changes over them.
@@ -199,6 +203,9 @@ impl Settings {
             .map(|admins| admins.into_iter().collect())
             .unwrap_or_default();
         self.live.set(config);
+        let algorithm = self.get("uuids", "algorithm").as_deref().and_then(Algorithm::parse);
+        let suffix = self.get("uuids", "utc_id_suffix").unwrap_or_default();
+        crate::uuids::global().configure(algorithm.unwrap_or(Algorithm::Sequential), &suffix);
     }
 }
 
@@ -257,6 +264,7 @@ fn validate(section: &str, key: &str, value: Option<&str>) -> Result<()> {
         Kind::IntOrInfinity => value == "infinity" || value.parse::<u64>().is_ok(),
         Kind::Bool => matches!(value, "true" | "false"),
         Kind::LockoutMode => matches!(value, "enforce" | "warn" | "off"),
+        Kind::UuidAlgorithm => Algorithm::parse(value).is_some(),
     };
     if ok {
         Ok(())

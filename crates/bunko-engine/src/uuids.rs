@@ -1,6 +1,11 @@
-//! Server-generated ids with CouchDB's default `sequential` algorithm: a random 26-hex-digit
-//! prefix and a 6-hex-digit counter that grows by a small random step, so that ids made
-//! close together sort close together (good locality in an ordered store).
+//! Server-generated ids with CouchDB's algorithms (`couch_uuids`), chosen by the
+//! `uuids/algorithm` setting:
+//! - `sequential` (the default): a random 26-hex-digit prefix and a 6-hex-digit counter that
+//!   grows by a small random step, so that ids made close together sort close together
+//!   (good locality in an ordered store);
+//! - `random`: 32 random hex digits;
+//! - `utc_random`: the time in microseconds as 14 hex digits, then 18 random ones;
+//! - `utc_id`: the same time, then `uuids/utc_id_suffix`.
 
 use std::sync::LazyLock;
 
@@ -10,6 +15,29 @@ use rand::Rng;
 /// Generator of 32-hex-digit ids.
 pub struct Uuids {
     state: Mutex<(String, u64)>,
+    algorithm: Mutex<(Algorithm, String)>,
+}
+
+/// `uuids/algorithm`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Algorithm {
+    Sequential,
+    Random,
+    UtcRandom,
+    UtcId,
+}
+
+impl Algorithm {
+    /// The setting's value; `None` for an unknown name.
+    pub fn parse(name: &str) -> Option<Algorithm> {
+        match name.trim() {
+            "sequential" => Some(Algorithm::Sequential),
+            "random" => Some(Algorithm::Random),
+            "utc_random" => Some(Algorithm::UtcRandom),
+            "utc_id" => Some(Algorithm::UtcId),
+            _ => None,
+        }
+    }
 }
 
 static GLOBAL: LazyLock<Uuids> = LazyLock::new(Uuids::new);
@@ -29,11 +57,31 @@ impl Default for Uuids {
 
 impl Uuids {
     pub fn new() -> Self {
-        Self { state: Mutex::new(fresh()) }
+        Self {
+            state: Mutex::new(fresh()),
+            algorithm: Mutex::new((Algorithm::Sequential, String::new())),
+        }
     }
 
-    /// The next id.
+    /// Sets the algorithm (and the `utc_id` suffix) of later ids.
+    pub fn configure(&self, algorithm: Algorithm, utc_id_suffix: &str) {
+        *self.algorithm.lock() = (algorithm, utc_id_suffix.to_string());
+    }
+
+    /// The next id, by the configured algorithm.
     pub fn next(&self) -> String {
+        let (algorithm, suffix) = self.algorithm.lock().clone();
+        match algorithm {
+            Algorithm::Sequential => self.next_sequential(),
+            Algorithm::Random => hex::encode(rand::rng().random::<[u8; 16]>()),
+            Algorithm::UtcRandom => {
+                format!("{}{}", utc_prefix(), &hex::encode(rand::rng().random::<[u8; 9]>()))
+            }
+            Algorithm::UtcId => format!("{}{suffix}", utc_prefix()),
+        }
+    }
+
+    fn next_sequential(&self) -> String {
         let mut state = self.state.lock();
         state.1 += rand::rng().random_range(1..0xffe);
         if state.1 >= SUFFIX_LIMIT {
@@ -41,6 +89,14 @@ impl Uuids {
         }
         format!("{}{:06x}", state.0, state.1)
     }
+}
+
+/// The time in microseconds since 1970 as 14 hex digits.
+fn utc_prefix() -> String {
+    let micros = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros());
+    format!("{micros:014x}")
 }
 
 fn fresh() -> (String, u64) {
@@ -57,5 +113,21 @@ mod tests {
         assert!(ids.iter().all(|id| id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit())));
         let increasing = ids.windows(2).filter(|w| w[0] < w[1]).count();
         assert!(increasing >= 990, "{increasing}");
+    }
+
+    #[test]
+    fn each_algorithm_has_couchdbs_shape() {
+        use super::Algorithm::*;
+        let uuids = super::Uuids::new();
+        uuids.configure(Random, "");
+        let (a, b) = (uuids.next(), uuids.next());
+        assert!(a.len() == 32 && a != b);
+        uuids.configure(UtcRandom, "");
+        let id = uuids.next();
+        assert_eq!(id.len(), 32);
+        assert!(id[..14] <= uuids.next()[..14]);
+        uuids.configure(UtcId, "-node1");
+        let id = uuids.next();
+        assert_eq!((id.len(), &id[14..]), (20, "-node1"));
     }
 }

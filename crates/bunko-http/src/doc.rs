@@ -177,10 +177,19 @@ pub async fn post_doc(
     AxState(state): AxState<State>,
     Extension(ctx): Extension<UserCtx>,
     Path(db_name): Path<String>,
+    RawQuery(query): RawQuery,
     body: RawBody,
 ) -> ApiResult<Response> {
-    let doc = body::parse(&body.0, &state.engine.config().limits).map_err(|e| with_id(e, ""))?;
+    let mut doc =
+        body::parse(&body.0, &state.engine.config().limits).map_err(|e| with_id(e, ""))?;
     let db = state.engine.db(&db_name)?;
+    if batched(&Params::parse(query.as_deref()))? {
+        let id = doc.id.get_or_insert_with(|| state.engine.uuids().next()).clone();
+        return Ok(in_batch(id, move || {
+            let mut results = db.update_docs(&ctx, vec![doc], WriteOptions::default())?;
+            results.pop().map_or(Ok(()), |r| r.result.map(drop))
+        }));
+    }
     let location_db = encode_segment(&db_name);
     let (id, rev) = write_one(db, ctx, doc, WriteOptions::default(), body.0.len()).await?;
     let location = format!("/{location_db}/{}", encode_segment(&id));
@@ -341,6 +350,9 @@ async fn write_doc(
     doc.rev = merge_rev(doc.rev.take(), &p, &headers)?;
     let new_edits = p.bool("new_edits")?.unwrap_or(true);
     let opts = WriteOptions { new_edits, ..Default::default() };
+    if batched(&p)? {
+        return Ok(in_batch(id, move || db.put(&ctx, doc, opts).map(drop)));
+    }
     let (_, rev) = write_one(db, ctx, doc, opts, bytes).await?;
     Ok(written(StatusCode::CREATED, &id, &rev))
 }
@@ -365,6 +377,26 @@ async fn write_one(
     let mut results = written.durable().await?;
     let result = results.pop().ok_or_else(|| ApiError::bad_request("no document"))?;
     Ok((result.id, result.result?))
+
+/// Whether a write asks for `batch=ok` (any other value is ignored, as in CouchDB).
+fn batched(p: &Params) -> ApiResult<bool> {
+    Ok(p.str("batch") == Some("ok"))
+}
+
+/// A `batch=ok` write: answered `202 {"ok": true, "id"}` at once, written in the background
+/// (through the same engine call, so the same write gate); like CouchDB, a write that then
+/// fails (a conflict) is only logged.
+fn in_batch(
+    id: String,
+    write: impl FnOnce() -> bunko_engine::Result<()> + Send + 'static,
+) -> Response {
+    let logged = id.clone();
+    tokio::task::spawn_blocking(move || {
+        if let Err(err) = write() {
+            tracing::warn!(id = %logged, %err, "batch=ok write failed");
+        }
+    });
+    render::json(StatusCode::ACCEPTED, json!({"ok": true, "id": id}))
 }
 
 async fn remove_doc(

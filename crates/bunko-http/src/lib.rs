@@ -15,9 +15,10 @@
 //! (`/{db}/_partition/{p}/…`), [`txn`] (`/_transaction`), [`procedure`]
 //! (`/{db}/_design/{ddoc}/_procedures/{name}`), [`advise`] (`/{db}/_advise`, the
 //! data-modeling advisor), [`dbs_info`] (`/_dbs_info`), [`db_updates`] (`/_db_updates`), [`local_docs`]
-//! (`/{db}/_local_docs`), [`attachment`] (`/{db}/{doc}/{name}`), [`node`] (`/_node/{node}`,
-//! `_config`, and [`metrics`]' `_stats`, `_prometheus`), [`replicate`] (`/_replicate`,
-//! `/_scheduler/…`), [`console`] (`/_utils/`, the web console).
+//! (`/{db}/_local_docs`), [`update`] (`/{db}/_design/{ddoc}/_update/{name}`), [`attachment`]
+//! (`/{db}/{doc}/{name}`), [`node`] (`/_node/{node}`, `_config`, and [`metrics`]' `_stats`,
+//! `_prometheus`), [`replicate`] (`/_replicate`, `/_scheduler/…`), [`console`] (`/_utils/`,
+//! the web console).
 
 pub mod advise;
 pub mod all_docs;
@@ -54,6 +55,7 @@ pub mod search;
 pub mod server;
 pub mod stream;
 pub mod txn;
+pub mod update;
 pub mod view;
 
 use std::sync::Arc;
@@ -211,6 +213,7 @@ pub fn router(state: State) -> Router {
         .merge(dbs_info::routes())
         .merge(db_updates::routes())
         .merge(local_docs::routes())
+        .merge(update::routes())
         .route("/{db}/_compact", post(db::compact))
         .route("/_active_tasks", get(server::active_tasks))
         .route("/_transaction", post(txn::post))

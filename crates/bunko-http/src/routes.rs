@@ -45,6 +45,8 @@ pub const PATHS: &[&str] = &[
     "/{db}/_design/{ddoc}/_procedures/{name}",
     "/{db}/_design/{ddoc}/_search/{index}",
     "/{db}/_design/{ddoc}/_search_info/{index}",
+    "/{db}/_design/{ddoc}/_update/{name}",
+    "/{db}/_design/{ddoc}/_update/{name}/{*docid}",
     "/{db}/_design/{ddoc}/_view/{view}",
     "/{db}/_design/{ddoc}/_view/{view}/queries",
     "/{db}/_design/{id}",

@@ -103,7 +103,8 @@ fn string_key(p: &Params, names: &[&str]) -> ApiResult<Option<String>> {
 async fn uuids(AxState(state): AxState<State>, RawQuery(query): RawQuery) -> ApiResult<Response> {
     let p = Params::parse(query.as_deref());
     let count = p.u64("count")?.unwrap_or(1);
-    if count > 1000 {
+    let max_count = state.engine.settings().get_u64("uuids", "max_count").unwrap_or(1000);
+    if count > max_count {
         return Err(ApiError::Other(
             StatusCode::BAD_REQUEST,
             "bad_request",

@@ -1,5 +1,6 @@
 //! The rest of the CouchDB API clients call (issue 16, point 4), each as CouchDB 3.4
-//! answers it: `_local_docs`, `_dbs_info`, `_db_updates`.
+//! answers it: `_local_docs`, `_dbs_info`, `_db_updates`, `_uuids` algorithms, `batch=ok`,
+//! update functions.
 
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -131,4 +132,115 @@ fn db_updates_reports_created_updated_and_deleted_databases() {
         "bad_request",
         "Supported `feed` types: normal, continuous, longpoll, eventsource",
     );
+}
+
+#[test]
+fn uuids_follow_the_configured_algorithm() {
+    let s = Server::start();
+    let uuids = |count: u32| -> Vec<String> {
+        let (status, body) = s.get(&format!("/_uuids?count={count}"));
+        assert_eq!(status, 200, "{body}");
+        body["uuids"]
+            .as_array()
+            .expect("uuids")
+            .iter()
+            .map(|u| u.as_str().unwrap_or("").to_string())
+            .collect()
+    };
+    let set = |key: &str, value: &str| {
+        let (status, _) = s.put(&format!("/_node/_local/_config/uuids/{key}"), &json!(value));
+        assert_eq!(status, 200, "{key}={value}");
+    };
+    let seq = uuids(3);
+    assert!(seq.windows(2).all(|w| w[0][..26] == w[1][..26] && w[0] < w[1]), "{seq:?}");
+    set("algorithm", "utc_id");
+    set("utc_id_suffix", "-bunko");
+    let ids = uuids(2);
+    assert!(ids.iter().all(|id| id.len() == 20 && id.ends_with("-bunko")), "{ids:?}");
+    // Documents created without an id get one of the same kind.
+    s.create_db("db");
+    let (status, created) = s.post("/db", &json!({"a": 1}));
+    assert_eq!(status, 201, "{created}");
+    assert!(created["id"].as_str().is_some_and(|id| id.ends_with("-bunko")), "{created}");
+    set("algorithm", "utc_random");
+    let ids = uuids(2);
+    assert!(ids.iter().all(|id| id.len() == 32 && id[..14] >= ids[0][..14]), "{ids:?}");
+    set("algorithm", "random");
+    let ids = uuids(2);
+    assert!(ids[0].len() == 32 && ids[0][..26] != ids[1][..26], "{ids:?}");
+    let (status, bad) = s.put("/_node/_local/_config/uuids/algorithm", &json!("dice"));
+    assert_eq!((status, bad["error"].clone()), (400, json!("bad_request")), "{bad}");
+    set("max_count", "5");
+    assert_error(s.get("/_uuids?count=6"), 400, "bad_request", "count parameter too large");
+}
+
+#[test]
+fn batch_ok_writes_are_accepted_at_once_and_land() {
+    let s = Server::start();
+    s.create_db("db");
+    let (status, body) = s.put("/db/later?batch=ok", &json!({"note": "バッチ"}));
+    assert_eq!((status, body), (202, json!({"ok": true, "id": "later"})));
+    let (status, body) = s.post("/db?batch=ok", &json!({"note": "posted"}));
+    assert_eq!(status, 202, "{body}");
+    let id = body["id"].as_str().expect("id").to_string();
+    assert_eq!(body, json!({"ok": true, "id": id}));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while s.get("/db/later").0 != 200 || s.get(&format!("/db/{id}")).0 != 200 {
+        assert!(std::time::Instant::now() < deadline, "batch writes never landed");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(s.get_doc("db", "later")["note"], "バッチ");
+    // Bad input is still refused at once, and changes nothing.
+    let (status, _) = s.raw(Method::PUT, "/db/bad?batch=ok", "{not json");
+    assert_eq!(status, 400);
+}
+
+#[test]
+fn update_functions_save_what_they_return_and_answer_their_response() {
+    let s = Server::start();
+    s.create_db("db");
+    let ddoc = json!({"updates": {
+        "stamp": "function(doc, req) { if (!doc) { return [{_id: req.id || req.uuid, by: req.userCtx.name}, 'created']; } doc.count = (doc.count || 0) + 1; doc.note = req.query.note; return [doc, {json: {count: doc.count}}]; }",
+        "echo": "function(doc, req) { return [null, {body: req.body + '/' + req.method, headers: {'Content-Type': 'text/plain', 'X-Test': 'yes'}}]; }",
+        "refuse": "function(doc, req) { throw({forbidden: 'not today'}); }"
+    }});
+    s.put_doc("db", "_design/app", &ddoc);
+    let resp = s.req(Method::POST, "/db/_design/app/_update/stamp/counter").send().expect("update");
+    assert_eq!(resp.status(), 201);
+    let rev = resp.headers()["x-couch-update-newrev"].to_str().expect("rev").to_string();
+    assert_eq!(resp.headers()["x-couch-id"], "counter");
+    assert!(resp.headers()["content-type"].to_str().is_ok_and(|t| t.starts_with("text/html")));
+    assert_eq!(resp.text().expect("body"), "created");
+    assert_eq!(s.get_doc("db", "counter"), json!({"_id": "counter", "_rev": rev, "by": "admin"}));
+    let (status, body) = send(s.req(Method::PUT, "/db/_design/app/_update/stamp/counter?note=hi"));
+    assert_eq!((status, body), (201, json!({"count": 1})));
+    let doc = s.get_doc("db", "counter");
+    assert_eq!((doc["count"].clone(), doc["note"].clone()), (json!(1), json!("hi")));
+    // Without an id, the function gets null and req.uuid.
+    let resp = s.req(Method::POST, "/db/_design/app/_update/stamp").send().expect("update");
+    assert_eq!(resp.status(), 201);
+    let new_id = resp.headers()["x-couch-id"].to_str().expect("id").to_string();
+    assert_eq!(new_id.len(), 32);
+    // Nothing to save: 200 with the function's body and headers.
+    let resp =
+        s.req(Method::POST, "/db/_design/app/_update/echo").body("ping").send().expect("echo");
+    assert_eq!(
+        (resp.status().as_u16(), resp.headers()["x-test"].to_str().ok()),
+        (200, Some("yes"))
+    );
+    assert_eq!(resp.headers()["content-type"], "text/plain");
+    assert_eq!(resp.text().expect("body"), "ping/POST");
+    assert_error(
+        send(s.req(Method::POST, "/db/_design/app/_update/refuse/x")),
+        403,
+        "forbidden",
+        "not today",
+    );
+    assert_error(
+        send(s.req(Method::POST, "/db/_design/app/_update/nope")),
+        404,
+        "not_found",
+        "missing json key: nope",
+    );
+    assert_eq!(s.get("/db/x").0, 404, "a refusal writes nothing");
 }
