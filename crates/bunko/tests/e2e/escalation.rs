@@ -64,6 +64,7 @@ fn paths(db: &str, ids: &[String]) -> Vec<String> {
             .replace("{db}", db)
             .replace("{ddoc}", "evil")
             .replace("{view}", "v")
+            .replace("{index}", "i")
             .replace("{name}", "p")
             .replace("{node}", "_local")
             .replace("{section}", "admins")
