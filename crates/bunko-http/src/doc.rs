@@ -377,6 +377,7 @@ async fn write_one(
     let mut results = written.durable().await?;
     let result = results.pop().ok_or_else(|| ApiError::bad_request("no document"))?;
     Ok((result.id, result.result?))
+}
 
 /// Whether a write asks for `batch=ok` (any other value is ignored, as in CouchDB).
 fn batched(p: &Params) -> ApiResult<bool> {

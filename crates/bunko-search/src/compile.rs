@@ -28,7 +28,7 @@ use tantivy::query_grammar::{
 use tantivy::schema::IndexRecordOption;
 
 use crate::analyzer::Analyzers;
-use crate::index::{Fields, SEP, sortable};
+use crate::index::{Fields, SEP, number_path};
 
 /// A compiled query and the tokens it searches, by field.
 pub struct Compiled {
@@ -160,9 +160,9 @@ impl Compiler<'_> {
         };
         match word.parse::<f64>() {
             Ok(x) if x.is_finite() => {
+                let num = self.number(field, if x == 0.0 { 0.0 } else { x });
                 let num =
-                    Term::from_field_text(self.fields.num, &format!("{field}{SEP}{}", sortable(x)));
-                let num = Box::new(TermQuery::new(num, IndexRecordOption::Basic));
+                    Box::new(RangeQuery::new(Bound::Included(num.clone()), Bound::Included(num)));
                 Ok(Box::new(BooleanQuery::new(vec![(Occur::Should, num), (Occur::Should, text)])))
             }
             _ => Ok(text),
@@ -218,20 +218,17 @@ impl Compiler<'_> {
             },
         };
         if let (Some(lo), Some(hi)) = (number(lower), number(upper)) {
-            let num = self.fields.num;
-            let term = |x: f64| Term::from_field_text(num, &format!("{field}{SEP}{}", sortable(x)));
-            let lo = match (lo, lower) {
-                (None, _) => Bound::Included(Term::from_field_text(num, &format!("{field}{SEP}"))),
-                (Some(x), UserInputBound::Exclusive(_)) => Bound::Excluded(term(x)),
-                (Some(x), _) => Bound::Included(term(x)),
-            };
-            let hi = match (hi, upper) {
-                (None, _) => {
-                    Bound::Excluded(Term::from_field_text(num, &format!("{field}{}", '\u{2}')))
+            let exclusive = |b: &UserInputBound| matches!(b, UserInputBound::Exclusive(_));
+            let bound = |x: Option<f64>, open: f64, b: &UserInputBound| {
+                let term = self.number(field, x.unwrap_or(open));
+                if x.is_some() && exclusive(b) {
+                    Bound::Excluded(term)
+                } else {
+                    Bound::Included(term)
                 }
-                (Some(x), UserInputBound::Exclusive(_)) => Bound::Excluded(term(x)),
-                (Some(x), _) => Bound::Included(term(x)),
             };
+            let lo = bound(lo, f64::NEG_INFINITY, lower);
+            let hi = bound(hi, f64::INFINITY, upper);
             return Ok(Box::new(RangeQuery::new(lo, hi)));
         }
         let text = self.fields.text;
@@ -248,6 +245,13 @@ impl Compiler<'_> {
             _ => Bound::Excluded(Term::from_field_text(text, &format!("{field}{}", '\u{2}'))),
         };
         Ok(Box::new(RangeQuery::new(lo, hi)))
+    }
+
+    /// The term of number `x` in field `field` of the `n` column.
+    fn number(&self, field: &str, x: f64) -> Term {
+        let mut term = Term::from_field_json_path(self.fields.num, &number_path(field), false);
+        term.append_type_and_fast_value(x);
+        term
     }
 
     fn text_term(&self, field: &str, token: &str) -> Term {

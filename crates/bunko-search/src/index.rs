@@ -9,8 +9,9 @@
 //!   facet], ...]`, read back for `fields`, `sort`, facets, groups and highlights;
 //! - `t` (text with positions): each analyzed token of a string value as `name SEP token`,
 //!   tokenized here by the field's analyzer and added pre-tokenized;
-//! - `n` (raw): each number as `name SEP` + 16 hex digits that order as the numbers do, so
-//!   a numeric range is a term range.
+//! - `n` (JSON, fast): each number under its field name (dots replaced, see
+//!   [`number_path`]) as a 64-bit float column, so a numeric term or range is a range scan
+//!   of the column.
 //!
 //! Checkpoint: each page of changes is one tantivy commit whose payload is the seq it
 //! reached, so the index and its checkpoint cannot disagree, and a restart resumes there.
@@ -28,7 +29,8 @@ use bunko_js::{CompiledViews, Limits, Runtime};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tantivy::schema::{
-    Field, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions,
+    Field, IndexRecordOption, JsonObjectOptions, OwnedValue, STORED, STRING, Schema,
+    TextFieldIndexing, TextOptions,
 };
 use tantivy::tokenizer::{PreTokenizedString, Token as TantivyToken};
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
@@ -66,17 +68,14 @@ fn schema() -> (Schema, Fields) {
         part: builder.add_text_field("_part", STRING),
         stored: builder.add_text_field("_fields", STORED),
         text: builder.add_text_field("t", text),
-        num: builder.add_text_field("n", STRING),
+        num: builder.add_json_field("n", JsonObjectOptions::default().set_fast(None)),
     };
     (builder.build(), fields)
 }
 
-/// A number as 16 hex digits that sort as the numbers do.
-pub fn sortable(x: f64) -> String {
-    // -0.0 is 0.0, so `price:0` finds both.
-    let bits = if x == 0.0 { 0u64 } else { x.to_bits() };
-    let key = if bits >> 63 == 1 { !bits } else { bits | (1 << 63) };
-    format!("{key:016x}")
+/// The JSON path of field `name` in `n`: dots would nest, so they become `\u{1f}`.
+pub fn number_path(name: &str) -> String {
+    name.replace('.', "\u{1f}")
 }
 
 fn tantivy_err(err: tantivy::TantivyError) -> Error {
@@ -167,6 +166,7 @@ impl SearchIndex {
             doc.add_text(self.fields.part, part);
         }
         let mut stored = Vec::new();
+        let mut numbers: std::collections::BTreeMap<String, Vec<OwnedValue>> = Default::default();
         for (call, options) in rows {
             let (Some(name), Some(value)) = (call.get(0).and_then(Value::as_str), call.get(1))
             else {
@@ -181,7 +181,8 @@ impl SearchIndex {
                 Value::Number(n) => {
                     if flag("index", true) {
                         let x = n.as_f64().unwrap_or(0.0);
-                        doc.add_text(self.fields.num, format!("{name}{SEP}{}", sortable(x)));
+                        let x = if x == 0.0 { 0.0 } else { x };
+                        numbers.entry(number_path(name)).or_default().push(OwnedValue::F64(x));
                     }
                     None
                 }
@@ -194,6 +195,16 @@ impl SearchIndex {
         }
         if stored.is_empty() {
             return None;
+        }
+        if !numbers.is_empty() {
+            let object = numbers
+                .into_iter()
+                .map(|(k, mut v)| match v.len() {
+                    1 => (k, v.remove(0)),
+                    _ => (k, OwnedValue::Array(v)),
+                })
+                .collect();
+            doc.add_object(self.fields.num, object);
         }
         doc.add_text(self.fields.stored, Value::Array(stored).to_string());
         Some(doc)
@@ -324,17 +335,3 @@ pub(crate) fn map_input(doc: &bunko_engine::read::DocOut) -> String {
 
 /// Shared handle to an index.
 pub type Shared = Arc<SearchIndex>;
-
-#[cfg(test)]
-mod tests {
-    use super::sortable;
-
-    #[test]
-    fn sortable_numbers_order_as_numbers() {
-        let xs = [-1e9, -2.5, -1e-9, 0.0, 1.0, 2.5, 10.0, 1e12];
-        let keys: Vec<String> = xs.iter().map(|&x| sortable(x)).collect();
-        let mut sorted = keys.clone();
-        sorted.sort();
-        assert_eq!(keys, sorted);
-    }
-}
