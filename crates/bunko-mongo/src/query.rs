@@ -19,8 +19,13 @@ use crate::error::MongoError;
 
 /// Parses a MongoDB filter.
 pub fn selector(filter: &Document) -> Result<Selector, MongoError> {
-    let json = Value::Object(expr(filter)?);
-    Ok(Selector::parse(&json)?)
+    Ok(Selector::parse(&selector_json(filter)?)?)
+}
+
+/// A MongoDB filter as the selector JSON `bunko-query` parses (what the engine stores for a
+/// collection validator).
+pub fn selector_json(filter: &Document) -> Result<Value, MongoError> {
+    Ok(Value::Object(expr(filter)?))
 }
 
 fn expr(filter: &Document) -> Result<Map<String, Value>, MongoError> {

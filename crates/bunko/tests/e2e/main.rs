@@ -27,6 +27,7 @@ mod mango_explain;
 mod mongo;
 mod mongo_stream;
 mod mongo_txn;
+mod mongo_validation;
 mod partitions;
 mod persistence;
 mod procedures;
