@@ -43,6 +43,8 @@ struct Loaded {
 #[derive(Debug)]
 struct MongoRule {
     selector: Selector,
+    /// The validator's `$jsonSchema`.
+    schema: Option<bson::Document>,
     /// `validationLevel: "moderate"`: an update of a document that does not match already
     /// is not checked.
     moderate: bool,
@@ -145,7 +147,11 @@ impl MongoRule {
         let selector = Selector::parse(selector)
             .map_err(|e| Error::Corrupt(format!("{MONGO_DDOC} validator: {e}")))?;
         let warn = rule.get("action").and_then(Value::as_str) == Some("warn");
-        Ok(Some(MongoRule { selector, moderate: level == "moderate", warn }))
+        let schema = match rule.get("schema") {
+            Some(Value::Object(schema)) => Some(ejson::from_json(schema)),
+            _ => None,
+        };
+        Ok(Some(MongoRule { selector, schema, moderate: level == "moderate", warn }))
     }
 
     /// Checks one write: the document as MongoDB sees it (`_id` first) must match.
@@ -173,7 +179,11 @@ impl MongoRule {
         let mut doc = Map::new();
         doc.insert("_id".into(), ejson::value_to_json(&ejson::id_value(id)));
         doc.extend(body.iter().map(|(k, v)| (k.clone(), v.clone())));
-        self.selector.matches(&ejson::match_view(&Value::Object(doc)), Dialect::Mongo)
+        let schema_ok = self
+            .schema
+            .as_ref()
+            .is_none_or(|schema| bunko_query::schema::matches(schema, &ejson::from_json(&doc)));
+        schema_ok && self.selector.matches(&ejson::match_view(&Value::Object(doc)), Dialect::Mongo)
     }
 }
 

@@ -51,7 +51,11 @@ pub(crate) fn from_command(command: &Document) -> Result<Document, MongoError> {
         let Some(value) = command.get(*field) else { continue };
         match (*field, value) {
             ("validator", Bson::Document(v)) => {
-                crate::query::selector(v)?;
+                let (schema, rest) = split(v)?;
+                crate::query::selector(&rest)?;
+                if let Some(schema) = schema {
+                    bunko_query::schema::check(&schema).map_err(MongoError::failed_to_parse)?;
+                }
             }
             ("validationLevel", Bson::String(s))
                 if ["strict", "moderate", "off"].contains(&s.as_str()) => {}
@@ -81,11 +85,25 @@ fn rule(options: &Document) -> Result<Value, MongoError> {
     if validator.is_empty() {
         return Ok(Value::Null);
     }
+    let (schema, rest) = split(validator)?;
+    let schema = schema.map_or(Value::Null, |s| Value::Object(ejson::to_json(&s)));
     Ok(serde_json::json!({
-        "selector": crate::query::selector_json(validator)?,
+        "selector": crate::query::selector_json(&rest)?,
+        "schema": schema,
         "level": options.get_str("validationLevel").unwrap_or("strict"),
         "action": options.get_str("validationAction").unwrap_or("error"),
     }))
+}
+
+/// A validator's top-level `$jsonSchema` (checked by the engine with
+/// `bunko_query::schema`) and the rest of it (a query filter).
+fn split(validator: &Document) -> Result<(Option<Document>, Document), MongoError> {
+    let mut rest = validator.clone();
+    match rest.remove("$jsonSchema") {
+        None => Ok((None, rest)),
+        Some(Bson::Document(schema)) => Ok((Some(schema), rest)),
+        Some(_) => Err(MongoError::type_mismatch("$jsonSchema must be an object")),
+    }
 }
 
 /// Stores `options` (merged over the current ones) as `user`: the write gate lets only
