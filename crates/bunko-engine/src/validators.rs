@@ -3,13 +3,21 @@
 //! CouchDB) runs every validation function of the database under the writer lock, with
 //! the document as written, the stored document, the user and the security object.
 //!
+//! A MongoDB collection validator (`validator`, `validationLevel`, `validationAction` of
+//! `create`/`collMod`) is enforced here too, for writes from both APIs: the MongoDB front end
+//! stores it in `_design/mongodb` under `validate` as a Mongo-dialect selector, and every
+//! document write (not deletions) must match it ([`MongoRule`]), or is refused with
+//! [`Error::Rejected`] (HTTP `403 forbidden`, MongoDB `DocumentValidationFailure`, 121).
+//!
 //! The functions are compiled once into one sandbox and kept until a design document is
 //! written ([`Database::forget_validators`], called under the same writer lock, so a
 //! validation never runs with a stale set). A database without such functions pays one
 //! scan of its design documents after each design-document write, then nothing.
 
 use bunko_doc::body::ParsedDoc;
+use bunko_doc::ejson;
 use bunko_js::{CompiledValidators, Update, Verdict};
+use bunko_query::{Dialect, Selector};
 use parking_lot::Mutex;
 use serde_json::{Map, Value, json};
 
@@ -22,8 +30,30 @@ use crate::{Error, Result};
 /// The compiled functions of one database; `None` inside until loaded.
 #[derive(Debug, Default)]
 pub(crate) struct Validators {
-    loaded: Mutex<Option<Option<CompiledValidators>>>,
+    loaded: Mutex<Option<Loaded>>,
 }
+
+#[derive(Debug)]
+struct Loaded {
+    js: Option<CompiledValidators>,
+    mongo: Option<MongoRule>,
+}
+
+/// A MongoDB collection validator.
+#[derive(Debug)]
+struct MongoRule {
+    selector: Selector,
+    /// The validator's `$jsonSchema`.
+    schema: Option<bson::Document>,
+    /// `validationLevel: "moderate"`: an update of a document that does not match already
+    /// is not checked.
+    moderate: bool,
+    /// `validationAction: "warn"`: a failure is logged, not refused.
+    warn: bool,
+}
+
+/// The design document holding a MongoDB collection's options and validator.
+const MONGO_DDOC: &str = "_design/mongodb";
 
 /// The stored document a validation sees as `oldDoc`.
 pub(crate) struct Stored<'a> {
@@ -45,13 +75,14 @@ impl Database {
         if loaded.is_none() {
             *loaded = Some(self.compile_validators()?);
         }
-        Ok(matches!(*loaded, Some(Some(_))))
+        Ok(loaded.as_ref().is_some_and(|l| l.js.is_some() || l.mongo.is_some()))
     }
 
     /// Whether the database is known to have no validation functions (compiled and none
     /// found); `false` while they are not compiled yet. Takes no writer lock.
     pub(crate) fn known_without_validators(&self) -> bool {
-        matches!(*self.validators.loaded.lock(), Some(None))
+        let loaded = self.validators.loaded.lock();
+        loaded.as_ref().is_some_and(|l| l.js.is_none() && l.mongo.is_none())
     }
 
     /// Runs the database's validation functions on one write; call under the writer lock.
@@ -66,7 +97,11 @@ impl Database {
         if loaded.is_none() {
             *loaded = Some(self.compile_validators()?);
         }
-        let Some(Some(validators)) = loaded.as_ref() else { return Ok(()) };
+        let Some(loaded) = loaded.as_ref() else { return Ok(()) };
+        if let Some(rule) = &loaded.mongo {
+            rule.check(self, doc, old.as_ref().and_then(|o| o.body.as_ref()))?;
+        }
+        let Some(validators) = &loaded.js else { return Ok(()) };
         let new_doc = new_doc_json(doc);
         let old_doc = old.map_or(Value::Null, |o| old_doc_json(doc, o));
         let user_ctx = json!({"db": self.name(), "name": ctx.name, "roles": ctx.roles});
@@ -81,24 +116,81 @@ impl Database {
         }
     }
 
-    /// Compiles the `validate_doc_update` of every live design document, in id order.
-    fn compile_validators(&self) -> Result<Option<CompiledValidators>> {
+    /// Compiles the `validate_doc_update` of every live design document, in id order, and
+    /// the MongoDB validator.
+    fn compile_validators(&self) -> Result<Loaded> {
         let range = keys::doc_prefix(self.id(), "_design/");
         let mut functions = Vec::new();
+        let mut mongo = None;
         for (key, _) in self.store.scan(&range, false, usize::MAX)? {
             let id = keys::decode_doc(&key)?;
             let Some(mut body) = self.design_body(&id)? else { continue };
+            if id == MONGO_DDOC {
+                mongo = MongoRule::parse(body.get("validate"))?;
+            }
             if let Some(Value::String(source)) = body.get("validate_doc_update").cloned() {
                 body.insert("_id".to_string(), Value::String(id));
                 functions.push((source, Value::Object(body)));
             }
         }
         if functions.is_empty() {
-            return Ok(None);
+            return Ok(Loaded { js: None, mongo });
         }
         let sources: Vec<(&str, Value)> =
             functions.iter().map(|(s, d)| (s.as_str(), d.clone())).collect();
-        Ok(Some(crate::view::runtime().compile_validators(&sources)?))
+        Ok(Loaded { js: Some(crate::view::runtime().compile_validators(&sources)?), mongo })
+    }
+}
+
+impl MongoRule {
+    /// Reads `{"selector", "level", "action"}`; `None` without one or with level `off`.
+    fn parse(rule: Option<&Value>) -> Result<Option<MongoRule>> {
+        let Some(Value::Object(rule)) = rule else { return Ok(None) };
+        let Some(selector) = rule.get("selector") else { return Ok(None) };
+        let level = rule.get("level").and_then(Value::as_str).unwrap_or("strict");
+        if level == "off" {
+            return Ok(None);
+        }
+        let selector = Selector::parse(selector)
+            .map_err(|e| Error::Corrupt(format!("{MONGO_DDOC} validator: {e}")))?;
+        let warn = rule.get("action").and_then(Value::as_str) == Some("warn");
+        let schema = match rule.get("schema") {
+            Some(Value::Object(schema)) => Some(ejson::from_json(schema)),
+            _ => None,
+        };
+        Ok(Some(MongoRule { selector, schema, moderate: level == "moderate", warn }))
+    }
+
+    /// Checks one write: the document as MongoDB sees it (`_id` first) must match.
+    fn check(
+        &self,
+        db: &Database,
+        doc: &ParsedDoc,
+        old: Option<&Map<String, Value>>,
+    ) -> Result<()> {
+        let id = doc.id.as_deref().unwrap_or_default();
+        if doc.deleted || self.matches(id, &doc.body) {
+            return Ok(());
+        }
+        if self.moderate && old.is_some_and(|old| !self.matches(id, old)) {
+            return Ok(());
+        }
+        if self.warn {
+            tracing::warn!(db = %db.name(), "Document would fail validation");
+            return Ok(());
+        }
+        Err(Error::Rejected("Document failed validation".to_string()))
+    }
+
+    fn matches(&self, id: &str, body: &Map<String, Value>) -> bool {
+        let mut doc = Map::new();
+        doc.insert("_id".into(), ejson::value_to_json(&ejson::id_value(id)));
+        doc.extend(body.iter().map(|(k, v)| (k.clone(), v.clone())));
+        let schema_ok = self
+            .schema
+            .as_ref()
+            .is_none_or(|schema| bunko_query::schema::matches(schema, &ejson::from_json(&doc)));
+        schema_ok && self.selector.matches(&ejson::match_view(&Value::Object(doc)), Dialect::Mongo)
     }
 }
 

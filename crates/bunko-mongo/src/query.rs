@@ -22,12 +22,17 @@ use crate::error::MongoError;
 /// Parses a MongoDB filter.
 pub fn selector(filter: &Document) -> Result<Selector, MongoError> {
     let (rest, expr_part) = bunko_query::agg::split_expr(filter)?;
-    let json = Value::Object(expr(&rest)?);
-    let selector = Selector::parse(&json)?;
+    let selector = Selector::parse(&selector_json(&rest)?)?;
     Ok(match expr_part {
         Some(e) => selector.with_expr(e),
         None => selector,
     })
+}
+
+/// A MongoDB filter as the selector JSON `bunko-query` parses (what the engine stores for a
+/// collection validator).
+pub fn selector_json(filter: &Document) -> Result<Value, MongoError> {
+    Ok(Value::Object(expr(filter)?))
 }
 
 fn expr(filter: &Document) -> Result<Map<String, Value>, MongoError> {

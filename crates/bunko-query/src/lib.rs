@@ -29,6 +29,7 @@ pub mod fields;
 pub mod index_keys;
 pub mod path;
 pub mod plan;
+pub mod schema;
 pub mod selector;
 pub mod sort;
 pub mod term;

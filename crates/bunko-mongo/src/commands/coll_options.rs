@@ -1,6 +1,7 @@
 //! A collection's options (`validator`, `validationLevel`, `validationAction`,
 //! `changeStreamPreAndPostImages`), kept in the collection's design document
-//! `_design/mongodb` under `options` as Extended JSON. A design document, because that is
+//! `_design/mongodb` under `options` as Extended JSON, with the validator also under
+//! `validate` in the form the engine's write gate enforces on every write of both APIs. A design document, because that is
 //! where CouchDB keeps a database's rules (`validate_doc_update`): only database admins may
 //! write it, it replicates with the data, and the engine's write gate reads it there.
 
@@ -50,7 +51,11 @@ pub(crate) fn from_command(command: &Document) -> Result<Document, MongoError> {
         let Some(value) = command.get(*field) else { continue };
         match (*field, value) {
             ("validator", Bson::Document(v)) => {
-                crate::query::selector(v)?;
+                let (schema, rest) = split(v)?;
+                crate::query::selector(&rest)?;
+                if let Some(schema) = schema {
+                    bunko_query::schema::check(&schema).map_err(MongoError::failed_to_parse)?;
+                }
             }
             ("validationLevel", Bson::String(s))
                 if ["strict", "moderate", "off"].contains(&s.as_str()) => {}
@@ -73,6 +78,34 @@ pub(crate) fn from_command(command: &Document) -> Result<Document, MongoError> {
     Ok(out)
 }
 
+/// The validator as the engine's write gate reads it (`bunko_engine::validators`):
+/// `{"selector": <selector JSON>, "level": …, "action": …}`, or `null` without a validator.
+fn rule(options: &Document) -> Result<Value, MongoError> {
+    let Ok(validator) = options.get_document("validator") else { return Ok(Value::Null) };
+    if validator.is_empty() {
+        return Ok(Value::Null);
+    }
+    let (schema, rest) = split(validator)?;
+    let schema = schema.map_or(Value::Null, |s| Value::Object(ejson::to_json(&s)));
+    Ok(serde_json::json!({
+        "selector": crate::query::selector_json(&rest)?,
+        "schema": schema,
+        "level": options.get_str("validationLevel").unwrap_or("strict"),
+        "action": options.get_str("validationAction").unwrap_or("error"),
+    }))
+}
+
+/// A validator's top-level `$jsonSchema` (checked by the engine with
+/// `bunko_query::schema`) and the rest of it (a query filter).
+fn split(validator: &Document) -> Result<(Option<Document>, Document), MongoError> {
+    let mut rest = validator.clone();
+    match rest.remove("$jsonSchema") {
+        None => Ok((None, rest)),
+        Some(Bson::Document(schema)) => Ok((Some(schema), rest)),
+        Some(_) => Err(MongoError::type_mismatch("$jsonSchema must be an object")),
+    }
+}
+
 /// Stores `options` (merged over the current ones) as `user`: the write gate lets only
 /// database admins write the design document.
 pub(crate) fn write(db: &Database, user: &UserCtx, changes: Document) -> Result<(), MongoError> {
@@ -91,6 +124,7 @@ pub(crate) fn write(db: &Database, user: &UserCtx, changes: Document) -> Result<
     let mut options = read(db);
     options.extend(changes);
     body.insert("options".into(), Value::Object(ejson::to_json(&options)));
+    body.insert("validate".into(), rule(&options)?);
     let doc = ParsedDoc { id: Some(DDOC.to_string()), rev, body, ..Default::default() };
     db.put(user, doc, WriteOptions::default())?;
     Ok(())

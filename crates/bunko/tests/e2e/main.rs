@@ -33,6 +33,7 @@ mod mongo_agg;
 mod mongo_stream;
 mod mongo_txn;
 mod mongo_update;
+mod mongo_validation;
 mod partitions;
 mod persistence;
 mod procedures;

@@ -1,0 +1,126 @@
+//! MongoDB collection validators (issue 14, point 6), enforced by the engine's write gate on
+//! every write path of both APIs: pymongo's insert, update, findAndModify and transactions
+//! get `DocumentValidationFailure` (121); HTTP `PUT`, `_bulk_docs` (also `all_or_nothing`)
+//! get CouchDB's `403 forbidden`; a refused write changes nothing. `validationLevel`
+//! (`strict`, `moderate`, `off`) and `validationAction` (`error`, `warn`) as in MongoDB.
+
+use serde_json::json;
+
+use crate::harness::Server;
+use crate::mongo::python;
+
+#[test]
+fn a_validator_refuses_bad_writes_from_both_apis_and_changes_nothing() {
+    let server = Server::start();
+    let script = r#"
+c = client()
+db = c.shop
+db.create_collection("inv", validator={"qty": {"$gte": 0}, "name": {"$type": "string"}})
+info = [x for x in db.list_collections() if x["name"] == "inv"][0]
+assert info["options"] == {"validator": {"qty": {"$gte": 0}, "name": {"$type": "string"}}}, info
+inv = db.inv
+inv.insert_one({"_id": "ok", "name": "鉛筆", "qty": 3})
+from pymongo.errors import WriteError, BulkWriteError
+def refused(fn):
+    try:
+        fn()
+    except (WriteError, BulkWriteError, OperationFailure) as e:
+        code = e.code if not isinstance(e, BulkWriteError) else e.details["writeErrors"][0]["code"]
+        return code
+    return None
+assert refused(lambda: inv.insert_one({"_id": "bad", "name": "消しゴム", "qty": -1})) == 121
+assert refused(lambda: inv.insert_many([{"_id": "a", "name": "a", "qty": 1}, {"_id": "b", "qty": 1}])) == 121
+assert refused(lambda: inv.update_one({"_id": "ok"}, {"$set": {"qty": -5}})) == 121
+assert refused(lambda: inv.replace_one({"_id": "ok"}, {"qty": 1})) == 121
+assert refused(lambda: inv.find_one_and_update({"_id": "ok"}, {"$set": {"name": 7}})) == 121
+def txn(s):
+    inv.insert_one({"_id": "t1", "name": "t", "qty": 1}, session=s)
+    inv.insert_one({"_id": "t2", "name": "t", "qty": -1}, session=s)
+with c.start_session() as s:
+    assert refused(lambda: s.with_transaction(txn)) == 121
+docs = sorted(d["_id"] for d in inv.find())
+assert docs == ["a", "ok"], docs
+assert inv.find_one({"_id": "ok"}) == {"_id": "ok", "name": "鉛筆", "qty": 3}
+assert inv.delete_one({"_id": "a"}).deleted_count == 1
+print(json.dumps({"ok": True}))
+"#;
+    let Some(_) = python(&server, script) else { return };
+    // Over HTTP: the same rule, CouchDB's 403.
+    let (status, body) = server.put("/shop%24inv/bad", &json!({"name": "x", "qty": -1}));
+    assert_eq!(
+        (status, &body["error"], &body["reason"]),
+        (403, &json!("forbidden"), &json!("Document failed validation"))
+    );
+    let (status, body) = server.post(
+        "/shop%24inv/_bulk_docs",
+        &json!({"docs": [{"_id": "h1", "name": "h", "qty": 1}, {"_id": "h2", "name": 2, "qty": 1}]}),
+    );
+    assert_eq!(status, 201);
+    assert_eq!(body[0]["ok"], json!(true), "{body}");
+    assert_eq!(body[1]["error"], json!("forbidden"), "{body}");
+    let (status, _) = server.post(
+        "/shop%24inv/_bulk_docs",
+        &json!({"all_or_nothing": true, "docs": [{"_id": "h3", "name": "h", "qty": 1}, {"_id": "h4", "qty": -1}]}),
+    );
+    assert!(status >= 400, "{status}");
+    let (_, all) = server.get("/shop%24inv/_all_docs");
+    let ids: Vec<&str> =
+        all["rows"].as_array().into_iter().flatten().filter_map(|r| r["id"].as_str()).collect();
+    assert_eq!(ids, ["_design/mongodb", "h1", "ok"]);
+    let ok = server.get_doc("shop%24inv", "ok");
+    let (status, _) =
+        server.put("/shop%24inv/ok", &json!({"_rev": ok["_rev"], "name": "鉛筆", "qty": -2}));
+    assert_eq!(status, 403);
+    assert_eq!(server.get_doc("shop%24inv", "ok")["qty"], json!(3));
+    // Levels and actions.
+    let script = r#"
+db = client().shop
+inv = db.inv
+db.command("collMod", "inv", validationLevel="off")
+inv.insert_one({"_id": "legacy", "qty": -1})
+db.command("collMod", "inv", validationLevel="moderate")
+inv.update_one({"_id": "legacy"}, {"$set": {"qty": -2}})
+from pymongo.errors import WriteError
+try:
+    inv.update_one({"_id": "ok"}, {"$set": {"qty": -2}})
+    raise AssertionError("moderate let a valid document become invalid")
+except WriteError as e:
+    assert e.code == 121, e
+db.command("collMod", "inv", validationAction="warn")
+inv.insert_one({"_id": "warned", "qty": -1})
+opts = [x for x in db.list_collections() if x["name"] == "inv"][0]["options"]
+assert opts["validationLevel"] == "moderate" and opts["validationAction"] == "warn", opts
+assert sorted(d["_id"] for d in inv.find()) == ["h1", "legacy", "ok", "warned"]
+assert code_of(lambda: db.command("collMod", "inv", validationLevel="sometimes")) == 2
+assert code_of(lambda: db.command("collMod", "nope", validationLevel="off")) == 26
+print(json.dumps({"ok": True}))
+"#;
+    assert_eq!(python(&server, script), Some(json!({"ok": true})));
+    // `$jsonSchema`, with exact BSON types, over both APIs.
+    let script = r#"
+db = client().shop
+schema = {"bsonType": "object", "required": ["title", "pages"], "properties": {
+    "title": {"bsonType": "string", "minLength": 1},
+    "pages": {"bsonType": "int", "minimum": 1},
+    "tags": {"bsonType": "array", "items": {"bsonType": "string"}, "uniqueItems": True}}}
+db.create_collection("books", validator={"$jsonSchema": schema}, validationAction="error")
+books = db.books
+books.insert_one({"_id": "b1", "title": "吾輩は猫である", "pages": 300, "tags": ["小説"]})
+from pymongo.errors import WriteError
+for bad in [{"title": "x"}, {"title": "x", "pages": 1.5}, {"title": "x", "pages": Int64(3)},
+            {"title": "", "pages": 3}, {"title": "x", "pages": 3, "tags": ["a", "a"]}]:
+    try:
+        books.insert_one(bad)
+        raise AssertionError(f"accepted {bad}")
+    except WriteError as e:
+        assert e.code == 121, e
+assert code_of(lambda: db.command("collMod", "books", validator={"$jsonSchema": {"format": "x"}})) == 9
+assert [d["_id"] for d in books.find()] == ["b1"]
+print(json.dumps({"ok": True}))
+"#;
+    assert_eq!(python(&server, script), Some(json!({"ok": true})));
+    let (status, body) = server.put("/shop%24books/h1", &json!({"title": "こころ", "pages": 1.5}));
+    assert_eq!((status, &body["error"]), (403, &json!("forbidden")));
+    let (status, _) = server.put("/shop%24books/h1", &json!({"title": "こころ", "pages": 376}));
+    assert_eq!(status, 201);
+}
