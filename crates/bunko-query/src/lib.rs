@@ -25,6 +25,7 @@ pub mod erl;
 pub mod error;
 pub mod fields;
 pub mod index_keys;
+pub mod mongo_index;
 pub mod path;
 pub mod plan;
 pub mod selector;

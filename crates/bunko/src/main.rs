@@ -75,6 +75,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let state = bunko_http::AppState::new(engine.clone(), settings.http.clone())?;
     let mongo_config = bunko_mongo::MongoConfig {
         data_dir: settings.data.display().to_string(),
+        ttl_monitor_sleep: settings.mongo_ttl_monitor,
         ..Default::default()
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;

@@ -148,23 +148,6 @@ pub(super) fn drop_database(ctx: &mut Ctx, _: &Document) -> Result<Document, Mon
     Ok(doc! {"dropped": &ctx.db})
 }
 
-/// `listIndexes`: every collection has the `_id` index (its documents are keyed by id);
-/// MongoDB-semantics secondary indexes come with the index increment.
-pub(super) fn list_indexes(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
-    let ns = namespace(ctx, command)?;
-    let Some(db) = ctx.server.engine.get_db(&ns.engine_name()) else {
-        return Err(MongoError::namespace_not_found(format!("ns does not exist: {}", ns.full())));
-    };
-    if !readable(&db, &user(ctx)) {
-        return Err(MongoError::unauthorized(format!(
-            "not authorized on {} to execute command {{ listIndexes: \"{}\" }}",
-            ns.db, ns.coll
-        )));
-    }
-    let id_index = doc! {"v": 2, "key": {"_id": 1}, "name": "_id_"};
-    Ok(cursor_reply(0, &ns.full(), "firstBatch", vec![id_index]))
-}
-
 /// `dbStats`: counts over the database's collections (what the user may read).
 pub(super) fn db_stats(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
     let scale = match super::int_of(command, "scale")? {

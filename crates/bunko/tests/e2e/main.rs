@@ -25,6 +25,7 @@ mod login;
 mod mango;
 mod mango_explain;
 mod mongo;
+mod mongo_index;
 mod mongo_txn;
 mod mongo_update;
 mod partitions;
