@@ -315,3 +315,24 @@ impl Database {
         }
     }
 }
+
+impl Database {
+    /// Bytes (keys and values) of the `_id` index (the documents' id records) and of each
+    /// MongoDB index, by name, for `collStats`/`dbStats`.
+    pub fn mongo_index_sizes(&self) -> Result<Vec<(String, u64)>> {
+        let snap = self.store.snapshot();
+        let size = |range: &bunko_storage::Range| -> Result<u64> {
+            let mut total = 0u64;
+            for entry in bunko_storage::Iter::new(snap.clone(), range.clone(), false, 1024) {
+                let (key, value) = entry?;
+                total += (key.len() + value.len()) as u64;
+            }
+            Ok(total)
+        };
+        let mut out = vec![("_id_".to_string(), size(&keys::doc_range(self.id()))?)];
+        for index in self.mongo_indexes() {
+            out.push((index.def.name.clone(), size(&entries::range(self.id(), index.num()))?));
+        }
+        Ok(out)
+    }
+}

@@ -150,18 +150,18 @@ pub(super) fn drop_database(ctx: &mut Ctx, _: &Document) -> Result<Document, Mon
 
 /// `dbStats`: counts over the database's collections (what the user may read).
 pub(super) fn db_stats(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
-    let scale = match super::int_of(command, "scale")? {
-        None => 1,
-        Some(n) if n >= 1 => n,
-        Some(_) => return Err(MongoError::bad_value("Scale factor must be greater than zero")),
-    };
+    let scale = super::stats::scale_of(command)?;
     let colls = collections(ctx).remove(&ctx.db).unwrap_or_default();
     let (mut objects, mut data, mut storage) = (0_u64, 0_u64, 0_u64);
+    let (mut indexes, mut index_size) = (0_i32, 0_i64);
     for (_, db) in &colls {
         let info = db.info();
-        objects += info.stats.doc_count;
+        objects += super::stats::doc_count(db);
         data += info.stats.external;
         storage += info.stats.active;
+        let (sizes, total) = super::stats::index_sizes(db, scale)?;
+        indexes += sizes.len() as i32;
+        index_size += total;
     }
     let scaled = |n: u64| i64::try_from(n).unwrap_or(i64::MAX) / scale;
     let avg = if objects == 0 { 0.0 } else { data as f64 / objects as f64 };
@@ -169,7 +169,7 @@ pub(super) fn db_stats(ctx: &mut Ctx, command: &Document) -> Result<Document, Mo
         "db": &ctx.db, "collections": colls.len() as i32, "views": 0,
         "objects": i64::try_from(objects).unwrap_or(i64::MAX), "avgObjSize": avg,
         "dataSize": scaled(data), "storageSize": scaled(storage),
-        "indexes": colls.len() as i32, "indexSize": 0_i64,
-        "totalSize": scaled(storage), "scaleFactor": scale,
+        "indexes": indexes, "indexSize": index_size,
+        "totalSize": scaled(storage) + index_size, "scaleFactor": scale,
     })
 }

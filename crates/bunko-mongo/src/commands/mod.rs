@@ -24,6 +24,7 @@ mod pager;
 mod procedure;
 mod sasl;
 mod session;
+mod stats;
 mod update;
 #[cfg(test)]
 mod update_golden;
@@ -141,6 +142,8 @@ const TABLE: &[Command] = &[
     Command { name: "listIndexes", aliases: &[], public: false, fields: Some(&["cursor"]), run: indexes::list_indexes },
     Command { name: "createIndexes", aliases: &["createindexes"], public: false, fields: Some(&["indexes", "writeConcern", "commitQuorum"]), run: indexes::create_indexes },
     Command { name: "dropIndexes", aliases: &["dropindexes", "deleteIndexes"], public: false, fields: Some(&["index", "writeConcern"]), run: indexes::drop_indexes },
+    Command { name: "renameCollection", aliases: &["renamecollection"], public: false, fields: Some(&["to", "dropTarget", "writeConcern"]), run: stats::rename_collection },
+    Command { name: "collStats", aliases: &["collstats"], public: false, fields: Some(&["scale"]), run: stats::coll_stats },
     Command { name: "dbStats", aliases: &["dbstats"], public: false, fields: Some(&["scale"]), run: admin::db_stats },
     Command { name: "callProcedure", aliases: &[], public: false, fields: Some(&["designDoc", "procedure", "arg"]), run: procedure::call },
     Command { name: "advise", aliases: &[], public: false, fields: Some(&["sampleSize", "timeBudgetMS"]), run: advise::advise },

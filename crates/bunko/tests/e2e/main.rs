@@ -25,6 +25,7 @@ mod login;
 mod mango;
 mod mango_explain;
 mod mongo;
+mod mongo_collections;
 mod mongo_index;
 mod mongo_txn;
 mod mongo_update;
