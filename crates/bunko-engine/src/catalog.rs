@@ -165,6 +165,32 @@ impl Engine {
     pub fn delete_db(&self, ctx: &UserCtx, name: &str) -> Result<()> {
         crate::gate::admit_server_admin(ctx)?;
         let _guard = self.catalog.lock();
+        self.drop_locked(name)
+    }
+
+    /// Renames a database as `ctx`, a server admin (MongoDB's `renameCollection`). Its keys
+    /// are keyed by its id, so only the catalog entry moves. An existing `to` is
+    /// `412 file_exists` unless `drop_target`, which deletes it first.
+    pub fn rename_db(&self, ctx: &UserCtx, from: &str, to: &str, drop_target: bool) -> Result<()> {
+        crate::gate::admit_server_admin(ctx)?;
+        validate_db_name(to)?;
+        let _guard = self.catalog.lock();
+        let db = self.db(from)?;
+        if self.get_db(to).is_some() {
+            if !drop_target {
+                return Err(Error::FileExists);
+            }
+            self.drop_locked(to)?;
+        }
+        db.rename(to)?;
+        let mut dbs = self.dbs.write();
+        dbs.remove(from);
+        dbs.insert(to.to_string(), db);
+        Ok(())
+    }
+
+    /// [`Engine::delete_db`] under the catalog lock.
+    fn drop_locked(&self, name: &str) -> Result<()> {
         let db = self.db(name)?;
         let mut batch = Batch::new();
         batch.delete(Key::Db(name).encode());

@@ -192,6 +192,21 @@ impl Database {
         Ok(())
     }
 
+    /// Moves the catalog entry to `to` (the caller holds the catalog lock).
+    pub(crate) fn rename(&self, to: &str) -> Result<()> {
+        let writer = self.lock_writer()?;
+        let mut meta = self.meta.read().clone();
+        let mut batch = Batch::new();
+        batch.delete(Key::Db(&meta.name).encode());
+        meta.name = to.to_string();
+        batch.put(Key::Db(to).encode(), records::encode(&meta));
+        let ticket = self.store.apply(batch)?;
+        *self.meta.write() = meta;
+        drop(writer);
+        self.store.sync(ticket)?;
+        Ok(())
+    }
+
     /// Whether the database has been deleted.
     pub fn is_dropped(&self) -> bool {
         self.dropped.load(Ordering::Acquire)

@@ -64,6 +64,13 @@ pub enum Error {
     /// A transaction went past its lifetime or size limit and was discarded.
     #[error("{0}")]
     TxnAborted(String),
+    /// A write would give a `unique` MongoDB index a second document with the same key
+    /// (MongoDB's E11000): the database, the index's name and the key, field by field.
+    #[error("duplicate key in index {index} of {db}")]
+    DuplicateKey { db: String, index: String, key: Vec<(String, serde_json::Value)> },
+    /// A document crosses two arrays of one compound MongoDB index (MongoDB's code 171).
+    #[error("{0}")]
+    ParallelArrays(String),
     /// One document of a transaction failed, so none was written.
     #[error("{db}/{id}: {error}")]
     InTxn { db: String, id: String, error: Box<Error> },

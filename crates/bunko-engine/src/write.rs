@@ -139,6 +139,8 @@ struct Pending {
     ddocs: DdocChanges,
     /// Attachment bodies whose chunks this commit writes.
     written: HashSet<[u8; 16]>,
+    /// Keys of `unique` MongoDB indexes this commit adds and releases.
+    unique: crate::index::mongo::UniqueKeys,
 }
 
 impl Database {
@@ -278,6 +280,7 @@ impl Database {
                     return Ok(doc.rev.unwrap_or_else(|| RevId { pos: 0, hash: String::new() }));
                 };
                 outcome.info.size = self.winner_size(db, &id, &outcome)?;
+                self.check_mongo_write(&mut pending, &indexes, &id, old.as_ref(), &outcome)?;
                 let limit = opts.new_edits;
                 self.account(&mut pending, &id, old.as_ref(), &outcome.info, &mut stats, limit)?;
                 batch.append(atts.chunks);
@@ -352,6 +355,30 @@ impl Database {
         }
         pending.winners.insert(id.to_string(), new.clone());
         Ok(())
+    }
+
+    /// Checks a document write against the MongoDB indexes (`unique`, parallel arrays)
+    /// before anything of it is staged.
+    fn check_mongo_write(
+        &self,
+        pending: &mut Pending,
+        indexes: &[Arc<Index>],
+        id: &str,
+        old: Option<&DocInfo>,
+        outcome: &Outcome,
+    ) -> Result<()> {
+        if kind(id) != DocKind::Normal || !indexes.iter().any(|i| i.def.mongo.is_some()) {
+            return Ok(());
+        }
+        let new = self.winner_of(pending, id, &outcome.info, Some(outcome))?;
+        let old = match old {
+            Some(info) => self.winner_of(pending, id, info, None)?,
+            None => None,
+        };
+        let mut unique = std::mem::take(&mut pending.unique);
+        let checked = self.check_mongo_indexes(indexes, &mut unique, id, &old, &new);
+        pending.unique = unique;
+        checked
     }
 
     /// Resolves a written document's attachments against the revision it edits

@@ -11,7 +11,7 @@ pub const TRANSIENT: &str = "TransientTransactionError";
 pub const UNKNOWN_COMMIT: &str = "UnknownTransactionCommitResult";
 
 /// A command failure as MongoDB reports it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct MongoError {
     pub code: i32,
     pub code_name: &'static str,
@@ -19,11 +19,13 @@ pub struct MongoError {
     /// `errorLabels` (`TransientTransactionError`, `UnknownTransactionCommitResult`), which
     /// the drivers' transaction retry loops read.
     pub labels: Vec<&'static str>,
+    /// More fields of the reply or write error (`keyPattern`/`keyValue` of E11000).
+    pub extra: Option<Box<Document>>,
 }
 
 impl MongoError {
     pub fn new(code: i32, code_name: &'static str, errmsg: impl Into<String>) -> Self {
-        Self { code, code_name, errmsg: errmsg.into(), labels: Vec::new() }
+        Self { code, code_name, errmsg: errmsg.into(), labels: Vec::new(), extra: None }
     }
 
     /// The same error carrying `label` too.
@@ -119,13 +121,47 @@ impl MongoError {
         )
     }
 
+    /// E11000 for a key of a `unique` index of the engine database `db`.
+    pub fn duplicate_in(db: &str, index: &str, key: &[(String, serde_json::Value)]) -> Self {
+        let ns = crate::names::Namespace::from_engine(db).map_or(db.to_string(), |n| n.full());
+        let mut pattern = Document::new();
+        let mut value = Document::new();
+        for (field, v) in key {
+            pattern.insert(field.clone(), 1);
+            value.insert(field.clone(), bunko_doc::ejson::value_from_json(v));
+        }
+        let shown: Vec<String> = value.iter().map(|(k, v)| format!("{k}: {}", shown(v))).collect();
+        let mut err = Self::new(
+            11000,
+            "DuplicateKey",
+            format!(
+                "E11000 duplicate key error collection: {ns} index: {index} dup key: {{ {} }}",
+                shown.join(", ")
+            ),
+        );
+        err.extra = Some(Box::new(doc! {"keyPattern": pattern, "keyValue": value}));
+        err
+    }
+
     /// The reply document.
     pub fn to_doc(&self) -> Document {
         let mut doc = doc! { "ok": 0.0, "errmsg": &self.errmsg, "code": self.code, "codeName": self.code_name };
         if !self.labels.is_empty() {
             doc.insert("errorLabels", self.labels.clone());
         }
+        if let Some(extra) = &self.extra {
+            doc.extend(extra.as_ref().clone());
+        }
         doc
+    }
+}
+
+/// A key value as MongoDB's E11000 message prints it.
+fn shown(v: &bson::Bson) -> String {
+    match v {
+        bson::Bson::String(s) => format!("{s:?}"),
+        bson::Bson::ObjectId(id) => format!("ObjectId('{id}')"),
+        other => other.to_string(),
     }
 }
 
@@ -143,6 +179,8 @@ impl From<bunko_engine::Error> for MongoError {
             }
             E::Forbidden(_) | E::Unauthorized(_) => Self::unauthorized(text),
             E::PartitionOverflow(_) => Self::bad_value(text),
+            E::DuplicateKey { db, index, key } => Self::duplicate_in(&db, &index, &key),
+            E::ParallelArrays(_) => Self::new(171, "CannotIndexParallelArrays", text),
             E::Doc(bunko_doc::Error::TooLarge(_)) => Self::new(10334, "BSONObjectTooLarge", text),
             E::Doc(_) => Self::bad_value(text),
             E::Js(_) | E::Unknown(_) | E::Rejected(_) => {

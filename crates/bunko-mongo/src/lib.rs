@@ -24,6 +24,7 @@ pub mod names;
 mod projection;
 mod query;
 mod sessions;
+mod ttl;
 pub mod wire;
 
 use std::net::SocketAddr;
@@ -41,11 +42,17 @@ pub struct MongoConfig {
     pub cursor_timeout: Duration,
     /// The data directory, as `getCmdLineOpts` reports it.
     pub data_dir: String,
+    /// How often TTL indexes delete expired documents (MongoDB's `ttlMonitorSleepSecs`).
+    pub ttl_monitor_sleep: Duration,
 }
 
 impl Default for MongoConfig {
     fn default() -> Self {
-        Self { cursor_timeout: Duration::from_secs(600), data_dir: String::new() }
+        Self {
+            cursor_timeout: Duration::from_secs(600),
+            data_dir: String::new(),
+            ttl_monitor_sleep: Duration::from_secs(60),
+        }
     }
 }
 
@@ -91,9 +98,14 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     tokio::pin!(shutdown);
+    let every = server.config.ttl_monitor_sleep;
+    let ttl = tokio::spawn(ttl::monitor(server.engine.clone(), every));
     loop {
         let accepted = tokio::select! {
-            _ = &mut shutdown => return,
+            _ = &mut shutdown => {
+                ttl.abort();
+                return;
+            }
             accepted = listener.accept() => accepted,
         };
         match accepted {

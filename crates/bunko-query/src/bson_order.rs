@@ -118,7 +118,7 @@ fn objects(x: &Map<String, Value>, y: &Map<String, Value>) -> Ordering {
 }
 
 /// A numeric value as f64 (`NaN` for `$numberDouble: "NaN"`).
-fn number(v: &Value) -> f64 {
+pub(crate) fn number(v: &Value) -> f64 {
     match v {
         Value::Number(n) => n.as_str().parse().unwrap_or(f64::NAN),
         Value::Object(map) => map

@@ -27,6 +27,7 @@ pub mod error;
 pub mod expr;
 pub mod fields;
 pub mod index_keys;
+pub mod mongo_index;
 pub mod path;
 pub mod plan;
 pub mod schema;

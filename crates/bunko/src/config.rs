@@ -51,6 +51,10 @@ pub struct ServeArgs {
     /// port).
     #[arg(long, default_value = "127.0.0.1:27017", value_parser = parse_mongo_listen)]
     pub mongo_listen: MongoListen,
+    /// Seconds between two passes of the TTL monitor over MongoDB TTL indexes (MongoDB's
+    /// `ttlMonitorSleepSecs`).
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+    pub mongo_ttl_monitor_secs: u64,
     /// A TOML configuration file (admins, limits).
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -172,6 +176,7 @@ pub struct Settings {
     pub listen: SocketAddr,
     /// The MongoDB listener's address; `None`: off.
     pub mongo_listen: Option<SocketAddr>,
+    pub mongo_ttl_monitor: std::time::Duration,
     pub engine: bunko_engine::Config,
     pub http: bunko_http::HttpConfig,
     pub storage: bunko_storage::FjallOptions,
@@ -243,6 +248,7 @@ impl Settings {
             data: args.data.clone(),
             listen: args.listen,
             mongo_listen: args.mongo_listen.0,
+            mongo_ttl_monitor: std::time::Duration::from_secs(args.mongo_ttl_monitor_secs),
             engine,
             http,
             storage,

@@ -93,6 +93,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     });
     let mongo_config = bunko_mongo::MongoConfig {
         data_dir: settings.data.display().to_string(),
+        ttl_monitor_sleep: settings.mongo_ttl_monitor,
         ..Default::default()
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;

@@ -17,6 +17,7 @@
 //! covering, warnings and errors.
 
 pub mod mongo;
+pub mod mongo_index;
 mod outcome;
 mod scan;
 
@@ -133,7 +134,8 @@ impl Database {
 
     /// Whether some index of this kind is being built.
     fn building(&self, partition: bool) -> bool {
-        self.indexes.all().iter().any(|i| !i.is_ready() && i.def.partitioned == partition)
+        let all = self.indexes.all();
+        all.iter().any(|i| !i.is_ready() && i.def.partitioned == partition && i.def.mongo.is_none())
     }
 
     /// Waits (up to [`BUILD_WAIT`]) until no index of this kind is being built.
@@ -188,8 +190,11 @@ impl Database {
         building: bool,
     ) -> Result<Vec<Arc<Index>>> {
         let all = self.indexes.all();
-        let usable =
-            |i: &&Arc<Index>| (building || i.is_ready()) && pinned.is_none_or(|n| n == i.num());
+        let usable = |i: &&Arc<Index>| {
+            i.def.mongo.is_none()
+                && (building || i.is_ready())
+                && pinned.is_none_or(|n| n == i.num())
+        };
         let candidates: Vec<Arc<Index>> = all.iter().filter(usable).cloned().collect();
         let of_kind = candidates.iter().any(|i| i.def.partitioned == partition);
         if pinned.is_some_and(|n| n != 0) && !of_kind {
@@ -298,8 +303,11 @@ impl Database {
             run.stats.keys_examined += 1;
             let id = keys::decode_doc(&key)?;
             if kind(&id) != DocKind::Normal {
-                // CouchDB reads design documents too, then skips them.
-                run.stats.docs_examined += 1;
+                // CouchDB reads design documents too, then skips them; a MongoDB collection
+                // has none (its `_design/mongodb` holds index definitions).
+                if query.dialect != Dialect::Mongo {
+                    run.stats.docs_examined += 1;
+                }
                 continue;
             }
             if let Some(doc) = self.read_doc(snap, &id, &info, query, run)?

@@ -5,9 +5,9 @@
 //! to. The selector is matched against [`ejson::match_view`] of that form, so numbers
 //! compare by value across int32, int64, double and Decimal128.
 //!
-//! This first cut uses no index: an equality on a non-numeric `_id` reads that one
-//! document, everything else scans the database's documents. A sort is done in memory after
-//! the scan (MongoDB's "blocking sort") in MongoDB's order (`bunko_query::bson_order`); a
+//! A filter that a MongoDB index serves is answered by an index scan ([`super::mongo_index`]);
+//! otherwise an equality on a non-numeric `_id` reads that one document, and everything else
+//! scans the database's documents. A sort is done in memory after the scan (MongoDB's "blocking sort") in MongoDB's order (`bunko_query::bson_order`); a
 //! missing field sorts as `null`, an array as its smallest (ascending) or largest
 //! (descending) element.
 
@@ -22,10 +22,12 @@ use bunko_query::{Dialect, FieldPath};
 use bunko_storage::Range;
 use serde_json::{Map, Value};
 
+use super::mongo_index::MongoScan;
 use super::{FindQuery, FindResult};
 use crate::database::Database;
 use crate::keys::Key;
 use crate::{Error, Result};
+use bunko_query::plan::{Choice, Plan};
 
 impl Database {
     /// Runs a MongoDB-dialect query ([`FindQuery::dialect`] must be [`Dialect::Mongo`],
@@ -38,6 +40,11 @@ impl Database {
         if query.dialect != Dialect::Mongo || !query.sort.is_empty() {
             return Err(Error::BadRequest("find_mongo needs a Mongo query".to_string()));
         }
+        let hint = query.use_index.as_ref().map(|(name, _)| name.as_str());
+        if let Some(scan) = self.mongo_plan(&query.selector, hint)? {
+            return self.find_mongo_indexed(query, order, &scan);
+        }
+        let query = &FindQuery { use_index: None, ..query.clone() };
         if order.is_empty() {
             return self.find(query);
         }
@@ -55,6 +62,45 @@ impl Database {
             .collect();
         result.stats.results_returned = result.docs.len() as u64;
         Ok(result)
+    }
+}
+
+impl Database {
+    /// [`Database::find_mongo`] over the index `scan` chose.
+    fn find_mongo_indexed(
+        &self,
+        query: &FindQuery,
+        order: &[(FieldPath, Direction)],
+        scan: &MongoScan,
+    ) -> Result<FindResult> {
+        let (mut docs, mut stats) = self.scan_mongo_index(query, scan, order.is_empty())?;
+        if !order.is_empty() {
+            let views: Vec<Value> = docs.iter().map(ejson::match_view).collect();
+            let mut order_of: Vec<usize> = (0..views.len()).collect();
+            order_of.sort_by(|&a, &b| compare(order, &views[a], &views[b]));
+            let mut taken: Vec<Option<Value>> = docs.into_iter().map(Some).collect();
+            docs = order_of
+                .into_iter()
+                .filter_map(|i| taken.get_mut(i).and_then(Option::take))
+                .collect();
+        }
+        let docs: Vec<Value> = docs.into_iter().skip(query.skip).take(query.limit).collect();
+        stats.results_returned = docs.len() as u64;
+        let plan = Plan {
+            choice: Choice::Index(0),
+            ranges: Vec::new(),
+            candidates: Vec::new(),
+            use_index_ignored: false,
+        };
+        Ok(FindResult {
+            docs,
+            bookmark: "nil".to_string(),
+            warning: None,
+            stats,
+            index: Some(scan.index.clone()),
+            plan,
+            scanned: Vec::new(),
+        })
     }
 }
 

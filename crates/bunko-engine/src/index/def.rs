@@ -35,11 +35,17 @@ pub struct IndexDef {
     /// Only documents matching this selector are indexed.
     pub partial_filter: Option<Value>,
     pub partitioned: bool,
+    /// A MongoDB-semantics index (`createIndexes`): its options. Such indexes live in the
+    /// design document `_design/mongodb` ([`super::mongo`]) and serve only MongoDB queries.
+    pub mongo: Option<super::mongo::MongoSpec>,
 }
 
 impl IndexDef {
     /// The JSON indexes of a design document (none unless its language is `query`).
     pub fn from_ddoc(ddoc: &str, body: &Map<String, Value>, db_partitioned: bool) -> Vec<Self> {
+        if body.get("language").and_then(Value::as_str) == Some(super::mongo::LANGUAGE) {
+            return super::mongo::defs_from(ddoc, body);
+        }
         if body.get("language").and_then(Value::as_str) != Some("query") {
             return Vec::new();
         }
@@ -63,6 +69,7 @@ impl IndexDef {
                     fields,
                     partial_filter,
                     partitioned,
+                    mongo: None,
                 })
             })
             .collect()
@@ -199,6 +206,7 @@ mod tests {
             ],
             partial_filter: Some(json!({"type": "reading"})),
             partitioned: true,
+            mongo: None,
         };
         let mut body = Map::new();
         def.add_to(&mut body);

@@ -31,6 +31,7 @@ pub struct Compiled {
     paths: Vec<FieldPath>,
     partial: Option<Selector>,
     partitioned: bool,
+    mongo: Option<super::mongo::MongoSpec>,
 }
 
 impl Compiled {
@@ -44,11 +45,16 @@ impl Compiled {
             Some(selector) => Some(Selector::parse(selector).map_err(|e| e.to_string())?),
             None => None,
         };
-        Ok(Compiled { paths, partial, partitioned: def.partitioned })
+        Ok(Compiled { paths, partial, partitioned: def.partitioned, mongo: def.mongo.clone() })
     }
 
     pub fn paths(&self) -> &[FieldPath] {
         &self.paths
+    }
+
+    /// The partial filter's selector, if the index has one.
+    pub fn partial(&self) -> Option<&Selector> {
+        self.partial.as_ref()
     }
 
     /// The sorted, distinct entry keys (with values) of one document body.
@@ -60,6 +66,14 @@ impl Compiled {
         doc: &Value,
     ) -> BTreeSet<(Vec<u8>, Vec<u8>)> {
         let mut out = BTreeSet::new();
+        if let Some(spec) = &self.mongo {
+            let form = super::mongo::match_form(id, doc);
+            let keys = super::mongo::doc_keys(spec, &self.paths, self.partial.as_ref(), &form);
+            for values in keys.unwrap_or_default() {
+                out.insert(super::mongo::entry(db, num, id, &values));
+            }
+            return out;
+        }
         if let Some(partial) = &self.partial
             && !partial.matches(doc, Dialect::Mango)
         {

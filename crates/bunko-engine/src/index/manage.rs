@@ -73,6 +73,7 @@ impl Database {
             fields: req.fields,
             partial_filter: req.partial_filter,
             partitioned,
+            mongo: None,
         };
         if IndexDef::from_ddoc(&ddoc, &body, self.is_partitioned()).contains(&index) {
             return Ok((Created::Exists, ddoc, name));
@@ -84,7 +85,13 @@ impl Database {
 
     /// Every JSON index of the database, ordered by design document then name.
     pub fn list_indexes(&self) -> Vec<IndexDef> {
-        let mut defs: Vec<IndexDef> = self.indexes.all().iter().map(|i| i.def.clone()).collect();
+        let mut defs: Vec<IndexDef> = self
+            .indexes
+            .all()
+            .iter()
+            .filter(|i| i.def.mongo.is_none())
+            .map(|i| i.def.clone())
+            .collect();
         defs.sort_by(|a, b| (&a.ddoc, &a.name).cmp(&(&b.ddoc, &b.name)));
         defs
     }
@@ -127,7 +134,7 @@ impl Database {
         Ok((Some(doc.rev), body))
     }
 
-    fn save_ddoc(
+    pub(super) fn save_ddoc(
         &self,
         ctx: &UserCtx,
         id: &str,

@@ -24,6 +24,8 @@ pub mod def;
 pub mod entries;
 mod maintain;
 pub mod manage;
+pub mod mongo;
+pub mod ttl;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

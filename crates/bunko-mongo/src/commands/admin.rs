@@ -169,37 +169,20 @@ pub(super) fn drop_database(ctx: &mut Ctx, _: &Document) -> Result<Document, Mon
     Ok(doc! {"dropped": &ctx.db})
 }
 
-/// `listIndexes`: every collection has the `_id` index (its documents are keyed by id);
-/// MongoDB-semantics secondary indexes come with the index increment.
-pub(super) fn list_indexes(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
-    let ns = namespace(ctx, command)?;
-    let Some(db) = ctx.server.engine.get_db(&ns.engine_name()) else {
-        return Err(MongoError::namespace_not_found(format!("ns does not exist: {}", ns.full())));
-    };
-    if !readable(&db, &user(ctx)) {
-        return Err(MongoError::unauthorized(format!(
-            "not authorized on {} to execute command {{ listIndexes: \"{}\" }}",
-            ns.db, ns.coll
-        )));
-    }
-    let id_index = doc! {"v": 2, "key": {"_id": 1}, "name": "_id_"};
-    Ok(cursor_reply(0, &ns.full(), "firstBatch", vec![id_index]))
-}
-
 /// `dbStats`: counts over the database's collections (what the user may read).
 pub(super) fn db_stats(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
-    let scale = match super::int_of(command, "scale")? {
-        None => 1,
-        Some(n) if n >= 1 => n,
-        Some(_) => return Err(MongoError::bad_value("Scale factor must be greater than zero")),
-    };
+    let scale = super::stats::scale_of(command)?;
     let colls = collections(ctx).remove(&ctx.db).unwrap_or_default();
     let (mut objects, mut data, mut storage) = (0_u64, 0_u64, 0_u64);
+    let (mut indexes, mut index_size) = (0_i32, 0_i64);
     for (_, db) in &colls {
         let info = db.info();
-        objects += info.stats.doc_count;
+        objects += super::stats::doc_count(db);
         data += info.stats.external;
         storage += info.stats.active;
+        let (sizes, total) = super::stats::index_sizes(db, scale)?;
+        indexes += sizes.len() as i32;
+        index_size += total;
     }
     let scaled = |n: u64| i64::try_from(n).unwrap_or(i64::MAX) / scale;
     let avg = if objects == 0 { 0.0 } else { data as f64 / objects as f64 };
@@ -207,7 +190,7 @@ pub(super) fn db_stats(ctx: &mut Ctx, command: &Document) -> Result<Document, Mo
         "db": &ctx.db, "collections": colls.len() as i32, "views": 0,
         "objects": i64::try_from(objects).unwrap_or(i64::MAX), "avgObjSize": avg,
         "dataSize": scaled(data), "storageSize": scaled(storage),
-        "indexes": colls.len() as i32, "indexSize": 0_i64,
-        "totalSize": scaled(storage), "scaleFactor": scale,
+        "indexes": indexes, "indexSize": index_size,
+        "totalSize": scaled(storage) + index_size, "scaleFactor": scale,
     })
 }

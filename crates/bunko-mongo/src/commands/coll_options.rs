@@ -123,6 +123,8 @@ pub(crate) fn write(db: &Database, user: &UserCtx, changes: Document) -> Result<
     };
     let mut options = read(db);
     options.extend(changes);
+    // The same design document holds the collection's indexes, read only under this language.
+    body.entry("language").or_insert_with(|| Value::String("mongodb".into()));
     body.insert("options".into(), Value::Object(ejson::to_json(&options)));
     body.insert("validate".into(), rule(&options)?);
     let doc = ParsedDoc { id: Some(DDOC.to_string()), rev, body, ..Default::default() };

@@ -139,12 +139,18 @@ pub(super) fn clone_error(err: &bunko_engine::Error) -> bunko_engine::Error {
         E::Rejected(t) => E::Rejected(t.clone()),
         E::NotFound(t) => E::NotFound(t.clone()),
         E::Conflict => E::Conflict,
+        E::DuplicateKey { db, index, key } => {
+            E::DuplicateKey { db: db.clone(), index: index.clone(), key: key.clone() }
+        }
+        E::ParallelArrays(t) => E::ParallelArrays(t.clone()),
         other => E::BadRequest(other.to_string()),
     }
 }
 
 pub(super) fn write_error(index: usize, err: &MongoError) -> Document {
-    doc! {"index": index as i32, "code": err.code, "codeName": err.code_name, "errmsg": &err.errmsg}
+    let mut out = doc! {"index": index as i32, "code": err.code, "codeName": err.code_name, "errmsg": &err.errmsg};
+    out.extend(err.extra.as_deref().cloned().unwrap_or_default());
+    out
 }
 
 /// A document to insert: its size checked, `_id` added (first) when missing.
@@ -234,7 +240,17 @@ pub(super) fn run_query(
     skip: usize,
     limit: usize,
 ) -> Result<Vec<Document>, MongoError> {
-    let query = mongo_query(selector, skip, limit);
+    run_hinted(db, mongo_query(selector, skip, limit), order, None)
+}
+
+/// [`run_query`] of a query, with the index name a `hint` gave.
+pub(super) fn run_hinted(
+    db: &Database,
+    mut query: FindQuery,
+    order: &[(FieldPath, Direction)],
+    hint: Option<String>,
+) -> Result<Vec<Document>, MongoError> {
+    query.use_index = hint.map(|h| (h, None));
     let result = db.find_mongo(&query, order)?;
     Ok(result.docs.iter().filter_map(Value::as_object).map(ejson::from_json).collect())
 }
@@ -263,7 +279,8 @@ pub(super) fn find(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoE
     let Some(db) = readable_db(ctx, &ns, "find")? else {
         return Ok(cursor_reply(0, &ns.full(), "firstBatch", Vec::new()));
     };
-    let mut pager = Pager::new(db, selector, &order, skip, limit, projection)?;
+    let hint = super::indexes::hint(&db, command.get("hint"))?;
+    let mut pager = Pager::new(db, selector, &order, (skip, limit), projection, hint)?;
     let (first, more) = match batch {
         0 => (Vec::new(), true),
         n => pager.next(n)?,
@@ -303,7 +320,8 @@ pub(super) fn count(ctx: &mut Ctx, command: &Document) -> Result<Document, Mongo
         Some(n) => usize::try_from(n.unsigned_abs()).unwrap_or(usize::MAX),
     };
     let Some(db) = readable_db(ctx, &ns, "count")? else { return Ok(doc! {"n": 0}) };
-    let n = run_query(&db, selector, &[], skip, limit)?.len();
+    let hint = super::indexes::hint(&db, command.get("hint"))?;
+    let n = run_hinted(&db, mongo_query(selector, skip, limit), &[], hint)?.len();
     Ok(doc! {"n": n as i32})
 }
 
@@ -348,8 +366,8 @@ fn delete_one_statement(
 ) -> Result<usize, MongoError> {
     for key in statement.keys() {
         match key.as_str() {
-            "q" | "limit" => {}
-            "collation" | "hint" => {
+            "q" | "limit" | "hint" => {}
+            "collation" => {
                 return Err(MongoError::not_implemented(format!(
                     "option '{key}' of delete is not supported yet"
                 )));
@@ -366,7 +384,8 @@ fn delete_one_statement(
     let selector = query::selector(&doc_of(statement, "q")?)?;
     let limit = delete_limit(statement)?;
     let Some(db) = db else { return Ok(0) };
-    let matched = run_query(db, selector, &[], 0, limit)?;
+    let hint = super::indexes::hint(db, statement.get("hint"))?;
+    let matched = run_hinted(db, mongo_query(selector, 0, limit), &[], hint)?;
     let mut tombstones = Vec::with_capacity(matched.len());
     for doc in matched {
         let id = ejson::doc_id(doc.get("_id").unwrap_or(&Bson::Null));

@@ -21,12 +21,15 @@ pub(crate) mod change_stream;
 mod coll_options;
 mod crud;
 mod cursor;
+mod explain;
 mod handshake;
 mod in_txn;
+mod indexes;
 mod pager;
 mod procedure;
 mod sasl;
 mod session;
+mod stats;
 mod update;
 #[cfg(test)]
 mod update_golden;
@@ -137,13 +140,18 @@ const TABLE: &[Command] = &[
     Command { name: "drop", aliases: &[], public: false, fields: Some(&["writeConcern"]), run: admin::drop },
     Command { name: "dropDatabase", aliases: &[], public: false, fields: Some(&["writeConcern"]), run: admin::drop_database },
     Command { name: "insert", aliases: &[], public: false, fields: Some(&["documents", "ordered", "writeConcern", "txnNumber"]), run: crud::insert },
-    Command { name: "find", aliases: &[], public: false, fields: Some(&["filter", "projection", "sort", "skip", "limit", "batchSize", "singleBatch", "readConcern", "allowDiskUse"]), run: crud::find },
+    Command { name: "find", aliases: &[], public: false, fields: Some(&["filter", "projection", "sort", "skip", "limit", "batchSize", "singleBatch", "readConcern", "allowDiskUse", "hint"]), run: crud::find },
     Command { name: "delete", aliases: &[], public: false, fields: Some(&["deletes", "ordered", "writeConcern", "txnNumber"]), run: crud::delete },
-    Command { name: "count", aliases: &[], public: false, fields: Some(&["query", "limit", "skip", "readConcern"]), run: crud::count },
+    Command { name: "count", aliases: &[], public: false, fields: Some(&["query", "limit", "skip", "readConcern", "hint"]), run: crud::count },
     Command { name: "update", aliases: &[], public: false, fields: Some(&["updates", "ordered", "writeConcern", "txnNumber"]), run: update::update },
     Command { name: "findAndModify", aliases: &["findandmodify"], public: false, fields: Some(&["query", "sort", "remove", "update", "new", "fields", "upsert", "arrayFilters", "writeConcern", "txnNumber"]), run: update::find_and_modify },
     Command { name: "distinct", aliases: &[], public: false, fields: Some(&["key", "query", "readConcern"]), run: crud::distinct },
-    Command { name: "listIndexes", aliases: &[], public: false, fields: Some(&["cursor"]), run: admin::list_indexes },
+    Command { name: "explain", aliases: &[], public: false, fields: Some(&["verbosity"]), run: explain::explain },
+    Command { name: "listIndexes", aliases: &[], public: false, fields: Some(&["cursor"]), run: indexes::list_indexes },
+    Command { name: "createIndexes", aliases: &["createindexes"], public: false, fields: Some(&["indexes", "writeConcern", "commitQuorum"]), run: indexes::create_indexes },
+    Command { name: "dropIndexes", aliases: &["dropindexes", "deleteIndexes"], public: false, fields: Some(&["index", "writeConcern"]), run: indexes::drop_indexes },
+    Command { name: "renameCollection", aliases: &["renamecollection"], public: false, fields: Some(&["to", "dropTarget", "writeConcern"]), run: stats::rename_collection },
+    Command { name: "collStats", aliases: &["collstats"], public: false, fields: Some(&["scale"]), run: stats::coll_stats },
     Command { name: "dbStats", aliases: &["dbstats"], public: false, fields: Some(&["scale"]), run: admin::db_stats },
     Command { name: "callProcedure", aliases: &[], public: false, fields: Some(&["designDoc", "procedure", "arg"]), run: procedure::call },
     Command { name: "advise", aliases: &[], public: false, fields: Some(&["sampleSize", "timeBudgetMS"]), run: advise::advise },

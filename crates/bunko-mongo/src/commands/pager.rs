@@ -34,19 +34,23 @@ pub(super) struct Pager {
 }
 
 impl Pager {
-    /// A pager over `selector`; sorted by `order` if given.
+    /// A pager over `selector` (`(skip, limit)`, the index `hint` names); sorted by `order`
+    /// if given. An answer from an index is computed at once, like a sorted one.
     pub fn new(
         db: Arc<Database>,
         selector: Selector,
         order: &[(FieldPath, Direction)],
-        skip: usize,
-        limit: usize,
+        (skip, limit): (usize, usize),
         projection: Option<Projection>,
+        hint: Option<String>,
     ) -> Result<Pager, MongoError> {
-        let query = super::crud::mongo_query(selector, skip, limit);
+        let mut query = super::crud::mongo_query(selector, skip, limit);
+        query.use_index = hint.map(|h| (h, None));
+        let hint = query.use_index.as_ref().map(|(h, _)| h.as_str());
+        let indexed = db.mongo_plan(&query.selector, hint)?.is_some();
         let mut pager =
             Pager { db, query, projection, remaining: limit, buffer: VecDeque::new(), done: false };
-        if !order.is_empty() {
+        if !order.is_empty() || indexed {
             let result = pager.db.find_mongo(&pager.query, order)?;
             pager.buffer = result.docs.iter().filter_map(|d| pager.convert(d)).collect();
             pager.done = true;

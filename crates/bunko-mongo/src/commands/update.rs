@@ -16,7 +16,9 @@ use bunko_query::{Dialect, Direction, FieldPath, Selector};
 use serde_json::Value;
 
 use super::admin::{open_or_create, user};
-use super::crud::{clone_error, prepare, readable_db, run_query, write_error};
+use super::crud::{
+    clone_error, mongo_query, prepare, readable_db, run_hinted, run_query, write_error,
+};
 use super::{Ctx, bool_of, doc_of, namespace};
 use crate::error::MongoError;
 use crate::names::Namespace;
@@ -83,7 +85,9 @@ fn statement_run(ctx: &Ctx, ns: &Namespace, statement: &Document) -> Result<Outc
         (true, None) => open_or_create(ctx, ns)?,
         (false, None) => return Ok(Outcome { matched: 0, changed: 0, upserted: None }),
     };
-    let matches = run_query(&db, selector.clone(), &[], 0, if multi { usize::MAX } else { 1 })?;
+    let limit = if multi { usize::MAX } else { 1 };
+    let hint = super::indexes::hint(&db, statement.get("hint"))?;
+    let matches = run_hinted(&db, mongo_query(selector.clone(), 0, limit), &[], hint)?;
     if matches.is_empty() && upsert {
         let (id, _) = insert_upsert(ctx, &db, &filter, &update)?;
         return Ok(Outcome { matched: 0, changed: 0, upserted: Some(id) });
@@ -104,8 +108,8 @@ pub(super) fn statement_parts(
 ) -> Result<(Document, Update, bool, bool), MongoError> {
     for key in statement.keys() {
         match key.as_str() {
-            "q" | "u" | "upsert" | "multi" | "arrayFilters" => {}
-            "hint" | "collation" | "c" | "sort" | "upsertSupplied" => {
+            "q" | "u" | "upsert" | "multi" | "arrayFilters" | "hint" => {}
+            "collation" | "c" | "sort" | "upsertSupplied" => {
                 return Err(MongoError::not_implemented(format!(
                     "option '{key}' of update is not supported yet"
                 )));

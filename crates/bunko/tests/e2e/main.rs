@@ -30,6 +30,8 @@ mod mango;
 mod mango_explain;
 mod mongo;
 mod mongo_agg;
+mod mongo_collections;
+mod mongo_index;
 mod mongo_stream;
 mod mongo_txn;
 mod mongo_update;

@@ -124,3 +124,38 @@ print(json.dumps({"ok": True}))
     let (status, _) = server.put("/shop%24books/h1", &json!({"title": "こころ", "pages": 376}));
     assert_eq!(status, 201);
 }
+
+/// A collection's validator and its indexes share its `_design/mongodb`: creating indexes
+/// after a validator keeps both working, and dropping the last index keeps the validator.
+#[test]
+fn validators_and_indexes_share_the_collection_design_document() {
+    let server = Server::start();
+    let script = r#"
+c = client()
+db = c.shop
+db.create_collection("inv", validator={"qty": {"$gte": 0}})
+inv = db.inv
+inv.create_index("sku", unique=True)
+inv.insert_one({"_id": 1, "sku": "a", "qty": 1})
+from pymongo.errors import WriteError, DuplicateKeyError
+try:
+    inv.insert_one({"_id": 2, "sku": "a", "qty": 1})
+    raise AssertionError("duplicate sku accepted")
+except DuplicateKeyError:
+    pass
+plan = inv.find({"sku": "a"}).explain()["queryPlanner"]["winningPlan"]
+assert "IXSCAN" in str(plan), plan
+inv.drop_index("sku_1")
+try:
+    inv.insert_one({"_id": 3, "sku": "b", "qty": -1})
+    raise AssertionError("validator lost with the index")
+except WriteError as e:
+    assert e.code == 121, e
+info = [x for x in db.list_collections() if x["name"] == "inv"][0]
+assert info["options"] == {"validator": {"qty": {"$gte": 0}}}, info
+assert [i["name"] for i in inv.list_indexes()] == ["_id_"]
+print(json.dumps({"ok": True}))
+"#;
+    let Some(got) = python(&server, script) else { return };
+    assert_eq!(got, json!({"ok": true}));
+}

@@ -1,0 +1,311 @@
+//! MongoDB queries served by MongoDB-semantics indexes (`crate::index::mongo`).
+//!
+//! Planning, in MongoDB's terms: an index is a candidate when its first field has an
+//! indexable condition in the filter's top-level `$and` (an equality on a non-array value,
+//! `$in` of such values, a range `$gt`/`$gte`/`$lt`/`$lte` on a number, string, date or
+//! ObjectId, also inside `$elemMatch`), or when `hint` names it. Sparse and partial indexes
+//! (which lack some documents) are used only when hinted. The index fields are walked in
+//! order: equalities (each `$in` value is its own range) fix a field and move on; a range
+//! bounds the next field and ends the walk. Among candidates the one with the most fixed
+//! fields, then a range, then fewer fields wins; the others are `rejectedPlans`.
+//!
+//! A range's bounds stay inside the bound value's type class (MongoDB's type bracketing:
+//! `{$gt: 5}` matches numbers only). Every document an index names is read once and
+//! matched against the whole filter, so an index only narrows what is read.
+
+use std::collections::HashSet;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use bunko_query::bson_order::{Class, class};
+use bunko_query::mongo_index::encode;
+use bunko_query::{Cond, FieldPath, Node, Selector};
+use bunko_storage::{Iter, Range, prefix_range};
+use serde_json::Value;
+
+use super::mongo::matching_doc;
+use super::{ExecStats, FindQuery};
+use crate::database::Database;
+use crate::index::{Index, entries};
+use crate::keys::Key;
+use crate::{Error, Result, records};
+
+/// The `hint` that asks for a collection scan.
+pub const NATURAL: &str = "$natural";
+/// The most ranges one query scans (each `$in` value multiplies them).
+const MAX_RANGES: usize = 256;
+
+/// How one indexed field is bounded.
+#[derive(Debug, Clone)]
+enum FieldBounds {
+    Points(Vec<Value>),
+    Range { lower: Option<(Value, bool)>, upper: Option<(Value, bool)>, class: Class },
+    All,
+}
+
+/// The plan of a MongoDB query over one index.
+#[derive(Debug, Clone)]
+pub struct MongoScan {
+    pub index: Arc<Index>,
+    bounds: Vec<FieldBounds>,
+    /// The other candidate indexes (`rejectedPlans`).
+    pub rejected: Vec<Arc<Index>>,
+}
+
+impl MongoScan {
+    /// `indexBounds` as MongoDB's explain shows them.
+    pub fn index_bounds(&self) -> Vec<(String, Vec<String>)> {
+        let fields = self.index.def.fields.iter().map(|f| f.name.clone());
+        fields.zip(self.bounds.iter().map(bounds_text)).collect()
+    }
+}
+
+impl Database {
+    /// The index a MongoDB query uses (`None`: a collection scan). `hint`: an index name,
+    /// or [`NATURAL`].
+    pub fn mongo_plan(&self, selector: &Selector, hint: Option<&str>) -> Result<Option<MongoScan>> {
+        if hint == Some(NATURAL) {
+            return Ok(None);
+        }
+        let conds = top_level(selector.root());
+        let indexes: Vec<Arc<Index>> =
+            self.mongo_indexes().into_iter().filter(|i| i.is_ready()).collect();
+        if let Some(name) = hint {
+            let Some(index) = indexes.iter().find(|i| i.def.name == name) else {
+                return Err(Error::BadRequest(
+                    "error processing query: planner returned error :: caused by :: hint provided does not correspond to an existing index".into(),
+                ));
+            };
+            let bounds = field_bounds(index, &conds);
+            return Ok(Some(MongoScan { index: index.clone(), bounds, rejected: Vec::new() }));
+        }
+        let mut ranked: Vec<(Arc<Index>, Vec<FieldBounds>)> = indexes
+            .into_iter()
+            .filter(|i| i.def.mongo.as_ref().is_some_and(|s| !s.sparse && s.partial.is_none()))
+            .map(|i| {
+                let bounds = field_bounds(&i, &conds);
+                (i, bounds)
+            })
+            .filter(|(_, b)| !matches!(b.first(), Some(FieldBounds::All) | None))
+            .collect();
+        ranked.sort_by_key(|(i, b)| {
+            let fixed = b.iter().take_while(|f| matches!(f, FieldBounds::Points(_))).count();
+            let ranged = b.iter().any(|f| matches!(f, FieldBounds::Range { .. }));
+            (std::cmp::Reverse(fixed), !ranged, i.def.fields.len(), i.def.name.clone())
+        });
+        let mut ranked = ranked.into_iter();
+        let Some((index, bounds)) = ranked.next() else { return Ok(None) };
+        Ok(Some(MongoScan { index, bounds, rejected: ranked.map(|(i, _)| i).collect() }))
+    }
+
+    /// Runs a MongoDB query over the index of `scan`: every matching document (in index
+    /// order, each once), at most `limit` after `skip` when `stop_early`.
+    pub fn scan_mongo_index(
+        &self,
+        query: &FindQuery,
+        scan: &MongoScan,
+        stop_early: bool,
+    ) -> Result<(Vec<Value>, ExecStats)> {
+        let db = self.id();
+        let snap = self.store.snapshot();
+        let base = entries::prefix(db, scan.index.num(), None);
+        let mut stats = ExecStats::default();
+        let (mut seen, mut docs) = (HashSet::new(), Vec::new());
+        let wanted = query.skip.saturating_add(query.limit);
+        for range in storage_ranges(&base, &scan.bounds) {
+            for entry in Iter::new(snap.clone(), range, false, 256) {
+                let (_, value) = entry?;
+                stats.keys_examined += 1;
+                let Some((_, id)) = entries::decode_value(&value) else { continue };
+                if !seen.insert(id.clone()) {
+                    continue;
+                }
+                let Some(info) = snap.get(&Key::Doc(db, &id).encode())? else { continue };
+                let info: records::DocInfo = records::decode(&info)?;
+                let (rev, deleted) = info.winner()?;
+                let body = snap.get(&Key::Rev(db, &id, &rev.to_string()).encode())?;
+                let (false, Some(body)) = (deleted, body) else { continue };
+                stats.docs_examined += 1;
+                if let Some(doc) = matching_doc(&id, &body, &query.selector) {
+                    docs.push(doc);
+                    if stop_early && docs.len() >= wanted {
+                        return Ok((docs, stats));
+                    }
+                }
+            }
+        }
+        Ok((docs, stats))
+    }
+}
+
+/// The conditions of the top-level `$and` by path; those inside `$elemMatch` on `a` are
+/// filed under `a.x`.
+fn top_level(root: &Node) -> Vec<(FieldPath, Cond)> {
+    let nodes: Vec<&Node> = match root {
+        Node::And(children) => children.iter().collect(),
+        other => vec![other],
+    };
+    let mut out = Vec::new();
+    for node in nodes {
+        if let Node::Field(path, cond) = node {
+            out.push((path.clone(), cond.clone()));
+            if let Cond::ElemMatch(inner) = cond {
+                for (sub, c) in top_level(inner) {
+                    let joined = path.segments().iter().chain(sub.segments());
+                    out.push((FieldPath::from_segments(joined), c));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn field_bounds(index: &Index, conds: &[(FieldPath, Cond)]) -> Vec<FieldBounds> {
+    let mut out = Vec::new();
+    let mut ranges = 1usize;
+    let mut walking = true;
+    for path in index.compiled.paths() {
+        let on: Vec<&Cond> = conds.iter().filter(|(p, _)| p == path).map(|(_, c)| c).collect();
+        let bounds = if walking { bounds_of(&on) } else { FieldBounds::All };
+        match &bounds {
+            FieldBounds::Points(values) if ranges * values.len() <= MAX_RANGES => {
+                ranges *= values.len();
+            }
+            FieldBounds::Points(_) => {
+                out.push(FieldBounds::All);
+                walking = false;
+                continue;
+            }
+            _ => walking = false,
+        }
+        out.push(bounds);
+    }
+    out
+}
+
+fn bounds_of(conds: &[&Cond]) -> FieldBounds {
+    let point = |v: &Value| !v.is_array();
+    for cond in conds {
+        match cond {
+            Cond::Eq(v) if point(v) => return FieldBounds::Points(vec![v.clone()]),
+            Cond::In(vs) if !vs.is_empty() && vs.iter().all(point) => {
+                let mut vs = vs.clone();
+                vs.sort_by(bunko_query::bson_order::compare);
+                vs.dedup_by(|a, b| bunko_query::bson_order::compare(a, b).is_eq());
+                return FieldBounds::Points(vs);
+            }
+            _ => {}
+        }
+    }
+    let mut range: Option<FieldBounds> = None;
+    for cond in conds {
+        let (value, lower, inclusive) = match cond {
+            Cond::Gt(v) => (v, true, false),
+            Cond::Gte(v) => (v, true, true),
+            Cond::Lt(v) => (v, false, false),
+            Cond::Lte(v) => (v, false, true),
+            _ => continue,
+        };
+        let c = class(value);
+        if !matches!(c, Class::Number | Class::String | Class::Date | Class::ObjectId) {
+            continue;
+        }
+        let (mut lo, mut hi) = match &range {
+            Some(FieldBounds::Range { lower, upper, class }) if *class == c => {
+                (lower.clone(), upper.clone())
+            }
+            Some(_) => continue,
+            None => (None, None),
+        };
+        let bound = Some((value.clone(), inclusive));
+        if lower {
+            lo = bound;
+        } else {
+            hi = bound;
+        }
+        range = Some(FieldBounds::Range { lower: lo, upper: hi, class: c });
+    }
+    range.unwrap_or(FieldBounds::All)
+}
+
+/// The storage ranges of the bounds, in key order.
+fn storage_ranges(base: &[u8], bounds: &[FieldBounds]) -> Vec<Range> {
+    let mut prefixes = vec![base.to_vec()];
+    for b in bounds {
+        match b {
+            FieldBounds::Points(values) => {
+                prefixes = prefixes
+                    .iter()
+                    .flat_map(|p| {
+                        values.iter().map(move |v| {
+                            let mut key = p.clone();
+                            encode(v, &mut key);
+                            key
+                        })
+                    })
+                    .collect();
+            }
+            FieldBounds::Range { lower, upper, class } => {
+                return prefixes.iter().map(|p| bounded(p, lower, upper, *class)).collect();
+            }
+            FieldBounds::All => break,
+        }
+    }
+    prefixes.iter().map(|p| prefix_range(p)).collect()
+}
+
+fn bounded(
+    prefix: &[u8],
+    lower: &Option<(Value, bool)>,
+    upper: &Option<(Value, bool)>,
+    class: Class,
+) -> Range {
+    let at = |v: &Value| {
+        let mut key = prefix.to_vec();
+        encode(v, &mut key);
+        key
+    };
+    let class_start = [prefix, &[class as u8 + 1]].concat();
+    let start = match lower {
+        Some((v, true)) => Bound::Included(at(v)),
+        Some((v, false)) => prefix_range(&at(v)).1,
+        None => Bound::Included(class_start.clone()),
+    };
+    let end = match upper {
+        Some((v, true)) => prefix_range(&at(v)).1,
+        Some((v, false)) => Bound::Excluded(at(v)),
+        None => prefix_range(&class_start).1,
+    };
+    (start, end)
+}
+
+/// One field's bounds in MongoDB's explain notation.
+fn bounds_text(b: &FieldBounds) -> Vec<String> {
+    let show = |v: &Value| v.to_string();
+    match b {
+        FieldBounds::Points(values) => {
+            values.iter().map(|v| format!("[{}, {}]", show(v), show(v))).collect()
+        }
+        FieldBounds::Range { lower, upper, class } => {
+            let (lo, lo_in) =
+                lower.as_ref().map_or((class_end(*class, false), true), |(v, i)| (show(v), *i));
+            let (hi, hi_in) =
+                upper.as_ref().map_or((class_end(*class, true), true), |(v, i)| (show(v), *i));
+            let open = if lo_in { "[" } else { "(" };
+            let close = if hi_in { "]" } else { ")" };
+            vec![format!("{open}{lo}, {hi}{close}")]
+        }
+        FieldBounds::All => vec!["[MinKey, MaxKey]".to_string()],
+    }
+}
+
+fn class_end(class: Class, upper: bool) -> String {
+    match (class, upper) {
+        (Class::Number, false) => "-inf.0".into(),
+        (Class::Number, true) => "inf.0".into(),
+        (Class::String, false) => "\"\"".into(),
+        (Class::String, true) => "{}".into(),
+        (_, false) => "MinKey".into(),
+        (_, true) => "MaxKey".into(),
+    }
+}

@@ -1,0 +1,341 @@
+//! MongoDB-semantics indexes (`createIndexes`), kept by the same machinery as Mango indexes:
+//! defined in a design document (so they replicate), maintained in the writing commit, built
+//! over existing documents in the background ([`super::build`]).
+//!
+//! ```json
+//! {"_id": "_design/mongodb", "language": "mongodb", "indexes": {
+//!   "links.target_1_links.doc_type_1": {"key": {"links.target": 1, "links.doc_type": 1},
+//!     "unique": false, "sparse": false, "partialFilterExpression": {…}, "selector": {…},
+//!     "expireAfterSeconds": 3600}}}
+//! ```
+//!
+//! Entries: `0x0A | db | num | mongo_index::encode(v1) … | doc_id → [[v1, …], doc_id]`, one
+//! per key of `bunko_query::mongo_index::keys` (every document, a missing field as `null`,
+//! unless `sparse` (no indexed field present) or the partial filter excludes it). A
+//! `unique` index is checked while a commit is staged ([`Database::check_mongo_indexes`]),
+//! against the stored entries and the commit's own, so two documents never share a key.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use bunko_doc::ejson;
+use bunko_doc::id::{DocKind, kind};
+use bunko_doc::keycode::KeyWriter;
+use bunko_query::mongo_index;
+use bunko_query::{Dialect, FieldPath, Selector};
+use bunko_storage::prefix_range;
+use serde_json::{Map, Value, json};
+
+use super::{Index, IndexDef, IndexField, Winner, entries};
+use crate::database::Database;
+use crate::keys::{self, Key};
+use crate::security::UserCtx;
+use crate::{Error, Result, records};
+
+/// The design document holding a collection's MongoDB indexes, and its language.
+pub const DDOC: &str = "_design/mongodb";
+pub const LANGUAGE: &str = "mongodb";
+
+/// The options of a MongoDB index.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MongoSpec {
+    /// The key pattern: field → 1 or -1.
+    pub key: Vec<(String, i32)>,
+    pub unique: bool,
+    pub sparse: bool,
+    /// `partialFilterExpression` in canonical Extended JSON, as `listIndexes` shows it (its
+    /// selector form is [`IndexDef::partial_filter`]).
+    pub partial: Option<Value>,
+    pub expire_after_seconds: Option<i64>,
+}
+
+/// The MongoDB indexes of a `_design/mongodb` body.
+pub fn defs_from(ddoc: &str, body: &Map<String, Value>) -> Vec<IndexDef> {
+    let Some(Value::Object(indexes)) = body.get("indexes") else { return Vec::new() };
+    indexes.iter().filter_map(|(name, spec)| def_from(ddoc, name, spec)).collect()
+}
+
+fn def_from(ddoc: &str, name: &str, spec: &Value) -> Option<IndexDef> {
+    let key: Vec<(String, i32)> = spec
+        .get("key")?
+        .as_object()?
+        .iter()
+        .map(|(f, d)| Some((f.clone(), i32::try_from(d.as_i64()?).ok()?)))
+        .collect::<Option<_>>()?;
+    let fields = key.iter().map(|(f, d)| IndexField { name: f.clone(), desc: *d < 0 }).collect();
+    let flag = |k: &str| spec.get(k).and_then(Value::as_bool).unwrap_or(false);
+    Some(IndexDef {
+        ddoc: ddoc.to_string(),
+        name: name.to_string(),
+        fields,
+        partial_filter: spec.get("selector").filter(|s| !s.is_null()).cloned(),
+        partitioned: false,
+        mongo: Some(MongoSpec {
+            key,
+            unique: flag("unique"),
+            sparse: flag("sparse"),
+            partial: spec.get("partialFilterExpression").filter(|s| !s.is_null()).cloned(),
+            expire_after_seconds: spec.get("expireAfterSeconds").and_then(Value::as_i64),
+        }),
+    })
+}
+
+fn to_json(def: &IndexDef, spec: &MongoSpec) -> Value {
+    let key: Map<String, Value> = spec.key.iter().map(|(f, d)| (f.clone(), json!(d))).collect();
+    let mut out = json!({"key": key, "unique": spec.unique, "sparse": spec.sparse});
+    if let (Some(p), Some(s)) = (&spec.partial, &def.partial_filter) {
+        out["partialFilterExpression"] = p.clone();
+        out["selector"] = s.clone();
+    }
+    if let Some(ttl) = spec.expire_after_seconds {
+        out["expireAfterSeconds"] = json!(ttl);
+    }
+    out
+}
+
+/// A document in its MongoDB matching form, from the Mango form indexes are given.
+pub fn match_form(id: &str, mango_doc: &Value) -> Value {
+    let mut doc = Map::new();
+    doc.insert("_id".into(), ejson::value_to_json(&ejson::id_value(id)));
+    if let Value::Object(fields) = mango_doc {
+        for (k, v) in fields {
+            if !matches!(k.as_str(), "_id" | "_rev" | "_conflicts") {
+                doc.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    ejson::match_view(&Value::Object(doc))
+}
+
+/// The keys (values per field) a document has in a MongoDB index; `Err` for parallel
+/// arrays. `paths`/`partial` are the compiled index's.
+pub fn doc_keys(
+    spec: &MongoSpec,
+    paths: &[FieldPath],
+    partial: Option<&Selector>,
+    doc: &Value,
+) -> std::result::Result<Vec<Vec<Value>>, mongo_index::ParallelArrays> {
+    if partial.is_some_and(|p| !p.matches(doc, Dialect::Mongo)) {
+        return Ok(Vec::new());
+    }
+    let present = |p: &FieldPath| !matches!(p.get(doc), bunko_query::path::Lookup::NotFound);
+    if spec.sparse && !paths.iter().any(present) {
+        return Ok(Vec::new());
+    }
+    mongo_index::keys(doc, paths)
+}
+
+/// The prefix of the entries holding one key.
+pub fn key_prefix(db: u64, num: u64, values: &[Value]) -> Vec<u8> {
+    let mut key = entries::prefix(db, num, None);
+    key.extend(mongo_index::encode_key(values));
+    key
+}
+
+/// One entry: its storage key and value.
+pub fn entry(db: u64, num: u64, id: &str, values: &[Value]) -> (Vec<u8>, Vec<u8>) {
+    let key = KeyWriter::from_bytes(key_prefix(db, num, values)).str(id).finish();
+    (key, serde_json::to_vec(&(values, id)).unwrap_or_default())
+}
+
+/// Keys added and entries released by the commit being staged, for `unique` checks.
+#[derive(Debug, Default)]
+pub(crate) struct UniqueKeys {
+    added: HashMap<Vec<u8>, String>,
+    released: HashSet<Vec<u8>>,
+}
+
+impl Database {
+    /// Refuses a document write that would break a MongoDB index: a key a `unique` index
+    /// already holds for another document (`DuplicateKey`), or parallel arrays.
+    pub(crate) fn check_mongo_indexes(
+        &self,
+        indexes: &[Arc<Index>],
+        unique: &mut UniqueKeys,
+        id: &str,
+        old: &Winner,
+        new: &Winner,
+    ) -> Result<()> {
+        let form = |w: &Winner| {
+            w.as_ref().map(|(rev, body, _)| match_form(id, &entries::mango_doc(id, rev, body)))
+        };
+        let (old_doc, new_doc) = (form(old), form(new));
+        for index in indexes.iter().filter(|i| i.covers(id)) {
+            let Some(spec) = &index.def.mongo else { continue };
+            let compiled = &index.compiled;
+            let keys_of = |doc: &Option<Value>| match doc {
+                Some(d) => doc_keys(spec, compiled.paths(), compiled.partial(), d),
+                None => Ok(Vec::new()),
+            };
+            let after = keys_of(&new_doc).map_err(|e| Error::ParallelArrays(e.to_string()))?;
+            if !spec.unique {
+                continue;
+            }
+            let before = keys_of(&old_doc).unwrap_or_default();
+            let (db, num) = (self.id(), index.num());
+            for values in before.iter().filter(|v| !after.contains(v)) {
+                unique.released.insert(entry(db, num, id, values).0);
+                unique.added.remove(&key_prefix(db, num, values));
+            }
+            for values in after.iter().filter(|v| !before.contains(v)) {
+                let prefix = key_prefix(db, num, values);
+                if self.key_taken(unique, &prefix, id)? {
+                    let key = spec.key.iter().map(|(f, _)| f.clone()).zip(values.clone());
+                    return Err(Error::DuplicateKey {
+                        db: self.name(),
+                        index: index.def.name.clone(),
+                        key: key.collect(),
+                    });
+                }
+                unique.added.insert(prefix, id.to_string());
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether another document than `id` holds the key `prefix`.
+    fn key_taken(&self, unique: &UniqueKeys, prefix: &[u8], id: &str) -> Result<bool> {
+        if unique.added.get(prefix).is_some_and(|other| other != id) {
+            return Ok(true);
+        }
+        let held = self.store.snapshot().scan(&prefix_range(prefix), false, 4)?;
+        Ok(held.iter().any(|(key, value)| {
+            let other = entries::decode_value(value).map(|(_, other)| other);
+            other.is_some_and(|o| o != id) && !unique.released.contains(key)
+        }))
+    }
+
+    /// The MongoDB indexes of this collection, by name.
+    pub fn mongo_indexes(&self) -> Vec<Arc<Index>> {
+        let mut out: Vec<Arc<Index>> =
+            self.indexes.all().iter().filter(|i| i.def.mongo.is_some()).cloned().collect();
+        out.sort_by(|a, b| a.def.name.cmp(&b.def.name));
+        out
+    }
+
+    /// Adds MongoDB indexes to `_design/mongodb` in one write (as `ctx`, a database admin:
+    /// the write gate checks the design-document write). Returns how many were new.
+    pub fn create_mongo_indexes(&self, ctx: &UserCtx, defs: Vec<IndexDef>) -> Result<usize> {
+        let (rev, mut body) = self.load_mongo_ddoc()?;
+        let existing = defs_from(DDOC, &body);
+        let mut created = 0;
+        for def in defs {
+            let Some(spec) = &def.mongo else { continue };
+            if existing.iter().any(|e| e.name == def.name) {
+                continue;
+            }
+            self.check_existing(&def)?;
+            let indexes = body.entry("indexes").or_insert_with(|| json!({}));
+            if let Some(map) = indexes.as_object_mut() {
+                map.insert(def.name.clone(), to_json(&def, spec));
+                created += 1;
+            }
+        }
+        if created > 0 {
+            self.save_ddoc(ctx, DDOC, rev, body, false)?;
+        }
+        Ok(created)
+    }
+
+    /// Removes MongoDB indexes by name in one write; the names that were not there.
+    pub fn drop_mongo_indexes(&self, ctx: &UserCtx, names: &[String]) -> Result<Vec<String>> {
+        let (rev, mut body) = self.load_mongo_ddoc()?;
+        let mut missing = Vec::new();
+        if let Some(Value::Object(map)) = body.get_mut("indexes") {
+            for name in names {
+                if map.shift_remove(name).is_none() {
+                    missing.push(name.clone());
+                }
+            }
+        } else {
+            missing.extend(names.iter().cloned());
+        }
+        if missing.len() < names.len() {
+            // Deleted only when nothing else is left in it (collection options live there too).
+            let no_indexes =
+                body.get("indexes").and_then(Value::as_object).is_none_or(Map::is_empty);
+            let only_indexes = body.keys().all(|k| matches!(k.as_str(), "language" | "indexes"));
+            self.save_ddoc(ctx, DDOC, rev, body, no_indexes && only_indexes)?;
+        }
+        Ok(missing)
+    }
+
+    /// Checks a new index against the documents already stored: parallel arrays, and for a
+    /// `unique` index a key two documents share (MongoDB refuses to build both).
+    fn check_existing(&self, def: &IndexDef) -> Result<()> {
+        let Some(spec) = &def.mongo else { return Ok(()) };
+        let compiled = entries::Compiled::new(def).map_err(Error::BadRequest)?;
+        let mut seen: HashMap<Vec<u8>, String> = HashMap::new();
+        for (id, doc) in self.mongo_docs()? {
+            let keys = doc_keys(spec, compiled.paths(), compiled.partial(), &doc)
+                .map_err(|e| Error::ParallelArrays(e.to_string()))?;
+            for values in keys {
+                let encoded = mongo_index::encode_key(&values);
+                if spec.unique && seen.get(&encoded).is_some_and(|other| other != &id) {
+                    let key = spec.key.iter().map(|(f, _)| f.clone()).zip(values);
+                    let (db, index) = (self.name(), def.name.clone());
+                    return Err(Error::DuplicateKey { db, index, key: key.collect() });
+                }
+                seen.insert(encoded, id.clone());
+            }
+        }
+        Ok(())
+    }
+
+    /// Every live document in its MongoDB matching form.
+    fn mongo_docs(&self) -> Result<Vec<(String, Value)>> {
+        let db = self.id();
+        let snap = self.store.snapshot();
+        let mut out = Vec::new();
+        for (key, info) in snap.scan(&keys::doc_range(db), false, usize::MAX)? {
+            let id = keys::decode_doc(&key)?;
+            if kind(&id) != DocKind::Normal {
+                continue;
+            }
+            let info: records::DocInfo = records::decode(&info)?;
+            let (rev, deleted) = info.winner()?;
+            let rev = rev.to_string();
+            if let (false, Some(body)) = (deleted, snap.get(&Key::Rev(db, &id, &rev).encode())?) {
+                out.push((id.clone(), match_form(&id, &entries::mango_doc(&id, &rev, &body))));
+            }
+        }
+        Ok(out)
+    }
+
+    fn load_mongo_ddoc(&self) -> Result<(Option<bunko_doc::RevId>, Map<String, Value>)> {
+        match self.get(DDOC, None) {
+            Ok(doc) => {
+                let body: Map<String, Value> = serde_json::from_slice(&doc.body)
+                    .map_err(|e| Error::Corrupt(format!("{DDOC}: {e}")))?;
+                Ok((Some(doc.rev), body))
+            }
+            Err(Error::NotFound(_)) => {
+                let mut body = Map::new();
+                body.insert("language".into(), json!(LANGUAGE));
+                Ok((None, body))
+            }
+            Err(err) => Err(err),
+        }
+    }
+}
+
+impl Database {
+    /// Bytes (keys and values) of the `_id` index (the documents' id records) and of each
+    /// MongoDB index, by name, for `collStats`/`dbStats`.
+    pub fn mongo_index_sizes(&self) -> Result<Vec<(String, u64)>> {
+        let snap = self.store.snapshot();
+        let size = |range: &bunko_storage::Range| -> Result<u64> {
+            let mut total = 0u64;
+            for entry in bunko_storage::Iter::new(snap.clone(), range.clone(), false, 1024) {
+                let (key, value) = entry?;
+                total += (key.len() + value.len()) as u64;
+            }
+            Ok(total)
+        };
+        let mut out = vec![("_id_".to_string(), size(&keys::doc_range(self.id()))?)];
+        for index in self.mongo_indexes() {
+            out.push((index.def.name.clone(), size(&entries::range(self.id(), index.num()))?));
+        }
+        Ok(out)
+    }
+}

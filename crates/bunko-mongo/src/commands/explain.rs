@@ -1,0 +1,238 @@
+//! `explain` of `find`, `count`, `distinct`, `delete`, `update` and `findAndModify` (and so
+//! pymongo's `cursor.explain()`): the plan of the shared planner in MongoDB's shape
+//! (`queryPlanner.winningPlan` with `IXSCAN` + `FETCH` or `COLLSCAN`, then `SORT`, `SKIP`,
+//! `LIMIT`; `rejectedPlans`), and with verbosity `executionStats` or `allPlansExecution` (the
+//! default) the query run read-only for `executionStats` (`nReturned`, `totalKeysExamined`,
+//! `totalDocsExamined`, `executionStages`). Writes are planned and counted, never applied.
+
+use bson::{Bson, Document, doc};
+use bunko_engine::Database;
+use bunko_engine::find::mongo_index::MongoScan;
+use bunko_engine::index::Index;
+
+use super::crud::{mongo_query, readable_db};
+use super::{Ctx, doc_of};
+use crate::error::MongoError;
+use crate::names::Namespace;
+use crate::query;
+
+/// What an explained command asks for.
+struct Explained {
+    ns: Namespace,
+    filter: Document,
+    sort: Document,
+    skip: usize,
+    limit: usize,
+    hint: Option<Bson>,
+}
+
+pub(super) fn explain(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
+    let Some(Bson::Document(inner)) = command.get("explain") else {
+        return Err(MongoError::type_mismatch("BSON field 'explain.explain' must be an object"));
+    };
+    let verbosity = match command.get("verbosity") {
+        None => "allPlansExecution",
+        Some(Bson::String(v))
+            if ["queryPlanner", "executionStats", "allPlansExecution"].contains(&v.as_str()) =>
+        {
+            v.as_str()
+        }
+        Some(other) => {
+            return Err(MongoError::bad_value(format!(
+                "Enumeration value '{other}' for field 'explain.verbosity' is not a valid value."
+            )));
+        }
+    };
+    let target = explained(ctx, inner)?;
+    let selector = query::selector(&target.filter)?;
+    let order = query::sort(&target.sort)?;
+    let mut reply = doc! {"explainVersion": "1"};
+    let Some(db) = readable_db(ctx, &target.ns, "explain")? else {
+        let planner = planner(&target, doc! {"stage": "EOF"}, Vec::new());
+        reply.insert("queryPlanner", planner);
+        reply.insert("command", inner.clone());
+        return Ok(reply);
+    };
+    let hint = super::indexes::hint(&db, target.hint.as_ref())?;
+    let scan = db.mongo_plan(&selector, hint.as_deref())?;
+    let rejected: Vec<Document> = scan
+        .iter()
+        .flat_map(|s| s.rejected.iter())
+        .map(|i| stages(&target, &ixscan(i, None), !order.is_empty(), None))
+        .collect();
+    let access = match &scan {
+        Some(s) => ixscan(&s.index, Some(s)),
+        None => doc! {"stage": "COLLSCAN", "filter": target.filter.clone(), "direction": "forward"},
+    };
+    let winning = stages(&target, &access, !order.is_empty(), None);
+    reply.insert("queryPlanner", planner(&target, winning, rejected));
+    if verbosity != "queryPlanner" {
+        reply.insert("executionStats", execution(&db, &target, selector, &order, hint, &access)?);
+    }
+    reply.insert("command", inner.clone());
+    Ok(reply)
+}
+
+/// The namespace, filter and options of the explained command.
+fn explained(ctx: &Ctx, inner: &Document) -> Result<Explained, MongoError> {
+    let Some((name, Bson::String(coll))) = inner.iter().next() else {
+        return Err(MongoError::failed_to_parse("explain needs a command naming a collection"));
+    };
+    let db = match inner.get("$db") {
+        Some(Bson::String(db)) => db.clone(),
+        _ => ctx.db.clone(),
+    };
+    let ns = Namespace::new(&db, coll)?;
+    let count = |field| super::crud::non_negative(inner, field).map(Option::unwrap_or_default);
+    let first = |field: &str| match inner.get(field) {
+        Some(Bson::Array(items)) => match items.first() {
+            Some(Bson::Document(d)) => Ok(d.clone()),
+            _ => Err(MongoError::failed_to_parse(format!("{name}.{field} must hold objects"))),
+        },
+        _ => Err(MongoError::failed_to_parse(format!("BSON field '{name}.{field}' is missing"))),
+    };
+    let (filter, sort, skip, limit, hint) = match name.as_str() {
+        "find" => (
+            doc_of(inner, "filter")?,
+            doc_of(inner, "sort")?,
+            count("skip")?,
+            count("limit")?,
+            inner.get("hint").cloned(),
+        ),
+        "count" | "distinct" => {
+            (doc_of(inner, "query")?, Document::new(), count("skip")?, count("limit")?, None)
+        }
+        "findAndModify" | "findandmodify" => {
+            (doc_of(inner, "query")?, doc_of(inner, "sort")?, 0, 1, None)
+        }
+        "delete" => {
+            let statement = first("deletes")?;
+            let limit = super::crud::delete_limit(&statement)?;
+            let limit = if limit == usize::MAX { 0 } else { limit };
+            (doc_of(&statement, "q")?, Document::new(), 0, limit, statement.get("hint").cloned())
+        }
+        "update" => {
+            let statement = first("updates")?;
+            let limit = if super::bool_of(&statement, "multi", false)? { 0 } else { 1 };
+            (doc_of(&statement, "q")?, Document::new(), 0, limit, statement.get("hint").cloned())
+        }
+        other => {
+            return Err(MongoError::new(
+                59,
+                "CommandNotFound",
+                format!("Explain failed due to unknown command: {other}"),
+            ));
+        }
+    };
+    Ok(Explained { ns, filter, sort, skip, limit, hint })
+}
+
+fn planner(target: &Explained, winning: Document, rejected: Vec<Document>) -> Document {
+    doc! {
+        "namespace": target.ns.full(),
+        "parsedQuery": target.filter.clone(),
+        "indexFilterSet": false,
+        "maxIndexedOrSolutionsReached": false,
+        "maxIndexedAndSolutionsReached": false,
+        "maxScansToExplodeReached": false,
+        "winningPlan": winning,
+        "rejectedPlans": rejected,
+    }
+}
+
+/// The `IXSCAN` stage under its `FETCH`.
+fn ixscan(index: &Index, scan: Option<&MongoScan>) -> Document {
+    let spec = index.def.mongo.clone();
+    let key: Document = spec
+        .as_ref()
+        .map(|s| s.key.iter().map(|(f, d)| (f.clone(), Bson::Int32(*d))).collect())
+        .unwrap_or_default();
+    let bounds: Document = scan
+        .map(|s| {
+            s.index_bounds()
+                .into_iter()
+                .map(|(f, b)| (f, Bson::Array(b.into_iter().map(Bson::String).collect())))
+                .collect()
+        })
+        .unwrap_or_default();
+    let ixscan = doc! {
+        "stage": "IXSCAN",
+        "keyPattern": key,
+        "indexName": index.def.name.clone(),
+        "isMultiKey": false,
+        "isUnique": spec.as_ref().is_some_and(|s| s.unique),
+        "isSparse": spec.as_ref().is_some_and(|s| s.sparse),
+        "isPartial": spec.as_ref().is_some_and(|s| s.partial.is_some()),
+        "indexVersion": 2,
+        "direction": "forward",
+        "indexBounds": bounds,
+    };
+    doc! {"stage": "FETCH", "inputStage": ixscan}
+}
+
+/// The access stage wrapped in `SORT`, `SKIP` and `LIMIT` as the command asks; `counts`
+/// adds each stage's `nReturned` (executionStats).
+fn stages(target: &Explained, access: &Document, sorted: bool, n: Option<i32>) -> Document {
+    let with_n = |mut d: Document| {
+        if let Some(n) = n {
+            d.insert("nReturned", n);
+        }
+        d
+    };
+    let mut plan = access.clone();
+    if sorted {
+        plan = with_n(doc! {
+            "stage": "SORT",
+            "sortPattern": target.sort.clone(),
+            "memLimit": 104_857_600,
+            "type": "simple",
+            "inputStage": plan,
+        });
+    }
+    if target.skip > 0 {
+        plan = with_n(doc! {"stage": "SKIP", "skipAmount": target.skip as i64, "inputStage": plan});
+    }
+    if target.limit > 0 {
+        plan =
+            with_n(doc! {"stage": "LIMIT", "limitAmount": target.limit as i64, "inputStage": plan});
+    }
+    plan
+}
+
+/// Runs the query read-only and reports what it examined.
+fn execution(
+    db: &Database,
+    target: &Explained,
+    selector: bunko_query::Selector,
+    order: &[(bunko_query::FieldPath, bunko_query::Direction)],
+    hint: Option<String>,
+    access: &Document,
+) -> Result<Document, MongoError> {
+    let limit = if target.limit == 0 { usize::MAX } else { target.limit };
+    let mut query = mongo_query(selector, target.skip, limit);
+    query.use_index = hint.map(|h| (h, None));
+    let started = std::time::Instant::now();
+    let result = db.find_mongo(&query, order)?;
+    let millis = started.elapsed().as_millis() as i64;
+    let n = result.docs.len() as i32;
+    let (keys, docs) = match &result.index {
+        Some(_) => (result.stats.keys_examined as i64, result.stats.docs_examined as i64),
+        None => (0, result.stats.docs_examined as i64),
+    };
+    let mut access = access.clone();
+    if let Some(Bson::Document(ix)) = access.get_mut("inputStage") {
+        ix.insert("keysExamined", keys);
+        ix.insert("nReturned", keys as i32);
+    }
+    access.insert("docsExamined", docs);
+    access.insert("nReturned", n);
+    Ok(doc! {
+        "executionSuccess": true,
+        "nReturned": n,
+        "executionTimeMillis": millis,
+        "totalKeysExamined": keys,
+        "totalDocsExamined": docs,
+        "executionStages": stages(target, &access, !order.is_empty(), Some(n)),
+        "allPlansExecution": Bson::Array(Vec::new()),
+    })
+}

@@ -1,0 +1,343 @@
+//! `createIndexes`, `dropIndexes` and `listIndexes`: MongoDB-semantics indexes, defined in
+//! the collection's `_design/mongodb` design document and kept by the engine
+//! (`bunko_engine::index::mongo`). Creating and dropping are design-document writes, so they
+//! need a database admin of the collection, as `POST /{db}/_index` does over HTTP.
+//! `createIndexes` answers once the new indexes are built over the existing documents.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bson::{Bson, Document, doc};
+use bunko_doc::ejson;
+use bunko_engine::Database;
+use bunko_engine::find::mongo_index::NATURAL;
+use bunko_engine::index::mongo::{DDOC, MongoSpec};
+use bunko_engine::index::{IndexDef, IndexField};
+
+use super::admin::{open_or_create, user};
+use super::crud::readable_db;
+use super::{Ctx, bool_of, cursor_reply, int_of, namespace};
+use crate::error::MongoError;
+use crate::names::Namespace;
+use crate::query;
+
+/// How long `createIndexes` waits for a build over existing documents.
+const BUILD_WAIT: Duration = Duration::from_secs(120);
+
+pub(super) fn create_indexes(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
+    let ns = namespace(ctx, command)?;
+    let Some(Bson::Array(specs)) = command.get("indexes") else {
+        return Err(MongoError::failed_to_parse(
+            "BSON field 'createIndexes.indexes' is missing but a required field",
+        ));
+    };
+    let defs = specs.iter().map(parse_spec).collect::<Result<Vec<_>, _>>()?;
+    let existed = ctx.server.engine.get_db(&ns.engine_name()).is_some();
+    let db = open_or_create(ctx, &ns)?;
+    let before = 1 + db.mongo_indexes().len();
+    let mut fresh = Vec::new();
+    for def in defs {
+        if is_id_index(&def) || existing(&db, &def)? {
+            continue;
+        }
+        fresh.push(def);
+    }
+    let names: Vec<String> = fresh.iter().map(|d| d.name.clone()).collect();
+    db.create_mongo_indexes(&user(ctx), fresh)?;
+    wait_built(&db, &names);
+    let mut reply = doc! {
+        "numIndexesBefore": before as i32,
+        "numIndexesAfter": (1 + db.mongo_indexes().len()) as i32,
+        "createdCollectionAutomatically": !existed,
+    };
+    if names.is_empty() {
+        reply.insert("note", "all indexes already exist");
+    }
+    Ok(reply)
+}
+
+/// One entry of `indexes`, checked as MongoDB checks it.
+fn parse_spec(spec: &Bson) -> Result<IndexDef, MongoError> {
+    let Bson::Document(spec) = spec else {
+        return Err(MongoError::type_mismatch("Each index specification must be an object"));
+    };
+    let key = match spec.get("key") {
+        Some(Bson::Document(k)) if !k.is_empty() => k,
+        Some(Bson::Document(_)) => {
+            return Err(MongoError::new(67, "CannotCreateIndex", "Index keys cannot be empty."));
+        }
+        _ => {
+            return Err(MongoError::failed_to_parse(
+                "The 'key' field is a required property of an index specification",
+            ));
+        }
+    };
+    let mut pattern = Vec::new();
+    for (field, dir) in key {
+        let dir = match dir {
+            Bson::Int32(n) => f64::from(*n),
+            Bson::Int64(n) => *n as f64,
+            Bson::Double(d) => *d,
+            Bson::String(kind) => {
+                return Err(MongoError::not_implemented(format!(
+                    "'{kind}' indexes are not supported yet"
+                )));
+            }
+            other => {
+                return Err(MongoError::new(
+                    67,
+                    "CannotCreateIndex",
+                    format!(
+                        "Values in the index key pattern can only be numbers or strings, found {other}"
+                    ),
+                ));
+            }
+        };
+        if dir == 0.0 || dir.is_nan() {
+            return Err(MongoError::new(
+                67,
+                "CannotCreateIndex",
+                format!("Values in v:2 index key pattern cannot be 0 or NaN: {field}"),
+            ));
+        }
+        pattern.push((field.clone(), if dir > 0.0 { 1 } else { -1 }));
+    }
+    for field in spec.keys() {
+        let known = ["key", "name", "v", "unique", "sparse", "partialFilterExpression"];
+        if !known.contains(&field.as_str())
+            && field != "expireAfterSeconds"
+            && field != "background"
+        {
+            return Err(MongoError::not_implemented(format!(
+                "index option '{field}' is not supported yet"
+            )));
+        }
+    }
+    let name = match spec.get("name") {
+        Some(Bson::String(n)) if !n.is_empty() => n.clone(),
+        Some(_) => return Err(MongoError::bad_value("The index name cannot be empty")),
+        None => default_name(&pattern),
+    };
+    let (partial, selector) = match spec.get("partialFilterExpression") {
+        Some(Bson::Document(f)) => {
+            let selector = query::selector(f)?.to_json();
+            (Some(Bson::Document(f.clone()).into_canonical_extjson()), Some(selector))
+        }
+        Some(_) => {
+            return Err(MongoError::type_mismatch("partialFilterExpression must be an object"));
+        }
+        None => (None, None),
+    };
+    let ttl = match int_of(spec, "expireAfterSeconds")? {
+        Some(n) if !(0..=i64::from(i32::MAX)).contains(&n) => {
+            return Err(MongoError::new(
+                67,
+                "CannotCreateIndex",
+                format!(
+                    "TTL index 'expireAfterSeconds' option must be within an acceptable range, try a lower number: {n}"
+                ),
+            ));
+        }
+        other => other,
+    };
+    let fields =
+        pattern.iter().map(|(f, d)| IndexField { name: f.clone(), desc: *d < 0 }).collect();
+    Ok(IndexDef {
+        ddoc: DDOC.to_string(),
+        name,
+        fields,
+        partial_filter: selector,
+        partitioned: false,
+        mongo: Some(MongoSpec {
+            key: pattern,
+            unique: bool_of(spec, "unique", false)?,
+            sparse: bool_of(spec, "sparse", false)?,
+            partial,
+            expire_after_seconds: ttl,
+        }),
+    })
+}
+
+/// MongoDB's default index name: `a_1_b_-1`.
+pub(super) fn default_name(pattern: &[(String, i32)]) -> String {
+    let parts: Vec<String> = pattern.iter().map(|(f, d)| format!("{f}_{d}")).collect();
+    parts.join("_")
+}
+
+fn is_id_index(def: &IndexDef) -> bool {
+    def.mongo.as_ref().is_some_and(|s| s.key == [("_id".to_string(), 1)])
+}
+
+/// Whether the index exists already (same name and options); an index with the same name
+/// or the same key and other options is MongoDB's conflict error.
+fn existing(db: &Database, def: &IndexDef) -> Result<bool, MongoError> {
+    let spec = def.mongo.as_ref();
+    for index in db.mongo_indexes() {
+        let other = index.def.mongo.as_ref();
+        let same_key = other.map(|o| &o.key) == spec.map(|s| &s.key);
+        if index.def.name == def.name && other == spec {
+            return Ok(true);
+        }
+        if index.def.name == def.name {
+            return Err(MongoError::new(
+                86,
+                "IndexKeySpecsConflict",
+                format!(
+                    "An existing index has the same name as the requested index. When index names are not specified, they are auto generated and can cause conflicts. Please refer to our documentation. Requested index: {}, existing index: {}",
+                    describe(def),
+                    describe(&index.def)
+                ),
+            ));
+        }
+        if same_key && other.map(|o| (o.unique, o.sparse)) == spec.map(|s| (s.unique, s.sparse)) {
+            return Err(MongoError::new(
+                85,
+                "IndexOptionsConflict",
+                format!("Index already exists with a different name: {}", index.def.name),
+            ));
+        }
+    }
+    Ok(false)
+}
+
+/// Waits until the named indexes are built (or [`BUILD_WAIT`] passes).
+fn wait_built(db: &Arc<Database>, names: &[String]) {
+    let deadline = Instant::now() + BUILD_WAIT;
+    let pending =
+        || db.mongo_indexes().iter().any(|i| names.contains(&i.def.name) && !i.is_ready());
+    while pending() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// An index as `listIndexes` shows it.
+fn describe(def: &IndexDef) -> Document {
+    let mut out = doc! {"v": 2};
+    let Some(spec) = &def.mongo else { return out };
+    let key: Document = spec.key.iter().map(|(f, d)| (f.clone(), Bson::Int32(*d))).collect();
+    out.insert("key", key);
+    out.insert("name", def.name.clone());
+    if spec.unique {
+        out.insert("unique", true);
+    }
+    if spec.sparse {
+        out.insert("sparse", true);
+    }
+    if let Some(partial) = &spec.partial {
+        out.insert("partialFilterExpression", ejson::value_from_json(partial));
+    }
+    if let Some(ttl) = spec.expire_after_seconds {
+        out.insert("expireAfterSeconds", i32::try_from(ttl).unwrap_or(i32::MAX));
+    }
+    out
+}
+
+pub(super) fn list_indexes(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
+    let ns = namespace(ctx, command)?;
+    let Some(db) = readable_db(ctx, &ns, "listIndexes")? else {
+        return Err(MongoError::namespace_not_found(format!("ns does not exist: {}", ns.full())));
+    };
+    let mut all = vec![doc! {"v": 2, "key": {"_id": 1}, "name": "_id_"}];
+    all.extend(db.mongo_indexes().iter().map(|i| describe(&i.def)));
+    Ok(cursor_reply(0, &ns.full(), "firstBatch", all))
+}
+
+pub(super) fn drop_indexes(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
+    let ns = namespace(ctx, command)?;
+    let Some(db) = ctx.server.engine.get_db(&ns.engine_name()) else {
+        return Err(MongoError::namespace_not_found(format!("ns not found {}", ns.full())));
+    };
+    let before = 1 + db.mongo_indexes().len();
+    let names = names_to_drop(&db, &ns, command.get("index"))?;
+    let missing = db.drop_mongo_indexes(&user(ctx), &names)?;
+    if let Some(name) = missing.first() {
+        return Err(index_not_found(&ns, name));
+    }
+    Ok(doc! {"nIndexesWas": before as i32})
+}
+
+/// The index names `index` (a name, a key pattern, a list of names, or `"*"`) stands for.
+fn names_to_drop(
+    db: &Database,
+    ns: &Namespace,
+    index: Option<&Bson>,
+) -> Result<Vec<String>, MongoError> {
+    let all = db.mongo_indexes();
+    let id_refused = || MongoError::new(72, "InvalidOptions", "cannot drop _id index");
+    match index {
+        Some(Bson::String(s)) if s == "*" => Ok(all.iter().map(|i| i.def.name.clone()).collect()),
+        Some(Bson::String(s)) if s == "_id_" => Err(id_refused()),
+        Some(Bson::String(s)) => Ok(vec![s.clone()]),
+        Some(Bson::Array(names)) => names
+            .iter()
+            .map(|n| match n {
+                Bson::String(s) if s == "_id_" => Err(id_refused()),
+                Bson::String(s) => Ok(s.clone()),
+                _ => Err(MongoError::type_mismatch("dropIndexes names must be strings")),
+            })
+            .collect(),
+        Some(Bson::Document(key)) => {
+            let pattern: Vec<(String, i32)> =
+                key.iter().map(|(f, d)| (f.clone(), direction(d))).collect();
+            if pattern == [("_id".to_string(), 1)] {
+                return Err(id_refused());
+            }
+            let found = all.iter().find(|i| i.def.mongo.as_ref().is_some_and(|s| s.key == pattern));
+            match found {
+                Some(i) => Ok(vec![i.def.name.clone()]),
+                None => Err(MongoError::new(
+                    27,
+                    "IndexNotFound",
+                    format!("can't find index with key: {}", describe_key(key)),
+                )),
+            }
+        }
+        _ => Err(MongoError::failed_to_parse(format!(
+            "BSON field 'dropIndexes.index' is missing but a required field ({})",
+            ns.full()
+        ))),
+    }
+}
+
+/// The index a `hint` names: an index name, a key pattern, or `{$natural: 1}` (a
+/// collection scan, [`NATURAL`]).
+pub(super) fn hint(db: &Database, value: Option<&Bson>) -> Result<Option<String>, MongoError> {
+    match value {
+        None => Ok(None),
+        Some(Bson::String(name)) => Ok(Some(name.clone())),
+        Some(Bson::Document(key)) if key.contains_key("$natural") => Ok(Some(NATURAL.into())),
+        Some(Bson::Document(key)) => {
+            let pattern: Vec<(String, i32)> =
+                key.iter().map(|(f, d)| (f.clone(), direction(d))).collect();
+            let all = db.mongo_indexes();
+            let found = all.iter().find(|i| i.def.mongo.as_ref().is_some_and(|s| s.key == pattern));
+            // An unknown pattern is the engine's "hint provided does not correspond…".
+            Ok(Some(found.map_or_else(|| default_name(&pattern), |i| i.def.name.clone())))
+        }
+        Some(_) => Err(MongoError::failed_to_parse("hint must be a string or an object")),
+    }
+}
+
+/// `1` or `-1` of a key pattern's value.
+fn direction(value: &Bson) -> i32 {
+    let negative = match value {
+        Bson::Int32(n) => *n < 0,
+        Bson::Int64(n) => *n < 0,
+        Bson::Double(d) => *d < 0.0,
+        _ => false,
+    };
+    if negative { -1 } else { 1 }
+}
+
+fn describe_key(key: &Document) -> String {
+    let parts: Vec<String> = key.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+    format!("{{ {} }}", parts.join(", "))
+}
+
+fn index_not_found(ns: &Namespace, name: &str) -> MongoError {
+    MongoError::new(
+        27,
+        "IndexNotFound",
+        format!("index not found with name [{name}] in collection {}", ns.full()),
+    )
+}

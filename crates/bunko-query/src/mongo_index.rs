@@ -1,0 +1,274 @@
+//! MongoDB-semantics index keys: which keys a document has in an index over some fields, and
+//! the order-preserving byte encoding of values in MongoDB's order ([`crate::bson_order`]),
+//! so that an index range scan never decodes to compare.
+//!
+//! Keys (MongoDB's `BtreeKeyGenerator` rules, on the matching form of a document,
+//! `ejson::match_view`):
+//!
+//! - every document has at least one key: a missing field (or a path running into a
+//!   scalar) is indexed as `null`, so a prefix of a compound index serves a query;
+//! - where a field's path crosses an array, each element gives a key (multikey); an empty
+//!   array is indexed as `null` here (MongoDB: `undefined`); arrays nested in elements are
+//!   expanded too;
+//! - fields of one compound index crossing the *same* array (`links.target` and
+//!   `links.doc_type`) pair up element by element; fields crossing *different* arrays are
+//!   MongoDB's "cannot index parallel arrays" (code 171).
+//!
+//! Encoding: one tag byte per type class (MinKey < null < numbers < strings < objects <
+//! arrays < binData < ObjectId < bool < date < timestamp < regex < MaxKey), then the value:
+//! numbers as an order-preserving f64 (so int32, int64, double and Decimal128 of equal
+//! value have one key; integers beyond 2^53 share keys with their neighbours, which only
+//! widens a scan, since every document read is matched again); strings as their bytes with
+//! `0x00` escaped and a `0x00 0x00` terminator; objects and arrays element by element.
+
+use serde_json::{Map, Value};
+
+use crate::bson_order::{Class, class, number};
+use crate::path::FieldPath;
+
+/// The keys of a document (values per field, in field order), or the parallel arrays.
+pub fn keys(doc: &Value, fields: &[FieldPath]) -> Result<Vec<Vec<Value>>, ParallelArrays> {
+    let prefixes: Vec<Option<usize>> = fields.iter().map(|f| array_prefix(doc, f)).collect();
+    let mut arrays: Vec<&[String]> = Vec::new();
+    for (field, prefix) in fields.iter().zip(&prefixes) {
+        if let Some(n) = prefix {
+            let p = &field.segments()[..*n];
+            if !arrays.contains(&p) {
+                arrays.push(p);
+            }
+        }
+    }
+    match arrays.as_slice() {
+        [] => Ok(vec![fields.iter().map(|f| scalar_at(doc, f.segments())).collect()]),
+        [shared] => Ok(multikey(doc, fields, shared)),
+        [a, b, ..] => Err(ParallelArrays(a.last().cloned(), b.last().cloned())),
+    }
+}
+
+/// Two indexed fields cross different arrays (named by the arrays' last path segments).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParallelArrays(pub Option<String>, pub Option<String>);
+
+impl std::fmt::Display for ParallelArrays {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = |n: &Option<String>| n.clone().unwrap_or_default();
+        write!(f, "cannot index parallel arrays [{}] [{}]", name(&self.1), name(&self.0))
+    }
+}
+
+/// How many segments lead to the first array on `field`'s path, if one is crossed.
+fn array_prefix(doc: &Value, field: &FieldPath) -> Option<usize> {
+    let mut current = doc;
+    for (i, segment) in field.segments().iter().enumerate() {
+        current = match current {
+            Value::Object(map) => map.get(segment)?,
+            _ => return None,
+        };
+        if current.is_array() {
+            return Some(i + 1);
+        }
+    }
+    None
+}
+
+/// The value at a path crossing no array (`null` when missing).
+fn scalar_at(doc: &Value, segments: &[String]) -> Value {
+    let mut current = doc;
+    for segment in segments {
+        current = match current.as_object().and_then(|m| m.get(segment)) {
+            Some(v) => v,
+            None => return Value::Null,
+        };
+    }
+    current.clone()
+}
+
+/// One key per element of the array at `shared`, for the fields crossing it.
+fn multikey(doc: &Value, fields: &[FieldPath], shared: &[String]) -> Vec<Vec<Value>> {
+    let elements = match scalar_at(doc, shared) {
+        Value::Array(items) if !items.is_empty() => items,
+        _ => vec![Value::Null],
+    };
+    let mut out: Vec<Vec<Value>> = Vec::new();
+    for element in &elements {
+        let mut combos: Vec<Vec<Value>> = vec![Vec::new()];
+        for field in fields {
+            let segments = field.segments();
+            let values = if segments.starts_with(shared) {
+                leaf_values(element, &segments[shared.len()..])
+            } else {
+                vec![scalar_at(doc, segments)]
+            };
+            combos = combos
+                .into_iter()
+                .flat_map(|c| values.iter().map(move |v| [c.clone(), vec![v.clone()]].concat()))
+                .collect();
+        }
+        for combo in combos {
+            if !out.contains(&combo) {
+                out.push(combo);
+            }
+        }
+    }
+    out
+}
+
+/// The values a path reaches from an array element, expanding nested arrays.
+fn leaf_values(value: &Value, rest: &[String]) -> Vec<Value> {
+    match (value, rest.split_first()) {
+        (Value::Array(items), _) if !items.is_empty() => {
+            items.iter().flat_map(|i| leaf_values(i, rest)).collect()
+        }
+        (Value::Array(_), _) => vec![Value::Null],
+        (v, None) => vec![v.clone()],
+        (Value::Object(map), Some((first, tail))) => match map.get(first) {
+            Some(v) => leaf_values(v, tail),
+            None => vec![Value::Null],
+        },
+        _ => vec![Value::Null],
+    }
+}
+
+/// Appends the order-preserving encoding of a value (in its matching form).
+pub fn encode(value: &Value, out: &mut Vec<u8>) {
+    let class = class(value);
+    out.push(class as u8 + 1);
+    match (class, value) {
+        (Class::Number, _) => encode_f64(number(value), out),
+        (Class::String, Value::String(s)) => encode_str(s, out),
+        (Class::String, Value::Object(m)) => encode_str(wrapped_str(m), out),
+        (Class::Object, Value::Object(map)) => {
+            for (k, v) in map {
+                out.push(1);
+                encode_str(k, out);
+                encode(v, out);
+            }
+            out.push(0);
+        }
+        (Class::Array, Value::Array(items)) => {
+            for item in items {
+                out.push(1);
+                encode(item, out);
+            }
+            out.push(0);
+        }
+        (Class::Bool, Value::Bool(b)) => out.push(u8::from(*b)),
+        (Class::Date, Value::Object(m)) => {
+            let ms = match m.values().next() {
+                Some(Value::Number(n)) => n.as_f64().unwrap_or(0.0),
+                Some(inner) => number(inner),
+                None => 0.0,
+            };
+            encode_f64(ms, out);
+        }
+        (Class::ObjectId | Class::BinData | Class::Timestamp | Class::Regex, Value::Object(m)) => {
+            // The wrapper's contents, field by field, in their own order.
+            encode_str(&Value::Object(m.clone()).to_string(), out);
+        }
+        _ => {}
+    }
+}
+
+/// The encoding of a whole key (values of the index fields in order).
+pub fn encode_key(values: &[Value]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for v in values {
+        encode(v, &mut out);
+    }
+    out
+}
+
+fn wrapped_str(map: &Map<String, Value>) -> &str {
+    map.values().next().and_then(Value::as_str).unwrap_or_default()
+}
+
+/// NaN first, then numbers by value (`-0.0` is `0.0`).
+fn encode_f64(d: f64, out: &mut Vec<u8>) {
+    if d.is_nan() {
+        out.extend_from_slice(&[0; 8]);
+        return;
+    }
+    let d = if d == 0.0 { 0.0 } else { d };
+    let bits = d.to_bits();
+    let ordered = if bits >> 63 == 1 { !bits } else { bits | (1 << 63) };
+    out.extend_from_slice(&ordered.max(1).to_be_bytes());
+}
+
+fn encode_str(s: &str, out: &mut Vec<u8>) {
+    for &b in s.as_bytes() {
+        out.push(b);
+        if b == 0 {
+            out.push(0xFF);
+        }
+    }
+    out.extend_from_slice(&[0, 0]);
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::bson_order::compare;
+
+    fn paths(names: &[&str]) -> Vec<FieldPath> {
+        names.iter().filter_map(|n| FieldPath::parse(n).ok()).collect()
+    }
+
+    #[test]
+    fn encoding_follows_mongodb_order() {
+        let ascending = [
+            json!({"$minKey": 1}),
+            json!(null),
+            json!({"$numberDouble": "NaN"}),
+            json!({"$numberDouble": "-Infinity"}),
+            json!(-1.5),
+            json!(-0.0),
+            json!(2),
+            json!(2.5),
+            json!("B"),
+            json!("a"),
+            json!("a\u{0}b"),
+            json!("ab"),
+            json!({"a": 1}),
+            json!([1, 2]),
+            json!({"$oid": "65a1b2c3d4e5f60718293a4b"}),
+            json!(false),
+            json!(true),
+            json!({"$date": 5}),
+            json!({"$date": 10}),
+            json!({"$maxKey": 1}),
+        ];
+        for pair in ascending.windows(2) {
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            encode(&pair[0], &mut a);
+            encode(&pair[1], &mut b);
+            assert!(a < b, "{} < {}", pair[0], pair[1]);
+            assert!(compare(&pair[0], &pair[1]).is_le());
+        }
+        assert_eq!(encode_key(&[json!(2)]), encode_key(&[json!(2.0)]));
+        assert_eq!(encode_key(&[json!(0)]), encode_key(&[json!(-0.0)]));
+    }
+
+    #[test]
+    fn documents_have_mongodb_keys() -> Result<(), ParallelArrays> {
+        let student = json!({"_id": "S1", "links": [
+            {"target": "CS101", "doc_type": "class"}, {"target": "MA201", "doc_type": "class"}]});
+        assert_eq!(
+            keys(&student, &paths(&["links.target", "links.doc_type"]))?,
+            vec![vec![json!("CS101"), json!("class")], vec![json!("MA201"), json!("class")]]
+        );
+        assert_eq!(keys(&json!({"a": 1}), &paths(&["a", "b"]))?, vec![vec![json!(1), json!(null)]]);
+        assert_eq!(
+            keys(&json!({"a": [1, [2, 3]], "b": 5}), &paths(&["a", "b"]))?,
+            vec![vec![json!(1), json!(5)], vec![json!(2), json!(5)], vec![json!(3), json!(5)]]
+        );
+        assert_eq!(keys(&json!({"a": []}), &paths(&["a"]))?, vec![vec![json!(null)]]);
+        let parallel = keys(&json!({"a": [1], "b": [2]}), &paths(&["a", "b"])).err();
+        assert_eq!(
+            parallel.map(|p| p.to_string()),
+            Some("cannot index parallel arrays [b] [a]".into())
+        );
+        Ok(())
+    }
+}

@@ -1,0 +1,164 @@
+//! MongoDB-semantics indexes through pymongo (issue 13, point 8/9): the single-collection
+//! pattern of shared seed 002 (`createIndex({"links.target": 1, "links.doc_type": 1})`, then
+//! `find({"links.target": "S12345"})` answered by an index scan that reads only the matching
+//! documents), `unique` (E11000 with `keyPattern`/`keyValue` on insert, update, upsert and
+//! when building over existing data), sparse and partial indexes, parallel arrays, `hint`,
+//! `explain`, `listIndexes` and `dropIndexes`.
+
+use serde_json::json;
+
+use crate::harness::Server;
+use crate::mongo::python;
+
+#[test]
+fn links_index_answers_the_single_collection_query_by_an_index_scan() {
+    let server = Server::start();
+    let script = r#"
+c = client()
+sc = c.school.students_classes
+sc.insert_one({"_id": "CS101-001", "doc_type": "class", "class_name": "Introduction to Programming",
+    "course_id": "CS101", "semester": "Spring 2025",
+    "links": [{"target": "CS101-001", "doc_type": "class"}, {"target": "S10023", "doc_type": "student"},
+              {"target": "S12345", "doc_type": "student"}]})
+sc.insert_one({"_id": "S12345", "doc_type": "student", "name": "Jane Doe", "major": "Computer Science",
+    "links": [{"target": "CS101-001", "doc_type": "class"}, {"target": "MATH201-002", "doc_type": "class"},
+              {"target": "S12345", "doc_type": "student"}]})
+sc.insert_many([{"_id": f"S2{i:04}", "doc_type": "student", "links": [{"target": f"S2{i:04}", "doc_type": "student"},
+                 {"target": "MATH201-002", "doc_type": "class"}]} for i in range(40)])
+name = sc.create_index([("links.target", 1), ("links.doc_type", 1)])
+assert name == "links.target_1_links.doc_type_1", name
+found = sorted(d["_id"] for d in sc.find({"links.target": "S12345"}))
+assert found == ["CS101-001", "S12345"], found
+plan = sc.find({"links.target": "S12345"}).explain()
+winning = plan["queryPlanner"]["winningPlan"]
+assert winning["stage"] == "FETCH" and winning["inputStage"]["stage"] == "IXSCAN", winning
+ix = winning["inputStage"]
+assert ix["indexName"] == name and ix["keyPattern"] == {"links.target": 1, "links.doc_type": 1}, ix
+assert ix["indexBounds"] == {"links.target": ['["S12345", "S12345"]'], "links.doc_type": ["[MinKey, MaxKey]"]}, ix
+stats = plan["executionStats"]
+assert stats["nReturned"] == 2 and stats["totalDocsExamined"] == 2 and stats["totalKeysExamined"] == 2, stats
+students = sorted(d["_id"] for d in sc.find({"doc_type": "student", "links.target": "CS101-001"}))
+assert students == ["S12345"], students
+ranged = len(list(sc.find({"links.target": {"$gte": "S2", "$lt": "S20010"}})))
+assert ranged == 10, ranged
+both = sorted(d["_id"] for d in sc.find({"links.target": {"$in": ["S20003", "S12345"]}}))
+assert both == ["CS101-001", "S12345", "S20003"], both
+assert sc.estimated_document_count() == 42
+natural = sc.find({"links.target": "S12345"}).hint([("$natural", 1)]).explain()
+assert natural["queryPlanner"]["winningPlan"]["stage"] == "COLLSCAN", natural["queryPlanner"]
+assert natural["executionStats"]["totalDocsExamined"] == 42, natural["executionStats"]
+sorted_plan = sc.find({"links.target": "MATH201-002"}).sort("_id", -1).limit(3).explain()["queryPlanner"]["winningPlan"]
+assert [sorted_plan["stage"], sorted_plan["inputStage"]["stage"]] == ["LIMIT", "SORT"], sorted_plan
+top = [d["_id"] for d in sc.find({"links.target": "MATH201-002"}).sort("_id", -1).limit(3)]
+assert top == ["S20039", "S20038", "S20037"], top
+print(json.dumps({"ok": True}))
+"#;
+    let Some(result) = python(&server, script) else { return };
+    assert_eq!(result, json!({"ok": true}));
+}
+
+#[test]
+fn unique_sparse_partial_and_dropping_indexes_behave_as_mongodb() {
+    let server = Server::start();
+    let script = r#"
+from pymongo.errors import DuplicateKeyError, WriteError
+c = client()
+users = c.app.users
+users.insert_many([{"_id": 1, "email": "a@x", "age": 30}, {"_id": 2, "email": "b@x"}, {"_id": 3, "age": 5}])
+assert users.create_index("email", unique=True) == "email_1"
+def dup(fn):
+    try:
+        fn()
+    except (DuplicateKeyError, WriteError, OperationFailure) as e:
+        d = e.details
+        return [e.code, d.get("errmsg"), d.get("keyPattern"), d.get("keyValue")]
+    return None
+out = {
+  "insert": dup(lambda: users.insert_one({"_id": 4, "email": "a@x"})),
+  "update": dup(lambda: users.update_one({"_id": 2}, {"$set": {"email": "a@x"}})),
+  "upsert": dup(lambda: users.update_one({"_id": 9}, {"$set": {"email": "b@x"}}, upsert=True)),
+  # a second document without email is a second null key
+  "null": dup(lambda: users.insert_one({"_id": 5})),
+}
+users.update_one({"_id": 1}, {"$set": {"email": "c@x"}})
+users.insert_one({"_id": 6, "email": "a@x"})
+out["build"] = dup(lambda: c.app.people.insert_many([{"n": 1}, {"n": 1}]) and c.app.people.create_index("n", unique=True))
+users.create_index([("age", -1)], sparse=True, name="age_sparse")
+users.create_index("kind", partialFilterExpression={"age": {"$gt": 10}}, expireAfterSeconds=3600)
+out["list"] = list(users.list_indexes())
+out["sparse_hint"] = sorted(d["_id"] for d in users.find({}).hint("age_sparse"))
+out["sparse_unhinted"] = users.find({"age": {"$exists": False}}).explain()["queryPlanner"]["winningPlan"]["stage"]
+out["parallel"] = None
+c.app.pairs.create_index([("a", 1), ("b", 1)])
+try:
+    c.app.pairs.insert_one({"a": [1, 2], "b": [3]})
+except WriteError as e:
+    out["parallel"] = [e.code, e.details["errmsg"]]
+out["bad_hint"] = code_of(lambda: list(users.find({}).hint("nope")))
+c.app.command("dropIndexes", "users", index={"age": -1})
+users.drop_index("kind_1")
+out["after_drop"] = [i["name"] for i in users.list_indexes()]
+out["drop_missing"] = code_of(lambda: users.drop_index("nope"))
+out["drop_id"] = code_of(lambda: users.drop_index("_id_"))
+users.drop_indexes()
+out["after_all"] = [i["name"] for i in users.list_indexes()]
+users.insert_one({"_id": 7, "email": "a@x"})
+print(json.dumps(out, default=str))
+"#;
+    let Some(result) = python(&server, script) else { return };
+    let msg = |v: &str| {
+        format!(
+            "E11000 duplicate key error collection: app.users index: email_1 dup key: {{ email: {v} }}"
+        )
+    };
+    assert_eq!(result["insert"], json!([11000, msg("\"a@x\""), {"email": 1}, {"email": "a@x"}]));
+    assert_eq!(result["update"], json!([11000, msg("\"a@x\""), {"email": 1}, {"email": "a@x"}]));
+    assert_eq!(result["upsert"], json!([11000, msg("\"b@x\""), {"email": 1}, {"email": "b@x"}]));
+    assert_eq!(result["null"], json!([11000, msg("null"), {"email": 1}, {"email": null}]));
+    assert_eq!(result["build"][0], 11000, "{result}");
+    assert_eq!(
+        result["list"],
+        json!([
+            {"v": 2, "key": {"_id": 1}, "name": "_id_"},
+            {"v": 2, "key": {"age": -1}, "name": "age_sparse", "sparse": true},
+            {"v": 2, "key": {"email": 1}, "name": "email_1", "unique": true},
+            {"v": 2, "key": {"kind": 1}, "name": "kind_1", "partialFilterExpression": {"age": {"$gt": 10}}, "expireAfterSeconds": 3600},
+        ])
+    );
+    assert_eq!(result["sparse_hint"], json!([1, 3]));
+    assert_eq!(result["sparse_unhinted"], "COLLSCAN");
+    assert_eq!(result["parallel"], json!([171, "cannot index parallel arrays [b] [a]"]));
+    assert_eq!(result["bad_hint"], 2);
+    assert_eq!(result["after_drop"], json!(["_id_", "email_1"]));
+    assert_eq!(result["drop_missing"], 27);
+    assert_eq!(result["drop_id"], 72);
+    assert_eq!(result["after_all"], json!(["_id_"]));
+}
+
+#[test]
+fn ttl_index_deletes_expired_documents_through_the_write_path() {
+    let server = Server::start_with(&["--mongo-ttl-monitor-secs", "1"], &[]);
+    let script = r#"
+import time
+c = client()
+log = c.app.sessions
+now = datetime.datetime.now(datetime.timezone.utc)
+log.insert_many([
+    {"_id": "old1", "createdAt": now - datetime.timedelta(hours=2)},
+    {"_id": "old2", "createdAt": [now - datetime.timedelta(hours=3), now]},
+    {"_id": "fresh", "createdAt": now},
+    {"_id": "text", "createdAt": "2000-01-01"},
+    {"_id": "none"},
+])
+log.create_index("createdAt", expireAfterSeconds=3600)
+deadline = time.time() + 60
+while time.time() < deadline and log.find_one({"_id": "old1"}) is not None:
+    time.sleep(0.2)
+time.sleep(1.5)
+print(json.dumps(sorted(d["_id"] for d in log.find({}))))
+"#;
+    let Some(result) = python(&server, script) else { return };
+    assert_eq!(result, json!(["fresh", "none", "text"]));
+    let (status, _) = server.get("/app%24sessions/old1");
+    assert_eq!(status, 404);
+}
