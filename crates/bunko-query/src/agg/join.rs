@@ -17,6 +17,11 @@ use super::{Env, Pipeline};
 use crate::expr::value::{get_path, or_null};
 use crate::expr::{Expr, ExprError, MISSING, Result, Vars};
 
+/// The most distinct local values a `$lookup` asks for with one `$in` query.
+const IN_QUERY_MAX: usize = 64;
+/// The most `_id` values a `$lookup` asks for (as point reads) instead of one scan.
+const ID_READS_MAX: usize = 1000;
+
 fn path(s: &str) -> Vec<String> {
     s.split('.').map(str::to_string).collect()
 }
@@ -185,10 +190,14 @@ fn equality_join(
             wanted.push(v.clone());
         }
     }
-    let foreign_docs = if wanted.is_empty() {
-        Vec::new()
-    } else {
-        env.find(from, &doc! {foreign: {"$in": wanted}})?
+    // Past a few distinct values a `$in` costs more per document than reading the whole
+    // foreign collection once (the join below keeps only matching documents); `_id` values
+    // stay point reads up to the engine side's limit.
+    let few = wanted.len() <= IN_QUERY_MAX || (foreign == "_id" && wanted.len() <= ID_READS_MAX);
+    let foreign_docs = match (wanted.is_empty(), few) {
+        (true, _) => Vec::new(),
+        (false, true) => env.find(from, &doc! {foreign: {"$in": wanted}})?,
+        (false, false) => env.find(from, &Document::new())?,
     };
     let fpath = path(foreign);
     let mut index: HashMap<String, Vec<usize>> = HashMap::new();

@@ -174,6 +174,17 @@ fn lookup_bucket_facet_and_errors() -> Result<()> {
     )?;
     // Multikey foreign field; a missing local field matches a missing foreign field.
     assert_eq!(out, vec![doc! {"_id": 1, "ids": [1, 2]}, doc! {"_id": 3, "ids": [3]}]);
+    // Many distinct local values: one read of the foreign collection, the same join.
+    let many: Vec<Document> = (0..100)
+        .map(|i| doc! {"_id": i, "item": if i == 7 { "xyz".to_string() } else { format!("v{i}") }})
+        .collect();
+    let out = run(
+        &env,
+        many,
+        bson!([{"$lookup": {"from": "inventory", "localField": "item", "foreignField": "sku", "as": "inv"}},
+        {"$project": {"n": {"$size": "$inv"}, "ids": "$inv._id"}}, {"$match": {"n": 1}}]),
+    )?;
+    assert_eq!(out, vec![doc! {"_id": 7, "n": 1, "ids": [2]}]);
     let out = run(
         &env,
         sales(),
