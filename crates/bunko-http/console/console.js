@@ -411,7 +411,7 @@ async function queryPage(ctx) {
       h("div", { class: "row" },
         h("button", { id: "run-find", type: "button", class: "primary", onclick: () => run(false) }, "Run _find"),
         h("button", { id: "run-explain", type: "button", onclick: () => run(true) }, "Explain only"))),
-    out, await viewsPanel(ctx));
+    out, await viewsPanel(ctx), await searchPanel(ctx));
 }
 
 /** Draws `_explain` (and the run's execution_stats) as a picture. */
@@ -506,6 +506,40 @@ async function viewsPanel(ctx) {
     h("div", { class: "row" }, select, Object.values(inputs),
       Object.entries(flags).map(([n, box]) => h("label", { class: "row" }, box, n)),
       h("button", { type: "button", class: "primary", id: "run-view", onclick: run }, "Run view")), out);
+}
+
+/** Cloudant Search (`indexes`) and Geo (`st_indexes`) indexes of the design documents. */
+async function searchPanel(ctx) {
+  const ddocs = await must("GET", `${ctx.base}/_design_docs?include_docs=true`);
+  const found = ddocs.rows.filter((r) => r.doc).flatMap((r) => [
+    ...Object.keys(r.doc.indexes || {}).map((i) => ["_search", r.id.slice(8), i]),
+    ...Object.keys(r.doc.st_indexes || {}).map((i) => ["_geo", r.id.slice(8), i])]);
+  const title = h("h2", { style: "margin-top:0" }, "Search and geo");
+  if (!found.length) return h("section", { class: "panel" }, title, h("p", { class: "muted" }, "No search or geo indexes: add `indexes` or `st_indexes` to a design document."));
+  const select = h("select", { id: "search-select", "aria-label": "Search or geo index" },
+    found.map(([kind, d, i]) => h("option", { value: `${kind}/${d}/${i}` }, `${kind === "_geo" ? "geo" : "search"}: ${d} / ${i}`)));
+  const input = h("input", { id: "search-query", size: 40, "aria-label": "Query",
+    placeholder: "search: q, e.g. city:tokyo — geo: parameters, e.g. lat=35.68&lon=139.76&radius=1000" });
+  const out = h("div", { id: "search-out" });
+  const run = async () => {
+    const [kind, d, i] = select.value.split("/");
+    const text = input.value.trim();
+    const q = kind === "_geo" ? new URLSearchParams(text) : new URLSearchParams({ q: text || "*:*" });
+    if (!q.has("limit")) q.set("limit", "25");
+    const prefix = ctx.partitioned && ctx.params.get("partition") && kind === "_search"
+      ? `${ctx.base}/_partition/${enc(ctx.params.get("partition"))}` : ctx.base;
+    try {
+      const r = await must("GET", `${prefix}/_design/${enc(d)}/${kind}/${enc(i)}?${q}`);
+      const rows = r.rows || r.features || [];
+      const shown = (row) => JSON.stringify(row.fields || row.geometry || row.order || "");
+      out.replaceChildren(h("p", {}, r.total_rows !== undefined ? `${r.total_rows} matches` : `${rows.length} rows`),
+        table(["Id", "Fields / geometry"], rows.map((row) => h("tr", {},
+          h("td", { class: "mono" }, row.id || ""), h("td", { class: "mono" }, shown(row))))));
+    } catch (e) { out.replaceChildren(h("p", { class: "error" }, e.message)); }
+  };
+  return h("section", { class: "panel" }, title,
+    h("div", { class: "row" }, select, input,
+      h("button", { type: "button", class: "primary", id: "run-search", onclick: run }, "Run")), out);
 }
 
 // ---------- indexes and design documents ----------

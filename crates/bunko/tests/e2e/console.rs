@@ -365,7 +365,8 @@ async fn resolve_conflict(ui: &Ui) -> Result {
     Ok(())
 }
 
-/// Uploads `file` to the document and downloads it, defines a view and runs it grouped, and
+/// Uploads `file` to the document and downloads it, defines a view and runs it grouped, runs
+/// a search on the same design document, and
 /// names a member in `_security`.
 async fn attachment_view_security(ui: &Ui, file: &Path) -> Result {
     ui.find("#att-file").await?.send_keys(&file.display().to_string()).await?;
@@ -378,7 +379,8 @@ async fn attachment_view_security(ui: &Ui, file: &Path) -> Result {
     ui.open("/_utils/#/db/kura/indexes").await?;
     ui.text_until("#index-table", |t| t.contains("city")).await?;
     let ddoc = r#"{"_id": "_design/shops", "options": {"partitioned": false}, "views":
-        {"by_city": {"map": "function (doc) { if (doc.city) emit(doc.city, 1); }", "reduce": "_count"}}}"#;
+        {"by_city": {"map": "function (doc) { if (doc.city) emit(doc.city, 1); }", "reduce": "_count"}},
+        "indexes": {"cities": {"index": "function (doc) { if (doc.city) index('city', doc.city, {store: true}); }"}}}"#;
     ui.set_value("#ddoc-editor", ddoc).await?;
     ui.click("#ddoc-save").await?;
     ui.text_until("#ddoc-table", |t| t.contains("_design/shops") && t.contains("by_city")).await?;
@@ -387,6 +389,9 @@ async fn attachment_view_security(ui: &Ui, file: &Path) -> Result {
     ui.click("#view-group").await?;
     ui.click("#run-view").await?;
     ui.text_until("#query-view-out", |t| t.contains("\"tokyo\"") && t.contains("81")).await?;
+    ui.fill("#search-query", "city:tokyo").await?;
+    ui.click("#run-search").await?;
+    ui.text_until("#search-out", |t| t.contains("81 matches") && t.contains("tokyo")).await?;
 
     ui.open("/_utils/#/db/kura/security").await?;
     ui.fill("#sec-members-names", "hanako").await?;
