@@ -1,6 +1,6 @@
 //! Rule 5, duplicate and unused indexes. Two indexes with the same fields, scope and
 //! partial filter are duplicates: every write maintains both, queries need one. An index
-//! that no `_find` chose while the observation window saw enough queries is unused. (A
+//! that no query (`_find`, or a MongoDB query through its index) chose while the observation window saw enough queries is unused. (A
 //! Mango index that is a prefix of another is not redundant by itself: an index holds only
 //! documents having all its fields, so `[a, b]` cannot serve a query on `a` alone; such a
 //! prefix is reported only when unused, and the finding names the longer index.)
@@ -39,15 +39,27 @@ pub fn check(indexes: &[Arc<Index>], observed: &Observed, t: &Thresholds) -> Vec
             guide: guides::LEAN_INDEXES,
             evidence: json!({"index": def.to_json(), "queries_observed": queries,
                 "observed_since": observed.summary().since, "prefix_of": longer}),
-            suggestion: format!(
-                "If no query of your application needs it (the window restarts with the \
-                 server), delete it: DELETE /{{db}}/_index/{}/json/{}.",
-                def.ddoc.trim_start_matches("_design/"),
-                def.name
-            ),
+            suggestion: unused_suggestion(def),
         });
     }
     out
+}
+
+/// How to delete an unused index, in the API that created it.
+fn unused_suggestion(def: &IndexDef) -> String {
+    let how = if def.mongo.is_some() {
+        format!("db.collection.dropIndex(\"{}\")", def.name)
+    } else {
+        format!(
+            "DELETE /{{db}}/_index/{}/json/{}",
+            def.ddoc.trim_start_matches("_design/"),
+            def.name
+        )
+    };
+    format!(
+        "If no query of your application needs it (the window restarts with the server), \
+         delete it: {how}."
+    )
 }
 
 fn duplicates(indexes: &[Arc<Index>]) -> Vec<Finding> {

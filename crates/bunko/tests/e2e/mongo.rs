@@ -580,3 +580,28 @@ print(json.dumps({"results": results, "refused": refused, "missing": missing,
     assert_eq!(result["newest"], json!(["r2", "r1"]), "the newest two stay embedded");
     assert_eq!(result["reviews"], json!(["r0", "r1", "r2"]), "r9 was never written");
 }
+
+/// MongoDB queries served by a MongoDB index count as that index's use in the advisor's
+/// query log (issue 18, rule 5), so only the index no query chose is reported unused, with
+/// the MongoDB way to drop it.
+#[test]
+fn the_advisor_counts_mongodb_index_use() {
+    let server = Server::start();
+    let script = r#"
+c = client()
+orders = c.shop.orders
+orders.insert_many([{"_id": i, "customer": f"c{i % 10}", "status": "paid"} for i in range(200)])
+orders.create_index("customer")
+orders.create_index("status")
+for i in range(120):
+    assert len(list(orders.find({"customer": f"c{i % 10}"}))) == 20
+advice = c.shop.command("advise", "orders")
+unused = [f for f in advice["findings"] if f["rule"] == "unused-index"]
+print(json.dumps({"unused": [f["evidence"]["index"]["name"] for f in unused],
+                  "how": [f["suggestion"] for f in unused]}))
+"#;
+    let Some(result) = python(&server, script) else { return };
+    assert_eq!(result["unused"], json!(["status_1"]), "{result}");
+    let how = result["how"][0].as_str().unwrap_or_default();
+    assert!(how.contains("dropIndex(\"status_1\")"), "{how}");
+}
