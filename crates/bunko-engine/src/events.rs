@@ -7,7 +7,7 @@
 //! before it (the parent revision's body while it is stored: non-leaf bodies stay until
 //! `_compact` or `revs_limit` removes them). `_compact` also trims the journal up to where
 //! it started, so a stream can resume from any point after the last compaction
-//! ([`Database::trim_journal`]); before it, [`Database::change_events`] reports the history
+//! (`Database::trim_journal`); before it, [`Database::change_events`] reports the history
 //! lost rather than skip writes.
 
 use std::ops::Bound;

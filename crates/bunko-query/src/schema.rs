@@ -1,7 +1,7 @@
 //! `$jsonSchema` as MongoDB implements it (JSON Schema draft 4 with `bsonType`, without
 //! `$ref`, `default`, `definitions`, `format` and `id`), evaluated on BSON values so that
 //! `bsonType` sees exact types (int vs long vs double). [`check`] refuses a schema with a
-//! keyword MongoDB does not know; [`matches`] tells whether a document satisfies it.
+//! keyword MongoDB does not know; `matches` tells whether a document satisfies it.
 
 use std::collections::HashSet;
 

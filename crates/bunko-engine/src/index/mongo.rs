@@ -12,7 +12,7 @@
 //! Entries: `0x0A | db | num | mongo_index::encode(v1) … | doc_id → [[v1, …], doc_id]`, one
 //! per key of `bunko_query::mongo_index::keys` (every document, a missing field as `null`,
 //! unless `sparse` (no indexed field present) or the partial filter excludes it). A
-//! `unique` index is checked while a commit is staged ([`Database::check_mongo_indexes`]),
+//! `unique` index is checked while a commit is staged (`Database::check_mongo_indexes`),
 //! against the stored entries and the commit's own, so two documents never share a key.
 
 use std::collections::{HashMap, HashSet};

@@ -4,7 +4,7 @@
 //! pipeline's `let`.
 //!
 //! 1. [`Expr::parse`] reads the expression syntax: `"$a.b"` a field path of `$$CURRENT`,
-//!    `"$$v.b"` a variable, `{"$op": args}` an operator (looked up by name in [`ops`]),
+//!    `"$$v.b"` a variable, `{"$op": args}` an operator (looked up by name in `ops`),
 //!    any other document an object of expressions, an array an array of expressions,
 //!    anything else a literal. An unknown operator is MongoDB's
 //!    `Unrecognized expression '$foo'` (168, `InvalidPipelineOperator`).

@@ -2,13 +2,13 @@
 //! operators on dotted paths (a numeric segment indexes an array), with MongoDB's errors and
 //! codes. One module per operator family:
 //!
-//! - [`path`]: parsing paths, positional `$` / `$[]` / `$[<identifier>]` (with
+//! - `path`: parsing paths, positional `$` / `$[]` / `$[<identifier>]` (with
 //!   `arrayFilters`), reading and writing at a path; `$set`, `$unset`, `$setOnInsert` are
 //!   plain writes at a path.
-//! - [`arith`]: `$inc`, `$mul`, `$min`, `$max`, `$bit`.
-//! - [`array`]: `$push` (`$each`, `$sort`, `$slice`, `$position`), `$addToSet` (`$each`),
+//! - `arith`: `$inc`, `$mul`, `$min`, `$max`, `$bit`.
+//! - `array`: `$push` (`$each`, `$sort`, `$slice`, `$position`), `$addToSet` (`$each`),
 //!   `$pop`, `$pull`, `$pullAll`.
-//! - [`field`]: `$rename`, `$currentDate`.
+//! - `field`: `$rename`, `$currentDate`.
 //!
 //! As in MongoDB 5+, the fields an update names are applied in lexicographic order of their
 //! paths (so new fields are appended in that order); two operations whose paths are equal or
