@@ -337,7 +337,7 @@ impl Database {
         let _cleaning = self.views.registration.write();
         // Unregister first, so no new build finds the dead indexes; a build already holding
         // one finishes before its rows are removed, and one about to start sees `removed`.
-        let dropped: HashMap<String, Arc<MapIndex>> =
+        let mut dropped: HashMap<String, Arc<MapIndex>> =
             self.views.retain(&live_groups).into_iter().map(|m| (m.sig.clone(), m)).collect();
         let snapshot = self.store.snapshot();
         let mut removed = 0;
@@ -345,6 +345,13 @@ impl Database {
             let Some(sig) = entries::decode_meta(&key) else { continue };
             if live.contains(&sig) {
                 continue;
+            }
+            // Dropped now, or earlier by a write that re-read the design documents while a
+            // build may still hold it: either way its build finishes before the removal.
+            if !dropped.contains_key(&sig)
+                && let Some(retired) = self.views.take_retired(&sig)
+            {
+                dropped.insert(sig.clone(), retired);
             }
             let map = dropped.get(&sig);
             let _build = map.map(|m| m.build.lock());

@@ -34,6 +34,7 @@ mod reduce;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering;
 
 use bunko_indexer::{Activity, Background, Designs};
 use bunko_js::{CompiledReduce, CompiledViews, Limits, Runtime};
@@ -137,6 +138,10 @@ pub(crate) fn runtime() -> Runtime {
 pub struct Registry {
     groups: Mutex<HashMap<String, Arc<Index>>>,
     maps: Mutex<HashMap<String, Arc<MapIndex>>>,
+    /// Map indexes dropped from `maps` (no design document uses them) that a build may
+    /// still hold: registering the signature again reuses the same one (one builder per
+    /// index), and `_view_cleanup` finds it to wait for its build before removing its rows.
+    retired: Mutex<HashMap<String, std::sync::Weak<MapIndex>>>,
     /// The background indexer.
     pub(crate) background: Background,
     /// The group each design document names.
@@ -172,6 +177,10 @@ impl Registry {
             .lock()
             .entry(sig.to_string())
             .or_insert_with(|| {
+                let retired = self.retired.lock().remove(sig).and_then(|w| w.upgrade());
+                if let Some(map) = retired.filter(|m| !m.removed.load(Ordering::Acquire)) {
+                    return map;
+                }
                 if meta.seq == 0 {
                     self.order.mark_fresh(sig);
                 }
@@ -202,11 +211,17 @@ impl Registry {
             let keep = used.contains(sig.as_str());
             if !keep {
                 self.order.forget(sig);
+                self.retired.lock().insert(sig.clone(), Arc::downgrade(map));
                 dropped.push(map.clone());
             }
             keep
         });
         dropped
+    }
+
+    /// A map index dropped earlier that a build may still hold (see `retired`).
+    pub(crate) fn take_retired(&self, sig: &str) -> Option<Arc<MapIndex>> {
+        self.retired.lock().remove(sig).and_then(|w| w.upgrade())
     }
 
     pub fn is_empty(&self) -> bool {
