@@ -415,29 +415,10 @@ fn view(v: &Bson) -> serde_json::Value {
     bunko_doc::ejson::match_view(&bunko_doc::ejson::value_to_json(v))
 }
 
-/// MongoDB's name of a value's type.
+/// MongoDB's name of a value's type (`$type`'s names; an undefined value is `undefined`).
 fn type_name(v: &Bson) -> &'static str {
     match v {
-        Bson::Double(_) => "double",
-        Bson::String(_) => "string",
-        Bson::Document(_) => "object",
-        Bson::Array(_) => "array",
-        Bson::Binary(_) => "binData",
         Bson::Undefined => "undefined",
-        Bson::ObjectId(_) => "objectId",
-        Bson::Boolean(_) => "bool",
-        Bson::DateTime(_) => "date",
-        Bson::Null => "null",
-        Bson::RegularExpression(_) => "regex",
-        Bson::DbPointer(_) => "dbPointer",
-        Bson::JavaScriptCode(_) => "javascript",
-        Bson::Symbol(_) => "symbol",
-        Bson::JavaScriptCodeWithScope(_) => "javascriptWithScope",
-        Bson::Int32(_) => "int",
-        Bson::Timestamp(_) => "timestamp",
-        Bson::Int64(_) => "long",
-        Bson::Decimal128(_) => "decimal",
-        Bson::MinKey => "minKey",
-        Bson::MaxKey => "maxKey",
+        other => crate::expr::value::type_name(other),
     }
 }
