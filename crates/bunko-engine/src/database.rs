@@ -40,6 +40,8 @@ pub struct Database {
     pub(crate) validators: crate::validators::Validators,
     /// The compiled triggers.
     pub(crate) triggers: crate::triggers::Triggers,
+    /// Compactions of this database running now (`compact_running`).
+    pub(crate) compactions: Arc<std::sync::atomic::AtomicUsize>,
     /// Whether the background index builder runs.
     pub(crate) building: AtomicBool,
     /// The query log and index use counts the advisor reads (in memory only).
@@ -95,6 +97,7 @@ impl Database {
             validators: Default::default(),
             triggers: Default::default(),
             building: AtomicBool::new(false),
+            compactions: Default::default(),
             observed: Default::default(),
             me: me.clone(),
         });
