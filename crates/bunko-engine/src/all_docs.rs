@@ -5,13 +5,12 @@
 //! Its `total_rows` is the partition's `doc_count` (one read of its counters).
 //!
 //! `offset` is the number of live documents before the first row (plus `skip`), which
-//! CouchDB reads from its B-tree's reductions; a key-value store has none, so:
-//! - in a partition, the partition's documents before the start key are counted (bounded
-//!   by the partition's size);
-//! - in a global query of a partitioned database, the partitions' counters are summed and
-//!   only the partition the start key falls in is counted (`count_by_partition`);
-//! - otherwise every document before the start key is counted, so a start key deep in a
-//!   large database costs a scan up to it.
+//! CouchDB reads from its B-tree's reductions; a key-value store has none, so when the
+//! documents before the range fit in one page of [`COUNT_PAGE`] they are counted, and
+//! otherwise the order statistics of document ids ([`crate::ids`]) give the count in
+//! O(log n) plus one bucket read, in a partition as in the whole database. They also pass
+//! a large `skip` (more than [`SKIP_DIRECT`], or any once they are built) by finding the
+//! first row's position instead of reading every skipped row.
 //!
 //! Rows are read in pages that start at `skip + limit` entries and grow, so a short page of
 //! a long range reads little more than it returns.
@@ -23,12 +22,17 @@ use bunko_storage::{Iter, Range, Read, Snapshot};
 
 use crate::Result;
 use crate::database::Database;
+use crate::ids::Ranks;
 use crate::keys::{self, Key};
 use crate::read::{DocOut, doc_info_in, get_in};
 use crate::records::{self, DocInfo, Stats};
 
 /// How many `Doc` entries counting reads at a time.
 const COUNT_PAGE: usize = 1024;
+
+/// The largest `skip` passed by reading rows rather than by the order statistics of ids
+/// (before they are built).
+const SKIP_DIRECT: u64 = 1024;
 
 /// The parameters of an `_all_docs` range query.
 #[derive(Debug, Clone)]
@@ -106,26 +110,30 @@ impl Database {
         };
         let range = narrow(base.clone(), db, query);
         let before_range = outside(&base, &range, query.descending);
-        let before = if partition.is_none() && query.prefix.is_none() && self.is_partitioned() {
-            // Counting one page directly is cheaper than reading every partition's
-            // counters when the start key is near the beginning.
-            match count_live_within(snapshot.as_ref(), &before_range, 1)? {
-                Some(count) => count,
-                None => count_by_partition(&snapshot, db, &before_range)?,
-            }
+        // Counting one page directly is cheaper than building the order statistics of
+        // ids when the start key is near the beginning and `skip` is small.
+        let direct = if self.ids.is_built() || query.skip > SKIP_DIRECT {
+            None
         } else {
-            count_live(snapshot.as_ref(), &before_range)?
+            count_live_within(snapshot.as_ref(), &before_range, 1)?
         };
-        let wanted = query.limit.map_or(usize::MAX, |l| l.saturating_add(query.skip) as usize);
-        let iter = Iter::new(snapshot.clone(), range, query.descending, 256).first_page(wanted);
-        let rows = Rows {
-            snapshot,
-            db,
-            iter,
-            skip: query.skip,
-            remaining: query.limit.unwrap_or(u64::MAX),
-            include_docs: query.include_docs,
+        let (snapshot, range, before, skip) = match direct {
+            Some(before) => (snapshot, Some(range), before, query.skip),
+            None => {
+                let store = self.store.as_ref();
+                self.ids.read(store, db, |ranks| place(ranks, &base, range, query))?
+            }
         };
+        let wanted = query.limit.map_or(usize::MAX, |l| l.saturating_add(skip) as usize);
+        let (iter, remaining) = match range {
+            Some(range) => (
+                Iter::new(snapshot.clone(), range, query.descending, 256).first_page(wanted),
+                query.limit.unwrap_or(u64::MAX),
+            ),
+            // `skip` passes the end: no row is read.
+            None => (Iter::new(snapshot.clone(), keys::doc_range(db), false, 1), 0),
+        };
+        let rows = Rows { snapshot, db, iter, skip, remaining, include_docs: query.include_docs };
         let offset = (before + query.skip).min(total_rows);
         Ok(AllDocs { total_rows, offset, update_seq: self.update_seq(), rows })
     }
@@ -232,35 +240,63 @@ fn outside(base: &Range, range: &Range, descending: bool) -> Range {
     }
 }
 
-/// The live documents of `range` in a partitioned database, counted with the partitions'
-/// counters (`PartStats`, kept in every writing commit, so they agree with the snapshot):
-/// a partition wholly inside `range` adds its `doc_count`, and only a partition cut by a
-/// bound of `range` is counted document by document, as are the design documents (the only
-/// documents outside partitions). So the `offset` of a global `_all_docs` costs one read
-/// per partition plus the documents of at most two partitions, not one read per document
-/// before it as [`count_live`] does.
-fn count_by_partition(snapshot: &Snapshot, db: u64, range: &Range) -> Result<u64> {
-    if is_empty(range) {
-        return Ok(0);
+/// Positions a query with the order statistics of ids: the live documents of `base` before
+/// `range` (in iteration order), and `range` narrowed past the first `skip` live documents
+/// of it, with the snapshot the counts describe. The range is `None` when `skip` passes
+/// its end.
+fn place(
+    ranks: &Ranks<'_>,
+    base: &Range,
+    range: Range,
+    query: &AllDocsQuery,
+) -> Result<(Snapshot, Option<Range>, u64, u64)> {
+    let snapshot = ranks.snapshot.clone();
+    let (low, high) = (ranks.rank(&start_cut(&range.0))?, ranks.rank(&end_cut(&range.1))?);
+    let before = if query.descending {
+        ranks.rank(&end_cut(&base.1))? - high
+    } else {
+        low - ranks.rank(&start_cut(&base.0))?
+    };
+    if query.skip == 0 {
+        return Ok((snapshot, Some(range), before, 0));
     }
-    let design = intersect(&keys::doc_prefix(db, "_design/"), range);
-    let mut count = count_live(snapshot.as_ref(), &design)?;
-    for entry in Iter::new(snapshot.clone(), keys::part_stats_range(db), false, 1024) {
-        let (key, value) = entry?;
-        let docs = keys::doc_prefix(db, &format!("{}:", keys::decode_part_stats(&key)?));
-        let part = intersect(&docs, range);
-        if part == docs {
-            count += Stats::decode(&value)?.doc_count;
-        } else {
-            count += count_live(snapshot.as_ref(), &part)?;
-        }
-    }
-    Ok(count)
+    let first = if query.descending {
+        high.checked_sub(query.skip + 1).filter(|&n| n >= low)
+    } else {
+        Some(low + query.skip).filter(|&n| n < high)
+    };
+    let Some(key) = first.map(|n| ranks.nth(n)).transpose()?.flatten() else {
+        return Ok((snapshot, None, before, 0));
+    };
+    let range = if query.descending {
+        (range.0, Bound::Included(key))
+    } else {
+        (Bound::Included(key), range.1)
+    };
+    Ok((snapshot, Some(range), before, 0))
 }
 
-/// The keys in both `a` and `b`.
-fn intersect(a: &Range, b: &Range) -> Range {
-    (max_low(a.0.clone(), Some(b.0.clone())), min_high(a.1.clone(), Some(b.1.clone())))
+/// The key every entry before a range starting at `bound` sorts below.
+fn start_cut(bound: &Bound<Vec<u8>>) -> Vec<u8> {
+    match bound {
+        Bound::Included(k) => k.clone(),
+        Bound::Excluded(k) => successor(k),
+        Bound::Unbounded => Vec::new(),
+    }
+}
+
+/// The key every entry of a range ending at `bound` sorts below.
+fn end_cut(bound: &Bound<Vec<u8>>) -> Vec<u8> {
+    match bound {
+        Bound::Included(k) => successor(k),
+        Bound::Excluded(k) => k.clone(),
+        Bound::Unbounded => vec![0xff; 9],
+    }
+}
+
+/// The least key above `k`.
+fn successor(k: &[u8]) -> Vec<u8> {
+    [k, &[0]].concat()
 }
 
 /// The live documents of `range`, counted one by one.

@@ -1,7 +1,9 @@
 //! Compaction: removes the bodies of revisions that are no longer leaves, and the change
 //! journal entries up to where it started (`events.rs`: their events would miss bodies). Until then a
-//! `GET ?rev=<old>` still finds them, as in CouchDB. The LSM store reclaims the space of
-//! removed keys in its own background compaction.
+//! `GET ?rev=<old>` still finds them, as in CouchDB. Then the store frees the space of every
+//! removed or overwritten key ([`bunko_storage::Store::reclaim`]: a major compaction of the
+//! whole store, which all databases share, and the journals already in tables), so that
+//! nothing reclaimable is left; `compact_running` is true meanwhile.
 //!
 //! Leaves only ever stop being leaves, so a body found non-leaf in a snapshot is safe to
 //! remove even while writes go on; new revisions are not in the snapshot and are untouched.
@@ -14,6 +16,8 @@
 
 use std::collections::HashMap;
 use std::ops::Bound;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bunko_storage::{Batch, Iter, Read, Snapshot};
 
@@ -23,8 +27,29 @@ use crate::keys::{self, Key};
 use crate::records::{self, DocInfo};
 
 impl Database {
-    /// Removes all non-leaf revision bodies; returns how many were removed.
+    /// Starts [`Database::compact`] on a thread of its own; `compact_running`
+    /// ([`Database::is_compacting`]) is true from now until it ends.
+    pub fn start_compaction(self: &Arc<Self>) {
+        let db = self.clone();
+        let running = Running::new(self);
+        std::thread::spawn(move || {
+            match db.compact() {
+                Ok(removed) => tracing::info!(db = db.name(), removed, "compaction finished"),
+                Err(err) => tracing::warn!(db = db.name(), %err, "compaction failed"),
+            }
+            drop(running);
+        });
+    }
+
+    /// Whether a compaction of this database is running (`compact_running`).
+    pub fn is_compacting(&self) -> bool {
+        self.compactions.load(Ordering::Acquire) > 0
+    }
+
+    /// Removes all non-leaf revision bodies, then frees the space of what is removed;
+    /// returns how many bodies were removed.
     pub fn compact(&self) -> Result<u64> {
+        let _running = Running::new(self);
         let db = self.id();
         let snapshot = self.snapshot();
         let upto = match snapshot.scan(&keys::seq_range(db), true, 1)?.first() {
@@ -64,6 +89,8 @@ impl Database {
         }
         self.remove_orphan_attachments(&snapshot)?;
         self.trim_journal(upto)?;
+        // The removals above only mark keys dead; this frees their space on disk.
+        self.store.reclaim()?;
         Ok(removed)
     }
 
@@ -113,6 +140,22 @@ impl Database {
         let seq = writer.seq;
         self.commit_locked(writer, batch, seq, stats)?;
         Ok(freed)
+    }
+}
+
+/// Counts one running compaction of a database while it lives.
+struct Running(Arc<AtomicUsize>);
+
+impl Running {
+    fn new(db: &Database) -> Running {
+        db.compactions.fetch_add(1, Ordering::AcqRel);
+        Running(db.compactions.clone())
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

@@ -13,6 +13,7 @@ use bunko_storage::{Batch, Snapshot, Store, Ticket};
 use parking_lot::{Mutex, MutexGuard, RwLock};
 use tokio::sync::watch;
 
+use crate::ids::IdChanges;
 use crate::index::Registry;
 use crate::keys::{self, Key};
 use crate::records::{self, DbMeta, Stats};
@@ -31,12 +32,16 @@ pub struct Database {
     dropped: AtomicBool,
     /// The Mango indexes, maintained by every write.
     pub(crate) indexes: Registry,
+    /// The order statistics of document ids (`_all_docs` `offset` and `skip`).
+    pub(crate) ids: crate::ids::IdOrder,
     /// The view groups of the design documents.
     pub(crate) views: crate::view::Registry,
     /// The compiled `validate_doc_update` functions.
     pub(crate) validators: crate::validators::Validators,
     /// The compiled triggers.
     pub(crate) triggers: crate::triggers::Triggers,
+    /// Compactions of this database running now (`compact_running`).
+    pub(crate) compactions: Arc<std::sync::atomic::AtomicUsize>,
     /// Whether the background index builder runs.
     pub(crate) building: AtomicBool,
     /// The query log and index use counts the advisor reads (in memory only).
@@ -87,10 +92,12 @@ impl Database {
             changes,
             dropped: AtomicBool::new(false),
             indexes: Registry::default(),
+            ids: Default::default(),
             views: Default::default(),
             validators: Default::default(),
             triggers: Default::default(),
             building: AtomicBool::new(false),
+            compactions: Default::default(),
             observed: Default::default(),
             me: me.clone(),
         });
@@ -231,26 +238,44 @@ impl Database {
         seq: u64,
         stats: Stats,
     ) -> Result<()> {
-        let ticket = self.apply_locked(writer, batch, seq, stats)?;
+        let ticket = self.apply_locked(writer, batch, &IdChanges::default(), seq, stats)?;
         self.store.sync(ticket)?;
         self.notify_durable(seq);
         Ok(())
     }
 
-    /// The first half of [`Database::commit_locked`]: applies `batch`, records the new
-    /// seq and counters and releases the lock; the caller waits for `ticket`'s sync.
+    /// The first half of [`Database::commit_locked`]: applies `batch` (whose document
+    /// writes are `ids`), records the new seq and counters and releases the lock; the
+    /// caller waits for `ticket`'s sync.
     pub(crate) fn apply_locked(
         &self,
         mut writer: MutexGuard<'_, Writer>,
         batch: Batch,
+        ids: &IdChanges,
         seq: u64,
         stats: Stats,
     ) -> Result<Ticket> {
-        let ticket = self.store.apply(batch)?;
+        let ticket = self.apply_docs_batch(batch, ids)?;
         writer.seq = seq;
         writer.stats = stats;
         drop(writer);
         Ok(ticket)
+    }
+
+    /// Applies `batch`, which writes the documents `ids`, keeping the order statistics of
+    /// document ids in step; the caller holds the writer lock.
+    pub(crate) fn apply_docs_batch(&self, batch: Batch, ids: &IdChanges) -> Result<Ticket> {
+        let locked = self.ids.lock();
+        match self.store.apply(batch) {
+            Ok(ticket) => {
+                locked.record(self.store.as_ref(), self.id(), ids);
+                Ok(ticket)
+            }
+            Err(err) => {
+                locked.forget();
+                Err(err.into())
+            }
+        }
     }
 
     /// Wakes `_changes` feeds: everything up to `seq` is durable.
@@ -283,6 +308,8 @@ pub(crate) struct Part<'a> {
     pub writer: MutexGuard<'a, Writer>,
     pub seq: u64,
     pub stats: Stats,
+    /// The documents the batch writes in this database.
+    pub ids: IdChanges,
 }
 
 /// Applies `batch`, which holds the writes of every part, as one atomic commit; releases
@@ -292,7 +319,17 @@ pub(crate) fn commit_parts(
     parts: Vec<Part<'_>>,
     batch: Batch,
 ) -> Result<()> {
-    let ticket = store.apply(batch)?;
+    let locked: Vec<_> = parts.iter().map(|part| part.db.ids.lock()).collect();
+    let ticket = match store.apply(batch) {
+        Ok(ticket) => ticket,
+        Err(err) => {
+            locked.into_iter().for_each(crate::ids::Locked::forget);
+            return Err(err.into());
+        }
+    };
+    for (locked, part) in locked.into_iter().zip(&parts) {
+        locked.record(store.as_ref(), part.db.id(), &part.ids);
+    }
     let mut durable = Vec::with_capacity(parts.len());
     for mut part in parts {
         part.writer.seq = part.seq;

@@ -40,6 +40,7 @@
 pub mod advisor;
 pub mod all_docs;
 pub mod attachments;
+mod buckets;
 mod catalog;
 pub mod changes;
 mod compact;
@@ -51,6 +52,7 @@ pub mod events;
 mod filters;
 pub mod find;
 mod gate;
+mod ids;
 pub mod index;
 pub mod keys;
 pub mod local;

@@ -209,7 +209,7 @@ impl Database {
                 continue;
             }
             afters.push(self.install(staged.plan));
-            ticket = Some(self.store.apply(batch)?);
+            ticket = Some(self.apply_docs_batch(batch, &staged.ids)?);
             writer.seq = staged.seq;
             writer.stats = staged.stats;
         }

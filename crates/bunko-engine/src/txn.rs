@@ -334,7 +334,7 @@ impl Transaction<'_> {
                 written.push(TxnWrite { db: db.name(), id: result.id, rev });
             }
             after.push((db, staged.plan));
-            parts.push(Part { db, writer, seq: staged.seq, stats: staged.stats });
+            parts.push(Part { db, writer, seq: staged.seq, stats: staged.stats, ids: staged.ids });
         }
         let after: Vec<_> = after.into_iter().map(|(db, plan)| (db, db.install(plan))).collect();
         commit_parts(self.engine.store(), parts, batch)?;

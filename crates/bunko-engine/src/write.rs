@@ -18,6 +18,7 @@ use bunko_doc::id::{DocKind, kind, partition_of, validate_doc_id};
 use bunko_storage::{Batch, Ticket};
 
 use crate::database::{Database, Writer};
+use crate::ids::IdChanges;
 use crate::index::{DdocChanges, Index, Winner};
 use crate::keys::Key;
 use crate::records::{self, DocInfo, Stats};
@@ -74,6 +75,8 @@ pub(crate) struct Staged {
     pub stats: Stats,
     /// Present when design documents changed.
     pub plan: Option<IndexPlan>,
+    /// The documents written, for the order statistics of ids.
+    pub ids: IdChanges,
 }
 
 impl Staged {
@@ -223,7 +226,7 @@ impl Database {
         }
         let (seq, stats) = (staged.seq, staged.stats);
         let after = self.install(staged.plan);
-        let ticket = self.apply_locked(writer, batch, seq, stats)?;
+        let ticket = self.apply_locked(writer, batch, &staged.ids, seq, stats)?;
         Ok((staged.results, Some(Unsynced { ticket, seq, after })))
     }
 
@@ -261,6 +264,7 @@ impl Database {
         let (mut seq, mut stats) = (writer.seq, writer.stats);
         let mut pending = Pending::default();
         let mut results = Vec::with_capacity(prepared.len());
+        let mut ids = IdChanges::default();
         for (id, doc) in prepared {
             let result = doc.and_then(|doc| {
                 let old = self.current(&mut pending, db, &id)?;
@@ -289,6 +293,8 @@ impl Database {
                 seq += 1;
                 outcome.info.seq = seq;
                 add_to_batch(batch, db, &id, old.as_ref(), &outcome);
+                let was_live = old.as_ref().map(|o| o.winner().map(|(_, d)| !d)).transpose()?;
+                ids.record(&id, was_live, !outcome.info.winner()?.1);
                 self.track_winner(&mut pending, &indexes, batch, &id, old.as_ref(), &outcome)?;
                 pending.docs.insert(id.clone(), Some(outcome.info));
                 Ok(outcome.rev)
@@ -300,7 +306,7 @@ impl Database {
         }
         batch.put(Key::Stats(db).encode(), records::encode(&stats));
         let plan = (!pending.ddocs.is_empty()).then(|| self.plan_ddocs(batch, &pending.ddocs, seq));
-        Ok(Staged { results, seq, stats, plan })
+        Ok(Staged { results, seq, stats, plan, ids })
     }
 
     /// Makes a staged index plan current, under the writer lock, just before the commit;

@@ -114,7 +114,7 @@ pub fn info_json(db: &Database) -> Value {
         "doc_del_count": info.stats.doc_del_count,
         "doc_count": info.stats.doc_count,
         "disk_format_version": 8,
-        "compact_running": false,
+        "compact_running": db.is_compacting(),
         "cluster": {"q": 1, "n": 1, "w": 1, "r": 1},
         "instance_start_time": "0",
     })
@@ -187,9 +187,6 @@ pub async fn compact(
     Path(name): Path<String>,
 ) -> ApiResult<Response> {
     let db = open(&state, &ctx, &name, Access::Admin)?;
-    std::thread::spawn(move || match db.compact() {
-        Ok(removed) => tracing::info!(db = db.name(), removed, "compaction finished"),
-        Err(err) => tracing::warn!(db = db.name(), %err, "compaction failed"),
-    });
+    db.start_compaction();
     Ok(render::json(StatusCode::ACCEPTED, json!({"ok": true})))
 }

@@ -23,8 +23,10 @@
 //! GETs 92 against 80 / 74. Documents with repeated text compress far better; choose
 //! `--compression deep` to trade disk for CPU. Besides the tables, the directory holds up to
 //! ~64 MB of journal whose data is already in tables (fjall rotates a journal only past
-//! 64 MB, a constant of fjall's), and tables replaced by a compaction until the next
-//! memtable rotation deletes them.
+//! 64 MB, a constant of fjall's, and has no call to rotate it sooner), and tables replaced
+//! by a compaction until the next memtable rotation deletes them. `_compact`
+//! ([`crate::Store::reclaim`]) flushes, compacts every table into the last level and
+//! seals one more memtable, so only that one active journal is left beside live data.
 //!
 //! Keyspace settings (memtable size, compression) are stored by fjall when the keyspace is
 //! created and kept when it is reopened: a store created with other values keeps them,

@@ -64,6 +64,10 @@ use std::sync::Arc;
 /// The one fjall keyspace holding all of Bunko's keys.
 const KEYSPACE: &str = "bunko";
 
+/// A key no one writes (tag `0x00`, which no engine key uses), whose removal is the write
+/// [`Store::reclaim`] flushes last.
+const RECLAIM_MARK: &[u8] = b"\x00reclaim";
+
 /// A [`Store`] on disk, backed by fjall. See the module docs.
 pub struct Fjall {
     group: Group,
@@ -178,6 +182,24 @@ impl Store for Fjall {
     fn disk_size(&self) -> u64 {
         // An estimate for stats; a failure to stat the journal just reads as 0.
         self.db.disk_space().unwrap_or(0)
+    }
+
+    fn reclaim(&self) -> Result<()> {
+        let context = |err| in_context("compacting", err);
+        // The memtable goes to a table, so that the removals in it reach the tables, and
+        // the journals holding only flushed data are deleted (fjall's journal maintenance
+        // after a flush). fjall marks both calls `doc(hidden)`; they are its only way to
+        // flush and to compact on demand (3.1), and `reclaim_keeps_every_key` checks them.
+        self.keyspace.rotate_memtable_and_wait().map_err(context)?;
+        // Every table merged into the last level: removed keys and old versions that no
+        // snapshot can see are dropped.
+        self.keyspace.major_compact().map_err(context)?;
+        // The tables it replaced are deleted once fjall's version history lets go of
+        // them, which it checks when a memtable is sealed: so one more flush, of one
+        // write that changes no key (the removal of a key no one writes).
+        self.keyspace.remove(RECLAIM_MARK).map_err(context)?;
+        self.keyspace.rotate_memtable_and_wait().map_err(context)?;
+        Ok(())
     }
 
     fn close(&self) -> Result<()> {
@@ -305,6 +327,8 @@ fn in_context(doing: &str, err: fjall::Error) -> Error {
 
 #[cfg(test)]
 mod tests {
+    use std::ops::Bound;
+
     use super::*;
 
     /// The sync path assumes fjall 3's journal layout; if an upgrade changes it, this
@@ -319,6 +343,79 @@ mod tests {
         store.commit(batch)?;
         let dir = std::path::absolute(store.path())?;
         assert!(sync_journals(&dir)? >= 1, "no *.jnl journal in {}", dir.display());
+        Ok(())
+    }
+
+    /// The space allocated to the files under `dir` other than journals, in bytes.
+    fn allocated(dir: &std::path::Path) -> std::io::Result<u64> {
+        use std::os::unix::fs::MetadataExt;
+        let mut total = 0;
+        for entry in std::fs::read_dir(dir)? {
+            let (entry, journal) = (entry?, std::ffi::OsStr::new("jnl"));
+            let meta = entry.metadata()?;
+            total += match meta.is_dir() {
+                true => allocated(&entry.path())?,
+                false if entry.path().extension() == Some(journal) => 0,
+                false => meta.blocks() * 512,
+            };
+        }
+        Ok(total)
+    }
+
+    /// `reclaim` (what `_compact` ends with) keeps every key with its latest value, across
+    /// a reopen (the journals it lets go held nothing the tables lack), and frees the
+    /// space of overwritten and removed values.
+    #[test]
+    fn reclaim_keeps_every_key() -> std::result::Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("db");
+        let store = Fjall::open(&path)?;
+        // 1 KB of pseudo-random hex per value, which compression barely shrinks.
+        let value = |k: u32, round: u32| {
+            let mut x = u64::from(k) << 8 | u64::from(round);
+            let hex = (0..125).map(|_| {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                format!("{:08x}", x >> 32)
+            });
+            hex.collect::<String>().into_bytes()
+        };
+        let mut model = BTreeMap::new();
+        for round in 0..4 {
+            for chunk in (0..4000u32).collect::<Vec<_>>().chunks(500) {
+                let mut batch = Batch::new();
+                for &k in chunk {
+                    let key = k.to_be_bytes().to_vec();
+                    if round == 3 && k % 4 == 0 {
+                        batch.delete(key.clone());
+                        model.remove(&key);
+                    } else {
+                        batch.put(key.clone(), value(k, round));
+                        model.insert(key, value(k, round));
+                    }
+                }
+                store.commit(batch)?;
+            }
+            // A table per round, so that the tables hold overwritten values to drop.
+            store.keyspace.rotate_memtable_and_wait()?;
+        }
+        let before = allocated(&path)?;
+        store.reclaim()?;
+        let after = allocated(&path)?;
+        let check = |store: &Fjall| -> std::result::Result<(), Box<dyn std::error::Error>> {
+            let all = store.scan(&(Bound::Unbounded, Bound::Unbounded), false, usize::MAX)?;
+            assert_eq!(all.len(), model.len());
+            for ((key, value), (k, v)) in all.iter().zip(&model) {
+                assert_eq!((key, value), (k, v));
+            }
+            Ok(())
+        };
+        check(&store)?;
+        let live: usize = model.values().map(Vec::len).sum();
+        assert!(after < before, "{after} bytes after reclaim, {before} before");
+        assert!((after as usize) < 2 * live, "{after} bytes on disk for {live} live bytes");
+        store.close()?;
+        drop(store);
+        check(&Fjall::open(&path)?)?;
         Ok(())
     }
 }

@@ -251,6 +251,14 @@ pub trait Store: Read {
     /// Bytes the store occupies on disk (an estimate; 0 for memory).
     fn disk_size(&self) -> u64;
 
+    /// Frees the disk space of removed and overwritten keys: what is in memory goes to
+    /// tables, every table is rewritten without the dead entries, and journals whose
+    /// contents are all in tables are deleted. Blocks until done; reads and writes go on
+    /// meanwhile. Every key keeps its value. A no-op for a store without such files.
+    fn reclaim(&self) -> Result<()> {
+        Ok(())
+    }
+
     /// Shuts down writes: syncs every applied batch (so commits already in flight finish
     /// and are acknowledged), then fails every later commit with [`Error::Closed`]. Reads
     /// keep working. Call it before dropping the last handle for a clean shutdown;

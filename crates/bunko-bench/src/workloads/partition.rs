@@ -9,6 +9,7 @@
 //! |---|---|
 //! | partition `_all_docs` | `GET /{db}/_partition/{p}/_all_docs?limit=25` |
 //! | global `_all_docs` | `GET /{db}/_all_docs?startkey="{p}:"&endkey="{p}:\ufff0"&limit=25` |
+//! | global `_all_docs`, skip | `GET /{db}/_all_docs?startkey="{p}:"&skip=1000&limit=25` |
 //! | partition `_find` | `POST /{db}/_partition/{p}/_find`, `deviceID` + `ts`, partitioned index |
 //! | global `_find` | `POST /{db}/_find`, the same selector, global index (`partitioned: false`) |
 //! | partition `_find`, no index | `reading > 99.5` (0.5% match): reads the whole partition |
@@ -51,9 +52,10 @@ pub async fn run(ctx: &Ctx, rows: &mut Vec<Row>) -> Result {
                 .await
                 .map_err(Error::into_unsupported)?;
         }
-        let cases: [(&str, &Result, Request); 5] = [
+        let cases: [(&str, &Result, Request); 6] = [
             ("partition _all_docs, limit 25", &partition, part_all_docs(&db, readings)),
             ("global _all_docs on the same range, limit 25", &Ok(()), all_docs(&db, readings)),
+            ("global _all_docs, skip 1000, limit 25", &Ok(()), all_docs_skip(&db, readings)),
             ("partition _find deviceID + ts, limit 25", &partition_find, part_find(&db, readings)),
             ("global _find deviceID + ts, limit 25", &find_ok, global_find(&db, readings)),
             ("partition _find on an unindexed field", &partition_find, unindexed(&db, readings)),
@@ -130,6 +132,16 @@ fn all_docs(db: &str, readings: Readings) -> Request {
         let start = encode(&format!("\"{p}:\""));
         let end = encode(&format!("\"{p}:\u{fff0}\""));
         (Method::GET, format!("/{db}/_all_docs?startkey={start}&endkey={end}&limit=25"), None)
+    })
+}
+
+/// A page 1,000 documents past a random partition's start: `offset` and `skip` both deep.
+fn all_docs_skip(db: &str, readings: Readings) -> Request {
+    let db = db.to_string();
+    Arc::new(move |r| {
+        let p = Readings::partition(r as usize % readings.partitions);
+        let start = encode(&format!("\"{p}:\""));
+        (Method::GET, format!("/{db}/_all_docs?startkey={start}&skip=1000&limit=25"), None)
     })
 }
 

@@ -32,6 +32,7 @@ use bunko_storage::{Batch, Entry, Iter, Range, Read, Snapshot, Store, Ticket, pr
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use super::entries::BackIndex;
+use crate::buckets::{Fenwick, bucket_of, bucket_range};
 use crate::{Error, Result};
 
 /// Rows per bucket after a split or a build.
@@ -381,7 +382,7 @@ impl Order {
     pub fn heap_bytes(&self) -> usize {
         let fences: usize = self.fences.iter().map(|f| f.len()).sum();
         let vecs = self.fences.capacity() * std::mem::size_of::<Box<[u8]>>();
-        fences + vecs + self.counts.capacity() * 8 + self.sums.tree.capacity() * 8
+        fences + vecs + self.counts.capacity() * 8 + self.sums.heap_bytes()
     }
 
     /// The part of `key` after the map's prefix, or the rank of a key outside the map.
@@ -395,7 +396,7 @@ impl Order {
 
     /// The bucket a key of the map (`suffix`: after the map's prefix) falls in.
     fn bucket(&self, suffix: &[u8]) -> usize {
-        self.fences.partition_point(|f| &**f <= suffix).saturating_sub(1)
+        bucket_of(&self.fences, suffix)
     }
 
     fn full(&self, suffix: &[u8]) -> Vec<u8> {
@@ -404,11 +405,7 @@ impl Order {
 
     /// The bucket's range of full keys.
     fn bucket_range(&self, i: usize) -> Range {
-        let end = match self.fences.get(i + 1) {
-            Some(next) => Bound::Excluded(self.full(next)),
-            None => prefix_range(&self.base).1,
-        };
-        (Bound::Included(self.full(&self.fences[i])), end)
+        bucket_range(&self.base, &self.fences, i)
     }
 
     /// How to count the rows below `cut` (`None`: none).
@@ -506,40 +503,9 @@ impl Order {
 
 /// The shortest key above `a` and at most `b` (`a < b`): `b` cut one byte past the
 /// first byte where they differ.
-fn separator<'b>(a: &[u8], b: &'b [u8]) -> &'b [u8] {
+pub(crate) fn separator<'b>(a: &[u8], b: &'b [u8]) -> &'b [u8] {
     let common = a.iter().zip(b).take_while(|(x, y)| x == y).count();
     &b[..(common + 1).min(b.len())]
-}
-
-/// Prefix sums of bucket counts.
-#[derive(Debug)]
-struct Fenwick {
-    /// 1-based: `tree[i]` sums the counts `i - lowbit(i) .. i`.
-    tree: Vec<u64>,
-}
-
-impl Fenwick {
-    fn new(counts: &[u64]) -> Fenwick {
-        let mut tree = vec![0; counts.len() + 1];
-        for i in 1..tree.len() {
-            tree[i] += counts[i - 1];
-            let parent = i + (i & i.wrapping_neg());
-            if parent < tree.len() {
-                tree[parent] += tree[i];
-            }
-        }
-        Fenwick { tree }
-    }
-
-    /// The sum of the first `n` counts.
-    fn prefix(&self, n: usize) -> u64 {
-        let (mut i, mut sum) = (n.min(self.tree.len() - 1), 0);
-        while i > 0 {
-            sum += self.tree[i];
-            i -= i & i.wrapping_neg();
-        }
-        sum
-    }
 }
 
 #[cfg(test)]

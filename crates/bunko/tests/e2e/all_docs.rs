@@ -324,3 +324,155 @@ fn design_docs_lists_only_design_documents() {
     assert!(ids_all.contains(&"_design/books".to_string()), "{ids_all:?}");
     assert_eq!(all(&s, "")["total_rows"], 8);
 }
+
+/// A deterministic pseudo-random sequence (no timing, same every run).
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        ((self.0 >> 33) as usize) % n.max(1)
+    }
+}
+
+/// The documents the model holds: id → live, and their revisions.
+type Model = std::collections::BTreeMap<String, (bool, String)>;
+
+/// Writes `docs` (`(id, deleted)`) in one `_bulk_docs` and records them in `model`.
+fn bulk_write(s: &Server, db: &str, model: &mut Model, docs: &[(String, bool)]) {
+    let body: Vec<Value> = docs
+        .iter()
+        .map(|(id, deleted)| {
+            let mut doc = json!({"_id": id, "n": id.len()});
+            if let Some((_, rev)) = model.get(id) {
+                doc["_rev"] = json!(rev);
+            }
+            if *deleted {
+                doc["_deleted"] = json!(true);
+            }
+            doc
+        })
+        .collect();
+    let (status, results) = s.post(&format!("/{db}/_bulk_docs"), &json!({"docs": body}));
+    assert_eq!(status, 201, "{results}");
+    for ((id, deleted), result) in docs.iter().zip(results.as_array().into_iter().flatten()) {
+        assert_eq!(result["ok"], true, "{result}");
+        model.insert(id.clone(), (!deleted, result["rev"].as_str().unwrap_or_default().into()));
+    }
+}
+
+/// Checks one `_all_docs` query (`path` is the database's or a partition's) against the
+/// model: `total_rows`, `offset` and the rows, as CouchDB computes them.
+#[allow(clippy::too_many_arguments)]
+fn check_page(
+    s: &Server,
+    path: &str,
+    live: &[&String],
+    (start, end): (&str, &str),
+    descending: bool,
+    skip: usize,
+    limit: usize,
+) {
+    let query = format!(
+        "{path}?startkey={}&endkey={}&descending={descending}&skip={skip}&limit={limit}",
+        key(start),
+        key(end)
+    );
+    let (status, body) = s.get(&query);
+    assert_eq!(status, 200, "{query} -> {body}");
+    let (low, high) = if descending { (end, start) } else { (start, end) };
+    let inside: Vec<&String> =
+        live.iter().copied().filter(|id| id.as_str() >= low && id.as_str() <= high).collect();
+    let before = if descending {
+        live.iter().filter(|id| id.as_str() > start).count()
+    } else {
+        live.iter().filter(|id| id.as_str() < start).count()
+    };
+    let mut rows = inside;
+    if descending {
+        rows.reverse();
+    }
+    let rows: Vec<String> = rows.into_iter().skip(skip).take(limit).cloned().collect();
+    assert_eq!(body["total_rows"], live.len(), "{query}");
+    assert_eq!(body["offset"], (before + skip).min(live.len()), "{query}");
+    assert_eq!(ids(&body["rows"]), rows, "{query}");
+}
+
+/// Random pages of the database and of its partitions, checked against the model.
+fn check_pages(s: &Server, db: &str, model: &Model, rng: &mut Lcg, partitions: &[&str]) {
+    let live: Vec<&String> = model.iter().filter(|(_, (l, _))| *l).map(|(id, _)| id).collect();
+    let every: Vec<&String> = model.keys().collect();
+    let bound = |rng: &mut Lcg| match rng.below(4) {
+        0 => String::new(),
+        1 => "\u{fff0}".to_string(),
+        _ => every[rng.below(every.len())].clone(),
+    };
+    for _ in 0..40 {
+        let (a, b) = (bound(rng), bound(rng));
+        let descending = rng.below(2) == 1;
+        let (start, end) = if (a <= b) != descending { (a, b) } else { (b, a) };
+        let skip = [0, 1, 7, 600, 1500][rng.below(5)];
+        let limit = [1, 5, 25][rng.below(3)];
+        check_page(s, &format!("/{db}/_all_docs"), &live, (&start, &end), descending, skip, limit);
+    }
+    for p in partitions {
+        let prefix = format!("{p}:");
+        let part: Vec<&String> =
+            live.iter().copied().filter(|id| id.starts_with(&prefix)).collect();
+        for _ in 0..8 {
+            let start = [prefix.clone(), part[rng.below(part.len())].clone()][rng.below(2)].clone();
+            let skip = [0, 3, 200][rng.below(3)];
+            let path = format!("/{db}/_partition/{p}/_all_docs");
+            let end = format!("{prefix}\u{fff0}");
+            check_page(s, &path, &part, (&start, &end), false, skip, 10);
+        }
+    }
+}
+
+/// Issue 20, point 7: `offset`, `skip` and `total_rows` come from the order statistics of
+/// document ids once a page starts deep in the database or skips far; whether counted
+/// directly or through them, they equal a full count on random ranges, as documents are
+/// written, deleted, written again and added.
+fn offsets_follow_writes_and_deletes(partitioned: bool) {
+    let s = Server::start();
+    let db = "offsets";
+    let path = if partitioned { "/offsets?partitioned=true" } else { "/offsets" };
+    assert_eq!(s.put_empty(path).0, 201);
+    let partitions = ["bridge-1", "bridge-10", "bridge-2", "bridge-a-b"];
+    let mut rng = Lcg(if partitioned { 11 } else { 12 });
+    let mut model = Model::new();
+    let new_id = |rng: &mut Lcg, n: usize| {
+        let p = partitions[rng.below(partitions.len())];
+        if partitioned { format!("{p}:device-{n:05}") } else { format!("{p}-device-{n:05}") }
+    };
+    let docs: Vec<(String, bool)> = (0..2600).map(|n| (new_id(&mut rng, n), false)).collect();
+    bulk_write(&s, db, &mut model, &docs);
+    bulk_write(&s, db, &mut model, &[("_design/a".to_string(), false)]);
+    let shown: &[&str] = if partitioned { &partitions } else { &[] };
+    check_pages(&s, db, &model, &mut rng, shown);
+    for round in 0..3 {
+        let ids: Vec<String> = model.keys().filter(|id| !id.starts_with('_')).cloned().collect();
+        let mut docs: Vec<(String, bool)> = Vec::new();
+        for _ in 0..400 {
+            let id = ids[rng.below(ids.len())].clone();
+            if !docs.iter().any(|(d, _)| *d == id) {
+                let live = model[&id].0;
+                // Delete live documents and write deleted ones again.
+                docs.push((id, live));
+            }
+        }
+        docs.extend((0..300).map(|n| (new_id(&mut rng, 10_000 * (round + 1) + n), false)));
+        bulk_write(&s, db, &mut model, &docs);
+        check_pages(&s, db, &model, &mut rng, shown);
+    }
+}
+
+#[test]
+fn all_docs_offset_and_skip_equal_a_full_count_across_writes_and_deletes() {
+    offsets_follow_writes_and_deletes(false);
+}
+
+#[test]
+fn partitioned_all_docs_offset_and_skip_equal_a_full_count_across_writes_and_deletes() {
+    offsets_follow_writes_and_deletes(true);
+}
