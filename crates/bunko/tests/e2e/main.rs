@@ -31,6 +31,7 @@ mod mango_explain;
 mod mongo;
 mod mongo_agg;
 mod mongo_collections;
+mod mongo_escalation;
 mod mongo_index;
 mod mongo_stream;
 mod mongo_txn;
