@@ -36,6 +36,7 @@ mod mongo_index;
 mod mongo_stream;
 mod mongo_txn;
 mod mongo_update;
+mod mongo_users;
 mod mongo_validation;
 mod partitions;
 mod persistence;

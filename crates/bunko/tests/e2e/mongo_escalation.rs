@@ -91,6 +91,15 @@ attempts = {
     "txn delete secret": lambda: txn(lambda s: secret.delete_one({"_id": "s"}, session=s)),
     "txn findAndModify secret": lambda: txn(lambda s: secret.find_one_and_delete({"_id": "s"}, session=s)),
     "txn insert new collection": lambda: txn(lambda s: c.shop.newcoll.insert_one({"_id": "t"}, session=s)),
+    "createUser": lambda: c.shop.command("createUser", "eve", pwd="x", roles=["dbOwner"]),
+    "createUser self": lambda: c.admin.command("createUser", name or "anon", pwd="x", roles=[]),
+    "createUser admin": lambda: c.admin.command("createUser", "admin", pwd="x", roles=[]),
+    "grantRolesToUser self": lambda: c.admin.command("grantRolesToUser", name or "anon", roles=[{"role": "dbOwner", "db": "shop"}]),
+    "updateUser self roles": lambda: c.admin.command("updateUser", name or "anon", roles=[{"role": "readWrite", "db": "shop"}]),
+    "updateUser other": lambda: c.admin.command("updateUser", "outsider" if name == "mallory" else "mallory", pwd="taken"),
+    "revokeRolesFromUser other": lambda: c.admin.command("revokeRolesFromUser", "outsider" if name == "mallory" else "mallory", roles=[{"role": "readWrite", "db": "shop"}]),
+    "dropUser other": lambda: c.admin.command("dropUser", "outsider" if name == "mallory" else "mallory"),
+    "usersInfo all": lambda: c.admin.command("usersInfo", {"forAllDBs": True}),
 }
 if not os.environ["MEMBER"]:
     # What a member may do in its own collection is a write for anyone else.
