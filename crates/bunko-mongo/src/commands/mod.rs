@@ -17,6 +17,7 @@ mod advise;
 mod agg_env;
 mod agg_txn;
 mod aggregate;
+mod bulk;
 pub(crate) mod change_stream;
 mod coll_options;
 mod crud;
@@ -123,7 +124,7 @@ const USER_FIELDS: &[&str] = &[
 ];
 
 /// The writes that `txnNumber` makes retryable outside a transaction.
-const RETRYABLE: &[&str] = &["insert", "update", "delete", "findAndModify"];
+const RETRYABLE: &[&str] = &["insert", "update", "delete", "findAndModify", "bulkWrite"];
 
 #[rustfmt::skip]
 const TABLE: &[Command] = &[
@@ -169,6 +170,7 @@ const TABLE: &[Command] = &[
     Command { name: "callProcedure", aliases: &[], public: false, fields: Some(&["designDoc", "procedure", "arg"]), run: procedure::call },
     Command { name: "advise", aliases: &[], public: false, fields: Some(&["sampleSize", "timeBudgetMS"]), run: advise::advise },
     Command { name: "aggregate", aliases: &[], public: false, fields: Some(&["pipeline", "cursor", "explain", "allowDiskUse", "let", "hint", "collation", "maxTimeMS", "readConcern", "writeConcern", "bypassDocumentValidation"]), run: aggregate::aggregate },
+    Command { name: "bulkWrite", aliases: &[], public: false, fields: Some(&["ops", "nsInfo", "ordered", "errorsOnly", "cursor", "writeConcern", "txnNumber"]), run: bulk::bulk_write },
     Command { name: "createUser", aliases: &[], public: false, fields: Some(USER_FIELDS), run: users::create_user },
     Command { name: "updateUser", aliases: &[], public: false, fields: Some(USER_FIELDS), run: users::update_user },
     Command { name: "dropUser", aliases: &[], public: false, fields: Some(&["writeConcern"]), run: users::drop_user },

@@ -30,6 +30,7 @@ mod mango;
 mod mango_explain;
 mod mongo;
 mod mongo_agg;
+mod mongo_bulk;
 mod mongo_collections;
 mod mongo_escalation;
 mod mongo_index;
