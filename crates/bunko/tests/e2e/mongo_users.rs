@@ -47,7 +47,11 @@ assert code_of(lambda: bob.shop.command("usersInfo", 1)) == 13
 assert bob.shop.command("usersInfo", "bob")["users"][0]["user"] == "bob"
 
 # dbOwner makes bob an admin of the collections: indexes, on the open connection at once.
+cursor = bob.shop.orders.find({}, batch_size=1)
+assert next(cursor)["_id"] == "o1"
 admin.shop.command("grantRolesToUser", "bob", roles=["dbOwner"])
+# A cursor stays bob's while his roles change.
+assert [d["_id"] for d in cursor] == ["o2"]
 roles = admin.shop.command("usersInfo", "bob")["users"][0]["roles"]
 assert roles == [{"role": "readWrite", "db": "shop"}, {"role": "dbOwner", "db": "shop"}], roles
 assert bob.shop.orders.create_index("total") == "total_1"
