@@ -24,7 +24,7 @@ root=$(pwd)
 target="${CARGO_TARGET_DIR:-target}"
 case "$target" in /*) ;; *) target="$root/$target" ;; esac
 out="${BENCH_OUT:-docs/performance.md}"
-all="load,write,read,find,elemmatch,partition-scaling,view,search,txn,limit,baseline"
+all="load,write,read,find,mongo,elemmatch,partition-scaling,view,search,txn,limit,baseline"
 workloads="${WORKLOADS:-$all}"
 # limit and baseline run in bunko-bench's own process, with no server running (so that
 # nothing else competes for the machine), and once: they are the same for every server.
@@ -55,13 +55,20 @@ if [[ -n "$local_workloads" ]]; then
         | tee "$work/local.txt" || status=$?
 fi
 
+# The MongoDB listener only when the `mongo` workload runs (it compares the two protocols).
+mongo_listen=off
+grep -qx mongo <<<"$(tr ',' '\n' <<<"$server_workloads")" && mongo_listen=127.0.0.1:0
+
 echo "== starting bunko" >&2
 BUNKO_ADMIN=admin:secret "$target/release/bunko" serve --data "$work/data" \
-    --listen 127.0.0.1:0 --mongo-listen off ${BUNKO_ARGS:-} >"$work/bunko.out" 2>"$work/bunko.log" &
+    --listen 127.0.0.1:0 --mongo-listen "$mongo_listen" ${BUNKO_ARGS:-} \
+    >"$work/bunko.out" 2>"$work/bunko.log" &
 bunko_pid=$!
 url=""
 for _ in $(seq 1 600); do
-    url=$(sed -n 's/^bunko listening on //p' "$work/bunko.out")
+    url=$(sed -n 's/^bunko listening on \(http:.*\)/\1/p' "$work/bunko.out")
+    mongo_addr=$(sed -n 's|^bunko listening on mongodb://||p' "$work/bunko.out")
+    [[ "$mongo_listen" != off && -z "$mongo_addr" ]] && url=""
     [[ -n "$url" ]] && break
     if ! kill -0 "$bunko_pid" 2>/dev/null; then
         cat "$work/bunko.log" >&2
@@ -79,6 +86,8 @@ if [[ -n "$server_workloads" ]]; then
     bunko_cmd=(bunko-bench --url "$url" --user admin --pid "$bunko_pid" --label bunko
         --data-dir "$work/data" --workloads "$server_workloads" "$@")
     echo "== bunko at $url (pid $bunko_pid)" >&2
+    # The `mongo` workload's URL comes from the environment, so no password is recorded.
+    BENCH_MONGO_URL="mongodb://admin:secret@${mongo_addr:-127.0.0.1:27017}/?directConnection=true" \
     BENCH_PASSWORD=secret "$bench" "${bunko_cmd[@]:1}" --json "$work/bunko.jsonl" \
         --markdown "$work/bunko.md" | tee "$work/bunko.txt" || status=$?
 fi
@@ -130,7 +139,7 @@ and server share its cores. Compare figures of one run with each other, not acro
 - Date: $(date -u '+%Y-%m-%d %H:%M UTC')
 - Machine: $(nproc) cores, ${cpu:-unknown CPU}, ${mem}
 - Commit: ${commit}
-- Bunko: \`BUNKO_ADMIN=admin:… bunko serve --data <temp dir> --listen 127.0.0.1:0 --mongo-listen off${BUNKO_ARGS:+ $BUNKO_ARGS}\` (release build)
+- Bunko: \`BUNKO_ADMIN=admin:… bunko serve --data <temp dir> --listen 127.0.0.1:0 --mongo-listen ${mongo_listen}${BUNKO_ARGS:+ $BUNKO_ARGS}\` (release build; the \`mongo\` workload gets the MongoDB listener's URL from \`BENCH_MONGO_URL\`)
 - Invocation: \`WORKLOADS=${workloads} scripts/bench.sh${*:+ $*}\`
 - Commands (passwords from \`BENCH_PASSWORD\`; each also got \`--json\` and \`--markdown\`):
 EOF

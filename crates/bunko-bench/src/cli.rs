@@ -43,6 +43,10 @@ pub struct Options {
     /// 10000000 full, 200,400 smoke).
     #[arg(long, value_delimiter = ',')]
     pub scale_steps: Vec<usize>,
+    /// The server's MongoDB wire protocol (Bunko's `--mongo-listen`), for the `mongo`
+    /// workload, e.g. `mongodb://admin:secret@127.0.0.1:27017/`; loopback only.
+    #[arg(long, env = "BENCH_MONGO_URL", hide_env_values = true)]
+    pub mongo_url: Option<String>,
     /// Name of this server in the output (e.g. `bunko`, `couchdb`).
     #[arg(long, default_value = "server")]
     pub label: String,
@@ -102,6 +106,7 @@ pub enum Workload {
     Baseline,
     Txn,
     Scale,
+    Mongo,
 }
 
 impl Workload {
@@ -120,9 +125,11 @@ impl Workload {
         Workload::Txn,
     ];
 
-    /// Every workload: [`Workload::DEFAULT`], then `scale`.
-    pub const ALL: [Workload; 12] = {
-        let mut all = [Workload::Scale; 12];
+    /// Every workload: [`Workload::DEFAULT`], then `mongo` (which needs `--mongo-url`) and
+    /// `scale`.
+    pub const ALL: [Workload; 13] = {
+        let mut all = [Workload::Scale; 13];
+        all[11] = Workload::Mongo;
         let mut i = 0;
         while i < Self::DEFAULT.len() {
             all[i] = Self::DEFAULT[i];
@@ -145,6 +152,7 @@ impl Workload {
             Workload::Baseline => "baseline",
             Workload::Txn => "txn",
             Workload::Scale => "scale",
+            Workload::Mongo => "mongo",
         }
     }
 }

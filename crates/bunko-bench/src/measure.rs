@@ -16,7 +16,6 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use reqwest::Client;
 
 use crate::error::Result;
 
@@ -117,9 +116,10 @@ fn histogram() -> Histogram<u64> {
 /// Runs `op` from every client until `until`. `op` gets its client and either a random
 /// number (deadline runs) or its operation number (counted runs), and returns how many
 /// items it did.
-pub async fn drive<F, Fut>(clients: Vec<Client>, until: Until, op: F) -> Sample
+pub async fn drive<C, F, Fut>(clients: Vec<C>, until: Until, op: F) -> Sample
 where
-    F: Fn(Client, u64) -> Fut + Send + Sync + 'static,
+    C: Clone + Send + 'static,
+    F: Fn(C, u64) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<u64>> + Send + 'static,
 {
     let op = Arc::new(op);

@@ -88,6 +88,30 @@ impl Auth {
     }
 }
 
+/// Brings the logged-in user of a connection up to date, as MongoDB invalidates its user
+/// cache when a user changes: roles granted or revoked (over either API) apply to open
+/// connections at their next command, and a dropped user, or a server admin removed
+/// through `_config`, is logged out. The user document is read again only when `_users`
+/// changed since it was last read.
+pub(crate) fn refresh(engine: &Engine, user: &mut Option<UserCtx>, seen: &mut Option<u64>) {
+    let Some(name) = user.as_ref().and_then(|u| u.name.clone()) else { return };
+    if engine.logins().admins().iter().any(|(n, _)| *n == name) {
+        return;
+    }
+    let Some(users) = engine.get_db(USERS_DB) else {
+        *user = None;
+        return;
+    };
+    let seq = users.update_seq();
+    if *seen == Some(seq) {
+        return;
+    }
+    *seen = Some(seq);
+    let found = users.get(&format!("{USER_PREFIX}{name}"), None).ok().filter(|d| !d.deleted);
+    let body = found.and_then(|d| serde_json::from_slice::<Value>(&d.body).ok());
+    *user = body.map(|body| UserCtx { name: Some(name), roles: roles_of(&body) });
+}
+
 fn user_credentials(engine: &Engine, name: &str) -> Option<Credentials> {
     let users = engine.get_db(USERS_DB)?;
     let doc = users.get(&format!("{USER_PREFIX}{name}"), None).ok()?;

@@ -26,6 +26,7 @@ pub(crate) async fn run(server: Arc<Server>, stream: TcpStream, peer: SocketAddr
         peer,
         local,
         user: None,
+        user_seq: None,
         scram: None,
         compressors: Vec::new(),
         wait: None,

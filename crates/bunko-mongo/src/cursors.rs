@@ -69,7 +69,7 @@ impl<T> Cursors<T> {
             let mut open = self.open.lock();
             self.sweep(&mut open);
             let cursor = open.get(&id).ok_or_else(|| MongoError::cursor_not_found(id))?;
-            if cursor.owner.as_ref() != user {
+            if !same_user(cursor.owner.as_ref(), user) {
                 return Err(MongoError::unauthorized(format!(
                     "cursor id {id} was not created by the authenticated user"
                 )));
@@ -95,7 +95,7 @@ impl<T> Cursors<T> {
         let mut open = self.open.lock();
         self.sweep(&mut open);
         match open.get(&id) {
-            Some(cursor) if cursor.owner.as_ref() == user => open.remove(&id).is_some(),
+            Some(cursor) if same_user(cursor.owner.as_ref(), user) => open.remove(&id).is_some(),
             _ => false,
         }
     }
@@ -118,6 +118,12 @@ impl Cursors<Next> {
     ) -> Result<(Vec<Document>, bool), MongoError> {
         self.step(id, user, ns, |next| next(size))
     }
+}
+
+/// Whether a cursor's owner is the user asking: the same name (their roles may have
+/// changed since, when `_users` changed: see `auth::refresh`).
+fn same_user(owner: Option<&UserCtx>, user: Option<&UserCtx>) -> bool {
+    owner.map(|u| &u.name) == user.map(|u| &u.name)
 }
 
 #[cfg(test)]

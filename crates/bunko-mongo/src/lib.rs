@@ -127,6 +127,8 @@ pub(crate) struct Session {
     pub peer: SocketAddr,
     pub local: SocketAddr,
     pub user: Option<bunko_engine::security::UserCtx>,
+    /// The `_users` update seq `user` was last read at ([`auth::refresh`]).
+    pub user_seq: Option<u64>,
     /// A SCRAM exchange in progress, and whether the client skips its empty last step.
     pub scram: Option<(auth::Conversation, bool)>,
     pub compressors: Vec<wire::Compressor>,

@@ -18,6 +18,7 @@ mod elemmatch;
 mod find;
 mod limit;
 mod load;
+mod mongo;
 mod partition;
 mod read;
 mod scale;
@@ -351,6 +352,7 @@ pub async fn run(ctx: &Ctx, workload: Workload) -> Vec<Row> {
         Workload::Baseline => baseline::run(ctx, &mut rows).await,
         Workload::Txn => txn::run(ctx, &mut rows).await,
         Workload::Scale => scale::run(ctx, &mut rows).await,
+        Workload::Mongo => mongo::run(ctx, &mut rows).await,
     };
     note_busy(&mut rows, ctx.drop_dbs().await);
     let case = if rows.is_empty() { "all cases" } else { "remaining cases" };

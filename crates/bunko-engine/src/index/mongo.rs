@@ -214,8 +214,11 @@ impl Database {
     }
 
     /// Adds MongoDB indexes to `_design/mongodb` in one write (as `ctx`, a database admin:
-    /// the write gate checks the design-document write). Returns how many were new.
+    /// the write gate checks the design-document write, and is asked first, so that a
+    /// request that would write nothing, or fail on the stored documents, is refused
+    /// alike). Returns how many were new.
     pub fn create_mongo_indexes(&self, ctx: &UserCtx, defs: Vec<IndexDef>) -> Result<usize> {
+        self.admit_admin(ctx)?;
         let (rev, mut body) = self.load_mongo_ddoc()?;
         let existing = defs_from(DDOC, &body);
         let mut created = 0;
@@ -237,8 +240,10 @@ impl Database {
         Ok(created)
     }
 
-    /// Removes MongoDB indexes by name in one write; the names that were not there.
+    /// Removes MongoDB indexes by name in one write (as `ctx`, a database admin, asked
+    /// first); the names that were not there.
     pub fn drop_mongo_indexes(&self, ctx: &UserCtx, names: &[String]) -> Result<Vec<String>> {
+        self.admit_admin(ctx)?;
         let (rev, mut body) = self.load_mongo_ddoc()?;
         let mut missing = Vec::new();
         if let Some(Value::Object(map)) = body.get_mut("indexes") {

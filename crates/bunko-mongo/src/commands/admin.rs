@@ -1,7 +1,8 @@
 //! Databases and collections, derived from the engine's catalog through the namespace
 //! mapping (`names.rs`): `listDatabases`, `listCollections`, `create`, `drop`,
 //! `dropDatabase`. Creating and dropping go through `Engine::create_db`/`delete_db` with the
-//! connection's user (server admins only, as for CouchDB databases); listing shows what the
+//! connection's user (server admins only, as for CouchDB databases), and a new collection's
+//! `_security` names its database's MongoDB roles ([`super::roles`]); listing shows what the
 //! user may read.
 
 use std::collections::BTreeMap;
@@ -119,6 +120,7 @@ pub(super) fn create(ctx: &mut Ctx, command: &Document) -> Result<Document, Mong
         }
         Err(err) => return Err(err.into()),
     };
+    super::roles::grant(&db, &user(ctx))?;
     coll_options::write(&db, &user(ctx), options)?;
     Ok(Document::new())
 }
@@ -142,7 +144,10 @@ pub(crate) fn open_or_create(ctx: &Ctx, ns: &Namespace) -> Result<Arc<Database>,
         return Ok(db);
     }
     match ctx.server.engine.create_db(&user(ctx), &name, false) {
-        Ok(db) => Ok(db),
+        Ok(db) => {
+            super::roles::grant(&db, &user(ctx))?;
+            Ok(db)
+        }
         Err(Error::FileExists) => ctx.server.engine.db(&name).map_err(MongoError::from),
         Err(err) => Err(err.into()),
     }

@@ -17,6 +17,7 @@ mod advise;
 mod agg_env;
 mod agg_txn;
 mod aggregate;
+mod bulk;
 pub(crate) mod change_stream;
 mod coll_options;
 mod crud;
@@ -27,12 +28,14 @@ mod in_txn;
 mod indexes;
 mod pager;
 mod procedure;
+pub(crate) mod roles;
 mod sasl;
 mod session;
 mod stats;
 mod update;
 #[cfg(test)]
 mod update_golden;
+mod users;
 
 use bson::{Bson, Document, doc};
 
@@ -109,8 +112,19 @@ const NOT_YET: &[&str] = &[
     "encryptedFields",
 ];
 
+/// What `createUser` and `updateUser` take.
+const USER_FIELDS: &[&str] = &[
+    "pwd",
+    "customData",
+    "roles",
+    "mechanisms",
+    "digestPassword",
+    "writeConcern",
+    "authenticationRestrictions",
+];
+
 /// The writes that `txnNumber` makes retryable outside a transaction.
-const RETRYABLE: &[&str] = &["insert", "update", "delete", "findAndModify"];
+const RETRYABLE: &[&str] = &["insert", "update", "delete", "findAndModify", "bulkWrite"];
 
 #[rustfmt::skip]
 const TABLE: &[Command] = &[
@@ -156,6 +170,14 @@ const TABLE: &[Command] = &[
     Command { name: "callProcedure", aliases: &[], public: false, fields: Some(&["designDoc", "procedure", "arg"]), run: procedure::call },
     Command { name: "advise", aliases: &[], public: false, fields: Some(&["sampleSize", "timeBudgetMS"]), run: advise::advise },
     Command { name: "aggregate", aliases: &[], public: false, fields: Some(&["pipeline", "cursor", "explain", "allowDiskUse", "let", "hint", "collation", "maxTimeMS", "readConcern", "writeConcern", "bypassDocumentValidation"]), run: aggregate::aggregate },
+    Command { name: "bulkWrite", aliases: &[], public: false, fields: Some(&["ops", "nsInfo", "ordered", "errorsOnly", "cursor", "writeConcern", "txnNumber"]), run: bulk::bulk_write },
+    Command { name: "createUser", aliases: &[], public: false, fields: Some(USER_FIELDS), run: users::create_user },
+    Command { name: "updateUser", aliases: &[], public: false, fields: Some(USER_FIELDS), run: users::update_user },
+    Command { name: "dropUser", aliases: &[], public: false, fields: Some(&["writeConcern"]), run: users::drop_user },
+    Command { name: "usersInfo", aliases: &[], public: false, fields: Some(&["showCredentials", "showCustomData", "showPrivileges", "showAuthenticationRestrictions", "filter"]), run: users::users_info },
+    Command { name: "grantRolesToUser", aliases: &[], public: false, fields: Some(&["roles", "writeConcern"]), run: users::grant_roles },
+    Command { name: "revokeRolesFromUser", aliases: &[], public: false, fields: Some(&["roles", "writeConcern"]), run: users::revoke_roles },
+    Command { name: "rolesInfo", aliases: &[], public: false, fields: Some(&["showBuiltinRoles", "showPrivileges", "showAuthenticationRestrictions"]), run: users::roles_info },
     Command { name: "getMore", aliases: &[], public: false, fields: Some(&["collection", "batchSize", "maxTimeMS"]), run: cursor::get_more },
     Command { name: "killCursors", aliases: &[], public: false, fields: Some(&["cursors"]), run: cursor::kill_cursors },
 ];
@@ -176,6 +198,7 @@ pub(crate) fn run(
     else {
         return Err(MongoError::command_not_found(name));
     };
+    crate::auth::refresh(&server.engine, &mut session.user, &mut session.user_seq);
     if !entry.public && session.user.is_none() {
         return Err(MongoError::unauthorized(format!(
             "Command {} requires authentication",

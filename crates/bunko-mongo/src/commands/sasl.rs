@@ -55,6 +55,7 @@ pub(super) fn next(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoE
     };
     if step.done {
         ctx.session.user = step.user;
+        ctx.session.user_seq = None;
     } else {
         ctx.session.scram = Some((conversation, skip));
     }

@@ -45,7 +45,8 @@ pub(super) fn update(ctx: &mut Ctx, command: &Document) -> Result<Document, Mong
         };
         match outcome {
             Ok(Outcome { matched, changed, upserted: Some(id) }) => {
-                n += matched;
+                // MongoDB's `n` counts an upserted document too.
+                n += matched + 1;
                 modified += changed;
                 upserted.push(doc! {"index": index as i32, "_id": id});
             }

@@ -1,0 +1,190 @@
+//! `mongo`: the IoT readings of `load`, `read` and `find` through the MongoDB wire
+//! protocol, with MongoDB's Rust driver, so that one run shows both protocols side by side
+//! (`--workloads load,read,find,mongo --mongo-url mongodb://admin:…@127.0.0.1:27017/`):
+//!
+//! 1. `insert_many` of [`crate::cli::Sizes::load`] readings in batches of
+//!    [`crate::cli::Sizes::batch`] (ordered, as drivers send them), 1 client: `load`'s
+//!    "plain, 1 client". The documents are made (as BSON) before the clock starts.
+//! 2. After a preload of [`crate::cli::Sizes::read`] readings, 32 connections
+//!    `find_one({_id})` random existing documents: `read`'s "point GET, 32 connections".
+//! 3. After a preload of [`crate::cli::Sizes::find`] readings and `createIndexes` on
+//!    `{deviceID: 1, ts: 1}` (which answers once the index is built), 16 connections find a
+//!    random device's readings in a `ts` window of half of them, limit 25: `find`'s case.
+//!
+//! Collections live in the database `bench` and are dropped afterwards.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bson::{Document, doc};
+use mongodb::options::{ClientOptions, ServerAddress};
+use mongodb::{Client, Collection, IndexModel};
+
+use super::{Ctx, usage};
+use crate::data::{INTERVAL, Readings, T0};
+use crate::error::{Error, Result};
+use crate::measure::{Sample, Until, drive};
+use crate::report::Row;
+
+/// The MongoDB database the workload's collections live in.
+const DB: &str = "bench";
+
+pub async fn run(ctx: &Ctx, rows: &mut Vec<Row>) -> Result {
+    let Some(url) = &ctx.opts.mongo_url else {
+        return Err(Error::Unsupported("no --mongo-url given".into()));
+    };
+    let mut options = ClientOptions::parse(url).await.map_err(invalid)?;
+    let loopback = |host: &str| ["127.0.0.1", "localhost", "::1", "[::1]"].contains(&host);
+    if !options.hosts.iter().all(|h| matches!(h, ServerAddress::Tcp { host, .. } if loopback(host)))
+    {
+        return Err(Error::Invalid(format!("--mongo-url must name a loopback address: {url}")));
+    }
+    options.max_pool_size = Some(64);
+    let client = Client::with_options(options).map_err(invalid)?;
+    let mut made = Vec::new();
+    let result = cases(ctx, &client, rows, &mut made).await;
+    for coll in made {
+        let _ = coll.drop().await;
+    }
+    result
+}
+
+async fn cases(
+    ctx: &Ctx,
+    client: &Client,
+    rows: &mut Vec<Row>,
+    made: &mut Vec<Collection<Document>>,
+) -> Result {
+    let mut collection = |case: &str| {
+        let coll = client.database(DB).collection::<Document>(&format!("{case}-{}", made.len()));
+        made.push(coll.clone());
+        coll
+    };
+    let load = collection("load");
+    let readings = Readings::new(ctx.sizes.load);
+    let probe = ctx.probe();
+    let sample = insert(client, &load, readings, ctx.sizes.batch, 1).await;
+    rows.push(Row::measured("mongo", "insert_many, 1 client", "docs/s", &sample, usage(probe)));
+
+    let read = collection("read");
+    let readings = Readings::new(ctx.sizes.read);
+    let preloaded = preload(client, &read, readings, ctx.sizes.batch).await?;
+    let probe = ctx.probe();
+    let connections = super::read::CONNECTIONS;
+    let sample = timed(client, &read, connections, ctx, move |c, r| by_id(c, readings, r)).await;
+    let case = "find_one({_id}), 32 connections";
+    rows.push(Row::measured("mongo", case, "req/s", &sample, usage(probe)).note(&preloaded));
+
+    let find = collection("find");
+    let readings = Readings::new(ctx.sizes.find);
+    let preloaded = preload(client, &find, readings, ctx.sizes.batch).await?;
+    let began = Instant::now();
+    let index = IndexModel::builder().keys(doc! {"deviceID": 1, "ts": 1}).build();
+    find.create_index(index).await.map_err(invalid)?;
+    let note = format!("{preloaded}; createIndexes took {:.0} ms", ms(began));
+    let probe = ctx.probe();
+    let connections = super::find::CONNECTIONS;
+    let sample = timed(client, &find, connections, ctx, move |c, r| by_range(c, readings, r)).await;
+    let case = "deviceID + ts range, limit 25, 16 connections";
+    rows.push(Row::measured("mongo", case, "req/s", &sample, usage(probe)).note(&note));
+    Ok(())
+}
+
+/// `clients` clients inserting `readings` with `insert_many` in batches of `size`.
+async fn insert(
+    client: &Client,
+    coll: &Collection<Document>,
+    readings: Readings,
+    size: usize,
+    clients: usize,
+) -> Sample {
+    let batches: Vec<Vec<Document>> = match (0..readings.docs.div_ceil(size))
+        .map(|n| {
+            (n * size..((n + 1) * size).min(readings.docs)).map(|i| reading(&readings, i)).collect()
+        })
+        .collect::<Result<_>>()
+    {
+        Ok(batches) => batches,
+        Err(err) => return Sample::failed(err.to_string()),
+    };
+    let (batches, count) = (Arc::new(batches), readings.docs.div_ceil(size));
+    let coll = coll.clone();
+    drive(vec![client.clone(); clients], Until::Count(count), move |_, n| {
+        let (coll, batches) = (coll.clone(), batches.clone());
+        async move {
+            let batch = batches.get(n as usize).cloned().unwrap_or_default();
+            let written = coll.insert_many(batch).await.map_err(invalid)?;
+            Ok(written.inserted_ids.len() as u64)
+        }
+    })
+    .await
+}
+
+/// Loads `readings` with 4 clients; says how long it took.
+async fn preload(
+    client: &Client,
+    coll: &Collection<Document>,
+    readings: Readings,
+    size: usize,
+) -> Result<String> {
+    let began = Instant::now();
+    let sample = insert(client, coll, readings, size, 4).await;
+    if let Some(error) = sample.first_error {
+        return Err(Error::Invalid(format!("preloading failed: {error}")));
+    }
+    Ok(format!("{} docs preloaded in {:.1} s", readings.docs, began.elapsed().as_secs_f64()))
+}
+
+/// One `find_one` of a random reading by `_id`.
+async fn by_id(coll: Collection<Document>, readings: Readings, r: u64) -> Result<u64> {
+    let id = readings.id(r as usize % readings.docs);
+    match coll.find_one(doc! {"_id": &id}).await.map_err(invalid)? {
+        Some(_) => Ok(1),
+        None => Err(Error::Invalid(format!("no document {id}"))),
+    }
+}
+
+/// One `find` of a random device's readings in a window of half of them, limit 25.
+async fn by_range(coll: Collection<Document>, readings: Readings, r: u64) -> Result<u64> {
+    let device = r as usize % readings.devices;
+    let per_device = readings.per_device() as u64;
+    let from = T0 + ((r >> 24) % per_device) * INTERVAL;
+    let to = from + (per_device / 2).max(1) * INTERVAL;
+    let filter = doc! {"deviceID": format!("device-{device}"),
+    "ts": {"$gte": from as i64, "$lt": to as i64}};
+    let mut cursor = coll.find(filter).limit(25).await.map_err(invalid)?;
+    while cursor.advance().await.map_err(invalid)? {}
+    Ok(1)
+}
+
+/// `connections` clients running `op(collection, random number)` for the run's duration.
+async fn timed<F, Fut>(
+    client: &Client,
+    coll: &Collection<Document>,
+    connections: usize,
+    ctx: &Ctx,
+    op: F,
+) -> Sample
+where
+    F: Fn(Collection<Document>, u64) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<u64>> + Send + 'static,
+{
+    let coll = coll.clone();
+    let clients = vec![client.clone(); connections];
+    drive(clients, Until::Deadline(ctx.duration()), move |_, r| op(coll.clone(), r)).await
+}
+
+/// Reading `i` as a BSON document (`_id` first), from the same JSON `load` sends.
+fn reading(readings: &Readings, i: usize) -> Result<Document> {
+    let json: serde_json::Value =
+        serde_json::from_str(&readings.doc(i)).map_err(|e| Error::Invalid(e.to_string()))?;
+    bson::serialize_to_document(&json).map_err(|e| Error::Invalid(e.to_string()))
+}
+
+fn invalid(err: mongodb::error::Error) -> Error {
+    Error::Invalid(format!("mongodb: {err}"))
+}
+
+fn ms(began: Instant) -> f64 {
+    began.elapsed().as_secs_f64() * 1000.0
+}
