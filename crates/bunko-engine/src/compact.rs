@@ -1,5 +1,6 @@
-//! Compaction: removes the bodies of revisions that are no longer leaves, and the change
-//! journal entries up to where it started (`events.rs`: their events would miss bodies). Until then a
+//! Compaction: removes the bodies of revisions that are no longer leaves, the change
+//! journal entries up to where it started (`events.rs`: their events would miss bodies), and
+//! the purge records past `purged_infos_limit` that every index has applied (`purge.rs`). Until then a
 //! `GET ?rev=<old>` still finds them, as in CouchDB. The LSM store reclaims the space of
 //! removed keys in its own background compaction.
 //!
@@ -64,6 +65,7 @@ impl Database {
         }
         self.remove_orphan_attachments(&snapshot)?;
         self.trim_journal(upto)?;
+        self.trim_purge_infos()?;
         Ok(removed)
     }
 

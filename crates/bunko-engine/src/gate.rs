@@ -10,6 +10,7 @@
 //! | `_users` documents | [`Database::update_docs`] | database admins, and a user for their own document; then the users-database rules ([`crate::user_doc`]) under the writer lock |
 //! | `_local` documents | [`Database::put_local`] | members (`_users`: as its documents) |
 //! | `_security`, `revs_limit`, compaction, view cleanup | [`Database::set_security`] … | database admins |
+//! | `_purge`, `purged_infos_limit` | [`Database::purge`], [`Database::set_purged_infos_limit`] | server admins (CouchDB's `chttpd_auth_request`) |
 //! | databases | [`crate::Engine::create_db`], [`crate::Engine::delete_db`] | server admins |
 //!
 //! Document writes are checked twice: [`Database::admit_doc`] before the writer lock

@@ -56,6 +56,7 @@ pub mod keys;
 pub mod local;
 pub mod login;
 mod procedures;
+pub mod purge;
 pub mod read;
 pub mod records;
 pub mod revtree;

@@ -632,7 +632,7 @@ fn change(stats: &mut Stats, old: Option<&DocInfo>, new: &DocInfo) -> Result<()>
     Ok(())
 }
 
-fn active_size(info: &DocInfo) -> u64 {
+pub(crate) fn active_size(info: &DocInfo) -> u64 {
     info.size + 40 * info.tree.nodes().len() as u64
 }
 

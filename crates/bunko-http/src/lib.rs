@@ -47,6 +47,7 @@ pub mod node;
 pub mod params;
 pub mod partition;
 pub mod procedure;
+pub mod purge;
 pub mod render;
 pub mod replicate;
 pub mod request_head;
@@ -214,6 +215,7 @@ pub fn router(state: State) -> Router {
         .merge(db_updates::routes())
         .merge(local_docs::routes())
         .merge(update::routes())
+        .merge(purge::routes())
         .route("/{db}/_compact", post(db::compact))
         .route("/_active_tasks", get(server::active_tasks))
         .route("/_transaction", post(txn::post))

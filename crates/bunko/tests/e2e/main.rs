@@ -39,6 +39,7 @@ mod mongo_validation;
 mod partitions;
 mod persistence;
 mod procedures;
+mod purge;
 mod raw_targets;
 mod replication;
 mod search;
