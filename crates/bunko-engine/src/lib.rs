@@ -64,6 +64,7 @@ mod scope;
 pub mod scram;
 pub mod security;
 pub mod settings;
+pub mod show_list;
 mod triggers;
 mod txn;
 pub mod update_fn;

@@ -54,6 +54,7 @@ pub mod request_head;
 pub mod routes;
 pub mod search;
 pub mod server;
+pub mod show_list;
 pub mod stream;
 pub mod txn;
 pub mod update;
@@ -216,6 +217,7 @@ pub fn router(state: State) -> Router {
         .merge(local_docs::routes())
         .merge(update::routes())
         .merge(purge::routes())
+        .merge(show_list::routes())
         .route("/{db}/_compact", post(db::compact))
         .route("/_active_tasks", get(server::active_tasks))
         .route("/_transaction", post(txn::post))

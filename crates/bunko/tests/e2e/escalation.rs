@@ -70,6 +70,8 @@ fn paths(db: &str, ids: &[String]) -> Vec<String> {
             .replace("{section}", "admins")
             .replace("{key}", "eve")
             .replace("{*attachment}", "att.txt")
+            .replace("{other}", "evil")
+            .replace("{*docid}", "d1")
             .replace("{*rest}", rest);
         if filled.contains("{id}") {
             out.extend(ids.iter().map(|id| filled.replace("{id}", &encode(id))));

@@ -44,6 +44,7 @@ mod raw_targets;
 mod replication;
 mod search;
 mod server;
+mod show_list;
 mod transactions;
 mod validate;
 mod views;
