@@ -59,6 +59,7 @@ mod procedures;
 pub mod purge;
 pub mod read;
 pub mod records;
+pub mod replicator_doc;
 pub mod revtree;
 mod scope;
 pub mod scram;

@@ -544,7 +544,17 @@ impl Database {
                     Ok(())
                 }
             })
-            .and_then(|()| users::prepare(self, &mut doc, self.config.get().pbkdf2_iterations));
+            .and_then(|()| users::prepare(self, &mut doc, self.config.get().pbkdf2_iterations))
+            .and_then(|()| {
+                let replication = self.name() == crate::replicator_doc::REPLICATOR_DB
+                    && kind(&id) == DocKind::Normal
+                    && opts.new_edits;
+                if replication {
+                    crate::replicator_doc::stamp_owner(security, ctx, &mut doc)
+                } else {
+                    Ok(())
+                }
+            });
         (id, checked.map(|()| doc))
     }
 
