@@ -46,6 +46,11 @@ pub struct Config {
     pub lockout: crate::login::LockoutConfig,
     /// Largest attachment body in bytes (CouchDB's `[couchdb] max_attachment_size`).
     pub max_attachment_size: u64,
+    /// Most documents one `_purge` request may name (CouchDB 3.4's
+    /// `[purge] max_document_id_number`, 100).
+    pub purge_max_ids: u64,
+    /// Most revisions one `_purge` request may name (`[purge] max_revisions_number`, 1000).
+    pub purge_max_revs: u64,
 }
 
 impl Default for Config {
@@ -61,6 +66,8 @@ impl Default for Config {
             admins: Vec::new(),
             lockout: crate::login::LockoutConfig::default(),
             max_attachment_size: 1 << 30,
+            purge_max_ids: 100,
+            purge_max_revs: 1000,
         }
     }
 }

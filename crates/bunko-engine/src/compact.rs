@@ -1,7 +1,8 @@
-//! Compaction: removes the bodies of revisions that are no longer leaves, and the change
-//! journal entries up to where it started (`events.rs`: their events would miss bodies). Until then a
-//! `GET ?rev=<old>` still finds them, as in CouchDB. Then the store frees the space of every
-//! removed or overwritten key ([`bunko_storage::Store::reclaim`]: a major compaction of the
+//! Compaction: removes the bodies of revisions that are no longer leaves, the change
+//! journal entries up to where it started (`events.rs`: their events would miss bodies), and
+//! the purge records past `purged_infos_limit` that every index has applied (`purge.rs`). Until
+//! then a `GET ?rev=<old>` still finds them, as in CouchDB. Then the store frees the space of
+//! every removed or overwritten key ([`bunko_storage::Store::reclaim`]: a major compaction of the
 //! whole store, which all databases share, and the journals already in tables), so that
 //! nothing reclaimable is left; `compact_running` is true meanwhile.
 //!
@@ -89,6 +90,7 @@ impl Database {
         }
         self.remove_orphan_attachments(&snapshot)?;
         self.trim_journal(upto)?;
+        self.trim_purge_infos()?;
         // The removals above only mark keys dead; this frees their space on disk.
         self.store.reclaim()?;
         Ok(removed)

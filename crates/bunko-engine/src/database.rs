@@ -83,6 +83,7 @@ impl Database {
             Some((key, _)) => keys::decode_seq(key)?,
             None => 0,
         };
+        let seq = seq.max(crate::purge::purged_update_seq(store.as_ref(), meta.id)?);
         let (changes, _) = watch::channel(seq);
         let db = Arc::new_cyclic(|me| Database {
             store,

@@ -57,6 +57,10 @@ pub enum Error {
     /// `{unauthorized}` (CouchDB's `500 unknown_error`).
     #[error("{0}")]
     Unknown(String),
+    /// A show or list function failed with CouchDB's error name (`render_error`,
+    /// `not_acceptable`, or one it threw itself).
+    #[error("{reason}")]
+    Render { error: String, reason: String },
     /// A transaction saw something another commit has changed since: retry it
     /// (`409 conflict`; MongoDB's `WriteConflict`, a `TransientTransactionError`).
     #[error("transaction conflict: {0}")]

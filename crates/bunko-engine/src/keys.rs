@@ -21,6 +21,8 @@
 //! | `0x10` | `Config(section, key)` | a `_config` change: `Option<String>` (postcard; `None` = deleted) |
 //! | `0x11` | `AttChunk(db, digest, n)` | chunk `n` of an attachment body (raw bytes, 64 KiB but the last) |
 //! | `0x12` | `Event(db, seq)` | [`crate::records::ChangeRecord`]: the change journal (every write, for change streams) |
+//! | `0x13` | `Purge(db, purge_seq)` | [`crate::records::PurgeInfo`]: one `_purge` request, kept up to `purged_infos_limit` |
+//! | `0x14` | `PurgedLimit(db)` | `purged_infos_limit` (postcard `u64`; absent = 1000) |
 //!
 //! `db` is the database's numeric id (8 bytes big-endian), never its name, so that a deleted
 //! and re-created database starts empty while the old one's keys are removed in the
@@ -47,6 +49,8 @@ const IDX_DROPPED: u8 = 0x0C;
 const CONFIG: u8 = 0x10;
 const ATT_CHUNK: u8 = 0x11;
 const EVENT: u8 = 0x12;
+const PURGE: u8 = 0x13;
+const PURGED_LIMIT: u8 = 0x14;
 
 /// A storage key; see the module docs for the layout.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,6 +71,10 @@ pub enum Key<'a> {
     AttChunk(u64, &'a [u8], u64),
     /// The change journal entry of the write that got `seq`.
     Event(u64, u64),
+    /// The purge request numbered `purge_seq`.
+    Purge(u64, u64),
+    /// The database's `purged_infos_limit`.
+    PurgedLimit(u64),
 }
 
 impl Key<'_> {
@@ -87,6 +95,8 @@ impl Key<'_> {
             Key::IdxDropped(db, num) => KeyWriter::new(IDX_DROPPED).u64(db).u64(num).finish(),
             Key::Config(section, key) => KeyWriter::new(CONFIG).str(section).str(key).finish(),
             Key::Event(db, seq) => KeyWriter::new(EVENT).u64(db).u64(seq).finish(),
+            Key::Purge(db, pseq) => KeyWriter::new(PURGE).u64(db).u64(pseq).finish(),
+            Key::PurgedLimit(db) => KeyWriter::new(PURGED_LIMIT).u64(db).finish(),
             Key::AttChunk(db, digest, n) => {
                 KeyWriter::new(ATT_CHUNK).u64(db).bytes(digest).u64(n).finish()
             }
@@ -155,6 +165,8 @@ pub fn all_db_ranges(db: u64) -> Vec<Range> {
         PART_STATS,
         ATT_CHUNK,
         EVENT,
+        PURGE,
+        PURGED_LIMIT,
         crate::index::entries::IDX,
         IDX_META,
         IDX_DROPPED,
@@ -268,6 +280,19 @@ pub fn decode_event(key: &[u8]) -> Result<u64> {
 /// The range of a database's change journal.
 pub fn event_range(db: u64) -> Range {
     prefix_range(&KeyWriter::new(EVENT).u64(db).finish())
+}
+
+/// The range of a database's purge requests.
+pub fn purge_range(db: u64) -> Range {
+    prefix_range(&KeyWriter::new(PURGE).u64(db).finish())
+}
+
+/// Decodes the purge seq of a `Purge` key.
+pub fn decode_purge(key: &[u8]) -> Result<u64> {
+    let mut r = KeyReader::new(key);
+    expect_tag(&mut r, PURGE)?;
+    r.u64().map_err(corrupt)?;
+    r.u64().map_err(corrupt)
 }
 
 /// Decodes the id of a `Local` key.

@@ -20,6 +20,8 @@ pub struct LocalDocsQuery {
     pub descending: bool,
     pub skip: u64,
     pub limit: Option<u64>,
+    /// Include indexes' purge checkpoints (`include_system=true`).
+    pub include_system: bool,
 }
 
 impl LocalDocsQuery {
@@ -113,11 +115,14 @@ impl Database {
             if !q.before_end(&id) || rows.len() as u64 >= q.limit.unwrap_or(u64::MAX) {
                 break;
             }
+            let local: LocalDoc = records::decode(&value)?;
+            if !q.include_system && crate::purge::is_system_local(&id, &local.body) {
+                continue;
+            }
             if skipped < q.skip {
                 skipped += 1;
                 continue;
             }
-            let local: LocalDoc = records::decode(&value)?;
             rows.push(LocalRow { id, rev: format!("0-{}", local.generation), body: local.body });
         }
         Ok(rows)

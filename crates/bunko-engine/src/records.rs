@@ -44,6 +44,18 @@ pub struct ChangeRecord {
     pub ms: u64,
 }
 
+/// One purge request (`POST /{db}/_purge` names a document and revisions), as CouchDB's
+/// purge trees keep it: a uuid, the document, the revisions asked for, and the database's
+/// update seq once the request's commit was applied (so the update seq survives a restart
+/// even when the purge removed the document holding the highest `Seq` key).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PurgeInfo {
+    pub uuid: String,
+    pub id: String,
+    pub revs: Vec<RevId>,
+    pub seq: u64,
+}
+
 /// A `_local` document: not replicated, not in `_all_docs` or `_changes`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LocalDoc {

@@ -115,23 +115,37 @@ impl RevTree {
         parent.map(|leaf| (leaf, true))
     }
 
-    /// Removes revisions more than `limit` steps from every leaf; returns the removed revs.
-    pub fn stem(&mut self, limit: usize) -> Vec<RevId> {
-        let limit = limit.max(1);
+    /// Purges the leaves among `revs` with every ancestor no remaining leaf shares, as
+    /// CouchDB's `couch_key_tree:remove_leafs` (revisions that are not leaves are ignored);
+    /// returns the leaves removed, in the order of `revs`.
+    pub fn remove_leaves(&mut self, revs: &[RevId]) -> Vec<RevId> {
+        let leaves = self.leaves();
+        let is_purged = |i: &usize| self.nodes.get(*i).is_some_and(|n| revs.contains(&n.rev));
+        let (purged, kept): (Vec<usize>, Vec<usize>) = leaves.into_iter().partition(is_purged);
+        if purged.is_empty() {
+            return Vec::new();
+        }
         let mut keep = vec![false; self.nodes.len()];
-        for leaf in self.leaves() {
+        for leaf in kept {
             let mut cur = Some(leaf);
-            for _ in 0..limit {
-                let Some(i) = cur else { break };
+            while let Some(i) = cur.filter(|&i| !keep.get(i).copied().unwrap_or(true)) {
                 if let Some(flag) = keep.get_mut(i) {
                     *flag = true;
                 }
                 cur = self.nodes.get(i).and_then(|n| n.parent);
             }
         }
-        if keep.iter().all(|&k| k) {
-            return Vec::new();
-        }
+        let removed = revs
+            .iter()
+            .filter(|rev| purged.iter().any(|&i| self.nodes.get(i).is_some_and(|n| n.rev == **rev)))
+            .cloned()
+            .collect();
+        self.retain(&keep);
+        removed
+    }
+
+    /// Keeps the nodes whose `keep` flag is set, renumbering parents; returns the others.
+    fn retain(&mut self, keep: &[bool]) -> Vec<RevId> {
         let mut new_index = vec![None; self.nodes.len()];
         let mut kept = Vec::new();
         let mut removed = Vec::new();
@@ -150,6 +164,26 @@ impl RevTree {
         }
         self.nodes = kept;
         removed
+    }
+
+    /// Removes revisions more than `limit` steps from every leaf; returns the removed revs.
+    pub fn stem(&mut self, limit: usize) -> Vec<RevId> {
+        let limit = limit.max(1);
+        let mut keep = vec![false; self.nodes.len()];
+        for leaf in self.leaves() {
+            let mut cur = Some(leaf);
+            for _ in 0..limit {
+                let Some(i) = cur else { break };
+                if let Some(flag) = keep.get_mut(i) {
+                    *flag = true;
+                }
+                cur = self.nodes.get(i).and_then(|n| n.parent);
+            }
+        }
+        if keep.iter().all(|&k| k) {
+            return Vec::new();
+        }
+        self.retain(&keep)
     }
 }
 
@@ -200,6 +234,19 @@ mod tests {
         tree.merge_path(&revs(&["2-y", "1-x"]), false);
         assert_eq!(tree.leaves().len(), 2);
         assert_eq!(tree.winner().map(|n| n.rev.to_string()), Some("2-y".into()));
+    }
+
+    #[test]
+    fn removing_leaves_drops_unshared_ancestors_only() {
+        let mut tree = chain(&["1-a", "2-b", "3-c"]);
+        tree.merge_path(&revs(&["3-x", "2-y", "1-a"]), false);
+        assert_eq!(tree.remove_leaves(&revs(&["2-b", "9-z"])), Vec::<RevId>::new());
+        assert_eq!(tree.remove_leaves(&revs(&["3-x"])), revs(&["3-x"]));
+        let left: Vec<String> = tree.nodes().iter().map(|n| n.rev.to_string()).collect();
+        assert_eq!(left, vec!["1-a", "2-b", "3-c"]);
+        assert_eq!(tree.winner().map(|n| n.rev.to_string()), Some("3-c".into()));
+        assert_eq!(tree.remove_leaves(&revs(&["3-c"])), revs(&["3-c"]));
+        assert!(tree.nodes().is_empty());
     }
 
     #[test]

@@ -87,6 +87,8 @@ const KNOWN: &[(&str, &str, Kind)] = &[
     ("chttpd_auth_lockout", "max_lifetime", Kind::Int),
     ("chttpd_auth_lockout", "max_objects", Kind::Int),
     ("query_server_config", "partition_query_limit", Kind::Int),
+    ("purge", "max_document_id_number", Kind::IntOrInfinity),
+    ("purge", "max_revisions_number", Kind::IntOrInfinity),
     ("uuids", "algorithm", Kind::UuidAlgorithm),
     ("uuids", "max_count", Kind::Int),
 ];
@@ -173,12 +175,16 @@ impl Settings {
         let int = |section, key| self.get_u64(section, key);
         config.limits.max_document_size = int("couchdb", "max_document_size")
             .map_or(defaults.limits.max_document_size, |v| v as usize);
-        config.max_attachment_size = match self.get("couchdb", "max_attachment_size") {
+        let unlimited = |section, key, default| match self.get(section, key) {
             Some(v) if v.trim() == "infinity" => u64::MAX,
-            _ => int("couchdb", "max_attachment_size").unwrap_or(defaults.max_attachment_size),
+            _ => int(section, key).unwrap_or(default),
         };
+        config.max_attachment_size =
+            unlimited("couchdb", "max_attachment_size", defaults.max_attachment_size);
         config.max_partition_size =
             int("couchdb", "max_partition_size").unwrap_or(defaults.max_partition_size);
+        config.purge_max_ids = unlimited("purge", "max_document_id_number", defaults.purge_max_ids);
+        config.purge_max_revs = unlimited("purge", "max_revisions_number", defaults.purge_max_revs);
         config.users_db_security_editable = self
             .get_bool("couchdb", "users_db_security_editable")
             .unwrap_or(defaults.users_db_security_editable);
@@ -219,6 +225,8 @@ fn start_values(config: &Config) -> Values {
     put("couchdb", "max_attachment_size", config.max_attachment_size.to_string());
     put("couchdb", "max_partition_size", config.max_partition_size.to_string());
     put("couchdb", "users_db_security_editable", config.users_db_security_editable.to_string());
+    put("purge", "max_document_id_number", config.purge_max_ids.to_string());
+    put("purge", "max_revisions_number", config.purge_max_revs.to_string());
     put("chttpd_auth", "iterations", config.pbkdf2_iterations.to_string());
     let lockout = &config.lockout;
     let mode = match lockout.mode {

@@ -33,23 +33,13 @@ impl Database {
         id: Option<&str>,
         req: &Value,
     ) -> Result<Updated> {
-        let ddoc_id = format!("_design/{ddoc}");
-        let mut body =
-            self.design_body(&ddoc_id)?.ok_or_else(|| Error::NotFound("missing".into()))?;
-        body.insert("_id".into(), Value::String(ddoc_id));
-        let source = body
-            .get("updates")
-            .ok_or_else(|| Error::NotFound("missing json key: updates".into()))?
-            .get(name)
-            .and_then(Value::as_str)
-            .ok_or_else(|| Error::NotFound(format!("missing json key: {name}")))?
-            .to_string();
+        let (source, body) = self.design_function(ddoc, "updates", name)?;
         let doc = match id {
             Some(id) => self.current_json(id)?,
             None => Value::Null,
         };
-        let scripts = Runtime::new(Limits::default())
-            .compile_scripts(&[(source.as_str(), Value::Object(body))])?;
+        let scripts =
+            Runtime::new(Limits::default()).compile_scripts(&[(source.as_str(), body)])?;
         let returned = match scripts.call_plain(0, &[&doc, req])? {
             Outcome::Returned(value) => value,
             Outcome::Threw(verdict) => return Err(refusal(verdict)),
@@ -81,8 +71,31 @@ impl Database {
         Ok(Updated { saved, response })
     }
 
-    /// The winning revision of `id` with `_id`, `_rev` and `_conflicts`, or `null`.
-    fn current_json(&self, id: &str) -> Result<Value> {
+    /// The source of `{section}.{name}` of `_design/{ddoc}`, and the design document (with
+    /// its `_id`) for `this`: `404 missing` without the design document, `404 missing json
+    /// key: …` without the function, as CouchDB's `get_nested_json_value`.
+    pub(crate) fn design_function(
+        &self,
+        ddoc: &str,
+        section: &str,
+        name: &str,
+    ) -> Result<(String, Value)> {
+        let ddoc_id = format!("_design/{ddoc}");
+        let mut body =
+            self.design_body(&ddoc_id)?.ok_or_else(|| Error::NotFound("missing".into()))?;
+        body.insert("_id".into(), Value::String(ddoc_id));
+        let source = body
+            .get(section)
+            .ok_or_else(|| Error::NotFound(format!("missing json key: {section}")))?
+            .get(name)
+            .and_then(Value::as_str)
+            .ok_or_else(|| Error::NotFound(format!("missing json key: {name}")))?
+            .to_string();
+        Ok((source, Value::Object(body)))
+    }
+
+    /// The winning revision of `id` with `_id` and `_rev`, or `null`.
+    pub(crate) fn current_json(&self, id: &str) -> Result<Value> {
         let doc = match self.get(id, None) {
             Ok(doc) if !doc.deleted => doc,
             Ok(_) | Err(Error::NotFound(_)) => return Ok(Value::Null),

@@ -73,7 +73,7 @@ impl Uuids {
         let (algorithm, suffix) = self.algorithm.lock().clone();
         match algorithm {
             Algorithm::Sequential => self.next_sequential(),
-            Algorithm::Random => hex::encode(rand::rng().random::<[u8; 16]>()),
+            Algorithm::Random => random_hex(),
             Algorithm::UtcRandom => {
                 format!("{}{}", utc_prefix(), &hex::encode(rand::rng().random::<[u8; 9]>()))
             }
@@ -89,6 +89,11 @@ impl Uuids {
         }
         format!("{}{:06x}", state.0, state.1)
     }
+}
+
+/// 32 random hex digits (the `random` algorithm).
+pub fn random_hex() -> String {
+    hex::encode(rand::rng().random::<[u8; 16]>())
 }
 
 /// The time in microseconds since 1970 as 14 hex digits.

@@ -550,7 +550,17 @@ impl Database {
                     Ok(())
                 }
             })
-            .and_then(|()| users::prepare(self, &mut doc, self.config.get().pbkdf2_iterations));
+            .and_then(|()| users::prepare(self, &mut doc, self.config.get().pbkdf2_iterations))
+            .and_then(|()| {
+                let replication = self.name() == crate::replicator_doc::REPLICATOR_DB
+                    && kind(&id) == DocKind::Normal
+                    && opts.new_edits;
+                if replication {
+                    crate::replicator_doc::stamp_owner(security, ctx, &mut doc)
+                } else {
+                    Ok(())
+                }
+            });
         (id, checked.map(|()| doc))
     }
 
@@ -638,7 +648,7 @@ fn change(stats: &mut Stats, old: Option<&DocInfo>, new: &DocInfo) -> Result<()>
     Ok(())
 }
 
-fn active_size(info: &DocInfo) -> u64 {
+pub(crate) fn active_size(info: &DocInfo) -> u64 {
     info.size + 40 * info.tree.nodes().len() as u64
 }
 

@@ -103,7 +103,7 @@ pub fn info_json(db: &Database) -> Value {
     let props = if info.partitioned { json!({"partitioned": true}) } else { json!({}) };
     json!({
         "db_name": info.name,
-        "purge_seq": "0",
+        "purge_seq": db.purge_seq().unwrap_or(0).to_string(),
         "update_seq": info.update_seq.to_string(),
         "sizes": {
             "file": info.disk_size,

@@ -126,6 +126,20 @@ fn engine_parts(err: &EngineError) -> (StatusCode, &'static str, String) {
     (status, name, reason)
 }
 
+/// The status of a show or list function's error, as `chttpd:error_info` gives it.
+fn render_status(error: &str) -> StatusCode {
+    match error {
+        "bad_request" => StatusCode::BAD_REQUEST,
+        "unauthorized" => StatusCode::UNAUTHORIZED,
+        "forbidden" => StatusCode::FORBIDDEN,
+        "not_found" => StatusCode::NOT_FOUND,
+        "method_not_allowed" => StatusCode::METHOD_NOT_ALLOWED,
+        "not_acceptable" => StatusCode::NOT_ACCEPTABLE,
+        "conflict" => StatusCode::CONFLICT,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
 /// A view's JavaScript failure: bad source is the client's fault, the rest is CouchDB's
 /// `500` with the query server's error name.
 fn js_parts(err: &bunko_js::Error) -> (StatusCode, &'static str, String) {
@@ -180,6 +194,11 @@ impl From<DocError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        if let ApiError::Engine(EngineError::Render { error, reason }) = &self {
+            // A show or list function's own error name, with CouchDB's status for it.
+            let status = render_status(error);
+            return (status, axum::Json(json!({"error": error, "reason": reason}))).into_response();
+        }
         let (status, error, reason) = self.parts();
         if status.is_server_error() {
             tracing::error!(%status, error, reason, "request failed");

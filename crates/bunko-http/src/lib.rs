@@ -47,12 +47,14 @@ pub mod node;
 pub mod params;
 pub mod partition;
 pub mod procedure;
+pub mod purge;
 pub mod render;
 pub mod replicate;
 pub mod request_head;
 pub mod routes;
 pub mod search;
 pub mod server;
+pub mod show_list;
 pub mod stream;
 pub mod txn;
 pub mod update;
@@ -214,6 +216,8 @@ pub fn router(state: State) -> Router {
         .merge(db_updates::routes())
         .merge(local_docs::routes())
         .merge(update::routes())
+        .merge(purge::routes())
+        .merge(show_list::routes())
         .route("/{db}/_compact", post(db::compact))
         .route("/_active_tasks", get(server::active_tasks))
         .route("/_transaction", post(txn::post))

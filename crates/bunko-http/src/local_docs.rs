@@ -66,6 +66,7 @@ async fn run(db: std::sync::Arc<Database>, p: Params) -> ApiResult<Response> {
         descending: p.flag("descending")?,
         skip: p.u64("skip")?.unwrap_or(0),
         limit: p.u64("limit")?,
+        include_system: p.flag("include_system")?,
     };
     let rows = blocking(move || match keys {
         None => Ok(db.local_docs(&query)?.iter().map(|r| row(r, include_docs)).collect()),

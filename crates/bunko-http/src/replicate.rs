@@ -7,12 +7,10 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Extension, Router};
-use bunko_replicator::job::Progress;
+use bunko_replicator::job::iso8601;
 use bunko_replicator::scheduler::{DocState, REPLICATOR_DB};
 use bunko_replicator::{Entry, Outcome};
 use serde_json::{Value, json};
-use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
 
 use crate::auth::require_server_admin;
 use crate::body::RawBody;
@@ -53,31 +51,6 @@ async fn replicate(
     })
 }
 
-/// An ISO 8601 time (`2026-11-24T19:11:57Z`).
-fn iso(unix: u64) -> String {
-    OffsetDateTime::from_unix_timestamp(unix as i64)
-        .ok()
-        .and_then(|t| t.format(&Rfc3339).ok())
-        .unwrap_or_default()
-}
-
-/// The `info` object of `_scheduler` rows.
-fn info(p: &Progress) -> Value {
-    json!({
-        "revisions_checked": p.stats.missing_checked,
-        "missing_revisions_found": p.stats.missing_found,
-        "docs_read": p.stats.docs_read,
-        "docs_written": p.stats.docs_written,
-        "changes_pending": p.changes_pending,
-        "doc_write_failures": p.stats.doc_write_failures,
-        "bulk_get_docs": p.stats.bulk_get_docs,
-        "bulk_get_attempts": p.stats.bulk_get_attempts,
-        "checkpointed_source_seq": p.checkpointed_source_seq,
-        "source_seq": p.source_seq,
-        "through_seq": p.through_seq,
-    })
-}
-
 fn running(e: &Entry) -> bool {
     !matches!(
         *e.state.lock(),
@@ -100,7 +73,7 @@ async fn jobs(
                 .history
                 .lock()
                 .iter()
-                .map(|(t, what)| json!({"timestamp": iso(*t), "type": what}))
+                .map(|(t, what)| json!({"timestamp": iso8601(*t), "type": what}))
                 .collect();
             json!({
                 "database": e.doc_id.as_ref().map(|_| REPLICATOR_DB),
@@ -110,10 +83,10 @@ async fn jobs(
                 "target": e.job.spec.target.shown(),
                 "user": e.user,
                 "doc_id": e.doc_id,
-                "info": info(&e.job.progress.lock()),
+                "info": e.job.progress.lock().info(),
                 "history": history,
                 "node": NODE,
-                "start_time": iso(e.added),
+                "start_time": iso8601(e.added),
             })
         })
         .collect();
@@ -131,9 +104,18 @@ fn doc_row(d: &DocState) -> Value {
                 | bunko_replicator::State::Failed(error) => {
                     json!({"error": error})
                 }
-                _ => info(&entry.job.progress.lock()),
+                _ => entry.job.progress.lock().info(),
             };
             (state.name().to_string(), info, *entry.error_count.lock())
+        }
+        (None, None) if bunko_replicator::state::has_ended(&d.body) => {
+            let state =
+                d.body.get("_replication_state").and_then(Value::as_str).unwrap_or_default();
+            let info = match d.body.get("_replication_state_reason") {
+                Some(reason) => json!({"error": reason}),
+                None => d.body.get("_replication_stats").cloned().unwrap_or(Value::Null),
+            };
+            (state.to_string(), info, 0)
         }
         (None, None) => ("initializing".to_string(), Value::Null, 0),
     };
@@ -147,8 +129,8 @@ fn doc_row(d: &DocState) -> Value {
         "state": state,
         "info": info,
         "error_count": errors,
-        "last_updated": iso(d.last_updated),
-        "start_time": iso(d.start_time),
+        "last_updated": iso8601(d.last_updated),
+        "start_time": iso8601(d.start_time),
         "source_proxy": null,
         "target_proxy": null,
     })

@@ -6,90 +6,109 @@
 
 use axum::Extension;
 use axum::Router;
-use axum::extract::{Path, RawQuery, State as AxState};
+use std::collections::HashMap;
+
+use axum::extract::{FromRequest, FromRequestParts, Path, Request, State as AxState};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use base64::Engine as _;
-use bunko_engine::update_fn::Updated;
 use serde_json::{Map, Value, json};
 
 use crate::body::RawBody;
 use crate::db::{Access, open};
 use crate::doc::encode_segment;
-use crate::error::ApiResult;
+use crate::error::{ApiError, ApiResult};
 use crate::params::Params;
 use crate::{State, UserCtx, blocking};
 
 pub fn routes() -> Router<State> {
     Router::new()
-        .route("/{db}/_design/{ddoc}/_update/{name}", post(without_id).put(without_id))
-        .route("/{db}/_design/{ddoc}/_update/{name}/{*docid}", post(with_id).put(with_id))
+        .route("/{db}/_design/{ddoc}/_update/{name}", post(update).put(update))
+        .route("/{db}/_design/{ddoc}/_update/{name}/{*docid}", post(update).put(update))
 }
 
-/// The request as the function's `req` sees it.
-struct Call {
-    method: Method,
-    query: Option<String>,
-    headers: HeaderMap,
-    body: RawBody,
+/// The request as a design function's `req` sees it: one extractor for every route that
+/// runs one (update, show and list functions).
+pub(crate) struct Call {
+    /// The route's path parameters (`db`, `ddoc`, `name`, `docid`, `view`…).
+    pub params: HashMap<String, String>,
+    pub method: Method,
+    pub query: Option<String>,
+    pub headers: HeaderMap,
+    pub body: RawBody,
 }
 
-async fn without_id(
-    st: AxState<State>,
-    ctx: Extension<UserCtx>,
-    method: Method,
-    Path((db, ddoc, name)): Path<(String, String, String)>,
-    RawQuery(query): RawQuery,
-    headers: HeaderMap,
-    body: RawBody,
-) -> ApiResult<Response> {
-    run(st.0, ctx.0, (db, ddoc, name, None), Call { method, query, headers, body }).await
+impl<S: Send + Sync> FromRequest<S> for Call {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let (mut parts, body) = req.into_parts();
+        let Path(params) = Path::<HashMap<String, String>>::from_request_parts(&mut parts, state)
+            .await
+            .map_err(|e| ApiError::bad_request(e.body_text()))?;
+        let (method, query) = (parts.method.clone(), parts.uri.query().map(str::to_string));
+        let headers = parts.headers.clone();
+        let body = RawBody::from_request(Request::from_parts(parts, body), state).await?;
+        Ok(Call { params, method, query, headers, body })
+    }
 }
 
-async fn with_id(
-    st: AxState<State>,
-    ctx: Extension<UserCtx>,
-    method: Method,
-    Path((db, ddoc, name, id)): Path<(String, String, String, String)>,
-    RawQuery(query): RawQuery,
-    headers: HeaderMap,
-    body: RawBody,
-) -> ApiResult<Response> {
-    run(st.0, ctx.0, (db, ddoc, name, Some(id)), Call { method, query, headers, body }).await
+impl Call {
+    /// Path parameter `name` (empty if the route has none).
+    pub fn param(&self, name: &str) -> String {
+        self.params.get(name).cloned().unwrap_or_default()
+    }
+
+    /// `(db, ddoc, name, docid)` of a route to a design function.
+    pub fn target(&self) -> (String, String, String, Option<String>) {
+        let id = self.params.get("docid").cloned();
+        (self.param("db"), self.param("ddoc"), self.param("name"), id)
+    }
 }
 
-async fn run(
-    state: State,
-    ctx: UserCtx,
-    (db_name, ddoc, name, id): (String, String, String, Option<String>),
+async fn update(
+    AxState(state): AxState<State>,
+    Extension(ctx): Extension<UserCtx>,
     call: Call,
 ) -> ApiResult<Response> {
+    let (db_name, ddoc, name, id) = call.target();
     let db = open(&state, &ctx, &db_name, Access::Member)?;
-    let req = request(&state, &ctx, &db_name, &ddoc, &name, id.as_deref(), &call);
+    let mut path =
+        vec![db_name.clone(), "_design".into(), ddoc.clone(), "_update".into(), name.clone()];
+    path.extend(id.clone());
+    let req = request(&state, &ctx, path, id.as_deref(), &call);
     let updated =
         blocking(move || Ok(db.run_update(&ctx, &ddoc, &name, id.as_deref(), &req)?)).await?;
-    Ok(respond(updated))
+    let status = if updated.saved.is_some() { StatusCode::CREATED } else { StatusCode::OK };
+    let mut response = respond(&updated.response, status);
+    if let Some((id, rev)) = &updated.saved
+        && let (Ok(rev), Ok(id)) =
+            (HeaderValue::from_str(rev), HeaderValue::from_str(&encode_segment(id)))
+    {
+        response.headers_mut().insert("x-couch-update-newrev", rev);
+        response.headers_mut().insert("x-couch-id", id);
+    }
+    Ok(response)
 }
 
-/// CouchDB's `json_req_obj`.
-fn request(
+/// CouchDB's `json_req_obj` for a request to `path` (its segments, database first) about
+/// document `id`. Header names are capitalized as clients send them (`Accept`,
+/// `Content-Type`), as CouchDB passes them on.
+pub(crate) fn request(
     state: &State,
     ctx: &UserCtx,
-    db: &str,
-    ddoc: &str,
-    name: &str,
+    path: Vec<String>,
     id: Option<&str>,
     call: &Call,
 ) -> Value {
     let p = Params::parse(call.query.as_deref());
-    let mut path =
-        vec![db.to_string(), "_design".into(), ddoc.into(), "_update".into(), name.into()];
-    path.extend(id.map(str::to_string));
+    let db = path.first().cloned().unwrap_or_default();
+    let database = state.engine.db(&db).ok();
     let headers: Map<String, Value> = call
         .headers
         .iter()
-        .filter_map(|(k, v)| Some((k.as_str().to_string(), json!(v.to_str().ok()?))))
+        .filter_map(|(k, v)| Some((capitalized(k.as_str()), json!(v.to_str().ok()?))))
         .collect();
     let text = String::from_utf8_lossy(&call.body.0).into_owned();
     let form_type = call.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
@@ -102,7 +121,7 @@ fn request(
         _ => Map::new(),
     };
     json!({
-        "info": null,
+        "info": database.as_deref().map(crate::db::info_json),
         "id": id,
         "uuid": state.engine.uuids().next(),
         "method": call.method.as_str(),
@@ -116,20 +135,36 @@ fn request(
         "form": form,
         "cookie": {},
         "userCtx": {"db": db, "name": ctx.name, "roles": ctx.roles},
-        "secObj": {},
+        "secObj": database.map_or(json!({}), |d| serde_json::from_str(&d.security()).unwrap_or(json!({}))),
     })
 }
 
-fn respond(updated: Updated) -> Response {
-    let r = &updated.response;
+/// `content-type` as `Content-Type`.
+fn capitalized(name: &str) -> String {
+    let words = name.split('-').map(|word| {
+        let mut chars = word.chars();
+        chars
+            .next()
+            .map_or_else(String::new, |c| c.to_ascii_uppercase().to_string() + chars.as_str())
+    });
+    words.collect::<Vec<_>>().join("-")
+}
+
+/// A design function's response object as HTTP, as CouchDB's
+/// `chttpd_external:send_external_response`: `code` (else `status`), `headers`, and the
+/// body from `json` (as JSON), `base64` (decoded) or `body` (text, `text/html` unless its
+/// headers say); with none of them an empty `application/json` body.
+pub(crate) fn respond(r: &Map<String, Value>, status: StatusCode) -> Response {
     let (mut content_type, bytes) = if let Some(value) = r.get("json") {
         ("application/json".to_string(), value.to_string().into_bytes())
     } else if let Some(Value::String(data)) = r.get("base64") {
         let bytes = base64::engine::general_purpose::STANDARD.decode(data).unwrap_or_default();
         ("application/binary".to_string(), bytes)
+    } else if let Some(body) = r.get("body") {
+        let body = body.as_str().map_or_else(|| body.to_string(), str::to_string);
+        ("text/html; charset=utf-8".to_string(), body.into_bytes())
     } else {
-        let body = r.get("body").and_then(Value::as_str).unwrap_or_default();
-        ("text/html; charset=utf-8".to_string(), body.as_bytes().to_vec())
+        ("application/json".to_string(), Vec::new())
     };
     let mut headers = HeaderMap::new();
     for (name, value) in r.get("headers").and_then(Value::as_object).into_iter().flatten() {
@@ -144,18 +179,11 @@ fn respond(updated: Updated) -> Response {
             headers.insert(name, value);
         }
     }
-    let status = match &updated.saved {
-        Some((id, rev)) => {
-            if let (Ok(rev), Ok(id)) =
-                (HeaderValue::from_str(rev), HeaderValue::from_str(&encode_segment(id)))
-            {
-                headers.insert("x-couch-update-newrev", rev);
-                headers.insert("x-couch-id", id);
-            }
-            StatusCode::CREATED
-        }
-        None => StatusCode::OK,
-    };
+    let status = r
+        .get("code")
+        .and_then(Value::as_u64)
+        .and_then(|code| StatusCode::from_u16(u16::try_from(code).ok()?).ok())
+        .unwrap_or(status);
     if let Ok(value) = HeaderValue::from_str(&content_type) {
         headers.insert(header::CONTENT_TYPE, value);
     }

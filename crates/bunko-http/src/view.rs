@@ -258,7 +258,7 @@ async fn cleanup(
 }
 
 /// The view parameters of a request.
-fn parse(p: &Params) -> ApiResult<ViewQuery> {
+pub(crate) fn parse(p: &Params) -> ApiResult<ViewQuery> {
     let docid = |names: &[&str]| {
         names.iter().find_map(|n| p.str(n)).map(|s| match serde_json::from_str::<Value>(s) {
             Ok(Value::String(parsed)) => parsed,
@@ -301,7 +301,11 @@ fn parse(p: &Params) -> ApiResult<ViewQuery> {
 }
 
 /// The members before `rows`: `total_rows`, `offset`, `update_seq`.
-fn head_json(total_rows: Option<u64>, offset: Option<u64>, update_seq: Option<u64>) -> Value {
+pub(crate) fn head_json(
+    total_rows: Option<u64>,
+    offset: Option<u64>,
+    update_seq: Option<u64>,
+) -> Value {
     let mut out = Map::new();
     if let Some(total) = total_rows {
         out.insert("total_rows".into(), json!(total));
@@ -325,7 +329,7 @@ fn result_json(result: ViewResult, opts: &DocOpts) -> bunko_engine::Result<Value
     Ok(out)
 }
 
-fn row_json(row: &ViewRow, opts: &DocOpts) -> Value {
+pub(crate) fn row_json(row: &ViewRow, opts: &DocOpts) -> Value {
     let mut out = Map::new();
     if let Some(id) = &row.id {
         out.insert("id".into(), json!(id));

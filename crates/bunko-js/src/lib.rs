@@ -29,6 +29,9 @@
 //!    object through which they read and write the database inside the caller's
 //!    transaction ([`Host`]).
 //!
+//! 6. Show and list functions ([`Runtime::compile_render`], render.rs) build an HTTP
+//!    response with CouchDB's `start`, `send`, `getRow`, `provides` and `registerType`.
+//!
 //! Numbers cross into JavaScript as doubles, exactly as in CouchDB: integers beyond 2^53
 //! lose precision in what map functions see and emit. Built-in reducers keep integers exact.
 //!
@@ -44,6 +47,7 @@ mod builtin;
 mod convert;
 mod error;
 mod reduce;
+mod render;
 mod sandbox;
 mod script;
 mod source;
@@ -54,6 +58,7 @@ mod views;
 pub use builtin::{Builtin, SUM_ERROR};
 pub use error::{Error, Result};
 pub use reduce::{CompiledReduce, Reduced, check_reduce_overflow};
+pub use render::{CompiledRender, Rendered};
 pub use script::{CompiledScripts, Host, HostError, Outcome};
 pub use update::{CompiledValidators, Update, Verdict};
 pub use validate::validate_design_doc;

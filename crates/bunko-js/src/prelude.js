@@ -25,6 +25,7 @@
   var logs = [];    // log() buffer of the current document or reduction
   var root = null;  // {views: {lib: ...}}: what require() resolves against
   var db = null;    // the `db` object of procedures and triggers (makeDb)
+  var page = null;  // the show or list response being built (render.js); null otherwise
 
   // util.js error_to_json: an Error-like value becomes {error, message}.
   function errorToJson(e) {
@@ -175,6 +176,143 @@
     return out + (logs.length === 0 ? "[]]" : stringify(logs) + "]");
   }
 
+  // render.js Mime: format names and their media types. The last registration of a name
+  // wins; the defaults are CouchDB's.
+  var mimesByName = {};
+  var nameByMime = {};
+  function registerType(name) {
+    var types = [];
+    for (var i = 1; i < arguments.length; i++) types[types.length] = toStr(arguments[i]);
+    mimesByName[name] = types;
+    for (var j = 0; j < types.length; j++) nameByMime[types[j]] = name;
+  }
+  registerType("all", "*/*");
+  registerType("text", "text/plain; charset=utf-8", "txt");
+  registerType("html", "text/html; charset=utf-8");
+  registerType("xhtml", "application/xhtml+xml", "xhtml");
+  registerType("xml", "application/xml", "text/xml", "application/x-xml");
+  registerType("js", "text/javascript", "application/javascript", "application/x-javascript");
+  registerType("css", "text/css");
+  registerType("ics", "text/calendar");
+  registerType("csv", "text/csv");
+  registerType("rss", "application/rss+xml");
+  registerType("atom", "application/atom+xml");
+  registerType("yaml", "application/x-yaml", "text/yaml");
+  registerType("multipart_form", "multipart/form-data");
+  registerType("url_encoded_form", "application/x-www-form-urlencoded");
+  registerType("json", "application/json", "text/x-json");
+
+  // render.js start/send/getRow/provides, on the page being rendered.
+  function start(resp) {
+    if (page !== null) page.start = resp || {};
+  }
+  function send(chunk) {
+    if (page !== null) page.chunks[page.chunks.length] = toStr(chunk);
+  }
+  function getRow() {
+    if (page === null || page.rows === null || page.next >= page.rows.length) return null;
+    return page.rows[page.next++];
+  }
+  function provides(name, fun) {
+    if (page !== null) page.provides[page.provides.length] = [toStr(name), fun];
+  }
+
+  // mimeparse.js: "type/subtype; q=0.5" as [type, subtype, params].
+  function parseRange(text) {
+    var parts = toStr(text).split(";");
+    var full = parts[0].trim();
+    if (full === "*") full = "*/*";
+    var slash = full.indexOf("/");
+    var params = {};
+    for (var i = 1; i < parts.length; i++) {
+      var eq = parts[i].indexOf("=");
+      if (eq > 0) params[parts[i].slice(0, eq).trim()] = parts[i].slice(eq + 1).trim();
+    }
+    var q = parseFloat(params.q);
+    params.q = isNaN(q) || q < 0 || q > 1 ? 1 : q;
+    return [slash < 0 ? full : full.slice(0, slash), slash < 0 ? "*" : full.slice(slash + 1), params];
+  }
+
+  // mimeparse.js bestMatch: the supported type the Accept header ranks best (most
+  // specific matching range, then its q; later types win ties); "" when none is acceptable.
+  function bestMatch(supported, header) {
+    var ranges = toStr(header).split(",").map(parseRange);
+    var best = "", bestFit = -1, bestQ = 0;
+    for (var s = 0; s < supported.length; s++) {
+      var mime = parseRange(supported[s]);
+      var fit = -1, q = 0;
+      for (var r = 0; r < ranges.length; r++) {
+        var range = ranges[r];
+        var typeOk = range[0] === mime[0] || range[0] === "*" || mime[0] === "*";
+        var subOk = range[1] === mime[1] || range[1] === "*" || mime[1] === "*";
+        if (!typeOk || !subOk) continue;
+        var f = (range[0] === mime[0] ? 100 : 0) + (range[1] === mime[1] ? 10 : 0);
+        for (var k in mime[2]) if (k !== "q" && range[2][k] === mime[2][k]) f += 1;
+        if (f > fit) {
+          fit = f;
+          q = range[2].q;
+        }
+      }
+      if (q > 0 && (fit > bestFit || (fit === bestFit && q >= bestQ))) {
+        best = supported[s];
+        bestFit = fit;
+        bestQ = q;
+      }
+    }
+    return best;
+  }
+
+  // render.js runProvides: the provides() function the request asks for, by ?format=,
+  // the Accept header, or the first registered; its result.
+  function runProvides(req, ddoc) {
+    var offered = page.provides;
+    var name = null;
+    var accept = req && req.headers ? req.headers["Accept"] : undefined;
+    if (req && req.query && req.query.format) {
+      name = toStr(req.query.format);
+      page.type = mimesByName[name] ? mimesByName[name][0] : null;
+    } else if (accept) {
+      var supported = [];
+      for (var i = offered.length - 1; i >= 0; i--) {
+        if (mimesByName[offered[i][0]]) supported = supported.concat(mimesByName[offered[i][0]]);
+      }
+      page.type = bestMatch(supported, accept);
+      name = nameByMime[page.type] || null;
+    } else {
+      name = offered[0][0];
+      page.type = mimesByName[name] ? mimesByName[name][0] : null;
+    }
+    for (var j = 0; j < offered.length; j++) {
+      if (offered[j][0] === name) return apply(offered[j][1], ddoc, []);
+    }
+    var names = offered.map(function (o) {
+      return (mimesByName[o[0]] || []).join(", ") || o[0];
+    });
+    throw ["error", "not_acceptable",
+      "Content-Type " + (accept || name) + " not supported, try one of: " + names.join(", ")];
+  }
+
+  // render.js renderError: ["error", name, reason] and {error, reason} pass through, a
+  // document path with no document is not_found, anything else is render_error.
+  function renderFailure(err, missingDoc) {
+    rethrowFatal(err);
+    var out;
+    if (missingDoc) {
+      out = ["not_found", "document not found"];
+    } else if (err && err.error && err.reason) {
+      out = [toStr(err.error), toStr(err.reason)];
+    } else if (err && err[0] == "error") {
+      out = [toStr(err[1]), toStr(err[2])];
+    } else {
+      out = ["render_error", "function raised error: " + errstr(err) + " \nstacktrace: " + (err && err.stack)];
+    }
+    return stringify([1, out]);
+  }
+
+  function asResponse(resp) {
+    return typeof resp === "string" ? { body: resp } : resp;
+  }
+
   var host = {
     // Makes `global` (a new realm's global object) a CouchDB sandbox (dispatch-quickjs.js
     // create_sandbox); map functions also get require().
@@ -184,6 +322,11 @@
       global.log = log;
       global.toJSON = stringify;
       global.isArray = isArray;
+      global.start = start;
+      global.send = send;
+      global.getRow = getRow;
+      global.provides = provides;
+      global.registerType = registerType;
       if (withRequire) global.require = makeRequire(global);
     },
     setLib: function (text) {
@@ -275,6 +418,58 @@
         }
         var thrown = stringify(err);
         return "[1," + (thrown === undefined ? "null" : thrown) + "]";
+      }
+    },
+    // render.js runShow: `text` is [ddoc, doc, req]. "[0,response]" or "[1,[error,reason]]".
+    show: function (id, text, tick) {
+      tick();
+      var call = parse(text);
+      page = { chunks: [], start: {}, rows: null, next: 0, provides: [], type: null };
+      try {
+        var resp = asResponse(apply(funs[id], call[0], [call[1], call[2]]) || {});
+        if (page.chunks.length > 0) {
+          resp.headers = resp.headers || {};
+          for (var h in page.start) resp.headers[h] = page.start[h];
+          resp.body = page.chunks.join("") + (resp.body || "");
+          page.chunks = [];
+        }
+        if (page.provides.length > 0) {
+          var provided = asResponse(runProvides(call[2], call[0]) || {});
+          resp.body = (resp.body || "") + page.chunks.join("") + (provided.body || "");
+          resp.headers = resp.headers || {};
+          if (page.type) resp.headers["Content-Type"] = resp.headers["Content-Type"] || page.type;
+        }
+        if (typeof resp !== "object" || resp === null || isArray(resp)) {
+          throw ["error", "render_error", "undefined response from show function"];
+        }
+        return stringify([0, resp]);
+      } catch (err) {
+        var path = call[2] && call[2].path;
+        return renderFailure(err, call[1] === null && path && path.length > 5);
+      } finally {
+        page = null;
+      }
+    },
+    // render.js runList: `text` is [ddoc, head, req, rows]; getRow() hands out the rows.
+    // "[0,{code, headers, body}]" (the chunks sent and the returned tail) or
+    // "[1,[error,reason]]".
+    list: function (id, text, tick) {
+      tick();
+      var call = parse(text);
+      page = { chunks: [], start: {}, rows: call[3], next: 0, provides: [], type: null };
+      try {
+        var tail = apply(funs[id], call[0], [call[1], call[2]]);
+        if (page.provides.length > 0) tail = runProvides(call[2], call[0]);
+        if (tail !== undefined) page.chunks[page.chunks.length] = toStr(tail);
+        var headers = page.start.headers || {};
+        if (page.type && !headers["Content-Type"]) headers["Content-Type"] = page.type;
+        var out = { headers: headers, body: page.chunks.join("") };
+        if (page.start.code !== undefined) out.code = page.start.code;
+        return stringify([0, out]);
+      } catch (err) {
+        return renderFailure(err, false);
+      } finally {
+        page = null;
       }
     },
     // views.js runReduce for one function: "[[result],error,[logs]]". `text` is

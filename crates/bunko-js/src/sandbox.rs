@@ -312,6 +312,16 @@ impl Sandbox {
     /// `InternalError`s and `["fatal", error, reason]` arrays are [`Error::Fatal`];
     /// anything else is [`Error::Internal`] carrying the exception's string form
     /// (compilation turns that into its reason).
+    /// Runs a show or list function (`op` is `"show"` or `"list"`) on `text`, the call's
+    /// JSON; the answer as the prelude's `show`/`list` give it.
+    pub(crate) fn render(&self, op: &str, id: u32, text: &str) -> Result<String> {
+        self.enter(&self.main, |ctx| {
+            let render = Self::host(&ctx, op)?;
+            let tick = self.tick(&ctx, 1)?;
+            self.guarded(&ctx, || render.call::<_, String>((id, text, tick)))
+        })
+    }
+
     fn guarded<'js, T>(
         &self,
         ctx: &Ctx<'js>,

@@ -56,6 +56,41 @@ pub fn unix_now() -> u64 {
     SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
+impl Progress {
+    /// CouchDB's `rep_stats`: what a completed `_replicator` document gets as
+    /// `_replication_stats`.
+    pub fn rep_stats(&self) -> Map<String, Value> {
+        let stats = json!({
+            "revisions_checked": self.stats.missing_checked,
+            "missing_revisions_found": self.stats.missing_found,
+            "docs_read": self.stats.docs_read,
+            "docs_written": self.stats.docs_written,
+            "changes_pending": self.changes_pending,
+            "doc_write_failures": self.stats.doc_write_failures,
+            "bulk_get_docs": self.stats.bulk_get_docs,
+            "bulk_get_attempts": self.stats.bulk_get_attempts,
+            "checkpointed_source_seq": self.checkpointed_source_seq,
+        });
+        stats.as_object().cloned().unwrap_or_default()
+    }
+
+    /// The `info` object of `_scheduler` rows: the stats with `source_seq` and
+    /// `through_seq`.
+    pub fn info(&self) -> Value {
+        let mut info = self.rep_stats();
+        info.insert("source_seq".into(), self.source_seq.clone());
+        info.insert("through_seq".into(), self.through_seq.clone());
+        Value::Object(info)
+    }
+}
+
+/// An ISO 8601 time in UTC (`2026-11-24T19:11:57Z`), as CouchDB's replicator writes them.
+pub fn iso8601(unix: u64) -> String {
+    let time = time::OffsetDateTime::from_unix_timestamp(i64::try_from(unix).unwrap_or(0));
+    let rfc3339 = time::format_description::well_known::Rfc3339;
+    time.ok().and_then(|t| t.format(&rfc3339).ok()).unwrap_or_default()
+}
+
 /// A replication being run.
 pub struct Job {
     pub spec: Spec,

@@ -10,7 +10,8 @@
 //!    [`job::Progress`] for `_active_tasks` and `_scheduler`;
 //! 4. the [`Replicator`] keeps the running jobs: one-shot ones for the request's lifetime,
 //!    continuous ones and those of `_replicator` documents ([`scheduler`]) as tasks retried
-//!    with backoff until cancelled or the document changes.
+//!    with backoff until cancelled or the document changes; a document's job that ends is
+//!    written back into it ([`state`]).
 //!
 //! The replicator holds no privilege: every write is a request to the target, which passes
 //! that server's write gate as whoever the credentials name.
@@ -21,6 +22,7 @@ pub mod error;
 pub mod job;
 pub mod scheduler;
 pub mod spec;
+pub mod state;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
@@ -123,9 +125,12 @@ impl Replicator {
 
     /// `POST /_replicate` as `ctx`.
     pub async fn replicate(&self, body: &Map<String, Value>, ctx: &UserCtx) -> Result<Outcome> {
-        let spec = Spec::parse(body, ctx.name.clone(), self.local.get())?;
+        let mut spec = Spec::parse(body, ctx.name.clone(), self.local.get())?;
         let cancel = matches!(body.get("cancel"), Some(Value::Bool(true)));
         let given = body.get("replication_id").and_then(Value::as_str);
+        if given.is_none() {
+            spec.resolve_filter(self.local.get()).await?;
+        }
         let rep_id = given.map_or_else(|| spec.rep_id(&self.server_uuid), str::to_string);
         if cancel {
             return self.cancel(&rep_id, ctx).map(|()| Outcome::Cancelled(rep_id));
@@ -166,7 +171,7 @@ impl Replicator {
         }
         let job = Arc::new(Job::new(spec, &self.server_uuid, self.local.get().cloned())?);
         let entry = self.register(rep_id, job, doc_id);
-        let task = tokio::spawn(run_retrying(entry.clone()));
+        let task = tokio::spawn(run_retrying(entry.clone(), self.engine.clone()));
         *entry.task.lock() = Some(task);
         Ok(entry)
     }
@@ -208,7 +213,7 @@ fn stop(entry: &Entry) {
 /// Runs a job until it completes (one-shot) or is aborted, retrying after errors with
 /// exponential backoff (CouchDB's scheduler penalizes crashing jobs the same way). A request
 /// that can never succeed (`400`) fails the job for good.
-async fn run_retrying(entry: Arc<Entry>) {
+async fn run_retrying(entry: Arc<Entry>, engine: Arc<Engine>) {
     let mut wait = Duration::from_secs(1);
     loop {
         *entry.state.lock() = State::Running;
@@ -216,11 +221,12 @@ async fn run_retrying(entry: Arc<Entry>) {
             Ok(_) => {
                 *entry.state.lock() = State::Completed;
                 entry.event("stopped");
-                return;
+                let stats = entry.job.progress.lock().rep_stats();
+                return record_end(&engine, &entry, state::Ended::Completed(stats)).await;
             }
             Err(err @ (Error::Param(_) | Error::Invalid(_))) => {
                 *entry.state.lock() = State::Failed(err.to_string());
-                return;
+                return record_end(&engine, &entry, state::Ended::Failed(err.to_string())).await;
             }
             Err(err) => {
                 tracing::warn!(rep_id = %entry.rep_id, %err, "replication crashed; retrying");
@@ -233,6 +239,13 @@ async fn run_retrying(entry: Arc<Entry>) {
             }
         }
     }
+}
+
+/// Writes how a `_replicator` document's job ended into the document.
+async fn record_end(engine: &Arc<Engine>, entry: &Entry, ended: state::Ended) {
+    let Some(doc_id) = entry.doc_id.clone() else { return };
+    let engine = engine.clone();
+    let _ = tokio::task::spawn_blocking(move || state::record(&engine, &doc_id, &ended)).await;
 }
 
 /// An error as `_scheduler` shows it (`db_not_found: could not open …`).

@@ -1,7 +1,9 @@
 //! The `_replicator` database: each document is a replication (`source`, `target`,
-//! `continuous`, filters…), started when it is written, restarted when it changes and
-//! stopped when it is deleted. As in CouchDB 3 the state is not written back into the
-//! document; `_scheduler/docs` shows it ([`Replicator::doc_states`]).
+//! `continuous`, filters…), started when it is written, restarted when it changes (other
+//! than in the state fields the replicator writes back, [`crate::state`]) and stopped when
+//! it is deleted; one already `completed` or `failed` is not started again. The writer's
+//! name is its `owner` (the engine stamps it, `bunko_engine::replicator_doc`).
+//! `_scheduler/docs` shows every document's state ([`Replicator::doc_states`]).
 //!
 //! The watcher follows the database's `_changes` (through the engine, woken by its change
 //! notification). Endpoints must be URLs carrying their own credentials: a document names
@@ -15,10 +17,10 @@ use serde_json::{Map, Value};
 
 use crate::job::unix_now;
 use crate::spec::Spec;
+use crate::state::{Ended, has_ended, record, without_state};
 use crate::{Entry, Replicator};
 
-/// The replicator database.
-pub const REPLICATOR_DB: &str = "_replicator";
+pub use bunko_engine::replicator_doc::REPLICATOR_DB;
 
 /// A changed document: seq, id, body (`None` when deleted).
 type Changed = (u64, String, Option<Map<String, Value>>);
@@ -55,7 +57,7 @@ impl Replicator {
                 Ok(Ok(rows)) => {
                     for (seq, id, body) in rows {
                         since = since.max(seq);
-                        self.on_doc(id, body);
+                        self.on_doc(id, body).await;
                     }
                 }
                 Ok(Err(err)) => tracing::warn!(%err, "cannot read _replicator changes"),
@@ -84,13 +86,16 @@ impl Replicator {
         Ok(out)
     }
 
-    fn on_doc(&self, id: String, body: Option<Map<String, Value>>) {
+    async fn on_doc(&self, id: String, body: Option<Map<String, Value>>) {
         if id.starts_with("_design/") {
             return;
         }
         let old = self.docs.lock().get(&id).cloned();
         if let Some(old) = &old {
-            if body.as_ref() == Some(&old.body) {
+            if body.as_ref().map(without_state) == Some(without_state(&old.body)) {
+                if let (Some(body), Some(doc)) = (body, self.docs.lock().get_mut(&id)) {
+                    doc.body = body;
+                }
                 return;
             }
             if let Some(rep_id) = &old.rep_id {
@@ -121,16 +126,28 @@ impl Replicator {
             last_updated: now,
         };
         let owner = body.get("owner").and_then(Value::as_str).map(str::to_string);
-        match Spec::parse(&body, owner, None) {
+        let parsed = match Spec::parse(&body, owner, None) {
+            Ok(mut spec) => spec.resolve_filter(None).await.map(|()| spec),
+            Err(err) => Err(err),
+        };
+        match parsed {
             Ok(spec) => {
                 let rep_id = spec.rep_id(&self.server_uuid);
                 state.rep_id = Some(rep_id.clone());
-                match self.start(spec, rep_id, Some(id.clone())) {
-                    Ok(entry) => state.entry = Some(entry),
-                    Err(err) => state.error = Some(crate::error_text(&err)),
+                if !has_ended(&body) {
+                    match self.start(spec, rep_id, Some(id.clone())) {
+                        Ok(entry) => state.entry = Some(entry),
+                        Err(err) => state.error = Some(crate::error_text(&err)),
+                    }
                 }
             }
-            Err(err) => state.error = Some(crate::error_text(&err)),
+            Err(err) => {
+                let reason = crate::error_text(&err);
+                state.error = Some(reason.clone());
+                let (engine, doc_id) = (self.engine.clone(), id.clone());
+                let failed = Ended::Failed(reason);
+                tokio::task::spawn_blocking(move || record(&engine, &doc_id, &failed));
+            }
         }
         self.docs.lock().insert(id, state);
     }

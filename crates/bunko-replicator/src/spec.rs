@@ -10,7 +10,7 @@ use bunko_doc::etf::Writer;
 use md5::{Digest, Md5};
 use serde_json::{Map, Value, json};
 
-use crate::client::ChangesFilter;
+use crate::client::{ChangesFilter, Db};
 use crate::endpoint::{Endpoint, Local};
 use crate::error::{Error, Result};
 
@@ -36,6 +36,9 @@ pub struct Spec {
     pub batch_size: usize,
     /// Whose credentials local endpoints carry (`None`: admin party).
     pub owner: Option<String>,
+    /// The source code of a design-document filter, once fetched from the source
+    /// ([`Spec::resolve_filter`]): the id hashes it, as CouchDB does.
+    pub filter_code: Option<String>,
 }
 
 fn flag(body: &Map<String, Value>, key: &str) -> bool {
@@ -121,7 +124,29 @@ impl Spec {
             ),
             batch_size: number("worker_batch_size", 500).clamp(1, 10_000) as usize,
             owner,
+            filter_code: None,
         })
+    }
+
+    /// Fetches a design-document filter's code from the source (`filters.{name}` of
+    /// `_design/{ddoc}`, trimmed as `couch_replicator_filters:fetch` does), so that the id
+    /// changes when the filter does. A missing document or function fails the replication.
+    pub async fn resolve_filter(&mut self, local: Option<&Local>) -> Result<()> {
+        let Some((ddoc, name)) =
+            self.filter.as_deref().filter(|f| !f.starts_with('_')).and_then(|f| f.split_once('/'))
+        else {
+            return Ok(());
+        };
+        let source = Db::new(self.source.clone(), self.owner.clone(), local.cloned())?;
+        let doc = source.get_doc(&format!("_design/{ddoc}")).await?;
+        let code =
+            doc.pointer(&format!("/filters/{name}")).and_then(Value::as_str).ok_or_else(|| {
+                Error::Invalid(format!(
+                    "Couldn't find filter `{name}` in design document `_design/{ddoc}`"
+                ))
+            })?;
+        self.filter_code = Some(code.trim().to_string());
+        Ok(())
     }
 
     /// The base replication id (the checkpoint document is `_local/<base id>`).
@@ -158,8 +183,9 @@ impl Spec {
     fn filter_terms(&self) -> Vec<Term> {
         let mut terms = Vec::new();
         if let Some(filter) = &self.filter {
-            // A design-document filter is hashed by name here; CouchDB hashes its code.
-            terms.push(Term::Binary(filter.clone()));
+            // A design-document filter is hashed by its code (fetched from the source);
+            // a built-in one by its name.
+            terms.push(Term::Binary(self.filter_code.clone().unwrap_or_else(|| filter.clone())));
             terms.push(Term::Json(Value::Object(self.query_params.clone())));
         } else if let Some(ids) = &self.doc_ids {
             terms.push(Term::Json(json!(ids)));

@@ -6,7 +6,8 @@
 //! R*-tree (`rstar`) of their bounding boxes, built from `_changes` through the index
 //! framework like search indexes; after every page it is written whole, with its seq, to
 //! `<root>/<db id>/geo-<signature>.json` (written to a temporary file and renamed, so a
-//! crash leaves the previous checkpoint), and read back when opened. A query finds the
+//! crash leaves the previous checkpoint), and read back when opened; an update first drops
+//! the documents purged since the saved purge seq (`Database::purged_since`). A query finds the
 //! candidates whose boxes meet the query's box in the tree, then checks the exact
 //! relation (`geo`'s DE-9IM `Relate`) or the haversine distance.
 //!
@@ -96,12 +97,25 @@ struct State {
     tree: RTree<Entry>,
 }
 
+impl State {
+    /// Forgets document `id`.
+    fn remove(&mut self, id: &str) {
+        if let Some((_, geometry, _)) = self.docs.remove(id)
+            && let Some(old) = entry(id, &geometry)
+        {
+            self.tree.remove(&old);
+        }
+    }
+}
+
 /// One geo index.
 pub struct GeoIndex {
     pub def: GeoDef,
     file: Option<PathBuf>,
     state: RwLock<State>,
     seq: AtomicU64,
+    /// The purge seq applied (saved with `seq`).
+    purge_seq: AtomicU64,
     build: Mutex<Option<CompiledViews>>,
     pub activity: Activity,
 }
@@ -133,9 +147,10 @@ impl GeoIndex {
             .and_then(|f| std::fs::read(f).ok())
             .and_then(|bytes| serde_json::from_slice(&bytes).ok());
         let mut state = State::default();
-        let mut seq = 0;
+        let (mut seq, mut purge_seq) = (0, 0);
         if let Some(saved) = saved {
             seq = saved["seq"].as_u64().unwrap_or(0);
+            purge_seq = saved["purge_seq"].as_u64().unwrap_or(0);
             for doc in saved["docs"].as_array().into_iter().flatten() {
                 let (Some(id), Some(rev)) = (doc[0].as_str(), doc[1].as_str()) else { continue };
                 if let Some(geometry) = parse_geojson(&doc[2]) {
@@ -150,6 +165,7 @@ impl GeoIndex {
             file,
             state: RwLock::new(state),
             seq: AtomicU64::new(seq),
+            purge_seq: AtomicU64::new(purge_seq),
             build: Mutex::new(None),
             activity: Activity::default(),
         }
@@ -175,7 +191,36 @@ impl GeoIndex {
             *compiled = Some(runtime.compile_view_set(None, &[&self.def.program()])?);
         }
         let Some(views) = compiled.as_ref() else { return Ok(()) };
+        self.apply_purges(db)?;
         bunko_indexer::run(&mut GeoUpdate { db, index: self, views }, &self.activity, 1)
+    }
+
+    /// Drops the documents purged since the index's purge seq (everything, from seq 0,
+    /// when compaction already dropped the records it needed) and saves.
+    fn apply_purges(&self, db: &Database) -> Result<()> {
+        let (latest, ids) = db.purged_since(self.purge_seq.load(Ordering::Acquire))?;
+        if latest <= self.purge_seq.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let mut seq = self.seq();
+        {
+            let mut state = self.state.write();
+            match ids {
+                Some(ids) => {
+                    for id in ids {
+                        state.remove(&id);
+                    }
+                }
+                None => {
+                    *state = State::default();
+                    seq = 0;
+                }
+            }
+        }
+        self.purge_seq.store(latest, Ordering::Release);
+        self.save(seq)?;
+        self.seq.store(seq, Ordering::Release);
+        Ok(())
     }
 
     /// Writes the index and its seq, atomically.
@@ -190,7 +235,9 @@ impl GeoIndex {
             std::fs::create_dir_all(dir).map_err(io)?;
         }
         let tmp = file.with_extension("tmp");
-        std::fs::write(&tmp, json!({"seq": seq, "docs": docs}).to_string()).map_err(io)?;
+        let purge_seq = self.purge_seq.load(Ordering::Acquire);
+        let saved = json!({"seq": seq, "purge_seq": purge_seq, "docs": docs});
+        std::fs::write(&tmp, saved.to_string()).map_err(io)?;
         std::fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(io)?;
         std::fs::rename(&tmp, file).map_err(io)
     }
@@ -245,11 +292,7 @@ impl bunko_indexer::Build for GeoUpdate<'_> {
         let outputs = self.views.map_batch_json(&texts)?;
         let mut state = self.index.state.write();
         for id in &gone {
-            if let Some((_, geometry, _)) = state.docs.remove(id)
-                && let Some(old) = entry(id, &geometry)
-            {
-                state.tree.remove(&old);
-            }
+            state.remove(id);
         }
         for ((id, rev, _), output) in inputs.iter().zip(outputs) {
             output.trace(&self.index.def.ddoc);

@@ -14,7 +14,10 @@
 //!   of the column.
 //!
 //! Checkpoint: each page of changes is one tantivy commit whose payload is the seq it
-//! reached, so the index and its checkpoint cannot disagree, and a restart resumes there.
+//! reached and the purge seq it applied (`"{seq} {purge_seq}"`), so the index and its
+//! checkpoint cannot disagree, and a restart resumes there. An update first deletes the
+//! documents purged since its purge seq (`Database::purged_since`; all of them, from seq
+//! 0, when compaction already dropped the records it needed).
 //! A missing or unreadable directory is rebuilt from seq 0.
 
 use std::path::Path;
@@ -90,6 +93,8 @@ pub struct SearchIndex {
     pub fields: Fields,
     /// The seq the last commit reached.
     seq: AtomicU64,
+    /// The purge seq applied.
+    purge_seq: AtomicU64,
     /// Held while the index is updated; the compiled `index` function.
     build: Mutex<Option<CompiledViews>>,
     pub activity: Activity,
@@ -109,10 +114,10 @@ impl SearchIndex {
             None => Index::create_in_ram(schema),
             Some(dir) => open_dir(dir, schema)?,
         };
-        let seq = match index.load_metas() {
-            Ok(metas) => metas.payload.and_then(|p| p.parse().ok()).unwrap_or(0),
-            Err(_) => 0,
-        };
+        let payload = index.load_metas().ok().and_then(|metas| metas.payload);
+        let mut checkpoint = payload.as_deref().unwrap_or("").split(' ').map(|s| s.parse().ok());
+        let seq = checkpoint.next().flatten().unwrap_or(0);
+        let purge_seq = checkpoint.next().flatten().unwrap_or(0);
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
@@ -124,6 +129,7 @@ impl SearchIndex {
             reader,
             fields,
             seq: AtomicU64::new(seq),
+            purge_seq: AtomicU64::new(purge_seq),
             build: Mutex::new(None),
             activity: Activity::default(),
         })
@@ -150,10 +156,38 @@ impl SearchIndex {
             *compiled = Some(runtime.compile_view_set(None, &[&self.def.program()])?);
         }
         let Some(views) = compiled.as_ref() else { return Ok(()) };
-        let writer = self.index.writer_with_num_threads(1, WRITER_MEMORY).map_err(tantivy_err)?;
+        let mut writer =
+            self.index.writer_with_num_threads(1, WRITER_MEMORY).map_err(tantivy_err)?;
+        self.apply_purges(db, &mut writer)?;
         let mut build = Update { db, index: self, views, writer };
         bunko_indexer::run(&mut build, &self.activity, 1)?;
         self.reader.reload().map_err(tantivy_err)
+    }
+
+    /// Deletes the documents purged since the index's purge seq, and commits the new one.
+    fn apply_purges(&self, db: &Database, writer: &mut IndexWriter) -> Result<()> {
+        let (latest, ids) = db.purged_since(self.purge_seq.load(Ordering::Acquire))?;
+        if latest <= self.purge_seq.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let mut seq = self.seq();
+        match ids {
+            Some(ids) => {
+                for id in ids {
+                    writer.delete_term(Term::from_field_text(self.fields.id, &id));
+                }
+            }
+            None => {
+                writer.delete_all_documents().map_err(tantivy_err)?;
+                seq = 0;
+            }
+        }
+        let mut commit = writer.prepare_commit().map_err(tantivy_err)?;
+        commit.set_payload(&format!("{seq} {latest}"));
+        commit.commit().map_err(tantivy_err)?;
+        self.seq.store(seq, Ordering::Release);
+        self.purge_seq.store(latest, Ordering::Release);
+        Ok(())
     }
 
     /// The tantivy document of one document's `index()` calls, `None` if it made none.
@@ -300,7 +334,8 @@ impl bunko_indexer::Build for Update<'_> {
             }
         }
         let mut commit = self.writer.prepare_commit().map_err(tantivy_err)?;
-        commit.set_payload(&last.to_string());
+        let purge_seq = self.index.purge_seq.load(Ordering::Acquire);
+        commit.set_payload(&format!("{last} {purge_seq}"));
         commit.commit().map_err(tantivy_err)?;
         self.index.seq.store(last, Ordering::Release);
         Ok(Some(Page { changes, more: true }))

@@ -218,6 +218,7 @@ impl Database {
             // `_view_cleanup` removed an index of this (no longer used) group meanwhile.
             return Ok(());
         }
+        self.apply_view_purges(index)?;
         let mut build = GroupBuild { db: self, index, compiled: &mut compiled, applied: None };
         bunko_indexer::run(&mut build, &index.activity, SYNC_EVERY)
     }
@@ -308,13 +309,7 @@ impl Database {
         }
         let inputs: Vec<&str> = docs.iter().filter_map(|(_, d)| d.as_deref()).collect();
         let mut outputs = views.map_batch_json_select(&step.maps, &inputs)?.into_iter();
-        let mut write = PageWrite {
-            db,
-            snapshot,
-            def: &index.def,
-            batch: Batch::new(),
-            changes: order::Changes::default(),
-        };
+        let mut write = PageWrite::new(db, snapshot, &index.def);
         let mut rows = vec![(0, 0); targets.len()];
         for (id, input) in &docs {
             let output = input.as_ref().and_then(|_| outputs.next()).unwrap_or_default();
@@ -362,6 +357,10 @@ impl Database {
             for range in entries::map_ranges(self.id(), &sig) {
                 crate::catalog::remove_range(self.store.as_ref(), &range)?;
             }
+            let checkpoint = format!("{}mrview-{sig}", crate::purge::PURGE_CHECKPOINT_PREFIX);
+            let mut batch = Batch::new();
+            batch.delete(Key::Local(self.id(), &checkpoint).encode());
+            self.store.commit(batch)?;
             removed += 1;
         }
         Ok(removed)
@@ -445,19 +444,23 @@ struct Share {
 }
 
 /// The writes of one page's part: rows, back-index entries and checkpoints, in one batch.
-struct PageWrite<'a> {
+pub(super) struct PageWrite<'a> {
     db: u64,
     /// The page's snapshot, for the back-index.
     snapshot: &'a Snapshot,
     def: &'a GroupDef,
-    batch: Batch,
-    changes: order::Changes,
+    pub(super) batch: Batch,
+    pub(super) changes: order::Changes,
 }
 
-impl PageWrite<'_> {
+impl<'a> PageWrite<'a> {
+    pub(super) fn new(db: u64, snapshot: &'a Snapshot, def: &'a GroupDef) -> Self {
+        PageWrite { db, snapshot, def, batch: Batch::new(), changes: order::Changes::default() }
+    }
+
     /// Moves one document's rows in map index `sig` from its back-index to `rows`, adding
     /// to `count` the rows `(added, removed)`.
-    fn replace_rows(
+    pub(super) fn replace_rows(
         &mut self,
         sig: &str,
         count: &mut (u64, u64),

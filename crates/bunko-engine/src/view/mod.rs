@@ -17,7 +17,9 @@
 //!    does this after every write; a query with `update=true` does it first. The loop,
 //!    its progress and the background updater are the index framework's
 //!    ([`bunko_indexer`]); this module says how a page of changes becomes rows.
-//! 4. [`query`]: map queries are range scans of the collated keys ([`entries`]); reduce
+//! 4. `purge`: before reading changes, an update removes the rows of documents purged
+//!    since each map index's purge checkpoint (`_local/purge-mrview-{sig}`).
+//! 5. [`query`]: map queries are range scans of the collated keys ([`entries`]); reduce
 //!    queries reduce the rows of the range, by group.
 //!
 //! Unlike Mango indexes, views are not maintained in the writing commit: like CouchDB,
@@ -28,6 +30,7 @@ pub mod def;
 pub mod entries;
 mod info;
 pub mod order;
+mod purge;
 pub mod query;
 mod reduce;
 

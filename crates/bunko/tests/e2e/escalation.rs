@@ -70,6 +70,8 @@ fn paths(db: &str, ids: &[String]) -> Vec<String> {
             .replace("{section}", "admins")
             .replace("{key}", "eve")
             .replace("{*attachment}", "att.txt")
+            .replace("{other}", "evil")
+            .replace("{*docid}", "d1")
             .replace("{*rest}", rest);
         if filled.contains("{id}") {
             out.extend(ids.iter().map(|id| filled.replace("{id}", &encode(id))));
@@ -126,6 +128,11 @@ fn payloads(s: &Server, attacker: &Attacker, db: &str) -> Vec<Value> {
             json!({"index": {"fields": ["a"]}, "ddoc": "evil", "name": "i"}),
             json!(1),
         ]);
+        // A purge of the database's document (`_purge` is for server admins only).
+        if db != "_users" {
+            let rev = s.get_doc(db, "d1")["_rev"].clone();
+            all.push(json!({"d1": [rev]}));
+        }
     }
     all
 }
@@ -144,10 +151,15 @@ fn wrote(path: &str, status: u16, body: &Value, member: bool) -> bool {
     let rows = body.as_array().is_some_and(|rows| rows.iter().any(forbidden_doc))
         || body["results"].as_array().is_some_and(|rows| rows.iter().any(forbidden_doc));
     let setting =
-        (path.ends_with("_security") || path.ends_with("_revs_limit")) && body["ok"] == json!(true);
+        ["_security", "_revs_limit", "_purged_infos_limit"].iter().any(|p| path.ends_with(p))
+            && body["ok"] == json!(true);
+    let purged = body["purged"]
+        .as_object()
+        .is_some_and(|p| p.values().any(|revs| revs.as_array().is_some_and(|r| !r.is_empty())));
     forbidden_doc(body)
         || rows
         || setting
+        || purged
         || body["result"].is_string()
         || path.starts_with("/_node")
 }
@@ -212,6 +224,11 @@ fn assert_unchanged(s: &Server, attacker: &Attacker, security: &[(String, Value)
         let (_, ddocs) = s.get(&format!("/{db}/_design_docs"));
         assert_eq!(ddocs["rows"], json!([]), "design docs appeared in {db}");
         assert_eq!(s.get(&format!("/{db}/_revs_limit")).1, json!(1000));
+        assert_eq!(s.get(&format!("/{db}/_purged_infos_limit")).1, json!(1000));
+        if db != "_users" {
+            assert_eq!(s.get(&format!("/{db}/d1")).0, 200, "{db}/d1 was purged");
+            assert_eq!(s.get(&format!("/{db}/_purged_infos")).1, json!({"purged_infos": []}));
+        }
     }
     assert_eq!(s.get("/_users/org.couchdb.user:vic").1["roles"], json!([]));
     let (_, admins) = s.get("/_node/_local/_config/admins");

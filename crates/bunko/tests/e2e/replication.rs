@@ -247,8 +247,17 @@ fn replicator_documents_start_jobs_shown_in_scheduler_docs() {
     let row = state(&b, "copy-people");
     assert_eq!(row["info"]["docs_written"], 3, "{row}");
     assert_eq!(row["source"], format!("{}/people/", a.base()), "no credentials shown");
+    // The end is written back into the document, which names its writer as owner.
+    eventually("state written back", || {
+        b.get_doc("_replicator", "copy-people")["_replication_state"] == "completed"
+    });
     let stored = b.get_doc("_replicator", "copy-people");
-    assert!(stored.get("_replication_state").is_none(), "state is not written back: {stored}");
+    assert_eq!(stored["owner"], "admin", "{stored}");
+    assert_eq!(stored["_replication_stats"]["docs_written"], 3, "{stored}");
+    assert_eq!(stored["_replication_stats"]["missing_revisions_found"], 3, "{stored}");
+    let time = stored["_replication_state_time"].as_str().unwrap_or_default();
+    assert!(time.len() == 20 && time.ends_with('Z'), "ISO 8601: {time}");
+    assert_eq!(state(&b, "copy-people")["state"], "completed", "the write-back restarted nothing");
     assert_eq!(contents(&a, "people"), contents(&b, "people"));
 
     // A continuous one runs until its document is deleted.
@@ -267,6 +276,66 @@ fn replicator_documents_start_jobs_shown_in_scheduler_docs() {
     b.put_doc("_replicator", "bad", &json!({"source": url(&a, "people")}));
     eventually("failed", || state(&b, "bad")["state"] == "failed");
     assert_eq!(state(&b, "bad")["info"]["error"], "Missing target");
+    eventually("failure written back", || {
+        b.get_doc("_replicator", "bad")["_replication_state_reason"] == "Missing target"
+    });
+    assert_eq!(b.get_doc("_replicator", "bad")["_replication_state"], "failed");
+}
+
+/// A completed document is not run again after a restart, and shows its written state.
+#[test]
+fn a_completed_replicator_document_stays_completed_after_a_restart() {
+    let a = Server::start();
+    let mut b = Server::start();
+    a.create_db("people");
+    load(&a, "people", &people());
+    let doc = json!({"source": url(&a, "people"), "target": url(&b, "people"),
+        "create_target": true});
+    b.put_doc("_replicator", "once", &doc);
+    eventually("state written back", || {
+        b.get_doc("_replicator", "once")["_replication_state"] == "completed"
+    });
+    let before = b.get_doc("_replicator", "once");
+    assert!(b.terminate(), "a clean stop");
+    b.restart();
+    let state = |s: &Server| s.get("/_scheduler/docs/_replicator/once").1;
+    eventually("seen again", || state(&b)["state"] == "completed");
+    assert_eq!(state(&b)["info"]["docs_written"], 3);
+    assert_eq!(b.get_doc("_replicator", "once")["_rev"], before["_rev"], "not run again");
+}
+
+/// The `owner` of a `_replicator` document (CouchDB's `before_doc_update`): the writer's
+/// name, and nobody else but a database admin may change the document.
+#[test]
+fn replicator_documents_belong_to_their_writer() {
+    let s = Server::start();
+    for name in ["kana", "taro"] {
+        let user = json!({"_id": format!("org.couchdb.user:{name}"), "name": name,
+            "type": "user", "roles": [], "password": "pw"});
+        assert_eq!(s.put(&format!("/_users/org.couchdb.user:{name}"), &user).0, 201);
+    }
+    let members = json!({"members": {"names": ["kana", "taro"]}, "admins": {"names": []}});
+    assert_eq!(s.put("/_replicator/_security", &members).0, 200);
+    let as_user = |name: &str, method: Method, path: &str, body: &Value| {
+        send(s.user_req(method, path, name, "pw").json(body))
+    };
+    // A source that does not exist: the job fails, which does not matter here.
+    let doc = json!({"source": "http://127.0.0.1:9/nowhere", "target": "http://127.0.0.1:9/t"});
+    let (status, created) = as_user("kana", Method::PUT, "/_replicator/mine", &doc);
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(s.get_doc("_replicator", "mine")["owner"], "kana");
+    let mut theirs = s.get_doc("_replicator", "mine");
+    theirs["continuous"] = json!(true);
+    let refused = as_user("taro", Method::PUT, "/_replicator/mine", &theirs);
+    assert_eq!(refused.0, 403, "{}", refused.1);
+    assert_eq!(refused.1["reason"], "Can't update replication documents from other users.");
+    let forged = json!({"source": "http://127.0.0.1:9/a", "target": "http://127.0.0.1:9/b",
+        "owner": "kana"});
+    assert_eq!(as_user("taro", Method::PUT, "/_replicator/forged", &forged).0, 403);
+    // A server admin may, and keeps the owner.
+    let (status, _) = s.put("/_replicator/mine", &theirs);
+    assert_eq!(status, 201);
+    assert_eq!(s.get_doc("_replicator", "mine")["owner"], "kana");
 }
 
 #[test]
@@ -295,4 +364,35 @@ fn a_user_cannot_replicate_into_a_database_he_cannot_write() {
     let (status, answer) = send(a.user_req(Method::POST, "/_replicate", "bob", "pw").json(&body));
     assert_eq!(status, 200, "{answer}");
     assert_eq!(a.db_info("mine")["doc_count"], 3);
+}
+
+/// The replication id hashes a design-document filter's code, as CouchDB's
+/// `couch_replicator_ids`: editing the filter names a new checkpoint.
+#[test]
+fn a_filters_code_is_part_of_the_replication_id() {
+    let (a, b) = (Server::start(), Server::start());
+    a.create_db("people");
+    load(&a, "people", &people());
+    let filter = |code: &str| json!({"filters": {"named": code}});
+    let rev = a.put_doc("people", "_design/people", &filter("function(doc) { return true; }"));
+    let body = json!({"source": "people", "target": url(&b, "copy"), "create_target": true,
+        "filter": "people/named", "continuous": true});
+    let start = |body: &Value| {
+        let (status, answer) = replicate(&a, body.clone());
+        assert_eq!(status, 202, "{answer}");
+        let mut cancel = body.clone();
+        cancel["cancel"] = json!(true);
+        assert_eq!(replicate(&a, cancel).0, 200);
+        answer["_local_id"].as_str().unwrap_or_default().to_string()
+    };
+    let first = start(&body);
+    assert_eq!(start(&body), first, "the same code, the same id");
+    let mut edited = filter("function(doc) { return doc.lastName === 'Smith'; }");
+    edited["_rev"] = json!(rev);
+    a.put_doc("people", "_design/people", &edited);
+    assert_ne!(start(&body), first, "new code, new id");
+    let mut missing = body.clone();
+    missing["filter"] = json!("people/nope");
+    let (status, answer) = replicate(&a, missing);
+    assert_eq!(status, 400, "{answer}");
 }
