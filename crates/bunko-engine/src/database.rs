@@ -41,6 +41,8 @@ pub struct Database {
     pub(crate) building: AtomicBool,
     /// The query log and index use counts the advisor reads (in memory only).
     pub(crate) observed: crate::advisor::Observed,
+    /// The search service that answers text-index queries, if one is registered.
+    pub(crate) text: crate::find::text::Hook,
     /// This handle, for starting background work from `&self`.
     me: Weak<Database>,
 }
@@ -69,6 +71,7 @@ impl Database {
         store: Arc<dyn Store>,
         config: Arc<Live>,
         meta: DbMeta,
+        text: crate::find::text::Hook,
     ) -> Result<Arc<Self>> {
         let stats = match store.get(&Key::Stats(meta.id).encode())? {
             Some(bytes) => Stats::decode(&bytes)?,
@@ -92,6 +95,7 @@ impl Database {
             triggers: Default::default(),
             building: AtomicBool::new(false),
             observed: Default::default(),
+            text,
             me: me.clone(),
         });
         db.load_indexes()?;

@@ -35,7 +35,7 @@ use tantivy::schema::{
 use tantivy::tokenizer::{PreTokenizedString, Token as TantivyToken};
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
 
-use crate::def::IndexDef;
+use crate::def::{IndexDef, Source};
 
 /// Separates a field name from its token in `t` and `n` terms.
 pub const SEP: char = '\u{1}';
@@ -145,13 +145,21 @@ impl SearchIndex {
             return Ok(());
         }
         let mut compiled = self.build.lock();
-        if compiled.is_none() {
+        let mango = match &self.def.source {
+            Source::Mango(def) => Some(def.options()),
+            Source::Js(_) => None,
+        };
+        if compiled.is_none() && mango.is_none() {
             let runtime = Runtime::new(Limits::default());
             *compiled = Some(runtime.compile_view_set(None, &[&self.def.program()])?);
         }
-        let Some(views) = compiled.as_ref() else { return Ok(()) };
+        let source = match (mango, compiled.as_ref()) {
+            (Some(options), _) => Entries::Mango(options),
+            (None, Some(views)) => Entries::Js(views),
+            (None, None) => return Ok(()),
+        };
         let writer = self.index.writer_with_num_threads(1, WRITER_MEMORY).map_err(tantivy_err)?;
-        let mut build = Update { db, index: self, views, writer };
+        let mut build = Update { db, index: self, source, writer };
         bunko_indexer::run(&mut build, &self.activity, 1)?;
         self.reader.reload().map_err(tantivy_err)
     }
@@ -246,11 +254,45 @@ fn open_dir(dir: &Path, schema: Schema) -> Result<Index> {
     }
 }
 
+/// Where an update gets each document's `index()` calls.
+enum Entries<'a> {
+    /// The design document's `index` function.
+    Js(&'a CompiledViews),
+    /// A Mango text index's fields.
+    Mango(bunko_query::text::entries::Options),
+}
+
+impl Entries<'_> {
+    /// The calls of each document (`map_input` texts), in order.
+    fn rows(&self, ddoc: &str, texts: &[&str]) -> Result<Vec<bunko_js::Rows>> {
+        match self {
+            Entries::Js(views) => Ok(views
+                .map_batch_json(texts)?
+                .into_iter()
+                .map(|output| {
+                    output.trace(ddoc);
+                    output.rows.into_iter().next().unwrap_or_default()
+                })
+                .collect()),
+            Entries::Mango(options) => Ok(texts
+                .iter()
+                .map(|text| {
+                    let doc: Value = serde_json::from_str(text).unwrap_or(Value::Null);
+                    bunko_query::text::entries::entries(&doc, options)
+                        .into_iter()
+                        .map(|(name, value)| (json!([name, value]), json!({})))
+                        .collect()
+                })
+                .collect()),
+        }
+    }
+}
+
 /// One update of a search index, as the index framework drives it.
 struct Update<'a> {
     db: &'a Database,
     index: &'a SearchIndex,
-    views: &'a CompiledViews,
+    source: Entries<'a>,
     writer: IndexWriter,
 }
 
@@ -291,10 +333,8 @@ impl bunko_indexer::Build for Update<'_> {
             return Ok(None);
         }
         let texts: Vec<&str> = inputs.iter().map(|(_, t)| t.as_str()).collect();
-        let outputs = self.views.map_batch_json(&texts)?;
-        for ((id, _), output) in inputs.iter().zip(outputs) {
-            output.trace(&self.index.def.ddoc);
-            let rows = output.rows.into_iter().next().unwrap_or_default();
+        let outputs = self.source.rows(&self.index.def.ddoc, &texts)?;
+        for ((id, _), rows) in inputs.iter().zip(outputs) {
             if let Some(doc) = self.index.document(id, rows) {
                 self.writer.add_document(doc).map_err(tantivy_err)?;
             }
