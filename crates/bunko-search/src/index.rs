@@ -56,11 +56,15 @@ pub struct Fields {
     pub num: Field,
 }
 
-fn schema() -> (Schema, Fields) {
+/// The schema; `norms: false` (Mango text indexes) scores a term alike in every document
+/// whatever else it holds, as Lucene's per-field norms do for the one-value fields Mango
+/// indexes (all fields share `t` here), so equally relevant rows keep their order.
+fn schema(norms: bool) -> (Schema, Fields) {
     let mut builder = Schema::builder();
     let text = TextOptions::default().set_indexing_options(
         TextFieldIndexing::default()
             .set_tokenizer("raw")
+            .set_fieldnorms(norms)
             .set_index_option(IndexRecordOption::WithFreqsAndPositions),
     );
     let fields = Fields {
@@ -92,6 +96,9 @@ pub struct SearchIndex {
     seq: AtomicU64,
     /// Held while the index is updated; the compiled `index` function.
     build: Mutex<Option<CompiledViews>>,
+    /// The index's writer, kept between updates (opening one per update costs more than
+    /// a small update); dropped, with what it had not committed, when an update fails.
+    writer: Mutex<Option<IndexWriter>>,
     pub activity: Activity,
 }
 
@@ -104,7 +111,7 @@ impl std::fmt::Debug for SearchIndex {
 impl SearchIndex {
     /// Opens the index in `dir` (creating or rebuilding it), or an in-memory one.
     pub fn open(def: IndexDef, dir: Option<&Path>) -> Result<SearchIndex> {
-        let (schema, fields) = schema();
+        let (schema, fields) = schema(matches!(def.source, Source::Js(_)));
         let index = match dir {
             None => Index::create_in_ram(schema),
             Some(dir) => open_dir(dir, schema)?,
@@ -125,6 +132,7 @@ impl SearchIndex {
             fields,
             seq: AtomicU64::new(seq),
             build: Mutex::new(None),
+            writer: Mutex::new(None),
             activity: Activity::default(),
         })
     }
@@ -158,9 +166,17 @@ impl SearchIndex {
             (None, Some(views)) => Entries::Js(views),
             (None, None) => return Ok(()),
         };
-        let writer = self.index.writer_with_num_threads(1, WRITER_MEMORY).map_err(tantivy_err)?;
+        let mut slot = self.writer.lock();
+        if slot.is_none() {
+            *slot =
+                Some(self.index.writer_with_num_threads(1, WRITER_MEMORY).map_err(tantivy_err)?);
+        }
+        let Some(writer) = slot.as_mut() else { return Ok(()) };
         let mut build = Update { db, index: self, source, writer };
-        bunko_indexer::run(&mut build, &self.activity, 1)?;
+        if let Err(err) = bunko_indexer::run(&mut build, &self.activity, 1) {
+            *slot = None;
+            return Err(err);
+        }
         self.reader.reload().map_err(tantivy_err)
     }
 
@@ -293,7 +309,7 @@ struct Update<'a> {
     db: &'a Database,
     index: &'a SearchIndex,
     source: Entries<'a>,
-    writer: IndexWriter,
+    writer: &'a mut IndexWriter,
 }
 
 impl bunko_indexer::Build for Update<'_> {

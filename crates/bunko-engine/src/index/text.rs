@@ -187,6 +187,17 @@ pub fn validate(index: &Value) -> Result<Map<String, Value>> {
             format!("Text indexes must be an object, not: {}", bunko_query::erl::w(index)),
         ));
     };
+    const KEYS: [&str; 6] = [
+        "default_analyzer",
+        "default_field",
+        "partial_filter_selector",
+        "selector",
+        "fields",
+        "index_array_lengths",
+    ];
+    if let Some(key) = given.keys().find(|k| !KEYS.contains(&k.as_str())) {
+        return Err(invalid("invalid_key", format!("Invalid key {key} for this request.")));
+    }
     let mut out = Map::new();
     out.insert(
         "default_analyzer".into(),
@@ -225,7 +236,7 @@ pub fn validate(index: &Value) -> Result<Map<String, Value>> {
         Some(other) => {
             return Err(invalid(
                 "invalid_boolean",
-                format!("Invalid boolean value: {}", bunko_query::erl::p(other)),
+                format!("Invalid boolean value: {}", bunko_query::erl::w(other)),
             ));
         }
     };

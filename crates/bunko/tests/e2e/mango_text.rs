@@ -320,6 +320,12 @@ fn creating_a_text_index_is_a_design_document_write_for_admins_only() {
         "invalid_index",
         "Text indexes must be an object, not: []",
     );
+    assert_error(
+        s.post("/library/_index", &json!({"index": {"analyzer": "standard"}, "type": "text"})),
+        400,
+        "invalid_key",
+        "Invalid key analyzer for this request.",
+    );
     let bad = json!({"index": {"fields": [{"name": "", "type": "string"}]}, "type": "text"});
     let (status, out) = s.post("/library/_index", &bad);
     assert_eq!((status, &out["error"]), (400, &json!("invalid_index_fields_definition")));
