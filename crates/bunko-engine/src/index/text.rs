@@ -376,3 +376,40 @@ impl Database {
         self.save_ddoc(ctx, &ddoc, rev, body, only_language)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unnamed_index_is_named_as_couchdb_names_it() {
+        // The name CouchDB 3.x gives `{"index": {}, "type": "text", "w": 3}`
+        // (src/mango/test/23-explain-indexes-test.py).
+        let req = TextIndexRequest { index: json!({}), w: 3, ..Default::default() };
+        assert_eq!(auto_name(&req), "cedc01a027213706d7260b5e5b73c70b9233743a");
+    }
+
+    #[test]
+    fn definitions_get_couchdbs_defaults_and_analyzer() {
+        let stored = validate(&json!({"fields": [{"name": "a", "type": "number"}]})).unwrap();
+        assert_eq!(stored["default_analyzer"], "keyword");
+        assert_eq!(stored["index_array_lengths"], true);
+        assert_eq!(
+            analyzer(&stored),
+            json!({"name": "perfield", "default": "keyword", "fields": {"$default": "standard"}})
+        );
+        let off = validate(&json!({"default_field": {"enabled": false}})).unwrap();
+        assert_eq!(off["fields"], "all_fields");
+        assert_eq!(analyzer(&off), json!("keyword"));
+        let def = TextIndexDef {
+            ddoc: "_design/d".into(),
+            name: "n".into(),
+            index: stored,
+            analyzer: json!("keyword"),
+            partitioned: false,
+        };
+        assert_eq!(def.columns(), Some(vec!["$default".to_string(), "a:number".to_string()]));
+        assert_eq!(def.to_json()["def"]["fields"], json!([{"a": "number"}]));
+        assert!(validate(&json!({"fields": [{"name": "a", "type": "date"}]})).is_err());
+    }
+}
