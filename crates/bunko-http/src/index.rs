@@ -294,14 +294,21 @@ async fn bulk_delete(
         for id in ids.iter().filter_map(Value::as_str) {
             let ddoc =
                 if id.starts_with("_design/") { id.to_string() } else { format!("_design/{id}") };
-            let names: Vec<String> =
+            // Every index of the design document, JSON and text (`mango_idx:delete`).
+            let json: Vec<String> =
                 db.list_indexes().into_iter().filter(|d| d.ddoc == ddoc).map(|d| d.name).collect();
-            let result = if names.is_empty() {
+            let text: Vec<String> = match db.text_indexes() {
+                Ok(defs) => defs.into_iter().filter(|d| d.ddoc == ddoc).map(|d| d.name).collect(),
+                Err(_) => Vec::new(),
+            };
+            let result = if json.is_empty() && text.is_empty() {
                 Err("not_found".to_string())
             } else {
-                names
-                    .iter()
+                json.iter()
                     .try_for_each(|n| db.delete_index(&ctx, &ddoc, n))
+                    .and_then(|()| {
+                        text.iter().try_for_each(|n| db.delete_text_index(&ctx, &ddoc, n))
+                    })
                     .map_err(|e| e.to_string())
             };
             match result {

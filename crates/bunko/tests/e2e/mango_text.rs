@@ -117,6 +117,20 @@ fn a_text_index_is_created_listed_queried_and_deleted() {
     assert_eq!((status, out), (200, json!({"ok": true})));
     let (_, list) = s.get("/library/_index");
     assert_eq!(list["total_rows"], 1);
+    // `_bulk_delete` removes every index of a design document, text ones too.
+    let index = json!({"index": {}, "type": "text", "name": "again", "ddoc": "again"});
+    assert_eq!(s.post("/library/_index", &index).0, 200);
+    let (status, out) = s.post("/library/_index/_bulk_delete", &json!({"docids": ["again"]}));
+    assert_eq!(
+        (status, out),
+        (
+            200,
+            json!({"success": [{"id": "_design/again", "ok": true}],
+        "fail": []})
+        )
+    );
+    let (_, list) = s.get("/library/_index");
+    assert_eq!(list["total_rows"], 1);
     // Without a text index CouchDB answers `$text` from all documents (its matcher trusts
     // the index, so every document matches) and warns that no index was used.
     let out = find(&s, "/library/_find", json!({"selector": {"$text": "cosmos"}}));
