@@ -8,8 +8,8 @@
 # The suite is not part of this repository, nor of CI. Its Python packages (the pins of
 # the checkout's src/mango/requirements.txt: nose2, requests, hypothesis) go into
 # .venv-mango/ (ignored by git). Bunko runs from a release build on a free loopback port,
-# with a temporary data directory that is removed afterwards. Text-search tests skip, as
-# `GET /` lists no `search` feature.
+# with a temporary data directory that is removed afterwards; `BUNKO_BIN=path/to/bunko`
+# runs that binary instead (e.g. a debug build) and skips the release build.
 set -euo pipefail
 
 couch="${1:?usage: scripts/mango-suite.sh /path/to/couchdb [nose2 args...]}"
@@ -26,11 +26,15 @@ if [ ! -x "$venv/bin/nose2" ]; then
 fi
 
 target="${CARGO_TARGET_DIR:-$root/target}"
-cargo build --release --locked -p bunko
+bin="${BUNKO_BIN:-}"
+if [ -z "$bin" ]; then
+    cargo build --release --locked -p bunko
+    bin="$target/release/bunko"
+fi
 data=$(mktemp -d)
 log="$data.log"
 password="mango-$RANDOM$RANDOM"
-BUNKO_ADMIN="admin:$password" "$target/release/bunko" serve --data "$data" \
+BUNKO_ADMIN="admin:$password" "$bin" serve --data "$data" \
     --listen 127.0.0.1:0 --mongo-listen off >"$log" 2>&1 &
 server=$!
 cleanup() {

@@ -80,6 +80,8 @@ pub struct Engine {
     /// Serializes catalog changes (create, delete).
     catalog: Mutex<u64>,
     logins: Logins,
+    /// The search service text indexes are served by (see [`crate::find::text`]).
+    text: crate::find::text::Hook,
 }
 
 const NEXT_DB_ID: &str = "next_db_id";
@@ -90,10 +92,11 @@ impl Engine {
         let settings = Settings::open(store.as_ref(), config)?;
         let config = settings.live().clone();
         let mut dbs = BTreeMap::new();
+        let text = crate::find::text::Hook::default();
         for entry in bunko_storage::Iter::new(store.snapshot(), keys::db_range(), false, 256) {
             let (_, value) = entry?;
             let meta: DbMeta = records::decode(&value)?;
-            let db = Database::load(store.clone(), config.clone(), meta)?;
+            let db = Database::load(store.clone(), config.clone(), meta, text.clone())?;
             dbs.insert(db.name().to_string(), db);
         }
         let next_id = match store.get(&Key::Meta(NEXT_DB_ID).encode())? {
@@ -103,9 +106,20 @@ impl Engine {
         let now = config.get();
         let logins = Logins::new(now.admins.clone(), now.lockout.clone());
         let catalog = Mutex::new(next_id);
-        let engine = Engine { store, settings, dbs: RwLock::new(dbs), catalog, logins };
+        let engine = Engine { store, settings, dbs: RwLock::new(dbs), catalog, logins, text };
         engine.resume_drops()?;
         Ok(engine)
+    }
+
+    /// Registers the search service that builds and searches Mango text indexes (once;
+    /// a second registration is ignored).
+    pub fn set_text_search(&self, search: Arc<dyn crate::find::text::TextSearch>) {
+        let _ = self.text.set(search);
+    }
+
+    /// Whether text indexes can be served (`GET /` then lists `search`).
+    pub fn has_text_search(&self) -> bool {
+        self.text.get().is_some()
     }
 
     /// The current settings (they change at run time through [`Engine::set_config`]).
@@ -162,7 +176,8 @@ impl Engine {
         batch.put(Key::Meta(NEXT_DB_ID).encode(), records::encode(&(*next_id + 1)));
         self.store.commit(batch)?;
         *next_id += 1;
-        let db = Database::load(self.store.clone(), self.settings.live().clone(), meta)?;
+        let live = self.settings.live().clone();
+        let db = Database::load(self.store.clone(), live, meta, self.text.clone())?;
         self.dbs.write().insert(name.to_string(), db.clone());
         crate::db_updates::global().note("created", name);
         Ok(db)

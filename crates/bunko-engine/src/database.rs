@@ -46,6 +46,8 @@ pub struct Database {
     pub(crate) building: AtomicBool,
     /// The query log and index use counts the advisor reads (in memory only).
     pub(crate) observed: crate::advisor::Observed,
+    /// The search service that answers text-index queries, if one is registered.
+    pub(crate) text: crate::find::text::Hook,
     /// This handle, for starting background work from `&self`.
     me: Weak<Database>,
 }
@@ -74,6 +76,7 @@ impl Database {
         store: Arc<dyn Store>,
         config: Arc<Live>,
         meta: DbMeta,
+        text: crate::find::text::Hook,
     ) -> Result<Arc<Self>> {
         let stats = match store.get(&Key::Stats(meta.id).encode())? {
             Some(bytes) => Stats::decode(&bytes)?,
@@ -100,6 +103,7 @@ impl Database {
             building: AtomicBool::new(false),
             compactions: Default::default(),
             observed: Default::default(),
+            text,
             me: me.clone(),
         });
         db.load_indexes()?;

@@ -85,6 +85,10 @@ pub enum Error {
     /// An attachment stub names no stored attachment (`412 missing_stub`).
     #[error("{0}")]
     MissingStub(String),
+    /// A query needs a service this server does not run (`503`, CouchDB's `required index
+    /// service unavailable`); holds the index type (`text`).
+    #[error("{0}")]
+    ServiceUnavailable(String),
     /// Stored data could not be decoded (a bug or corruption).
     #[error("corrupt data: {0}")]
     Corrupt(String),

@@ -107,6 +107,9 @@ fn engine_parts(err: &EngineError) -> (StatusCode, &'static str, String) {
             (StatusCode::PAYLOAD_TOO_LARGE, "attachment_too_large")
         }
         EngineError::MissingStub(_) => (StatusCode::PRECONDITION_FAILED, "missing_stub"),
+        EngineError::ServiceUnavailable(_) => {
+            (StatusCode::SERVICE_UNAVAILABLE, "required index service unavailable")
+        }
         EngineError::Doc(doc) => return doc_parts(doc),
         EngineError::Js(js) => return js_parts(js),
         EngineError::TxnConflict(_) => (StatusCode::CONFLICT, "conflict"),

@@ -16,9 +16,10 @@ use std::sync::Arc;
 use axum::http::StatusCode;
 use axum::response::Response;
 use bunko_engine::Database;
-use bunko_engine::find::covers;
+use bunko_engine::find::{FindQuery, PlannedIndex, covers};
 use bunko_engine::index::Index;
 use bunko_query::plan::{Choice, KeyRange, Plan, view_keys};
+use bunko_query::text::Text;
 use bunko_query::{FieldPath, Node, Selector};
 use serde_json::{Value, json};
 
@@ -37,15 +38,18 @@ pub async fn explain(
     let name = db.name();
     let partitioned = db.is_partitioned();
     let query = req.query.clone();
-    let (indexes, plan, scanned) = blocking(move || Ok(db.explain(&query)?)).await?;
+    let text_search = db.has_text_search();
+    let planned = blocking(move || Ok(db.explain(&query)?)).await?;
+    let (plan, scanned) = (&planned.plan, &planned.scanned);
     let q = &req.query;
-    let index_at = |i: usize| indexes.get(i);
+    let index_at = |i: usize| planned.indexes.get(i);
     let candidates: Vec<Value> = plan
         .candidates
         .iter()
         .map(|c| {
-            let (index, covering) = match c.index.and_then(index_at) {
-                Some(ix) => (ix.def.to_json(), json!(covers(ix, q))),
+            let (index, covering) = match c.index.and_then(|i| planned.get(i)) {
+                Some(PlannedIndex::Json(ix)) => (ix.def.to_json(), json!(covers(ix, q))),
+                Some(text @ PlannedIndex::Text(_)) => (text.to_json(), Value::Null),
                 None => (all_docs_json(), Value::Null),
             };
             json!({"index": index, "analysis": {"usable": c.usable,
@@ -55,7 +59,7 @@ pub async fn explain(
     let mut out = json!({
         "dbname": name,
         "index": match plan.choice {
-            Choice::Index(i) => index_at(i).map_or(Value::Null, |ix| ix.def.to_json()),
+            Choice::Index(i) => planned.get(i).map_or(Value::Null, |ix| ix.to_json()),
             Choice::AllDocs => all_docs_json(),
             Choice::Nothing => Value::Null,
         },
@@ -66,11 +70,15 @@ pub async fn explain(
         "skip": q.skip,
         "fields": req.opts.get("fields").cloned().unwrap_or_else(|| json!([])),
         "index_candidates": candidates,
-        "selector_hints": [selector_hints(&q.selector)],
+        "selector_hints": selector_hints(&q.selector, text_search),
     });
+    if planned.chosen_text().is_some() {
+        text_explain(&mut out, q);
+        return Ok(render::json(StatusCode::OK, out));
+    }
     if plan.choice != Choice::Nothing {
         let chosen = plan.index().and_then(index_at);
-        out["mrargs"] = mrargs(&req, &plan, chosen);
+        out["mrargs"] = mrargs(&req, plan, chosen);
         out["covering"] = json!(chosen.is_some_and(|ix| covers(ix, q)));
     }
     out["scanned_ranges"] = scanned.iter().map(range_json).collect();
@@ -126,10 +134,50 @@ fn id_keys(selector: &Selector, range: Option<&KeyRange>) -> (Value, Value) {
     }
 }
 
+/// What `mango_cursor_text:explain` adds: the Lucene `query`, the `partition` and the
+/// `sort` the search runs with (`"relevance"` without one).
+fn text_explain(out: &mut Value, q: &FindQuery) {
+    let text = Text::from_selector(&q.selector);
+    out["query"] = json!(text.lucene());
+    out["partition"] = q.partition.as_ref().map_or(Value::Null, |p| json!(p));
+    let sort: Vec<Value> = q
+        .sort
+        .iter()
+        .filter_map(|f| bunko_query::text::sort_field(&f.to_string(), &q.selector).ok())
+        .map(|(name, kind)| {
+            let dir = if q.descending { "-" } else { "" };
+            json!(format!("{dir}{name}<{}>", kind.as_str()))
+        })
+        .collect();
+    out["sort"] = if sort.is_empty() { json!("relevance") } else { Value::Array(sort) };
+}
+
+/// `selector_hints`: for JSON indexes, and for text indexes when the search service runs.
+fn selector_hints(selector: &Selector, text_search: bool) -> Value {
+    let mut hints = vec![json_hints(selector)];
+    if text_search {
+        let all: Vec<String> =
+            selector.referenced_fields().iter().map(ToString::to_string).collect();
+        let mut indexable: Vec<String> = Text::from_selector(selector)
+            .indexable_fields()
+            .into_iter()
+            .map(|f| f.split(':').next().unwrap_or_default().to_string())
+            .collect();
+        indexable.sort();
+        indexable.dedup();
+        let mut other: Vec<String> = all.into_iter().filter(|f| !indexable.contains(f)).collect();
+        other.sort();
+        other.dedup();
+        hints.push(json!({"type": "text", "indexable_fields": indexable,
+            "unindexable_fields": other}));
+    }
+    Value::Array(hints)
+}
+
 /// `selector_hints` for JSON indexes: the top-level fields whose condition an index could
 /// bound (`mango_idx_view:indexable_fields`), and the selector's other fields, each in
 /// CouchDB's order.
-fn selector_hints(selector: &Selector) -> Value {
+fn json_hints(selector: &Selector) -> Value {
     let mut indexable: Vec<String> = Vec::new();
     let children: Vec<&Node> = match selector.root() {
         Node::And(children) => children.iter().collect(),

@@ -1,6 +1,8 @@
 //! Mango index management: `GET/POST /{db}/_index`, `DELETE /{db}/_index/{ddoc}/json/{name}`
-//! and `POST /{db}/_index/_bulk_delete`, with `mango_opts`' validation and error names.
-//! The engine keeps each index in its design document ([`bunko_engine::index::manage`]).
+//! (and `…/text/{name}`) and `POST /{db}/_index/_bulk_delete`, with `mango_opts`'
+//! validation and error names. The engine keeps each index in its design document
+//! ([`bunko_engine::index::manage`], [`bunko_engine::index::text`]); `text` indexes need
+//! the search service (`503` without it, as CouchDB without Clouseau).
 
 use axum::extract::{Path, RawQuery, State as AxState};
 use axum::http::Method;
@@ -11,6 +13,7 @@ use axum::{Extension, Router};
 use bunko_engine::index::IndexField;
 use bunko_engine::index::def::parse_fields;
 use bunko_engine::index::manage::{Created, IndexRequest};
+use bunko_engine::index::text::TextIndexRequest;
 use serde_json::{Map, Value, json};
 
 use crate::body::RawBody;
@@ -52,10 +55,11 @@ async fn dispatch(
     }
     let (ddoc, kind, name) = target;
     let db = st.engine.db(&db)?;
-    if kind != "json" {
-        return Err(ApiError::not_found("missing"));
+    match kind.as_str() {
+        "json" => blocking(move || Ok(db.delete_index(&ctx, &ddoc, &name)?)).await?,
+        "text" => blocking(move || Ok(db.delete_text_index(&ctx, &ddoc, &name)?)).await?,
+        _ => return Err(ApiError::not_found("missing")),
     }
-    blocking(move || Ok(db.delete_index(&ctx, &ddoc, &name)?)).await?;
     Ok(render::json(StatusCode::OK, json!({"ok": true})))
 }
 
@@ -82,8 +86,19 @@ async fn list(
     let p = Params::parse(q.0.as_deref());
     let special = json!({"ddoc": null, "name": "_all_docs", "type": "special",
         "def": {"fields": [{"_id": "asc"}]}});
+    let mut defs: Vec<(String, String, Value)> =
+        db.list_indexes().iter().map(|d| (d.ddoc.clone(), d.name.clone(), d.to_json())).collect();
+    if st.engine.has_text_search() {
+        let texts = blocking({
+            let db = db.clone();
+            move || Ok(db.text_indexes()?)
+        })
+        .await?;
+        defs.extend(texts.iter().map(|d| (d.ddoc.clone(), d.name.clone(), d.to_json())));
+        defs.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+    }
     let mut all = vec![special];
-    all.extend(db.list_indexes().iter().map(|d| d.to_json()));
+    all.extend(defs.into_iter().map(|(_, _, json)| json));
     let total = all.len();
     let bad = || {
         ApiError::Other(
@@ -111,14 +126,24 @@ async fn create(
     body: RawBody,
 ) -> ApiResult<Response> {
     let db = st.engine.db(&db)?;
-    let req = parse_create(body.request_object()?)?;
-    let (created, id, name) = blocking(move || Ok(db.create_index(&ctx, req)?)).await?;
+    let text_search = st.engine.has_text_search();
+    let (created, id, name) = match parse_create(body.request_object()?, text_search)? {
+        Create::Json(req) => blocking(move || Ok(db.create_index(&ctx, req)?)).await?,
+        Create::Text(req) => blocking(move || Ok(db.create_text_index(&ctx, req)?)).await?,
+    };
     let result = if created == Created::Created { "created" } else { "exists" };
     Ok(render::json(StatusCode::OK, json!({"result": result, "id": id, "name": name})))
 }
 
-/// Validates a `POST /{db}/_index` body as `mango_opts:validate_idx_create` does.
-fn parse_create(mut body: Map<String, Value>) -> ApiResult<IndexRequest> {
+/// A validated `POST /{db}/_index`.
+enum Create {
+    Json(IndexRequest),
+    Text(TextIndexRequest),
+}
+
+/// Validates a `POST /{db}/_index` body as `mango_opts:validate_idx_create` does;
+/// `text_search`: text indexes can be served.
+fn parse_create(mut body: Map<String, Value>, text_search: bool) -> ApiResult<Create> {
     const KEYS: [&str; 6] = ["index", "type", "name", "ddoc", "w", "partitioned"];
     if let Some(key) = body.keys().find(|k| !KEYS.contains(&k.as_str())) {
         return Err(mango_error("invalid_key", format!("Invalid key {key} for this request.")));
@@ -126,10 +151,12 @@ fn parse_create(mut body: Map<String, Value>) -> ApiResult<IndexRequest> {
     let Some(index) = body.remove("index") else {
         return Err(mango_error("missing_required_key", "Missing required key: index"));
     };
+    let text = body.get("type").and_then(Value::as_str) == Some("text");
     match body.get("type") {
         None => {}
         Some(Value::String(t)) if t == "json" => {}
-        // CouchDB without its search services (dreyfus/Clouseau, nouveau), as Bunko is.
+        Some(Value::String(t)) if t == "text" && text_search => {}
+        // CouchDB without the search service in question (dreyfus/Clouseau, nouveau).
         Some(Value::String(t)) if t == "text" || t == "nouveau" => {
             return Err(ApiError::Other(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -173,8 +200,12 @@ fn parse_create(mut body: Map<String, Value>) -> ApiResult<IndexRequest> {
             ));
         }
     };
+    if text {
+        let w = body.get("w").and_then(Value::as_u64).unwrap_or(2);
+        return Ok(Create::Text(TextIndexRequest { index, name, ddoc, partitioned, w }));
+    }
     let (fields, partial_filter) = parse_index_def(index)?;
-    Ok(IndexRequest { fields, name, ddoc, partial_filter, partitioned })
+    Ok(Create::Json(IndexRequest { fields, name, ddoc, partial_filter, partitioned }))
 }
 
 fn optional_name(body: &Map<String, Value>, key: &str) -> ApiResult<Option<String>> {
@@ -263,14 +294,21 @@ async fn bulk_delete(
         for id in ids.iter().filter_map(Value::as_str) {
             let ddoc =
                 if id.starts_with("_design/") { id.to_string() } else { format!("_design/{id}") };
-            let names: Vec<String> =
+            // Every index of the design document, JSON and text (`mango_idx:delete`).
+            let json: Vec<String> =
                 db.list_indexes().into_iter().filter(|d| d.ddoc == ddoc).map(|d| d.name).collect();
-            let result = if names.is_empty() {
+            let text: Vec<String> = match db.text_indexes() {
+                Ok(defs) => defs.into_iter().filter(|d| d.ddoc == ddoc).map(|d| d.name).collect(),
+                Err(_) => Vec::new(),
+            };
+            let result = if json.is_empty() && text.is_empty() {
                 Err("not_found".to_string())
             } else {
-                names
-                    .iter()
+                json.iter()
                     .try_for_each(|n| db.delete_index(&ctx, &ddoc, n))
+                    .and_then(|()| {
+                        text.iter().try_for_each(|n| db.delete_text_index(&ctx, &ddoc, n))
+                    })
                     .map_err(|e| e.to_string())
             };
             match result {

@@ -16,6 +16,15 @@ use crate::{State, UserCtx, render};
 /// what is absent, e.g. `search`).
 pub const FEATURES: &[&str] = &["partitioned"];
 
+/// `FEATURES`, plus `search` when the search service serves text indexes.
+fn features(state: &State) -> Vec<&'static str> {
+    let mut out = FEATURES.to_vec();
+    if state.engine.has_text_search() {
+        out.push("search");
+    }
+    out
+}
+
 pub fn routes() -> Router<State> {
     Router::new()
         .route("/", get(welcome))
@@ -35,7 +44,7 @@ async fn welcome(AxState(state): AxState<State>) -> Response {
             "couchdb": "Welcome",
             "version": "3.4.3",
             "vendor": {"name": "Bunko", "version": env!("CARGO_PKG_VERSION")},
-            "features": FEATURES,
+            "features": features(&state),
             "uuid": state.server_uuid,
             "bunko": env!("CARGO_PKG_VERSION"),
         }),

@@ -40,6 +40,12 @@ pub enum Error {
     /// `sort` mixes `asc` and `desc`.
     #[error("Sorts currently only support a single direction for all fields.")]
     UnsupportedMixedSort,
+    /// A text-index sort field without `:string`/`:number` whose type the selector does not
+    /// tell (`mango_selector_text:get_sort_type`).
+    #[error(
+        "Unspecified or ambiguous sort type. Try appending :number or :string to the sort field. {0}"
+    )]
+    TextSortError(String),
     /// `fields` is not an array.
     #[error("Fields must be an array of strings, not: {}", erl::w(.0))]
     InvalidFieldsJson(Value),
@@ -65,6 +71,7 @@ impl Error {
             Self::InvalidSortJson(_) => "invalid_sort_json",
             Self::InvalidSortField(_) => "invalid_sort_field",
             Self::UnsupportedMixedSort => "unsupported_mixed_sort",
+            Self::TextSortError(_) => "text_sort_error",
             Self::InvalidFieldsJson(_) => "invalid_fields",
             Self::InvalidFieldJson(_) => "invalid_field",
         }

@@ -13,6 +13,8 @@
 //!    (CouchDB) or Mongo (paths reach into arrays).
 //! 4. Results are ordered by [`Sort`] and projected by [`Fields`].
 //!
+//! [`text`] turns a selector into the query a Mango `text` index answers.
+//!
 //! [`update`] holds MongoDB's update operators as pure functions on BSON documents.
 //!
 //! Everything here is pure: no storage, no I/O. Values are `serde_json` values with number
@@ -34,6 +36,7 @@ pub mod schema;
 pub mod selector;
 pub mod sort;
 pub mod term;
+pub mod text;
 pub mod update;
 pub mod update_pipeline;
 

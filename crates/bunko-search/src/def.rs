@@ -2,20 +2,33 @@
 //! {...}", "analyzer": ...}}`. Each index is named by a signature over what changes its
 //! contents (function source, analyzer, partitioning), so an edit of one index rebuilds
 //! only that one, and `_search_cleanup` removes the directories no signature names.
+//!
+//! A Mango `text` index (`POST /{db}/_index` with `"type": "text"`) is an entry of the same
+//! `indexes` member whose `index` is an object (its options) instead of a function: its
+//! documents' fields come from [`bunko_query::text::entries`], not from JavaScript.
 
 use md5::{Digest, Md5};
 use serde_json::{Map, Value, json};
 
 use crate::analyzer::Analyzers;
+use bunko_engine::index::text::TextIndexDef;
 use bunko_engine::{Error, Result};
+
+/// Where an index's entries come from.
+#[derive(Debug, Clone)]
+pub enum Source {
+    /// The `index` function's source (Cloudant Search).
+    Js(String),
+    /// A Mango text index's definition.
+    Mango(Box<TextIndexDef>),
+}
 
 /// One search index of a design document.
 #[derive(Debug, Clone)]
 pub struct IndexDef {
     pub ddoc: String,
     pub name: String,
-    /// The `index` function's source.
-    pub source: String,
+    pub source: Source,
     pub analyzers: Analyzers,
     /// The design document's indexes are partitioned (`options.partitioned`).
     pub partitioned: bool,
@@ -35,18 +48,30 @@ impl IndexDef {
             .get("indexes")
             .and_then(|i| i.get(name))
             .ok_or_else(|| Error::NotFound(format!("Search index {name} not found")))?;
-        let source = def.get("index").and_then(Value::as_str).ok_or_else(|| {
-            Error::BadRequest(format!("Search index {name} has no index function"))
-        })?;
+        let partitioned = bunko_engine::design::is_partitioned(body, db_partitioned);
+        let (source, text) = match def.get("index") {
+            Some(Value::String(js)) => (Source::Js(js.clone()), js.clone()),
+            Some(Value::Object(options)) => {
+                let mango = TextIndexDef::from_ddoc(ddoc, body, db_partitioned)
+                    .into_iter()
+                    .find(|t| t.name == name)
+                    .ok_or_else(|| Error::NotFound(format!("Search index {name} not found")))?;
+                (Source::Mango(Box::new(mango)), Value::Object(options.clone()).to_string())
+            }
+            _ => {
+                return Err(Error::BadRequest(format!(
+                    "Search index {name} has no index function"
+                )));
+            }
+        };
         let analyzer = def.get("analyzer").cloned().unwrap_or(Value::Null);
         let analyzers = Analyzers::from_spec(&analyzer)?;
-        let partitioned = bunko_engine::design::is_partitioned(body, db_partitioned);
-        let text = json!([source, analyzer, partitioned]).to_string();
+        let text = json!([text, analyzer, partitioned]).to_string();
         let sig = hex::encode(Md5::digest(text.as_bytes()));
         Ok(IndexDef {
             ddoc: ddoc.to_string(),
             name: name.to_string(),
-            source: source.to_string(),
+            source,
             analyzers,
             partitioned,
             sig,
@@ -67,7 +92,10 @@ impl IndexDef {
     /// `index(name, value, options)` in scope, each call kept as an emitted row
     /// `[[name, value], options]`.
     pub fn program(&self) -> String {
-        let source = self.source.trim().trim_end_matches(';');
+        let source = match &self.source {
+            Source::Js(source) => source.trim().trim_end_matches(';'),
+            Source::Mango(_) => "function (doc) {}",
+        };
         format!(
             "(function () {{ var index = function (name, value, options) {{ \
              emit([name, value], options === undefined ? null : options); }}; \

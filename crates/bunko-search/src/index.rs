@@ -38,7 +38,7 @@ use tantivy::schema::{
 use tantivy::tokenizer::{PreTokenizedString, Token as TantivyToken};
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
 
-use crate::def::IndexDef;
+use crate::def::{IndexDef, Source};
 
 /// Separates a field name from its token in `t` and `n` terms.
 pub const SEP: char = '\u{1}';
@@ -59,11 +59,15 @@ pub struct Fields {
     pub num: Field,
 }
 
-fn schema() -> (Schema, Fields) {
+/// The schema; `norms: false` (Mango text indexes) scores a term alike in every document
+/// whatever else it holds, as Lucene's per-field norms do for the one-value fields Mango
+/// indexes (all fields share `t` here), so equally relevant rows keep their order.
+fn schema(norms: bool) -> (Schema, Fields) {
     let mut builder = Schema::builder();
     let text = TextOptions::default().set_indexing_options(
         TextFieldIndexing::default()
             .set_tokenizer("raw")
+            .set_fieldnorms(norms)
             .set_index_option(IndexRecordOption::WithFreqsAndPositions),
     );
     let fields = Fields {
@@ -97,6 +101,9 @@ pub struct SearchIndex {
     purge_seq: AtomicU64,
     /// Held while the index is updated; the compiled `index` function.
     build: Mutex<Option<CompiledViews>>,
+    /// The index's writer, kept between updates (opening one per update costs more than
+    /// a small update); dropped, with what it had not committed, when an update fails.
+    writer: Mutex<Option<IndexWriter>>,
     pub activity: Activity,
 }
 
@@ -109,7 +116,7 @@ impl std::fmt::Debug for SearchIndex {
 impl SearchIndex {
     /// Opens the index in `dir` (creating or rebuilding it), or an in-memory one.
     pub fn open(def: IndexDef, dir: Option<&Path>) -> Result<SearchIndex> {
-        let (schema, fields) = schema();
+        let (schema, fields) = schema(matches!(def.source, Source::Js(_)));
         let index = match dir {
             None => Index::create_in_ram(schema),
             Some(dir) => open_dir(dir, schema)?,
@@ -131,6 +138,7 @@ impl SearchIndex {
             seq: AtomicU64::new(seq),
             purge_seq: AtomicU64::new(purge_seq),
             build: Mutex::new(None),
+            writer: Mutex::new(None),
             activity: Activity::default(),
         })
     }
@@ -151,16 +159,34 @@ impl SearchIndex {
             return Ok(());
         }
         let mut compiled = self.build.lock();
-        if compiled.is_none() {
+        let mango = match &self.def.source {
+            Source::Mango(def) => Some(def.options()),
+            Source::Js(_) => None,
+        };
+        if compiled.is_none() && mango.is_none() {
             let runtime = Runtime::new(Limits::default());
             *compiled = Some(runtime.compile_view_set(None, &[&self.def.program()])?);
         }
-        let Some(views) = compiled.as_ref() else { return Ok(()) };
-        let mut writer =
-            self.index.writer_with_num_threads(1, WRITER_MEMORY).map_err(tantivy_err)?;
-        self.apply_purges(db, &mut writer)?;
-        let mut build = Update { db, index: self, views, writer };
-        bunko_indexer::run(&mut build, &self.activity, 1)?;
+        let source = match (mango, compiled.as_ref()) {
+            (Some(options), _) => Entries::Mango(options),
+            (None, Some(views)) => Entries::Js(views),
+            (None, None) => return Ok(()),
+        };
+        let mut slot = self.writer.lock();
+        if slot.is_none() {
+            *slot =
+                Some(self.index.writer_with_num_threads(1, WRITER_MEMORY).map_err(tantivy_err)?);
+        }
+        let Some(writer) = slot.as_mut() else { return Ok(()) };
+        if let Err(err) = self.apply_purges(db, writer) {
+            *slot = None;
+            return Err(err);
+        }
+        let mut build = Update { db, index: self, source, writer };
+        if let Err(err) = bunko_indexer::run(&mut build, &self.activity, 1) {
+            *slot = None;
+            return Err(err);
+        }
         self.reader.reload().map_err(tantivy_err)
     }
 
@@ -280,12 +306,46 @@ fn open_dir(dir: &Path, schema: Schema) -> Result<Index> {
     }
 }
 
+/// Where an update gets each document's `index()` calls.
+enum Entries<'a> {
+    /// The design document's `index` function.
+    Js(&'a CompiledViews),
+    /// A Mango text index's fields.
+    Mango(bunko_query::text::entries::Options),
+}
+
+impl Entries<'_> {
+    /// The calls of each document (`map_input` texts), in order.
+    fn rows(&self, ddoc: &str, texts: &[&str]) -> Result<Vec<bunko_js::Rows>> {
+        match self {
+            Entries::Js(views) => Ok(views
+                .map_batch_json(texts)?
+                .into_iter()
+                .map(|output| {
+                    output.trace(ddoc);
+                    output.rows.into_iter().next().unwrap_or_default()
+                })
+                .collect()),
+            Entries::Mango(options) => Ok(texts
+                .iter()
+                .map(|text| {
+                    let doc: Value = serde_json::from_str(text).unwrap_or(Value::Null);
+                    bunko_query::text::entries::entries(&doc, options)
+                        .into_iter()
+                        .map(|(name, value)| (json!([name, value]), json!({})))
+                        .collect()
+                })
+                .collect()),
+        }
+    }
+}
+
 /// One update of a search index, as the index framework drives it.
 struct Update<'a> {
     db: &'a Database,
     index: &'a SearchIndex,
-    views: &'a CompiledViews,
-    writer: IndexWriter,
+    source: Entries<'a>,
+    writer: &'a mut IndexWriter,
 }
 
 impl bunko_indexer::Build for Update<'_> {
@@ -325,10 +385,8 @@ impl bunko_indexer::Build for Update<'_> {
             return Ok(None);
         }
         let texts: Vec<&str> = inputs.iter().map(|(_, t)| t.as_str()).collect();
-        let outputs = self.views.map_batch_json(&texts)?;
-        for ((id, _), output) in inputs.iter().zip(outputs) {
-            output.trace(&self.index.def.ddoc);
-            let rows = output.rows.into_iter().next().unwrap_or_default();
+        let outputs = self.source.rows(&self.index.def.ddoc, &texts)?;
+        for ((id, _), rows) in inputs.iter().zip(outputs) {
             if let Some(doc) = self.index.document(id, rows) {
                 self.writer.add_document(doc).map_err(tantivy_err)?;
             }

@@ -20,7 +20,9 @@
 //! document defines ([`Search::cleanup`]).
 //!
 //! Cloudant Geo ([`geo`]: `st_indexes`, `_geo`) shares the registry, the background
-//! updater and the cleanup.
+//! updater and the cleanup, and so do Mango `text` indexes ([`mango`]): entries of
+//! `indexes` whose `index` is an object, built from each document's fields and searched
+//! by the engine's `_find` through [`MangoText`].
 
 pub mod analyzer;
 mod compile;
@@ -28,6 +30,7 @@ pub mod def;
 pub mod geo;
 mod highlight;
 pub mod index;
+pub mod mango;
 pub mod query;
 
 use std::collections::{HashMap, HashSet};
@@ -43,6 +46,7 @@ use serde_json::{Map, Value, json};
 pub use def::IndexDef;
 pub use geo::{GeoDef, GeoIndex, GeoQuery};
 pub use index::SearchIndex;
+pub use mango::MangoText;
 pub use query::SearchQuery;
 
 /// The search indexes of every database: where they live and which are open.

@@ -307,7 +307,7 @@ fn value_text(v: &Value) -> String {
     }
 }
 
-fn compare_hits(a: &Hit, b: &Hit, sort: &[SortKey]) -> Ordering {
+pub(crate) fn compare_hits(a: &Hit, b: &Hit, sort: &[SortKey]) -> Ordering {
     if sort.is_empty() {
         // Equally relevant rows in id order, as Clouseau answers within one shard.
         return b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)).then(a.doc.cmp(&b.doc));
@@ -372,7 +372,7 @@ pub fn run(
 }
 
 /// Every match of `query`, with its score and stored fields.
-fn matches(index: &SearchIndex, query: &dyn Query) -> Result<Vec<Hit>> {
+pub(crate) fn matches(index: &SearchIndex, query: &dyn Query) -> Result<Vec<Hit>> {
     let err = |e: tantivy::TantivyError| Error::Unknown(format!("search: {e}"));
     let searcher = index.reader.searcher();
     let total = searcher.search(query, &Count).map_err(err)?;

@@ -80,6 +80,8 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         )?;
     }
     let search = bunko_search::Search::new(Some(settings.data.join("search")));
+    // `_find` on Mango text indexes goes to the search service.
+    engine.set_text_search(std::sync::Arc::new(bunko_search::MangoText(search.clone())));
     let state =
         bunko_http::AppState::with_search(engine.clone(), settings.http.clone(), search.clone())?;
     // Reopens every search index, so the background updaters keep them current.

@@ -161,6 +161,7 @@ fn planner_would_choose(indexes: &[Arc<Index>], s: &QueryShape, fields: &[FieldP
         .map(|i| IndexInfo {
             ddoc: i.def.ddoc.clone(),
             name: i.def.name.clone(),
+            kind: plan::Kind::Json,
             fields: i.compiled.paths().to_vec(),
             has_partial_filter: i.def.partial_filter.is_some(),
             in_scope: i.def.partitioned == s.partition,
@@ -169,6 +170,7 @@ fn planner_would_choose(indexes: &[Arc<Index>], s: &QueryShape, fields: &[FieldP
     infos.push(IndexInfo {
         ddoc: "_design/advisor-suggestion".to_string(),
         name: "suggestion".to_string(),
+        kind: plan::Kind::Json,
         fields: fields.to_vec(),
         has_partial_filter: false,
         in_scope: true,

@@ -14,12 +14,14 @@
 //!    whole values at the indexed paths, and the selector is checked against those.
 //!
 //! `scan` holds the per-run state and the storage ranges of key ranges; `outcome`
-//! covering, warnings and errors.
+//! covering, warnings and errors; [`text`] runs a query the planner gave to a Mango text
+//! index (through the search service).
 
 pub mod mongo;
 pub mod mongo_index;
 mod outcome;
 mod scan;
+pub mod text;
 
 use std::sync::Arc;
 
@@ -33,6 +35,7 @@ use bunko_storage::{Iter, Range, Snapshot};
 use serde_json::Value;
 
 use crate::database::Database;
+use crate::index::text::TextIndexDef;
 use crate::index::{Index, entries};
 use crate::keys::{self, Key};
 use crate::{Error, Result, records};
@@ -99,19 +102,79 @@ pub struct FindResult {
     pub scanned: Vec<Range>,
 }
 
+/// A planned query: the indexes the planner saw, its plan, and the storage ranges it reads.
+#[derive(Debug)]
+pub struct Planned {
+    /// JSON indexes; the plan's index numbers count these first, then `text`.
+    pub indexes: Vec<Arc<Index>>,
+    pub text: Vec<TextIndexDef>,
+    pub plan: Plan,
+    pub scanned: Vec<Range>,
+}
+
+/// An index of a plan.
+#[derive(Debug, Clone, Copy)]
+pub enum PlannedIndex<'a> {
+    Json(&'a Arc<Index>),
+    Text(&'a TextIndexDef),
+}
+
+impl Planned {
+    /// The index at position `i` of the plan's numbering.
+    pub fn get(&self, i: usize) -> Option<PlannedIndex<'_>> {
+        match self.indexes.get(i) {
+            Some(ix) => Some(PlannedIndex::Json(ix)),
+            None => self.text.get(i - self.indexes.len()).map(PlannedIndex::Text),
+        }
+    }
+
+    /// The chosen JSON index.
+    pub fn chosen_json(&self) -> Option<&Arc<Index>> {
+        self.plan.index().and_then(|i| self.indexes.get(i))
+    }
+
+    /// The chosen text index.
+    pub fn chosen_text(&self) -> Option<&TextIndexDef> {
+        match self.plan.index().and_then(|i| self.get(i)) {
+            Some(PlannedIndex::Text(def)) => Some(def),
+            _ => None,
+        }
+    }
+}
+
+impl PlannedIndex<'_> {
+    /// The entry of `GET /{db}/_index` (and of `_explain`).
+    pub fn to_json(&self) -> Value {
+        match self {
+            PlannedIndex::Json(ix) => ix.def.to_json(),
+            PlannedIndex::Text(def) => def.to_json(),
+        }
+    }
+}
+
 impl Database {
     /// Plans a query without running it (`_explain`). Indexes still being built are
     /// planned with too, so that `_explain` lists every index as CouchDB does; when one
     /// of them would be chosen (or nothing complete is usable) the query waits for the
     /// build, as CouchDB's first query after creating an index waits for it. A query never
     /// reads an incomplete index.
-    pub fn explain(&self, query: &FindQuery) -> Result<(Vec<Arc<Index>>, Plan, Vec<Range>)> {
+    pub fn explain(&self, query: &FindQuery) -> Result<Planned> {
         let partition = query.partition.is_some();
-        let pinned = self.decode_bookmark(query)?.map(|(num, _)| num);
+        let bookmark = self.decode_bookmark(query)?.map(|(num, _)| num);
+        let pinned = bookmark.filter(|n| *n != text::BOOKMARK_NUM);
         let mongo = query.dialect == Dialect::Mongo;
-        let mut candidates =
-            if mongo { Vec::new() } else { self.candidates(partition, pinned, true)? };
-        let mut plan = self.plan_query(query, &candidates)?;
+        let texts =
+            if mongo || self.text.get().is_none() { Vec::new() } else { self.text_indexes()? };
+        let texts: Vec<TextIndexDef> = match bookmark {
+            Some(n) if n != text::BOOKMARK_NUM => Vec::new(),
+            _ => texts,
+        };
+        let mut candidates = if mongo || bookmark == Some(text::BOOKMARK_NUM) {
+            Vec::new()
+        } else {
+            self.candidates(partition, pinned, true)?
+        };
+        let mut plan = self.plan_query(query, &candidates, &texts)?;
         let waits = match plan.choice {
             Choice::Index(i) => candidates.get(i).is_some_and(|ix| !ix.is_ready()),
             Choice::Nothing => !mongo && self.building(partition),
@@ -120,16 +183,19 @@ impl Database {
         if waits {
             self.wait_for_builds(partition);
             candidates = self.candidates(partition, pinned, true)?;
-            plan = self.plan_query(query, &candidates)?;
+            plan = self.plan_query(query, &candidates, &texts)?;
             let incomplete =
                 plan.index().and_then(|i| candidates.get(i)).is_some_and(|ix| !ix.is_ready());
             if incomplete {
                 candidates = self.candidates(partition, pinned, false)?;
-                plan = self.plan_query(query, &candidates)?;
+                plan = self.plan_query(query, &candidates, &texts)?;
             }
         }
-        let scanned = self.scan_ranges(query, &plan, &candidates);
-        Ok((candidates, plan, scanned))
+        let scanned = match plan.index() {
+            Some(i) if i >= candidates.len() => Vec::new(),
+            _ => self.scan_ranges(query, &plan, &candidates),
+        };
+        Ok(Planned { indexes: candidates, text: texts, plan, scanned })
     }
 
     /// Whether some index of this kind is being built.
@@ -148,10 +214,18 @@ impl Database {
 
     /// Runs a query.
     pub fn find(&self, query: &FindQuery) -> Result<FindResult> {
-        let (candidates, plan, scanned) = self.explain(query)?;
-        if plan.choice == Choice::Nothing {
+        let planned = self.explain(query)?;
+        if planned.plan.choice == Choice::Nothing {
             return Err(no_usable_index(self.is_partitioned(), query.partition.is_some()));
         }
+        if let Some(def) = planned.chosen_text() {
+            let offset = match self.decode_bookmark(query)? {
+                Some((text::BOOKMARK_NUM, key)) => text_offset(&key),
+                _ => 0,
+            };
+            return self.text_result(query, def, offset, planned.plan.clone());
+        }
+        let Planned { indexes: candidates, plan, scanned, .. } = planned;
         let index = plan.index().and_then(|i| candidates.get(i).cloned());
         let covering = index.as_deref().is_some_and(|i| covers(i, query));
         let snapshot = self.store.snapshot();
@@ -203,17 +277,32 @@ impl Database {
         Ok(candidates)
     }
 
-    fn plan_query(&self, query: &FindQuery, candidates: &[Arc<Index>]) -> Result<Plan> {
-        let infos: Vec<IndexInfo> = candidates
+    fn plan_query(
+        &self,
+        query: &FindQuery,
+        candidates: &[Arc<Index>],
+        texts: &[TextIndexDef],
+    ) -> Result<Plan> {
+        let partition = query.partition.is_some();
+        let mut infos: Vec<IndexInfo> = candidates
             .iter()
             .map(|i| IndexInfo {
                 ddoc: i.def.ddoc.clone(),
                 name: i.def.name.clone(),
+                kind: plan::Kind::Json,
                 fields: i.compiled.paths().to_vec(),
                 has_partial_filter: i.def.partial_filter.is_some(),
-                in_scope: i.def.partitioned == query.partition.is_some(),
+                in_scope: i.def.partitioned == partition,
             })
             .collect();
+        infos.extend(texts.iter().map(|t| IndexInfo {
+            ddoc: t.ddoc.clone(),
+            name: t.name.clone(),
+            kind: plan::Kind::Text(t.columns()),
+            fields: Vec::new(),
+            has_partial_filter: t.partial_filter().is_some(),
+            in_scope: t.partitioned == partition,
+        }));
         let req = plan::Request {
             selector: &query.selector,
             sort: &query.sort,
@@ -222,6 +311,10 @@ impl Database {
         };
         plan::plan(&req, &infos).map_err(|e| match e {
             PlanError::InvalidIndex(parts) => invalid_index(&parts),
+            PlanError::MultipleTextIndexes => Error::Invalid {
+                error: "multiple_text_indexes",
+                reason: "You must specify an index with the `use_index` parameter.".into(),
+            },
         })
     }
 
@@ -372,13 +465,23 @@ impl Database {
         let bytes = URL_SAFE_NO_PAD.decode(bookmark).map_err(|_| invalid())?;
         let (num, key): (u64, Vec<u8>) = postcard::from_bytes(&bytes).map_err(|_| invalid())?;
         let db = self.id();
-        let prefix =
-            if num == 0 { keys::doc_range_prefix(db) } else { entries::prefix(db, num, None) };
-        if !key.starts_with(&prefix) {
+        let prefix = match num {
+            0 => keys::doc_range_prefix(db),
+            text::BOOKMARK_NUM if key.len() == 8 => Vec::new(),
+            _ => entries::prefix(db, num, None),
+        };
+        if !key.starts_with(&prefix) || (num == text::BOOKMARK_NUM && key.len() != 8) {
             return Err(invalid());
         }
         Ok(Some((num, key)))
     }
+}
+
+/// The offset a text query's bookmark holds.
+fn text_offset(key: &[u8]) -> usize {
+    let mut bytes = [0u8; 8];
+    bytes.copy_from_slice(key.get(..8).unwrap_or(&[0; 8]));
+    u64::from_be_bytes(bytes) as usize
 }
 
 fn invalid_bookmark(shown: String) -> Error {

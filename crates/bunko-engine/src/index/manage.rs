@@ -40,32 +40,9 @@ impl Database {
         req: IndexRequest,
     ) -> Result<(Created, String, String)> {
         let auto = auto_name(&req);
-        let ddoc = match &req.ddoc {
-            Some(d) if d.starts_with("_design/") => d.clone(),
-            Some(d) => format!("_design/{d}"),
-            None => format!("_design/{auto}"),
-        };
-        let name = req.name.clone().unwrap_or(auto);
+        let (ddoc, name) = target(req.ddoc.as_deref(), req.name.as_deref(), auto);
         let (rev, mut body) = self.load_query_ddoc(&ddoc)?;
-        let existing =
-            body.get("options").and_then(|o| o.get("partitioned")).and_then(Value::as_bool);
-        if req.partitioned != existing {
-            match (&rev, req.partitioned) {
-                (None, Some(p)) => {
-                    body.insert("options".into(), json!({"partitioned": p}));
-                }
-                (None, None) => {}
-                (Some(_), _) => {
-                    return Err(Error::Invalid {
-                        error: "invalid_partitioned_option",
-                        reason: format!(
-                            "Requested partitioned option does not match existing value on \
-                             design document {ddoc}"
-                        ),
-                    });
-                }
-            }
-        }
+        self.set_partitioned_option(&ddoc, rev.is_some(), &mut body, req.partitioned)?;
         let partitioned = design::is_partitioned(&body, self.is_partitioned());
         let index = IndexDef {
             ddoc: ddoc.clone(),
@@ -112,9 +89,42 @@ impl Database {
         self.save_ddoc(ctx, &ddoc, rev, body, only_language)
     }
 
+    /// Sets a new design document's `options.partitioned` to the request's; an existing
+    /// one must already agree (`invalid_partitioned_option`).
+    pub(super) fn set_partitioned_option(
+        &self,
+        ddoc: &str,
+        exists: bool,
+        body: &mut Map<String, Value>,
+        requested: Option<bool>,
+    ) -> Result<()> {
+        let existing =
+            body.get("options").and_then(|o| o.get("partitioned")).and_then(Value::as_bool);
+        if requested == existing {
+            return Ok(());
+        }
+        match (exists, requested) {
+            (false, Some(p)) => {
+                body.insert("options".into(), json!({"partitioned": p}));
+                Ok(())
+            }
+            (false, None) => Ok(()),
+            (true, _) => Err(Error::Invalid {
+                error: "invalid_partitioned_option",
+                reason: format!(
+                    "Requested partitioned option does not match existing value on design \
+                     document {ddoc}"
+                ),
+            }),
+        }
+    }
+
     /// The current revision and body of a design document that may hold indexes (empty
     /// if it does not exist); a design document in another language is refused.
-    fn load_query_ddoc(&self, id: &str) -> Result<(Option<bunko_doc::RevId>, Map<String, Value>)> {
+    pub(super) fn load_query_ddoc(
+        &self,
+        id: &str,
+    ) -> Result<(Option<bunko_doc::RevId>, Map<String, Value>)> {
         let doc = match self.get(id, None) {
             Ok(doc) => doc,
             Err(Error::NotFound(_)) => return Ok((None, Map::new())),
@@ -151,6 +161,17 @@ impl Database {
         };
         self.put(ctx, doc, WriteOptions::default()).map(|_| ())
     }
+}
+
+/// The design document and name of a new index: as requested (`_design/` added), or the
+/// generated name `auto` for both.
+pub(super) fn target(ddoc: Option<&str>, name: Option<&str>, auto: String) -> (String, String) {
+    let ddoc = match ddoc {
+        Some(d) if d.starts_with("_design/") => d.to_string(),
+        Some(d) => format!("_design/{d}"),
+        None => format!("_design/{auto}"),
+    };
+    (ddoc, name.map_or(auto, str::to_string))
 }
 
 /// CouchDB names an unnamed index (and its design document) by a hash of its definition.

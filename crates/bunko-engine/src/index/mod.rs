@@ -15,6 +15,9 @@
 //!    built waits for it (up to [`crate::find::BUILD_WAIT`]), as CouchDB's first query
 //!    after creating an index waits for its build.
 //!
+//! Mango `text` indexes ([`text`]) are kept elsewhere: the engine holds their definitions
+//! and plans with them, the search service builds them from the change sequence.
+//!
 //! Keys: `IdxMeta(db, ddoc, name) → IndexMeta`, and the entries
 //! `0x0A | db | num | [partition] | collate(value)… | doc_id → [[values…], doc_id, [whole…]]`
 //! (`docs/architecture/keys.md`).
@@ -25,6 +28,7 @@ pub mod entries;
 mod maintain;
 pub mod manage;
 pub mod mongo;
+pub mod text;
 pub mod ttl;
 
 use std::sync::Arc;

@@ -33,11 +33,25 @@ use crate::selector::Selector;
 
 pub use ranges::{Bound, KeyRange, MAX_RANGES, indexable, view_keys};
 
+/// The kind of an index.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Kind {
+    /// A JSON index over [`IndexInfo::fields`].
+    #[default]
+    Json,
+    /// A Mango text index with its columns (`name:type`, `$default`); `None` when it
+    /// indexes every field. It serves any selector whose fields it has, in no order of
+    /// its own, and is used when no JSON index is usable (`mango_cursor`'s order of
+    /// cursor types: view, text, special).
+    Text(Option<Vec<String>>),
+}
+
 /// What the planner needs to know about one index.
 #[derive(Debug, Clone)]
 pub struct IndexInfo {
     pub ddoc: String,
     pub name: String,
+    pub kind: Kind,
     pub fields: Vec<FieldPath>,
     pub has_partial_filter: bool,
     /// Of the query's kind (partitioned for a partition query, global otherwise); other
@@ -96,6 +110,9 @@ pub enum PlanError {
     /// `use_index` names nothing usable and falling back is not allowed (CouchDB's
     /// `invalid_index`); holds the request's `use_index` parts.
     InvalidIndex(Vec<String>),
+    /// More than one text index is usable and `use_index` names none of them (CouchDB's
+    /// `multiple_text_indexes`).
+    MultipleTextIndexes,
 }
 
 /// A request as the planner sees it.
@@ -117,6 +134,7 @@ pub fn plan(req: &Request, indexes: &[IndexInfo]) -> Result<Plan, PlanError> {
             req.use_index.is_some_and(|(d, n)| ix.ddoc == d && n.is_none_or(|n| n == ix.name))
         })
     };
+    let text_search = has_text(req.selector.root());
     let mut sets = Sets::default();
     for (i, ix) in indexes.iter().enumerate() {
         if ix.has_partial_filter && !named(Some(i)) {
@@ -127,7 +145,12 @@ pub fn plan(req: &Request, indexes: &[IndexInfo]) -> Result<Plan, PlanError> {
             sets.out_of_scope.push(Some(i));
             continue;
         }
-        match ranges::usable(ix, req.selector, &conds, req.sort) {
+        let usable = match &ix.kind {
+            Kind::Json if text_search => Err("needs_text_search"),
+            Kind::Json => ranges::usable(ix, req.selector, &conds, req.sort),
+            Kind::Text(columns) => text_usable(req.selector, columns.as_deref()),
+        };
+        match usable {
             Ok(()) => sets.usable.push(Some(i)),
             Err(why) => sets.not_usable.push((Some(i), why)),
         }
@@ -157,13 +180,28 @@ pub fn plan(req: &Request, indexes: &[IndexInfo]) -> Result<Plan, PlanError> {
     }
     let use_index_ignored = fallback && req.use_index.is_some();
     sets.excluded = sets.usable.iter().copied().filter(|id| !filtered.contains(id)).collect();
-    let json: Vec<usize> = filtered.iter().filter_map(|id| *id).collect();
+    let of_kind = |text: bool| -> Vec<usize> {
+        let kind = |i: &usize| matches!(indexes[*i].kind, Kind::Text(_)) == text;
+        filtered.iter().filter_map(|id| *id).filter(kind).collect()
+    };
+    let json = of_kind(false);
+    let text = of_kind(true);
+    if json.is_empty() && !text.is_empty() {
+        if text.len() > 1 {
+            return Err(PlanError::MultipleTextIndexes);
+        }
+        sets.unfavored = filtered.iter().copied().filter(Option::is_none).collect();
+        let candidates = sets.listing(indexes, &[], Some(Some(text[0])));
+        let choice = Choice::Index(text[0]);
+        return Ok(Plan { choice, ranges: Vec::new(), candidates, use_index_ignored });
+    }
     if json.is_empty() {
         let candidates = sets.listing(indexes, &[], Some(None));
         let ranges = all_docs_range(&conds);
         return Ok(Plan { choice: Choice::AllDocs, ranges, candidates, use_index_ignored });
     }
-    sets.unfavored = filtered.iter().copied().filter(Option::is_none).collect();
+    sets.unfavored =
+        filtered.iter().copied().filter(|id| id.is_none_or(|i| !json.contains(&i))).collect();
     // Rank the JSON indexes, best first: CouchDB's order (smallest prefix difference,
     // fewest fields, design document and name), with Bunko's score (equality prefix,
     // range, sort) breaking ties of the difference before the field count.
@@ -291,6 +329,34 @@ fn not_chosen_reason(indexes: &[IndexInfo], ranked: &[(usize, Rank)], pos: usize
     }
 }
 
+/// Whether the selector searches text (`mango_idx_view:is_text_search`): then no JSON
+/// index may serve it.
+fn has_text(node: &crate::Node) -> bool {
+    use crate::{Cond, Node};
+    let cond = |c: &Cond| match c {
+        Cond::Text(_) => true,
+        Cond::ElemMatch(sub) | Cond::AllMatch(sub) | Cond::KeyMapMatch(sub) => has_text(sub),
+        _ => false,
+    };
+    match node {
+        Node::And(items) | Node::Or(items) | Node::Nor(items) => items.iter().any(has_text),
+        Node::Not(inner) => has_text(inner),
+        Node::Field(_, c) => cond(c),
+        Node::Empty => false,
+    }
+}
+
+/// A text index serves a non-empty selector whose fields it has
+/// (`mango_idx_text:is_usable`).
+fn text_usable(selector: &Selector, columns: Option<&[String]>) -> Result<(), &'static str> {
+    if selector.root() == &crate::Node::Empty {
+        return Err("empty_selector");
+    }
+    let Some(columns) = columns else { return Ok(()) };
+    let needed = crate::text::Text::from_selector(selector).indexable_fields();
+    if needed.iter().all(|f| columns.contains(f)) { Ok(()) } else { Err("field_mismatch") }
+}
+
 /// `_all_docs` serves any selector without a sort; with a sort only `_id` ascending or
 /// descending when the selector bounds `_id` (`mango_idx_special:is_usable`).
 fn all_docs_usable(
@@ -325,6 +391,7 @@ mod tests {
 
     fn index(name: &str, fields: &[&str], partial: bool) -> IndexInfo {
         IndexInfo {
+            kind: Kind::Json,
             ddoc: format!("_design/{name}"),
             name: name.to_string(),
             fields: fields.iter().filter_map(|f| FieldPath::parse(f).ok()).collect(),

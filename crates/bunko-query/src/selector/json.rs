@@ -61,6 +61,7 @@ fn cond(cond: &Cond) -> Value {
         Cond::ElemMatch(sub) => ("$elemMatch", node(sub)),
         Cond::AllMatch(sub) => ("$allMatch", node(sub)),
         Cond::KeyMapMatch(sub) => ("$keyMapMatch", node(sub)),
+        Cond::Text(v) => ("$text", v.clone()),
         Cond::Not(inner) => ("$not", self::cond(inner)),
     };
     let mut map = Map::new();

@@ -45,6 +45,10 @@ pub(super) fn node(node: &Node, value: &Value, order: Order) -> bool {
 }
 
 fn field(path: &FieldPath, cond: &Cond, value: &Value, order: Order) -> bool {
+    if let Cond::Text(_) = cond {
+        // `mango_selector:match` believes the text index returned valid matches.
+        return true;
+    }
     match path.get(value) {
         Lookup::NotFound => matches!(cond, Cond::Exists(false)),
         Lookup::BadPath => false,
@@ -85,6 +89,7 @@ pub(super) fn cond(cond: &Cond, v: &Value, order: Order) -> bool {
         Cond::KeyMapMatch(sub) => v
             .as_object()
             .is_some_and(|map| map.keys().any(|k| node(sub, &Value::String(k.clone()), order))),
+        Cond::Text(_) => true,
         Cond::Not(inner) => !self::cond(inner, v, order),
     }
 }

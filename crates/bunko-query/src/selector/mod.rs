@@ -107,6 +107,9 @@ pub enum Cond {
     AllMatch(Box<Node>),
     /// An object with some key matching.
     KeyMapMatch(Box<Node>),
+    /// `$text` (held under the field `$default`, as CouchDB normalizes it): a phrase a text
+    /// index searches. Matching trusts the index, so it is true for every document.
+    Text(Value),
     /// A negated condition that has no inverse operator. Like every condition but
     /// `$exists: false`, it needs the field to be present.
     Not(Box<Cond>),

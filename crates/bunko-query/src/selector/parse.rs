@@ -10,7 +10,7 @@
 //! serve either:
 //! - `$mod` with divisor 0 is `bad_arg` (CouchDB fails with a 500 while matching), and so is
 //!   a divisor or remainder beyond 64 bits (accepted by CouchDB).
-//! - `$text` and `$default` (text search) are `not_supported`: Bunko has no text indexes.
+//! - `$default` is accepted only as CouchDB's normalized form `{"$default": {"$text": …}}`.
 //! - An invalid field name inside an `$elemMatch`-like argument is `invalid_field_name`;
 //!   CouchDB meets it only while matching, inside a catch-all, so the condition silently
 //!   never matches.
@@ -51,8 +51,7 @@ struct Parser {
     path_error: Option<Error>,
 }
 
-const UNSUPPORTED: [&str; 7] =
-    ["$where", "$geoWithin", "$geoIntersects", "$near", "$nearSphere", "$text", "$default"];
+const UNSUPPORTED: [&str; 5] = ["$where", "$geoWithin", "$geoIntersects", "$near", "$nearSphere"];
 
 impl Parser {
     /// A value in selector or condition position, under the path text `prefix`.
@@ -130,6 +129,15 @@ impl Parser {
                 let source = string(arg).ok_or_else(|| Error::InvalidOperator(key.into()))?;
                 Cond::Regex(Pattern::new(&source).ok_or_else(|| Error::bad_arg(key, arg))?)
             }
+            // `mango_selector:norm_ops`: `{"$text": q}` becomes `{"$default": {"$text": q}}`.
+            "$text" => return self.text(arg, prefix),
+            "$default" => {
+                let query = arg.as_object().filter(|o| o.len() == 1).and_then(|o| o.get("$text"));
+                return match query {
+                    Some(query) => self.text(query, prefix),
+                    None => Err(Error::InvalidOperator(key.into())),
+                };
+            }
             "$beginsWith" => {
                 Cond::BeginsWith(string(arg).ok_or_else(|| Error::InvalidOperator(key.into()))?)
             }
@@ -137,6 +145,16 @@ impl Parser {
             op => return Err(Error::InvalidOperator(op.into())),
         };
         Ok(self.field(prefix, cond))
+    }
+
+    /// `$text`: a string, number or boolean searched in the field `$default`.
+    fn text(&mut self, arg: &Value, prefix: &str) -> Result<Node, Error> {
+        if !matches!(arg, Value::String(_) | Value::Number(_) | Value::Bool(_)) {
+            return Err(Error::bad_arg("$text", arg));
+        }
+        let path =
+            if prefix.is_empty() { "$default".to_owned() } else { format!("{prefix}.$default") };
+        Ok(Node::Field(FieldPath::from_segments(path.split('.')), Cond::Text(arg.clone())))
     }
 
     /// A condition at the path text `prefix`.

@@ -28,6 +28,7 @@ mod escalation;
 mod login;
 mod mango;
 mod mango_explain;
+mod mango_text;
 mod mongo;
 mod mongo_agg;
 mod mongo_bulk;
