@@ -63,6 +63,7 @@ mod scope;
 pub mod scram;
 pub mod security;
 pub mod settings;
+pub mod spill;
 mod triggers;
 mod txn;
 pub mod update_fn;

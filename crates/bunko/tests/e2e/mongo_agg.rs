@@ -250,3 +250,69 @@ print(json.dumps(seen))
         json!({"inside": 2, "joined": ["MS Press", "MS Press"], "outside": 1, "after": 2, "out": 263})
     );
 }
+
+/// `$group` and `$sort` over more data than the server's memory budget (here 20 kB, set
+/// with `--mongo-agg-memory-limit`): with `allowDiskUse` (the default, as MongoDB 6+) they
+/// spill to temporary keys and answer exactly what Python computes in memory; with
+/// `allowDiskUse: false` they fail with MongoDB's 292 and its message.
+#[test]
+fn group_and_sort_past_the_memory_budget_spill_to_disk() {
+    let server = Server::start_with(&["--mongo-agg-memory-limit", "20000"], &[]);
+    let script = r#"
+db = client().acme
+docs = [{"_id": i, "deviceID": "device-%03d" % ((i * 7) % 300), "t": (i * 37) % 1000,
+         "value": (i % 13) / 2, "pad": "x" * 40} for i in range(3000)]
+db.readings.insert_many(docs)
+groups = list(db.readings.aggregate([
+    {"$sort": {"_id": 1}},
+    {"$group": {"_id": "$deviceID", "n": {"$sum": 1}, "avg": {"$avg": "$value"},
+                "first": {"$first": "$t"}, "ts": {"$push": "$t"}}},
+    {"$sort": {"_id": 1}},
+]))
+expected = {}
+for d in docs:
+    g = expected.setdefault(d["deviceID"], {"_id": d["deviceID"], "n": 0, "sum": 0, "first": d["t"], "ts": []})
+    g["n"] += 1; g["sum"] += d["value"]; g["ts"].append(d["t"])
+expected = [{"_id": k, "n": g["n"], "avg": g["sum"] / g["n"], "first": g["first"], "ts": g["ts"]}
+            for k, g in sorted(expected.items())]
+sorted_ids = [d["_id"] for d in db.readings.aggregate([{"$sort": {"t": -1, "deviceID": 1}}, {"$project": {"_id": 1}}])]
+expected_ids = [d["_id"] for d in sorted(docs, key=lambda d: (-d["t"], d["deviceID"]))]
+def failure(pipeline):
+    try:
+        db.command("aggregate", "readings", pipeline=pipeline, cursor={}, allowDiskUse=False)
+    except OperationFailure as e:
+        return [e.code, e.details.get("codeName"), e.details.get("errmsg")]
+print(json.dumps({
+    "groups_equal": groups == expected, "groups": len(groups), "diff": [[g, e] for g, e in zip(groups, expected) if g != e][:1],
+    "sort_equal": sorted_ids == expected_ids, "sorted": len(sorted_ids),
+    "group_err": failure([{"$group": {"_id": "$deviceID", "all": {"$push": "$$ROOT"}}}]),
+    "sort_err": failure([{"$sort": {"t": 1}}]),
+    "small_ok": list(db.readings.aggregate([{"$group": {"_id": None, "n": {"$sum": 1}}}], allowDiskUse=False)),
+}))
+"#;
+    let Some(out) = python(&server, script) else { return };
+    assert_eq!(
+        (out["groups_equal"].clone(), out["groups"].clone()),
+        (json!(true), json!(300)),
+        "{}",
+        out["diff"]
+    );
+    assert_eq!((out["sort_equal"].clone(), out["sorted"].clone()), (json!(true), json!(3000)));
+    assert_eq!(
+        out["group_err"],
+        json!([
+            292,
+            "QueryExceededMemoryLimitNoDiskUseAllowed",
+            "Exceeded memory limit for $group, but didn't allow external spilling; pass allowDiskUse:true to opt in"
+        ])
+    );
+    assert_eq!(
+        out["sort_err"],
+        json!([
+            292,
+            "QueryExceededMemoryLimitNoDiskUseAllowed",
+            "Sort exceeded memory limit of 20000 bytes, but did not opt in to external sorting."
+        ])
+    );
+    assert_eq!(out["small_ok"], json!([{"_id": null, "n": 3000}]));
+}
