@@ -87,7 +87,7 @@ impl AggEnv<'_> {
                 Err(Error::NotFound(_)) => None,
                 Err(err) => return Err(err.into()),
             };
-            db.put(&user, parsed, WriteOptions::default())?;
+            db.put(&user, parsed, self.ctx.write_options())?;
         }
         Ok(())
     }
@@ -181,7 +181,7 @@ impl Env for AggEnv<'_> {
                 .into_iter()
                 .map(|d| prepare(&Bson::Document(d)).map(|(p, _)| p))
                 .collect::<Result<Vec<_>, _>>()?;
-            let opts = WriteOptions { new_edits: true, all_or_nothing: true };
+            let opts = WriteOptions { all_or_nothing: true, ..self.ctx.write_options() };
             for r in target.update_docs(&user(self.ctx), parsed, opts)? {
                 if let Err(err) = r.result {
                     return Err(match err {
