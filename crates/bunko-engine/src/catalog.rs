@@ -87,8 +87,10 @@ pub struct Engine {
 const NEXT_DB_ID: &str = "next_db_id";
 
 impl Engine {
-    /// Opens the engine over `store`, loading the catalog and resuming unfinished drops.
+    /// Opens the engine over `store`, loading the catalog and resuming unfinished drops;
+    /// temporary keys a crash left behind are removed first.
     pub fn open(store: Arc<dyn Store>, config: Config) -> Result<Engine> {
+        crate::spill::remove_all(store.as_ref())?;
         let settings = Settings::open(store.as_ref(), config)?;
         let config = settings.live().clone();
         let mut dbs = BTreeMap::new();
@@ -144,6 +146,11 @@ impl Engine {
 
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
+    }
+
+    /// Temporary keys for a query operator past its memory budget, removed when dropped.
+    pub fn spill(&self) -> crate::spill::Spill {
+        crate::spill::Spill::new(self.store.clone())
     }
 
     /// Server-generated document ids (CouchDB's `sequential` algorithm).

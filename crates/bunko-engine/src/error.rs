@@ -30,6 +30,11 @@ pub enum Error {
     /// about who may write.
     #[error("{0}")]
     Rejected(String),
+    /// A MongoDB collection validator refused the document (`403 forbidden` over HTTP,
+    /// MongoDB's `DocumentValidationFailure` with `info` as its `errInfo`:
+    /// `failingDocumentId` and, for a `$jsonSchema`, `details`).
+    #[error("Document failed validation")]
+    DocumentValidation { info: Box<bson::Document> },
     /// Authentication is required or failed (`401 unauthorized`).
     #[error("{0}")]
     Unauthorized(String),

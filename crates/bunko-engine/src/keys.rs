@@ -23,6 +23,7 @@
 //! | `0x12` | `Event(db, seq)` | [`crate::records::ChangeRecord`]: the change journal (every write, for change streams) |
 //! | `0x13` | `Purge(db, purge_seq)` | [`crate::records::PurgeInfo`]: one `_purge` request, kept up to `purged_infos_limit` |
 //! | `0x14` | `PurgedLimit(db)` | `purged_infos_limit` (postcard `u64`; absent = 1000) |
+//! | `0x20` | spill entry `(spill, key…)` | a query operator's temporary data ([`crate::spill`]); removed when it ends and at start-up |
 //!
 //! `db` is the database's numeric id (8 bytes big-endian), never its name, so that a deleted
 //! and re-created database starts empty while the old one's keys are removed in the
@@ -51,6 +52,7 @@ const ATT_CHUNK: u8 = 0x11;
 const EVENT: u8 = 0x12;
 const PURGE: u8 = 0x13;
 const PURGED_LIMIT: u8 = 0x14;
+const SPILL: u8 = 0x20;
 
 /// A storage key; see the module docs for the layout.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -275,6 +277,16 @@ pub fn decode_event(key: &[u8]) -> Result<u64> {
     expect_tag(&mut r, EVENT)?;
     r.u64().map_err(corrupt)?;
     r.u64().map_err(corrupt)
+}
+
+/// The bytes every temporary key of spill `id` starts with.
+pub fn spill_prefix(id: u64) -> Vec<u8> {
+    KeyWriter::new(SPILL).u64(id).finish()
+}
+
+/// The range of every temporary key of every spill.
+pub fn spill_range() -> Range {
+    prefix_range(&[SPILL])
 }
 
 /// The range of a database's change journal.

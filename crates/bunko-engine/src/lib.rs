@@ -68,6 +68,7 @@ pub mod scram;
 pub mod security;
 pub mod settings;
 pub mod show_list;
+pub mod spill;
 mod triggers;
 mod txn;
 pub mod update_fn;

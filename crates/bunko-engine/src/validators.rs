@@ -85,20 +85,23 @@ impl Database {
         loaded.as_ref().is_some_and(|l| l.js.is_none() && l.mongo.is_none())
     }
 
-    /// Runs the database's validation functions on one write; call under the writer lock.
+    /// Runs the database's validation functions on one write (without its MongoDB
+    /// validator when `skip_mongo_rule`: `bypassDocumentValidation`); call under the writer
+    /// lock.
     pub(crate) fn run_validators(
         &self,
         ctx: &UserCtx,
         security: &str,
         doc: &ParsedDoc,
         old: Option<Stored<'_>>,
+        skip_mongo_rule: bool,
     ) -> Result<()> {
         let mut loaded = self.validators.loaded.lock();
         if loaded.is_none() {
             *loaded = Some(self.compile_validators()?);
         }
         let Some(loaded) = loaded.as_ref() else { return Ok(()) };
-        if let Some(rule) = &loaded.mongo {
+        if let Some(rule) = loaded.mongo.as_ref().filter(|_| !skip_mongo_rule) {
             rule.check(self, doc, old.as_ref().and_then(|o| o.body.as_ref()))?;
         }
         let Some(validators) = &loaded.js else { return Ok(()) };
@@ -175,22 +178,42 @@ impl MongoRule {
         if self.moderate && old.is_some_and(|old| !self.matches(id, old)) {
             return Ok(());
         }
+        let info = self.failure(id, &doc.body);
         if self.warn {
-            tracing::warn!(db = %db.name(), "Document would fail validation");
+            tracing::warn!(db = %db.name(), err_info = %info, "Document would fail validation");
             return Ok(());
         }
-        Err(Error::Rejected("Document failed validation".to_string()))
+        Err(Error::DocumentValidation { info: Box::new(info) })
     }
 
-    fn matches(&self, id: &str, body: &Map<String, Value>) -> bool {
+    /// The document as MongoDB sees it: `_id` first, then the body.
+    fn with_id(id: &str, body: &Map<String, Value>) -> Map<String, Value> {
         let mut doc = Map::new();
         doc.insert("_id".into(), ejson::value_to_json(&ejson::id_value(id)));
         doc.extend(body.iter().map(|(k, v)| (k.clone(), v.clone())));
+        doc
+    }
+
+    fn matches(&self, id: &str, body: &Map<String, Value>) -> bool {
+        let doc = Self::with_id(id, body);
         let schema_ok = self
             .schema
             .as_ref()
             .is_none_or(|schema| bunko_query::schema::matches(schema, &ejson::from_json(&doc)));
         schema_ok && self.selector.matches(&ejson::match_view(&Value::Object(doc)), Dialect::Mongo)
+    }
+
+    /// MongoDB's `errInfo` of a refused document: `failingDocumentId`, and `details` when
+    /// the `$jsonSchema` is what failed (query conditions get no details yet).
+    fn failure(&self, id: &str, body: &Map<String, Value>) -> bson::Document {
+        let doc = ejson::from_json(&Self::with_id(id, body));
+        let mut info = bson::doc! {"failingDocumentId": ejson::id_value(id)};
+        if let Some(schema) = &self.schema
+            && !bunko_query::schema::matches(schema, &doc)
+        {
+            info.insert("details", bunko_query::schema::details(schema, &doc));
+        }
+        info
     }
 }
 

@@ -35,11 +35,15 @@ pub struct WriteOptions {
     pub new_edits: bool,
     /// Commit all documents or none (fails whole on any error).
     pub all_or_nothing: bool,
+    /// MongoDB's `bypassDocumentValidation`: the collection validator is not checked (the
+    /// `validate_doc_update` functions still are). Only for database admins; anyone else
+    /// is refused ([`Error::Forbidden`]).
+    pub bypass_document_validation: bool,
 }
 
 impl Default for WriteOptions {
     fn default() -> Self {
-        Self { new_edits: true, all_or_nothing: false }
+        Self { new_edits: true, all_or_nothing: false, bypass_document_validation: false }
     }
 }
 
@@ -269,7 +273,8 @@ impl Database {
             let result = doc.and_then(|doc| {
                 let old = self.current(&mut pending, db, &id)?;
                 if kind(&id) == DocKind::Normal {
-                    self.check_update(ctx, checks, &pending, &id, &doc, old.as_ref())?;
+                    let bypass = opts.bypass_document_validation;
+                    self.check_update(ctx, checks, &pending, (&id, &doc), old.as_ref(), bypass)?;
                 }
                 let body = doc.body_json();
                 let atts = self.doc_atts(&pending, &id, &doc, old.as_ref(), opts.new_edits)?;
@@ -479,17 +484,23 @@ impl Database {
         self.put(ctx, doc, WriteOptions::default())
     }
 
-    /// The rules that need the stored document, under the writer lock: `_users`' rules
-    /// and the database's `validate_doc_update` functions.
+    /// The rules that need the stored document, under the writer lock: `_users`' rules,
+    /// the database's `validate_doc_update` functions and its MongoDB validator (unless a
+    /// database admin bypasses it).
     fn check_update(
         &self,
         ctx: &UserCtx,
         checks: &Checks,
         pending: &Pending,
-        id: &str,
-        doc: &ParsedDoc,
+        (id, doc): (&str, &ParsedDoc),
         old: Option<&DocInfo>,
+        bypass_document_validation: bool,
     ) -> Result<()> {
+        if bypass_document_validation && !checks.security.is_admin(ctx) {
+            return Err(Error::Forbidden(
+                "not authorized to bypass document validation (database admins only)".into(),
+            ));
+        }
         let users = self.is_users_db();
         if !users && !self.has_validators()? {
             return Ok(());
@@ -499,7 +510,7 @@ impl Database {
             user_doc::validate(ctx, &checks.security, id, &doc.body, doc.deleted, body.as_ref())?;
         }
         let stored = old.map(|info| Stored { info, body });
-        self.run_validators(ctx, &checks.security_json, doc, stored)
+        self.run_validators(ctx, &checks.security_json, doc, stored, bypass_document_validation)
     }
 
     /// The current winning body of a document as an object (`None` if missing or deleted).

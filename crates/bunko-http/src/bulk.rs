@@ -47,6 +47,7 @@ async fn bulk_docs(
     let opts = WriteOptions {
         new_edits: flag("new_edits", true)?,
         all_or_nothing: flag("all_or_nothing", false)?,
+        ..Default::default()
     };
     let limits = state.engine.config().limits;
     let parsed =

@@ -96,9 +96,9 @@ fn engine_parts(err: &EngineError) -> (StatusCode, &'static str, String) {
         EngineError::FileExists => (StatusCode::PRECONDITION_FAILED, "file_exists"),
         EngineError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
         EngineError::QueryParse(_) => (StatusCode::BAD_REQUEST, "query_parse_error"),
-        EngineError::Forbidden(_) | EngineError::Rejected(_) => {
-            (StatusCode::FORBIDDEN, "forbidden")
-        }
+        EngineError::Forbidden(_)
+        | EngineError::Rejected(_)
+        | EngineError::DocumentValidation { .. } => (StatusCode::FORBIDDEN, "forbidden"),
         EngineError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
         EngineError::PartitionOverflow(_) => (StatusCode::FORBIDDEN, "partition_overflow"),
         EngineError::InvalidDesignDoc(_) => (StatusCode::BAD_REQUEST, "invalid_design_doc"),

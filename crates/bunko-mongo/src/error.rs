@@ -186,6 +186,11 @@ impl From<bunko_engine::Error> for MongoError {
             E::Js(_) | E::Unknown(_) | E::Rejected(_) => {
                 Self::new(121, "DocumentValidationFailure", text)
             }
+            E::DocumentValidation { info } => {
+                let mut err = Self::new(121, "DocumentValidationFailure", text);
+                err.extra = Some(Box::new(doc! {"errInfo": *info}));
+                err
+            }
             E::TxnAborted(_) => Self::no_such_transaction(text),
             E::InTxn { error, .. } if matches!(*error, E::Conflict) => Self::write_conflict(text),
             E::InTxn { error, .. } => Self::from(*error),

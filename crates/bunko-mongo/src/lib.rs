@@ -44,6 +44,9 @@ pub struct MongoConfig {
     pub data_dir: String,
     /// How often TTL indexes delete expired documents (MongoDB's `ttlMonitorSleepSecs`).
     pub ttl_monitor_sleep: Duration,
+    /// Bytes an aggregation's blocking stage (`$group`, `$sort`) may hold in memory before
+    /// it spills to temporary keys (MongoDB's 100 MiB per stage).
+    pub agg_memory_limit: usize,
 }
 
 impl Default for MongoConfig {
@@ -52,6 +55,7 @@ impl Default for MongoConfig {
             cursor_timeout: Duration::from_secs(600),
             data_dir: String::new(),
             ttl_monitor_sleep: Duration::from_secs(60),
+            agg_memory_limit: bunko_query::agg::MEMORY_LIMIT,
         }
     }
 }

@@ -6,26 +6,83 @@
 //! Differences from Mango's syntax handled here: a literal document is an exact equality
 //! (`{a: {b: 1}}` is `$eq`, not the path `a.b`); a BSON regex literal and `$regex` with
 //! `$options` become one `$regex` with inline flags; MongoDB's `$type` names map to the
-//! JSON types. A top-level `$expr` is evaluated by the aggregation evaluator
-//! (`bunko_query::expr`) beside the selector (one inside `$and`/`$or`/`$nor` is not yet).
-//! Operators the Mongo dialect does not have yet (`$jsonSchema`, `$where`, `$text`, geo)
-//! are `NotImplemented`; unknown ones are `BadValue` with
+//! JSON types. `$expr` (the aggregation evaluator, `bunko_query::expr`) and `$jsonSchema`
+//! (`bunko_query::schema`), at the top level or inside `$and`/`$or`/`$nor`, are
+//! [`Predicate`]s beside the selector tree. Operators the Mongo dialect does not have yet
+//! (`$where`, `$text`, geo) are `NotImplemented`; unknown ones are `BadValue` with
 //! MongoDB's `unknown operator` message.
+
+use std::sync::Arc;
 
 use bson::{Bson, Document};
 use bunko_doc::ejson;
-use bunko_query::{Direction, FieldPath, Selector};
+use bunko_query::expr::Expr;
+use bunko_query::{Direction, FieldPath, Predicate, Selector};
 use serde_json::{Map, Value, json};
 
 use crate::error::MongoError;
 
-/// Parses a MongoDB filter.
+/// Parses a MongoDB filter. `$expr`, `$jsonSchema`, and `$and`/`$or`/`$nor` clauses
+/// holding them become [`Predicate`]s beside the selector tree; the rest is the tree.
 pub fn selector(filter: &Document) -> Result<Selector, MongoError> {
-    let (rest, expr_part) = bunko_query::agg::split_expr(filter)?;
-    let selector = Selector::parse(&selector_json(&rest)?)?;
-    Ok(match expr_part {
-        Some(e) => selector.with_expr(e),
-        None => selector,
+    let mut plain = Document::new();
+    let mut extra = Vec::new();
+    for (key, value) in filter {
+        match key.as_str() {
+            "$expr" => extra.push(Predicate::Expr(Arc::new(Expr::parse(value)?))),
+            "$jsonSchema" => extra.push(Predicate::Schema(Arc::new(json_schema(value)?))),
+            "$and" | "$or" | "$nor" if needs_predicate(value) => {
+                extra.push(logical(key, value)?);
+            }
+            _ => {
+                plain.insert(key.clone(), value.clone());
+            }
+        }
+    }
+    let mut selector = Selector::parse(&selector_json(&plain)?)?;
+    for predicate in extra {
+        selector = selector.with_predicate(predicate);
+    }
+    Ok(selector)
+}
+
+/// A `$jsonSchema` argument, checked as MongoDB does.
+pub fn json_schema(value: &Bson) -> Result<Document, MongoError> {
+    let Bson::Document(schema) = value else {
+        return Err(MongoError::type_mismatch("$jsonSchema must be an object"));
+    };
+    bunko_query::schema::check(schema).map_err(MongoError::failed_to_parse)?;
+    Ok(schema.clone())
+}
+
+/// Whether a logical operator's clauses hold (at any depth) an `$expr` or `$jsonSchema`.
+fn needs_predicate(clauses: &Bson) -> bool {
+    let Bson::Array(items) = clauses else { return false };
+    items.iter().filter_map(Bson::as_document).any(|d| {
+        d.iter().any(|(k, v)| match k.as_str() {
+            "$expr" | "$jsonSchema" => true,
+            "$and" | "$or" | "$nor" => needs_predicate(v),
+            _ => false,
+        })
+    })
+}
+
+/// `$and`/`$or`/`$nor` as a predicate, each clause a whole filter.
+fn logical(op: &str, clauses: &Bson) -> Result<Predicate, MongoError> {
+    let Bson::Array(items) = clauses else {
+        return Err(MongoError::bad_value(format!("{op} must be an array")));
+    };
+    let parts = items
+        .iter()
+        .map(|item| match item {
+            Bson::Document(d) => Ok(Predicate::Selector(Box::new(selector(d)?))),
+            _ => Err(MongoError::bad_value(format!("{op} argument's entries must be objects"))),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(match op {
+        "$and" => Predicate::And(parts),
+        "$or" => Predicate::Or(parts),
+        _ => Predicate::Nor(parts),
     })
 }
 
@@ -55,12 +112,12 @@ fn expr(filter: &Document) -> Result<Map<String, Value>, MongoError> {
                 out.insert(key.clone(), Value::Array(parts));
             }
             "$comment" => {}
-            "$expr" => {
-                return Err(MongoError::not_implemented(
-                    "$expr inside $and, $or or $nor is not supported yet",
-                ));
+            "$expr" | "$jsonSchema" => {
+                return Err(MongoError::not_implemented(format!(
+                    "{key} in a collection validator is not supported yet, except a top-level $jsonSchema"
+                )));
             }
-            "$jsonSchema" | "$where" | "$text" | "$sampleRate" => {
+            "$where" | "$text" | "$sampleRate" => {
                 return Err(MongoError::not_implemented(format!("{key} is not supported yet")));
             }
             op if op.starts_with('$') => {
@@ -133,7 +190,7 @@ fn operators(ops: &Document) -> Result<Value, MongoError> {
                 _ => return Err(MongoError::bad_value("$elemMatch needs an Object")),
             },
             "$geoWithin" | "$geoIntersects" | "$near" | "$nearSphere" | "$bitsAllSet"
-            | "$bitsAnySet" | "$bitsAllClear" | "$bitsAnyClear" | "$jsonSchema" => {
+            | "$bitsAnySet" | "$bitsAllClear" | "$bitsAnyClear" => {
                 return Err(MongoError::not_implemented(format!("{op} is not supported yet")));
             }
             other => return Err(MongoError::bad_value(format!("unknown operator: {other}"))),
@@ -290,6 +347,29 @@ mod tests {
         let later = bson::oid::ObjectId::from_bytes([2; 12]);
         assert!(matches(doc! {"oid": {"$lt": later}}, person.clone())?);
         assert!(!matches(doc! {"oid": {"$gt": {"a": 1}}}, person.clone())?);
+        Ok(())
+    }
+
+    #[test]
+    fn expr_and_json_schema_match_inside_logical_operators() -> Result<(), MongoError> {
+        let item = doc! {"_id": 1, "qty": 5_i32, "limit": 3_i32, "name": "pen"};
+        let over = doc! {"$expr": {"$gt": ["$qty", "$limit"]}};
+        assert!(matches(doc! {"$or": [over.clone(), {"name": "ink"}]}, item.clone())?);
+        assert!(!matches(doc! {"$and": [over.clone(), {"name": "ink"}]}, item.clone())?);
+        assert!(!matches(doc! {"$nor": [over.clone()]}, item.clone())?);
+        assert!(matches(
+            doc! {"name": "pen", "$or": [{"$and": [over, {"qty": 5}]}]},
+            item.clone()
+        )?);
+        let int_qty =
+            doc! {"$jsonSchema": {"required": ["qty"], "properties": {"qty": {"bsonType": "int"}}}};
+        assert!(matches(int_qty.clone(), item.clone())?);
+        assert!(!matches(int_qty.clone(), doc! {"qty": 5.0})?);
+        assert!(matches(doc! {"$or": [int_qty, {"name": "pen"}]}, doc! {"name": "pen"})?);
+        let bad = selector(&doc! {"$jsonSchema": {"bogus": 1}}).err();
+        assert_eq!(bad.map(|e| e.code), Some(9));
+        let bad = selector(&doc! {"$jsonSchema": 1}).err();
+        assert_eq!(bad.map(|e| e.code), Some(14));
         Ok(())
     }
 }

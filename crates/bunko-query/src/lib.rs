@@ -44,5 +44,5 @@ pub use error::Error;
 pub use fields::Fields;
 pub use index_keys::index_keys;
 pub use path::FieldPath;
-pub use selector::{Cond, Dialect, Node, Pattern, Selector};
+pub use selector::{Cond, Dialect, Node, Pattern, Predicate, Selector};
 pub use sort::{Direction, Sort};

@@ -1,11 +1,16 @@
 //! `$jsonSchema` as MongoDB implements it (JSON Schema draft 4 with `bsonType`, without
 //! `$ref`, `default`, `definitions`, `format` and `id`), evaluated on BSON values so that
 //! `bsonType` sees exact types (int vs long vs double). [`check`] refuses a schema with a
-//! keyword MongoDB does not know; `matches` tells whether a document satisfies it.
+//! keyword MongoDB does not know; `matches` tells whether a document satisfies it, and
+//! [`details`] why not (`errInfo.details`).
+
+mod explain;
 
 use std::collections::HashSet;
 
 use bson::{Bson, Document};
+
+pub use self::explain::details;
 
 const KEYWORDS: &[&str] = &[
     "bsonType",

@@ -55,6 +55,10 @@ pub struct ServeArgs {
     /// `ttlMonitorSleepSecs`).
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
     pub mongo_ttl_monitor_secs: u64,
+    /// Bytes an aggregation `$group` or `$sort` may hold in memory before it spills to
+    /// temporary keys in the store (or fails, with `allowDiskUse: false`); MongoDB's 100 MiB.
+    #[arg(long, default_value_t = 100 << 20, value_parser = clap::value_parser!(u64).range(1..))]
+    pub mongo_agg_memory_limit: u64,
     /// A TOML configuration file (admins, limits).
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -177,6 +181,7 @@ pub struct Settings {
     /// The MongoDB listener's address; `None`: off.
     pub mongo_listen: Option<SocketAddr>,
     pub mongo_ttl_monitor: std::time::Duration,
+    pub mongo_agg_memory_limit: usize,
     pub engine: bunko_engine::Config,
     pub http: bunko_http::HttpConfig,
     pub storage: bunko_storage::FjallOptions,
@@ -249,6 +254,8 @@ impl Settings {
             listen: args.listen,
             mongo_listen: args.mongo_listen.0,
             mongo_ttl_monitor: std::time::Duration::from_secs(args.mongo_ttl_monitor_secs),
+            mongo_agg_memory_limit: usize::try_from(args.mongo_agg_memory_limit)
+                .unwrap_or(usize::MAX),
             engine,
             http,
             storage,

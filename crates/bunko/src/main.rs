@@ -96,6 +96,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let mongo_config = bunko_mongo::MongoConfig {
         data_dir: settings.data.display().to_string(),
         ttl_monitor_sleep: settings.mongo_ttl_monitor,
+        agg_memory_limit: settings.mongo_agg_memory_limit,
         ..Default::default()
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use bson::{Bson, Document};
 use bunko_doc::ejson;
 use bunko_engine::{Database, Error, WriteOptions};
-use bunko_query::agg::{Env, Matcher};
+use bunko_query::agg::spill::Entry;
+use bunko_query::agg::{Env, Matcher, Spill};
 use bunko_query::expr::ExprError;
 use bunko_query::{Dialect, Selector};
 use serde_json::Value;
@@ -26,11 +27,11 @@ const POINT_READS: usize = 1000;
 
 pub(super) struct AggEnv<'a> {
     pub ctx: &'a Ctx<'a>,
-    /// `allowDiskUse`: no memory limit (nothing spills yet; the stage runs in memory).
+    /// `allowDiskUse`: a blocking stage past the memory limit spills to temporary keys.
     pub allow_disk_use: bool,
 }
 
-fn to_expr(err: MongoError) -> ExprError {
+pub(super) fn to_expr(err: MongoError) -> ExprError {
     ExprError::new(err.code, err.code_name, err.errmsg)
 }
 
@@ -86,7 +87,7 @@ impl AggEnv<'_> {
                 Err(Error::NotFound(_)) => None,
                 Err(err) => return Err(err.into()),
             };
-            db.put(&user, parsed, WriteOptions::default())?;
+            db.put(&user, parsed, self.ctx.write_options())?;
         }
         Ok(())
     }
@@ -111,9 +112,36 @@ fn id_list(filter: &Document) -> Option<Vec<Bson>> {
     (plain && ids.len() <= POINT_READS).then(|| ids.clone())
 }
 
+/// The engine's temporary keys as a pipeline's [`Spill`].
+pub(super) struct EngineSpill(bunko_engine::spill::Spill);
+
+impl EngineSpill {
+    pub(super) fn boxed(ctx: &Ctx) -> Box<dyn Spill> {
+        Box::new(EngineSpill(ctx.server.engine.spill()))
+    }
+}
+
+impl Spill for EngineSpill {
+    fn put(&mut self, entries: Vec<Entry>) -> Result<(), ExprError> {
+        self.0.put(entries).map_err(|e| to_expr(e.into()))
+    }
+
+    fn scan(&self, prefix: &[u8]) -> Box<dyn Iterator<Item = Result<Entry, ExprError>> + '_> {
+        Box::new(self.0.scan(prefix).map(|e| e.map_err(|e| to_expr(e.into()))))
+    }
+}
+
 impl Env for AggEnv<'_> {
-    fn memory_limit(&self) -> Option<usize> {
-        (!self.allow_disk_use).then_some(bunko_query::agg::MEMORY_LIMIT)
+    fn memory_limit(&self) -> usize {
+        self.ctx.server.config.agg_memory_limit
+    }
+
+    fn allow_disk_use(&self) -> bool {
+        self.allow_disk_use
+    }
+
+    fn spill(&self) -> Result<Box<dyn Spill + '_>, ExprError> {
+        Ok(EngineSpill::boxed(self.ctx))
     }
 
     fn matcher(&self, filter: &Document) -> Result<Matcher, ExprError> {
@@ -153,7 +181,7 @@ impl Env for AggEnv<'_> {
                 .into_iter()
                 .map(|d| prepare(&Bson::Document(d)).map(|(p, _)| p))
                 .collect::<Result<Vec<_>, _>>()?;
-            let opts = WriteOptions { new_edits: true, all_or_nothing: true };
+            let opts = WriteOptions { all_or_nothing: true, ..self.ctx.write_options() };
             for r in target.update_docs(&user(self.ctx), parsed, opts)? {
                 if let Err(err) = r.result {
                     return Err(match err {

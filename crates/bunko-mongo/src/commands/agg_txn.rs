@@ -13,7 +13,7 @@ use bunko_query::agg::{Env, Matcher};
 use bunko_query::expr::ExprError;
 use bunko_query::{Direction, FieldPath};
 
-use super::agg_env::{matches, selector};
+use super::agg_env::{matches, selector, to_expr};
 use super::aggregate::{Request, order_of};
 use super::crud::readable_db;
 use super::in_txn::matching;
@@ -29,10 +29,6 @@ fn not_in_txn(what: &str) -> MongoError {
         "OperationNotSupportedInTransaction",
         format!("{what} cannot be used in a transaction"),
     )
-}
-
-fn to_expr(err: MongoError) -> ExprError {
-    ExprError::new(err.code, err.code_name, err.errmsg)
 }
 
 struct TxnEnv<'a, 'c> {
@@ -58,8 +54,16 @@ impl TxnEnv<'_, '_> {
 }
 
 impl Env for TxnEnv<'_, '_> {
-    fn memory_limit(&self) -> Option<usize> {
-        (!self.allow_disk_use).then_some(bunko_query::agg::MEMORY_LIMIT)
+    fn memory_limit(&self) -> usize {
+        self.ctx.server.config.agg_memory_limit
+    }
+
+    fn allow_disk_use(&self) -> bool {
+        self.allow_disk_use
+    }
+
+    fn spill(&self) -> Result<Box<dyn bunko_query::agg::Spill + '_>, ExprError> {
+        Ok(super::agg_env::EngineSpill::boxed(self.ctx))
     }
 
     fn matcher(&self, filter: &Document) -> Result<Matcher, ExprError> {

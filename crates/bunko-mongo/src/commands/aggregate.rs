@@ -9,10 +9,11 @@
 //! 3. `$out`/`$merge` write through the engine with the connection's user
 //!    ([`AggEnv`]); the reply of a writing pipeline is an empty cursor.
 //!
-//! A blocking stage (`$group`, `$sort`, `$bucket`, `$bucketAuto`) holding more than 100 MiB
-//! fails with `QueryExceededMemoryLimitNoDiskUseAllowed` (292) unless `allowDiskUse` is
-//! true, in which case it runs in memory (nothing spills to disk yet). `maxTimeMS`, `hint`,
-//! `bypassDocumentValidation` are accepted; `collation` must be the `simple` one.
+//! A blocking stage (`$group`, `$sort`, `$bucket`, `$sortByCount`) holding more than the
+//! memory limit (`MongoConfig::agg_memory_limit`, 100 MiB as MongoDB) spills to the
+//! engine's temporary keys (`bunko_query::agg::spill`) when `allowDiskUse` is true (the
+//! default, as MongoDB 6+) and fails with `QueryExceededMemoryLimitNoDiskUseAllowed` (292)
+//! when it is false. `maxTimeMS`, `hint` are accepted; `collation` must be the `simple` one.
 
 use std::collections::VecDeque;
 
@@ -76,7 +77,8 @@ impl<'c> Request<'c> {
         } else {
             namespace(ctx, command)?
         };
-        let allow_disk_use = bool_of(command, "allowDiskUse", false)?;
+        // MongoDB 6+ defaults it to true (`allowDiskUseByDefault`).
+        let allow_disk_use = bool_of(command, "allowDiskUse", true)?;
         Ok(Request { stages, explain, batch, collectionless, ns, allow_disk_use })
     }
 

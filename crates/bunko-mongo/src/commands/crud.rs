@@ -89,7 +89,7 @@ fn write(
     errors: &mut Vec<Document>,
 ) -> Result<usize, MongoError> {
     let user = user(ctx);
-    let opts = WriteOptions { new_edits: true, all_or_nothing: ordered };
+    let opts = WriteOptions { all_or_nothing: ordered, ..ctx.write_options() };
     let parsed: Vec<ParsedDoc> = docs.iter().map(|(_, d, _)| d.clone()).collect();
     let results = db.update_docs(&user, parsed, opts)?;
     let failed = results.iter().position(|r| r.result.is_err());
@@ -137,6 +137,7 @@ pub(super) fn clone_error(err: &bunko_engine::Error) -> bunko_engine::Error {
         E::Forbidden(t) => E::Forbidden(t.clone()),
         E::Unauthorized(t) => E::Unauthorized(t.clone()),
         E::Rejected(t) => E::Rejected(t.clone()),
+        E::DocumentValidation { info } => E::DocumentValidation { info: info.clone() },
         E::NotFound(t) => E::NotFound(t.clone()),
         E::Conflict => E::Conflict,
         E::DuplicateKey { db, index, key } => {

@@ -50,6 +50,20 @@ pub(crate) struct Ctx<'a> {
     pub session: &'a mut Session,
     /// `$db`.
     pub db: String,
+    /// The command's `bypassDocumentValidation` (`insert`, `update`, `findAndModify`,
+    /// `aggregate` with `$out`/`$merge`): its writes skip the collection validator, which
+    /// the engine allows database admins only.
+    pub bypass_document_validation: bool,
+}
+
+impl Ctx<'_> {
+    /// The engine's options for this command's document writes.
+    pub(crate) fn write_options(&self) -> bunko_engine::WriteOptions {
+        bunko_engine::WriteOptions {
+            bypass_document_validation: self.bypass_document_validation,
+            ..Default::default()
+        }
+    }
 }
 
 type Handler = fn(&mut Ctx, &Document) -> Result<Document, MongoError>;
@@ -153,12 +167,12 @@ const TABLE: &[Command] = &[
     Command { name: "collMod", aliases: &[], public: false, fields: Some(&["writeConcern", "validator", "validationLevel", "validationAction", "changeStreamPreAndPostImages"]), run: admin::coll_mod },
     Command { name: "drop", aliases: &[], public: false, fields: Some(&["writeConcern"]), run: admin::drop },
     Command { name: "dropDatabase", aliases: &[], public: false, fields: Some(&["writeConcern"]), run: admin::drop_database },
-    Command { name: "insert", aliases: &[], public: false, fields: Some(&["documents", "ordered", "writeConcern", "txnNumber"]), run: crud::insert },
+    Command { name: "insert", aliases: &[], public: false, fields: Some(&["bypassDocumentValidation", "documents", "ordered", "writeConcern", "txnNumber"]), run: crud::insert },
     Command { name: "find", aliases: &[], public: false, fields: Some(&["filter", "projection", "sort", "skip", "limit", "batchSize", "singleBatch", "readConcern", "allowDiskUse", "hint"]), run: crud::find },
     Command { name: "delete", aliases: &[], public: false, fields: Some(&["deletes", "ordered", "writeConcern", "txnNumber"]), run: crud::delete },
     Command { name: "count", aliases: &[], public: false, fields: Some(&["query", "limit", "skip", "readConcern", "hint"]), run: crud::count },
-    Command { name: "update", aliases: &[], public: false, fields: Some(&["updates", "ordered", "writeConcern", "txnNumber"]), run: update::update },
-    Command { name: "findAndModify", aliases: &["findandmodify"], public: false, fields: Some(&["query", "sort", "remove", "update", "new", "fields", "upsert", "arrayFilters", "writeConcern", "txnNumber"]), run: update::find_and_modify },
+    Command { name: "update", aliases: &[], public: false, fields: Some(&["bypassDocumentValidation", "updates", "ordered", "writeConcern", "txnNumber"]), run: update::update },
+    Command { name: "findAndModify", aliases: &["findandmodify"], public: false, fields: Some(&["bypassDocumentValidation", "query", "sort", "remove", "update", "new", "fields", "upsert", "arrayFilters", "writeConcern", "txnNumber"]), run: update::find_and_modify },
     Command { name: "distinct", aliases: &[], public: false, fields: Some(&["key", "query", "readConcern"]), run: crud::distinct },
     Command { name: "explain", aliases: &[], public: false, fields: Some(&["verbosity"]), run: explain::explain },
     Command { name: "listIndexes", aliases: &[], public: false, fields: Some(&["cursor"]), run: indexes::list_indexes },
@@ -229,7 +243,8 @@ pub(crate) fn run(
     crate::names::check_db(&db)?;
     check_read_concern(command, txn.in_txn)?;
     let plain = entry.public || entry.name == "getParameter";
-    let mut ctx = Ctx { server, session, db };
+    let bypass_document_validation = bool_of(command, "bypassDocumentValidation", false)?;
+    let mut ctx = Ctx { server, session, db, bypass_document_validation };
     let mut reply = if txn.in_txn || ends_txn {
         session::in_transaction(&mut ctx, entry.name, &txn, command)?
     } else if txn.txn_number.is_some() && RETRYABLE.contains(&entry.name) {

@@ -98,6 +98,11 @@ pub(super) fn in_transaction(
     let (Some(lsid), Some(n)) = (&fields.lsid, fields.txn_number) else {
         return Err(invalid("a transaction needs lsid and txnNumber"));
     };
+    if ctx.bypass_document_validation {
+        return Err(MongoError::not_implemented(
+            "bypassDocumentValidation inside a transaction is not supported yet",
+        ));
+    }
     let session = ctx.server.sessions.get(key(ctx, lsid));
     let mut session = session.lock();
     session.touch();

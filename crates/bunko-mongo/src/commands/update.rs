@@ -214,7 +214,7 @@ fn modify(
         let (mut parsed, _) = prepare(&Bson::Document(after.clone()))?;
         parsed.id = Some(id.clone());
         parsed.rev = Some(rev);
-        match db.put(&user(ctx), parsed, WriteOptions::default()) {
+        match db.put(&user(ctx), parsed, ctx.write_options()) {
             Ok(_) => return Ok(Some((before, after, true))),
             Err(Error::Conflict) => continue,
             Err(err) => return Err(err.into()),
@@ -237,7 +237,7 @@ fn insert_upsert(
 ) -> Result<(Bson, Document), MongoError> {
     let (id, with_id) = upserted(filter, update)?;
     let (parsed, _) = prepare(&Bson::Document(with_id.clone()))?;
-    let results = db.update_docs(&user(ctx), vec![parsed], WriteOptions::default())?;
+    let results = db.update_docs(&user(ctx), vec![parsed], ctx.write_options())?;
     if let Some(Err(err)) = results.into_iter().next().map(|r| r.result) {
         return Err(match err {
             Error::Conflict => MongoError::duplicate_key(&db.name(), &id.to_string()),

@@ -3,11 +3,10 @@
 //! MongoDB-equal values (`1`, `1.0`, `NumberLong(1)`) coincide; groups come out in the order
 //! they were first seen.
 
-use std::collections::HashMap;
-
 use bson::{Bson, Document};
 
-use crate::expr::accum::{Acc, AccSpec};
+use super::Env;
+use crate::expr::accum::AccSpec;
 use crate::expr::value::{compare, or_null, to_f64, to_int, type_name};
 use crate::expr::{Expr, ExprError, Result, Vars};
 
@@ -78,57 +77,17 @@ impl Group {
         Ok(Group { id, accs: vec![("count".to_string(), count)], sort_by_count: true })
     }
 
-    pub fn run(&self, docs: Vec<Document>, vars: &Vars) -> Result<Vec<Document>> {
+    pub fn run(&self, docs: Vec<Document>, vars: &Vars, env: &dyn Env) -> Result<Vec<Document>> {
         let mut keyed = Vec::new();
         for d in docs {
             keyed.push((or_null(self.id.eval(&mut vars.with_doc(&d))?), d));
         }
-        let out = grouped(keyed, vars, &self.accs)?;
+        let out = super::spill::group(keyed, vars, &self.accs, env, "$group")?;
         if !self.sort_by_count {
             return Ok(out);
         }
-        Ok(super::stages::sort(out, &[(vec!["count".to_string()], false)]))
+        super::spill::sort(out, &[(vec!["count".to_string()], false)], env)
     }
-}
-
-/// Groups documents by their group `_id`, feeding `accs`.
-fn grouped(
-    docs: Vec<(Bson, Document)>,
-    vars: &Vars,
-    accs: &[(String, AccSpec)],
-) -> Result<Vec<Document>> {
-    let mut index: HashMap<String, usize> = HashMap::new();
-    let mut groups: Vec<(Bson, Vec<Acc>)> = Vec::new();
-    for (id, d) in docs {
-        let mut v = vars.with_doc(&d);
-        let k = canonical(&id);
-        let slot = match index.get(&k) {
-            Some(&i) => i,
-            None => {
-                let started =
-                    accs.iter().map(|(_, a)| a.start(&mut v)).collect::<Result<Vec<_>>>()?;
-                groups.push((id, started));
-                index.insert(k, groups.len() - 1);
-                groups.len() - 1
-            }
-        };
-        if let Some((_, state)) = groups.get_mut(slot) {
-            for ((_, spec), acc) in accs.iter().zip(state.iter_mut()) {
-                spec.feed(acc, &mut v)?;
-            }
-        }
-    }
-    Ok(groups
-        .into_iter()
-        .map(|(id, state)| {
-            let mut out = Document::new();
-            out.insert("_id", id);
-            for ((name, _), acc) in accs.iter().zip(state) {
-                out.insert(name.clone(), acc.finish());
-            }
-            out
-        })
-        .collect())
 }
 
 fn output_of(spec: &Document, stage: &str) -> Result<Vec<(String, AccSpec)>> {
@@ -220,7 +179,7 @@ impl Bucket {
         })
     }
 
-    pub fn run(&self, docs: Vec<Document>, vars: &Vars) -> Result<Vec<Document>> {
+    pub fn run(&self, docs: Vec<Document>, vars: &Vars, env: &dyn Env) -> Result<Vec<Document>> {
         // Resolve each document's bucket first so errors name the value.
         let mut keyed = Vec::new();
         for d in docs {
@@ -240,7 +199,7 @@ impl Bucket {
             };
             keyed.push((id, d));
         }
-        let mut out = grouped(keyed, vars, &self.output)?;
+        let mut out = super::spill::group(keyed, vars, &self.output, env, "$bucket")?;
         // Buckets in boundary order, the default bucket last.
         out.sort_by(|a, b| {
             let pos = |d: &Document| {
@@ -311,8 +270,9 @@ impl BucketAuto {
                 Some((next, _)) => next.clone(),
                 None => chunk.last().map(|(v, _)| v.clone()).unwrap_or(Bson::Null),
             };
-            let docs = chunk.into_iter().map(|(_, d)| (Bson::Null, d)).collect();
-            let mut g = grouped(docs, vars, &self.output)?;
+            let docs: Vec<_> = chunk.into_iter().map(|(_, d)| (Bson::Null, d)).collect();
+            let mut g = super::spill::group_in_memory(&docs, vars, &self.output, usize::MAX)?
+                .unwrap_or_default();
             if let Some(mut d) = g.pop() {
                 d.insert("_id", bson::doc! {"min": min, "max": max});
                 out.push(d);

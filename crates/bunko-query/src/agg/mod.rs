@@ -13,11 +13,13 @@
 //!
 //! `project` holds `$project`/`$addFields`/`$unset`, `group` `$group`, `$bucket`,
 //! `$bucketAuto`, `$sortByCount`, `$count`; `stages` the other single-input stages;
-//! `join` the stages that read or write other collections.
+//! `join` the stages that read or write other collections; `spill` keeps `$sort` and
+//! `$group` within [`Env::memory_limit`], spilling to temporary storage past it.
 
 mod group;
 mod join;
 mod project;
+pub mod spill;
 mod stages;
 
 use std::sync::Arc;
@@ -25,6 +27,7 @@ use std::sync::Arc;
 use bson::{Bson, Document};
 
 pub use self::project::Shape;
+pub use self::spill::{MemorySpill, Spill};
 use crate::expr::{Expr, ExprError, Result, Vars};
 
 /// MongoDB's default memory limit of a blocking stage (100 MiB).
@@ -44,10 +47,17 @@ pub trait Env {
     /// Inserts or replaces (by `_id`) each document of `docs` in `db.coll` (`$merge`).
     fn upsert(&self, db: Option<&str>, coll: &str, docs: Vec<Document>) -> Result<()>;
     /// The most bytes a blocking stage (`$group`, `$sort`, `$bucket`, `$bucketAuto`) may
-    /// hold; `None`: no limit (`allowDiskUse: true`; nothing spills to disk yet).
-    fn memory_limit(&self) -> Option<usize> {
-        Some(MEMORY_LIMIT)
+    /// hold in memory.
+    fn memory_limit(&self) -> usize {
+        MEMORY_LIMIT
     }
+    /// `allowDiskUse`: whether a blocking stage past [`Env::memory_limit`] spills
+    /// ([`Env::spill`]) rather than failing (MongoDB 6+ defaults it to true).
+    fn allow_disk_use(&self) -> bool {
+        true
+    }
+    /// Fresh temporary storage for one blocking stage ([`spill`]).
+    fn spill(&self) -> Result<Box<dyn Spill + '_>>;
     /// Finds in another database's collection (`$merge` into another database).
     fn find_in(&self, db: Option<&str>, coll: &str, filter: &Document) -> Result<Vec<Document>> {
         match db {
@@ -186,13 +196,19 @@ impl Pipeline {
     }
 
     /// The leading `$match`/`$sort`/`$skip`/`$limit` a `find` can answer. A `$match` with
-    /// `$expr` stays in the pipeline.
+    /// `$expr` stays in the pipeline, and so does a `$sort` without a `$limit` after it
+    /// (the pipeline's `$sort` keeps to the memory budget and spills; a top-k sort is small).
     pub fn pushdown(&self) -> Pushdown {
         let mut p = Pushdown::default();
         for (i, (_, stage)) in self.stages.iter().enumerate() {
             match stage {
                 Stage::Match { filter, expr: None, .. } if i == 0 => p.filter = filter.clone(),
-                Stage::Sort(keys) if p.sort.is_empty() && p.skip == 0 && p.limit.is_none() => {
+                Stage::Sort(keys)
+                    if p.sort.is_empty()
+                        && p.skip == 0
+                        && p.limit.is_none()
+                        && self.limit_follows(i) =>
+                {
                     p.sort = keys.clone()
                 }
                 Stage::Skip(n) => {
@@ -205,6 +221,12 @@ impl Pipeline {
             p.stages += 1;
         }
         p
+    }
+
+    /// Whether a `$limit` follows stage `i`, past any `$skip`s.
+    fn limit_follows(&self, i: usize) -> bool {
+        let mut rest = self.stages.iter().skip(i + 1).map(|(_, s)| s);
+        rest.find(|s| !matches!(s, Stage::Skip(_))).is_some_and(|s| matches!(s, Stage::Limit(_)))
     }
 
     /// Runs the stages after the first `skip` over `docs`.
@@ -394,47 +416,22 @@ pub fn split_expr(filter: &Document) -> Result<(Document, Option<Expr>)> {
     Ok((rest, expr))
 }
 
-/// `docs` (the state a blocking stage holds) if their size is within the memory limit,
-/// else MongoDB's `QueryExceededMemoryLimitNoDiskUseAllowed` (292).
+/// `docs` (the state `$bucketAuto` holds: it sorts in memory) if their size is within the
+/// memory limit or `allowDiskUse` is on, else MongoDB's
+/// `QueryExceededMemoryLimitNoDiskUseAllowed` (292).
 fn within_limit(env: &dyn Env, stage: &str, docs: Vec<Document>) -> Result<Vec<Document>> {
-    let Some(limit) = env.memory_limit() else { return Ok(docs) };
+    if env.allow_disk_use() {
+        return Ok(docs);
+    }
+    let limit = env.memory_limit();
     let mut used = 0usize;
     for d in &docs {
-        used += doc_size(d);
+        used += crate::expr::value::doc_size(d);
         if used > limit {
-            let message = match stage {
-                "$sort" => format!(
-                    "Sort exceeded memory limit of {limit} bytes, but did not opt in to external sorting."
-                ),
-                _ => format!(
-                    "Exceeded memory limit for {stage}, but didn't allow external spilling; pass allowDiskUse:true to opt in"
-                ),
-            };
-            return Err(ExprError::new(292, "QueryExceededMemoryLimitNoDiskUseAllowed", message));
+            return Err(spill::exceeded(stage, limit));
         }
     }
     Ok(docs)
-}
-
-/// Roughly the BSON size of a document, without encoding it.
-fn doc_size(d: &Document) -> usize {
-    5 + d.iter().map(|(k, v)| 2 + k.len() + approx_size(v)).sum::<usize>()
-}
-
-fn approx_size(v: &Bson) -> usize {
-    match v {
-        Bson::Document(d) => doc_size(d),
-        Bson::Array(items) => 5 + items.iter().map(|v| 4 + approx_size(v)).sum::<usize>(),
-        Bson::String(s) | Bson::Symbol(s) | Bson::JavaScriptCode(s) => 5 + s.len(),
-        Bson::Binary(b) => 5 + b.bytes.len(),
-        Bson::RegularExpression(r) => 2 + r.pattern.len() + r.options.len(),
-        Bson::Decimal128(_) => 16,
-        Bson::ObjectId(_) => 12,
-        Bson::Int32(_) => 4,
-        Bson::Boolean(_) => 1,
-        Bson::Null | Bson::Undefined | Bson::MinKey | Bson::MaxKey => 0,
-        _ => 8,
-    }
 }
 
 impl Stage {
@@ -465,8 +462,8 @@ impl Stage {
             Stage::Shape(shape) => {
                 docs.iter().map(|d| shape.apply(d, &mut vars.with_doc(d))).collect()
             }
-            Stage::Group(g) => within_limit(env, "$group", g.run(docs, &vars)?),
-            Stage::Sort(keys) => Ok(stages::sort(within_limit(env, "$sort", docs)?, keys)),
+            Stage::Group(g) => g.run(docs, &vars, env),
+            Stage::Sort(keys) => spill::sort(docs, keys, env),
             Stage::Limit(n) => Ok(docs.into_iter().take(*n).collect()),
             Stage::Skip(n) => Ok(docs.into_iter().skip(*n).collect()),
             Stage::Count(field) => Ok(stages::count(field, docs.len())),
@@ -485,7 +482,7 @@ impl Stage {
                 }
                 Ok(vec![out])
             }
-            Stage::Bucket(b) => within_limit(env, "$bucket", b.run(docs, &vars)?),
+            Stage::Bucket(b) => b.run(docs, &vars, env),
             Stage::BucketAuto(b) => b.run(within_limit(env, "$bucketAuto", docs)?, &vars),
             Stage::Sample(n) => Ok(stages::sample(docs, *n)),
             Stage::Documents(e) => stages::documents(e, &mut vars),

@@ -1,17 +1,35 @@
 //! Golden tests of the pipeline stages on MongoDB's documented examples, over an in-memory
 //! [`Env`] holding other collections.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use bson::{Bson, DateTime, Document, bson, doc};
 
+use super::spill::{Entry, MemorySpill, Spill};
 use super::{Env, Matcher, Pipeline};
 use crate::expr::{ExprError, Result, Vars};
 
-/// Collections in memory; filters are equality or `$in` on one path (enough here).
+/// Collections in memory; filters are equality or `$in` on one path (enough here). Also a
+/// memory limit, `allowDiskUse`, and what was spilled: (puts, entries, largest put in bytes).
 #[derive(Default)]
-struct Mem(HashMap<String, Vec<Document>>, Option<usize>);
+struct Mem(HashMap<String, Vec<Document>>, Option<usize>, bool, Cell<(usize, usize, usize)>);
+
+/// A [`MemorySpill`] that records its puts in the [`Mem`] that made it.
+struct Counted<'a>(MemorySpill, &'a Cell<(usize, usize, usize)>);
+
+impl Spill for Counted<'_> {
+    fn put(&mut self, entries: Vec<Entry>) -> Result<()> {
+        let (puts, n, largest) = self.1.get();
+        let bytes = entries.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>();
+        self.1.set((puts + 1, n + entries.len(), largest.max(bytes)));
+        self.0.put(entries)
+    }
+    fn scan(&self, prefix: &[u8]) -> Box<dyn Iterator<Item = Result<Entry>> + '_> {
+        self.0.scan(prefix)
+    }
+}
 
 fn test(filter: &Document, d: &Document) -> bool {
     filter.iter().all(|(k, v)| {
@@ -52,8 +70,14 @@ impl Env for Mem {
     fn upsert(&self, _: Option<&str>, _: &str, _: Vec<Document>) -> Result<()> {
         Ok(())
     }
-    fn memory_limit(&self) -> Option<usize> {
-        self.1
+    fn memory_limit(&self) -> usize {
+        self.1.unwrap_or(super::MEMORY_LIMIT)
+    }
+    fn allow_disk_use(&self) -> bool {
+        self.2
+    }
+    fn spill(&self) -> Result<Box<dyn Spill + '_>> {
+        Ok(Box::new(Counted(MemorySpill::default(), &self.3)))
     }
 }
 
@@ -240,7 +264,7 @@ fn pushdown_takes_the_leading_match_sort_skip_limit() -> Result<()> {
 fn blocking_stages_past_the_memory_limit_fail_without_allow_disk_use() -> Result<()> {
     let docs: Vec<Document> =
         (0..1000).map(|i| doc! {"_id": i, "device": i % 2, "pad": "x".repeat(100)}).collect();
-    let tight = Mem(HashMap::new(), Some(10_000));
+    let tight = Mem(HashMap::new(), Some(10_000), false, Cell::default());
     let err = |stages: Bson| run(&tight, docs.clone(), stages).err().map(|e| (e.code, e.code_name));
     let over = Some((292, "QueryExceededMemoryLimitNoDiskUseAllowed"));
     assert_eq!(err(bson!([{"$sort": {"pad": 1}}])), over);
@@ -252,11 +276,93 @@ fn blocking_stages_past_the_memory_limit_fail_without_allow_disk_use() -> Result
         bson!([{"$group": {"_id": "$device", "n": {"$sum": 1}}}, {"$sort": {"_id": 1}}]),
     )?;
     assert_eq!(avg, vec![doc! {"_id": 0, "n": 500}, doc! {"_id": 1, "n": 500}]);
-    // allowDiskUse (no limit): the same pipeline runs.
-    let free = Mem(HashMap::new(), None);
+    // allowDiskUse: the same pipeline runs.
+    let free = Mem(HashMap::new(), Some(10_000), true, Cell::default());
     assert_eq!(
         run(&free, docs, bson!([{"$sort": {"_id": -1}}, {"$limit": 1}, {"$project": {"_id": 1}}]))?,
         vec![doc! {"_id": 999}]
     );
+    Ok(())
+}
+
+/// Two answers of one pipeline and what the first spilled: (puts, entries, largest put).
+type Compared = (Vec<Document>, Vec<Document>, (usize, usize, usize));
+
+/// Runs `stages` over `docs` with a 10 kB budget and `allowDiskUse`, and with no budget
+/// problem at all; returns both answers and what the first spilled.
+fn spilled_and_in_memory(docs: &[Document], stages: Bson) -> Result<Compared> {
+    let tight = Mem(HashMap::new(), Some(10_000), true, Cell::default());
+    let roomy = Mem::default();
+    let spilled = run(&tight, docs.to_vec(), stages.clone())?;
+    let in_memory = run(&roomy, docs.to_vec(), stages)?;
+    assert_eq!(roomy.3.get().0, 0, "the roomy run must not spill");
+    Ok((spilled, in_memory, tight.3.get()))
+}
+
+fn readings() -> Vec<Document> {
+    (0..3000)
+        .map(|i| {
+            doc! {"_id": i, "device": format!("d{}", (i * 7) % 400), "t": (i * 37) % 1000,
+            "v": f64::from(i % 13) / 2.0, "pad": "x".repeat(40)}
+        })
+        .collect()
+}
+
+#[test]
+fn a_sort_past_the_budget_spills_and_answers_as_in_memory() -> Result<()> {
+    // ~300 kB of documents, a 10 kB budget: about thirty runs merged; ties on `t` keep the
+    // input order (a stable sort), as in memory.
+    let (spilled, in_memory, (puts, entries, largest)) =
+        spilled_and_in_memory(&readings(), bson!([{"$sort": {"t": -1, "device": 1}}]))?;
+    assert_eq!(spilled.len(), 3000);
+    assert_eq!(spilled, in_memory);
+    assert_eq!(entries, 3000);
+    assert!(puts > 20, "{puts} runs");
+    assert!(largest < 2 * 10_000, "a run holds about the budget, not {largest} bytes");
+    Ok(())
+}
+
+#[test]
+fn a_group_past_the_budget_spills_and_answers_as_in_memory() -> Result<()> {
+    // 400 groups each pushing its documents: far past 10 kB of group state.
+    let stages = bson!([
+        {"$group": {"_id": "$device", "n": {"$sum": 1}, "avg": {"$avg": "$v"},
+            "first": {"$first": "$t"}, "last": {"$last": "$t"}, "ts": {"$push": "$t"},
+            "max": {"$max": "$v"}}},
+        {"$sort": {"_id": 1}}
+    ]);
+    let (spilled, in_memory, (puts, entries, _)) = spilled_and_in_memory(&readings(), stages)?;
+    assert_eq!(spilled.len(), 400);
+    assert_eq!(spilled, in_memory);
+    assert_eq!(spilled.first(), in_memory.first());
+    assert!(puts > 1 && entries >= 3000, "{puts} puts of {entries} entries");
+    // `$sortByCount` and `$bucket` go the same way.
+    let by_count = bson!([{"$sortByCount": "$device"}, {"$sort": {"count": -1, "_id": 1}}]);
+    let (spilled, in_memory, _) = spilled_and_in_memory(&readings(), by_count)?;
+    assert_eq!((spilled.len(), &spilled), (400, &in_memory));
+    let bucket = bson!([{"$bucket": {"groupBy": "$t", "boundaries": [0, 500, 1000],
+        "output": {"ids": {"$push": "$_id"}}}}]);
+    let (spilled, in_memory, _) = spilled_and_in_memory(&readings(), bucket)?;
+    assert_eq!((spilled.len(), &spilled), (2, &in_memory));
+    Ok(())
+}
+
+#[test]
+fn equal_group_keys_of_different_numeric_types_meet_in_one_spilled_group() -> Result<()> {
+    let docs: Vec<Document> = (0..2000)
+        .map(|i| {
+            let k = match i % 3 {
+                0 => Bson::Int32(i % 5),
+                1 => Bson::Int64(i64::from(i % 5)),
+                _ => Bson::Double(f64::from(i % 5)),
+            };
+            doc! {"k": k, "pad": "y".repeat(30), "i": i}
+        })
+        .collect();
+    let stages = bson!([{"$group": {"_id": "$k", "n": {"$sum": 1}, "all": {"$push": "$i"}}}, {"$sort": {"_id": 1}}]);
+    let (spilled, in_memory, (puts, _, _)) = spilled_and_in_memory(&docs, stages)?;
+    assert!(puts > 0);
+    assert_eq!(spilled.len(), 5);
+    assert_eq!(spilled, in_memory);
     Ok(())
 }

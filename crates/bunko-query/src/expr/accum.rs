@@ -175,6 +175,8 @@ pub struct Acc {
     values: Vec<Bson>,
     keyed: Vec<(Bson, Bson)>,
     merged: Document,
+    /// Roughly the bytes this state holds (grows with the values it keeps).
+    held: usize,
 }
 
 impl Acc {
@@ -197,11 +199,23 @@ impl Acc {
             values: Vec::new(),
             keyed: Vec::new(),
             merged: Document::new(),
+            held: 64,
         })
+    }
+
+    /// Roughly the bytes this state holds (a `$group`'s memory accounting).
+    pub fn held(&self) -> usize {
+        self.held
     }
 
     /// Adds one value.
     pub fn add(&mut self, v: Bson) -> Result<()> {
+        if matches!(
+            self.op,
+            "$push" | "$addToSet" | "$mergeObjects" | "$firstN" | "$lastN" | "$maxN" | "$minN"
+        ) {
+            self.held += super::value::approx_size(&v);
+        }
         match self.op {
             "$sum" | "$count" | "$avg" if is_number(&v) => {
                 self.decimal |= matches!(v, Bson::Decimal128(_));
@@ -278,6 +292,7 @@ impl Acc {
 
     /// Adds one value with its sort key (`$top`/`$bottom` forms).
     pub fn add_keyed(&mut self, key: Bson, v: Bson) {
+        self.held += super::value::approx_size(&key) + super::value::approx_size(&v);
         self.keyed.push((key, v));
     }
 

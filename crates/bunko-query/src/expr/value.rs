@@ -229,3 +229,25 @@ pub fn int_or_long(i: i64) -> Bson {
 pub fn sort_values(values: &mut [Bson]) {
     values.sort_by(compare);
 }
+
+/// Roughly the BSON size of a document, without encoding it.
+pub fn doc_size(d: &Document) -> usize {
+    5 + d.iter().map(|(k, v)| 2 + k.len() + approx_size(v)).sum::<usize>()
+}
+
+/// Roughly the BSON size of a value.
+pub fn approx_size(v: &Bson) -> usize {
+    match v {
+        Bson::Document(d) => doc_size(d),
+        Bson::Array(items) => 5 + items.iter().map(|v| 4 + approx_size(v)).sum::<usize>(),
+        Bson::String(s) | Bson::Symbol(s) | Bson::JavaScriptCode(s) => 5 + s.len(),
+        Bson::Binary(b) => 5 + b.bytes.len(),
+        Bson::RegularExpression(r) => 2 + r.pattern.len() + r.options.len(),
+        Bson::Decimal128(_) => 16,
+        Bson::ObjectId(_) => 12,
+        Bson::Int32(_) => 4,
+        Bson::Boolean(_) => 1,
+        Bson::Null | Bson::Undefined | Bson::MinKey | Bson::MaxKey => 0,
+        _ => 8,
+    }
+}

@@ -24,12 +24,14 @@ mod mongo;
 mod normalize;
 mod parse;
 mod pattern;
+mod predicate;
 
 use std::sync::Arc;
 
 use serde_json::Value;
 
 pub use self::pattern::Pattern;
+pub use self::predicate::Predicate;
 use crate::error::Error;
 use crate::path::FieldPath;
 
@@ -37,9 +39,10 @@ use crate::path::FieldPath;
 #[derive(Clone, Debug, PartialEq)]
 pub struct Selector {
     root: Node,
-    /// A MongoDB `$expr` beside the tree, evaluated by the aggregation evaluator on the
-    /// document as BSON. The planner never sees it, so it cannot narrow an index range.
-    expr: Option<Arc<crate::expr::Expr>>,
+    /// MongoDB conditions beside the tree (`$expr`, `$jsonSchema`, and logical operators
+    /// holding them), evaluated on the document as BSON. The planner never sees them, so
+    /// they cannot narrow an index range.
+    expr: Option<Arc<Predicate>>,
 }
 
 /// How a selector reaches into arrays.
@@ -123,18 +126,25 @@ impl Selector {
     }
 
     /// The same selector also requiring a MongoDB `$expr` to be true.
-    pub fn with_expr(mut self, expr: crate::expr::Expr) -> Self {
-        self.expr = Some(Arc::new(expr));
+    pub fn with_expr(self, expr: crate::expr::Expr) -> Self {
+        self.with_predicate(Predicate::Expr(Arc::new(expr)))
+    }
+
+    /// The same selector also requiring `predicate` (beside any it has already).
+    pub fn with_predicate(mut self, predicate: Predicate) -> Self {
+        let both = match self.expr.take() {
+            Some(earlier) => Predicate::And(vec![(*earlier).clone(), predicate]),
+            None => predicate,
+        };
+        self.expr = Some(Arc::new(both));
         self
     }
 
-    /// Whether the `$expr` (if any) is true for `doc` (in the matching form).
+    /// Whether the predicate (if any) holds for `doc` (in the matching form).
     fn expr_matches(&self, doc: &Value) -> bool {
-        let Some(expr) = &self.expr else { return true };
+        let Some(predicate) = &self.expr else { return true };
         let Value::Object(map) = doc else { return false };
-        let doc = bunko_doc::ejson::from_json(map);
-        // An error evaluating `$expr` on one document makes it not match.
-        expr.eval_doc(&doc).is_ok_and(|v| crate::expr::value::truthy(&v))
+        predicate.matches(doc, &bunko_doc::ejson::from_json(map))
     }
 
     /// The normalized tree.

@@ -170,3 +170,43 @@ print(json.dumps({{"ok": True}}))
     );
     assert_eq!(python(&server, &script), Some(json!({"ok": true})));
 }
+
+/// `renameCollection` gives MongoDB's `rename` event (`ns` the old name, `to` the new): on
+/// the source collection's stream, then `invalidate`; on a database stream and the
+/// deployment stream, which go on and report later writes under the new name.
+#[test]
+fn rename_events_and_the_source_stream_invalidates() {
+    let server = Server::start();
+    let script = r#"
+import faulthandler; faulthandler.dump_traceback_later(60, exit=True)
+c = client()
+db = c.shop
+db.drafts.insert_one({"_id": "d1"})
+db.temp.insert_one({"_id": "t1"})
+out = {}
+def strip(e):
+    return {k: e[k] for k in ("operationType", "ns", "to") if k in e}
+with db.drafts.watch() as coll_stream, db.watch() as db_stream, c.watch() as all_stream:
+    # One step at a time: events of different collections are not merged by time.
+    out["db"], out["all"] = [], []
+    for step in [lambda: c.admin.command("renameCollection", "shop.drafts", to="shop.published"),
+                 lambda: db.published.insert_one({"_id": "d2"}),
+                 lambda: c.admin.command("renameCollection", "shop.temp", to="archive.temp")]:
+        step()
+        out["db"].append(strip(db_stream.next()))
+        out["all"].append(strip(all_stream.next()))
+    out["coll"] = [strip(coll_stream.next()), strip(coll_stream.next())]
+    out["coll_alive"] = coll_stream.alive
+    out["db_alive"] = db_stream.alive
+print(json.dumps(out))
+"#;
+    let Some(out) = python(&server, script) else { return };
+    let rename = json!({"operationType": "rename", "ns": {"db": "shop", "coll": "drafts"}, "to": {"db": "shop", "coll": "published"}});
+    let moved = json!({"operationType": "rename", "ns": {"db": "shop", "coll": "temp"}, "to": {"db": "archive", "coll": "temp"}});
+    let insert = json!({"operationType": "insert", "ns": {"db": "shop", "coll": "published"}});
+    assert_eq!(out["coll"], json!([rename, {"operationType": "invalidate"}]));
+    assert_eq!(out["coll_alive"], false);
+    assert_eq!(out["db"], json!([rename, insert, moved]));
+    assert_eq!(out["db_alive"], true);
+    assert_eq!(out["all"], json!([rename, insert, moved]));
+}

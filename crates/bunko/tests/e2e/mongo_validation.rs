@@ -159,3 +159,92 @@ print(json.dumps({"ok": True}))
     let Some(got) = python(&server, script) else { return };
     assert_eq!(got, json!({"ok": true}));
 }
+
+/// A `$jsonSchema` refusal carries MongoDB 5+'s `errInfo` (`failingDocumentId` and
+/// `details` naming each rule not satisfied), on insert and update alike.
+#[test]
+fn a_schema_refusal_reports_err_info_details() {
+    let server = Server::start();
+    let script = r#"
+from pymongo.errors import WriteError
+db = client().school
+db.create_collection("students", validator={"$jsonSchema": {
+    "bsonType": "object", "title": "Student Object Validation", "required": ["name", "year"],
+    "properties": {
+        "name": {"bsonType": "string", "description": "'name' must be a string"},
+        "year": {"bsonType": "int", "minimum": 2017, "maximum": 3017},
+        "gpa": {"bsonType": ["double"], "description": "'gpa' must be a double if the field exists"}}}})
+def err_info(fn):
+    try:
+        fn()
+    except WriteError as e:
+        return [e.code, e.details["errmsg"], e.details["errInfo"]]
+insert = err_info(lambda: db.students.insert_one({"_id": "s1", "name": "Alice", "year": 2019, "gpa": 3}))
+db.students.insert_one({"_id": "s2", "name": "Bob", "year": 2020})
+update = err_info(lambda: db.students.update_one({"_id": "s2"}, {"$unset": {"name": ""}}))
+print(json.dumps({"insert": insert, "update": update}))
+"#;
+    let Some(out) = python(&server, script) else { return };
+    assert_eq!(
+        out["insert"],
+        json!([121, "Document failed validation", {
+            "failingDocumentId": "s1",
+            "details": {"operatorName": "$jsonSchema", "title": "Student Object Validation",
+                "schemaRulesNotSatisfied": [{"operatorName": "properties", "propertiesNotSatisfied": [
+                    {"propertyName": "gpa", "description": "'gpa' must be a double if the field exists",
+                     "details": [{"operatorName": "bsonType", "specifiedAs": {"bsonType": ["double"]},
+                        "reason": "type did not match", "consideredValue": 3, "consideredType": "int"}]}]}]}
+        }])
+    );
+    assert_eq!(
+        out["update"][2]["details"]["schemaRulesNotSatisfied"],
+        json!([{"operatorName": "required", "specifiedAs": {"required": ["name", "year"]}, "missingProperties": ["name"]}])
+    );
+}
+
+/// `bypassDocumentValidation` on insert, update, findAndModify and `aggregate` with `$out`
+/// and `$merge` lets a database admin write what the validator refuses; a member who is
+/// not an admin is refused (13) and nothing is written.
+#[test]
+fn bypass_document_validation_is_for_database_admins() {
+    let server = Server::start_with(&["--pbkdf2-iterations", "10"], &[]);
+    let user = json!({"name": "amy", "password": "pw", "roles": [], "type": "user"});
+    assert_eq!(server.put("/_users/org.couchdb.user:amy", &user).0, 201);
+    let script = r#"
+from pymongo.errors import WriteError
+db = client().shop
+db.create_collection("inv", validator={"qty": {"$gte": 0}})
+db.staging.insert_many([{"_id": "s1", "qty": -7}, {"_id": "s2", "qty": -8}])
+db.inv.insert_one({"_id": "a", "qty": -1}, bypass_document_validation=True)
+db.inv.update_one({"_id": "a"}, {"$set": {"qty": -2}}, bypass_document_validation=True)
+db.command("findAndModify", "inv", query={"_id": "a"}, update={"$inc": {"qty": -1}}, bypassDocumentValidation=True)
+db.inv.insert_many([{"_id": "b", "qty": -1}], bypass_document_validation=True)
+db.staging.aggregate([{"$merge": {"into": "inv"}}], bypassDocumentValidation=True)
+merge_refused = code_of(lambda: db.staging.aggregate([{"$set": {"_id": "m"}}, {"$merge": {"into": "inv"}}]))
+db.staging.aggregate([{"$out": "inv_copy"}], bypassDocumentValidation=True)
+import urllib.request, base64
+auth = "Basic " + base64.b64encode(os.environ["MONGO_ADMIN"].encode()).decode()
+members = json.dumps({"members": {"names": ["amy"]}}).encode()
+urllib.request.urlopen(urllib.request.Request(os.environ["BUNKO_URL"] + "/shop%24inv/_security",
+    method="PUT", data=members, headers={"Content-Type": "application/json", "Authorization": auth}))
+amy = client(user="amy", password="pw").shop
+def code(fn):
+    try:
+        fn()
+    except (WriteError, OperationFailure) as e:
+        return e.code
+amy_bypass = code(lambda: amy.inv.insert_one({"_id": "x", "qty": -1}, bypass_document_validation=True))
+amy_plain = code(lambda: amy.inv.insert_one({"_id": "y", "qty": -1}))
+amy_ok = amy.inv.insert_one({"_id": "z", "qty": 1}).inserted_id
+print(json.dumps({"inv": list(db.inv.find().sort("_id", 1)), "merge_refused": merge_refused,
+    "copy": db.inv_copy.count_documents({}), "amy": [amy_bypass, amy_plain, amy_ok]}))
+"#;
+    let Some(out) = python(&server, script) else { return };
+    assert_eq!(
+        out["inv"],
+        json!([{"_id": "a", "qty": -3}, {"_id": "b", "qty": -1}, {"_id": "s1", "qty": -7}, {"_id": "s2", "qty": -8}, {"_id": "z", "qty": 1}])
+    );
+    assert_eq!(out["merge_refused"], 121);
+    assert_eq!(out["copy"], 2);
+    assert_eq!(out["amy"], json!([13, 121, "z"]));
+}

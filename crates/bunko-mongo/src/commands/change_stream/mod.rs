@@ -319,11 +319,14 @@ impl Stream {
             return Ok((batch, false));
         }
         let live = self.databases(engine);
-        self.dropped(&live, &mut batch);
+        self.dropped(engine, &live, &mut batch);
         if self.done {
             return Ok((batch, false));
         }
         for (id, (ns, db)) in &live {
+            if let Some(old) = self.names.get(id).filter(|old| *old != ns) {
+                batch.push(self.renamed(old, ns));
+            }
             self.names.insert(*id, ns.clone());
             // A database the token does not name starts at its beginning if it was created
             // after the token (a higher id), else now (it was not readable then).
@@ -342,10 +345,20 @@ impl Stream {
         Ok((batch, true))
     }
 
-    /// Adds `drop` events (and, for a collection or database stream, what invalidates it)
-    /// for databases read before that are gone.
+    /// A `rename` event: the collection `from` is now `to` (`renameCollection`, which keeps
+    /// the engine database and its id).
+    fn renamed(&self, from: &Namespace, to: &Namespace) -> Document {
+        let mut event = event::header(self.token.to_doc(), "rename", from, event::now_ms(), 0);
+        event.insert("to", doc! {"db": &to.db, "coll": &to.coll});
+        event
+    }
+
+    /// Adds `drop` events, or `rename` events for databases that live on under a name out
+    /// of scope, for databases read before that are gone (and, for a collection stream, or a
+    /// database stream whose last collection was dropped, what invalidates it).
     fn dropped(
         &mut self,
+        engine: &Engine,
         live: &BTreeMap<u64, (Namespace, Arc<Database>)>,
         batch: &mut Vec<Document>,
     ) {
@@ -354,18 +367,25 @@ impl Stream {
         if gone.is_empty() {
             return;
         }
-        let mut any = None;
+        let (mut any, mut drop) = (None, false);
         for id in gone {
             self.token.seqs.remove(&id);
             if let Some(ns) = self.names.remove(&id) {
-                batch.push(event::header(self.token.to_doc(), "drop", &ns, event::now_ms(), 0));
+                let event = match renamed_to(engine, id) {
+                    Some(to) => self.renamed(&ns, &to),
+                    None => {
+                        drop = true;
+                        event::header(self.token.to_doc(), "drop", &ns, event::now_ms(), 0)
+                    }
+                };
+                batch.push(event);
                 any = Some(ns);
             }
         }
         let Some(ns) = any else { return };
         let ends = match &self.scope {
             Scope::Collection(_) => true,
-            Scope::Database(_) if live.is_empty() => {
+            Scope::Database(_) if drop && live.is_empty() => {
                 let mut dropped =
                     event::header(self.token.to_doc(), "dropDatabase", &ns, event::now_ms(), 0);
                 dropped.insert("ns", doc! {"db": &ns.db});
@@ -442,6 +462,14 @@ impl Stream {
         let poll = !matches!(self.scope, Scope::Collection(_)) || live.is_empty() || self.done;
         registry::Wake { receivers: live.values().map(|(_, db)| db.subscribe()).collect(), poll }
     }
+}
+
+/// The collection the engine database `id` is now, if it still exists (renamed).
+fn renamed_to(engine: &Engine, id: u64) -> Option<Namespace> {
+    engine.db_names().into_iter().find_map(|name| {
+        engine.get_db(&name).filter(|db| db.id() == id)?;
+        Namespace::from_engine(&name)
+    })
 }
 
 /// The latest durable seq of `db`: where a new stream starts.
