@@ -73,6 +73,8 @@ pub struct Engine {
     /// Serializes catalog changes (create, delete).
     catalog: Mutex<u64>,
     logins: Logins,
+    /// Each client's last query, for the advisor's rule 8 (in memory only).
+    clients: Arc<crate::advisor::Clients>,
 }
 
 const NEXT_DB_ID: &str = "next_db_id";
@@ -82,11 +84,12 @@ impl Engine {
     pub fn open(store: Arc<dyn Store>, config: Config) -> Result<Engine> {
         let settings = Settings::open(store.as_ref(), config)?;
         let config = settings.live().clone();
+        let clients = Arc::new(crate::advisor::Clients::default());
         let mut dbs = BTreeMap::new();
         for entry in bunko_storage::Iter::new(store.snapshot(), keys::db_range(), false, 256) {
             let (_, value) = entry?;
             let meta: DbMeta = records::decode(&value)?;
-            let db = Database::load(store.clone(), config.clone(), meta)?;
+            let db = Database::load(store.clone(), config.clone(), clients.clone(), meta)?;
             dbs.insert(db.name().to_string(), db);
         }
         let next_id = match store.get(&Key::Meta(NEXT_DB_ID).encode())? {
@@ -96,7 +99,8 @@ impl Engine {
         let now = config.get();
         let logins = Logins::new(now.admins.clone(), now.lockout.clone());
         let catalog = Mutex::new(next_id);
-        let engine = Engine { store, settings, dbs: RwLock::new(dbs), catalog, logins };
+        let dbs = RwLock::new(dbs);
+        let engine = Engine { store, settings, dbs, catalog, logins, clients };
         engine.resume_drops()?;
         Ok(engine)
     }
@@ -155,7 +159,8 @@ impl Engine {
         batch.put(Key::Meta(NEXT_DB_ID).encode(), records::encode(&(*next_id + 1)));
         self.store.commit(batch)?;
         *next_id += 1;
-        let db = Database::load(self.store.clone(), self.settings.live().clone(), meta)?;
+        let (live, clients) = (self.settings.live().clone(), self.clients.clone());
+        let db = Database::load(self.store.clone(), live, clients, meta)?;
         self.dbs.write().insert(name.to_string(), db.clone());
         crate::db_updates::global().note("created", name);
         Ok(db)

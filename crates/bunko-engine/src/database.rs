@@ -41,6 +41,8 @@ pub struct Database {
     pub(crate) building: AtomicBool,
     /// The query log and index use counts the advisor reads (in memory only).
     pub(crate) observed: crate::advisor::Observed,
+    /// Each client's last query, shared by the engine's databases (the advisor's rule 8).
+    pub(crate) clients: Arc<crate::advisor::Clients>,
     /// This handle, for starting background work from `&self`.
     me: Weak<Database>,
 }
@@ -68,6 +70,7 @@ impl Database {
     pub(crate) fn load(
         store: Arc<dyn Store>,
         config: Arc<Live>,
+        clients: Arc<crate::advisor::Clients>,
         meta: DbMeta,
     ) -> Result<Arc<Self>> {
         let stats = match store.get(&Key::Stats(meta.id).encode())? {
@@ -92,6 +95,7 @@ impl Database {
             triggers: Default::default(),
             building: AtomicBool::new(false),
             observed: Default::default(),
+            clients,
             me: me.clone(),
         });
         db.load_indexes()?;
@@ -99,6 +103,11 @@ impl Database {
         db.load_views()?;
         db.spawn_view_indexer();
         Ok(db)
+    }
+
+    /// A weak handle on this database (for state that must not keep it alive).
+    pub(crate) fn weak(&self) -> Weak<Database> {
+        self.me.clone()
     }
 
     /// This database as an `Arc` (for background work).
