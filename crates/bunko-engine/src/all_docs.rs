@@ -139,10 +139,16 @@ impl Database {
     }
 
     /// `_all_docs` with `keys`: one row per key, in the order given; `None` for an id that
-    /// was never written. Deleted documents appear with `deleted` and no `doc`.
-    pub fn all_docs_keys(&self, ids: &[String], include_docs: bool) -> Result<Vec<Option<Row>>> {
+    /// was never written. Deleted documents appear with `deleted` and no `doc`. With
+    /// `include_docs` it is a lookup by id for the advisor, tied to `client`'s last query.
+    pub fn all_docs_keys(
+        &self,
+        ids: &[String],
+        include_docs: bool,
+        client: Option<&crate::advisor::Client>,
+    ) -> Result<Vec<Option<Row>>> {
         if include_docs {
-            self.observed.record_lookup(ids.len());
+            self.observe_lookup("_all_docs", ids, client);
         }
         let snapshot = self.snapshot();
         let db = self.id();

@@ -82,6 +82,8 @@ pub struct Engine {
     logins: Logins,
     /// The search service text indexes are served by (see [`crate::find::text`]).
     text: crate::find::text::Hook,
+    /// Each client's last query, for the advisor's rule 8 (in memory only).
+    clients: Arc<crate::advisor::Clients>,
 }
 
 const NEXT_DB_ID: &str = "next_db_id";
@@ -93,12 +95,14 @@ impl Engine {
         crate::spill::remove_all(store.as_ref())?;
         let settings = Settings::open(store.as_ref(), config)?;
         let config = settings.live().clone();
+        let clients = Arc::new(crate::advisor::Clients::default());
         let mut dbs = BTreeMap::new();
         let text = crate::find::text::Hook::default();
         for entry in bunko_storage::Iter::new(store.snapshot(), keys::db_range(), false, 256) {
             let (_, value) = entry?;
             let meta: DbMeta = records::decode(&value)?;
-            let db = Database::load(store.clone(), config.clone(), meta, text.clone())?;
+            let db =
+                Database::load(store.clone(), config.clone(), clients.clone(), meta, text.clone())?;
             dbs.insert(db.name().to_string(), db);
         }
         let next_id = match store.get(&Key::Meta(NEXT_DB_ID).encode())? {
@@ -108,7 +112,8 @@ impl Engine {
         let now = config.get();
         let logins = Logins::new(now.admins.clone(), now.lockout.clone());
         let catalog = Mutex::new(next_id);
-        let engine = Engine { store, settings, dbs: RwLock::new(dbs), catalog, logins, text };
+        let dbs = RwLock::new(dbs);
+        let engine = Engine { store, settings, dbs, catalog, logins, text, clients };
         engine.resume_drops()?;
         Ok(engine)
     }
@@ -183,8 +188,8 @@ impl Engine {
         batch.put(Key::Meta(NEXT_DB_ID).encode(), records::encode(&(*next_id + 1)));
         self.store.commit(batch)?;
         *next_id += 1;
-        let live = self.settings.live().clone();
-        let db = Database::load(self.store.clone(), live, meta, self.text.clone())?;
+        let (live, clients) = (self.settings.live().clone(), self.clients.clone());
+        let db = Database::load(self.store.clone(), live, clients, meta, self.text.clone())?;
         self.dbs.write().insert(name.to_string(), db.clone());
         crate::db_updates::global().note("created", name);
         Ok(db)

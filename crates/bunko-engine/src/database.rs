@@ -48,6 +48,8 @@ pub struct Database {
     pub(crate) observed: crate::advisor::Observed,
     /// The search service that answers text-index queries, if one is registered.
     pub(crate) text: crate::find::text::Hook,
+    /// Each client's last query, shared by the engine's databases (the advisor's rule 8).
+    pub(crate) clients: Arc<crate::advisor::Clients>,
     /// This handle, for starting background work from `&self`.
     me: Weak<Database>,
 }
@@ -75,6 +77,7 @@ impl Database {
     pub(crate) fn load(
         store: Arc<dyn Store>,
         config: Arc<Live>,
+        clients: Arc<crate::advisor::Clients>,
         meta: DbMeta,
         text: crate::find::text::Hook,
     ) -> Result<Arc<Self>> {
@@ -104,6 +107,7 @@ impl Database {
             compactions: Default::default(),
             observed: Default::default(),
             text,
+            clients,
             me: me.clone(),
         });
         db.load_indexes()?;
@@ -111,6 +115,11 @@ impl Database {
         db.load_views()?;
         db.spawn_view_indexer();
         Ok(db)
+    }
+
+    /// A weak handle on this database (for state that must not keep it alive).
+    pub(crate) fn weak(&self) -> Weak<Database> {
+        self.me.clone()
     }
 
     /// This database as an `Arc` (for background work).

@@ -9,6 +9,7 @@ use axum::response::Response;
 use axum::routing::get;
 use axum::{Extension, Router};
 use bunko_engine::Database;
+use bunko_engine::advisor::Client;
 use bunko_engine::all_docs::{AllDocsQuery, Row};
 use serde_json::{Value, json};
 
@@ -29,22 +30,24 @@ pub fn routes() -> Router<State> {
 async fn get_all(
     st: AxState<State>,
     ctx: Extension<UserCtx>,
+    client: Extension<Client>,
     Path(db): Path<String>,
     q: RawQuery,
 ) -> ApiResult<Response> {
     let db = open(&st, &ctx, &db, Access::Member)?;
-    run(db, Params::parse(q.0.as_deref()), None, None).await
+    run(db, Params::parse(q.0.as_deref()), None, None, Some(client.0)).await
 }
 
 async fn post_all(
     st: AxState<State>,
     ctx: Extension<UserCtx>,
+    client: Extension<Client>,
     Path(db): Path<String>,
     q: RawQuery,
     body: RawBody,
 ) -> ApiResult<Response> {
     let db = open(&st, &ctx, &db, Access::Member)?;
-    run(db, post_params_required(q.0.as_deref(), &body)?, None, None).await
+    run(db, post_params_required(q.0.as_deref(), &body)?, None, None, Some(client.0)).await
 }
 
 async fn get_design(
@@ -54,7 +57,7 @@ async fn get_design(
     q: RawQuery,
 ) -> ApiResult<Response> {
     let db = open(&st, &ctx, &db, Access::Member)?;
-    run(db, Params::parse(q.0.as_deref()), Some("_design/".into()), None).await
+    run(db, Params::parse(q.0.as_deref()), Some("_design/".into()), None, None).await
 }
 
 async fn post_design(
@@ -65,7 +68,8 @@ async fn post_design(
     body: RawBody,
 ) -> ApiResult<Response> {
     let db = open(&st, &ctx, &db, Access::Member)?;
-    run(db, post_params_required(q.0.as_deref(), &body)?, Some("_design/".into()), None).await
+    let p = post_params_required(q.0.as_deref(), &body)?;
+    run(db, p, Some("_design/".into()), None, None).await
 }
 
 /// The query string plus the members of a POST body.
@@ -83,12 +87,13 @@ pub fn post_params_required(query: Option<&str>, body: &RawBody) -> ApiResult<Pa
 }
 
 /// Runs an `_all_docs` query over ids starting with `prefix`; `partition` names the
-/// partition whose counters give `total_rows`.
+/// partition whose counters give `total_rows`; `client` asks (for the advisor).
 pub async fn run(
     db: Arc<Database>,
     p: Params,
     prefix: Option<String>,
     partition: Option<String>,
+    client: Option<Client>,
 ) -> ApiResult<Response> {
     let include_docs = p.flag("include_docs")?;
     // `attachments=true` inlines attachment data in the included documents.
@@ -107,7 +112,8 @@ pub async fn run(
         let limit = p.u64("limit")?.map_or(usize::MAX, |l| l as usize);
         let keys = keys.into_iter().skip(skip).take(limit).collect();
         let docs = Included { include_docs, attachments };
-        return run_keys(db, keys, docs, opts, prefix, partition).await;
+        let scope = Scope { prefix, partition, client };
+        return run_keys(db, keys, docs, opts, scope).await;
     }
     let query = range_query(&p, prefix)?;
     let started = {
@@ -194,21 +200,28 @@ fn with_data(db: &Database, mut row: Row, attachments: bool) -> bunko_engine::Re
     Ok(row)
 }
 
+/// What a `keys` query covers, and who asks.
+struct Scope {
+    prefix: Option<String>,
+    partition: Option<String>,
+    client: Option<Client>,
+}
+
 async fn run_keys(
     db: Arc<Database>,
     keys: Vec<Value>,
     docs: Included,
     opts: DocOpts,
-    prefix: Option<String>,
-    partition: Option<String>,
+    scope: Scope,
 ) -> ApiResult<Response> {
+    let Scope { prefix, partition, client } = scope;
     let ids: Vec<String> = keys.iter().map(|k| k.as_str().unwrap_or("\u{0}").to_string()).collect();
     let (total, found) = blocking(move || {
         let total = match &partition {
             Some(p) => db.partition_stats(p)?.doc_count,
             None => db.info().stats.doc_count,
         };
-        let rows = db.all_docs_keys(&ids, docs.include_docs)?;
+        let rows = db.all_docs_keys(&ids, docs.include_docs, client.as_ref())?;
         let rows = rows
             .into_iter()
             .map(|row| row.map(|row| with_data(&db, row, docs.attachments)).transpose());

@@ -140,6 +140,8 @@ pub async fn middleware(AxState(state): AxState<State>, mut req: Request, next: 
     if ctx.name.is_none() && !is_public(path) {
         return ApiError::unauthorized("Authentication required.").into_response();
     }
+    // Who asks, for the advisor to tie lookups by id to the query before them.
+    req.extensions_mut().insert(bunko_engine::advisor::Client::new(ctx.name.as_deref(), peer));
     req.extensions_mut().insert(ctx);
     req.extensions_mut().insert(method);
     let mut response = next.run(req).await;

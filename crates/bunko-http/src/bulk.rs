@@ -98,6 +98,7 @@ async fn bulk_docs(
 async fn bulk_get(
     AxState(state): AxState<State>,
     Extension(ctx): Extension<UserCtx>,
+    Extension(client): Extension<bunko_engine::advisor::Client>,
     Path(db_name): Path<String>,
     RawQuery(query): RawQuery,
     body: RawBody,
@@ -112,6 +113,11 @@ async fn bulk_get(
         return Err(ApiError::bad_request("Missing JSON list of 'docs'."));
     };
     let results = blocking(move || {
+        let ids: Vec<String> = requests
+            .iter()
+            .filter_map(|r| r.get("id").and_then(Value::as_str).map(str::to_string))
+            .collect();
+        db.observe_lookup("_bulk_get", &ids, Some(&client));
         let mut out = Vec::with_capacity(requests.len());
         for request in &requests {
             out.push(bulk_get_one(&db, request, &opts, latest, attachments)?);

@@ -12,6 +12,7 @@ use axum::response::Response;
 use axum::routing::post;
 use axum::{Extension, Router};
 use bunko_engine::Database;
+use bunko_engine::advisor::Client;
 use bunko_engine::find::{FindQuery, FindResult};
 use bunko_query::{Direction, Fields, Selector, Sort};
 use serde_json::{Map, Value, json};
@@ -33,11 +34,12 @@ pub fn routes() -> Router<State> {
 async fn find_route(
     st: AxState<State>,
     ctx: Extension<UserCtx>,
+    client: Extension<Client>,
     Path(db): Path<String>,
     body: RawBody,
 ) -> ApiResult<Response> {
     let db = open(&st, &ctx, &db, Access::Member)?;
-    find(db, None, body).await
+    find(db, None, body, client.0).await
 }
 
 async fn explain_route(
@@ -59,15 +61,16 @@ pub struct Request {
     pub opts: Map<String, Value>,
 }
 
-/// `_find`, for the database or one partition of it.
+/// `_find`, for the database or one partition of it, asked by `client`.
 pub async fn find(
     db: Arc<Database>,
     partition: Option<String>,
     body: RawBody,
+    client: Client,
 ) -> ApiResult<Response> {
     let req = parse(body.request_object()?, partition)?;
     let started = Instant::now();
-    let query = req.query.clone();
+    let query = FindQuery { client: Some(client), ..req.query.clone() };
     let result = blocking(move || Ok(db.find(&query)?)).await?;
     Ok(render::json(StatusCode::OK, find_json(&req, result, started)))
 }
@@ -241,6 +244,7 @@ pub fn parse(body: Map<String, Value>, partition: Option<String>) -> ApiResult<R
         fields: fields.paths().map(<[_]>::to_vec),
         conflicts: flag("conflicts", false),
         dialect: bunko_query::Dialect::Mango,
+        client: None,
     };
     let execution_stats = flag("execution_stats", false);
     Ok(Request { query, fields, execution_stats, opts })

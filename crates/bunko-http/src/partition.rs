@@ -27,6 +27,7 @@ use axum::routing::{any, get};
 use axum::{Extension, Router};
 use bunko_doc::id::validate_partition;
 use bunko_engine::Database;
+use bunko_engine::advisor::Client;
 use serde_json::json;
 
 use crate::all_docs;
@@ -93,11 +94,14 @@ struct PartitionRequest {
     params: Params,
     /// `query_server_config/partition_query_limit`, read per request (it changes at run time).
     limit: u64,
+    /// Who asks (for the advisor).
+    client: Client,
 }
 
 async fn dispatch(
     st: AxState<State>,
     ctx: Extension<UserCtx>,
+    client: Extension<Client>,
     method: Method,
     Path((db, rest)): Path<(String, String)>,
     q: RawQuery,
@@ -122,12 +126,15 @@ async fn dispatch(
         .settings()
         .get_u64("query_server_config", "partition_query_limit")
         .unwrap_or(PARTITION_QUERY_LIMIT);
-    let req = PartitionRequest { db, partition: partition.to_string(), params, limit };
+    let (partition, client) = (partition.to_string(), client.0);
+    let req = PartitionRequest { db, partition, params, limit, client };
     match (tail.as_slice(), &method) {
         (["_all_docs"], &Method::GET) => all_docs(req, None).await,
         (["_all_docs"], &Method::POST) => all_docs(req, Some(body)).await,
         (["_all_docs"], _) => Err(method_not_allowed("GET,HEAD,POST")),
-        (["_find"], &Method::POST) => find::find(req.db, Some(req.partition), body).await,
+        (["_find"], &Method::POST) => {
+            find::find(req.db, Some(req.partition), body, req.client).await
+        }
         (["_explain"], &Method::POST) => find::explain(req.db, Some(req.partition), body).await,
         (["_find" | "_explain"], _) => Err(method_not_allowed("POST")),
         (["_design", ddoc, "_view", view], &Method::GET | &Method::POST) => {
@@ -192,7 +199,7 @@ async fn info(
 
 /// `_all_docs` over the partition's ids.
 async fn all_docs(req: PartitionRequest, body: Option<RawBody>) -> ApiResult<Response> {
-    let PartitionRequest { db, partition, params, limit } = req;
+    let PartitionRequest { db, partition, params, limit, client } = req;
     let mut params = params;
     if let Some(body) = body {
         params.merge_json(&body.request_object()?);
@@ -200,7 +207,7 @@ async fn all_docs(req: PartitionRequest, body: Option<RawBody>) -> ApiResult<Res
     params.remove("partition");
     check_limit(&params, limit)?;
     let prefix = format!("{partition}:");
-    all_docs::run(db, params, Some(prefix), Some(partition)).await
+    all_docs::run(db, params, Some(prefix), Some(partition), Some(client)).await
 }
 
 /// A partition query's `limit` may not exceed `max` (`partition_query_limit`).

@@ -9,14 +9,14 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::observe::Observed;
-use super::{Finding, Severity, Thresholds, guides};
+use super::{Finding, QueryLog, Severity, guides};
 use crate::index::{Index, IndexDef};
 
 pub const DUPLICATE: &str = "duplicate-index";
 pub const UNUSED: &str = "unused-index";
 
-pub fn check(indexes: &[Arc<Index>], observed: &Observed, t: &Thresholds) -> Vec<Finding> {
+pub fn check(log: &QueryLog) -> Vec<Finding> {
+    let QueryLog { indexes, observed, t, coll } = *log;
     let mut out = duplicates(indexes);
     let queries = observed.queries();
     if queries < t.queries_for_unused {
@@ -39,16 +39,16 @@ pub fn check(indexes: &[Arc<Index>], observed: &Observed, t: &Thresholds) -> Vec
             guide: guides::LEAN_INDEXES,
             evidence: json!({"index": def.to_json(), "queries_observed": queries,
                 "observed_since": observed.summary().since, "prefix_of": longer}),
-            suggestion: unused_suggestion(def),
+            suggestion: unused_suggestion(def, coll),
         });
     }
     out
 }
 
 /// How to delete an unused index, in the API that created it.
-fn unused_suggestion(def: &IndexDef) -> String {
+fn unused_suggestion(def: &IndexDef, coll: &str) -> String {
     let how = if def.mongo.is_some() {
-        format!("db.collection.dropIndex(\"{}\")", def.name)
+        format!("db.{coll}.dropIndex(\"{}\")", def.name)
     } else {
         format!(
             "DELETE /{{db}}/_index/{}/json/{}",

@@ -12,20 +12,25 @@
 //!    (unbounded arrays), `size` (large documents), `partitions` (partition keys, from
 //!    the per-partition counters every write keeps), `types` (mixed entity types without
 //!    a discriminator), `copies` (embedded copies that drifted from the document they
-//!    refer to), `indexes` (duplicate and unused indexes) and `queries` (missing
-//!    indexes, and lookups by id following queries, from the query log).
-//! 3. `observe` is the only state the advisor adds to the engine: a bounded in-memory log
-//!    of `_find` query shapes with the documents they examined and returned, per-index use
-//!    counts and lookups by id, updated by `Database::find` and `Database::all_docs_keys`. It lives in memory only and restarts empty
-//!    (it is rebuilt by the queries themselves, DESIGN §8); writes never touch it.
+//!    refer to), `indexes` (duplicate and unused indexes), `queries` (missing indexes,
+//!    from the query log) and `joins` (lookups by id following queries, `$lookup` chains).
+//! 3. `observe` is the state the advisor adds to the engine beside the per-partition write
+//!    counters: a bounded in-memory log of query shapes (`_find` and MongoDB `find`) with
+//!    the documents they examined and returned, per-index use counts, lookups by id and
+//!    the query each followed (`follow`), and joining aggregation pipelines, updated by
+//!    `Database::find`, `Database::all_docs_keys` and the front ends' lookup and pipeline
+//!    hooks. It lives in memory only and restarts empty (it is rebuilt by the queries
+//!    themselves, DESIGN §8); writes never touch it.
 //!
 //! Each finding names its rule, a severity, the guide the rule comes from (in our words),
 //! the evidence (numbers, example ids, field paths, query shapes) and a suggestion.
 
 mod arrays;
 mod copies;
+pub mod follow;
 mod guides;
 mod indexes;
+mod joins;
 pub mod observe;
 mod partitions;
 mod queries;
@@ -40,6 +45,7 @@ use serde_json::Value;
 
 use crate::database::Database;
 use crate::{Error, Result};
+pub use follow::{Client, Clients};
 pub use observe::Observed;
 
 /// How much the advisor reads.
@@ -50,6 +56,9 @@ pub struct Options {
     /// When the pass over `_all_docs` stops, sampled or not (default 10 s).
     pub time_budget: Duration,
     pub thresholds: Thresholds,
+    /// The MongoDB collection name suggestions use (`db.<collection>.createIndex`); by
+    /// default the part of the database name after `$` when it needs no decoding.
+    pub collection: Option<String>,
 }
 
 /// The largest `sample_size` accepted.
@@ -63,6 +72,7 @@ impl Default for Options {
             sample_size: 1000,
             time_budget: Duration::from_secs(10),
             thresholds: Thresholds::default(),
+            collection: None,
         }
     }
 }
@@ -97,8 +107,12 @@ pub struct Thresholds {
     pub examined_per_query: u64,
     /// Indexes are reported unused only after this many `_find` queries were observed.
     pub queries_for_unused: u64,
-    /// Lookups by id (`_all_docs?keys&include_docs`) observed before rule 8 judges them.
-    pub lookups: u64,
+    /// Runs a query shape or a joining pipeline must have before rule 8 judges it.
+    pub join_runs: u64,
+    /// Lookups by id following a query's runs, on average, from which rule 8 reports it.
+    pub follow_ups_per_query: f64,
+    /// `$lookup` stages in one pipeline from which rule 8 reports it (a chain).
+    pub lookups_per_pipeline: usize,
 }
 
 impl Default for Thresholds {
@@ -116,9 +130,21 @@ impl Default for Thresholds {
             partition_fraction: 0.5,
             examined_per_query: 100,
             queries_for_unused: 100,
-            lookups: 50,
+            join_runs: 10,
+            follow_ups_per_query: 1.0,
+            lookups_per_pipeline: 2,
         }
     }
+}
+
+/// What the index and query rules read: the indexes, the query log, the thresholds and
+/// the MongoDB collection name their suggestions use.
+#[derive(Clone, Copy)]
+struct QueryLog<'a> {
+    indexes: &'a [std::sync::Arc<crate::index::Index>],
+    observed: &'a Observed,
+    t: &'a Thresholds,
+    coll: &'a str,
 }
 
 /// How urgent a finding is.
@@ -199,9 +225,11 @@ impl Database {
         findings.extend(types::check(&sample));
         findings.extend(copies::check(self, &sample, t));
         let indexes = self.indexes.all();
-        findings.extend(indexes::check(&indexes, &self.observed, t));
-        findings.extend(queries::check(&indexes, &self.observed, t));
-        findings.extend(queries::joins(&self.observed, t));
+        let coll = options.collection.clone().unwrap_or_else(|| collection_of(&self.name()));
+        let log = QueryLog { indexes: &indexes, observed: &self.observed, t, coll: &coll };
+        findings.extend(indexes::check(&log));
+        findings.extend(queries::check(&log));
+        findings.extend(joins::check(&self.observed, t));
         findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
         let mut rules_checked = vec![arrays::RULE, arrays::GROWTH_RULE, size::RULE];
         if self.is_partitioned() {
@@ -214,7 +242,8 @@ impl Database {
             indexes::DUPLICATE,
             indexes::UNUSED,
             queries::RULE,
-            queries::JOINS,
+            joins::FOLLOW_UPS,
+            joins::CHAIN,
         ]);
         Ok(Advice {
             db_name: self.name(),
@@ -223,5 +252,16 @@ impl Database {
             rules_checked,
             findings,
         })
+    }
+}
+
+/// The MongoDB collection of engine database `name` (`shop$orders`: `orders`), when the
+/// name needs no decoding (the MongoDB front end's mapping escapes other characters);
+/// otherwise a placeholder.
+fn collection_of(name: &str) -> String {
+    let plain = |c: &str| c.chars().all(|ch| ch.is_ascii_alphanumeric() || "_-".contains(ch));
+    match name.split_once('$') {
+        Some((_, coll)) if !coll.is_empty() && plain(coll) => coll.to_string(),
+        _ => "<collection>".to_string(),
     }
 }

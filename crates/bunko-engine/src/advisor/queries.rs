@@ -3,25 +3,28 @@
 //! for its "examined is high" warning: more than ten per result), with the index that
 //! would serve them: equality fields first (through `$elemMatch`, the element's fields, as
 //! `links.target`), then `$in` fields, one range field, then the sort. The planner is asked
-//! whether it would choose that index for the logged query.
+//! whether it would choose that index for the logged query. A query that came over the
+//! MongoDB protocol gets the MongoDB call, `db.<coll>.createIndex({field: 1, …})`, checked
+//! against the MongoDB planner and the collection's MongoDB indexes.
 
 use std::sync::Arc;
 
 use bunko_query::plan::{self, IndexInfo};
-use bunko_query::{Cond, FieldPath, Node};
+use bunko_query::{Cond, Dialect, FieldPath, Node};
 use serde_json::json;
 
-use super::observe::{Observed, QueryShape};
-use super::{Finding, Severity, Thresholds, guides};
+use super::observe::QueryShape;
+use super::{Finding, QueryLog, Severity, guides};
+use crate::find::mongo_index;
 use crate::index::Index;
 
 pub const RULE: &str = "missing-index";
-pub const JOINS: &str = "follow-up-lookups";
 
 /// More documents examined per result than this (CouchDB's `index_scan_warning` ratio).
 const RATIO: u64 = 10;
 
-pub fn check(indexes: &[Arc<Index>], observed: &Observed, t: &Thresholds) -> Vec<Finding> {
+pub fn check(log: &QueryLog) -> Vec<Finding> {
+    let QueryLog { indexes, observed, t, coll } = *log;
     observed
         .shapes()
         .iter()
@@ -29,29 +32,26 @@ pub fn check(indexes: &[Arc<Index>], observed: &Observed, t: &Thresholds) -> Vec
             s.docs_examined >= t.examined_per_query.saturating_mul(s.runs)
                 && s.docs_examined > RATIO.saturating_mul(s.results.max(1))
         })
-        .map(|s| finding(indexes, s))
+        .map(|s| finding(indexes, s, coll))
         .collect()
 }
 
-fn finding(indexes: &[Arc<Index>], s: &QueryShape) -> Finding {
+fn finding(indexes: &[Arc<Index>], s: &QueryShape, coll: &str) -> Finding {
+    let mongo = s.dialect == Dialect::Mongo;
     let fields = suggested_fields(s);
-    let chosen = !fields.is_empty() && planner_would_choose(indexes, s, &fields);
+    let chosen = !fields.is_empty()
+        && match mongo {
+            true => mongo_index::would_choose(&s.selector, indexes, &fields),
+            false => planner_would_choose(indexes, s, &fields),
+        };
     let names: Vec<String> = fields.iter().map(ToString::to_string).collect();
     let used = s.index.as_ref().map(|(d, n)| format!("{d}/{n}"));
-    let partitioned = if s.partition { ", \"partitioned\": true" } else { "" };
-    let suggestion = match (names.is_empty(), chosen) {
-        (true, _) => "No JSON index can narrow this selector: add an equality or range \
-                      condition on an indexed field (for instance a `type` field)."
+    let suggestion = match (names.is_empty(), mongo) {
+        (true, _) => "No index can narrow this selector: add an equality or range condition \
+                      on an indexed field (for instance a `type` field)."
             .to_string(),
-        (false, true) => format!(
-            "Create the index the planner would choose for it: POST /{{db}}/_index \
-             {{\"index\": {{\"fields\": {}}}{partitioned}}}.",
-            json!(names)
-        ),
-        (false, false) => format!(
-            "Index the fields it selects on, {}; check with _explain that the query uses it.",
-            json!(names)
-        ),
+        (false, true) => mongo_suggestion(&names, chosen, coll),
+        (false, false) => mango_suggestion(&names, chosen, s.partition),
     };
     Finding {
         rule: RULE,
@@ -65,6 +65,7 @@ fn finding(indexes: &[Arc<Index>], s: &QueryShape) -> Finding {
             "selector": s.shape,
             "sort": s.sort.iter().map(ToString::to_string).collect::<Vec<_>>(),
             "partition_query": s.partition,
+            "api": if mongo { "mongodb" } else { "couchdb" },
             "runs": s.runs,
             "docs_examined": s.docs_examined,
             "keys_examined": s.keys_examined,
@@ -77,31 +78,37 @@ fn finding(indexes: &[Arc<Index>], s: &QueryShape) -> Finding {
     }
 }
 
-/// Rule 8, too many joins per request: requests fetching documents by id
-/// (`_all_docs?keys&include_docs`) at least half as often as `_find` queries run, so that
-/// reading one thing takes a query plus lookups.
-pub fn joins(observed: &Observed, t: &Thresholds) -> Option<Finding> {
-    let s = observed.summary();
-    let fires = s.queries > 0 && s.lookups >= t.lookups && s.lookups * 2 >= s.queries;
-    fires.then(|| Finding {
-        rule: JOINS,
-        severity: Severity::Info,
-        summary: format!(
-            "{} requests fetched {} documents by id beside {} queries",
-            s.lookups, s.looked_up, s.queries
+/// A Mango index over `names` (`POST /{db}/_index`).
+fn mango_suggestion(names: &[String], chosen: bool, partition: bool) -> String {
+    let partitioned = if partition { ", \"partitioned\": true" } else { "" };
+    match chosen {
+        true => format!(
+            "Create the index the planner would choose for it: POST /{{db}}/_index \
+             {{\"index\": {{\"fields\": {}}}{partitioned}}}.",
+            json!(names)
         ),
-        guide: guides::READ_TOGETHER,
-        evidence: json!({"queries": s.queries, "lookup_requests": s.lookups,
-            "documents_looked_up": s.looked_up,
-            "lookups_per_query": (s.lookups as f64 / s.queries as f64 * 100.0).round() / 100.0,
-            "ids_per_lookup": (s.looked_up as f64 / s.lookups as f64 * 10.0).round() / 10.0,
-            "observed_since": s.since}),
-        suggestion: "If these lookups follow references found by the queries, embed (or copy) \
-                     the fields read together with the referring document, or read the linked \
-                     documents in the same request with a view that emits {\"_id\": reference} \
-                     and include_docs=true."
-            .to_string(),
-    })
+        false => format!(
+            "Index the fields it selects on, {}; check with _explain that the query uses it.",
+            json!(names)
+        ),
+    }
+}
+
+/// A MongoDB index over `names`, ascending (`db.<coll>.createIndex`).
+fn mongo_suggestion(names: &[String], chosen: bool, coll: &str) -> String {
+    let key = |n: &String| match n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        true => format!("{n}: 1"),
+        false => format!("{}: 1", json!(n)),
+    };
+    let spec = names.iter().map(key).collect::<Vec<_>>().join(", ");
+    let call = format!("db.{coll}.createIndex({{{spec}}})");
+    match chosen {
+        true => format!("Create the index the planner would choose for it: {call}."),
+        false => format!(
+            "Index the fields it selects on: {call}; check with explain() that the query \
+             uses it."
+        ),
+    }
 }
 
 /// The fields of the index that would serve the query.
@@ -158,6 +165,7 @@ fn element_fields(outer: &FieldPath, inner: &Node) -> Vec<FieldPath> {
 fn planner_would_choose(indexes: &[Arc<Index>], s: &QueryShape, fields: &[FieldPath]) -> bool {
     let mut infos: Vec<IndexInfo> = indexes
         .iter()
+        .filter(|i| i.def.mongo.is_none())
         .map(|i| IndexInfo {
             ddoc: i.def.ddoc.clone(),
             name: i.def.name.clone(),
@@ -202,6 +210,8 @@ mod tests {
             keys_examined: 1000,
             results: 1,
             index: None,
+            dialect: bunko_query::Dialect::Mango,
+            follow: Default::default(),
         })
     }
 
@@ -222,5 +232,15 @@ mod tests {
         let s = shape(json!({"links": {"$elemMatch": {"target": "S12345"}}}), &[])?;
         assert_eq!(names(suggested_fields(&s)), ["links.target"]);
         Ok(())
+    }
+
+    #[test]
+    fn mongo_suggestions_are_create_index_calls() {
+        let names = ["customer".to_string(), "links.target".to_string()];
+        let how = mongo_suggestion(&names, true, "orders");
+        assert!(
+            how.contains(r#"db.orders.createIndex({customer: 1, "links.target": 1})"#),
+            "{how}"
+        );
     }
 }

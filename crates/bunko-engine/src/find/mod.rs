@@ -73,6 +73,30 @@ pub struct FindQuery {
     /// How the selector matches. [`Dialect::Mongo`] queries (see [`mongo`]) see documents in
     /// their MongoDB form and use no Mango index.
     pub dialect: Dialect,
+    /// Who asks (`None`: not said), so that the advisor can tie the lookups by id that
+    /// follow the query to it ([`crate::advisor::follow`]).
+    pub client: Option<crate::advisor::Client>,
+}
+
+impl FindQuery {
+    /// A query for `selector` with `_find`'s defaults: no sort, `limit` 25, any index.
+    pub fn new(selector: Selector, dialect: Dialect) -> FindQuery {
+        FindQuery {
+            selector,
+            sort: Vec::new(),
+            descending: false,
+            limit: 25,
+            skip: 0,
+            use_index: None,
+            partition: None,
+            bookmark: None,
+            allow_fallback: true,
+            fields: None,
+            conflicts: false,
+            dialect,
+            client: None,
+        }
+    }
 }
 
 /// CouchDB's warning when the index scan reads many documents per result
@@ -249,9 +273,21 @@ impl Database {
         let mut stats = run.stats;
         stats.results_returned = run.docs.len() as u64;
         let warning = warnings(query, &plan, &stats);
-        let partition = query.partition.is_some();
-        self.observed.record(&query.selector, &query.sort, partition, index.as_deref(), &stats);
+        self.observe_query(query, index.as_deref(), &stats);
         Ok(FindResult { docs: run.docs, bookmark, warning, stats, index, plan, scanned })
+    }
+
+    /// Logs a query run for the advisor, and remembers it as its client's last query.
+    pub(crate) fn observe_query(
+        &self,
+        query: &FindQuery,
+        index: Option<&Index>,
+        stats: &ExecStats,
+    ) {
+        let shape = self.observed.record(query, index, stats);
+        if let Some(client) = &query.client {
+            self.clients.queried(client, self.weak(), shape);
+        }
     }
 
     /// The complete indexes (with `building`, also those being built), of either kind

@@ -88,7 +88,7 @@ impl Database {
         stats.results_returned = docs.len() as u64;
         // The advisor's query log: unused-index and missing-index see MongoDB queries too
         // (the unindexed ones are logged by `find`).
-        self.observed.record(&query.selector, &[], false, Some(&scan.index), &stats);
+        self.observe_query(query, Some(&scan.index), &stats);
         let plan = Plan {
             choice: Choice::Index(0),
             ranges: Vec::new(),

@@ -76,23 +76,19 @@ impl Database {
                     "error processing query: planner returned error :: caused by :: hint provided does not correspond to an existing index".into(),
                 ));
             };
-            let bounds = field_bounds(index, &conds);
+            let bounds = field_bounds(index.compiled.paths(), &conds);
             return Ok(Some(MongoScan { index: index.clone(), bounds, rejected: Vec::new() }));
         }
         let mut ranked: Vec<(Arc<Index>, Vec<FieldBounds>)> = indexes
             .into_iter()
-            .filter(|i| i.def.mongo.as_ref().is_some_and(|s| !s.sparse && s.partial.is_none()))
+            .filter(|i| plannable(i))
             .map(|i| {
-                let bounds = field_bounds(&i, &conds);
+                let bounds = field_bounds(i.compiled.paths(), &conds);
                 (i, bounds)
             })
             .filter(|(_, b)| !matches!(b.first(), Some(FieldBounds::All) | None))
             .collect();
-        ranked.sort_by_key(|(i, b)| {
-            let fixed = b.iter().take_while(|f| matches!(f, FieldBounds::Points(_))).count();
-            let ranged = b.iter().any(|f| matches!(f, FieldBounds::Range { .. }));
-            (std::cmp::Reverse(fixed), !ranged, i.def.fields.len(), i.def.name.clone())
-        });
+        ranked.sort_by_key(|(i, b)| (rank(b), i.def.name.clone()));
         let mut ranked = ranked.into_iter();
         let Some((index, bounds)) = ranked.next() else { return Ok(None) };
         Ok(Some(MongoScan { index, bounds, rejected: ranked.map(|(i, _)| i).collect() }))
@@ -138,6 +134,37 @@ impl Database {
     }
 }
 
+/// Whether the planner considers `index` unhinted (sparse and partial indexes lack some
+/// documents).
+fn plannable(index: &Index) -> bool {
+    index.def.mongo.as_ref().is_some_and(|s| !s.sparse && s.partial.is_none())
+}
+
+/// How good an index's bounds are, best first: most fixed fields, then a range, then
+/// fewer fields.
+fn rank(bounds: &[FieldBounds]) -> (std::cmp::Reverse<usize>, bool, usize) {
+    let fixed = bounds.iter().take_while(|f| matches!(f, FieldBounds::Points(_))).count();
+    let ranged = bounds.iter().any(|f| matches!(f, FieldBounds::Range { .. }));
+    (std::cmp::Reverse(fixed), !ranged, bounds.len())
+}
+
+/// Whether the planner would choose a (non-sparse, non-partial) index on `fields` for
+/// `selector` over every index of `indexes` (the advisor's check of its suggestion).
+pub(crate) fn would_choose(
+    selector: &Selector,
+    indexes: &[Arc<Index>],
+    fields: &[FieldPath],
+) -> bool {
+    let conds = top_level(selector.root());
+    let ranked = |paths: &[FieldPath]| {
+        let bounds = field_bounds(paths, &conds);
+        (!matches!(bounds.first(), Some(FieldBounds::All) | None)).then(|| rank(&bounds))
+    };
+    let Some(mine) = ranked(fields) else { return false };
+    let ready = indexes.iter().filter(|i| i.is_ready() && plannable(i));
+    ready.filter_map(|i| ranked(i.compiled.paths())).all(|other| mine < other)
+}
+
 /// The conditions of the top-level `$and` by path; those inside `$elemMatch` on `a` are
 /// filed under `a.x`.
 fn top_level(root: &Node) -> Vec<(FieldPath, Cond)> {
@@ -160,11 +187,11 @@ fn top_level(root: &Node) -> Vec<(FieldPath, Cond)> {
     out
 }
 
-fn field_bounds(index: &Index, conds: &[(FieldPath, Cond)]) -> Vec<FieldBounds> {
+fn field_bounds(paths: &[FieldPath], conds: &[(FieldPath, Cond)]) -> Vec<FieldBounds> {
     let mut out = Vec::new();
     let mut ranges = 1usize;
     let mut walking = true;
-    for path in index.compiled.paths() {
+    for path in paths {
         let on: Vec<&Cond> = conds.iter().filter(|(p, _)| p == path).map(|(_, c)| c).collect();
         let bounds = if walking { bounds_of(&on) } else { FieldBounds::All };
         match &bounds {

@@ -16,7 +16,7 @@ const MAX_TIME_BUDGET_MS: i64 = 300_000;
 
 pub(super) fn advise(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
     let ns = namespace(ctx, command)?;
-    let mut options = Options::default();
+    let mut options = Options { collection: Some(ns.coll.clone()), ..Options::default() };
     if let Some(n) = bounded(command, "sampleSize", MAX_SAMPLE_SIZE as i64)? {
         options.sample_size = n as usize;
     }

@@ -128,6 +128,7 @@ pub(super) fn aggregate(ctx: &mut Ctx, command: &Document) -> Result<Document, M
         Ok(docs) => docs,
         Err(explain) => return Ok(explain),
     };
+    observe(ctx, &request);
     let ns = request.ns;
     let mut buffer: VecDeque<Document> = docs.into();
     let first = take_batch(&mut buffer, request.batch);
@@ -141,6 +142,21 @@ pub(super) fn aggregate(ctx: &mut Ctx, command: &Document) -> Result<Document, M
         ctx.server.cursors.open(ns.full(), ctx.session.user.clone(), next)
     };
     Ok(cursor_reply(id, &ns.full(), "firstBatch", first))
+}
+
+/// Logs the pipeline for the advisor's `$lookup` chains (issue 18, rule 8).
+fn observe(ctx: &Ctx, request: &Request) {
+    if request.collectionless {
+        return;
+    }
+    let Some(db) = ctx.server.engine.get_db(&request.ns.engine_name()) else { return };
+    let stages: Vec<serde_json::Value> = request
+        .stages
+        .iter()
+        .filter_map(Bson::as_document)
+        .map(|d| serde_json::Value::Object(bunko_doc::ejson::to_json(d)))
+        .collect();
+    db.observe_pipeline(&stages);
 }
 
 /// `collation`: only the `simple` (binary) one.

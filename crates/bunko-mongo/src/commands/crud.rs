@@ -208,20 +208,7 @@ pub(super) fn readable_db(
 
 /// A query in the Mongo dialect, unsorted (MongoDB orders are applied by `find_mongo`).
 pub(super) fn mongo_query(selector: Selector, skip: usize, limit: usize) -> FindQuery {
-    FindQuery {
-        selector,
-        sort: Vec::new(),
-        descending: false,
-        limit,
-        skip,
-        use_index: None,
-        partition: None,
-        bookmark: None,
-        allow_fallback: true,
-        fields: None,
-        conflicts: false,
-        dialect: Dialect::Mongo,
-    }
+    FindQuery { skip, limit, ..FindQuery::new(selector, Dialect::Mongo) }
 }
 
 /// A delete statement's `limit`: 0 (every match) or 1.

@@ -605,3 +605,82 @@ print(json.dumps({"unused": [f["evidence"]["index"]["name"] for f in unused],
     let how = result["how"][0].as_str().unwrap_or_default();
     assert!(how.contains("dropIndex(\"status_1\")"), "{how}");
 }
+
+/// A MongoDB query that scans the collection gets the MongoDB index to create (issue 18,
+/// rule 4): `db.<coll>.createIndex(...)`, not a Mango `_index` body.
+#[test]
+fn the_advisor_suggests_create_index_for_a_mongodb_collection_scan() {
+    let server = Server::start();
+    let script = r#"
+c = client()
+orders = c.shop.orders
+orders.insert_many([{"_id": i, "customer": f"c{i % 50}", "total": i} for i in range(500)])
+for i in range(5):
+    assert len(list(orders.find({"customer": f"c{i}", "total": {"$gte": 0}}))) == 10
+advice = c.shop.command("advise", "orders")
+print(json.dumps({"findings": advice["findings"]}))
+"#;
+    let Some(result) = python(&server, script) else { return };
+    let findings = result["findings"].as_array().cloned().unwrap_or_default();
+    assert_eq!(findings.len(), 1, "{result}");
+    let (f, e) = (&findings[0], &findings[0]["evidence"]);
+    assert_eq!(f["rule"], "missing-index");
+    assert_eq!(e["api"], "mongodb");
+    assert_eq!(
+        e["selector"],
+        json!({"$and": [{"customer": {"$eq": "?"}}, {"total": {"$gte": "?"}}]})
+    );
+    assert_eq!((e["runs"].clone(), e["docs_examined"].clone()), (json!(5), json!(2500)));
+    assert_eq!(e["suggested_index"], json!(["customer", "total"]));
+    assert_eq!(e["planner_would_choose_it"], true);
+    let how = f["suggestion"].as_str().unwrap_or_default();
+    assert!(how.contains("db.orders.createIndex({customer: 1, total: 1})"), "{how}");
+    assert!(!how.contains("_index"), "{how}");
+}
+
+/// Rule 8 over MongoDB (issue 18): an aggregation that chains `$lookup`s to read an order
+/// with its customer and products is reported with the pipeline's shape and the joined
+/// collections; the embedded model, read by `find` and a pipeline without `$lookup`,
+/// reports nothing.
+#[test]
+fn the_advisor_reports_lookup_chains_and_passes_embedded_orders() {
+    let server = Server::start();
+    let script = r#"
+c = client()
+shop = c.shop
+shop.customers.insert_many([{"_id": f"c{i}", "name": f"Customer {i}"} for i in range(5)])
+shop.products.insert_many([{"_id": f"p{i}", "name": f"Product {i}"} for i in range(5)])
+shop.orders.insert_many([{"_id": i, "customer_id": f"c{i % 5}", "product_ids": [f"p{i % 5}"]} for i in range(20)])
+chain = [
+    {"$match": {"_id": {"$lt": 5}}},
+    {"$lookup": {"from": "customers", "localField": "customer_id", "foreignField": "_id", "as": "customer"}},
+    {"$lookup": {"from": "products", "localField": "product_ids", "foreignField": "_id", "as": "products"}},
+]
+for _ in range(12):
+    rows = list(shop.orders.aggregate(chain))
+    assert len(rows) == 5 and rows[0]["customer"][0]["name"] == "Customer 0", rows
+bad = shop.command("advise", "orders")["findings"]
+
+shop.embedded.insert_many([{"_id": i, "customer": {"id": f"c{i % 5}", "name": f"Customer {i % 5}"},
+                            "items": [{"product_id": f"p{i % 5}", "name": f"Product {i % 5}"}]}
+                           for i in range(20)])
+for _ in range(12):
+    rows = list(shop.embedded.aggregate([{"$match": {"_id": {"$lt": 5}}}, {"$project": {"customer.name": 1, "items": 1}}]))
+    assert len(rows) == 5 and rows[0]["customer"]["name"] == "Customer 0", rows
+    assert shop.embedded.find_one({"_id": 3})["items"][0]["name"] == "Product 3"
+good = shop.command("advise", "embedded")["findings"]
+print(json.dumps({"bad": bad, "good": good}))
+"#;
+    let Some(result) = python(&server, script) else { return };
+    assert_eq!(result["good"], json!([]), "false alarm on the embedded model: {result}");
+    let bad = result["bad"].as_array().cloned().unwrap_or_default();
+    let rules: Vec<&Value> = bad.iter().map(|f| &f["rule"]).collect();
+    assert_eq!(rules, [&json!("lookup-chain")], "{result}");
+    let e = &bad[0]["evidence"];
+    assert_eq!(e["lookups_per_run"], 2);
+    assert_eq!(e["joined"], json!(["customers", "products"]));
+    assert_eq!(e["runs"], 12);
+    assert_eq!(e["pipeline"][1]["$lookup"]["localField"], "?");
+    let how = bad[0]["suggestion"].as_str().unwrap_or_default();
+    assert!(how.contains("embed") && how.contains("$merge"), "{how}");
+}
