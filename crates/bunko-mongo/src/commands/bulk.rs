@@ -140,7 +140,9 @@ fn run_ops(
 ) -> Result<Vec<Document>, MongoError> {
     let Some(first) = ops.first() else { return Ok(Vec::new()) };
     let ns = &namespaces[first.ns];
-    let mut sub = Ctx { server: ctx.server, session: ctx.session, db: ns.db.clone() };
+    let bypass_document_validation = ctx.bypass_document_validation;
+    let (server, session, db) = (ctx.server, &mut *ctx.session, ns.db.clone());
+    let mut sub = Ctx { server, session, db, bypass_document_validation };
     let get = |field: &str| first.doc.get(field).cloned().unwrap_or(Bson::Null);
     let (command, handler): (Document, super::Handler) = match first.kind {
         "insert" => {
