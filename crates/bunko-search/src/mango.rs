@@ -12,8 +12,9 @@
 //!   taken as open, so strings sorting after it are not lost);
 //! - `$fieldnames` entries are the names of the fields each document has.
 //!
-//! Matches are ordered by relevance or by the request's sort (Lucene 4's: the largest of
-//! a field's several values, a missing value first), and returned from an offset.
+//! Matches are ordered by relevance (only the page asked for is read) or by the request's
+//! sort (Lucene 4's: the largest of a field's several values, a missing value first), and
+//! returned from an offset.
 
 use std::cmp::Ordering;
 use std::ops::Bound;
@@ -25,16 +26,18 @@ use bunko_engine::{Database, Error, Result};
 use bunko_query::text::entries::FIELD_NAMES;
 use bunko_query::text::{End, Kind, Term as TextTerm, Text};
 use serde_json::Value;
-use tantivy::Term;
+use tantivy::collector::TopDocs;
 use tantivy::query::{
     AllQuery, BooleanQuery, EmptyQuery, Occur, PhraseQuery, Query, RangeQuery, RegexQuery,
     TermQuery,
 };
 use tantivy::schema::IndexRecordOption;
+use tantivy::schema::Value as _;
+use tantivy::{TantivyDocument, Term};
 
 use crate::Search;
 use crate::index::{SEP, SearchIndex, number_path};
-use crate::query::{Hit, compare_hits, matches};
+use crate::query::{Hit, matches};
 
 /// The search service as the engine's [`TextSearch`].
 #[derive(Debug)]
@@ -59,14 +62,34 @@ impl TextSearch for MangoText {
                 Box::new(BooleanQuery::new(vec![(Occur::Must, query), (Occur::Must, part)]))
             }
         };
-        let mut hits = matches(&index, query.as_ref())?;
         if req.sort.is_empty() {
-            hits.sort_by(|a, b| compare_hits(a, b, &[]));
-        } else {
-            hits.sort_by(|a, b| compare_sorted(a, b, req.sort));
+            return relevant(&index, query.as_ref(), req.offset, req.limit);
         }
+        let mut hits = matches(&index, query.as_ref())?;
+        hits.sort_by(|a, b| compare_sorted(a, b, req.sort));
         Ok(hits.into_iter().skip(req.offset).take(req.limit).map(|h| h.id).collect())
     }
+}
+
+/// The ids of the `limit` most relevant matches after the first `offset` (equally
+/// relevant ones in index order, as Lucene's), reading only those documents.
+fn relevant(
+    index: &SearchIndex,
+    query: &dyn Query,
+    offset: usize,
+    limit: usize,
+) -> Result<Vec<String>> {
+    let err = |e: tantivy::TantivyError| Error::Unknown(format!("search: {e}"));
+    let searcher = index.reader.searcher();
+    let top = TopDocs::with_limit(offset.saturating_add(limit).max(1));
+    let mut ids = Vec::new();
+    for (_, address) in searcher.search(query, &top).map_err(err)?.into_iter().skip(offset) {
+        let stored: TantivyDocument = searcher.doc(address).map_err(err)?;
+        if let Some(id) = stored.get_first(index.fields.id).and_then(|v| v.as_str()) {
+            ids.push(id.to_string());
+        }
+    }
+    Ok(ids)
 }
 
 /// The sort value of a hit: the largest of the field's values, `None` if it has none.

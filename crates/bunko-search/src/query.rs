@@ -307,7 +307,7 @@ fn value_text(v: &Value) -> String {
     }
 }
 
-pub(crate) fn compare_hits(a: &Hit, b: &Hit, sort: &[SortKey]) -> Ordering {
+fn compare_hits(a: &Hit, b: &Hit, sort: &[SortKey]) -> Ordering {
     if sort.is_empty() {
         // Equally relevant rows in id order, as Clouseau answers within one shard.
         return b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)).then(a.doc.cmp(&b.doc));

@@ -94,7 +94,9 @@ impl Database {
         if text.is_empty() {
             return Ok((Vec::new(), offset, run.stats));
         }
-        let snapshot = self.store.snapshot();
+        // Taken after the first search brought the index up to date, so that every
+        // document it found can be read.
+        let mut snapshot = None;
         loop {
             let want = run.wanted().saturating_sub(1).clamp(1, MAX_LIMIT);
             let req = TextRequest {
@@ -108,28 +110,38 @@ impl Database {
             if ids.is_empty() {
                 break;
             }
-            for id in ids {
-                if run.full() {
-                    return Ok((run.docs, offset, run.stats));
-                }
-                offset += 1;
-                run.stats.keys_examined += 1;
-                let Some(info) = snapshot.get(&Key::Doc(self.id(), &id).encode())? else {
-                    continue;
-                };
-                let info = records::decode(&info)?;
-                let Some(doc) = self.read_doc(&snapshot, &id, &info, query, &mut run)? else {
-                    continue;
-                };
-                if run.seen.insert(id) {
-                    run.offer(doc, &[]);
-                }
-            }
-            if run.full() {
+            let snapshot = snapshot.get_or_insert_with(|| self.store.snapshot());
+            if self.take(snapshot, ids, query, &mut run, &mut offset)? {
                 break;
             }
         }
         Ok((run.docs, offset, run.stats))
+    }
+
+    /// Reads, matches and takes the documents of one page of matches, counting each read
+    /// in `offset`; `true` once the page is full (the rest stays for the next bookmark).
+    fn take(
+        &self,
+        snapshot: &bunko_storage::Snapshot,
+        ids: Vec<String>,
+        query: &FindQuery,
+        run: &mut Run,
+        offset: &mut usize,
+    ) -> Result<bool> {
+        for id in ids {
+            if run.full() {
+                return Ok(true);
+            }
+            *offset += 1;
+            run.stats.keys_examined += 1;
+            let Some(info) = snapshot.get(&Key::Doc(self.id(), &id).encode())? else { continue };
+            let info = records::decode(&info)?;
+            let Some(doc) = self.read_doc(snapshot, &id, &info, query, run)? else { continue };
+            if run.seen.insert(id) {
+                run.offer(doc, &[]);
+            }
+        }
+        Ok(run.full())
     }
 
     /// The answer of a text query, with its bookmark.

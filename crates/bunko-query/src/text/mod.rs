@@ -1,5 +1,6 @@
 //! Mango `text` indexes, the pure part: what a document puts in the index ([`entries`])
-//! and the query a selector becomes ([`convert`], CouchDB's `mango_selector_text`).
+//! and the query a selector becomes ([`Text::from_selector`], CouchDB's
+//! `mango_selector_text`).
 //!
 //! Every indexed value is a field named by its path and type, `name.first:string`,
 //! `age:number`, `favorites.[]:string` (an array element), `tags.[]:length` (an array's
