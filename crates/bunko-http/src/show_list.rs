@@ -3,7 +3,7 @@
 //! `GET/POST /{db}/_design/{ddoc}/_list/{name}[/{other ddoc}]/{view}` (the view's query
 //! parameters select the rows; `head` is `{total_rows, offset}` of a map view). Both only
 //! read, as a member of the database; their response object is answered as an update
-//! function's ([`crate::update::respond`]), a list defaulting to `application/json`. A
+//! function's (`update::respond`), a list defaulting to `application/json`. A
 //! show answers with its own `ETag` (`If-None-Match` → `304`) and `Vary: Accept`.
 
 use axum::extract::State as AxState;
