@@ -350,6 +350,8 @@ fn purged_infos_limit_and_view_purge_checkpoints() {
         assert_eq!(purge(&s, "inf", json!({id: [rev]})).0, 201);
     }
     assert_eq!(view(&s, "inf", "v")["total_rows"], json!(0));
+    let (_, info) = s.get("/inf/_design/test/_info");
+    assert_eq!(info["view_index"]["purge_seq"], json!(4), "{info}");
     let (_, infos) = s.get("/inf/_purged_infos");
     assert_eq!(infos["purged_infos"].as_array().map(Vec::len), Some(4));
 
