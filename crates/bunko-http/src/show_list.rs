@@ -3,7 +3,7 @@
 //! `GET/POST /{db}/_design/{ddoc}/_list/{name}[/{other ddoc}]/{view}` (the view's query
 //! parameters select the rows; `head` is `{total_rows, offset}` of a map view). Both only
 //! read, as a member of the database; their response object is answered as an update
-//! function's ([`crate::update::respond`]), a list defaulting to `application/json`. A
+//! function's (`update::respond`), a list defaulting to `application/json`. A
 //! show answers with its own `ETag` (`If-None-Match` → `304`) and `Vary: Accept`.
 
 use axum::extract::State as AxState;
@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::db::{Access, open};
-use crate::error::ApiResult;
+use crate::error::{ApiError, ApiResult};
 use crate::params::Params;
 use crate::update::{Call, request, respond};
 use crate::{State, UserCtx, blocking};
@@ -26,6 +26,19 @@ pub fn routes() -> Router<State> {
         .route("/{db}/_design/{ddoc}/_show/{name}/{*docid}", get(show).post(show))
         .route("/{db}/_design/{ddoc}/_list/{name}/{view}", get(list).post(list))
         .route("/{db}/_design/{ddoc}/_list/{name}/{other}/{view}", get(list).post(list))
+        .route("/{db}/_design/{ddoc}/_show", get(no_show).post(no_show))
+        .route("/{db}/_design/{ddoc}/_show/", get(no_show).post(no_show))
+        .route("/{db}/_design/{ddoc}/_list/{name}", get(no_list).post(no_list))
+}
+
+/// A show path without a function name (CouchDB's `show_error`).
+async fn no_show() -> ApiError {
+    ApiError::Other(StatusCode::NOT_FOUND, "show_error", "Invalid path.".into())
+}
+
+/// A list path without a view (CouchDB's `list_error`).
+async fn no_list() -> ApiError {
+    ApiError::Other(StatusCode::NOT_FOUND, "list_error", "Invalid path.".into())
 }
 
 async fn show(

@@ -234,7 +234,7 @@ async fn info(
                 "update_seq": seq,
                 "updates_pending":
                     {"minimum": info.pending, "preferred": info.pending, "total": info.pending},
-                "purge_seq": 0,
+                "purge_seq": info.purge_seq,
                 "updater_running": updating,
                 "compact_running": false,
                 "waiting_clients": 0,

@@ -18,6 +18,8 @@ pub struct ViewInfo {
     pub external: u64,
     /// Changes after the group's lowest checkpoint: `updates_pending.total`.
     pub pending: u64,
+    /// The purge seq every map index of the group has applied (`purge_seq`).
+    pub purge_seq: u64,
 }
 
 impl Database {
@@ -37,6 +39,14 @@ impl Database {
             }
         }
         info.pending = self.pending_changes(index.seq())?;
+        info.purge_seq = index
+            .maps
+            .iter()
+            .map(|map| self.view_purge_seq(&snapshot, &map.sig))
+            .collect::<Result<Vec<u64>>>()?
+            .into_iter()
+            .min()
+            .unwrap_or(0);
         Ok(info)
     }
 }

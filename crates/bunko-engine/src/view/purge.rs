@@ -11,6 +11,7 @@
 
 use std::collections::BTreeSet;
 
+use bunko_storage::Snapshot;
 use serde_json::json;
 
 use super::build::PageWrite;
@@ -22,6 +23,26 @@ use crate::purge::{PURGE_CHECKPOINT_PREFIX, checkpoint_seq, purge_seq_in, purges
 use crate::records::{self, LocalDoc};
 
 impl Database {
+    /// The purge seq map index `sig` has applied (its checkpoint; 0 without one).
+    pub(super) fn view_purge_seq(&self, snapshot: &Snapshot, sig: &str) -> Result<u64> {
+        let (_, local) = self.purge_checkpoint(snapshot, sig)?;
+        Ok(local.and_then(|l| checkpoint_seq(&l.body)).unwrap_or(0))
+    }
+
+    /// The id of map index `sig`'s purge checkpoint document, and the document if any.
+    fn purge_checkpoint(
+        &self,
+        snapshot: &Snapshot,
+        sig: &str,
+    ) -> Result<(String, Option<LocalDoc>)> {
+        let local_id = format!("{PURGE_CHECKPOINT_PREFIX}mrview-{sig}");
+        let local = match snapshot.get(&Key::Local(self.id(), &local_id).encode())? {
+            Some(bytes) => Some(records::decode(&bytes)?),
+            None => None,
+        };
+        Ok((local_id, local))
+    }
+
     /// Brings every map index of `index` to the database's purge seq (the caller holds
     /// their build locks).
     pub(super) fn apply_view_purges(&self, index: &Index) -> Result<()> {
@@ -37,15 +58,11 @@ impl Database {
         &self,
         index: &Index,
         map: &MapIndex,
-        snapshot: &bunko_storage::Snapshot,
+        snapshot: &Snapshot,
         latest: u64,
     ) -> Result<()> {
         let db = self.id();
-        let local_id = format!("{PURGE_CHECKPOINT_PREFIX}mrview-{}", map.sig);
-        let local: Option<LocalDoc> = match snapshot.get(&Key::Local(db, &local_id).encode())? {
-            Some(bytes) => Some(records::decode(&bytes)?),
-            None => None,
-        };
+        let (local_id, local) = self.purge_checkpoint(snapshot, &map.sig)?;
         let checkpoint = local.as_ref().and_then(|l| checkpoint_seq(&l.body));
         let mut meta = map.meta();
         let from = match checkpoint {

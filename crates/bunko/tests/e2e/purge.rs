@@ -104,9 +104,12 @@ fn couchdb_1065_purging_conflicting_revisions_one_by_one() {
 /// The articles of the document-modeling seeds, with a Mango index and a search index.
 fn library(s: &Server) {
     s.create_db("lib");
+    let at = |lon: f64| json!({"type": "Point", "coordinates": [lon, 35.68]});
     let docs = vec![
-        json!({"_id": "a1", "type": "article", "title": "データモデリング入門", "tag": "schema"}),
-        json!({"_id": "a2", "type": "article", "title": "埋め込みと参照", "tag": "schema"}),
+        json!({"_id": "a1", "type": "article", "title": "データモデリング入門", "tag": "schema",
+            "geometry": at(139.70)}),
+        json!({"_id": "a2", "type": "article", "title": "埋め込みと参照", "tag": "schema",
+            "geometry": at(139.76)}),
         json!({"_id": "a3", "type": "article", "title": "サブセットパターン", "tag": "pattern"}),
     ];
     bulk(s, "lib", docs);
@@ -114,6 +117,16 @@ fn library(s: &Server) {
     assert_eq!(s.post("/lib/_index", &index).0, 200);
     let search = json!({"indexes": {"titles": {"index": "function(doc) { if (doc.title) { index('default', doc.tag); } }"}}});
     s.put_doc("lib", "_design/search", &search);
+    let geo = "function(doc) { if (doc.geometry) { st_index(doc.geometry); } }";
+    s.put_doc("lib", "_design/geo", &json!({"st_indexes": {"where": {"index": geo}}}));
+}
+
+fn geo_ids(s: &Server) -> Vec<String> {
+    let (status, body) = s.get("/lib/_design/geo/_geo/where?bbox=139,35,140,36");
+    assert_eq!(status, 200, "{body}");
+    let mut found = ids(&body["rows"]);
+    found.sort();
+    found
 }
 
 fn find_tag(s: &Server, tag: &str) -> Vec<String> {
@@ -143,12 +156,13 @@ fn a_purged_document_leaves_all_docs_changes_counters_and_every_index() {
     library(&s);
     assert_eq!(find_tag(&s, "schema"), ["a1", "a2"]);
     assert_eq!(search_tag(&s, "schema"), ["a1", "a2"]);
+    assert_eq!(geo_ids(&s), ["a1", "a2"]);
     let before = s.db_info("lib");
     let rev = s.get_doc("lib", "a2")["_rev"].clone();
     assert_eq!(purge(&s, "lib", json!({"a2": [rev]})).0, 201);
 
     let (_, all) = s.get("/lib/_all_docs");
-    assert_eq!(ids(&all["rows"]), ["_design/by-tag", "_design/search", "a1", "a3"]);
+    assert_eq!(ids(&all["rows"]), ["_design/by-tag", "_design/geo", "_design/search", "a1", "a3"]);
     let (_, changes) = s.get("/lib/_changes");
     let changed: Vec<&str> = changes["results"]
         .as_array()
@@ -164,6 +178,7 @@ fn a_purged_document_leaves_all_docs_changes_counters_and_every_index() {
     assert!(seq(&info["update_seq"]) > seq(&before["update_seq"]), "a purge moves update_seq");
     assert_eq!(find_tag(&s, "schema"), ["a1"]);
     assert_eq!(search_tag(&s, "schema"), ["a1"]);
+    assert_eq!(geo_ids(&s), ["a1"]);
 
     // The id can be used again from scratch.
     let (status, body) = s.put("/lib/a2", &json!({"type": "article", "tag": "schema"}));
@@ -335,6 +350,8 @@ fn purged_infos_limit_and_view_purge_checkpoints() {
         assert_eq!(purge(&s, "inf", json!({id: [rev]})).0, 201);
     }
     assert_eq!(view(&s, "inf", "v")["total_rows"], json!(0));
+    let (_, info) = s.get("/inf/_design/test/_info");
+    assert_eq!(info["view_index"]["purge_seq"], json!(4), "{info}");
     let (_, infos) = s.get("/inf/_purged_infos");
     assert_eq!(infos["purged_infos"].as_array().map(Vec::len), Some(4));
 

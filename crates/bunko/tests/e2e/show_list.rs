@@ -75,6 +75,14 @@ fn shows_answer_as_couchdbs_show_documents_test() {
     );
     assert_eq!(text(raw(&s, &format!("{SHOW}/this"), &[])), (200, "_design/template 書庫".into()));
 
+    for path in [SHOW.to_string(), format!("{SHOW}/")] {
+        let answer = s.get(&path);
+        assert_eq!(
+            answer,
+            (404, json!({"error": "show_error", "reason": "Invalid path."})),
+            "{path}"
+        );
+    }
     let (status, body) = s.get(&format!("{SHOW}/fail/nonExistingDoc"));
     assert_eq!((status, body["error"].clone()), (404, json!("not_found")), "{body}");
     let (status, body) = s.get("/shows/_design/missingddoc/_show/just-name/test-doc-id");
@@ -251,6 +259,8 @@ fn lists_render_view_rows_as_couchdbs_list_views_test() {
             "{body}"
         );
     }
+    let answer = s.get(&format!("{LIST}/simpleForm"));
+    assert_eq!(answer, (404, json!({"error": "list_error", "reason": "Invalid path."})));
     // A missing view or list function.
     assert_eq!(s.get(&format!("{LIST}/simpleForm/nope")).0, 404);
     assert_eq!(s.get(&format!("{LIST}/nope/basicView")).0, 404);
