@@ -6,10 +6,10 @@
 //!
 //! `offset` is the number of live documents before the first row (plus `skip`), which
 //! CouchDB reads from its B-tree's reductions; a key-value store has none, so when the
-//! documents before the range fit in one page of [`COUNT_PAGE`] they are counted, and
-//! otherwise the order statistics of document ids ([`crate::ids`]) give the count in
+//! documents before the range fit in one page of `COUNT_PAGE` they are counted, and
+//! otherwise the order statistics of document ids (`ids.rs`) give the count in
 //! O(log n) plus one bucket read, in a partition as in the whole database. They also pass
-//! a large `skip` (more than [`SKIP_DIRECT`], or any once they are built) by finding the
+//! a large `skip` (more than `SKIP_DIRECT`, or any once they are built) by finding the
 //! first row's position instead of reading every skipped row.
 //!
 //! Rows are read in pages that start at `skip + limit` entries and grow, so a short page of
@@ -311,7 +311,7 @@ fn count_live(read: &dyn Read, range: &Range) -> Result<u64> {
 }
 
 /// [`count_live`], giving up (`None`) when `range` holds more than `pages` pages of
-/// [`COUNT_PAGE`] documents.
+/// `COUNT_PAGE` documents.
 fn count_live_within(read: &dyn Read, range: &Range, pages: usize) -> Result<Option<u64>> {
     if is_empty(range) {
         return Ok(Some(0));

@@ -5,7 +5,7 @@
 //! operator writes entries under keys of its choosing and reads them back in key order, so
 //! the store's own ordering does the external sort. Entries are applied without waiting for
 //! a sync (they need not survive a crash) and are removed when the `Spill` is dropped;
-//! whatever a crash leaves behind is removed when the engine opens ([`remove_all`]).
+//! whatever a crash leaves behind is removed when the engine opens (`remove_all`).
 //! Spill ids are not persisted: at start-up no spill is live, so ids restart from 1.
 
 use std::sync::Arc;
