@@ -91,7 +91,9 @@ impl Database {
         self.remove_orphan_attachments(&snapshot)?;
         self.trim_journal(upto)?;
         self.trim_purge_infos()?;
-        // The removals above only mark keys dead; this frees their space on disk.
+        // The removals above only mark keys dead; this frees their space on disk. An open
+        // snapshot keeps the store from dropping what it can see, so this one goes first.
+        drop(snapshot);
         self.store.reclaim()?;
         Ok(removed)
     }
