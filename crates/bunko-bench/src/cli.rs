@@ -14,6 +14,9 @@ pub struct Options {
     /// Base URL of the server; loopback addresses only.
     #[arg(long, default_value = "http://127.0.0.1:5984")]
     pub url: String,
+    /// The server's MongoDB listener (`agg`; the admin's name and password log in).
+    #[arg(long, default_value = "mongodb://127.0.0.1:27017")]
+    pub mongo_url: String,
     /// Server admin name.
     #[arg(long, default_value = "admin")]
     pub user: String,
@@ -105,13 +108,14 @@ pub enum Workload {
     Limit,
     Baseline,
     Txn,
+    Agg,
     Scale,
     Mongo,
 }
 
 impl Workload {
     /// What runs when no workload is named: all but `scale` (10M documents, ~10 GB).
-    pub const DEFAULT: [Workload; 11] = [
+    pub const DEFAULT: [Workload; 12] = [
         Workload::Load,
         Workload::Write,
         Workload::Read,
@@ -123,13 +127,14 @@ impl Workload {
         Workload::Limit,
         Workload::Baseline,
         Workload::Txn,
+        Workload::Agg,
     ];
 
     /// Every workload: [`Workload::DEFAULT`], then `mongo` (which needs `--mongo-url`) and
     /// `scale`.
-    pub const ALL: [Workload; 13] = {
-        let mut all = [Workload::Scale; 13];
-        all[11] = Workload::Mongo;
+    pub const ALL: [Workload; 14] = {
+        let mut all = [Workload::Scale; 14];
+        all[12] = Workload::Mongo;
         let mut i = 0;
         while i < Self::DEFAULT.len() {
             all[i] = Self::DEFAULT[i];
@@ -151,6 +156,7 @@ impl Workload {
             Workload::Limit => "limit",
             Workload::Baseline => "baseline",
             Workload::Txn => "txn",
+            Workload::Agg => "agg",
             Workload::Scale => "scale",
             Workload::Mongo => "mongo",
         }
@@ -184,6 +190,10 @@ pub struct Sizes {
     pub view: usize,
     /// Documents per bulk case of `limit`.
     pub limit: usize,
+    /// Readings `agg` groups, sorts and counts.
+    pub agg: usize,
+    /// Documents `agg`'s `$lookup` joins.
+    pub lookup: usize,
 }
 
 impl Sizes {
@@ -199,6 +209,8 @@ impl Sizes {
                 scale: vec![200_000, 1_000_000, 10_000_000],
                 view: 200_000,
                 limit: 200_000,
+                agg: 200_000,
+                lookup: 10_000,
             },
             Scale::Smoke => Sizes {
                 load: 400,
@@ -210,6 +222,8 @@ impl Sizes {
                 scale: vec![200, 400],
                 view: 300,
                 limit: 2000,
+                agg: 300,
+                lookup: 200,
             },
         }
     }

@@ -12,6 +12,7 @@
 //! the answer as its reason. So the suite runs against today's Bunko and picks features up
 //! as they land, without a list of what is implemented.
 
+mod agg;
 mod baseline;
 mod disk;
 mod elemmatch;
@@ -133,6 +134,19 @@ impl Ctx {
         self.dbs.lock().unwrap_or_else(|e| e.into_inner()).push(name.clone());
         self.server.send(&client, request, &format!("PUT {path}")).await?;
         Ok(name)
+    }
+
+    /// Creates the CouchDB database `bench-{workload}-{run}${coll}`, which the MongoDB front
+    /// end sees as collection `coll` of database `bench-{workload}-{run}` (one such
+    /// database per workload, so `$lookup` can join its collections).
+    pub async fn create_collection(&self, workload: Workload, coll: &str) -> Result<String> {
+        let name = format!("bench-{}-{}${coll}", workload.name(), self.run_id);
+        let client = self.client()?;
+        let path = format!("/{}", name.replace('$', "%24"));
+        let request = self.request(&client, Method::PUT, &path);
+        self.dbs.lock().unwrap_or_else(|e| e.into_inner()).push(name.replace('$', "%24"));
+        self.server.send(&client, request, "PUT {db}").await?;
+        Ok(name.replace('$', "%24"))
     }
 
     /// Deletes every database created so far (errors are ignored: this is cleanup), then
@@ -353,6 +367,7 @@ pub async fn run(ctx: &Ctx, workload: Workload) -> Vec<Row> {
         Workload::Txn => txn::run(ctx, &mut rows).await,
         Workload::Scale => scale::run(ctx, &mut rows).await,
         Workload::Mongo => mongo::run(ctx, &mut rows).await,
+        Workload::Agg => agg::run(ctx, &mut rows).await,
     };
     note_busy(&mut rows, ctx.drop_dbs().await);
     let case = if rows.is_empty() { "all cases" } else { "remaining cases" };

@@ -7,9 +7,12 @@
 //!
 //! A filter that a MongoDB index serves is answered by an index scan ([`super::mongo_index`]);
 //! otherwise an equality on a non-numeric `_id` reads that one document, and everything else
-//! scans the database's documents. A sort is done in memory after the scan (MongoDB's "blocking sort") in MongoDB's order (`bunko_query::bson_order`); a
-//! missing field sorts as `null`, an array as its smallest (ascending) or largest
-//! (descending) element.
+//! scans the database's documents. A sort that no filter index serves, on the leading
+//! fields of an index (all ascending or all descending), is an index scan in that order
+//! which stops at `skip + limit` ([`Database::mongo_sort_plan`]); any other sort is done
+//! in memory after the scan (MongoDB's "blocking sort") in MongoDB's order
+//! (`bunko_query::bson_order`); a missing field sorts as `null`, an array as its smallest
+//! (ascending) or largest (descending) element.
 
 use std::cmp::Ordering;
 use std::ops::Bound;
@@ -44,6 +47,9 @@ impl Database {
         if let Some(scan) = self.mongo_plan(&query.selector, hint)? {
             return self.find_mongo_indexed(query, order, &scan);
         }
+        if let Some(scan) = hint.is_none().then(|| self.mongo_sort_plan(order)).flatten() {
+            return self.find_mongo_indexed(query, order, &scan);
+        }
         let query = &FindQuery { use_index: None, ..query.clone() };
         if order.is_empty() {
             return self.find(query);
@@ -73,8 +79,9 @@ impl Database {
         order: &[(FieldPath, Direction)],
         scan: &MongoScan,
     ) -> Result<FindResult> {
-        let (mut docs, mut stats) = self.scan_mongo_index(query, scan, order.is_empty())?;
-        if !order.is_empty() {
+        let in_order = order.is_empty() || scan.sorted;
+        let (mut docs, mut stats) = self.scan_mongo_index(query, scan, in_order)?;
+        if !in_order {
             let views: Vec<Value> = docs.iter().map(ejson::match_view).collect();
             let mut order_of: Vec<usize> = (0..views.len()).collect();
             order_of.sort_by(|&a, &b| compare(order, &views[a], &views[b]));

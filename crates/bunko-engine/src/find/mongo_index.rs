@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use bunko_query::bson_order::{Class, class};
 use bunko_query::mongo_index::encode;
-use bunko_query::{Cond, FieldPath, Node, Selector};
+use bunko_query::{Cond, Direction, FieldPath, Node, Selector};
 use bunko_storage::{Iter, Range, prefix_range};
 use serde_json::Value;
 
@@ -50,6 +50,10 @@ pub struct MongoScan {
     bounds: Vec<FieldBounds>,
     /// The other candidate indexes (`rejectedPlans`).
     pub rejected: Vec<Arc<Index>>,
+    /// The scan runs backwards (a descending sort served by the index).
+    pub reverse: bool,
+    /// The scan yields documents in the query's sort order ([`Database::mongo_sort_plan`]).
+    pub sorted: bool,
 }
 
 impl MongoScan {
@@ -77,7 +81,9 @@ impl Database {
                 ));
             };
             let bounds = field_bounds(index.compiled.paths(), &conds);
-            return Ok(Some(MongoScan { index: index.clone(), bounds, rejected: Vec::new() }));
+            let index = index.clone();
+            let rejected = Vec::new();
+            return Ok(Some(MongoScan { index, bounds, rejected, reverse: false, sorted: false }));
         }
         let mut ranked: Vec<(Arc<Index>, Vec<FieldBounds>)> = indexes
             .into_iter()
@@ -91,7 +97,31 @@ impl Database {
         ranked.sort_by_key(|(i, b)| (rank(b), i.def.name.clone()));
         let mut ranked = ranked.into_iter();
         let Some((index, bounds)) = ranked.next() else { return Ok(None) };
-        Ok(Some(MongoScan { index, bounds, rejected: ranked.map(|(i, _)| i).collect() }))
+        let rejected = ranked.map(|(i, _)| i).collect();
+        Ok(Some(MongoScan { index, bounds, rejected, reverse: false, sorted: false }))
+    }
+
+    /// An index that yields every document in the order `order` asks (its first fields are
+    /// the sort's paths, and the sort's directions are all ascending or all descending:
+    /// entries are stored ascending whatever the index's declared directions, so a
+    /// descending sort scans backwards). Sparse and partial indexes lack documents and are
+    /// not used. A multikey entry is met first at the array's smallest element forwards and
+    /// at its largest backwards, which is where MongoDB sorts an array.
+    pub fn mongo_sort_plan(&self, order: &[(FieldPath, Direction)]) -> Option<MongoScan> {
+        let (_, first) = order.first()?;
+        if order.iter().any(|(_, d)| d != first) {
+            return None;
+        }
+        let index = self.mongo_indexes().into_iter().find(|i| {
+            let paths = i.compiled.paths();
+            i.is_ready()
+                && i.def.mongo.as_ref().is_some_and(|s| !s.sparse && s.partial.is_none())
+                && paths.len() >= order.len()
+                && order.iter().zip(paths).all(|((p, _), q)| p == q)
+        })?;
+        let bounds = vec![FieldBounds::All; index.def.fields.len()];
+        let reverse = *first == Direction::Desc;
+        Some(MongoScan { index, bounds, rejected: Vec::new(), reverse, sorted: true })
     }
 
     /// Runs a MongoDB query over the index of `scan`: every matching document (in index
@@ -108,8 +138,12 @@ impl Database {
         let mut stats = ExecStats::default();
         let (mut seen, mut docs) = (HashSet::new(), Vec::new());
         let wanted = query.skip.saturating_add(query.limit);
-        for range in storage_ranges(&base, &scan.bounds) {
-            for entry in Iter::new(snap.clone(), range, false, 256) {
+        let mut ranges = storage_ranges(&base, &scan.bounds);
+        if scan.reverse {
+            ranges.reverse();
+        }
+        for range in ranges {
+            for entry in Iter::new(snap.clone(), range, scan.reverse, 256) {
                 let (_, value) = entry?;
                 stats.keys_examined += 1;
                 let Some((_, id)) = entries::decode_value(&value) else { continue };

@@ -360,3 +360,38 @@ print(json.dumps(out))
         })
     );
 }
+
+/// `$sort` + `$limit` (and `find().sort().limit()`) on the leading field of an index are
+/// served by scanning the index in order, forwards or backwards, and answer what an
+/// in-memory sort answers: numbers across types, a missing field as `null`, an array at its
+/// smallest element ascending and its largest descending, a filter applied on the way.
+#[test]
+fn sort_and_limit_on_an_indexed_field_match_the_in_memory_sort() {
+    let server = Server::start();
+    let script = r#"
+db = client().iot
+docs = [{"_id": "r%03d" % i, "ts": (i * 37) % 200, "even": i % 2 == 0} for i in range(200)]
+docs += [{"_id": "no-ts"}, {"_id": "arr", "ts": [150, -5, 999]}, {"_id": "dbl", "ts": 10.5}]
+db.readings.insert_many(docs)
+def run(pipeline):
+    return [d["_id"] for d in db.readings.aggregate(pipeline)]
+pipelines = [
+    [{"$sort": {"ts": -1}}, {"$limit": 5}],
+    [{"$sort": {"ts": 1}}, {"$limit": 4}],
+    [{"$match": {"even": True}}, {"$sort": {"ts": -1}}, {"$skip": 2}, {"$limit": 3}],
+]
+before = [run(p) for p in pipelines]
+db.readings.create_index([("ts", -1)])
+after = [run(p) for p in pipelines]
+found = [d["_id"] for d in db.readings.find({}, {"_id": 1}).sort("ts", -1).limit(3)]
+print(json.dumps({"before": before, "after": after, "found": found}))
+"#;
+    let Some(out) = python(&server, script) else { return };
+    assert_eq!(out["before"], out["after"], "{out}");
+    assert_eq!(out["after"][0], json!(["arr", "r027", "r054", "r081", "r108"]));
+    assert_eq!(
+        (out["after"][1][0].clone(), out["after"][1][1].clone()),
+        (json!("no-ts"), json!("arr"))
+    );
+    assert_eq!(out["found"], json!(["arr", "r027", "r054"]));
+}
