@@ -14,9 +14,6 @@ pub struct Options {
     /// Base URL of the server; loopback addresses only.
     #[arg(long, default_value = "http://127.0.0.1:5984")]
     pub url: String,
-    /// The server's MongoDB listener (`agg`; the admin's name and password log in).
-    #[arg(long, default_value = "mongodb://127.0.0.1:27017")]
-    pub mongo_url: String,
     /// Server admin name.
     #[arg(long, default_value = "admin")]
     pub user: String,
@@ -46,10 +43,11 @@ pub struct Options {
     /// 10000000 full, 200,400 smoke).
     #[arg(long, value_delimiter = ',')]
     pub scale_steps: Vec<usize>,
-    /// The server's MongoDB wire protocol (Bunko's `--mongo-listen`), for the `mongo`
-    /// workload, e.g. `mongodb://admin:secret@127.0.0.1:27017/`; loopback only.
-    #[arg(long, env = "BENCH_MONGO_URL", hide_env_values = true)]
-    pub mongo_url: Option<String>,
+    /// The server's MongoDB wire protocol (Bunko's `--mongo-listen`), for the `mongo` and
+    /// `agg` workloads; loopback only. Without credentials in it, `--user` and `--password`
+    /// log in.
+    #[arg(long, env = "BENCH_MONGO_URL", default_value = "mongodb://127.0.0.1:27017")]
+    pub mongo_url: String,
     /// Name of this server in the output (e.g. `bunko`, `couchdb`).
     #[arg(long, default_value = "server")]
     pub label: String,

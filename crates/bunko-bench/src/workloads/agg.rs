@@ -25,7 +25,6 @@ use std::time::Instant;
 use bson::{Document, doc};
 use bytes::Bytes;
 use futures::TryStreamExt;
-use mongodb::options::{ClientOptions, Credential};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -42,7 +41,7 @@ const REPEAT: usize = 3;
 
 pub async fn run(ctx: &Ctx, rows: &mut Vec<Row>) -> Result {
     ctx.require(Feature::View).await?;
-    let mongo = connect(ctx).await?;
+    let mongo = super::mongo::connect(ctx).await?;
     let readings = Readings::new(ctx.sizes.agg);
     let readings_db = ctx.create_collection(Workload::Agg, "readings").await?;
     let preloaded = ctx.preload(&readings_db, readings).await?;
@@ -53,26 +52,6 @@ pub async fn run(ctx: &Ctx, rows: &mut Vec<Row>) -> Result {
     }
     lookup(ctx, &db, readings, rows).await?;
     sort_limit(ctx, &db, &readings_db, rows).await
-}
-
-/// A driver client for the server's MongoDB listener, as the server admin; the workload is
-/// skipped when nothing answers `ping` there.
-async fn connect(ctx: &Ctx) -> Result<mongodb::Client> {
-    let unsupported = |e: mongodb::error::Error| {
-        Error::Unsupported(format!("no MongoDB protocol at {}: {e}", ctx.opts.mongo_url))
-    };
-    let mut options = ClientOptions::parse(&ctx.opts.mongo_url).await.map_err(unsupported)?;
-    options.credential = Some(
-        Credential::builder()
-            .username(ctx.opts.user.clone())
-            .password(ctx.opts.password.clone())
-            .source("admin".to_string())
-            .build(),
-    );
-    options.server_selection_timeout = Some(std::time::Duration::from_secs(3));
-    let client = mongodb::Client::with_options(options).map_err(unsupported)?;
-    client.database("admin").run_command(doc! {"ping": 1}).await.map_err(unsupported)?;
-    Ok(client)
 }
 
 fn mongo_error(e: mongodb::error::Error) -> Error {

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bson::{Document, doc};
-use mongodb::options::{ClientOptions, ServerAddress};
+use mongodb::options::{ClientOptions, Credential, ServerAddress};
 use mongodb::{Client, Collection, IndexModel};
 
 use super::{Ctx, usage};
@@ -30,23 +30,41 @@ use crate::report::Row;
 const DB: &str = "bench";
 
 pub async fn run(ctx: &Ctx, rows: &mut Vec<Row>) -> Result {
-    let Some(url) = &ctx.opts.mongo_url else {
-        return Err(Error::Unsupported("no --mongo-url given".into()));
-    };
-    let mut options = ClientOptions::parse(url).await.map_err(invalid)?;
-    let loopback = |host: &str| ["127.0.0.1", "localhost", "::1", "[::1]"].contains(&host);
-    if !options.hosts.iter().all(|h| matches!(h, ServerAddress::Tcp { host, .. } if loopback(host)))
-    {
-        return Err(Error::Invalid(format!("--mongo-url must name a loopback address: {url}")));
-    }
-    options.max_pool_size = Some(64);
-    let client = Client::with_options(options).map_err(invalid)?;
+    let client = connect(ctx).await?;
     let mut made = Vec::new();
     let result = cases(ctx, &client, rows, &mut made).await;
     for coll in made {
         let _ = coll.drop().await;
     }
     result
+}
+
+/// A driver client for `--mongo-url` (loopback only; `--user`/`--password` log in when the
+/// URL names no user), 64 connections at most; the workload is skipped (unsupported) when
+/// nothing answers `ping` there.
+pub(super) async fn connect(ctx: &Ctx) -> Result<Client> {
+    let url = &ctx.opts.mongo_url;
+    let unsupported =
+        |e: mongodb::error::Error| Error::Unsupported(format!("no MongoDB protocol at {url}: {e}"));
+    let mut options = ClientOptions::parse(url).await.map_err(invalid)?;
+    let loopback = |host: &str| ["127.0.0.1", "localhost", "::1", "[::1]"].contains(&host);
+    if !options.hosts.iter().all(|h| matches!(h, ServerAddress::Tcp { host, .. } if loopback(host)))
+    {
+        return Err(Error::Invalid(format!("--mongo-url must name a loopback address: {url}")));
+    }
+    if options.credential.is_none() {
+        let login = Credential::builder()
+            .username(ctx.opts.user.clone())
+            .password(ctx.opts.password.clone())
+            .source("admin".to_string())
+            .build();
+        options.credential = Some(login);
+    }
+    options.max_pool_size = Some(64);
+    options.server_selection_timeout = Some(std::time::Duration::from_secs(3));
+    let client = Client::with_options(options).map_err(invalid)?;
+    client.database("admin").run_command(doc! {"ping": 1}).await.map_err(unsupported)?;
+    Ok(client)
 }
 
 async fn cases(
