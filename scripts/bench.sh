@@ -24,7 +24,7 @@ root=$(pwd)
 target="${CARGO_TARGET_DIR:-target}"
 case "$target" in /*) ;; *) target="$root/$target" ;; esac
 out="${BENCH_OUT:-docs/performance.md}"
-all="load,write,read,find,mongo,elemmatch,partition-scaling,view,search,txn,limit,baseline"
+all="load,write,read,find,mongo,elemmatch,partition-scaling,view,search,txn,agg,limit,baseline"
 workloads="${WORKLOADS:-$all}"
 # limit and baseline run in bunko-bench's own process, with no server running (so that
 # nothing else competes for the machine), and once: they are the same for every server.
@@ -55,9 +55,9 @@ if [[ -n "$local_workloads" ]]; then
         | tee "$work/local.txt" || status=$?
 fi
 
-# The MongoDB listener only when the `mongo` workload runs (it compares the two protocols).
+# The MongoDB listener only when the `mongo` or `agg` workload runs (they compare the two protocols).
 mongo_listen=off
-grep -qx mongo <<<"$(tr ',' '\n' <<<"$server_workloads")" && mongo_listen=127.0.0.1:0
+grep -qxE "mongo|agg" <<<"$(tr ',' '\n' <<<"$server_workloads")" && mongo_listen=127.0.0.1:0
 
 echo "== starting bunko" >&2
 BUNKO_ADMIN=admin:secret "$target/release/bunko" serve --data "$work/data" \
