@@ -318,6 +318,16 @@ fn malformed_replicator_documents_are_refused_when_written() {
         .collect();
     assert!(stored.is_empty(), "nothing stored: {all}");
 
+    // One that parses but cannot run (its filter is missing on the source) is stored,
+    // then `failed` with the reason written back by the replicator.
+    let doc = json!({"source": src, "target": tgt, "filter": "people/missing"});
+    b.put_doc("_replicator", "no-filter", &doc);
+    eventually("failure written back", || {
+        b.get_doc("_replicator", "no-filter")["_replication_state"] == "failed"
+    });
+    let failed = b.get_doc("_replicator", "no-filter");
+    assert!(failed["_replication_state_reason"].is_string(), "{failed}");
+
     // A valid document still runs, its write-back (by the replicator) is accepted, and
     // it may be deleted.
     let doc = json!({"source": src, "target": tgt, "create_target": true});
