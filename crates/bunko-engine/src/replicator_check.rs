@@ -7,12 +7,16 @@
 
 use serde_json::{Map, Value};
 
-/// The reason CouchDB gives for a document it cannot parse, or `None` when it parses.
+/// The reason CouchDB gives for a document it cannot parse, or `None` when it parses. A
+/// cancellation naming its replication id needs no endpoints.
 pub(crate) fn refusal(body: &Map<String, Value>) -> Option<String> {
-    options(body)
-        .or_else(|| endpoint(body.get("source")))
-        .or_else(|| endpoint(body.get("target")))
-        .or_else(|| filter(body))
+    let refused = options(body);
+    let cancel_by_id = body.get("cancel") == Some(&Value::Bool(true))
+        && ["_local_id", "replication_id", "id"].iter().any(|k| body.contains_key(*k));
+    if refused.is_some() || cancel_by_id {
+        return refused;
+    }
+    endpoint(body.get("source")).or_else(|| endpoint(body.get("target"))).or_else(|| filter(body))
 }
 
 /// `{throw,{bad_request,<<"msg">>}}`: how CouchDB prints a `bad_request` throw.

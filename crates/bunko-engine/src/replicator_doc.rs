@@ -136,6 +136,7 @@ mod tests {
         assert!(fine(json!({"source": "local", "target": {"url": tgt, "headers": {}},
             "continuous": true, "doc_ids": null, "since_seq": 3, "worker_batch_size": "100",
             "filter": "_view", "query_params": {"view": "d/v"}})));
+        assert!(fine(json!({"cancel": true, "replication_id": "abc"})), "a cancel by id");
         both["_replication_state"] = json!("failed");
         assert!(fine(both.clone()), "a failed document is left alone");
         let replicator = UserCtx { name: None, roles: vec![REPLICATOR_ROLE.into()] };
