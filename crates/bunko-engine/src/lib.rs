@@ -61,6 +61,7 @@ mod procedures;
 pub mod purge;
 pub mod read;
 pub mod records;
+mod replicator_check;
 pub mod replicator_doc;
 pub mod revtree;
 mod scope;

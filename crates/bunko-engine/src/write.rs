@@ -599,6 +599,7 @@ impl Database {
                     && opts.new_edits;
                 if replication {
                     crate::replicator_doc::stamp_owner(security, ctx, &mut doc)
+                        .and_then(|()| crate::replicator_doc::check(ctx, &doc))
                 } else {
                     Ok(())
                 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::harness::{ADMIN, ADMIN_PASSWORD, Server, send};
+use crate::harness::{ADMIN, ADMIN_PASSWORD, Server, assert_error, send};
 
 /// `http://admin:secret@127.0.0.1:PORT/{db}` of a server.
 fn url(s: &Server, db: &str) -> String {
@@ -271,15 +271,73 @@ fn replicator_documents_start_jobs_shown_in_scheduler_docs() {
     assert_eq!(b.delete(&format!("/_replicator/live?rev={rev}")).0, 200);
     eventually("the job stopped", || b.get("/_scheduler/jobs").1["total_rows"] == 0);
     assert_eq!(b.get("/_scheduler/docs/_replicator/live").0, 404);
+}
 
-    // A document that cannot be parsed is failed, with the reason.
-    b.put_doc("_replicator", "bad", &json!({"source": url(&a, "people")}));
-    eventually("failed", || state(&b, "bad")["state"] == "failed");
-    assert_eq!(state(&b, "bad")["info"]["error"], "Missing target");
+/// A malformed `_replicator` document is refused at write time (CouchDB 3.4's
+/// `before_doc_update` runs `parse_rep_doc_without_id`): `403 forbidden` with CouchDB's
+/// reason, through PUT, POST and `_bulk_docs`, and nothing is stored; a valid one still
+/// starts a job, and a deletion is let through.
+#[test]
+fn malformed_replicator_documents_are_refused_when_written() {
+    let (a, b) = (Server::start(), Server::start());
+    a.create_db("people");
+    load(&a, "people", &people());
+    let (src, tgt) = (url(&a, "people"), url(&b, "copy"));
+    let boolean = "{throw,{bad_request,<<\"parameter `continuous` must be a boolean\">>}}";
+    let bad = [
+        (json!({"_id": "no-target", "source": src}), "Missing replicator database"),
+        (
+            json!({"_id": "bad-url", "source": "http://", "target": tgt}),
+            "endpoint has an invalid url",
+        ),
+        (json!({"_id": "continuous", "source": src, "target": tgt, "continuous": "yes"}), boolean),
+        (
+            json!({"_id": "filter", "source": src, "target": tgt, "filter": "nope"}),
+            "Invalid filter. Must match `ddocname/filtername`.",
+        ),
+    ];
+    for (doc, reason) in &bad {
+        let id = doc["_id"].as_str().unwrap_or_default();
+        assert_error(b.put(&format!("/_replicator/{id}"), doc), 403, "forbidden", reason);
+        assert_error(b.post("/_replicator", doc), 403, "forbidden", reason);
+    }
+    let docs: Vec<Value> = bad.iter().map(|(doc, _)| doc.clone()).collect();
+    let (status, rows) = b.post("/_replicator/_bulk_docs", &json!({ "docs": docs }));
+    assert_eq!(status, 201, "{rows}");
+    for (row, (doc, reason)) in rows.as_array().into_iter().flatten().zip(&bad) {
+        assert_eq!(row["id"], doc["_id"], "{rows}");
+        assert_eq!(row["error"], "forbidden", "{rows}");
+        assert_eq!(row["reason"], *reason, "{rows}");
+    }
+    let (_, all) = b.get("/_replicator/_all_docs");
+    let stored: Vec<&Value> = all["rows"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| !r["id"].as_str().unwrap_or_default().starts_with("_design/"))
+        .collect();
+    assert!(stored.is_empty(), "nothing stored: {all}");
+
+    // One that parses but cannot run (its filter is missing on the source) is stored,
+    // then `failed` with the reason written back by the replicator.
+    let doc = json!({"source": src, "target": tgt, "filter": "people/missing"});
+    b.put_doc("_replicator", "no-filter", &doc);
     eventually("failure written back", || {
-        b.get_doc("_replicator", "bad")["_replication_state_reason"] == "Missing target"
+        b.get_doc("_replicator", "no-filter")["_replication_state"] == "failed"
     });
-    assert_eq!(b.get_doc("_replicator", "bad")["_replication_state"], "failed");
+    let failed = b.get_doc("_replicator", "no-filter");
+    assert!(failed["_replication_state_reason"].is_string(), "{failed}");
+
+    // A valid document still runs, its write-back (by the replicator) is accepted, and
+    // it may be deleted.
+    let doc = json!({"source": src, "target": tgt, "create_target": true});
+    let rev = b.put_doc("_replicator", "good", &doc);
+    eventually("state written back", || {
+        b.get_doc("_replicator", "good")["_replication_state"] == "completed"
+    });
+    assert_eq!(contents(&a, "people"), contents(&b, "copy"));
+    let rev = b.get_doc("_replicator", "good")["_rev"].as_str().unwrap_or(&rev).to_string();
+    assert_eq!(b.delete(&format!("/_replicator/good?rev={rev}")).0, 200);
 }
 
 /// A completed document is not run again after a restart, and shows its written state.
