@@ -242,15 +242,6 @@ impl Database {
         Ok(guard)
     }
 
-    /// [`Database::lock_writer`] if the lock is free now; `None` if a write holds it.
-    pub(crate) fn try_lock_writer(&self) -> Result<Option<MutexGuard<'_, Writer>>> {
-        let Some(guard) = self.writer.try_lock() else { return Ok(None) };
-        if self.dropped.load(Ordering::Acquire) {
-            return Err(Error::NotFound("Database does not exist.".to_string()));
-        }
-        Ok(Some(guard))
-    }
-
     /// Applies `batch` (built under `writer`), records the new seq and counters, releases
     /// the lock and waits until the batch is durable. `batch` must already contain the
     /// `Stats` key for `stats`.

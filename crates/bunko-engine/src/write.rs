@@ -16,7 +16,6 @@ use bunko_doc::RevId;
 use bunko_doc::body::ParsedDoc;
 use bunko_doc::id::{DocKind, kind, partition_of, validate_doc_id};
 use bunko_storage::{Batch, Ticket};
-use parking_lot::MutexGuard;
 
 use crate::database::{Database, Writer};
 use crate::ids::IdChanges;
@@ -210,24 +209,6 @@ impl Database {
             && self.known_without_triggers()
     }
 
-    /// [`Database::write_docs`] if the writer lock is free at once; if another write holds
-    /// it, nothing is done and `docs` come back (`Err`), so that an async caller can let
-    /// other tasks run, or move to a blocking thread, instead of parking its worker on the
-    /// lock. For light writes ([`Database::is_light_write`]): the checks that need no lock
-    /// run under it here.
-    pub fn try_write_docs(
-        self: &Arc<Self>,
-        ctx: &UserCtx,
-        docs: Vec<ParsedDoc>,
-        opts: WriteOptions,
-    ) -> Result<std::result::Result<Written, Vec<ParsedDoc>>> {
-        let Some(writer) = self.try_lock_writer()? else { return Ok(Err(docs)) };
-        let checks = Checks::load(self)?;
-        let prepared = self.prepare_all(&checks, ctx, docs, opts);
-        let (results, unsynced) = self.apply_prepared(writer, &checks, ctx, prepared, opts)?;
-        Ok(Ok(Written { results, unsynced: unsynced.map(|unsynced| (self.clone(), unsynced)) }))
-    }
-
     /// Stages and applies `docs`; returns the results and, if anything was applied, what
     /// waits for the sync. A database with triggers commits whole (synced) here.
     fn apply_docs(
@@ -239,23 +220,11 @@ impl Database {
         let checks = Checks::load(self)?;
         let prepared = self.prepare_all(&checks, ctx, docs, opts);
         let writer = self.lock_writer()?;
-        self.apply_prepared(writer, &checks, ctx, prepared, opts)
-    }
-
-    /// [`Database::apply_docs`] once the documents are prepared and the lock is held.
-    fn apply_prepared(
-        &self,
-        writer: MutexGuard<'_, Writer>,
-        checks: &Checks,
-        ctx: &UserCtx,
-        prepared: Vec<(String, Result<ParsedDoc>)>,
-        opts: WriteOptions,
-    ) -> Result<(Vec<DocResult>, Option<Unsynced>)> {
         if opts.new_edits && self.has_triggers()? {
-            return Ok((self.write_triggered(writer, checks, ctx, prepared, opts)?, None));
+            return Ok((self.write_triggered(writer, &checks, ctx, prepared, opts)?, None));
         }
         let mut batch = Batch::new();
-        let staged = self.stage(&writer, checks, ctx, prepared, opts, &mut batch)?;
+        let staged = self.stage(&writer, &checks, ctx, prepared, opts, &mut batch)?;
         if (opts.all_or_nothing && staged.failed()) || staged.seq == writer.seq {
             return Ok((staged.results, None));
         }

@@ -369,28 +369,11 @@ async fn write_one(
     opts: WriteOptions,
     bytes: usize,
 ) -> ApiResult<(String, RevId)> {
-    let mut docs = vec![doc];
-    if db.is_light_write(&docs[0], bytes) {
-        // The writer lock is held for tens of microseconds by another write: let other
-        // tasks run meanwhile rather than park this worker, a few times, then wait for it
-        // on a blocking thread.
-        for _ in 0..LOCK_TRIES {
-            match db.try_write_docs(&ctx, docs, opts)? {
-                Ok(written) => return finish_one(written).await,
-                Err(back) => docs = back,
-            }
-            tokio::task::yield_now().await;
-        }
-    }
-    let written = blocking(move || Ok(db.write_docs(&ctx, docs, opts)?)).await?;
-    finish_one(written).await
-}
-
-/// How many times a light write tries the writer lock on its async worker.
-const LOCK_TRIES: usize = 4;
-
-/// Waits until a written document is durable; its id and new revision.
-async fn finish_one(written: bunko_engine::Written) -> ApiResult<(String, RevId)> {
+    let written = if db.is_light_write(&doc, bytes) {
+        db.write_docs(&ctx, vec![doc], opts)?
+    } else {
+        blocking(move || Ok(db.write_docs(&ctx, vec![doc], opts)?)).await?
+    };
     let mut results = written.durable().await?;
     let result = results.pop().ok_or_else(|| ApiError::bad_request("no document"))?;
     Ok((result.id, result.result?))
