@@ -28,10 +28,10 @@ use std::ops::Bound;
 use bunko_storage::{Range, Read, Snapshot, Store, prefix_range};
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+use crate::buckets::separator;
 use crate::buckets::{Fenwick, bucket_of, bucket_range};
 use crate::keys::{self, Key};
 use crate::records::{self, DocInfo};
-use crate::view::order::separator;
 use crate::{Error, Result};
 
 /// Keys per bucket after a split or a build.

@@ -40,7 +40,7 @@
 pub mod advisor;
 pub mod all_docs;
 pub mod attachments;
-mod buckets;
+pub mod buckets;
 mod catalog;
 pub mod changes;
 mod compact;
@@ -52,8 +52,10 @@ pub mod events;
 mod filters;
 pub mod find;
 mod gate;
+pub mod hooks;
 mod ids;
 pub mod index;
+mod js;
 pub mod keys;
 pub mod local;
 pub mod login;
@@ -80,7 +82,7 @@ mod validators;
 pub mod view;
 mod write;
 
-pub use catalog::{Config, Engine};
+pub use catalog::{Config, Engine, remove_range};
 pub use database::{Database, DbInfo};
 pub use error::{Error, Result};
 pub use txn::{Transaction, TxnDoc, TxnWrite};

@@ -39,7 +39,7 @@ use bunko_storage::{Batch, Snapshot, Ticket};
 use serde_json::{Map, Value, json};
 
 use super::entries::{self, BackIndex, MapMeta};
-use super::{GroupDef, Index, MapIndex, Progress, order, runtime};
+use super::{GroupDef, Index, MapIndex, Progress, Registry, order, registry, runtime};
 use crate::database::Database;
 use crate::keys::{self, Key};
 use crate::{Error, Result, records};
@@ -105,7 +105,7 @@ impl Database {
             live.push(def.sig.clone());
             self.view_index(def)?;
         }
-        self.views.retain(&live);
+        registry(self).retain(&live);
         Ok(())
     }
 
@@ -137,31 +137,33 @@ impl Database {
     /// The registered index of `def`, registering it (and its map indexes, with their
     /// stored checkpoints) if new.
     pub fn view_index(&self, def: GroupDef) -> Result<Arc<Index>> {
-        let _registering = self.views.registration.read();
-        if let Some(index) = self.views.get(&def.sig) {
+        let views = registry(self);
+        let _registering = views.registration.read();
+        if let Some(index) = views.get(&def.sig) {
             return Ok(index);
         }
-        let maps = def.maps.iter().map(|m| self.map_index(&m.sig)).collect::<Result<_>>()?;
-        Ok(self.views.insert(def, maps))
+        let maps =
+            def.maps.iter().map(|m| self.map_index(&views, &m.sig)).collect::<Result<_>>()?;
+        Ok(views.insert(def, maps))
     }
 
     /// The registered map index `sig`, registering it with its stored checkpoint if new.
-    fn map_index(&self, sig: &str) -> Result<Arc<MapIndex>> {
-        if let Some(map) = self.views.map(sig) {
+    fn map_index(&self, views: &Registry, sig: &str) -> Result<Arc<MapIndex>> {
+        if let Some(map) = views.map(sig) {
             return Ok(map);
         }
         let meta = match self.store.get(&entries::meta_key(self.id(), sig))? {
             Some(bytes) => records::decode(&bytes)?,
             None => MapMeta::default(),
         };
-        Ok(self.views.insert_map(sig, meta))
+        Ok(views.insert_map(sig, meta))
     }
 
     /// After a write: re-reads the view groups if design documents changed, then wakes
     /// the background indexer.
     pub(crate) fn views_after_write(self: &Arc<Self>, ddocs_changed: bool) {
         if ddocs_changed {
-            self.views.designs.clear();
+            registry(self).designs.clear();
         }
         if ddocs_changed && let Err(err) = self.load_views() {
             tracing::warn!(%err, "loading view definitions failed");
@@ -172,14 +174,16 @@ impl Database {
     /// Starts the background indexer unless it runs already; a running one does another
     /// round, so no write is missed.
     pub(crate) fn spawn_view_indexer(self: &Arc<Self>) {
-        if self.views.is_empty() {
+        let views = registry(self);
+        if views.is_empty() {
             return;
         }
         Background::wake(
-            self,
-            |db| &db.views.background,
-            |db| {
-                for index in db.views.all().into_iter().filter(|i| i.def.autoupdate) {
+            &views,
+            |views| &views.background,
+            |views| {
+                let Some(db) = views.db() else { return false };
+                for index in views.all().into_iter().filter(|i| i.def.autoupdate) {
                     if let Err(err) = db.update_view(&index) {
                         tracing::warn!(%err, sig = index.def.sig, "view update stopped");
                     }
@@ -281,7 +285,7 @@ impl Database {
         }
         // Applied under the order structures' lock, so queries see rows and counts agree.
         let base = |sig: &str| entries::row_base(db, sig, None);
-        let ticket = self.views.order.apply(self.store.as_ref(), batch, &changes, base)?;
+        let ticket = registry(self).order.apply(self.store.as_ref(), batch, &changes, base)?;
         for (map, meta) in targets.iter().zip(metas) {
             *map.meta.lock() = meta;
         }
@@ -329,11 +333,12 @@ impl Database {
         let live: HashSet<String> =
             groups.iter().flat_map(|(_, d)| d.maps.iter().map(|m| m.sig.clone())).collect();
         let live_groups: Vec<String> = groups.into_iter().map(|(_, d)| d.sig).collect();
-        let _cleaning = self.views.registration.write();
+        let views = registry(self);
+        let _cleaning = views.registration.write();
         // Unregister first, so no new build finds the dead indexes; a build already holding
         // one finishes before its rows are removed, and one about to start sees `removed`.
         let mut dropped: HashMap<String, Arc<MapIndex>> =
-            self.views.retain(&live_groups).into_iter().map(|m| (m.sig.clone(), m)).collect();
+            views.retain(&live_groups).into_iter().map(|m| (m.sig.clone(), m)).collect();
         let snapshot = self.store.snapshot();
         let mut removed = 0;
         for (key, _) in snapshot.scan(&entries::meta_range(self.id()), false, usize::MAX)? {
@@ -344,7 +349,7 @@ impl Database {
             // Dropped now, or earlier by a write that re-read the design documents while a
             // build may still hold it: either way its build finishes before the removal.
             if !dropped.contains_key(&sig)
-                && let Some(retired) = self.views.take_retired(&sig)
+                && let Some(retired) = views.take_retired(&sig)
             {
                 dropped.insert(sig.clone(), retired);
             }
@@ -353,7 +358,7 @@ impl Database {
             if let Some(map) = map {
                 map.removed.store(true, Ordering::Release);
             }
-            self.views.order.forget(&sig);
+            views.order.forget(&sig);
             for range in entries::map_ranges(self.id(), &sig) {
                 crate::catalog::remove_range(self.store.as_ref(), &range)?;
             }
@@ -374,8 +379,7 @@ impl Database {
     /// The view updates mapping documents now, one per design document whose group is
     /// being updated.
     pub fn view_tasks(&self) -> Result<Vec<ViewTask>> {
-        let running: Vec<(String, Progress)> = self
-            .views
+        let running: Vec<(String, Progress)> = registry(self)
             .all()
             .iter()
             .filter_map(|index| index.progress().map(|p| (index.def.sig.clone(), p)))

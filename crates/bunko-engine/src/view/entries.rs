@@ -22,12 +22,7 @@ use bunko_storage::{Range, prefix_range};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// Tag of the `MapMeta` checkpoint.
-pub const VIEW_META: u8 = 0x0D;
-/// Tag of view rows.
-pub const VIEW_ROW: u8 = 0x0E;
-/// Tag of the back-index.
-pub const VIEW_BACK: u8 = 0x0F;
+pub use crate::keys::{VIEW_BACK, VIEW_META, VIEW_ROW};
 
 /// The stored state of one map index.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -35,13 +35,16 @@ pub mod query;
 mod reduce;
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
 
 use bunko_indexer::{Activity, Background, Designs};
 use bunko_js::{CompiledReduce, CompiledViews, Limits, Runtime};
 use parking_lot::Mutex;
+
+use crate::database::Database;
+use crate::hooks::IndexHooks;
 
 pub use build::ViewTask;
 pub use bunko_indexer::{Progress, Update};
@@ -135,10 +138,34 @@ pub(crate) fn runtime() -> Runtime {
     Runtime::new(Limits::default())
 }
 
+/// The views' state of `db`, kept in the database handle.
+pub fn registry(db: &Database) -> Arc<Registry> {
+    db.extension(|| Registry::new(db.weak()))
+}
+
+/// How the engine tells views of databases opened and commits applied.
+#[derive(Debug)]
+pub struct ViewHooks;
+
+impl IndexHooks for ViewHooks {
+    fn opened(&self, db: &Arc<Database>) {
+        if let Err(err) = db.load_views() {
+            tracing::warn!(%err, db = db.name(), "loading view definitions failed");
+        }
+        db.spawn_view_indexer();
+    }
+
+    fn written(&self, db: &Arc<Database>, ddocs_changed: bool) {
+        db.views_after_write(ddocs_changed);
+    }
+}
+
 /// The view groups of one database by group signature, and their map indexes by map
 /// signature.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Registry {
+    /// The database, for the background indexer.
+    db: Weak<Database>,
     groups: Mutex<HashMap<String, Arc<Index>>>,
     maps: Mutex<HashMap<String, Arc<MapIndex>>>,
     /// Map indexes dropped from `maps` (no design document uses them) that a build may
@@ -160,6 +187,24 @@ pub struct Registry {
 }
 
 impl Registry {
+    fn new(db: Weak<Database>) -> Registry {
+        Registry {
+            db,
+            groups: Mutex::default(),
+            maps: Mutex::default(),
+            retired: Mutex::default(),
+            background: Background::default(),
+            designs: Designs::default(),
+            order: order::Orders::default(),
+            registration: parking_lot::RwLock::default(),
+        }
+    }
+
+    /// The database, unless it is gone.
+    pub(crate) fn db(&self) -> Option<Arc<Database>> {
+        self.db.upgrade()
+    }
+
     /// Every registered group.
     pub fn all(&self) -> Vec<Arc<Index>> {
         self.groups.lock().values().cloned().collect()

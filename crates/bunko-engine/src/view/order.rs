@@ -32,7 +32,7 @@ use bunko_storage::{Batch, Entry, Iter, Range, Read, Snapshot, Store, Ticket, pr
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use super::entries::BackIndex;
-use crate::buckets::{Fenwick, bucket_of, bucket_range};
+use crate::buckets::{Fenwick, bucket_of, bucket_range, separator};
 use crate::{Error, Result};
 
 /// Rows per bucket after a split or a build.
@@ -499,13 +499,6 @@ impl Order {
         self.sums = Fenwick::new(&self.counts);
         Ok(())
     }
-}
-
-/// The shortest key above `a` and at most `b` (`a < b`): `b` cut one byte past the
-/// first byte where they differ.
-pub(crate) fn separator<'b>(a: &[u8], b: &'b [u8]) -> &'b [u8] {
-    let common = a.iter().zip(b).take_while(|(x, y)| x == y).count();
-    &b[..(common + 1).min(b.len())]
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use bunko_storage::Snapshot;
 use serde_json::json;
 
 use super::build::PageWrite;
-use super::{Index, MapIndex, entries};
+use super::{Index, MapIndex, entries, registry};
 use crate::Result;
 use crate::database::Database;
 use crate::keys::Key;
@@ -92,7 +92,8 @@ impl Database {
         let doc = LocalDoc { generation, body: body.to_string() };
         batch.put(Key::Local(db, &local_id).encode(), records::encode(&doc));
         let base = |sig: &str| entries::row_base(db, sig, None);
-        let ticket = self.views.order.apply(self.store.as_ref(), batch, &write.changes, base)?;
+        let ticket =
+            registry(self).order.apply(self.store.as_ref(), batch, &write.changes, base)?;
         *map.meta.lock() = meta;
         self.store.sync(ticket)?;
         Ok(())

@@ -26,7 +26,7 @@ use serde_json::Value;
 
 use super::entries;
 use super::order::Cut;
-use super::{GroupDef, Index, Update, ViewDef};
+use super::{GroupDef, Index, Update, ViewDef, registry};
 use crate::database::Database;
 use crate::read::DocOut;
 use crate::{Error, Result};
@@ -183,14 +183,15 @@ impl Database {
     /// The index of design document `ddoc`'s views (`404 missing_named_view` if it has
     /// none), through the registry's memory of design documents when it can.
     fn view_group(&self, ddoc: &str) -> Result<Arc<Index>> {
-        if let Some(index) = self.views.designs.get(ddoc).and_then(|sig| self.views.get(&sig)) {
+        let views = registry(self);
+        if let Some(index) = views.designs.get(ddoc).and_then(|sig| views.get(&sig)) {
             return Ok(index);
         }
-        let generation = self.views.designs.generation();
+        let generation = views.designs.generation();
         let def =
             self.design_group(ddoc)?.ok_or_else(|| Error::NotFound("missing_named_view".into()))?;
         let index = self.view_index(def)?;
-        self.views.designs.insert(ddoc, index.def.sig.clone(), generation);
+        views.designs.insert(ddoc, index.def.sig.clone(), generation);
         Ok(index)
     }
 
@@ -230,7 +231,7 @@ impl Database {
         );
         let map = index.map_of(view).ok_or_else(|| Error::Corrupt("view map".into()))?;
         let map_base = entries::row_base(self.id(), &map.sig, None);
-        let probed = self.views.order.probe(self.store.as_ref(), &map.sig, &map_base, &cuts)?;
+        let probed = registry(self).order.probe(self.store.as_ref(), &map.sig, &map_base, &cuts)?;
         let snapshot = probed.snapshot;
         let start = probed.probes[0].rank(&*snapshot)?;
         let end = probed.probes[1].rank(&*snapshot)?;
@@ -564,7 +565,7 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(ids(db.query_view("_design/a", "k", &q, None)?), vec!["x2", "x1"]);
-        assert_eq!(db.views.all().len(), 1, "identical design documents share one index");
+        assert_eq!(registry(&db).all().len(), 1, "identical design documents share one index");
         let a = db.get("_design/a", None)?;
         db.delete(&admin(), "_design/a", Some(a.rev))?;
         assert_eq!(db.view_cleanup()?, 0, "_design/b still uses the index");
