@@ -101,7 +101,6 @@ impl Engine {
         let mut dbs = BTreeMap::new();
         let text = crate::find::text::Hook::default();
         let hooks = crate::hooks::Hooks::default();
-        hooks.write().push(Arc::new(crate::view::ViewHooks));
         for entry in bunko_storage::Iter::new(store.snapshot(), keys::db_range(), false, 256) {
             let (_, value) = entry?;
             let meta: DbMeta = records::decode(&value)?;

@@ -16,7 +16,7 @@
 //!
 //! Memory: about 45 bytes per bucket, so about one byte per document.
 //!
-//! Consistency, as for view rows (`view::order`): every commit that writes `Doc` keys holds
+//! Consistency, as for view rows (`bunko-views`' `order.rs`): every commit that writes `Doc` keys holds
 //! the structure's write lock while it applies its batch and records its changes
 //! ([`IdOrder::lock`], [`Locked::record`]); a reader takes its snapshot and reads the
 //! structure under the read lock ([`IdOrder::read`]), so both describe the same documents.

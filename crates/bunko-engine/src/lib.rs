@@ -9,7 +9,8 @@
 //!   counters; then it releases the lock and waits for the group-commit sync before
 //!   answering. Every user operation is one atomic commit.
 //! - Reads (`read.rs`, `all_docs.rs`, `changes.rs`) run on storage snapshots and stream.
-//! - [`view`]: JavaScript views of design documents, built incrementally from `_changes`.
+//! - [`hooks`]: what indexes built above the engine from `_changes` (JavaScript views in
+//!   `bunko-views`) hear of, and where they keep their state per database.
 //! - [`advisor`]: the data-modeling advisor (`GET /{db}/_advise`), which samples a database
 //!   through these reads and checks the modeling guides' rules.
 //! - [`keys`] lists every key the engine writes.
@@ -79,7 +80,6 @@ mod user_doc;
 pub mod users;
 pub mod uuids;
 mod validators;
-pub mod view;
 mod write;
 
 pub use catalog::{Config, Engine, remove_range};

@@ -17,7 +17,7 @@
 //! Indexes built from the change sequence learn of purges from these records: each view
 //! map index keeps its purge checkpoint in `_local/purge-mrview-{sig}` (CouchDB's id and
 //! fields, hidden from `_local_docs` unless `include_system=true`) and removes the purged
-//! documents' rows before it reads new changes (`view/purge.rs`); search indexes do the
+//! documents' rows before it reads new changes (`bunko-views`' `purge.rs`); search indexes do the
 //! same with their checkpoint in their own commit (`bunko-search`). Compaction keeps the
 //! newest `purged_infos_limit` records and older ones until every purge checkpoint passed
 //! them.

@@ -1,5 +1,14 @@
 //! JavaScript views of design documents (DESIGN.md §5), built incrementally from
-//! `_changes`.
+//! `_changes`: a user of the index framework ([`bunko_indexer`]) above the engine, so that
+//! an embedder who needs no views does not compile them.
+//!
+//! The engine knows views only through its hooks: [`register`] adds [`ViewHooks`], which
+//! load a database's view groups when it opens and wake the background indexer after
+//! every commit; the views' state of a database lives in the database handle
+//! ([`registry`]), and their keys under the tags the engine reserves for them
+//! (`bunko_engine::keys::VIEW_META` …; [`entries`]). Queries and maintenance are
+//! functions of a database: [`query_view`], [`view_info`], [`view_cleanup`],
+//! [`view_tasks`], [`design_group`].
 //!
 //! 1. [`def`]: a design document's views form a group ([`GroupDef`]); each distinct map
 //!    function is a map index ([`MapDef`]) named by a signature over what changes its rows,
@@ -33,24 +42,30 @@ pub mod order;
 mod purge;
 pub mod query;
 mod reduce;
+#[cfg(test)]
+mod testing;
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 
+use bunko_engine::hooks::IndexHooks;
+use bunko_engine::{Database, Engine};
 use bunko_indexer::{Activity, Background, Designs};
 use bunko_js::{CompiledReduce, CompiledViews, Limits, Runtime};
 use parking_lot::Mutex;
 
-use crate::database::Database;
-use crate::hooks::IndexHooks;
-
-pub use build::ViewTask;
+pub use build::{
+    ViewTask, design_group, design_groups, update_view, view_cleanup, view_index, view_tasks,
+};
+use build::{load_views, spawn_view_indexer, views_after_write};
 pub use bunko_indexer::{Progress, Update};
 pub use def::{GroupDef, MapDef, ViewDef};
 pub use entries::MapMeta;
 pub use info::ViewInfo;
+pub use info::view_info;
+pub use query::query_view;
 pub use query::{ViewQuery, ViewResult, ViewRow};
 
 /// One map index: its rows are keyed by `sig` ([`entries`]).
@@ -149,15 +164,26 @@ pub struct ViewHooks;
 
 impl IndexHooks for ViewHooks {
     fn opened(&self, db: &Arc<Database>) {
-        if let Err(err) = db.load_views() {
+        if let Err(err) = load_views(db) {
             tracing::warn!(%err, db = db.name(), "loading view definitions failed");
         }
-        db.spawn_view_indexer();
+        spawn_view_indexer(db);
     }
 
     fn written(&self, db: &Arc<Database>, ddocs_changed: bool) {
-        db.views_after_write(ddocs_changed);
+        views_after_write(db, ddocs_changed);
     }
+}
+
+/// Registers views with `engine`: every open database's view groups are loaded and kept
+/// current in the background from now on.
+pub fn register(engine: &Engine) {
+    engine.add_index_hooks(Arc::new(ViewHooks));
+}
+
+/// Unix time in seconds.
+pub(crate) fn now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 /// The view groups of one database by group signature, and their map indexes by map
@@ -177,7 +203,7 @@ pub struct Registry {
     /// The group each design document names.
     pub(crate) designs: Designs,
     /// Row counts by key of every map index, for `offset` and partition totals
-    /// (`view/order.rs`).
+    /// ([`order`]).
     pub(crate) order: order::Orders,
     /// Held shared while groups and map indexes are registered, and exclusively by
     /// `_view_cleanup` while it drops and removes indexes, so that a registration made from
