@@ -81,3 +81,58 @@ impl Database {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use bunko_storage::Memory;
+    use parking_lot::Mutex;
+
+    use super::*;
+    use crate::security::UserCtx;
+    use crate::{Config, Engine, WriteOptions};
+
+    /// Records what it hears: `opened <db>`, `written <db> <ddocs_changed>`.
+    #[derive(Default)]
+    struct Recorder(Mutex<Vec<String>>);
+
+    impl IndexHooks for Recorder {
+        fn opened(&self, db: &Arc<Database>) {
+            self.0.lock().push(format!("opened {}", db.name()));
+        }
+        fn written(&self, db: &Arc<Database>, ddocs_changed: bool) {
+            self.0.lock().push(format!("written {} {ddocs_changed}", db.name()));
+        }
+    }
+
+    fn put(db: &Database, json: &str) -> crate::Result<()> {
+        let doc = bunko_doc::body::parse(json.as_bytes(), &Default::default())?;
+        db.put(&UserCtx::admin("test"), doc, WriteOptions::default()).map(drop)
+    }
+
+    #[test]
+    fn hooks_hear_open_databases_new_ones_and_commits() -> crate::Result<()> {
+        let admin = UserCtx::admin("test");
+        let engine = Engine::open(Arc::new(Memory::new()), Config::default())?;
+        let old = engine.create_db(&admin, "old", false)?;
+        let recorder = Arc::new(Recorder::default());
+        engine.add_index_hooks(recorder.clone());
+        let new = engine.create_db(&admin, "new", false)?;
+        put(&new, r#"{"_id": "a"}"#)?;
+        put(&old, r#"{"_id": "_design/d", "views": {}}"#)?;
+        let heard = recorder.0.lock().clone();
+        assert_eq!(heard, ["opened old", "opened new", "written new false", "written old true"]);
+        Ok(())
+    }
+
+    #[test]
+    fn an_extension_is_made_once_per_database() -> crate::Result<()> {
+        let admin = UserCtx::admin("test");
+        let engine = Engine::open(Arc::new(Memory::new()), Config::default())?;
+        let (a, b) = (engine.create_db(&admin, "a", false)?, engine.create_db(&admin, "b", false)?);
+        let first = a.extension(|| Mutex::new(1u32));
+        *first.lock() = 2;
+        assert_eq!(*a.extension(|| Mutex::new(7u32)).lock(), 2, "the same value");
+        assert_eq!(*b.extension(|| Mutex::new(7u32)).lock(), 7, "another database's own");
+        Ok(())
+    }
+}

@@ -302,3 +302,51 @@ impl Registry {
         self.groups.lock().is_empty()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use bunko_engine::security::UserCtx;
+    use bunko_engine::{Config, Engine, Result};
+    use bunko_storage::Memory;
+    use serde_json::json;
+
+    use super::*;
+    use crate::testing::put;
+
+    /// The seq every registered view group of `db` has reached, once the background
+    /// indexer got there (or after 10 s).
+    fn background_seq(db: &Database, target: u64) -> u64 {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let groups = registry(db).all();
+            let seq = groups.iter().map(|g| g.seq()).min().unwrap_or(0);
+            if (!groups.is_empty() && seq >= target) || Instant::now() > deadline {
+                return seq;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn registered_views_are_loaded_and_kept_current_without_a_query() -> Result<()> {
+        let engine = Engine::open(Arc::new(Memory::new()), Config::default())?;
+        let db = engine.create_db(&UserCtx::admin("test"), "v", false)?;
+        put(
+            &db,
+            json!({"_id": "_design/d", "views": {"v": {"map": "function(d) { emit(d.n); }"}}}),
+        )?;
+        put(&db, json!({"_id": "a", "n": 1}))?;
+        assert!(registry(&db).is_empty(), "without registration nothing is loaded");
+
+        register(&engine);
+        assert_eq!(background_seq(&db, db.update_seq()), db.update_seq(), "loaded at registration");
+        put(&db, json!({"_id": "b", "n": 2}))?;
+        assert_eq!(background_seq(&db, db.update_seq()), db.update_seq(), "updated after a write");
+        let q = ViewQuery { update: Update::False, ..ViewQuery::default() };
+        let r = query_view(&db, "_design/d", "v", &q, None)?;
+        assert_eq!(r.total_rows, Some(2));
+        Ok(())
+    }
+}
