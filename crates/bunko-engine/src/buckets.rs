@@ -1,4 +1,4 @@
-//! What the order statistics of view rows (`view::order`) and of document ids (`ids`)
+//! What the order statistics of view rows (`bunko-views`' `order`) and of document ids (`ids`)
 //! share: buckets of consecutive keys named by their fences, and a Fenwick tree (binary
 //! indexed tree) of per-bucket counts, with prefix sums, point updates and the search for
 //! the item at a given rank, each in O(log n).
@@ -9,13 +9,13 @@ use bunko_storage::{Range, prefix_range};
 
 /// The bucket a key (`suffix`: after the prefix `base` of every key) falls in: bucket `i`
 /// holds the keys from `base + fences[i]` up to `base + fences[i + 1]`.
-pub(crate) fn bucket_of(fences: &[Box<[u8]>], suffix: &[u8]) -> usize {
+pub fn bucket_of(fences: &[Box<[u8]>], suffix: &[u8]) -> usize {
     fences.partition_point(|f| &**f <= suffix).saturating_sub(1)
 }
 
 /// The range of full keys of bucket `i` (the last one: every key with prefix `base` above
 /// its fence).
-pub(crate) fn bucket_range(base: &[u8], fences: &[Box<[u8]>], i: usize) -> Range {
+pub fn bucket_range(base: &[u8], fences: &[Box<[u8]>], i: usize) -> Range {
     let full = |suffix: &[u8]| [base, suffix].concat();
     let end = match fences.get(i + 1) {
         Some(next) => Bound::Excluded(full(next)),
@@ -25,15 +25,22 @@ pub(crate) fn bucket_range(base: &[u8], fences: &[Box<[u8]>], i: usize) -> Range
     (Bound::Included(start), end)
 }
 
+/// The shortest key above `a` and at most `b` (`a < b`): `b` cut one byte past the
+/// first byte where they differ.
+pub fn separator<'b>(a: &[u8], b: &'b [u8]) -> &'b [u8] {
+    let common = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    &b[..(common + 1).min(b.len())]
+}
+
 /// Prefix sums of bucket counts.
 #[derive(Debug, Default)]
-pub(crate) struct Fenwick {
+pub struct Fenwick {
     /// 1-based: `tree[i]` sums the counts `i - lowbit(i) .. i`.
     tree: Vec<u64>,
 }
 
 impl Fenwick {
-    pub(crate) fn new(counts: &[u64]) -> Fenwick {
+    pub fn new(counts: &[u64]) -> Fenwick {
         let mut tree = vec![0; counts.len() + 1];
         for i in 1..tree.len() {
             tree[i] += counts[i - 1];
@@ -46,7 +53,7 @@ impl Fenwick {
     }
 
     /// The sum of the first `n` counts.
-    pub(crate) fn prefix(&self, n: usize) -> u64 {
+    pub fn prefix(&self, n: usize) -> u64 {
         let (mut i, mut sum) = (n.min(self.tree.len().saturating_sub(1)), 0);
         while i > 0 {
             sum += self.tree[i];
@@ -56,7 +63,7 @@ impl Fenwick {
     }
 
     /// Adds `delta` to count `i`; a count never goes below zero.
-    pub(crate) fn add(&mut self, i: usize, delta: i64) {
+    pub fn add(&mut self, i: usize, delta: i64) {
         let mut i = i + 1;
         while i < self.tree.len() {
             self.tree[i] = self.tree[i].wrapping_add_signed(delta);
@@ -66,7 +73,7 @@ impl Fenwick {
 
     /// The bucket holding item `n` (0-based, in bucket order) and `n`'s position in it:
     /// the `i` with `prefix(i) <= n < prefix(i + 1)`. `None` when `n` is past the last item.
-    pub(crate) fn find(&self, n: u64) -> Option<(usize, u64)> {
+    pub fn find(&self, n: u64) -> Option<(usize, u64)> {
         if n >= self.prefix(self.tree.len()) {
             return None;
         }
@@ -85,7 +92,7 @@ impl Fenwick {
     }
 
     /// Heap bytes held.
-    pub(crate) fn heap_bytes(&self) -> usize {
+    pub fn heap_bytes(&self) -> usize {
         self.tree.capacity() * 8
     }
 }

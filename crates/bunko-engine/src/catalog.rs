@@ -82,6 +82,8 @@ pub struct Engine {
     logins: Logins,
     /// The search service text indexes are served by (see [`crate::find::text`]).
     text: crate::find::text::Hook,
+    /// The indexes built above the engine (see [`crate::hooks`]).
+    hooks: crate::hooks::Hooks,
     /// Each client's last query, for the advisor's rule 8 (in memory only).
     clients: Arc<crate::advisor::Clients>,
 }
@@ -98,11 +100,13 @@ impl Engine {
         let clients = Arc::new(crate::advisor::Clients::default());
         let mut dbs = BTreeMap::new();
         let text = crate::find::text::Hook::default();
+        let hooks = crate::hooks::Hooks::default();
         for entry in bunko_storage::Iter::new(store.snapshot(), keys::db_range(), false, 256) {
             let (_, value) = entry?;
             let meta: DbMeta = records::decode(&value)?;
-            let db =
-                Database::load(store.clone(), config.clone(), clients.clone(), meta, text.clone())?;
+            let (config, clients, text, hooks) =
+                (config.clone(), clients.clone(), text.clone(), hooks.clone());
+            let db = Database::load(store.clone(), config, clients, meta, text, hooks)?;
             dbs.insert(db.name().to_string(), db);
         }
         let next_id = match store.get(&Key::Meta(NEXT_DB_ID).encode())? {
@@ -113,7 +117,7 @@ impl Engine {
         let logins = Logins::new(now.admins.clone(), now.lockout.clone());
         let catalog = Mutex::new(next_id);
         let dbs = RwLock::new(dbs);
-        let engine = Engine { store, settings, dbs, catalog, logins, text, clients };
+        let engine = Engine { store, settings, dbs, catalog, logins, text, hooks, clients };
         engine.resume_drops()?;
         Ok(engine)
     }
@@ -122,6 +126,16 @@ impl Engine {
     /// a second registration is ignored).
     pub fn set_text_search(&self, search: Arc<dyn crate::find::text::TextSearch>) {
         let _ = self.text.set(search);
+    }
+
+    /// Registers an index kind built above the engine (views): it hears of every open
+    /// database now, and of every database created and every commit from now on.
+    pub fn add_index_hooks(&self, hooks: Arc<dyn crate::hooks::IndexHooks>) {
+        self.hooks.write().push(hooks.clone());
+        let dbs: Vec<Arc<Database>> = self.dbs.read().values().cloned().collect();
+        for db in &dbs {
+            hooks.opened(db);
+        }
     }
 
     /// Whether text indexes can be served (`GET /` then lists `search`).
@@ -189,7 +203,8 @@ impl Engine {
         self.store.commit(batch)?;
         *next_id += 1;
         let (live, clients) = (self.settings.live().clone(), self.clients.clone());
-        let db = Database::load(self.store.clone(), live, clients, meta, self.text.clone())?;
+        let (text, hooks) = (self.text.clone(), self.hooks.clone());
+        let db = Database::load(self.store.clone(), live, clients, meta, text, hooks)?;
         self.dbs.write().insert(name.to_string(), db.clone());
         crate::db_updates::global().note("created", name);
         Ok(db)
@@ -312,7 +327,7 @@ fn remove_db_keys(store: &dyn Store, db_id: u64) -> Result<()> {
 /// Removes every key of `range`, a thousand per commit.
 /// Each page starts after the last key removed, so the scan never walks back over the
 /// deletion markers it left (which made removing a large range quadratic).
-pub(crate) fn remove_range(store: &dyn Store, range: &bunko_storage::Range) -> Result<()> {
+pub fn remove_range(store: &dyn Store, range: &bunko_storage::Range) -> Result<()> {
     let mut range = range.clone();
     loop {
         let page = store.scan(&range, false, 1000)?;

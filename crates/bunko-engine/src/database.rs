@@ -34,8 +34,10 @@ pub struct Database {
     pub(crate) indexes: Registry,
     /// The order statistics of document ids (`_all_docs` `offset` and `skip`).
     pub(crate) ids: crate::ids::IdOrder,
-    /// The view groups of the design documents.
-    pub(crate) views: crate::view::Registry,
+    /// Per-database state of the indexes built above the engine (views).
+    pub(crate) extensions: crate::hooks::Extensions,
+    /// The hooks of those indexes, shared by the engine's databases.
+    pub(crate) hooks: crate::hooks::Hooks,
     /// The compiled `validate_doc_update` functions.
     pub(crate) validators: crate::validators::Validators,
     /// The compiled triggers.
@@ -80,6 +82,7 @@ impl Database {
         clients: Arc<crate::advisor::Clients>,
         meta: DbMeta,
         text: crate::find::text::Hook,
+        hooks: crate::hooks::Hooks,
     ) -> Result<Arc<Self>> {
         let stats = match store.get(&Key::Stats(meta.id).encode())? {
             Some(bytes) => Stats::decode(&bytes)?,
@@ -100,7 +103,8 @@ impl Database {
             dropped: AtomicBool::new(false),
             indexes: Registry::default(),
             ids: Default::default(),
-            views: Default::default(),
+            extensions: Default::default(),
+            hooks,
             validators: Default::default(),
             triggers: Default::default(),
             building: AtomicBool::new(false),
@@ -112,18 +116,17 @@ impl Database {
         });
         db.load_indexes()?;
         db.spawn_builder();
-        db.load_views()?;
-        db.spawn_view_indexer();
+        db.notify_opened();
         Ok(db)
     }
 
     /// A weak handle on this database (for state that must not keep it alive).
-    pub(crate) fn weak(&self) -> Weak<Database> {
+    pub fn weak(&self) -> Weak<Database> {
         self.me.clone()
     }
 
     /// This database as an `Arc` (for background work).
-    pub(crate) fn arc(&self) -> Option<Arc<Database>> {
+    pub fn arc(&self) -> Option<Arc<Database>> {
         self.me.upgrade()
     }
 
@@ -133,6 +136,11 @@ impl Database {
 
     pub fn id(&self) -> u64 {
         self.meta.read().id
+    }
+
+    /// The store the database's keys are in (indexes above the engine keep theirs there).
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
     }
 
     pub fn is_partitioned(&self) -> bool {

@@ -91,7 +91,7 @@ pub fn validate(body: &Map<String, Value>, db_partitioned: bool) -> Result<()> {
     if let Some(Value::String(source)) = body.get("validate_doc_update") {
         // CouchDB compiles it only at the first write; refusing it here keeps a typo from
         // failing every later write of the database.
-        let compiled = crate::view::runtime().compile_validators(&[(source, Value::Null)]);
+        let compiled = crate::js::runtime().compile_validators(&[(source, Value::Null)]);
         compiled.map_err(|err| Error::Invalid {
             error: "compilation_error",
             reason: format!("validate_doc_update: {}", err.reason()),
@@ -113,7 +113,7 @@ fn compile_scripts(body: &Map<String, Value>, field: &str) -> Result<()> {
     let Some(Value::Object(functions)) = body.get(field) else { return Ok(()) };
     for (name, source) in functions {
         let Some(source) = source.as_str() else { continue };
-        let compiled = crate::view::runtime().compile_scripts(&[(source, Value::Null)]);
+        let compiled = crate::js::runtime().compile_scripts(&[(source, Value::Null)]);
         compiled.map_err(|err| Error::Invalid {
             error: "compilation_error",
             reason: format!("{field}.{name}: {}", err.reason()),

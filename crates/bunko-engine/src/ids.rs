@@ -16,7 +16,7 @@
 //!
 //! Memory: about 45 bytes per bucket, so about one byte per document.
 //!
-//! Consistency, as for view rows (`view::order`): every commit that writes `Doc` keys holds
+//! Consistency, as for view rows (`bunko-views`' `order.rs`): every commit that writes `Doc` keys holds
 //! the structure's write lock while it applies its batch and records its changes
 //! ([`IdOrder::lock`], [`Locked::record`]); a reader takes its snapshot and reads the
 //! structure under the read lock ([`IdOrder::read`]), so both describe the same documents.
@@ -28,10 +28,10 @@ use std::ops::Bound;
 use bunko_storage::{Range, Read, Snapshot, Store, prefix_range};
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+use crate::buckets::separator;
 use crate::buckets::{Fenwick, bucket_of, bucket_range};
 use crate::keys::{self, Key};
 use crate::records::{self, DocInfo};
-use crate::view::order::separator;
 use crate::{Error, Result};
 
 /// Keys per bucket after a split or a build.

@@ -15,15 +15,18 @@
 //! | `0x0A` | index entry `(db, num, [partition], values…, doc_id)` | `[[values…], doc_id, [whole…]]` ([`crate::index::entries`]) |
 //! | `0x0B` | `IdxMeta(db, ddoc, name)` | [`crate::index::IndexMeta`]: storage number, build cursor |
 //! | `0x0C` | `IdxDropped(db, num)` | marks a removed index whose entries are still being removed |
-//! | `0x0D` | map index checkpoint `(db, sig)` | [`crate::view::MapMeta`]: seq reached, rows |
-//! | `0x0E` | view row `(db, sig, [partition], key, doc_id, n)` | `[key, doc_id, value]` ([`crate::view::entries`]) |
-//! | `0x0F` | view back-index `(db, sig, doc_id)` | the document's row keys |
+//! | `0x0D` | [`VIEW_META`]: map index checkpoint `(db, sig)` | reserved for `bunko-views`: seq reached, rows |
+//! | `0x0E` | [`VIEW_ROW`]: view row `(db, sig, [partition], key, doc_id, n)` | reserved for `bunko-views`: `[key, doc_id, value]` |
+//! | `0x0F` | [`VIEW_BACK`]: view back-index `(db, sig, doc_id)` | reserved for `bunko-views`: the document's row keys |
 //! | `0x10` | `Config(section, key)` | a `_config` change: `Option<String>` (postcard; `None` = deleted) |
 //! | `0x11` | `AttChunk(db, digest, n)` | chunk `n` of an attachment body (raw bytes, 64 KiB but the last) |
 //! | `0x12` | `Event(db, seq)` | [`crate::records::ChangeRecord`]: the change journal (every write, for change streams) |
 //! | `0x13` | `Purge(db, purge_seq)` | [`crate::records::PurgeInfo`]: one `_purge` request, kept up to `purged_infos_limit` |
 //! | `0x14` | `PurgedLimit(db)` | `purged_infos_limit` (postcard `u64`; absent = 1000) |
 //! | `0x20` | spill entry `(spill, key…)` | a query operator's temporary data ([`crate::spill`]); removed when it ends and at start-up |
+//!
+//! Tags `0x0D`–`0x0F` belong to the views built above the engine (`bunko-views` writes and
+//! reads them); the engine only reserves them, and removes them with the database.
 //!
 //! `db` is the database's numeric id (8 bytes big-endian), never its name, so that a deleted
 //! and re-created database starts empty while the old one's keys are removed in the
@@ -53,6 +56,13 @@ const EVENT: u8 = 0x12;
 const PURGE: u8 = 0x13;
 const PURGED_LIMIT: u8 = 0x14;
 const SPILL: u8 = 0x20;
+
+/// Reserved for `bunko-views`: the checkpoint of a map index, `(db, sig)`.
+pub const VIEW_META: u8 = 0x0D;
+/// Reserved for `bunko-views`: a view row, `(db, sig, [partition], key, doc_id, n)`.
+pub const VIEW_ROW: u8 = 0x0E;
+/// Reserved for `bunko-views`: a map index's back-index, `(db, sig, doc_id)`.
+pub const VIEW_BACK: u8 = 0x0F;
 
 /// A storage key; see the module docs for the layout.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -172,9 +182,9 @@ pub fn all_db_ranges(db: u64) -> Vec<Range> {
         crate::index::entries::IDX,
         IDX_META,
         IDX_DROPPED,
-        crate::view::entries::VIEW_META,
-        crate::view::entries::VIEW_ROW,
-        crate::view::entries::VIEW_BACK,
+        VIEW_META,
+        VIEW_ROW,
+        VIEW_BACK,
     ]
     .iter()
     .map(|&tag| prefix_range(&KeyWriter::new(tag).u64(db).finish()))

@@ -9,7 +9,8 @@
 //!   counters; then it releases the lock and waits for the group-commit sync before
 //!   answering. Every user operation is one atomic commit.
 //! - Reads (`read.rs`, `all_docs.rs`, `changes.rs`) run on storage snapshots and stream.
-//! - [`view`]: JavaScript views of design documents, built incrementally from `_changes`.
+//! - [`hooks`]: what indexes built above the engine from `_changes` (JavaScript views in
+//!   `bunko-views`) hear of, and where they keep their state per database.
 //! - [`advisor`]: the data-modeling advisor (`GET /{db}/_advise`), which samples a database
 //!   through these reads and checks the modeling guides' rules.
 //! - [`keys`] lists every key the engine writes.
@@ -40,7 +41,7 @@
 pub mod advisor;
 pub mod all_docs;
 pub mod attachments;
-mod buckets;
+pub mod buckets;
 mod catalog;
 pub mod changes;
 mod compact;
@@ -52,8 +53,10 @@ pub mod events;
 mod filters;
 pub mod find;
 mod gate;
+pub mod hooks;
 mod ids;
 pub mod index;
+mod js;
 pub mod keys;
 pub mod local;
 pub mod login;
@@ -77,10 +80,9 @@ mod user_doc;
 pub mod users;
 pub mod uuids;
 mod validators;
-pub mod view;
 mod write;
 
-pub use catalog::{Config, Engine};
+pub use catalog::{Config, Engine, remove_range};
 pub use database::{Database, DbInfo};
 pub use error::{Error, Result};
 pub use txn::{Transaction, TxnDoc, TxnWrite};

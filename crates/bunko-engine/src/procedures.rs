@@ -73,7 +73,7 @@ impl Engine {
             return Err(Error::NotFound(format!("missing procedure {name} on design doc {id}")));
         };
         body.insert("_id".to_string(), Value::String(id));
-        let scripts = crate::view::runtime().compile_scripts(&[(&source, Value::Object(body))])?;
+        let scripts = crate::js::runtime().compile_scripts(&[(&source, Value::Object(body))])?;
         let user_ctx = json!({"db": db, "name": ctx.name, "roles": ctx.roles});
         let mut attempt = 1;
         loop {

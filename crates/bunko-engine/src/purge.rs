@@ -17,7 +17,7 @@
 //! Indexes built from the change sequence learn of purges from these records: each view
 //! map index keeps its purge checkpoint in `_local/purge-mrview-{sig}` (CouchDB's id and
 //! fields, hidden from `_local_docs` unless `include_system=true`) and removes the purged
-//! documents' rows before it reads new changes (`view/purge.rs`); search indexes do the
+//! documents' rows before it reads new changes (`bunko-views`' `purge.rs`); search indexes do the
 //! same with their checkpoint in their own commit (`bunko-search`). Compaction keeps the
 //! newest `purged_infos_limit` records and older ones until every purge checkpoint passed
 //! them.
@@ -280,7 +280,7 @@ impl Database {
 }
 
 /// The latest purge seq of database `db` in `read`.
-pub(crate) fn purge_seq_in(read: &dyn Read, db: u64) -> Result<u64> {
+pub fn purge_seq_in(read: &dyn Read, db: u64) -> Result<u64> {
     match read.scan(&keys::purge_range(db), true, 1)?.first() {
         Some((key, _)) => keys::decode_purge(key),
         None => Ok(0),
@@ -296,7 +296,7 @@ pub(crate) fn purged_update_seq(read: &dyn Read, db: u64) -> Result<u64> {
 }
 
 /// The purge records of `db` after purge seq `after`, oldest first.
-pub(crate) fn purges_after(
+pub fn purges_after(
     snapshot: &bunko_storage::Snapshot,
     db: u64,
     after: u64,
@@ -329,7 +329,7 @@ pub(crate) fn purge_checkpoints(
 }
 
 /// The `purge_seq` of a purge checkpoint body, if it is one.
-pub(crate) fn checkpoint_seq(body: &str) -> Option<u64> {
+pub fn checkpoint_seq(body: &str) -> Option<u64> {
     serde_json::from_str::<Value>(body).ok()?.get("purge_seq")?.as_u64()
 }
 

@@ -2,7 +2,7 @@
 //! `_design/{d}/_show/{f}[/{id}]` and `_design/{d}/_list/{f}[/{ddoc}]/{view}`
 //! (`chttpd_show`, `couch_mrview_show`): read-only, run in the sandbox
 //! ([`bunko_js::CompiledRender`]) with the design document as `this`. The HTTP layer reads
-//! the view rows a list gets (through [`Database::query_view`]) and builds `req`.
+//! the view rows a list gets (through `bunko_views::query_view`) and builds `req`.
 
 use bunko_js::{Limits, Rendered, Runtime};
 use serde_json::{Map, Value};

@@ -95,7 +95,7 @@ impl Database {
         }
         let sources: Vec<(&str, Value)> =
             functions.iter().map(|(s, d)| (s.as_str(), d.clone())).collect();
-        Ok(Some(crate::view::runtime().compile_scripts(&sources)?))
+        Ok(Some(crate::js::runtime().compile_scripts(&sources)?))
     }
 
     /// Fires the triggers on each of `docs` in order, under the writer lock, and returns

@@ -141,7 +141,7 @@ impl Database {
         }
         let sources: Vec<(&str, Value)> =
             functions.iter().map(|(s, d)| (s.as_str(), d.clone())).collect();
-        Ok(Loaded { js: Some(crate::view::runtime().compile_validators(&sources)?), mongo })
+        Ok(Loaded { js: Some(crate::js::runtime().compile_validators(&sources)?), mongo })
     }
 }
 

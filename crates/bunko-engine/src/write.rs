@@ -334,7 +334,7 @@ impl Database {
             if after.ddocs_changed {
                 me.spawn_builder();
             }
-            me.views_after_write(after.ddocs_changed);
+            me.notify_written(after.ddocs_changed);
         }
     }
 

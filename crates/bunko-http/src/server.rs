@@ -162,7 +162,7 @@ pub async fn active_tasks(
     let views = crate::blocking(move || {
         let mut views = Vec::new();
         for db in &dbs {
-            views.extend(db.view_tasks()?);
+            views.extend(bunko_views::view_tasks(db)?);
         }
         Ok(views)
     })

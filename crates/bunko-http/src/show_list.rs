@@ -94,7 +94,8 @@ async fn list(
     path.push(view.clone());
     let req = request(&state, &ctx, path, None, &call);
     let mut response = blocking(move || {
-        let result = db.query_view(&format!("_design/{view_ddoc}"), &view, &query, None)?;
+        let result =
+            bunko_views::query_view(&db, &format!("_design/{view_ddoc}"), &view, &query, None)?;
         let head = crate::view::head_json(result.total_rows, result.offset, result.update_seq);
         let rows: Vec<Value> = result
             .rows

@@ -4,7 +4,7 @@
 //! [`crate::partition`] to [`query`].
 //!
 //! Handlers parse the parameters into a [`ViewQuery`], run
-//! [`Database::query_view`] on a blocking thread and render
+//! [`bunko_views::query_view`] on a blocking thread and render
 //! `{"total_rows","offset","rows":[{"id","key","value"[,"doc"]}]}` (reduce answers have only
 //! `rows`). Map rows stream from the query's snapshot ([`crate::stream`]); reduce rows are
 //! computed before the answer starts.
@@ -17,7 +17,7 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Extension, Router};
 use bunko_engine::Database;
-use bunko_engine::view::{Update, ViewInfo, ViewQuery, ViewResult, ViewRow};
+use bunko_views::{Update, ViewInfo, ViewQuery, ViewResult, ViewRow};
 use serde_json::{Map, Value, json};
 
 use crate::body::RawBody;
@@ -95,7 +95,7 @@ pub async fn query(
     let opts = DocOpts { conflicts: params.flag("conflicts")?, ..Default::default() };
     let (first, rest) = blocking(move || {
         let ViewResult { total_rows, offset, update_seq, mut rows } =
-            db.query_view(&ddoc, &view, &q, partition.as_deref())?;
+            bunko_views::query_view(&db, &ddoc, &view, &q, partition.as_deref())?;
         let head = head_json(total_rows, offset, update_seq).to_string();
         let mut out = Vec::with_capacity(1024);
         out.extend_from_slice(head.strip_suffix('}').unwrap_or(&head).as_bytes());
@@ -189,7 +189,7 @@ async fn post_queries(
     let results = blocking(move || {
         let mut out = Vec::with_capacity(parsed.len());
         for (q, opts) in &parsed {
-            out.push(result_json(db.query_view(&ddoc, &view, q, None)?, opts)?);
+            out.push(result_json(bunko_views::query_view(&db, &ddoc, &view, q, None)?, opts)?);
         }
         Ok(out)
     })
@@ -207,16 +207,16 @@ async fn info(
     let id = format!("_design/{ddoc}");
     let probe = handle.clone();
     let probe_id = id.clone();
-    if blocking(move || Ok(probe.design_group(&probe_id)?)).await?.is_none() {
+    if blocking(move || Ok(bunko_views::design_group(&probe, &probe_id)?)).await?.is_none() {
         return crate::ddoc_info::info(st, ctx, Path((db, ddoc))).await;
     }
     let db = handle;
     let (group, updating, (seq, info)) = blocking(move || {
-        let Some(def) = db.design_group(&id)? else {
+        let Some(def) = bunko_views::design_group(&db, &id)? else {
             return Ok((None, false, (0, ViewInfo::default())));
         };
-        let index = db.view_index(def.clone())?;
-        let info = db.view_info(&index)?;
+        let index = bunko_views::view_index(&db, def.clone())?;
+        let info = bunko_views::view_info(&db, &index)?;
         Ok((Some(def), index.is_updating(), (index.seq(), info)))
     })
     .await?;
@@ -253,7 +253,7 @@ async fn cleanup(
     Path(db): Path<String>,
 ) -> ApiResult<Response> {
     let db = open(&st, &ctx, &db, Access::Admin)?;
-    blocking(move || Ok(db.view_cleanup()?)).await?;
+    blocking(move || Ok(bunko_views::view_cleanup(&db)?)).await?;
     Ok(render::json(StatusCode::ACCEPTED, json!({"ok": true})))
 }
 

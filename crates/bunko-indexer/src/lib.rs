@@ -15,7 +15,7 @@
 //! 4. [`Designs`]: which index each design document names, remembered between queries.
 //! 5. [`Task`]: a running update as `GET /_active_tasks` lists it.
 //!
-//! Users: JavaScript views (`bunko_engine::view`) and Cloudant Search (`bunko-search`).
+//! Users: JavaScript views (`bunko-views`) and Cloudant Search (`bunko-search`).
 //! The crate knows nothing of documents or storage, so it sits below both.
 
 mod background;

@@ -39,17 +39,28 @@
 //! and ships pre-generated bindings for common targets (no bindgen or libclang); its
 //! `parallel` feature makes runtimes `Send`.
 //!
+//! Feature `quickjs` (on by default) builds QuickJS in; without it nothing compiles
+//! (`no_sandbox.rs`): every function is refused with a `compilation_error`, and only the
+//! built-in reducers work. `bunko-engine`'s `js` feature turns it on.
+//!
 //! `unsafe`: one call, `JS_SetMemoryLimit` from inside the runtime's own interrupt handler
 //! (`sandbox.rs`, `lift_memory_limit`), without which a function that swallows
 //! out-of-memory errors in a loop could never be interrupted. Its safety argument is there.
 
 mod builtin;
+mod calls;
+#[cfg(feature = "quickjs")]
 mod convert;
 mod error;
 mod reduce;
 mod render;
+#[cfg(feature = "quickjs")]
+mod sandbox;
+#[cfg(not(feature = "quickjs"))]
+#[path = "no_sandbox.rs"]
 mod sandbox;
 mod script;
+#[cfg(feature = "quickjs")]
 mod source;
 mod update;
 mod validate;

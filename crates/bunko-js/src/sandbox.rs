@@ -43,23 +43,7 @@ use crate::views::Limits;
 /// The intrinsics CouchDB's `couchjs` gives each sandbox (`add_cx_methods`).
 type Intrinsics = (Date, Eval, intrinsic::Json, RegExpCompiler, RegExp, MapSet);
 
-/// Which environment a function gets: map functions may `require` from `views.lib`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
-    Map,
-    Reduce,
-}
-
-/// What a `db` call of a procedure or trigger asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Op {
-    Get,
-    Find,
-    Put,
-}
-
-/// What answers a `db` call: the operation and the argument's JSON text in, JSON text out.
-pub(crate) type Answer = Arc<dyn Fn(Op, &str) -> String + Send + Sync>;
+pub(crate) use crate::calls::{Answer, Kind, Op};
 
 /// Where prelude.js leaves the host functions.
 const HOST: &str = "__bunko_host";

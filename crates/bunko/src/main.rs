@@ -79,6 +79,8 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             false,
         )?;
     }
+    // Views load every database's view groups and keep them current after writes.
+    bunko_views::register(&engine);
     let search = bunko_search::Search::new(Some(settings.data.join("search")));
     // `_find` on Mango text indexes goes to the search service.
     engine.set_text_search(std::sync::Arc::new(bunko_search::MangoText(search.clone())));

@@ -1,5 +1,14 @@
 //! JavaScript views of design documents (DESIGN.md §5), built incrementally from
-//! `_changes`.
+//! `_changes`: a user of the index framework ([`bunko_indexer`]) above the engine, so that
+//! an embedder who needs no views does not compile them.
+//!
+//! The engine knows views only through its hooks: [`register`] adds [`ViewHooks`], which
+//! load a database's view groups when it opens and wake the background indexer after
+//! every commit; the views' state of a database lives in the database handle
+//! ([`registry`]), and their keys under the tags the engine reserves for them
+//! (`bunko_engine::keys::VIEW_META` …; [`entries`]). Queries and maintenance are
+//! functions of a database: [`query_view`], [`view_info`], [`view_cleanup`],
+//! [`view_tasks`], [`design_group`].
 //!
 //! 1. [`def`]: a design document's views form a group ([`GroupDef`]); each distinct map
 //!    function is a map index ([`MapDef`]) named by a signature over what changes its rows,
@@ -33,21 +42,30 @@ pub mod order;
 mod purge;
 pub mod query;
 mod reduce;
+#[cfg(test)]
+mod testing;
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
 
+use bunko_engine::hooks::IndexHooks;
+use bunko_engine::{Database, Engine};
 use bunko_indexer::{Activity, Background, Designs};
 use bunko_js::{CompiledReduce, CompiledViews, Limits, Runtime};
 use parking_lot::Mutex;
 
-pub use build::ViewTask;
+pub use build::{
+    ViewTask, design_group, design_groups, update_view, view_cleanup, view_index, view_tasks,
+};
+use build::{load_views, spawn_view_indexer, views_after_write};
 pub use bunko_indexer::{Progress, Update};
 pub use def::{GroupDef, MapDef, ViewDef};
 pub use entries::MapMeta;
 pub use info::ViewInfo;
+pub use info::view_info;
+pub use query::query_view;
 pub use query::{ViewQuery, ViewResult, ViewRow};
 
 /// One map index: its rows are keyed by `sig` ([`entries`]).
@@ -135,10 +153,45 @@ pub(crate) fn runtime() -> Runtime {
     Runtime::new(Limits::default())
 }
 
+/// The views' state of `db`, kept in the database handle.
+pub fn registry(db: &Database) -> Arc<Registry> {
+    db.extension(|| Registry::new(db.weak()))
+}
+
+/// How the engine tells views of databases opened and commits applied.
+#[derive(Debug)]
+pub struct ViewHooks;
+
+impl IndexHooks for ViewHooks {
+    fn opened(&self, db: &Arc<Database>) {
+        if let Err(err) = load_views(db) {
+            tracing::warn!(%err, db = db.name(), "loading view definitions failed");
+        }
+        spawn_view_indexer(db);
+    }
+
+    fn written(&self, db: &Arc<Database>, ddocs_changed: bool) {
+        views_after_write(db, ddocs_changed);
+    }
+}
+
+/// Registers views with `engine`: every open database's view groups are loaded and kept
+/// current in the background from now on.
+pub fn register(engine: &Engine) {
+    engine.add_index_hooks(Arc::new(ViewHooks));
+}
+
+/// Unix time in seconds.
+pub(crate) fn now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
 /// The view groups of one database by group signature, and their map indexes by map
 /// signature.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Registry {
+    /// The database, for the background indexer.
+    db: Weak<Database>,
     groups: Mutex<HashMap<String, Arc<Index>>>,
     maps: Mutex<HashMap<String, Arc<MapIndex>>>,
     /// Map indexes dropped from `maps` (no design document uses them) that a build may
@@ -150,7 +203,7 @@ pub struct Registry {
     /// The group each design document names.
     pub(crate) designs: Designs,
     /// Row counts by key of every map index, for `offset` and partition totals
-    /// (`view/order.rs`).
+    /// ([`order`]).
     pub(crate) order: order::Orders,
     /// Held shared while groups and map indexes are registered, and exclusively by
     /// `_view_cleanup` while it drops and removes indexes, so that a registration made from
@@ -160,6 +213,24 @@ pub struct Registry {
 }
 
 impl Registry {
+    fn new(db: Weak<Database>) -> Registry {
+        Registry {
+            db,
+            groups: Mutex::default(),
+            maps: Mutex::default(),
+            retired: Mutex::default(),
+            background: Background::default(),
+            designs: Designs::default(),
+            order: order::Orders::default(),
+            registration: parking_lot::RwLock::default(),
+        }
+    }
+
+    /// The database, unless it is gone.
+    pub(crate) fn db(&self) -> Option<Arc<Database>> {
+        self.db.upgrade()
+    }
+
     /// Every registered group.
     pub fn all(&self) -> Vec<Arc<Index>> {
         self.groups.lock().values().cloned().collect()
@@ -229,5 +300,53 @@ impl Registry {
 
     pub fn is_empty(&self) -> bool {
         self.groups.lock().is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use bunko_engine::security::UserCtx;
+    use bunko_engine::{Config, Engine, Result};
+    use bunko_storage::Memory;
+    use serde_json::json;
+
+    use super::*;
+    use crate::testing::put;
+
+    /// The seq every registered view group of `db` has reached, once the background
+    /// indexer got there (or after 10 s).
+    fn background_seq(db: &Database, target: u64) -> u64 {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let groups = registry(db).all();
+            let seq = groups.iter().map(|g| g.seq()).min().unwrap_or(0);
+            if (!groups.is_empty() && seq >= target) || Instant::now() > deadline {
+                return seq;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn registered_views_are_loaded_and_kept_current_without_a_query() -> Result<()> {
+        let engine = Engine::open(Arc::new(Memory::new()), Config::default())?;
+        let db = engine.create_db(&UserCtx::admin("test"), "v", false)?;
+        put(
+            &db,
+            json!({"_id": "_design/d", "views": {"v": {"map": "function(d) { emit(d.n); }"}}}),
+        )?;
+        put(&db, json!({"_id": "a", "n": 1}))?;
+        assert!(registry(&db).is_empty(), "without registration nothing is loaded");
+
+        register(&engine);
+        assert_eq!(background_seq(&db, db.update_seq()), db.update_seq(), "loaded at registration");
+        put(&db, json!({"_id": "b", "n": 2}))?;
+        assert_eq!(background_seq(&db, db.update_seq()), db.update_seq(), "updated after a write");
+        let q = ViewQuery { update: Update::False, ..ViewQuery::default() };
+        let r = query_view(&db, "_design/d", "v", &q, None)?;
+        assert_eq!(r.total_rows, Some(2));
+        Ok(())
     }
 }

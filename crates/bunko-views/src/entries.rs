@@ -6,7 +6,7 @@
 //! 0x0F | db | sig | doc_id                          -> Vec<row key> (postcard)
 //! ```
 //!
-//! `sig` is the map index's signature ([`super::MapDef::sig`]) and `n` the row's position
+//! `sig` is the map index's signature ([`crate::MapDef::sig`]) and `n` the row's position
 //! among the rows the document emitted (u64), so one document may emit the same key twice.
 //! The collated key is one-way, hence the original key in the value; it is prefix-free, so
 //! the rows of one key are one contiguous range, sorted by document id.
@@ -22,12 +22,7 @@ use bunko_storage::{Range, prefix_range};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// Tag of the `MapMeta` checkpoint.
-pub const VIEW_META: u8 = 0x0D;
-/// Tag of view rows.
-pub const VIEW_ROW: u8 = 0x0E;
-/// Tag of the back-index.
-pub const VIEW_BACK: u8 = 0x0F;
+pub use bunko_engine::keys::{VIEW_BACK, VIEW_META, VIEW_ROW};
 
 /// The stored state of one map index.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -31,9 +31,9 @@ use std::ops::Bound;
 use bunko_storage::{Batch, Entry, Iter, Range, Read, Snapshot, Store, Ticket, prefix_range};
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use super::entries::BackIndex;
-use crate::buckets::{Fenwick, bucket_of, bucket_range};
-use crate::{Error, Result};
+use crate::entries::BackIndex;
+use bunko_engine::buckets::{Fenwick, bucket_of, bucket_range, separator};
+use bunko_engine::{Error, Result};
 
 /// Rows per bucket after a split or a build.
 pub const TARGET: usize = 16;
@@ -501,13 +501,6 @@ impl Order {
     }
 }
 
-/// The shortest key above `a` and at most `b` (`a < b`): `b` cut one byte past the
-/// first byte where they differ.
-pub(crate) fn separator<'b>(a: &[u8], b: &'b [u8]) -> &'b [u8] {
-    let common = a.iter().zip(b).take_while(|(x, y)| x == y).count();
-    &b[..(common + 1).min(b.len())]
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
@@ -744,13 +737,13 @@ mod tests {
     fn memory_stays_small_per_row() -> Result<()> {
         // The benchmark's view: 50 readings per device, keyed by device.
         let store = Memory::new();
-        let base = super::super::entries::row_base(7, "0123456789abcdef0123456789abcdef", None);
+        let base = crate::entries::row_base(7, "0123456789abcdef0123456789abcdef", None);
         let keys: Vec<Vec<u8>> = (0..20_000u32)
             .map(|i| {
                 let (device, ts) = (i % 400, 1_700_000_000 + (i / 400) * 60);
                 let key = serde_json::json!(format!("device-{device}"));
                 let id = format!("bridge-{}:device-{device}-{ts}", device % 100);
-                super::super::entries::row_key(&base, &key, false, &id, 0)
+                crate::entries::row_key(&base, &key, false, &id, 0)
             })
             .collect();
         commit(&store, &keys, &[])?;

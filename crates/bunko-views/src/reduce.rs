@@ -10,9 +10,9 @@ use bunko_doc::collate::Collation;
 use bunko_js::{Builtin, ReduceLimit};
 use serde_json::Value;
 
-use super::query::{Grouping, RawRow};
-use super::{Index, ViewDef, runtime};
-use crate::{Error, Result};
+use crate::query::{Grouping, RawRow};
+use crate::{Index, ViewDef, runtime};
+use bunko_engine::{Error, Result};
 
 /// Rows reduced per call before re-reducing.
 const CHUNK: usize = 256;

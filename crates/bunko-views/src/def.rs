@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use md5::{Digest, Md5};
 use serde_json::{Map, Value, json};
 
-use crate::design;
+use bunko_engine::design;
 
 /// Version of the map-index signature term; a different layout of the term would change
 /// every signature, so it is kept apart from the group signatures of older data dirs.

@@ -1,15 +1,15 @@
 //! View queries: `GET/POST /{db}/_design/{ddoc}/_view/{view}` and its partition form.
 //!
-//! [`Database::query_view`] checks the request against the view (map-only or reduce,
+//! [`query_view`] checks the request against the view (map-only or reduce,
 //! partitioned or global), updates the index unless `update=false`, then reads one
 //! snapshot:
 //! - a map query turns `startkey`/`endkey` (with their doc ids, `inclusive_end`,
 //!   `descending`) or each of `keys` into a byte range of collated keys
-//!   ([`super::entries`]); the rows are a lazy iterator over the snapshot ([`RowIter`]),
+//!   ([`crate::entries`]); the rows are a lazy iterator over the snapshot ([`RowIter`]),
 //!   with `skip` and `limit` applied while scanning, so the answer can stream;
 //! - a reduce query reads the rows of the range(s), groups consecutive rows whose keys
 //!   (cut to `group_level` elements) collate equal, and reduces each group
-//!   (`view/reduce.rs`).
+//!   (`reduce.rs`).
 //!
 //! `include_docs=true` loads the emitting document, or the linked one when the row's
 //! value is an object with an `_id` (and optionally `_rev`).
@@ -24,12 +24,13 @@ use bunko_doc::collate::Collation;
 use bunko_storage::{Iter, Range, Snapshot, prefix_range};
 use serde_json::Value;
 
-use super::entries;
-use super::order::Cut;
-use super::{GroupDef, Index, Update, ViewDef};
-use crate::database::Database;
-use crate::read::DocOut;
-use crate::{Error, Result};
+use crate::build::{design_group, spawn_view_update, update_view, view_index};
+use crate::entries;
+use crate::order::Cut;
+use crate::{GroupDef, Index, Update, ViewDef, registry};
+use bunko_engine::Database;
+use bunko_engine::read::DocOut;
+use bunko_engine::{Error, Result};
 
 /// A view query's parameters, parsed.
 #[derive(Debug, Clone)]
@@ -129,212 +130,204 @@ fn parse_error(reason: &str) -> Error {
     Error::QueryParse(reason.to_string())
 }
 
-impl Database {
-    /// Answers a view query; `partition` is the partition of a `/_partition/{p}/` route.
-    pub fn query_view(
-        &self,
-        ddoc: &str,
-        view: &str,
-        q: &ViewQuery,
-        partition: Option<&str>,
-    ) -> Result<ViewResult> {
-        let index = self.view_group(ddoc)?;
-        let def = &index.def;
-        let view_def =
-            def.view(view).cloned().ok_or_else(|| Error::NotFound("missing_named_view".into()))?;
-        match (def.partitioned, partition) {
-            (true, None) => {
-                return Err(parse_error(
-                    "`partition` parameter is mandatory for queries to this view.",
-                ));
-            }
-            (false, Some(_)) => {
-                return Err(parse_error(
-                    "`partition` parameter is not supported in this design doc",
-                ));
-            }
-            _ => {}
+/// Answers a view query; `partition` is the partition of a `/_partition/{p}/` route.
+pub fn query_view(
+    db: &Database,
+    ddoc: &str,
+    view: &str,
+    q: &ViewQuery,
+    partition: Option<&str>,
+) -> Result<ViewResult> {
+    let index = view_group(db, ddoc)?;
+    let def = &index.def;
+    let view_def =
+        def.view(view).cloned().ok_or_else(|| Error::NotFound("missing_named_view".into()))?;
+    match (def.partitioned, partition) {
+        (true, None) => {
+            return Err(parse_error(
+                "`partition` parameter is mandatory for queries to this view.",
+            ));
         }
-        let reduce = check(q, &view_def)?;
-        match q.update {
-            Update::True => self.catch_up(&index)?,
-            Update::False => {}
-            Update::Lazy => {
-                if let Some(me) = self.arc() {
-                    me.spawn_view_update(index.clone());
-                }
-            }
+        (false, Some(_)) => {
+            return Err(parse_error("`partition` parameter is not supported in this design doc"));
         }
-        let map = index.map_of(&view_def).ok_or_else(|| Error::Corrupt("view map".into()))?;
-        let base = entries::row_base(self.id(), &map.sig, partition);
-        let mut result = match reduce {
-            Some(grouping) => {
-                let snapshot = self.store.snapshot();
-                self.reduce_query(&index, &view_def, &snapshot, &base, q, grouping)?
-            }
-            None => self.map_query(&index, &view_def, &base, q, partition.is_some())?,
-        };
-        if q.update_seq {
-            result.update_seq = Some(index.seq());
-        }
-        Ok(result)
+        _ => {}
     }
-
-    /// The index of design document `ddoc`'s views (`404 missing_named_view` if it has
-    /// none), through the registry's memory of design documents when it can.
-    fn view_group(&self, ddoc: &str) -> Result<Arc<Index>> {
-        if let Some(index) = self.views.designs.get(ddoc).and_then(|sig| self.views.get(&sig)) {
-            return Ok(index);
-        }
-        let generation = self.views.designs.generation();
-        let def =
-            self.design_group(ddoc)?.ok_or_else(|| Error::NotFound("missing_named_view".into()))?;
-        let index = self.view_index(def)?;
-        self.views.designs.insert(ddoc, index.def.sig.clone(), generation);
-        Ok(index)
-    }
-
-    /// Brings `index` up to the database's current update seq, unless it is known to be
-    /// there already (no build lock, no scan: the common case of a read-mostly view).
-    fn catch_up(&self, index: &Index) -> Result<()> {
-        let target = self.update_seq();
-        if index.caught_up.load(AtomicOrdering::Acquire) >= target || index.seq() >= target {
-            return Ok(());
-        }
-        // Every change up to `target` was applied before `update_view` takes its snapshots.
-        self.update_view(index)?;
-        index.caught_up.fetch_max(target, AtomicOrdering::AcqRel);
-        Ok(())
-    }
-
-    fn map_query(
-        &self,
-        index: &Index,
-        view: &ViewDef,
-        base: &[u8],
-        q: &ViewQuery,
-        in_partition: bool,
-    ) -> Result<ViewResult> {
-        let mut ranges = ranges(&index.def, base, q)?;
-        if q.descending && q.keys.is_some() {
-            // CouchDB 3.4 answers a map query's `keys` in reverse order when descending
-            // (`fabric_view_map` reverses them); reduce queries keep the given order.
-            ranges.reverse();
-        }
-        // Ranks of the map's (or partition's) bounds, for `total_rows`, and of where each
-        // range's scan begins, for `offset`.
-        let whole = prefix_range(base);
-        let mut cuts = vec![Cut::Start(&whole.0), Cut::End(&whole.1)];
-        cuts.extend(
-            ranges.iter().map(|r| if q.descending { Cut::End(&r.1) } else { Cut::Start(&r.0) }),
-        );
-        let map = index.map_of(view).ok_or_else(|| Error::Corrupt("view map".into()))?;
-        let map_base = entries::row_base(self.id(), &map.sig, None);
-        let probed = self.views.order.probe(self.store.as_ref(), &map.sig, &map_base, &cuts)?;
-        let snapshot = probed.snapshot;
-        let start = probed.probes[0].rank(&*snapshot)?;
-        let end = probed.probes[1].rank(&*snapshot)?;
-        let total = if in_partition { end.saturating_sub(start) } else { probed.total };
-        let limit = usize::try_from(q.limit.unwrap_or(u64::MAX)).unwrap_or(usize::MAX);
-        let skip = usize::try_from(q.skip).unwrap_or(usize::MAX);
-        let page = skip.saturating_add(limit).clamp(1, 256);
-        // The offset is where the first range with rows begins (CouchDB 3.4), or where the
-        // last one begins if none has any.
-        let mut ranges = ranges.into_iter().zip(probed.probes.into_iter().skip(2));
-        let (mut rank, mut head) = (None, None);
-        for (range, probe) in ranges.by_ref() {
-            let (at, rows) = probe.rank_and_rows(&snapshot, range, q.descending, page)?;
-            let mut rows = rows.peekable();
-            rank = Some(at);
-            if rows.peek().is_some() {
-                head = Some(rows);
-                break;
+    let reduce = check(q, &view_def)?;
+    match q.update {
+        Update::True => catch_up(db, &index)?,
+        Update::False => {}
+        Update::Lazy => {
+            if let Some(me) = db.arc() {
+                spawn_view_update(&me, index.clone());
             }
         }
-        let offset = match rank {
-            Some(rank) if q.descending => end.saturating_sub(rank),
-            Some(rank) => rank.saturating_sub(start),
-            None => 0,
-        };
-        // CouchDB counts the skipped rows into the offset.
-        let offset = offset.saturating_add(q.skip).min(total);
-        let descending = q.descending;
-        let rest =
-            ranges.flat_map(move |(range, _)| Iter::new(snapshot.clone(), range, descending, page));
-        let entries = head.into_iter().flatten().chain(rest.map(|entry| Ok(entry?)));
-        let docs = if q.include_docs { self.arc() } else { None };
-        let rows = entries.skip(skip).take(limit).map(move |entry: Result<_>| {
+    }
+    let map = index.map_of(&view_def).ok_or_else(|| Error::Corrupt("view map".into()))?;
+    let base = entries::row_base(db.id(), &map.sig, partition);
+    let mut result = match reduce {
+        Some(grouping) => {
+            let snapshot = db.store().snapshot();
+            reduce_query(&index, &view_def, &snapshot, &base, q, grouping)?
+        }
+        None => map_query(db, &index, &view_def, &base, q, partition.is_some())?,
+    };
+    if q.update_seq {
+        result.update_seq = Some(index.seq());
+    }
+    Ok(result)
+}
+
+/// The index of design document `ddoc`'s views (`404 missing_named_view` if it has
+/// none), through the registry's memory of design documents when it can.
+fn view_group(db: &Database, ddoc: &str) -> Result<Arc<Index>> {
+    let views = registry(db);
+    if let Some(index) = views.designs.get(ddoc).and_then(|sig| views.get(&sig)) {
+        return Ok(index);
+    }
+    let generation = views.designs.generation();
+    let def =
+        design_group(db, ddoc)?.ok_or_else(|| Error::NotFound("missing_named_view".into()))?;
+    let index = view_index(db, def)?;
+    views.designs.insert(ddoc, index.def.sig.clone(), generation);
+    Ok(index)
+}
+
+/// Brings `index` up to the database's current update seq, unless it is known to be
+/// there already (no build lock, no scan: the common case of a read-mostly view).
+fn catch_up(db: &Database, index: &Index) -> Result<()> {
+    let target = db.update_seq();
+    if index.caught_up.load(AtomicOrdering::Acquire) >= target || index.seq() >= target {
+        return Ok(());
+    }
+    // Every change up to `target` was applied before `update_view` takes its snapshots.
+    update_view(db, index)?;
+    index.caught_up.fetch_max(target, AtomicOrdering::AcqRel);
+    Ok(())
+}
+
+fn map_query(
+    db: &Database,
+    index: &Index,
+    view: &ViewDef,
+    base: &[u8],
+    q: &ViewQuery,
+    in_partition: bool,
+) -> Result<ViewResult> {
+    let mut ranges = ranges(&index.def, base, q)?;
+    if q.descending && q.keys.is_some() {
+        // CouchDB 3.4 answers a map query's `keys` in reverse order when descending
+        // (`fabric_view_map` reverses them); reduce queries keep the given order.
+        ranges.reverse();
+    }
+    // Ranks of the map's (or partition's) bounds, for `total_rows`, and of where each
+    // range's scan begins, for `offset`.
+    let whole = prefix_range(base);
+    let mut cuts = vec![Cut::Start(&whole.0), Cut::End(&whole.1)];
+    cuts.extend(
+        ranges.iter().map(|r| if q.descending { Cut::End(&r.1) } else { Cut::Start(&r.0) }),
+    );
+    let map = index.map_of(view).ok_or_else(|| Error::Corrupt("view map".into()))?;
+    let map_base = entries::row_base(db.id(), &map.sig, None);
+    let probed = registry(db).order.probe(db.store().as_ref(), &map.sig, &map_base, &cuts)?;
+    let snapshot = probed.snapshot;
+    let start = probed.probes[0].rank(&*snapshot)?;
+    let end = probed.probes[1].rank(&*snapshot)?;
+    let total = if in_partition { end.saturating_sub(start) } else { probed.total };
+    let limit = usize::try_from(q.limit.unwrap_or(u64::MAX)).unwrap_or(usize::MAX);
+    let skip = usize::try_from(q.skip).unwrap_or(usize::MAX);
+    let page = skip.saturating_add(limit).clamp(1, 256);
+    // The offset is where the first range with rows begins (CouchDB 3.4), or where the
+    // last one begins if none has any.
+    let mut ranges = ranges.into_iter().zip(probed.probes.into_iter().skip(2));
+    let (mut rank, mut head) = (None, None);
+    for (range, probe) in ranges.by_ref() {
+        let (at, rows) = probe.rank_and_rows(&snapshot, range, q.descending, page)?;
+        let mut rows = rows.peekable();
+        rank = Some(at);
+        if rows.peek().is_some() {
+            head = Some(rows);
+            break;
+        }
+    }
+    let offset = match rank {
+        Some(rank) if q.descending => end.saturating_sub(rank),
+        Some(rank) => rank.saturating_sub(start),
+        None => 0,
+    };
+    // CouchDB counts the skipped rows into the offset.
+    let offset = offset.saturating_add(q.skip).min(total);
+    let descending = q.descending;
+    let rest =
+        ranges.flat_map(move |(range, _)| Iter::new(snapshot.clone(), range, descending, page));
+    let entries = head.into_iter().flatten().chain(rest.map(|entry| Ok(entry?)));
+    let docs = if q.include_docs { db.arc() } else { None };
+    let rows = entries.skip(skip).take(limit).map(move |entry: Result<_>| {
+        let (_, value) = entry?;
+        let (key, id, value) = decode_row(&value)?;
+        let doc = docs.as_ref().map(|db| row_doc(db, &id, &value));
+        Ok(ViewRow { id: Some(id), key, value, doc, error: None })
+    });
+    Ok(ViewResult {
+        total_rows: Some(total),
+        offset: Some(offset),
+        update_seq: None,
+        rows: Box::new(rows),
+    })
+}
+
+/// The document a row links to: the `_id` (and `_rev`) of an object value, else the
+/// emitting document.
+fn row_doc(db: &Database, id: &str, value: &Value) -> Option<DocOut> {
+    let linked = value.as_object().and_then(|v| v.get("_id")).and_then(Value::as_str);
+    let (id, rev) = match linked {
+        Some(linked) => {
+            let rev =
+                value.get("_rev").and_then(Value::as_str).and_then(|r| r.parse::<RevId>().ok());
+            (linked, rev)
+        }
+        None => (id, None),
+    };
+    db.get(id, rev.as_ref()).ok().filter(|d| !d.deleted)
+}
+
+fn reduce_query(
+    index: &Index,
+    view: &ViewDef,
+    snapshot: &Snapshot,
+    base: &[u8],
+    q: &ViewQuery,
+    grouping: Grouping,
+) -> Result<ViewResult> {
+    let collation = if index.def.raw { Collation::Raw } else { Collation::Unicode };
+    let mut groups = Vec::new();
+    // Multi-key reduce queries are grouped exactly (`check`), each key's rows on
+    // their own.
+    let mut reducer = crate::reduce::Grouper::new(index, view, grouping, collation)?;
+    for range in ranges(&index.def, base, q)? {
+        for entry in Iter::new(snapshot.clone(), range, q.descending, 256) {
             let (_, value) = entry?;
-            let (key, id, value) = decode_row(&value)?;
-            let doc = docs.as_ref().map(|db| db.row_doc(&id, &value));
-            Ok(ViewRow { id: Some(id), key, value, doc, error: None })
-        });
-        Ok(ViewResult {
-            total_rows: Some(total),
-            offset: Some(offset),
-            update_seq: None,
-            rows: Box::new(rows),
-        })
-    }
-
-    /// The document a row links to: the `_id` (and `_rev`) of an object value, else the
-    /// emitting document.
-    fn row_doc(&self, id: &str, value: &Value) -> Option<DocOut> {
-        let linked = value.as_object().and_then(|v| v.get("_id")).and_then(Value::as_str);
-        let (id, rev) = match linked {
-            Some(linked) => {
-                let rev =
-                    value.get("_rev").and_then(Value::as_str).and_then(|r| r.parse::<RevId>().ok());
-                (linked, rev)
-            }
-            None => (id, None),
-        };
-        self.get(id, rev.as_ref()).ok().filter(|d| !d.deleted)
-    }
-
-    fn reduce_query(
-        &self,
-        index: &Index,
-        view: &ViewDef,
-        snapshot: &Snapshot,
-        base: &[u8],
-        q: &ViewQuery,
-        grouping: Grouping,
-    ) -> Result<ViewResult> {
-        let collation = if index.def.raw { Collation::Raw } else { Collation::Unicode };
-        let mut groups = Vec::new();
-        // Multi-key reduce queries are grouped exactly (`check`), each key's rows on
-        // their own.
-        let mut reducer = super::reduce::Grouper::new(index, view, grouping, collation)?;
-        for range in ranges(&index.def, base, q)? {
-            for entry in Iter::new(snapshot.clone(), range, q.descending, 256) {
-                let (_, value) = entry?;
-                reducer.push(decode_row(&value)?, &mut groups)?;
-            }
-            if grouping != Grouping::All {
-                reducer.finish(&mut groups)?;
-            }
+            reducer.push(decode_row(&value)?, &mut groups)?;
         }
-        reducer.finish(&mut groups)?;
-        let limit = q.limit.unwrap_or(u64::MAX) as usize;
-        let rows: Vec<Result<ViewRow>> = groups
-            .into_iter()
-            .skip(q.skip as usize)
-            .take(limit)
-            .map(|(key, value)| match value {
-                Ok(value) => Ok(ViewRow { id: None, key, value, doc: None, error: None }),
-                Err(reason) => Ok(ViewRow {
-                    id: None,
-                    key,
-                    value: Value::Null,
-                    doc: None,
-                    error: Some(reason),
-                }),
-            })
-            .collect();
-        let rows = Box::new(rows.into_iter());
-        Ok(ViewResult { total_rows: None, offset: None, update_seq: None, rows })
+        if grouping != Grouping::All {
+            reducer.finish(&mut groups)?;
+        }
     }
+    reducer.finish(&mut groups)?;
+    let limit = q.limit.unwrap_or(u64::MAX) as usize;
+    let rows: Vec<Result<ViewRow>> = groups
+        .into_iter()
+        .skip(q.skip as usize)
+        .take(limit)
+        .map(|(key, value)| match value {
+            Ok(value) => Ok(ViewRow { id: None, key, value, doc: None, error: None }),
+            Err(reason) => {
+                Ok(ViewRow { id: None, key, value: Value::Null, doc: None, error: Some(reason) })
+            }
+        })
+        .collect();
+    let rows = Box::new(rows.into_iter());
+    Ok(ViewResult { total_rows: None, offset: None, update_seq: None, rows })
 }
 
 /// Checks the parameters against the view; `Some(grouping)` for a reduce query.
@@ -457,17 +450,9 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::security::UserCtx;
-    use crate::{Config, Engine, WriteOptions};
-
-    fn admin() -> UserCtx {
-        UserCtx::admin("test")
-    }
-
-    fn put(db: &Database, doc: Value) -> Result<()> {
-        let doc = bunko_doc::body::from_value(doc, &Default::default())?;
-        db.put(&admin(), doc, WriteOptions::default()).map(drop)
-    }
+    use crate::testing::{admin, put};
+    use crate::{query_view, view_cleanup};
+    use bunko_engine::{Config, Engine};
 
     /// The answer's rows and its offset and total.
     fn run(
@@ -475,7 +460,7 @@ mod tests {
         view: &str,
         q: &ViewQuery,
     ) -> Result<(Vec<ViewRow>, Option<u64>, Option<u64>)> {
-        let r = db.query_view("_design/d", view, q, None)?;
+        let r = query_view(db, "_design/d", view, q, None)?;
         let (offset, total) = (r.offset, r.total_rows);
         Ok((r.rows.collect::<Result<_>>()?, offset, total))
     }
@@ -554,23 +539,23 @@ mod tests {
             end_key_doc_id: Some("x3".into()),
             ..Default::default()
         };
-        assert_eq!(ids(db.query_view("_design/a", "k", &q, None)?), vec!["x2", "x3"]);
+        assert_eq!(ids(query_view(&db, "_design/a", "k", &q, None)?), vec!["x2", "x3"]);
         let q = ViewQuery { inclusive_end: false, ..q };
-        assert_eq!(ids(db.query_view("_design/b", "k", &q, None)?), vec!["x2"]);
+        assert_eq!(ids(query_view(&db, "_design/b", "k", &q, None)?), vec!["x2"]);
         let q = ViewQuery {
             start_key: Some(json!("x")),
             start_key_doc_id: Some("x2".into()),
             descending: true,
             ..Default::default()
         };
-        assert_eq!(ids(db.query_view("_design/a", "k", &q, None)?), vec!["x2", "x1"]);
-        assert_eq!(db.views.all().len(), 1, "identical design documents share one index");
+        assert_eq!(ids(query_view(&db, "_design/a", "k", &q, None)?), vec!["x2", "x1"]);
+        assert_eq!(registry(&db).all().len(), 1, "identical design documents share one index");
         let a = db.get("_design/a", None)?;
         db.delete(&admin(), "_design/a", Some(a.rev))?;
-        assert_eq!(db.view_cleanup()?, 0, "_design/b still uses the index");
+        assert_eq!(view_cleanup(&db)?, 0, "_design/b still uses the index");
         let b = db.get("_design/b", None)?;
         db.delete(&admin(), "_design/b", Some(b.rev))?;
-        assert_eq!(db.view_cleanup()?, 1);
+        assert_eq!(view_cleanup(&db)?, 1);
         let left = db.snapshot().scan(&prefix_range(&[entries::VIEW_ROW]), false, 10)?;
         assert!(left.is_empty());
         Ok(())

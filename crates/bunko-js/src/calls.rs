@@ -1,0 +1,25 @@
+//! What the compiled functions ask of a sandbox, with or without QuickJS built in.
+
+use std::sync::Arc;
+
+/// Which environment a function gets: map functions may `require` from `views.lib`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Map,
+    Reduce,
+}
+
+/// What a `db` call of a procedure or trigger asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(
+    not(feature = "quickjs"),
+    expect(dead_code, reason = "only the QuickJS sandbox makes `db` calls")
+)]
+pub(crate) enum Op {
+    Get,
+    Find,
+    Put,
+}
+
+/// What answers a `db` call: the operation and the argument's JSON text in, JSON text out.
+pub(crate) type Answer = Arc<dyn Fn(Op, &str) -> String + Send + Sync>;
