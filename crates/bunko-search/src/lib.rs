@@ -30,6 +30,8 @@ pub mod def;
 pub mod geo;
 mod highlight;
 pub mod index;
+#[cfg(feature = "japanese")]
+mod japanese;
 pub mod mango;
 pub mod query;
 

@@ -47,6 +47,7 @@ mod purge;
 mod raw_targets;
 mod replication;
 mod search;
+mod search_japanese;
 mod server;
 mod show_list;
 mod transactions;
