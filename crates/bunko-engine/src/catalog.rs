@@ -312,7 +312,7 @@ fn remove_db_keys(store: &dyn Store, db_id: u64) -> Result<()> {
 /// Removes every key of `range`, a thousand per commit.
 /// Each page starts after the last key removed, so the scan never walks back over the
 /// deletion markers it left (which made removing a large range quadratic).
-pub(crate) fn remove_range(store: &dyn Store, range: &bunko_storage::Range) -> Result<()> {
+pub fn remove_range(store: &dyn Store, range: &bunko_storage::Range) -> Result<()> {
     let mut range = range.clone();
     loop {
         let page = store.scan(&range, false, 1000)?;

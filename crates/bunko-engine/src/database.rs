@@ -135,6 +135,12 @@ impl Database {
         self.meta.read().id
     }
 
+    /// The store, for the index crates above the engine that keep derived data under their
+    /// own tag (`keys::GEO`); documents are written only through the engine's methods.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
     pub fn is_partitioned(&self) -> bool {
         self.meta.read().partitioned
     }

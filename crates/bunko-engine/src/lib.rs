@@ -80,7 +80,7 @@ mod validators;
 pub mod view;
 mod write;
 
-pub use catalog::{Config, Engine};
+pub use catalog::{Config, Engine, remove_range};
 pub use database::{Database, DbInfo};
 pub use error::{Error, Result};
 pub use txn::{Transaction, TxnDoc, TxnWrite};

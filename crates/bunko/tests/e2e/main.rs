@@ -48,6 +48,7 @@ mod raw_targets;
 mod replication;
 mod search;
 mod search_japanese;
+mod search_state;
 mod server;
 mod show_list;
 mod transactions;

@@ -1,0 +1,77 @@
+//! What search and geo indexes keep across restarts and what a query reads: a geo index
+//! kept in the store answers after `kill -9` without being rebuilt, and `update=false` /
+//! `stale=ok` read an index as it is while the default brings it up to date first.
+
+use serde_json::{Value, json};
+
+use crate::harness::Server;
+use crate::search::{bulk, ids, q, sorted};
+
+const GEO: &str = "/devices/_design/geo/_geo/where";
+
+/// Sensors of the IoT walkthrough along a bridge, and their geo index.
+fn sensors(s: &Server) {
+    assert_eq!(s.put_empty("/devices").0, 201);
+    let sensors =
+        [("device-1", -0.0800, 51.5000), ("device-2", -0.0790, 51.5005), ("device-3", 2.35, 48.85)];
+    let docs = sensors
+        .iter()
+        .map(|(id, lon, lat)| {
+            json!({"_id": id, "geometry": {"type": "Point", "coordinates": [lon, lat]}})
+        })
+        .collect();
+    bulk(s, "devices", docs);
+    let index = "function(doc) { if (doc.geometry) { st_index(doc.geometry); } }";
+    let ddoc = json!({"st_indexes": {"where": {"index": index}}});
+    assert_eq!(s.put("/devices/_design/geo", &ddoc).0, 201);
+}
+
+fn geo(s: &Server, params: &[(&str, Value)]) -> Vec<String> {
+    let (status, body) = s.get(&q(GEO, params));
+    assert_eq!(status, 200, "{params:?}: {body}");
+    sorted(ids(&body))
+}
+
+fn near_bridge(s: &Server, stale: bool) -> Vec<String> {
+    let mut params = vec![("lat", json!(51.5)), ("lon", json!(-0.08)), ("radius", json!(2000))];
+    if stale {
+        params.push(("stale", json!("ok")));
+    }
+    geo(s, &params)
+}
+
+#[test]
+fn a_geo_index_is_read_back_from_the_store_after_kill_9() {
+    let mut s = Server::start();
+    sensors(&s);
+    assert_eq!(near_bridge(&s, false), ["device-1", "device-2"]);
+    s.kill9();
+    s.restart();
+    // `stale=ok` does not update: the answer is the index the store kept.
+    assert_eq!(near_bridge(&s, true), ["device-1", "device-2"]);
+    let (status, info) = s.get("/devices/_design/geo/_geo_info/where");
+    assert_eq!((status, &info["geo_index"]["doc_count"]), (200, &json!(3)), "{info}");
+    assert!(info["geo_index"]["disk_size"].as_u64().is_some_and(|n| n > 0), "{info}");
+    // Edits and deletes after the restart still leave the results, and survive another.
+    let mut moved = s.get_doc("devices", "device-3");
+    moved["geometry"] = json!({"type": "Point", "coordinates": [-0.0801, 51.5001]});
+    assert_eq!(s.put("/devices/device-3", &moved).0, 201);
+    let rev = s.get_doc("devices", "device-1")["_rev"].as_str().unwrap_or_default().to_string();
+    assert_eq!(s.delete(&format!("/devices/device-1?rev={rev}")).0, 200);
+    assert_eq!(near_bridge(&s, false), ["device-2", "device-3"]);
+    s.kill9();
+    s.restart();
+    assert_eq!(near_bridge(&s, true), ["device-2", "device-3"]);
+    // A design document that no longer defines the index lets cleanup drop it.
+    let mut ddoc = s.get_doc("devices", "_design/geo");
+    ddoc["st_indexes"] = json!({});
+    assert_eq!(s.put("/devices/_design/geo", &ddoc).0, 201);
+    assert_eq!(s.post("/devices/_search_cleanup", &json!({})).0, 202);
+    // Defined again, the index starts empty: its stored entries were removed.
+    ddoc = s.get_doc("devices", "_design/geo");
+    let index = "function(doc) { if (doc.geometry) { st_index(doc.geometry); } }";
+    ddoc["st_indexes"] = json!({"where": {"index": index}});
+    assert_eq!(s.put("/devices/_design/geo", &ddoc).0, 201);
+    assert_eq!(near_bridge(&s, true), Vec::<String>::new());
+    assert_eq!(near_bridge(&s, false), ["device-2", "device-3"]);
+}
