@@ -51,7 +51,9 @@ impl TextSearch for MangoText {
         req: &TextRequest,
     ) -> Result<Vec<String>> {
         let index = self.0.index(db, &def.ddoc, &def.name)?;
-        index.update(db)?;
+        if req.update {
+            index.update(db)?;
+        }
         let builder = Builder { index: &index };
         let Some(query) = builder.text(req.query)? else { return Ok(Vec::new()) };
         let query: Box<dyn Query> = match req.partition {

@@ -75,3 +75,64 @@ fn a_geo_index_is_read_back_from_the_store_after_kill_9() {
     assert_eq!(near_bridge(&s, true), Vec::<String>::new());
     assert_eq!(near_bridge(&s, false), ["device-2", "device-3"]);
 }
+
+/// Notes of the IoT walkthrough's readings, a Mango text index and two search indexes on
+/// them, none queried yet (so no background update has started).
+fn notes(s: &Server) {
+    assert_eq!(s.put_empty("/notes").0, 201);
+    let docs = vec![
+        json!({"_id": "r1", "note": "bridge sensor calibrated"}),
+        json!({"_id": "r2", "note": "second sensor offline"}),
+    ];
+    bulk(s, "notes", docs);
+    let index = json!({"index": {"fields": [{"name": "note", "type": "string"}]}, "type": "text"});
+    assert_eq!(s.post("/notes/_index", &index).0, 200);
+    let f = "function(d) { index('default', d.note); }";
+    let ddoc = json!({"indexes": {"n": {"index": f}, "lazy": {"index": f, "analyzer": "simple"}}});
+    assert_eq!(s.put("/notes/_design/s", &ddoc).0, 201);
+}
+
+fn find(s: &Server, extra: &[(&str, Value)]) -> Vec<String> {
+    let mut body = json!({"selector": {"$text": "sensor"}});
+    for (k, v) in extra {
+        body[*k] = v.clone();
+    }
+    let (status, answer) = s.post("/notes/_find", &body);
+    assert_eq!(status, 200, "{body}: {answer}");
+    let docs = answer["docs"].as_array().cloned().unwrap_or_default();
+    sorted(docs.iter().filter_map(|d| d["_id"].as_str().map(String::from)).collect())
+}
+
+fn search(s: &Server, index: &str, extra: &[(&str, Value)]) -> Vec<String> {
+    let mut params = vec![("q", json!("sensor"))];
+    params.extend(extra.iter().cloned());
+    let (status, body) = s.get(&q(&format!("/notes/_design/s/_search/{index}"), &params));
+    assert_eq!(status, 200, "{params:?}: {body}");
+    sorted(ids(&body))
+}
+
+/// A query with `update=false` (or `stale=ok`) reads the index as it is, here not yet built,
+/// while a default query brings it up to date first; `update=lazy` answers first and
+/// updates after.
+#[test]
+fn update_false_reads_text_indexes_as_they_are() {
+    let s = Server::start();
+    notes(&s);
+    let none = Vec::<String>::new();
+    assert_eq!(find(&s, &[("update", json!(false))]), none);
+    assert_eq!(find(&s, &[("stale", json!("ok"))]), none);
+    assert_eq!(find(&s, &[]), ["r1", "r2"]);
+    assert_eq!(search(&s, "n", &[("update", json!("false"))]), none);
+    assert_eq!(search(&s, "n", &[("stale", json!("ok"))]), none);
+    assert_eq!(search(&s, "n", &[]), ["r1", "r2"]);
+    search(&s, "lazy", &[("update", json!("lazy"))]);
+    let mut lazy = none.clone();
+    for _ in 0..600 {
+        lazy = search(&s, "lazy", &[("update", json!("false"))]);
+        if !lazy.is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(lazy, ["r1", "r2"], "update=lazy updated the index after answering");
+}
