@@ -35,6 +35,7 @@ pub mod index;
 mod japanese;
 pub mod mango;
 pub mod query;
+mod ranked;
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
