@@ -70,7 +70,8 @@ impl Columns {
     fn open(segment: &SegmentReader, key: &Key) -> Columns {
         match key {
             Key::Field(name) => {
-                let path = format!("o.{}", number_path(name));
+                // tantivy reads `\` in a path as an escape.
+                let path = format!("o.{}", number_path(name).replace('\\', "\\\\"));
                 let fast = segment.fast_fields();
                 Columns::Field(
                     fast.column_opt::<f64>(&path).ok().flatten(),

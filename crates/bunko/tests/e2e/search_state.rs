@@ -145,8 +145,9 @@ fn pages_ranked_from_columns_equal_pages_from_every_match() {
     let s = Server::start();
     assert_eq!(s.put_empty("/shop").0, 201);
     let index = "function(doc) { index('default', doc.text); index('class', doc.class, \
-                 {store: true}); if (doc.price !== undefined) index('price', doc.price, \
-                 {store: true}); if (doc.tag) index('tag', doc.tag); }";
+                 {store: true}); if (doc.price !== undefined) { index('price', doc.price, \
+                 {store: true}); index('a\\\\b', doc.price); } \
+                 if (doc.tag) index('tag', doc.tag); }";
     let ddoc = json!({"indexes": {"items": {"index": index}}});
     assert_eq!(s.put("/shop/_design/s", &ddoc).0, 201);
     let path = "/shop/_design/s/_search/items";
@@ -180,6 +181,8 @@ fn pages_ranked_from_columns_equal_pages_from_every_match() {
         json!(["-class", "-price"]),
         json!(["<score>", "-price"]),
         json!(["tag", "<doc>"]),
+        // A backslash in a field name (tantivy's column paths escape with it).
+        json!("-a\\b<number>"),
     ];
     for sort in sorts {
         for (skip, limit) in [(0, 7), (7, 7), (50, 25)] {
