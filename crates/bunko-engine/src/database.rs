@@ -138,7 +138,8 @@ impl Database {
         self.meta.read().id
     }
 
-    /// The store the database's keys are in (indexes above the engine keep theirs there).
+    /// The store, for the index crates above the engine that keep derived data under their
+    /// own tags (views, `keys::GEO`); documents are written only through the engine's methods.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
     }

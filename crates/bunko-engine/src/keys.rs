@@ -23,6 +23,7 @@
 //! | `0x12` | `Event(db, seq)` | [`crate::records::ChangeRecord`]: the change journal (every write, for change streams) |
 //! | `0x13` | `Purge(db, purge_seq)` | [`crate::records::PurgeInfo`]: one `_purge` request, kept up to `purged_infos_limit` |
 //! | `0x14` | `PurgedLimit(db)` | `purged_infos_limit` (postcard `u64`; absent = 1000) |
+//! | `0x15` | geo index `(db, sig, …)` | written by `bunko-search` (its `geo_store.rs`); the engine only drops it with the database |
 //! | `0x20` | spill entry `(spill, key…)` | a query operator's temporary data ([`crate::spill`]); removed when it ends and at start-up |
 //!
 //! Tags `0x0D`–`0x0F` belong to the views built above the engine (`bunko-views` writes and
@@ -55,6 +56,8 @@ const ATT_CHUNK: u8 = 0x11;
 const EVENT: u8 = 0x12;
 const PURGE: u8 = 0x13;
 const PURGED_LIMIT: u8 = 0x14;
+/// The keys of Cloudant Geo indexes, which `bunko-search` writes (`geo_store.rs`).
+pub const GEO: u8 = 0x15;
 const SPILL: u8 = 0x20;
 
 /// Reserved for `bunko-views`: the checkpoint of a map index, `(db, sig)`.
@@ -179,6 +182,7 @@ pub fn all_db_ranges(db: u64) -> Vec<Range> {
         EVENT,
         PURGE,
         PURGED_LIMIT,
+        GEO,
         crate::index::entries::IDX,
         IDX_META,
         IDX_DROPPED,

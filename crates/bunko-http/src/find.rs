@@ -243,6 +243,7 @@ pub fn parse(body: Map<String, Value>, partition: Option<String>) -> ApiResult<R
         allow_fallback: flag("allow_fallback", true),
         fields: fields.paths().map(<[_]>::to_vec),
         conflicts: flag("conflicts", false),
+        update: flag("update", true) && !stale,
         dialect: bunko_query::Dialect::Mango,
         client: None,
     };

@@ -4,8 +4,8 @@
 //! the language analyzers (words, lower case, the language's stop words and Snowball
 //! stemmer) and `perfield` (`{"name": "perfield", "default": a, "fields": {field: a}}`).
 //!
-//! `japanese` (Kuromoji in Cloudant) is refused: the Rust morphological analyzer
-//! (lindera) downloads its dictionary while it builds, which a build here cannot do.
+//! `japanese` (Kuromoji in Cloudant) is `crate::japanese`'s morphological tokenizer
+//! (feature `japanese`, on by default) followed by lower case.
 
 use std::collections::HashMap;
 
@@ -34,6 +34,7 @@ pub enum Analyzer {
     Keyword,
     Simple,
     Whitespace,
+    Japanese,
     Language(String),
 }
 
@@ -44,6 +45,8 @@ impl Analyzer {
             "keyword" => Analyzer::Keyword,
             "simple" => Analyzer::Simple,
             "whitespace" => Analyzer::Whitespace,
+            #[cfg(feature = "japanese")]
+            "japanese" if crate::japanese::available() => Analyzer::Japanese,
             other if language(other).is_some() => Analyzer::Language(other.to_string()),
             other => return Err(Error::BadRequest(format!("Unsupported analyzer: {other}"))),
         })
@@ -65,6 +68,12 @@ impl Analyzer {
                 Err(_) => words().build(),
             },
             Analyzer::Whitespace => TextAnalyzer::builder(WhitespaceTokenizer::default()).build(),
+            #[cfg(feature = "japanese")]
+            Analyzer::Japanese => {
+                TextAnalyzer::builder(crate::japanese::JapaneseTokenizer).filter(LowerCaser).build()
+            }
+            #[cfg(not(feature = "japanese"))]
+            Analyzer::Japanese => words().build(),
             Analyzer::Language(name) => {
                 let lang = language(name).unwrap_or(Language::English);
                 let stop = StopWordFilter::new(lang).unwrap_or_else(|| {
@@ -201,7 +210,15 @@ mod tests {
         )?;
         assert_eq!(texts(&per, "id", "AB-1"), ["AB-1"]);
         assert_eq!(texts(&per, "text", "cats"), ["cat"]);
-        assert!(Analyzers::from_spec(&json!("japanese")).is_err());
+        assert!(Analyzers::from_spec(&json!("klingon")).is_err());
+        #[cfg(feature = "japanese")]
+        {
+            let japanese = Analyzers::from_spec(&json!("japanese"))?;
+            assert_eq!(
+                texts(&japanese, "f", "ＣｏｕｃｈＤＢのデータを買いました"),
+                ["couchdb", "データ", "買う"]
+            );
+        }
         Ok(())
     }
 }

@@ -4,9 +4,9 @@
 //!
 //! An index holds each document's GeoJSON geometry (as georust's `geo` types) and an
 //! R*-tree (`rstar`) of their bounding boxes, built from `_changes` through the index
-//! framework like search indexes; after every page it is written whole, with its seq, to
-//! `<root>/<db id>/geo-<signature>.json` (written to a temporary file and renamed, so a
-//! crash leaves the previous checkpoint), and read back when opened; an update first drops
+//! framework like search indexes. Every page of changes writes the documents' entries and
+//! the checkpoint to the store in one commit ([`crate::geo_store`]); opening the index reads
+//! them back and bulk-loads the tree, so a restart runs no JavaScript. An update first drops
 //! the documents purged since the saved purge seq (`Database::purged_since`). A query finds the
 //! candidates whose boxes meet the query's box in the tree, then checks the exact
 //! relation (`geo`'s DE-9IM `Relate`) or the haversine distance.
@@ -20,7 +20,6 @@
 //! and `application/vnd.geo+json` give a GeoJSON FeatureCollection).
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use base64::Engine as _;
@@ -30,6 +29,7 @@ use bunko_engine::changes::{ChangesFilter, ChangesQuery};
 use bunko_engine::{Database, Error, Result};
 use bunko_indexer::{Activity, Page, Update};
 use bunko_js::{CompiledViews, Limits, Runtime};
+use bunko_storage::Batch;
 use geo::{
     BoundingRect, Centroid, Closest, ClosestPoint, Contains, Distance, Geometry, Haversine, Point,
     Rect, Relate, coord,
@@ -39,6 +39,8 @@ use parking_lot::{Mutex, RwLock};
 use rstar::primitives::{GeomWithData, Rectangle};
 use rstar::{AABB, RTree};
 use serde_json::{Map, Value, json};
+
+use crate::geo_store::GeoKeys;
 
 /// Changes indexed per checkpoint.
 const BATCH: u64 = 5000;
@@ -111,12 +113,14 @@ impl State {
 /// One geo index.
 pub struct GeoIndex {
     pub def: GeoDef,
-    file: Option<PathBuf>,
+    keys: GeoKeys,
     state: RwLock<State>,
     seq: AtomicU64,
     /// The purge seq applied (saved with `seq`).
     purge_seq: AtomicU64,
     build: Mutex<Option<CompiledViews>>,
+    /// Set once cleanup removed the index: updates stop writing to the store.
+    retired: std::sync::atomic::AtomicBool,
     pub activity: Activity,
 }
 
@@ -139,36 +143,28 @@ fn parse_geojson(value: &Value) -> Option<Geometry<f64>> {
 }
 
 impl GeoIndex {
-    /// Opens the index kept in `file` (or an empty one; a file that cannot be read is
-    /// rebuilt from seq 0).
-    pub fn open(def: GeoDef, file: Option<PathBuf>) -> GeoIndex {
-        let saved: Option<Value> = file
-            .as_ref()
-            .and_then(|f| std::fs::read(f).ok())
-            .and_then(|bytes| serde_json::from_slice(&bytes).ok());
+    /// Opens the index `db`'s store holds (empty if it was never built).
+    pub fn open(def: GeoDef, db: &Database) -> Result<GeoIndex> {
+        let keys = GeoKeys::new(db.id(), &def.sig);
+        let stored = keys.load(db)?;
         let mut state = State::default();
-        let (mut seq, mut purge_seq) = (0, 0);
-        if let Some(saved) = saved {
-            seq = saved["seq"].as_u64().unwrap_or(0);
-            purge_seq = saved["purge_seq"].as_u64().unwrap_or(0);
-            for doc in saved["docs"].as_array().into_iter().flatten() {
-                let (Some(id), Some(rev)) = (doc[0].as_str(), doc[1].as_str()) else { continue };
-                if let Some(geometry) = parse_geojson(&doc[2]) {
-                    state.docs.insert(id.into(), (rev.into(), geometry, doc[2].clone()));
-                }
+        for (id, rev, json) in stored.entries {
+            if let Some(geometry) = parse_geojson(&json) {
+                state.docs.insert(id, (rev, geometry, json));
             }
-            let entries = state.docs.iter().filter_map(|(id, (_, g, _))| entry(id, g)).collect();
-            state.tree = RTree::bulk_load(entries);
         }
-        GeoIndex {
+        let entries = state.docs.iter().filter_map(|(id, (_, g, _))| entry(id, g)).collect();
+        state.tree = RTree::bulk_load(entries);
+        Ok(GeoIndex {
             def,
-            file,
+            keys,
             state: RwLock::new(state),
-            seq: AtomicU64::new(seq),
-            purge_seq: AtomicU64::new(purge_seq),
+            seq: AtomicU64::new(stored.seq),
+            purge_seq: AtomicU64::new(stored.purge_seq),
             build: Mutex::new(None),
+            retired: Default::default(),
             activity: Activity::default(),
-        }
+        })
     }
 
     pub fn seq(&self) -> u64 {
@@ -186,6 +182,9 @@ impl GeoIndex {
             return Ok(());
         }
         let mut compiled = self.build.lock();
+        if self.retired.load(Ordering::Acquire) {
+            return Ok(());
+        }
         if compiled.is_none() {
             let runtime = Runtime::new(Limits::default());
             *compiled = Some(runtime.compile_view_set(None, &[&self.def.program()])?);
@@ -203,48 +202,41 @@ impl GeoIndex {
             return Ok(());
         }
         let mut seq = self.seq();
+        let mut batch = Batch::new();
         {
             let mut state = self.state.write();
             match ids {
                 Some(ids) => {
                     for id in ids {
+                        self.keys.delete(&mut batch, &id);
                         state.remove(&id);
                     }
                 }
                 None => {
+                    self.keys.clear(db)?;
                     *state = State::default();
                     seq = 0;
                 }
             }
         }
+        self.keys.put_checkpoint(&mut batch, seq, latest);
+        db.store().commit(batch)?;
         self.purge_seq.store(latest, Ordering::Release);
-        self.save(seq)?;
         self.seq.store(seq, Ordering::Release);
         Ok(())
     }
 
-    /// Writes the index and its seq, atomically.
-    fn save(&self, seq: u64) -> Result<()> {
-        let Some(file) = &self.file else { return Ok(()) };
-        let io = |e: std::io::Error| Error::Unknown(format!("geo index file: {e}"));
-        let docs: Vec<Value> = {
-            let state = self.state.read();
-            state.docs.iter().map(|(id, (rev, _, json))| json!([id, rev, json])).collect()
-        };
-        if let Some(dir) = file.parent() {
-            std::fs::create_dir_all(dir).map_err(io)?;
-        }
-        let tmp = file.with_extension("tmp");
-        let purge_seq = self.purge_seq.load(Ordering::Acquire);
-        let saved = json!({"seq": seq, "purge_seq": purge_seq, "docs": docs});
-        std::fs::write(&tmp, saved.to_string()).map_err(io)?;
-        std::fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(io)?;
-        std::fs::rename(&tmp, file).map_err(io)
+    /// Bytes of the index's keys and values in the store.
+    pub fn disk_size(&self, db: &Database) -> u64 {
+        self.keys.size(db)
     }
 
-    /// Bytes of the index file.
-    pub fn disk_size(&self) -> u64 {
-        self.file.as_ref().and_then(|f| std::fs::metadata(f).ok()).map_or(0, |m| m.len())
+    /// Removes the index from the store, once any running update is done; it writes no
+    /// more.
+    pub fn retire(&self, db: &Database) -> Result<()> {
+        let _update = self.build.lock();
+        self.retired.store(true, Ordering::Release);
+        self.keys.clear(db)
     }
 }
 
@@ -290,22 +282,33 @@ impl bunko_indexer::Build for GeoUpdate<'_> {
         }
         let texts: Vec<&str> = inputs.iter().map(|(_, _, t)| t.as_str()).collect();
         let outputs = self.views.map_batch_json(&texts)?;
-        let mut state = self.index.state.write();
+        let keys = &self.index.keys;
+        let mut batch = Batch::new();
+        let mut found = Vec::new();
         for id in &gone {
-            state.remove(id);
+            keys.delete(&mut batch, id);
         }
         for ((id, rev, _), output) in inputs.iter().zip(outputs) {
             output.trace(&self.index.def.ddoc);
             let rows = output.rows.into_iter().next().unwrap_or_default();
             let Some((json, _)) = rows.into_iter().next() else { continue };
             let Some(geometry) = parse_geojson(&json) else { continue };
-            if let Some(e) = entry(id, &geometry) {
+            keys.put(&mut batch, id, rev, &json);
+            found.push((id.clone(), rev.clone(), geometry, json));
+        }
+        keys.put_checkpoint(&mut batch, last, self.index.purge_seq.load(Ordering::Acquire));
+        self.db.store().commit(batch)?;
+        let mut state = self.index.state.write();
+        for id in &gone {
+            state.remove(id);
+        }
+        for (id, rev, geometry, json) in found {
+            if let Some(e) = entry(&id, &geometry) {
                 state.tree.insert(e);
             }
-            state.docs.insert(id.clone(), (rev.clone(), geometry, json));
+            state.docs.insert(id, (rev, geometry, json));
         }
         drop(state);
-        self.index.save(last)?;
         self.index.seq.store(last, Ordering::Release);
         Ok(Some(Page { changes, more: true }))
     }

@@ -11,7 +11,15 @@
 //!   tokenized here by the field's analyzer and added pre-tokenized;
 //! - `n` (JSON, fast): each number under its field name (dots replaced, see
 //!   [`number_path`]) as a 64-bit float column, so a numeric term or range is a range scan
-//!   of the column.
+//!   of the column;
+//! - `o` (JSON, fast, not indexed): each field's sort value under its name: for a design
+//!   document's index its first value (a number, or else text: what `sort` orders by), for
+//!   a Mango text index its largest (Lucene 4's sort over several values), so a sorted query
+//!   ranks its matches from columns and reads only the stored fields of the page
+//!   (`ranked.rs`). `_id` is a fast column too, for relevance ties.
+//!
+//! An index written before a field was added no longer opens with the schema and is
+//! rebuilt (`open_dir`).
 //!
 //! Checkpoint: each page of changes is one tantivy commit whose payload is the seq it
 //! reached and the purge seq it applied (`"{seq} {purge_seq}"`), so the index and its
@@ -32,7 +40,7 @@ use bunko_js::{CompiledViews, Limits, Runtime};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tantivy::schema::{
-    Field, IndexRecordOption, JsonObjectOptions, OwnedValue, STORED, STRING, Schema,
+    FAST, Field, IndexRecordOption, JsonObjectOptions, OwnedValue, STORED, STRING, Schema,
     TextFieldIndexing, TextOptions,
 };
 use tantivy::tokenizer::{PreTokenizedString, Token as TantivyToken};
@@ -57,6 +65,7 @@ pub struct Fields {
     pub stored: Field,
     pub text: Field,
     pub num: Field,
+    pub sort: Field,
 }
 
 /// The schema; `norms: false` (Mango text indexes) scores a term alike in every document
@@ -71,11 +80,12 @@ fn schema(norms: bool) -> (Schema, Fields) {
             .set_index_option(IndexRecordOption::WithFreqsAndPositions),
     );
     let fields = Fields {
-        id: builder.add_text_field("_id", STRING | STORED),
+        id: builder.add_text_field("_id", STRING | STORED | FAST),
         part: builder.add_text_field("_part", STRING),
         stored: builder.add_text_field("_fields", STORED),
         text: builder.add_text_field("t", text),
         num: builder.add_json_field("n", JsonObjectOptions::default().set_fast(None)),
+        sort: builder.add_json_field("o", JsonObjectOptions::default().set_fast(Some("raw"))),
     };
     (builder.build(), fields)
 }
@@ -227,6 +237,8 @@ impl SearchIndex {
         }
         let mut stored = Vec::new();
         let mut numbers: std::collections::BTreeMap<String, Vec<OwnedValue>> = Default::default();
+        let mut sort: std::collections::BTreeMap<String, OwnedValue> = Default::default();
+        let mango = matches!(self.def.source, Source::Mango(_));
         for (call, options) in rows {
             let (Some(name), Some(value)) = (call.get(0).and_then(Value::as_str), call.get(1))
             else {
@@ -251,6 +263,7 @@ impl SearchIndex {
             if let Some(text) = text.filter(|_| flag("index", true)) {
                 doc.add_pre_tokenized_text(self.fields.text, self.pre_tokenized(name, &text));
             }
+            sort_value(&mut sort, name, value, mango);
             stored.push(json!([name, value, flag("store", false), flag("facet", false)]));
         }
         if stored.is_empty() {
@@ -265,6 +278,9 @@ impl SearchIndex {
                 })
                 .collect();
             doc.add_object(self.fields.num, object);
+        }
+        if !sort.is_empty() {
+            doc.add_object(self.fields.sort, sort.into_iter().collect());
         }
         doc.add_text(self.fields.stored, Value::Array(stored).to_string());
         Some(doc)
@@ -285,6 +301,35 @@ impl SearchIndex {
             })
             .collect();
         PreTokenizedString { text: text.to_string(), tokens }
+    }
+}
+
+/// Records `value` of field `name` in the sort values `o`: the first value of a design
+/// document's field (a number, or else its text), the largest number or string of a Mango
+/// field.
+fn sort_value(
+    sort: &mut std::collections::BTreeMap<String, OwnedValue>,
+    name: &str,
+    value: &Value,
+    mango: bool,
+) {
+    let new = match value {
+        Value::Number(n) => OwnedValue::F64(n.as_f64().unwrap_or(0.0)),
+        Value::String(s) => OwnedValue::Str(s.clone()),
+        Value::Bool(b) if !mango => OwnedValue::Str(b.to_string()),
+        _ => return,
+    };
+    let path = number_path(name);
+    match sort.get_mut(&path) {
+        None => {
+            sort.insert(path, new);
+        }
+        Some(old) if mango => match (&*old, &new) {
+            (OwnedValue::F64(a), OwnedValue::F64(b)) if b > a => *old = new,
+            (OwnedValue::Str(a), OwnedValue::Str(b)) if b > a => *old = new,
+            _ => {}
+        },
+        Some(_) => {}
     }
 }
 

@@ -28,10 +28,14 @@ pub mod analyzer;
 mod compile;
 pub mod def;
 pub mod geo;
+mod geo_store;
 mod highlight;
 pub mod index;
+#[cfg(feature = "japanese")]
+mod japanese;
 pub mod mango;
 pub mod query;
+mod ranked;
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -163,8 +167,7 @@ impl Search {
         if let Some(index) = self.geo.lock().get(&key) {
             return Ok(index.clone());
         }
-        let file = self.root.as_ref().map(|r| r.join(db.id().to_string()).join(geo_file(&def.sig)));
-        let index = Arc::new(GeoIndex::open(def, file));
+        let index = Arc::new(GeoIndex::open(def, db)?);
         let index = self.geo.lock().entry(key).or_insert(index).clone();
         self.watch(db);
         Ok(index)
@@ -193,7 +196,7 @@ impl Search {
     /// `GET /{db}/_design/{ddoc}/_geo_info/{index}`.
     pub fn geo_info(self: &Arc<Self>, db: &Arc<Database>, ddoc: &str, name: &str) -> Result<Value> {
         let index = self.geo_index(db, ddoc, name)?;
-        let size = index.disk_size();
+        let size = index.disk_size(db);
         Ok(json!({
             "name": format!("{ddoc}/{name}"),
             "geo_index": {"doc_count": index.doc_count(), "disk_size": size, "data_size": size}
@@ -208,14 +211,24 @@ impl Search {
             .iter()
             .flat_map(|(id, body)| IndexDef::sigs_of(id, body, db.is_partitioned()))
             .collect();
-        let live_geo: HashSet<String> = designs
-            .iter()
-            .flat_map(|(id, body)| GeoDef::sigs_of(id, body))
-            .map(|s| geo_file(&s))
-            .collect();
-        self.geo
-            .lock()
-            .retain(|(db_id, sig), _| *db_id != db.id() || live_geo.contains(&geo_file(sig)));
+        let live_geo: HashSet<String> =
+            designs.iter().flat_map(|(id, body)| GeoDef::sigs_of(id, body)).collect();
+        let mut retired = Vec::new();
+        self.geo.lock().retain(|(db_id, sig), index| {
+            let keep = *db_id != db.id() || live_geo.contains(sig);
+            if !keep {
+                retired.push(index.clone());
+            }
+            keep
+        });
+        for index in retired {
+            index.retire(db)?;
+        }
+        for sig in geo_store::stored_sigs(db)? {
+            if !live_geo.contains(&sig) {
+                geo_store::GeoKeys::new(db.id(), &sig).clear(db)?;
+            }
+        }
         let mut removed = 0;
         self.open.lock().retain(|(db_id, sig), _| {
             let keep = *db_id != db.id() || live.contains(sig);
@@ -229,10 +242,9 @@ impl Search {
             for entry in entries {
                 let sig = entry.file_name().to_string_lossy().into_owned();
                 if sig.starts_with("geo-") {
-                    if !live_geo.contains(&sig) {
-                        std::fs::remove_file(entry.path())
-                            .map_err(|e| Error::Unknown(format!("removing geo index: {e}")))?;
-                    }
+                    // Geo indexes were kept in files before they moved into the store.
+                    std::fs::remove_file(entry.path())
+                        .map_err(|e| Error::Unknown(format!("removing geo index: {e}")))?;
                 } else if !live.contains(&sig) {
                     std::fs::remove_dir_all(entry.path())
                         .map_err(|e| Error::Unknown(format!("removing search index: {e}")))?;
@@ -338,11 +350,6 @@ fn load_doc(db: &Database, id: &str) -> Option<Value> {
     out.insert("_rev".into(), json!(doc.rev.to_string()));
     out.append(&mut body);
     Some(Value::Object(out))
-}
-
-/// The file name of geo index `sig`.
-fn geo_file(sig: &str) -> String {
-    format!("geo-{sig}.json")
 }
 
 fn log(result: Result<()>) {

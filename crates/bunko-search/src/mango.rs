@@ -13,8 +13,8 @@
 //! - `$fieldnames` entries are the names of the fields each document has.
 //!
 //! Matches are ordered by relevance (only the page asked for is read) or by the request's
-//! sort (Lucene 4's: the largest of a field's several values, a missing value first), and
-//! returned from an offset.
+//! sort (Lucene 4's: the largest of a field's several values, a missing value first; ranked
+//! from the index's sort columns, `ranked.rs`), and returned from an offset.
 
 use std::cmp::Ordering;
 use std::ops::Bound;
@@ -37,7 +37,7 @@ use tantivy::{TantivyDocument, Term};
 
 use crate::Search;
 use crate::index::{SEP, SearchIndex, number_path};
-use crate::query::{Hit, matches};
+use crate::ranked::{self, Key, Order, Ranked};
 
 /// The search service as the engine's [`TextSearch`].
 #[derive(Debug)]
@@ -51,7 +51,9 @@ impl TextSearch for MangoText {
         req: &TextRequest,
     ) -> Result<Vec<String>> {
         let index = self.0.index(db, &def.ddoc, &def.name)?;
-        index.update(db)?;
+        if req.update {
+            index.update(db)?;
+        }
         let builder = Builder { index: &index };
         let Some(query) = builder.text(req.query)? else { return Ok(Vec::new()) };
         let query: Box<dyn Query> = match req.partition {
@@ -65,10 +67,21 @@ impl TextSearch for MangoText {
         if req.sort.is_empty() {
             return relevant(&index, query.as_ref(), req.offset, req.limit);
         }
-        let mut hits = matches(&index, query.as_ref())?;
-        hits.sort_by(|a, b| compare_sorted(a, b, req.sort));
-        Ok(hits.into_iter().skip(req.offset).take(req.limit).map(|h| h.id).collect())
+        sorted(&index, query.as_ref(), req)
     }
+}
+
+/// The ids of the matches in `req.sort` order from `req.offset`, ranked from the index's
+/// sort columns (each field's largest value) without reading stored fields.
+fn sorted(index: &SearchIndex, query: &dyn Query, req: &TextRequest) -> Result<Vec<String>> {
+    let keys: Vec<Key> = req.sort.iter().map(|(field, _, _)| Key::Field(field.clone())).collect();
+    let sort: Vec<(Kind, bool)> = req.sort.iter().map(|(_, kind, desc)| (*kind, *desc)).collect();
+    let order: Order = Arc::new(move |a: &Ranked, b: &Ranked| {
+        compare_sorted(&a.values, &b.values, &sort).then(a.doc.cmp(&b.doc))
+    });
+    let wanted = req.offset.saturating_add(req.limit);
+    let top = ranked::top(index, query, &keys, true, wanted, order)?;
+    Ok(top.into_iter().skip(req.offset).take(req.limit).filter_map(|(r, _)| r.id).collect())
 }
 
 /// The ids of the `limit` most relevant matches after the first `offset` (equally
@@ -92,19 +105,20 @@ fn relevant(
     Ok(ids)
 }
 
-/// The sort value of a hit: the largest of the field's values, `None` if it has none.
-fn sort_value(hit: &Hit, field: &str, kind: Kind) -> Option<Value> {
-    let values = hit.fields.iter().filter(|f| f.0 == field).map(|f| &f.1);
+/// A sort value as the field's kind reads it: a number for a number field, a string
+/// otherwise, `None` if the document has none.
+fn typed(value: &Value, kind: Kind) -> Option<&Value> {
     match kind {
-        Kind::Number => values.filter_map(Value::as_f64).max_by(f64::total_cmp).map(Value::from),
-        _ => values.filter_map(Value::as_str).max().map(Value::from),
+        Kind::Number => Some(value).filter(|v| v.is_number()),
+        _ => Some(value).filter(|v| v.is_string()),
     }
 }
 
-fn compare_sorted(a: &Hit, b: &Hit, sort: &[(String, Kind, bool)]) -> Ordering {
-    for (field, kind, descending) in sort {
-        let (x, y) = (sort_value(a, field, *kind), sort_value(b, field, *kind));
-        let ord = match (&x, &y) {
+/// Lucene 4's order: a missing value first, numbers by value, strings by text; `desc`
+/// reverses it all.
+fn compare_sorted(xs: &[Value], ys: &[Value], sort: &[(Kind, bool)]) -> Ordering {
+    for ((x, y), (kind, descending)) in xs.iter().zip(ys).zip(sort) {
+        let ord = match (typed(x, *kind), typed(y, *kind)) {
             (None, None) => Ordering::Equal,
             (None, Some(_)) => Ordering::Less,
             (Some(_), None) => Ordering::Greater,
@@ -118,7 +132,7 @@ fn compare_sorted(a: &Hit, b: &Hit, sort: &[(String, Kind, bool)]) -> Ordering {
             return ord;
         }
     }
-    a.doc.cmp(&b.doc)
+    Ordering::Equal
 }
 
 /// Builds tantivy queries on one index.

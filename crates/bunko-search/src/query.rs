@@ -1,13 +1,15 @@
 //! Search requests: parameters ([`SearchQuery::parse`]), execution on one index
 //! ([`run`]) and the answer in Cloudant's shape.
 //!
-//! tantivy finds and scores the matching documents; the options that look at field
-//! values (`drilldown`, `sort`, `counts`, `ranges`, `group_field`, `include_fields`,
-//! `highlight_fields`) read the `index()` calls each match stored (`_fields`, `index.rs`).
+//! tantivy finds and scores the matching documents. Without `drilldown`, `counts`, `ranges`
+//! or `group_field`, the page is ranked from fast columns (`ranked.rs`: by `sort`, or by
+//! relevance) and only its rows' stored `index()` calls are read (`_fields`, `index.rs`);
+//! those options look at every match's values, so they read every match's.
 //! `bookmark` is the number of rows already returned, base64-encoded.
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -17,10 +19,11 @@ use serde_json::{Map, Value, json};
 use tantivy::collector::{Count, TopDocs};
 use tantivy::query::{BooleanQuery, Occur, Query, TermQuery};
 use tantivy::schema::{IndexRecordOption, Value as _};
-use tantivy::{TantivyDocument, Term};
+use tantivy::{DocAddress, Searcher, TantivyDocument, Term};
 
 use crate::compile::compile;
 use crate::index::SearchIndex;
+use crate::ranked::{self, Key, Order, Ranked};
 
 /// Most rows one global search may ask for, as Cloudant.
 const MAX_LIMIT: usize = 200;
@@ -309,12 +312,22 @@ fn value_text(v: &Value) -> String {
 
 fn compare_hits(a: &Hit, b: &Hit, sort: &[SortKey]) -> Ordering {
     if sort.is_empty() {
-        // Equally relevant rows in id order, as Clouseau answers within one shard.
-        return b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)).then(a.doc.cmp(&b.doc));
+        return by_relevance((a.score, &a.id, a.doc), (b.score, &b.id, b.doc));
     }
-    for key in sort {
-        let (x, y) = (a.sort_value(&key.field), b.sort_value(&key.field));
-        let mut ord = compare_values(&x, &y);
+    let values = |h: &Hit| sort.iter().map(|k| h.sort_value(&k.field)).collect::<Vec<_>>();
+    compare_sorted(&values(a), &values(b), sort).then(a.doc.cmp(&b.doc))
+}
+
+/// Equally relevant rows in id order, as Clouseau answers within one shard.
+fn by_relevance(a: (f32, &str, u64), b: (f32, &str, u64)) -> Ordering {
+    b.0.total_cmp(&a.0).then(a.1.cmp(b.1)).then(a.2.cmp(&b.2))
+}
+
+/// Compares two rows' sort values, key by key (`<score>` descends by default, a missing
+/// value stays last either way).
+fn compare_sorted(xs: &[Value], ys: &[Value], sort: &[SortKey]) -> Ordering {
+    for ((key, x), y) in sort.iter().zip(xs).zip(ys) {
+        let mut ord = compare_values(x, y);
         if key.field == "<score>" {
             ord = ord.reverse();
         }
@@ -325,7 +338,7 @@ fn compare_hits(a: &Hit, b: &Hit, sort: &[SortKey]) -> Ordering {
             return ord;
         }
     }
-    a.doc.cmp(&b.doc)
+    Ordering::Equal
 }
 
 /// Runs `q` on `index`, in `partition` if given; `doc` loads a document for
@@ -348,11 +361,18 @@ pub fn run(
             Box::new(BooleanQuery::new(vec![(Occur::Must, compiled.query), (Occur::Must, part)]))
         }
     };
+    let ctx = Ctx { terms: &compiled.terms, analyzers: &index.def.analyzers, doc };
+    if q.group_field.is_none()
+        && q.counts.is_empty()
+        && q.ranges.is_none()
+        && q.drilldown.is_empty()
+    {
+        return ranked_page(index, query.as_ref(), q, &ctx);
+    }
     let mut hits = matches(index, query.as_ref())?;
     hits.retain(|h| drilled(h, &q.drilldown));
     let mut out = Map::new();
     out.insert("total_rows".into(), json!(hits.len()));
-    let ctx = Ctx { terms: &compiled.terms, analyzers: &index.def.analyzers, doc };
     if let Some(group) = &q.group_field {
         out.insert("groups".into(), groups(&mut hits, group, q, &ctx));
         return Ok(Value::Object(out));
@@ -371,35 +391,83 @@ pub fn run(
     Ok(Value::Object(out))
 }
 
+/// The page of `q` ranked from fast columns: the count of matches, then only the rows'
+/// stored fields.
+fn ranked_page(
+    index: &SearchIndex,
+    query: &dyn Query,
+    q: &SearchQuery,
+    ctx: &Ctx,
+) -> Result<Value> {
+    let searcher = index.reader.searcher();
+    let total = searcher.search(query, &Count).map_err(search_err)?;
+    let keys: Vec<Key> = (q.sort.iter())
+        .map(|k| match k.field.as_str() {
+            "<score>" => Key::Score,
+            "<doc>" => Key::Doc,
+            field => Key::Field(field.to_string()),
+        })
+        .collect();
+    let sort = q.sort.clone();
+    let order: Order = if sort.is_empty() {
+        Arc::new(|a: &Ranked, b: &Ranked| {
+            let id = |r: &Ranked| r.id.clone().unwrap_or_default();
+            by_relevance((a.score, &id(a), a.doc), (b.score, &id(b), b.doc))
+        })
+    } else {
+        Arc::new(move |a: &Ranked, b: &Ranked| {
+            compare_sorted(&a.values, &b.values, &sort).then(a.doc.cmp(&b.doc))
+        })
+    };
+    let wanted = q.skip.saturating_add(q.limit);
+    let top = ranked::top(index, query, &keys, q.sort.is_empty(), wanted, order)?;
+    let mut rows = Vec::new();
+    for (ranked, address) in top.into_iter().skip(q.skip).take(q.limit) {
+        rows.push(row(&hit(index, &searcher, ranked.score, address)?, q, ctx));
+    }
+    let mut out = Map::new();
+    out.insert("total_rows".into(), json!(total));
+    out.insert("bookmark".into(), json!(encode_bookmark(q.skip + rows.len())));
+    out.insert("rows".into(), Value::Array(rows));
+    Ok(Value::Object(out))
+}
+
+fn search_err(e: tantivy::TantivyError) -> Error {
+    Error::Unknown(format!("search: {e}"))
+}
+
 /// Every match of `query`, with its score and stored fields.
 pub(crate) fn matches(index: &SearchIndex, query: &dyn Query) -> Result<Vec<Hit>> {
-    let err = |e: tantivy::TantivyError| Error::Unknown(format!("search: {e}"));
     let searcher = index.reader.searcher();
-    let total = searcher.search(query, &Count).map_err(err)?;
-    let top = searcher.search(query, &TopDocs::with_limit(total.max(1))).map_err(err)?;
-    let mut hits = Vec::with_capacity(top.len());
-    for (score, address) in top {
-        let stored: TantivyDocument = searcher.doc(address).map_err(err)?;
-        let text = |field| {
-            stored.get_first(field).and_then(|v| v.as_str()).unwrap_or_default().to_string()
-        };
-        let id = text(index.fields.id);
-        let calls: Vec<Value> =
-            serde_json::from_str(&text(index.fields.stored)).unwrap_or_default();
-        let fields = calls
-            .into_iter()
-            .filter_map(|c| {
-                let name = c.get(0)?.as_str()?.to_string();
-                let store = c.get(2).and_then(Value::as_bool).unwrap_or(false);
-                let facet = c.get(3).and_then(Value::as_bool).unwrap_or(false);
-                Some((name, c.get(1)?.clone(), store, facet))
-            })
-            .collect();
-        let base = searcher.segment_readers().iter().take(address.segment_ord as usize);
-        let doc = base.map(|s| u64::from(s.max_doc())).sum::<u64>() + u64::from(address.doc_id);
-        hits.push(Hit { id, score, doc, fields });
-    }
-    Ok(hits)
+    let total = searcher.search(query, &Count).map_err(search_err)?;
+    let top = searcher.search(query, &TopDocs::with_limit(total.max(1))).map_err(search_err)?;
+    top.into_iter().map(|(score, address)| hit(index, &searcher, score, address)).collect()
+}
+
+/// The match at `address`, with its stored fields.
+pub(crate) fn hit(
+    index: &SearchIndex,
+    searcher: &Searcher,
+    score: f32,
+    address: DocAddress,
+) -> Result<Hit> {
+    let stored: TantivyDocument = searcher.doc(address).map_err(search_err)?;
+    let text =
+        |field| stored.get_first(field).and_then(|v| v.as_str()).unwrap_or_default().to_string();
+    let id = text(index.fields.id);
+    let calls: Vec<Value> = serde_json::from_str(&text(index.fields.stored)).unwrap_or_default();
+    let fields = calls
+        .into_iter()
+        .filter_map(|c| {
+            let name = c.get(0)?.as_str()?.to_string();
+            let store = c.get(2).and_then(Value::as_bool).unwrap_or(false);
+            let facet = c.get(3).and_then(Value::as_bool).unwrap_or(false);
+            Some((name, c.get(1)?.clone(), store, facet))
+        })
+        .collect();
+    let base = searcher.segment_readers().iter().take(address.segment_ord as usize);
+    let doc = base.map(|s| u64::from(s.max_doc())).sum::<u64>() + u64::from(address.doc_id);
+    Ok(Hit { id, score, doc, fields })
 }
 
 /// Whether `hit` passes every drilldown: one of the values, unanalyzed, in the field.

@@ -70,6 +70,9 @@ pub struct FindQuery {
     pub fields: Option<Vec<FieldPath>>,
     /// `conflicts`: add `_conflicts` to each document.
     pub conflicts: bool,
+    /// `update` (and not `stale: "ok"`): a text index is brought up to date before it is
+    /// searched; `false` reads it as it is. (JSON indexes are always current.)
+    pub update: bool,
     /// How the selector matches. [`Dialect::Mongo`] queries (see [`mongo`]) see documents in
     /// their MongoDB form and use no Mango index.
     pub dialect: Dialect,
@@ -93,6 +96,7 @@ impl FindQuery {
             allow_fallback: true,
             fields: None,
             conflicts: false,
+            update: true,
             dialect,
             client: None,
         }

@@ -44,12 +44,14 @@ pub struct TextRequest<'a> {
     pub offset: usize,
     pub limit: usize,
     pub partition: Option<&'a str>,
+    /// Bring the index up to date first (`_find`'s `update`); `false` reads it as it is.
+    pub update: bool,
 }
 
 /// The search service, as the engine sees it.
 pub trait TextSearch: Send + Sync {
     /// The ids of the matches of `req` in index `def` of `db`, in order, from
-    /// `req.offset`; the index is brought up to date first.
+    /// `req.offset`; the index is brought up to date first if `req.update`.
     fn search(
         &self,
         db: &Arc<Database>,
@@ -105,6 +107,8 @@ impl Database {
                 offset,
                 limit: want,
                 partition: query.partition.as_deref(),
+                // Once is enough: later pages read the index the first one updated.
+                update: query.update && snapshot.is_none(),
             };
             let ids = search.search(&db, def, &req)?;
             if ids.is_empty() {

@@ -47,6 +47,8 @@ mod purge;
 mod raw_targets;
 mod replication;
 mod search;
+mod search_japanese;
+mod search_state;
 mod server;
 mod show_list;
 mod transactions;

@@ -12,7 +12,7 @@ use crate::harness::{Server, assert_error, enc, send};
 
 /// `path` with `?name=value` parameters, percent-encoded (strings as given, other JSON as
 /// its text).
-fn q(path: &str, params: &[(&str, Value)]) -> String {
+pub(crate) fn q(path: &str, params: &[(&str, Value)]) -> String {
     let query: Vec<String> = params
         .iter()
         .map(|(name, v)| {
@@ -26,19 +26,19 @@ fn q(path: &str, params: &[(&str, Value)]) -> String {
     format!("{path}?{}", query.join("&"))
 }
 
-fn ids(answer: &Value) -> Vec<String> {
+pub(crate) fn ids(answer: &Value) -> Vec<String> {
     answer["rows"]
         .as_array()
         .map(|rows| rows.iter().filter_map(|r| r["id"].as_str().map(String::from)).collect())
         .unwrap_or_default()
 }
 
-fn sorted(mut v: Vec<String>) -> Vec<String> {
+pub(crate) fn sorted(mut v: Vec<String>) -> Vec<String> {
     v.sort();
     v
 }
 
-fn bulk(s: &Server, db: &str, docs: Vec<Value>) {
+pub(crate) fn bulk(s: &Server, db: &str, docs: Vec<Value>) {
     let (status, body) = s.post(&format!("/{db}/_bulk_docs"), &json!({"docs": docs}));
     assert_eq!(status, 201, "{body}");
 }
