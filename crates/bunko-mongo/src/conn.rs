@@ -91,7 +91,11 @@ async fn serve(
         }
         let (reply, plain) = match result {
             Ok((reply, plain)) => (reply, plain),
-            Err(err) => (err.to_doc(), false),
+            Err(err) => {
+                let command = request.command.keys().next().map(String::as_str);
+                tracing::debug!(?command, code = err.code, errmsg = %err.errmsg, "mongo command failed");
+                (err.to_doc(), false)
+            }
         };
         next_id = next_id.wrapping_add(1);
         let bytes = match wire::encode_reply(next_id, &request, &reply, plain) {
