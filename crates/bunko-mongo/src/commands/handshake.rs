@@ -118,6 +118,8 @@ fn parameters(ctx: &Ctx) -> Document {
         "featureCompatibilityVersion": {"version": "8.0"},
         "authenticationMechanisms": [crate::auth::MECHANISM],
         "requireApiVersion": false,
+        // No test commands (`configureFailPoint`...): test suites skip what needs them.
+        "enableTestCommands": false,
         "maxBSONObjectSize": wire::MAX_BSON_SIZE as i32,
         "transactionLifetimeLimitSeconds": i32::try_from(lifetime).unwrap_or(i32::MAX),
     }

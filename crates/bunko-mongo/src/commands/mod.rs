@@ -36,6 +36,7 @@ mod update;
 #[cfg(test)]
 mod update_golden;
 mod users;
+mod users_info;
 
 use bson::{Bson, Document, doc};
 
@@ -188,7 +189,7 @@ const TABLE: &[Command] = &[
     Command { name: "createUser", aliases: &[], public: false, fields: Some(USER_FIELDS), run: users::create_user },
     Command { name: "updateUser", aliases: &[], public: false, fields: Some(USER_FIELDS), run: users::update_user },
     Command { name: "dropUser", aliases: &[], public: false, fields: Some(&["writeConcern"]), run: users::drop_user },
-    Command { name: "usersInfo", aliases: &[], public: false, fields: Some(&["showCredentials", "showCustomData", "showPrivileges", "showAuthenticationRestrictions", "filter"]), run: users::users_info },
+    Command { name: "usersInfo", aliases: &[], public: false, fields: Some(&["showCredentials", "showCustomData", "showPrivileges", "showAuthenticationRestrictions", "filter"]), run: users_info::users_info },
     Command { name: "grantRolesToUser", aliases: &[], public: false, fields: Some(&["roles", "writeConcern"]), run: users::grant_roles },
     Command { name: "revokeRolesFromUser", aliases: &[], public: false, fields: Some(&["roles", "writeConcern"]), run: users::revoke_roles },
     Command { name: "rolesInfo", aliases: &[], public: false, fields: Some(&["showBuiltinRoles", "showPrivileges", "showAuthenticationRestrictions"]), run: users::roles_info },

@@ -30,7 +30,22 @@ assert admin.shop.command("usersInfo", {"user": "bob", "db": "shop"}, showCustom
 assert [u["user"] for u in admin.shop.command("usersInfo", 1)["users"]] == ["bob"]
 assert admin.other.command("usersInfo", 1)["users"] == []
 everyone = admin.admin.command("usersInfo", {"forAllDBs": True})["users"]
-assert [u["_id"] for u in everyone] == ["shop.bob"], everyone
+# The configured server admin is listed too, as a root user of admin.
+assert [u["_id"] for u in everyone] == ["shop.bob", f"admin.{USER}"], everyone
+assert everyone[1]["roles"] == [{"role": "root", "db": "admin"}], everyone
+assert [u["user"] for u in admin.admin.command("usersInfo", 1)["users"]] == [USER]
+# filter and showPrivileges, as MongoDB's usersInfo takes them.
+found = admin.admin.command("usersInfo", {"forAllDBs": True}, filter={"roles.role": "readWrite"})["users"]
+assert [u["_id"] for u in found] == ["shop.bob"], found
+found = admin.shop.command("usersInfo", "bob", showPrivileges=True)["users"][0]
+assert found["inheritedRoles"] == [{"role": "readWrite", "db": "shop"}], found
+privileges = found["inheritedPrivileges"]
+assert [p["resource"] for p in privileges] == [{"db": "shop", "collection": ""}], privileges
+assert {"find", "insert", "update", "remove", "createCollection"} <= set(privileges[0]["actions"])
+assert "createIndex" not in privileges[0]["actions"] and found["inheritedAuthenticationRestrictions"] == []
+root = admin.admin.command("usersInfo", USER, showPrivileges=True)["users"][0]
+assert root["inheritedPrivileges"] == [{"resource": {"anyResource": True}, "actions": ["anyAction"]}], root
+assert code_of(lambda: admin.shop.command("usersInfo", "bob", showCredentials=True)) == 238
 
 bob = client(user="bob", password="b0b pass", authMechanism="SCRAM-SHA-256")
 assert bob.admin.command("connectionStatus")["authInfo"]["authenticatedUsers"] == [{"user": "bob", "db": "admin"}]
