@@ -310,6 +310,11 @@ fn find_and_modify(
     command: &Document,
 ) -> Result<Document, MongoError> {
     let spec = FindAndModify::parse(ctx, command)?;
+    if spec.hint.is_some() {
+        return Err(MongoError::not_implemented(
+            "option 'hint' of findAndModify is not supported in transactions yet",
+        ));
+    }
     let Some(db) = spec.target(ctx)? else { return Ok(nothing_modified()) };
     let (ns, filter, return_new, upsert) = (&spec.ns, &spec.filter, spec.return_new, spec.upsert);
     let shown = |d: Document| spec.shown(d);

@@ -9,7 +9,8 @@
 //!    may carry (`$db`, `lsid`, `$clusterTime`, `$readPreference`, `comment`, `apiVersion`,
 //!    ...) are accepted, options not implemented yet are `NotImplemented` (238), and
 //!    anything else is MongoDB's unknown-field error (40415). Nothing is silently ignored.
-//! 4. `lsid`, `txnNumber`, `startTransaction` and `autocommit` route the command into a
+//! 4. `let` is bound into the command's expressions ([`let_vars`]);
+//! 5. `lsid`, `txnNumber`, `startTransaction` and `autocommit` route the command into a
 //!    session's transaction or make it a retryable write ([`session`]).
 
 mod admin;
@@ -26,6 +27,7 @@ mod explain;
 mod handshake;
 mod in_txn;
 mod indexes;
+mod let_vars;
 mod pager;
 mod procedure;
 pub(crate) mod roles;
@@ -173,8 +175,8 @@ const TABLE: &[Command] = &[
     Command { name: "delete", aliases: &[], public: false, fields: Some(&["deletes", "ordered", "writeConcern", "txnNumber"]), run: crud::delete },
     Command { name: "count", aliases: &[], public: false, fields: Some(&["query", "limit", "skip", "readConcern", "hint"]), run: crud::count },
     Command { name: "update", aliases: &[], public: false, fields: Some(&["bypassDocumentValidation", "updates", "ordered", "writeConcern", "txnNumber"]), run: update::update },
-    Command { name: "findAndModify", aliases: &["findandmodify"], public: false, fields: Some(&["bypassDocumentValidation", "query", "sort", "remove", "update", "new", "fields", "upsert", "arrayFilters", "writeConcern", "txnNumber"]), run: update::find_and_modify },
-    Command { name: "distinct", aliases: &[], public: false, fields: Some(&["key", "query", "readConcern"]), run: crud::distinct },
+    Command { name: "findAndModify", aliases: &["findandmodify"], public: false, fields: Some(&["bypassDocumentValidation", "query", "sort", "remove", "update", "new", "fields", "upsert", "arrayFilters", "hint", "writeConcern", "txnNumber"]), run: update::find_and_modify },
+    Command { name: "distinct", aliases: &[], public: false, fields: Some(&["key", "query", "readConcern", "hint"]), run: crud::distinct },
     Command { name: "explain", aliases: &[], public: false, fields: Some(&["verbosity"]), run: explain::explain },
     Command { name: "listIndexes", aliases: &[], public: false, fields: Some(&["cursor"]), run: indexes::list_indexes },
     Command { name: "createIndexes", aliases: &["createindexes"], public: false, fields: Some(&["indexes", "writeConcern", "commitQuorum"]), run: indexes::create_indexes },
@@ -220,6 +222,8 @@ pub(crate) fn run(
             entry.name
         )));
     }
+    let bound = let_vars::bind(entry.name, command)?;
+    let command = bound.as_ref().unwrap_or(command);
     let txn = session::Fields::parse(command)?;
     let ends_txn = matches!(entry.name, "commitTransaction" | "abortTransaction");
     if let Some(fields) = entry.fields {
