@@ -12,7 +12,9 @@
 # Bunko runs from a release build on free loopback ports, with a temporary data directory
 # that is removed afterwards; `BUNKO_BIN=path/to/bunko` runs that binary instead (e.g. a
 # debug build) and skips the release build. The runner logs in as the server admin
-# (DB_USER/DB_PASSWORD), whom `usersInfo` on `admin` lists, so it creates no user.
+# (DB_USER/DB_PASSWORD), whom `usersInfo` on `admin` lists, so it creates no user; the
+# server runs with `--mongo-test-commands`, so the tests that need the `failCommand` fail
+# point run too.
 # Each suite's full pytest output is kept in $LOGS (default: a temporary directory).
 set -euo pipefail
 
@@ -54,7 +56,7 @@ fi
 
 # shellcheck source=scratch-bunko.sh
 source "$root/scripts/scratch-bunko.sh"
-start_bunko spec 127.0.0.1:0
+start_bunko spec 127.0.0.1:0 --mongo-test-commands
 logs="${LOGS:-$(mktemp -d)}"
 addr="mongodb://$mongo"
 port="${mongo##*:}"

@@ -2,11 +2,11 @@
 # on free loopback ports with a temporary data directory, removed (and the server stopped)
 # when the calling script exits.
 #
-#   root=<repository root>; source scripts/scratch-bunko.sh; start_bunko PREFIX MONGO_LISTEN
+#   root=<repository root>; source scripts/scratch-bunko.sh; start_bunko PREFIX MONGO_LISTEN [ARGS...]
 #
 # runs a release build (built first), or `BUNKO_BIN=path/to/bunko` without building, with
 # the server admin `admin` whose password starts with PREFIX; MONGO_LISTEN is `off` or
-# `127.0.0.1:0`. Sets `server` (pid), `password`, `url` (HTTP) and `mongo` (host:port, when
+# `127.0.0.1:0`; more `bunko serve` options may follow. Sets `server` (pid), `password`, `url` (HTTP) and `mongo` (host:port, when
 # on).
 
 start_bunko() {
@@ -19,7 +19,7 @@ start_bunko() {
     scratch_log="$scratch_data.log"
     password="$1-$RANDOM$RANDOM"
     BUNKO_ADMIN="admin:$password" "$bin" serve --data "$scratch_data" \
-        --listen 127.0.0.1:0 --mongo-listen "$2" >"$scratch_log" 2>&1 &
+        --listen 127.0.0.1:0 --mongo-listen "$2" "${@:3}" >"$scratch_log" 2>&1 &
     server=$!
     trap stop_bunko EXIT
     url=""

@@ -31,6 +31,8 @@ pub(crate) async fn run(server: Arc<Server>, stream: TcpStream, peer: SocketAddr
         compressors: Vec::new(),
         wait: None,
         await_until: None,
+        app_name: None,
+        close: false,
     };
     if let Err(err) = serve(&server, stream, session).await {
         tracing::debug!(%err, %peer, "mongo connection closed");
@@ -77,6 +79,9 @@ async fn serve(
                         return Err(std::io::Error::other("command panicked"));
                     };
                     session = back;
+                    if session.close {
+                        return Ok(());
+                    }
                     (request, result)
                 }
                 Err(err) => (fallback(&header), Err(err)),

@@ -159,6 +159,7 @@ const TABLE: &[Command] = &[
     Command { name: "commitTransaction", aliases: &[], public: false, fields: Some(&["writeConcern", "recoveryToken", "maxTimeMS"]), run: session::outside },
     Command { name: "abortTransaction", aliases: &[], public: false, fields: Some(&["writeConcern", "recoveryToken", "maxTimeMS"]), run: session::outside },
     Command { name: "getParameter", aliases: &[], public: false, fields: None, run: handshake::get_parameter },
+    Command { name: "configureFailPoint", aliases: &[], public: false, fields: None, run: handshake::configure_fail_point },
     Command { name: "getCmdLineOpts", aliases: &[], public: false, fields: None, run: handshake::get_cmd_line_opts },
     Command { name: "hostInfo", aliases: &[], public: false, fields: None, run: handshake::host_info },
     Command { name: "serverStatus", aliases: &[], public: false, fields: None, run: handshake::server_status },
@@ -249,6 +250,35 @@ pub(crate) fn run(
     check_read_concern(command, txn.in_txn)?;
     let plain = entry.public || entry.name == "getParameter";
     let bypass_document_validation = bool_of(command, "bypassDocumentValidation", false)?;
+    let retryable_write =
+        (txn.txn_number.is_some() && !txn.in_txn && RETRYABLE.contains(&entry.name)) || ends_txn;
+    let failure = server.fail_points.check(entry.name, session.app_name.as_deref());
+    if let Some(failure) = &failure {
+        if let Some(block) = failure.block {
+            std::thread::sleep(block);
+        }
+        if failure.close_connection {
+            session.close = true;
+            return Err(MongoError::internal("connection closed by a fail point"));
+        }
+        if let Some(err) = failure.error(retryable_write) {
+            return Err(err);
+        }
+    }
+    let close_after = if txn.txn_number.is_some() && !txn.in_txn && RETRYABLE.contains(&entry.name)
+    {
+        match server.fail_points.check_primary_write() {
+            Some(crate::fail_point::PrimaryWriteFailure::Fail(err)) => return Err(err),
+            Some(crate::fail_point::PrimaryWriteFailure::CloseBefore) => {
+                session.close = true;
+                return Err(MongoError::internal("connection closed by a fail point"));
+            }
+            Some(crate::fail_point::PrimaryWriteFailure::CloseAfter) => true,
+            None => false,
+        }
+    } else {
+        false
+    };
     let mut ctx = Ctx { server, session, db, bypass_document_validation };
     let mut reply = if txn.in_txn || ends_txn {
         session::in_transaction(&mut ctx, entry.name, &txn, command)?
@@ -257,6 +287,10 @@ pub(crate) fn run(
     } else {
         (entry.run)(&mut ctx, command)?
     };
+    if let Some(failure) = failure {
+        failure.add_write_concern_error(&mut reply, retryable_write);
+    }
+    ctx.session.close |= close_after;
     reply.insert("ok", 1.0);
     Ok((reply, plain))
 }

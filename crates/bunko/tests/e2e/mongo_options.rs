@@ -2,7 +2,10 @@
 //! `scripts/mongo-spec.sh`): `let` variables in `find`, `update` (also pipeline-style),
 //! `delete`, `findAndModify` and `bulkWrite`; `hint` naming the `_id` index (`"_id_"`,
 //! `{_id: 1}`) everywhere a hint is taken, and `hint` on `findAndModify` and `distinct`;
-//! a `$`-prefixed field inside `_id` refused as MongoDB does. Through pymongo.
+//! a `$`-prefixed field inside `_id` refused as MongoDB does; the `failCommand` and
+//! `onPrimaryTransactionalWrite` fail points of a server started with
+//! `--mongo-test-commands`, through which pymongo's retryable writes are seen retrying.
+//! Through pymongo.
 
 use serde_json::json;
 
@@ -45,4 +48,55 @@ print(json.dumps({"ok": True}))
     if let Some(out) = crate::mongo::python(&s, script) {
         assert_eq!(out, json!({"ok": true}));
     }
+}
+
+#[test]
+fn fail_points_exist_only_with_test_commands_and_drive_pymongo_retries() {
+    let plain = Server::start();
+    let script = r#"
+c = client()
+assert c.admin.command("getParameter", 1, enableTestCommands=1)["enableTestCommands"] is False
+assert code_of(lambda: c.admin.command("configureFailPoint", "failCommand", mode="alwaysOn", data={"failCommands": ["insert"], "errorCode": 91})) == 59
+print(json.dumps({"ok": True}))
+"#;
+    let Some(out) = crate::mongo::python(&plain, script) else { return };
+    assert_eq!(out, json!({"ok": true}));
+    let s = Server::start_with(&["--mongo-test-commands"], &[]);
+    let script = r#"
+from pymongo import monitoring
+class Starts(monitoring.CommandListener):
+    def __init__(self): self.names = []
+    def started(self, e): self.names.append(e.command_name)
+    def succeeded(self, e): pass
+    def failed(self, e): pass
+seen = Starts()
+c = client(event_listeners=[seen], appName="spec")
+books = c.shop.books
+fp = lambda **kw: c.admin.command("configureFailPoint", **kw)
+# An error with a retryable code: pymongo retries once, the insert is done once.
+fp(configureFailPoint="failCommand", mode={"times": 1}, data={"failCommands": ["insert"], "errorCode": 91})
+books.insert_one({"_id": 1})
+assert seen.names.count("insert") == 2 and books.count_documents({}) == 1, seen.names
+# A closed connection after the write: the retry finds it done (one document, not two).
+fp(configureFailPoint="onPrimaryTransactionalWrite", mode={"times": 1})
+books.insert_one({"_id": 2})
+assert books.count_documents({}) == 2
+# Not retryable, and labels as named: the error reaches the application.
+fp(configureFailPoint="failCommand", mode={"times": 1}, data={"failCommands": ["find"], "errorCode": 2, "errorLabels": []})
+assert code_of(lambda: books.find_one()) == 2
+# A write concern error is added to the answer of a command that ran.
+fp(configureFailPoint="failCommand", mode={"times": 1}, data={"failCommands": ["delete"], "writeConcernError": {"code": 100, "errmsg": "no"}})
+from pymongo.errors import WriteConcernError
+try:
+    books.delete_one({"_id": 2}); raise AssertionError("no write concern error")
+except WriteConcernError as e:
+    assert e.code == 100
+assert books.count_documents({}) == 1
+# appName: other clients are not affected; off clears it.
+fp(configureFailPoint="failCommand", mode="alwaysOn", data={"failCommands": ["count", "aggregate"], "errorCode": 2, "appName": "other"})
+assert books.count_documents({}) == 1
+fp(configureFailPoint="failCommand", mode="off")
+print(json.dumps({"ok": True}))
+"#;
+    assert_eq!(crate::mongo::python(&s, script), Some(json!({"ok": true})));
 }
