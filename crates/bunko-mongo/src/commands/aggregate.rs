@@ -120,6 +120,11 @@ pub(super) fn aggregate(ctx: &mut Ctx, command: &Document) -> Result<Document, M
     if request.is_change_stream() {
         return super::change_stream::open(ctx, command);
     }
+    let stats = super::coll_stats_stage::rewrite(ctx, &request.ns, request.stages)?;
+    let request = match &stats {
+        Some(stages) => Request { stages, collectionless: true, ..request },
+        None => request,
+    };
     let answer = {
         let env = AggEnv { ctx, allow_disk_use: request.allow_disk_use };
         request.run(command, &env, &mut |push| read_input(&env, &request.ns, push))?

@@ -21,6 +21,7 @@ mod aggregate;
 mod bulk;
 pub(crate) mod change_stream;
 mod coll_options;
+mod coll_stats_stage;
 mod crud;
 mod cursor;
 mod explain;
@@ -30,6 +31,7 @@ mod indexes;
 mod let_vars;
 mod pager;
 mod procedure;
+mod replset;
 pub(crate) mod roles;
 mod sasl;
 mod session;
@@ -160,6 +162,8 @@ const TABLE: &[Command] = &[
     Command { name: "abortTransaction", aliases: &[], public: false, fields: Some(&["writeConcern", "recoveryToken", "maxTimeMS"]), run: session::outside },
     Command { name: "getParameter", aliases: &[], public: false, fields: None, run: handshake::get_parameter },
     Command { name: "configureFailPoint", aliases: &[], public: false, fields: None, run: handshake::configure_fail_point },
+    Command { name: "replSetGetStatus", aliases: &[], public: false, fields: Some(&[]), run: replset::status },
+    Command { name: "replSetGetConfig", aliases: &[], public: false, fields: Some(&[]), run: replset::config },
     Command { name: "getCmdLineOpts", aliases: &[], public: false, fields: None, run: handshake::get_cmd_line_opts },
     Command { name: "hostInfo", aliases: &[], public: false, fields: None, run: handshake::host_info },
     Command { name: "serverStatus", aliases: &[], public: false, fields: None, run: handshake::server_status },

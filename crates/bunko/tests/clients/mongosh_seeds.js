@@ -1,8 +1,8 @@
 // The shared seeds' MongoDB models, typed into mongosh as the guides write them (issue 13):
 // embedded addresses and the subset pattern (seed 001), the single-collection `links` model
 // with its compound index (seed 002), parent references with an index and `$lookup`
-// (seed 004), plus the shell helpers people use around them (`show dbs`, `db.stats()`,
-// `getIndexes()`, `countDocuments()`...).
+// (seed 004), plus the shell helpers people use around them (`db.stats()`, `coll.stats()`,
+// `getIndexes()`, `countDocuments()`, `rs.status()`...).
 //
 // Run by crates/bunko/tests/e2e/clients.rs as `mongosh <uri> --quiet --file mongosh_seeds.js`
 // at mongosh's default settings. Prints one `ok <step>` line per checked step and `ALL OK`
@@ -225,6 +225,18 @@ assert.strictEqual(seeds.reviews.countDocuments(), 14);
 eq(seeds.reviews.distinct('review_author').sort(), authors.slice().sort());
 assert.ok(db.version().startsWith('8.'));
 assert.strictEqual(seeds.runCommand({ ping: 1 }).ok, 1);
+// `stats()` and its shortcuts are `$collStats`; `rs.status()`/`rs.conf()` the one member.
+const reviewStats = seeds.reviews.stats();
+assert.strictEqual(reviewStats.ns, 'seeds.reviews');
+assert.strictEqual(reviewStats.count, 14);
+assert.strictEqual(reviewStats.nindexes, 1);
+assert.ok(reviewStats.size > 0 && Number(seeds.reviews.dataSize()) === reviewStats.size);
+assert.ok(Number(seeds.students_classes.totalIndexSize()) > 0);
+assert.ok(Number(seeds.reviews.totalSize()) >= Number(seeds.reviews.storageSize()));
+const status = rs.status();
+assert.strictEqual(status.set, 'bunko');
+eq(status.members.map((m) => m.stateStr), ['PRIMARY']);
+assert.strictEqual(rs.conf().members.length, 1);
 step('shell helpers');
 
 print('ALL OK');
