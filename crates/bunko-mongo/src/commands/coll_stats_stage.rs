@@ -37,13 +37,7 @@ pub(super) fn rewrite(
                     "$collStats {key} is not supported: Bunko keeps no such counters"
                 )));
             }
-            _ => {
-                return Err(MongoError::new(
-                    40415,
-                    "Location40415",
-                    format!("BSON field '$collStats.{key}' is an unknown field."),
-                ));
-            }
+            _ => return Err(MongoError::unknown_field(&format!("$collStats.{key}"))),
         }
         let Bson::Document(options) = value else {
             return Err(MongoError::type_mismatch(format!(

@@ -330,11 +330,7 @@ fn check_fields(
                 "option '{key}' of {name} is not supported yet"
             )));
         }
-        return Err(MongoError::new(
-            40415,
-            "Location40415",
-            format!("BSON field '{name}.{key}' is an unknown field."),
-        ));
+        return Err(MongoError::unknown_field(&format!("{name}.{key}")));
     }
     Ok(())
 }
