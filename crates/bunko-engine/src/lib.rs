@@ -57,6 +57,7 @@ pub mod index;
 pub mod keys;
 pub mod local;
 pub mod login;
+pub mod namespace;
 mod procedures;
 pub mod purge;
 pub mod read;

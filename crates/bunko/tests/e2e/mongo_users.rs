@@ -52,6 +52,16 @@ assert bob.admin.command("connectionStatus")["authInfo"]["authenticatedUsers"] =
 bob.shop.orders.insert_one({"_id": "o2", "total": 7})
 bob.shop.later.insert_one({"_id": "l2"})
 assert sorted(d["_id"] for d in bob.shop.orders.find()) == ["o1", "o2"]
+# readWrite creates collections of its database, as in MongoDB: by a first insert or by
+# create; they start with the database's roles. Not elsewhere, and dropping stays the admins'.
+bob.shop.fresh.insert_one({"_id": "f1"})
+bob.shop.command("create", "made")
+assert set(bob.shop.list_collection_names()) >= {"fresh", "made"}
+assert bob.shop.fresh.find_one() == {"_id": "f1"}
+assert code_of(lambda: bob.other.new_one.insert_one({"_id": 1})) == 13
+assert code_of(lambda: bob.other.command("create", "new_two")) == 13
+assert code_of(lambda: bob.shop.command("drop", "fresh")) == 13
+assert admin.other.list_collection_names() == ["things"]
 # readWrite is no more than member: no other database, no indexes, no users.
 assert code_of(lambda: bob.other.things.find_one()) == 13
 assert code_of(lambda: bob.shop.orders.create_index("total")) == 13
@@ -127,6 +137,9 @@ print(json.dumps({"ok": True}))
     assert_eq!(security["admins"]["roles"], json!(["_admin", "shop.dbOwner"]), "{security}");
     let other = s.get("/other%24things/_security").1;
     assert_eq!(other["members"]["roles"], json!(["_admin", "other.readWrite"]), "{other}");
+    // What bob created has the same `_security` as what an admin creates.
+    assert_eq!(s.get("/shop%24fresh/_security").1, security);
+    assert_eq!(s.get("/shop%24made/_security").1, security);
 }
 
 /// A user made over MongoDB logs in over HTTP with the same password, and one made over
