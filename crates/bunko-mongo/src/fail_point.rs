@@ -37,6 +37,16 @@ const LABELS: &[&str] = &[
     "SystemOverloadedError",
 ];
 
+/// Where the failing command runs, for the labels MongoDB adds.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Context {
+    pub retryable_write: bool,
+    /// Inside a transaction (not its commit or abort).
+    pub in_txn: bool,
+    /// `commitTransaction`.
+    pub commit: bool,
+}
+
 /// What a failing command does instead of (or besides) running.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Failure {
@@ -312,12 +322,30 @@ fn code_name(code: i32) -> &'static str {
 }
 
 impl Failure {
-    /// The error, with `RetryableWriteError` added as MongoDB adds it to a retryable
-    /// write's error (unless the fail point named its labels).
-    pub fn error(&self, retryable_write: bool) -> Option<MongoError> {
-        let error = self.error.clone()?;
-        if retryable_write && !self.explicit_labels && retryable_code(error.code) {
-            return Some(error.with_label("RetryableWriteError"));
+    /// The error, with the labels MongoDB adds unless the fail point named them:
+    /// `RetryableWriteError` to a retryable write's (or a commit's or abort's) error with a
+    /// retryable code, `TransientTransactionError` to a transient error (a conflict, a lock
+    /// time-out, a missing transaction; inside a transaction also a retryable code),
+    /// `UnknownTransactionCommitResult` to a commit's retryable error or time-out.
+    pub fn error(&self, context: Context) -> Option<MongoError> {
+        let mut error = self.error.clone()?;
+        if self.explicit_labels {
+            return Some(error);
+        }
+        let code = error.code;
+        if context.retryable_write && retryable_code(code) {
+            error = error.with_label("RetryableWriteError");
+        }
+        // LockTimeout, WriteConflict, SnapshotUnavailable, NoSuchTransaction,
+        // PreparedTransactionInProgress: the whole transaction may be retried.
+        let transient = matches!(code, 24 | 112 | 246 | 251 | 267);
+        if (context.in_txn && retryable_code(code))
+            || ((context.in_txn || context.commit) && transient)
+        {
+            error = error.with_label(crate::error::TRANSIENT);
+        }
+        if context.commit && (retryable_code(code) || code == 50) {
+            error = error.with_label(crate::error::UNKNOWN_COMMIT);
         }
         Some(error)
     }

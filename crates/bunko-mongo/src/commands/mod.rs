@@ -265,7 +265,12 @@ pub(crate) fn run(
             session.close = true;
             return Err(MongoError::internal("connection closed by a fail point"));
         }
-        if let Some(err) = failure.error(retryable_write) {
+        let context = crate::fail_point::Context {
+            retryable_write,
+            in_txn: txn.in_txn && !ends_txn,
+            commit: entry.name == "commitTransaction",
+        };
+        if let Some(err) = failure.error(context) {
             return Err(err);
         }
     }

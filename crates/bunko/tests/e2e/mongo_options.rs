@@ -95,6 +95,19 @@ assert books.count_documents({}) == 1
 # appName: other clients are not affected; off clears it.
 fp(configureFailPoint="failCommand", mode="alwaysOn", data={"failCommands": ["count", "aggregate"], "errorCode": 2, "appName": "other"})
 assert books.count_documents({}) == 1
+# Inside a transaction MongoDB labels transient errors; with_transaction retries on them.
+fp(configureFailPoint="failCommand", mode={"times": 1}, data={"failCommands": ["commitTransaction"], "errorCode": 24})
+with c.start_session() as s:
+    s.with_transaction(lambda s: books.insert_one({"_id": 3}, session=s))
+assert books.count_documents({"_id": 3}) == 1
+fp(configureFailPoint="failCommand", mode={"times": 1}, data={"failCommands": ["insert"], "errorCode": 112})
+with c.start_session() as s:
+    s.start_transaction()
+    try:
+        books.insert_one({"_id": 4}, session=s); raise AssertionError("no error")
+    except OperationFailure as e:
+        assert e.has_error_label("TransientTransactionError"), e.details
+    s.abort_transaction()
 fp(configureFailPoint="failCommand", mode="off")
 print(json.dumps({"ok": True}))
 "#;
