@@ -13,6 +13,7 @@
 //! writes: the connection is closed before the answer (`closeConnection`, by default), after
 //! the write is done, or, with `failBeforeCommitExceptionCode`, without doing it (an open
 //! connection gets that error). MongoDB counts it per statement; Bunko per command.
+//! `failGetMoreAfterCursorCheckout` is `failCommand` on `getMore` (sharing its one slot).
 
 use std::time::Duration;
 
@@ -25,6 +26,12 @@ use crate::error::MongoError;
 /// (the retryable-writes specification's list).
 const RETRYABLE_CODES: &[i32] =
     &[6, 7, 89, 91, 134, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436];
+
+/// Error codes of a `getMore` that MongoDB labels `ResumableChangeStreamError`: network,
+/// not-primary and shutdown errors, `RetryChangeStream`, `FailedToSatisfyReadPreference`,
+/// stale routing.
+const RESUMABLE_CODES: &[i32] =
+    &[6, 7, 63, 89, 91, 133, 150, 189, 234, 262, 9001, 10107, 11600, 11602, 13388, 13435, 13436];
 
 /// The labels a fail point may attach (MongoDB's names; others are refused).
 const LABELS: &[&str] = &[
@@ -45,6 +52,8 @@ pub(crate) struct Context {
     pub in_txn: bool,
     /// `commitTransaction`.
     pub commit: bool,
+    /// `getMore` (a change stream resumes after errors MongoDB labels resumable).
+    pub get_more: bool,
 }
 
 /// What a failing command does instead of (or besides) running.
@@ -99,8 +108,11 @@ impl FailPoints {
     /// `configureFailPoint`: sets or clears `failCommand`.
     pub fn configure(&self, command: &Document) -> Result<Document, MongoError> {
         let mut primary_write = false;
+        let mut get_more = false;
         match command.get("configureFailPoint") {
             Some(Bson::String(name)) if name == "failCommand" => {}
+            // MongoDB's getMore-only fail point: `failCommand` on `getMore`.
+            Some(Bson::String(name)) if name == "failGetMoreAfterCursorCheckout" => get_more = true,
             Some(Bson::String(name)) if name == "onPrimaryTransactionalWrite" => {
                 primary_write = true
             }
@@ -144,7 +156,10 @@ impl FailPoints {
             Some(Bson::Document(d)) => d,
             _ => return Err(MongoError::bad_value("failCommand needs a data document")),
         };
-        let point = parse_data(data, times, skip)?;
+        let mut point = parse_data(data, times, skip)?;
+        if get_more {
+            point.commands = vec!["getMore".to_string()];
+        }
         *self.fail_command.lock() = Some(point);
         Ok(doc! {"count": 0})
     }
@@ -343,6 +358,9 @@ impl Failure {
             || ((context.in_txn || context.commit) && transient)
         {
             error = error.with_label(crate::error::TRANSIENT);
+        }
+        if context.get_more && RESUMABLE_CODES.contains(&code) {
+            error = error.with_label("ResumableChangeStreamError");
         }
         if context.commit && (retryable_code(code) || code == 50) {
             error = error.with_label(crate::error::UNKNOWN_COMMIT);

@@ -269,6 +269,7 @@ pub(crate) fn run(
             retryable_write,
             in_txn: txn.in_txn && !ends_txn,
             commit: entry.name == "commitTransaction",
+            get_more: entry.name == "getMore",
         };
         if let Some(err) = failure.error(context) {
             return Err(err);
