@@ -4,7 +4,8 @@
 //! `{_id: 1}`) everywhere a hint is taken, and `hint` on `findAndModify` and `distinct`;
 //! a `$`-prefixed field inside `_id` refused as MongoDB does; the `failCommand` and
 //! `onPrimaryTransactionalWrite` fail points of a server started with
-//! `--mongo-test-commands`, through which pymongo's retryable writes are seen retrying.
+//! `--mongo-test-commands`, through which pymongo's retryable writes are seen retrying;
+//! `batchSize` of a `find` in a transaction.
 //! Through pymongo.
 
 use serde_json::json;
@@ -63,13 +64,7 @@ print(json.dumps({"ok": True}))
     assert_eq!(out, json!({"ok": true}));
     let s = Server::start_with(&["--mongo-test-commands"], &[]);
     let script = r#"
-from pymongo import monitoring
-class Starts(monitoring.CommandListener):
-    def __init__(self): self.names = []
-    def started(self, e): self.names.append(e.command_name)
-    def succeeded(self, e): pass
-    def failed(self, e): pass
-seen = Starts()
+seen = CommandNames()
 c = client(event_listeners=[seen], appName="spec")
 books = c.shop.books
 fp = lambda **kw: c.admin.command("configureFailPoint", **kw)
@@ -112,4 +107,28 @@ fp(configureFailPoint="failCommand", mode="off")
 print(json.dumps({"ok": True}))
 "#;
     assert_eq!(crate::mongo::python(&s, script), Some(json!({"ok": true})));
+}
+
+/// `find` inside a transaction answers `batchSize` documents and a cursor, which `getMore`
+/// (also inside the transaction) continues; the snapshot is the transaction's.
+#[test]
+fn find_in_a_transaction_honours_batch_size() {
+    let s = Server::start();
+    let script = r#"
+seen = CommandNames()
+c = client(event_listeners=[seen])
+books = c.shop.books
+books.insert_many([{"_id": i} for i in range(5)])
+with c.start_session() as s:
+    with s.start_transaction():
+        books.insert_one({"_id": 5}, session=s)
+        got = [d["_id"] for d in books.find({}, batch_size=2, session=s).sort("_id", 1)]
+        assert got == [0, 1, 2, 3, 4, 5], got
+        assert [d["_id"] for d in books.find({}, batch_size=2, session=s).limit(3).sort("_id", 1)] == [0, 1, 2]
+assert seen.names.count("getMore") >= 3, seen.names
+print(json.dumps({"ok": True}))
+"#;
+    if let Some(out) = crate::mongo::python(&s, script) {
+        assert_eq!(out, json!({"ok": true}));
+    }
 }
