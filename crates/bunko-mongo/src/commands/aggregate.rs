@@ -118,7 +118,10 @@ pub(super) fn aggregate(ctx: &mut Ctx, command: &Document) -> Result<Document, M
     if request.is_change_stream() {
         return super::change_stream::open(ctx, command);
     }
-    let stats = super::coll_stats_stage::rewrite(ctx, &request.ns, request.stages)?;
+    let stats = match super::coll_stats_stage::rewrite(ctx, &request.ns, request.stages)? {
+        Some(stages) => Some(stages),
+        None => super::local_sessions_stage::rewrite(ctx, request.stages, request.collectionless)?,
+    };
     let request = match &stats {
         Some(stages) => Request { stages, collectionless: true, ..request },
         None => request,

@@ -29,6 +29,7 @@ mod handshake;
 mod in_txn;
 mod indexes;
 mod let_vars;
+mod local_sessions_stage;
 mod pager;
 mod procedure;
 mod replset;

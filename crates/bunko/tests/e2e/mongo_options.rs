@@ -5,7 +5,7 @@
 //! a `$`-prefixed field inside `_id` refused as MongoDB does; the `failCommand` and
 //! `onPrimaryTransactionalWrite` fail points of a server started with
 //! `--mongo-test-commands`, through which pymongo's retryable writes are seen retrying;
-//! `batchSize` of a `find` in a transaction.
+//! `batchSize` of a `find` in a transaction; `$listLocalSessions`.
 //! Through pymongo.
 
 use serde_json::json;
@@ -126,6 +126,11 @@ with c.start_session() as s:
         assert got == [0, 1, 2, 3, 4, 5], got
         assert [d["_id"] for d in books.find({}, batch_size=2, session=s).limit(3).sort("_id", 1)] == [0, 1, 2]
 assert seen.names.count("getMore") >= 3, seen.names
+# The session that ran the transaction is listed by $listLocalSessions (an aggregate: 1).
+mine = list(c.shop.aggregate([{"$listLocalSessions": {}}, {"$project": {"_id": 0, "user": 1}}]))
+assert mine and all(m == {"user": {"name": f"{USER}@admin"}} for m in mine), mine
+assert len(list(c.admin.aggregate([{"$listLocalSessions": {"allUsers": True}}]))) >= len(mine)
+assert code_of(lambda: list(books.aggregate([{"$listLocalSessions": {}}]))) == 73
 print(json.dumps({"ok": True}))
 "#;
     if let Some(out) = crate::mongo::python(&s, script) {
