@@ -25,32 +25,9 @@ if [ ! -x "$venv/bin/nose2" ]; then
     "$venv/bin/pip" install --quiet -r "$couch/src/mango/requirements.txt"
 fi
 
-target="${CARGO_TARGET_DIR:-$root/target}"
-bin="${BUNKO_BIN:-}"
-if [ -z "$bin" ]; then
-    cargo build --release --locked -p bunko
-    bin="$target/release/bunko"
-fi
-data=$(mktemp -d)
-log="$data.log"
-password="mango-$RANDOM$RANDOM"
-BUNKO_ADMIN="admin:$password" "$bin" serve --data "$data" \
-    --listen 127.0.0.1:0 --mongo-listen off >"$log" 2>&1 &
-server=$!
-cleanup() {
-    kill "$server" 2>/dev/null || true
-    wait "$server" 2>/dev/null || true
-    rm -rf "$data" "$log"
-}
-trap cleanup EXIT
-
-url=""
-for _ in $(seq 100); do
-    url=$(grep -o 'http://127.0.0.1:[0-9]*' "$log" | head -n1 || true)
-    [ -n "$url" ] && break
-    sleep 0.1
-done
-[ -n "$url" ] || { echo "bunko did not start:" >&2; cat "$log" >&2; exit 1; }
+# shellcheck source=scratch-bunko.sh
+source "$root/scripts/scratch-bunko.sh"
+start_bunko mango off
 echo "bunko at $url (pid $server), suite from $tests"
 
 cd "$couch"

@@ -12,27 +12,9 @@ couch="${COUCH_URL:?set COUCH_URL to a CouchDB with admin credentials in the URL
 couch="${couch%/}"
 cd "$(dirname "$0")/.."
 root=$(pwd)
-target="${CARGO_TARGET_DIR:-$root/target}"
-cargo build --release --locked -p bunko
-data=$(mktemp -d)
-log="$data.log"
-password="repl-$RANDOM$RANDOM"
-BUNKO_ADMIN="admin:$password" "$target/release/bunko" serve --data "$data" \
-    --listen 127.0.0.1:0 --mongo-listen off >"$log" 2>&1 &
-server=$!
-cleanup() {
-    kill "$server" 2>/dev/null || true
-    wait "$server" 2>/dev/null || true
-    rm -rf "$data" "$log"
-}
-trap cleanup EXIT
-url=""
-for _ in $(seq 100); do
-    url=$(grep -o 'http://127.0.0.1:[0-9]*' "$log" | head -n1 || true)
-    [ -n "$url" ] && break
-    sleep 0.1
-done
-[ -n "$url" ] || { echo "bunko did not start:" >&2; cat "$log" >&2; exit 1; }
+# shellcheck source=scratch-bunko.sh
+source "$root/scripts/scratch-bunko.sh"
+BUNKO_BIN="" start_bunko repl off
 bunko="${url/http:\/\//http://admin:$password@}"
 echo "bunko at $url, couchdb at ${couch#*@}"
 

@@ -179,7 +179,7 @@ impl Engine {
 
     /// Creates a database as `ctx`, a server admin (`412 file_exists` if it exists).
     pub fn create_db(&self, ctx: &UserCtx, name: &str, partitioned: bool) -> Result<Arc<Database>> {
-        crate::gate::admit_server_admin(ctx)?;
+        let security = crate::gate::admit_create_db(ctx, name)?;
         validate_db_name(name)?;
         if partitioned && name.starts_with('_') {
             return Err(Error::BadRequest("Cannot partition a system database".to_string()));
@@ -194,8 +194,9 @@ impl Engine {
             created_us: now_us(),
             partitioned,
             revs_limit: self.config().revs_limit,
-            security: r#"{"members":{"roles":["_admin"]},"admins":{"roles":["_admin"]}}"#
-                .to_string(),
+            security: security.unwrap_or_else(|| {
+                r#"{"members":{"roles":["_admin"]},"admins":{"roles":["_admin"]}}"#.to_string()
+            }),
         };
         let mut batch = Batch::new();
         batch.put(Key::Db(name).encode(), records::encode(&meta));

@@ -12,7 +12,7 @@
 //! | `_local` documents | [`Database::put_local`] | members (`_users`: as its documents) |
 //! | `_security`, `revs_limit`, compaction, view cleanup | [`Database::set_security`] … | database admins |
 //! | `_purge`, `purged_infos_limit` | [`Database::purge`], [`Database::set_purged_infos_limit`] | server admins (CouchDB's `chttpd_auth_request`) |
-//! | databases | [`crate::Engine::create_db`], [`crate::Engine::delete_db`] | server admins |
+//! | databases | [`crate::Engine::create_db`], [`crate::Engine::delete_db`] | server admins; a MongoDB collection `P$coll` ([`crate::namespace`]) is also created by a user holding the role `db.readWrite` or `db.dbOwner` of its MongoDB database (`P` = `enc(db)`), with that database's roles in its `_security` |
 //!
 //! Document writes are checked twice: [`Database::admit_doc`] before the writer lock
 //! (cheap, and before any password is hashed), and the `_users` rules under the lock,
@@ -57,10 +57,66 @@ impl Database {
     }
 }
 
+/// May `ctx` create the database `name`? Server admins may create any (with the default
+/// `_security`, `None`). A MongoDB collection `P$coll` may also be created by a user who
+/// holds `db.readWrite` or `db.dbOwner` for the MongoDB database `db` with `enc(db)` = `P`,
+/// as MongoDB's `readWrite` creates collections; it starts with the `_security` a server
+/// admin's MongoDB `create` gives it: members `db.readWrite`, admins `db.dbOwner`.
+pub(crate) fn admit_create_db(ctx: &UserCtx, name: &str) -> Result<Option<String>> {
+    if ctx.is_server_admin() {
+        return Ok(None);
+    }
+    if let Some((prefix, _)) = name.split_once('$') {
+        for role in &ctx.roles {
+            let Some((db, _)) = role.rsplit_once('.') else { continue };
+            let (read_write, owner) = crate::namespace::collection_roles(db);
+            if (*role == read_write || *role == owner) && crate::namespace::db_prefix(db) == prefix
+            {
+                let security = serde_json::json!({
+                    "members": {"roles": ["_admin", read_write]},
+                    "admins": {"roles": ["_admin", owner]},
+                });
+                return Ok(Some(security.to_string()));
+            }
+        }
+    }
+    admit_server_admin(ctx).map(|()| None)
+}
+
 /// Fails unless `ctx` is a server admin (`401`, CouchDB's "You are not a server admin.").
 pub(crate) fn admit_server_admin(ctx: &UserCtx) -> Result<()> {
     if ctx.is_server_admin() {
         return Ok(());
     }
     Err(Error::Unauthorized("You are not a server admin.".to_string()))
+}
+
+#[cfg(test)]
+mod create_tests {
+    use super::*;
+
+    fn user(roles: &[&str]) -> UserCtx {
+        UserCtx { name: Some("bob".into()), roles: roles.iter().map(|r| r.to_string()).collect() }
+    }
+
+    #[test]
+    fn mongodb_roles_create_their_databases_collections_only() {
+        assert_eq!(admit_create_db(&UserCtx::admin("root"), "anything").ok(), Some(None));
+        let security = admit_create_db(&user(&["shop.readWrite"]), "shop$books").ok().flatten();
+        let security: serde_json::Value =
+            serde_json::from_str(&security.unwrap_or_default()).unwrap_or_default();
+        assert_eq!(security["members"]["roles"], serde_json::json!(["_admin", "shop.readWrite"]));
+        assert_eq!(security["admins"]["roles"], serde_json::json!(["_admin", "shop.dbOwner"]));
+        assert!(admit_create_db(&user(&["Test.dbOwner"]), "m()(54)est$c").is_ok());
+        for (roles, name) in [
+            (&["shop.readWrite"][..], "other$books"),
+            (&["shop.readWrite"], "shop"),
+            (&["shop.readWrite"], "shopping$books"),
+            (&["shop.reader"], "shop$books"),
+            (&["Test.readWrite"], "test$c"),
+            (&[], "shop$books"),
+        ] {
+            assert!(admit_create_db(&user(roles), name).is_err(), "{roles:?} {name}");
+        }
+    }
 }

@@ -60,6 +60,7 @@ mod js;
 pub mod keys;
 pub mod local;
 pub mod login;
+pub mod namespace;
 mod procedures;
 pub mod purge;
 pub mod read;

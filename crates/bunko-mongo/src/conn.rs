@@ -31,6 +31,8 @@ pub(crate) async fn run(server: Arc<Server>, stream: TcpStream, peer: SocketAddr
         compressors: Vec::new(),
         wait: None,
         await_until: None,
+        app_name: None,
+        close: false,
     };
     if let Err(err) = serve(&server, stream, session).await {
         tracing::debug!(%err, %peer, "mongo connection closed");
@@ -77,6 +79,9 @@ async fn serve(
                         return Err(std::io::Error::other("command panicked"));
                     };
                     session = back;
+                    if session.close {
+                        return Ok(());
+                    }
                     (request, result)
                 }
                 Err(err) => (fallback(&header), Err(err)),
@@ -91,7 +96,11 @@ async fn serve(
         }
         let (reply, plain) = match result {
             Ok((reply, plain)) => (reply, plain),
-            Err(err) => (err.to_doc(), false),
+            Err(err) => {
+                let command = request.command.keys().next().map(String::as_str);
+                tracing::debug!(?command, code = err.code, errmsg = %err.errmsg, "mongo command failed");
+                (err.to_doc(), false)
+            }
         };
         next_id = next_id.wrapping_add(1);
         let bytes = match wire::encode_reply(next_id, &request, &reply, plain) {

@@ -87,6 +87,11 @@ impl MongoError {
     }
 
     /// MongoDB's text for an unknown command.
+    /// MongoDB's unknown-field error; `path` is `command.field`.
+    pub fn unknown_field(path: &str) -> Self {
+        Self::new(40415, "Location40415", format!("BSON field '{path}' is an unknown field."))
+    }
+
     pub fn command_not_found(name: &str) -> Self {
         Self::new(59, "CommandNotFound", format!("no such command: '{name}'"))
     }

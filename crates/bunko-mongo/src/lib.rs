@@ -20,6 +20,7 @@ mod commands;
 mod conn;
 mod cursors;
 pub mod error;
+mod fail_point;
 pub mod names;
 mod projection;
 mod query;
@@ -47,6 +48,9 @@ pub struct MongoConfig {
     /// Bytes an aggregation's blocking stage (`$group`, `$sort`) may hold in memory before
     /// it spills to temporary keys (MongoDB's 100 MiB per stage).
     pub agg_memory_limit: usize,
+    /// Test commands (`configureFailPoint`), as MongoDB's `enableTestCommands`: never in
+    /// production.
+    pub test_commands: bool,
 }
 
 impl Default for MongoConfig {
@@ -56,6 +60,7 @@ impl Default for MongoConfig {
             data_dir: String::new(),
             ttl_monitor_sleep: Duration::from_secs(60),
             agg_memory_limit: bunko_query::agg::MEMORY_LIMIT,
+            test_commands: false,
         }
     }
 }
@@ -72,6 +77,7 @@ pub struct Server {
     process_id: bson::oid::ObjectId,
     next_conn: AtomicI64,
     open: AtomicU64,
+    fail_points: fail_point::FailPoints,
 }
 
 impl Server {
@@ -87,6 +93,7 @@ impl Server {
             process_id: bson::oid::ObjectId::new(),
             next_conn: AtomicI64::new(1),
             open: AtomicU64::new(0),
+            fail_points: fail_point::FailPoints::default(),
         })
     }
 
@@ -141,4 +148,8 @@ pub(crate) struct Session {
     pub wait: Option<commands::change_stream::registry::Wait>,
     /// The deadline of the `getMore` being waited on.
     pub await_until: Option<std::time::Instant>,
+    /// `client.application.name` of the handshake (a fail point's `appName`).
+    pub app_name: Option<String>,
+    /// Set by a fail point's `closeConnection`: `conn.rs` drops the connection unanswered.
+    pub close: bool,
 }

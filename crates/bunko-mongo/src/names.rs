@@ -1,6 +1,7 @@
 //! Namespaces: a MongoDB collection `db.coll` is the engine database named
 //! `enc(db) + "$" + enc(coll)`, a reversible mapping into CouchDB's database names
-//! (`^[a-z][a-z0-9_$()+/-]*$`).
+//! (`^[a-z][a-z0-9_$()+/-]*$`). The encoding is the engine's
+//! ([`bunko_engine::namespace`]), whose write gate reads it; this module checks and decodes.
 //!
 //! - `enc` keeps `a`–`z`, `0`–`9`, `_` and `-`, and writes every other character as `(`,
 //!   the lower-case hex of its UTF-8 bytes, `)`: `Users.archive` is `(55)sers(2e)archive`.
@@ -12,6 +13,9 @@
 //! Engine databases without `$` (CouchDB databases) are not MongoDB collections in this
 //! version.
 
+pub use bunko_engine::namespace::db_prefix;
+use bunko_engine::namespace::{PREFIX, encode};
+
 use crate::error::MongoError;
 
 /// A collection's namespace.
@@ -20,8 +24,6 @@ pub struct Namespace {
     pub db: String,
     pub coll: String,
 }
-
-const PREFIX: &str = "m()";
 
 impl Namespace {
     /// Checks names as MongoDB does.
@@ -63,29 +65,6 @@ pub fn check_db(db: &str) -> Result<(), MongoError> {
         return Err(MongoError::invalid_namespace(format!("Invalid database name: '{db}'")));
     }
     Ok(())
-}
-
-/// The engine-name prefix every collection of `db` has (`enc(db)$`).
-pub fn db_prefix(db: &str) -> String {
-    let enc = encode(db);
-    if enc.starts_with(|c: char| c.is_ascii_lowercase()) { enc } else { format!("{PREFIX}{enc}") }
-}
-
-fn encode(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    for c in name.chars() {
-        if c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-' {
-            out.push(c);
-        } else {
-            let mut buf = [0u8; 4];
-            out.push('(');
-            for b in c.encode_utf8(&mut buf).bytes() {
-                out.push_str(&format!("{b:02x}"));
-            }
-            out.push(')');
-        }
-    }
-    out
 }
 
 fn decode(text: &str) -> Option<String> {

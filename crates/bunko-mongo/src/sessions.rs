@@ -108,6 +108,15 @@ impl Sessions {
         }
     }
 
+    /// Every session: its `lsid.id`, its user, and when it was last used (a session busy
+    /// with a command now: now).
+    pub fn list(&self) -> Vec<(Vec<u8>, String, Instant)> {
+        let map = self.map.lock();
+        let last =
+            |s: &Arc<Mutex<ServerSession>>| s.try_lock().map_or_else(Instant::now, |s| s.last_use);
+        map.iter().map(|((id, user), s)| (id.clone(), user.clone(), last(s))).collect()
+    }
+
     /// Ends every session of `user`, or of everybody (`killAllSessions`).
     pub fn end_all(&self, user: Option<&str>) {
         self.map.lock().retain(|(_, owner), _| user.is_some_and(|u| u != owner));

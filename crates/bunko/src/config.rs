@@ -59,6 +59,11 @@ pub struct ServeArgs {
     /// temporary keys in the store (or fails, with `allowDiskUse: false`); MongoDB's 100 MiB.
     #[arg(long, default_value_t = 100 << 20, value_parser = clap::value_parser!(u64).range(1..))]
     pub mongo_agg_memory_limit: u64,
+    /// Enables MongoDB's test commands (`configureFailPoint`), as `mongod --setParameter
+    /// enableTestCommands=1` does: for running the drivers' specification tests, never in
+    /// production.
+    #[arg(long)]
+    pub mongo_test_commands: bool,
     /// A TOML configuration file (admins, limits).
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -182,6 +187,7 @@ pub struct Settings {
     pub mongo_listen: Option<SocketAddr>,
     pub mongo_ttl_monitor: std::time::Duration,
     pub mongo_agg_memory_limit: usize,
+    pub mongo_test_commands: bool,
     pub engine: bunko_engine::Config,
     pub http: bunko_http::HttpConfig,
     pub storage: bunko_storage::FjallOptions,
@@ -256,6 +262,7 @@ impl Settings {
             mongo_ttl_monitor: std::time::Duration::from_secs(args.mongo_ttl_monitor_secs),
             mongo_agg_memory_limit: usize::try_from(args.mongo_agg_memory_limit)
                 .unwrap_or(usize::MAX),
+            mongo_test_commands: args.mongo_test_commands,
             engine,
             http,
             storage,

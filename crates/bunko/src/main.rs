@@ -99,6 +99,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         data_dir: settings.data.display().to_string(),
         ttl_monitor_sleep: settings.mongo_ttl_monitor,
         agg_memory_limit: settings.mongo_agg_memory_limit,
+        test_commands: settings.mongo_test_commands,
         ..Default::default()
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;

@@ -15,16 +15,14 @@
 //! default, as MongoDB 6+) and fails with `QueryExceededMemoryLimitNoDiskUseAllowed` (292)
 //! when it is false. `maxTimeMS`, `hint` are accepted; `collation` must be the `simple` one.
 
-use std::collections::VecDeque;
-
 use bson::{Bson, DateTime, Document, doc};
 use bunko_query::agg::{Env, Pipeline, Pushdown};
 use bunko_query::expr::{Expr, Vars};
 use bunko_query::{Direction, FieldPath};
 
 use super::agg_env::{AggEnv, from_expr, selector};
-use super::crud::{non_negative, readable_db, run_query, take_batch};
-use super::{Ctx, bool_of, cursor_reply, doc_of, namespace};
+use super::crud::{non_negative, readable_db, run_query};
+use super::{Ctx, bool_of, doc_of, namespace};
 use crate::error::MongoError;
 use crate::names::Namespace;
 
@@ -120,6 +118,14 @@ pub(super) fn aggregate(ctx: &mut Ctx, command: &Document) -> Result<Document, M
     if request.is_change_stream() {
         return super::change_stream::open(ctx, command);
     }
+    let stats = match super::coll_stats_stage::rewrite(ctx, &request.ns, request.stages)? {
+        Some(stages) => Some(stages),
+        None => super::local_sessions_stage::rewrite(ctx, request.stages, request.collectionless)?,
+    };
+    let request = match &stats {
+        Some(stages) => Request { stages, collectionless: true, ..request },
+        None => request,
+    };
     let answer = {
         let env = AggEnv { ctx, allow_disk_use: request.allow_disk_use };
         request.run(command, &env, &mut |push| read_input(&env, &request.ns, push))?
@@ -129,19 +135,7 @@ pub(super) fn aggregate(ctx: &mut Ctx, command: &Document) -> Result<Document, M
         Err(explain) => return Ok(explain),
     };
     observe(ctx, &request);
-    let ns = request.ns;
-    let mut buffer: VecDeque<Document> = docs.into();
-    let first = take_batch(&mut buffer, request.batch);
-    let id = if buffer.is_empty() {
-        0
-    } else {
-        let next = Box::new(move |n| {
-            let batch = take_batch(&mut buffer, n);
-            Ok((batch, !buffer.is_empty()))
-        });
-        ctx.server.cursors.open(ns.full(), ctx.session.user.clone(), next)
-    };
-    Ok(cursor_reply(id, &ns.full(), "firstBatch", first))
+    Ok(super::cursor::answer(ctx, &request.ns.full(), docs, request.batch, false))
 }
 
 /// Logs the pipeline for the advisor's `$lookup` chains (issue 18, rule 8).

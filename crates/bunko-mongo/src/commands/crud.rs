@@ -154,6 +154,25 @@ pub(super) fn write_error(index: usize, err: &MongoError) -> Document {
     out
 }
 
+/// MongoDB stores `$`-prefixed field names anywhere but in `_id`.
+fn check_id_fields(id: &Document) -> Result<(), MongoError> {
+    for (key, value) in id {
+        if key.starts_with('$') {
+            return Err(MongoError::new(
+                52,
+                "DollarPrefixedFieldName",
+                format!(
+                    "_id fields may not contain '$'-prefixed fields: {key} is not valid for storage."
+                ),
+            ));
+        }
+        if let Bson::Document(inner) = value {
+            check_id_fields(inner)?;
+        }
+    }
+    Ok(())
+}
+
 /// A document to insert: its size checked, `_id` added (first) when missing.
 pub(super) fn prepare(item: &Bson) -> Result<(ParsedDoc, Bson), MongoError> {
     let Bson::Document(doc) = item else {
@@ -170,6 +189,7 @@ pub(super) fn prepare(item: &Bson) -> Result<(ParsedDoc, Bson), MongoError> {
             return Err(MongoError::bad_value("can't use a regex for _id"));
         }
         Bson::Undefined => return Err(MongoError::bad_value("can't use a undefined for _id")),
+        Bson::Document(ref d) => check_id_fields(d)?,
         _ => {}
     }
     let mut body = doc.clone();
@@ -403,7 +423,8 @@ pub(super) fn distinct(ctx: &mut Ctx, command: &Document) -> Result<Document, Mo
     };
     let path: Vec<&str> = key.split('.').collect();
     let mut values: Vec<(Value, Bson)> = Vec::new();
-    for doc in run_query(&db, selector, &[], 0, usize::MAX)? {
+    let hint = super::indexes::hint(&db, command.get("hint"))?;
+    for doc in run_hinted(&db, mongo_query(selector, 0, usize::MAX), &[], hint)? {
         let mut reached = Vec::new();
         reach(&Bson::Document(doc), &path, &mut reached);
         for value in reached {

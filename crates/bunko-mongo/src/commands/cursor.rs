@@ -1,10 +1,37 @@
 //! Cursor commands: `getMore` (the next batch of an open cursor, only for the user and
-//! namespace that opened it) and `killCursors`.
+//! namespace that opened it) and `killCursors`; [`answer`] opens a cursor over an answer
+//! held in memory.
+
+use std::collections::VecDeque;
 
 use bson::{Bson, Document, doc};
 
+use super::crud::take_batch;
 use super::{Ctx, cursor_reply, int_of};
 use crate::error::MongoError;
+
+/// The first batch of `docs` (`batch` documents, 0: all), and a cursor holding the rest
+/// unless there is none or `single` (`singleBatch`) asks for none.
+pub(super) fn answer(
+    ctx: &Ctx,
+    ns: &str,
+    docs: Vec<Document>,
+    batch: usize,
+    single: bool,
+) -> Document {
+    let mut buffer: VecDeque<Document> = docs.into();
+    let first = take_batch(&mut buffer, batch);
+    let id = if buffer.is_empty() || single {
+        0
+    } else {
+        let next = Box::new(move |n| {
+            let batch = take_batch(&mut buffer, n);
+            Ok((batch, !buffer.is_empty()))
+        });
+        ctx.server.cursors.open(ns.to_string(), ctx.session.user.clone(), next)
+    };
+    cursor_reply(id, ns, "firstBatch", first)
+}
 
 pub(super) fn get_more(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
     let id = match command.get("getMore") {

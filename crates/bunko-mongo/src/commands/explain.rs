@@ -190,11 +190,14 @@ fn stages(target: &Explained, access: &Document, sorted: bool, n: Option<i32>) -
         });
     }
     if target.skip > 0 {
-        plan = with_n(doc! {"stage": "SKIP", "skipAmount": target.skip as i64, "inputStage": plan});
+        plan = with_n(
+            doc! {"stage": "SKIP", "skipAmount": number(target.skip as u64), "inputStage": plan},
+        );
     }
     if target.limit > 0 {
-        plan =
-            with_n(doc! {"stage": "LIMIT", "limitAmount": target.limit as i64, "inputStage": plan});
+        plan = with_n(
+            doc! {"stage": "LIMIT", "limitAmount": number(target.limit as u64), "inputStage": plan},
+        );
     }
     plan
 }
@@ -213,26 +216,32 @@ fn execution(
     query.use_index = hint.map(|h| (h, None));
     let started = std::time::Instant::now();
     let result = db.find_mongo(&query, order)?;
-    let millis = started.elapsed().as_millis() as i64;
+    let millis = number(started.elapsed().as_millis() as u64);
     let n = result.docs.len() as i32;
     let (keys, docs) = match &result.index {
-        Some(_) => (result.stats.keys_examined as i64, result.stats.docs_examined as i64),
-        None => (0, result.stats.docs_examined as i64),
+        Some(_) => (result.stats.keys_examined, result.stats.docs_examined),
+        None => (0, result.stats.docs_examined),
     };
     let mut access = access.clone();
     if let Some(Bson::Document(ix)) = access.get_mut("inputStage") {
-        ix.insert("keysExamined", keys);
-        ix.insert("nReturned", keys as i32);
+        ix.insert("keysExamined", number(keys));
+        ix.insert("nReturned", number(keys));
     }
-    access.insert("docsExamined", docs);
+    access.insert("docsExamined", number(docs));
     access.insert("nReturned", n);
     Ok(doc! {
         "executionSuccess": true,
         "nReturned": n,
         "executionTimeMillis": millis,
-        "totalKeysExamined": keys,
-        "totalDocsExamined": docs,
+        "totalKeysExamined": number(keys),
+        "totalDocsExamined": number(docs),
         "executionStages": stages(target, &access, !order.is_empty(), Some(n)),
         "allPlansExecution": Bson::Array(Vec::new()),
     })
+}
+
+/// A count as MongoDB's explain writes it: int32 when it fits (mongosh and the drivers see
+/// a plain number), int64 beyond.
+fn number(n: u64) -> Bson {
+    i32::try_from(n).map_or(Bson::Int64(n as i64), Bson::Int32)
 }

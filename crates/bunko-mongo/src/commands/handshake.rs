@@ -30,6 +30,10 @@ fn topology(
     command: &Document,
     primary_field: &str,
 ) -> Result<Document, MongoError> {
+    let app = command.get_document("client").and_then(|c| c.get_document("application"));
+    if let Ok(name) = app.and_then(|a| a.get_str("name")) {
+        ctx.session.app_name = Some(name.to_string());
+    }
     let me = ctx.session.local.to_string();
     let now = bson::DateTime::now();
     let mut reply = Document::new();
@@ -118,6 +122,8 @@ fn parameters(ctx: &Ctx) -> Document {
         "featureCompatibilityVersion": {"version": "8.0"},
         "authenticationMechanisms": [crate::auth::MECHANISM],
         "requireApiVersion": false,
+        // Test commands (`configureFailPoint`) only on a server started for tests.
+        "enableTestCommands": ctx.server.config.test_commands,
         "maxBSONObjectSize": wire::MAX_BSON_SIZE as i32,
         "transactionLifetimeLimitSeconds": i32::try_from(lifetime).unwrap_or(i32::MAX),
     }
@@ -143,6 +149,23 @@ pub(super) fn get_parameter(ctx: &mut Ctx, command: &Document) -> Result<Documen
         return Err(MongoError::new(72, "InvalidOptions", "no option found to get"));
     }
     Ok(reply)
+}
+
+/// `configureFailPoint` ([`crate::fail_point`]): server admins, on a server started with
+/// test commands; elsewhere it does not exist.
+pub(super) fn configure_fail_point(
+    ctx: &mut Ctx,
+    command: &Document,
+) -> Result<Document, MongoError> {
+    if !ctx.server.config.test_commands {
+        return Err(MongoError::command_not_found("configureFailPoint"));
+    }
+    if !super::admin::user(ctx).is_server_admin() {
+        return Err(MongoError::unauthorized(
+            "not authorized on admin to execute command { configureFailPoint }",
+        ));
+    }
+    ctx.server.fail_points.configure(command)
 }
 
 pub(super) fn get_cmd_line_opts(ctx: &mut Ctx, _: &Document) -> Result<Document, MongoError> {

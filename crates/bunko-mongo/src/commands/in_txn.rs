@@ -30,6 +30,9 @@ use crate::query;
 
 type Txn = Transaction<'static>;
 
+/// The first batch's size when the client names none (MongoDB's default).
+const DEFAULT_BATCH: usize = 101;
+
 /// Past every document id (ids are UTF-8 text).
 const ID_END: &str = "\u{10FFFF}\u{10FFFF}\u{10FFFF}";
 
@@ -49,6 +52,9 @@ pub(super) fn run(
         "delete" => delete(ctx, txn, command),
         "findAndModify" => find_and_modify(ctx, txn, command),
         "aggregate" => super::agg_txn::aggregate(ctx, txn, command),
+        // A cursor opened in the transaction holds its answer: its batches need no snapshot.
+        "getMore" => super::cursor::get_more(ctx, command),
+        "killCursors" => super::cursor::kill_cursors(ctx, command),
         _ => Err(MongoError::new(
             263,
             "OperationNotSupportedInTransaction",
@@ -184,15 +190,15 @@ fn find(ctx: &mut Ctx, txn: &mut Txn, command: &Document) -> Result<Document, Mo
     let order = query::sort(&doc_of(command, "sort")?)?;
     let skip = non_negative(command, "skip")?.unwrap_or(0);
     let limit = non_negative(command, "limit")?.filter(|&l| l > 0).unwrap_or(usize::MAX);
-    non_negative(command, "batchSize")?;
-    bool_of(command, "singleBatch", false)?;
+    let batch = non_negative(command, "batchSize")?.unwrap_or(DEFAULT_BATCH);
+    let single = bool_of(command, "singleBatch", false)?;
     let Some(db) = readable_db(ctx, &ns, "find")? else {
         return Ok(cursor_reply(0, &ns.full(), "firstBatch", Vec::new()));
     };
     let found = matching(txn, &db.name(), &filter, &order, skip, limit)?;
     let shown = |d: Document| projection.as_ref().map_or(d.clone(), |p| p.apply(&d));
     let docs = found.into_iter().map(|f| shown(f.doc)).collect();
-    Ok(cursor_reply(0, &ns.full(), "firstBatch", docs))
+    Ok(super::cursor::answer(ctx, &ns.full(), docs, batch, single))
 }
 
 fn count(ctx: &mut Ctx, txn: &mut Txn, command: &Document) -> Result<Document, MongoError> {
@@ -310,6 +316,11 @@ fn find_and_modify(
     command: &Document,
 ) -> Result<Document, MongoError> {
     let spec = FindAndModify::parse(ctx, command)?;
+    if spec.hint.is_some() {
+        return Err(MongoError::not_implemented(
+            "option 'hint' of findAndModify is not supported in transactions yet",
+        ));
+    }
     let Some(db) = spec.target(ctx)? else { return Ok(nothing_modified()) };
     let (ns, filter, return_new, upsert) = (&spec.ns, &spec.filter, spec.return_new, spec.upsert);
     let shown = |d: Document| spec.shown(d);

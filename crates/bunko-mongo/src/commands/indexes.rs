@@ -303,7 +303,10 @@ fn names_to_drop(
 /// collection scan, [`NATURAL`]).
 pub(super) fn hint(db: &Database, value: Option<&Bson>) -> Result<Option<String>, MongoError> {
     match value {
+        // The `_id` index is the documents' own order: the planner's choice serves it.
         None => Ok(None),
+        Some(Bson::String(name)) if name == "_id_" => Ok(None),
+        Some(Bson::Document(key)) if key.len() == 1 && key.contains_key("_id") => Ok(None),
         Some(Bson::String(name)) => Ok(Some(name.clone())),
         Some(Bson::Document(key)) if key.contains_key("$natural") => Ok(Some(NATURAL.into())),
         Some(Bson::Document(key)) => {

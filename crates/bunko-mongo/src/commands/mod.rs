@@ -9,7 +9,8 @@
 //!    may carry (`$db`, `lsid`, `$clusterTime`, `$readPreference`, `comment`, `apiVersion`,
 //!    ...) are accepted, options not implemented yet are `NotImplemented` (238), and
 //!    anything else is MongoDB's unknown-field error (40415). Nothing is silently ignored.
-//! 4. `lsid`, `txnNumber`, `startTransaction` and `autocommit` route the command into a
+//! 4. `let` is bound into the command's expressions ([`let_vars`]);
+//! 5. `lsid`, `txnNumber`, `startTransaction` and `autocommit` route the command into a
 //!    session's transaction or make it a retryable write ([`session`]).
 
 mod admin;
@@ -20,14 +21,18 @@ mod aggregate;
 mod bulk;
 pub(crate) mod change_stream;
 mod coll_options;
+mod coll_stats_stage;
 mod crud;
 mod cursor;
 mod explain;
 mod handshake;
 mod in_txn;
 mod indexes;
+mod let_vars;
+mod local_sessions_stage;
 mod pager;
 mod procedure;
+mod replset;
 pub(crate) mod roles;
 mod sasl;
 mod session;
@@ -36,6 +41,7 @@ mod update;
 #[cfg(test)]
 mod update_golden;
 mod users;
+mod users_info;
 
 use bson::{Bson, Document, doc};
 
@@ -156,6 +162,9 @@ const TABLE: &[Command] = &[
     Command { name: "commitTransaction", aliases: &[], public: false, fields: Some(&["writeConcern", "recoveryToken", "maxTimeMS"]), run: session::outside },
     Command { name: "abortTransaction", aliases: &[], public: false, fields: Some(&["writeConcern", "recoveryToken", "maxTimeMS"]), run: session::outside },
     Command { name: "getParameter", aliases: &[], public: false, fields: None, run: handshake::get_parameter },
+    Command { name: "configureFailPoint", aliases: &[], public: false, fields: None, run: handshake::configure_fail_point },
+    Command { name: "replSetGetStatus", aliases: &[], public: false, fields: Some(&[]), run: replset::status },
+    Command { name: "replSetGetConfig", aliases: &[], public: false, fields: Some(&[]), run: replset::config },
     Command { name: "getCmdLineOpts", aliases: &[], public: false, fields: None, run: handshake::get_cmd_line_opts },
     Command { name: "hostInfo", aliases: &[], public: false, fields: None, run: handshake::host_info },
     Command { name: "serverStatus", aliases: &[], public: false, fields: None, run: handshake::server_status },
@@ -172,8 +181,8 @@ const TABLE: &[Command] = &[
     Command { name: "delete", aliases: &[], public: false, fields: Some(&["deletes", "ordered", "writeConcern", "txnNumber"]), run: crud::delete },
     Command { name: "count", aliases: &[], public: false, fields: Some(&["query", "limit", "skip", "readConcern", "hint"]), run: crud::count },
     Command { name: "update", aliases: &[], public: false, fields: Some(&["bypassDocumentValidation", "updates", "ordered", "writeConcern", "txnNumber"]), run: update::update },
-    Command { name: "findAndModify", aliases: &["findandmodify"], public: false, fields: Some(&["bypassDocumentValidation", "query", "sort", "remove", "update", "new", "fields", "upsert", "arrayFilters", "writeConcern", "txnNumber"]), run: update::find_and_modify },
-    Command { name: "distinct", aliases: &[], public: false, fields: Some(&["key", "query", "readConcern"]), run: crud::distinct },
+    Command { name: "findAndModify", aliases: &["findandmodify"], public: false, fields: Some(&["bypassDocumentValidation", "query", "sort", "remove", "update", "new", "fields", "upsert", "arrayFilters", "hint", "writeConcern", "txnNumber"]), run: update::find_and_modify },
+    Command { name: "distinct", aliases: &[], public: false, fields: Some(&["key", "query", "readConcern", "hint"]), run: crud::distinct },
     Command { name: "explain", aliases: &[], public: false, fields: Some(&["verbosity"]), run: explain::explain },
     Command { name: "listIndexes", aliases: &[], public: false, fields: Some(&["cursor"]), run: indexes::list_indexes },
     Command { name: "createIndexes", aliases: &["createindexes"], public: false, fields: Some(&["indexes", "writeConcern", "commitQuorum"]), run: indexes::create_indexes },
@@ -188,7 +197,7 @@ const TABLE: &[Command] = &[
     Command { name: "createUser", aliases: &[], public: false, fields: Some(USER_FIELDS), run: users::create_user },
     Command { name: "updateUser", aliases: &[], public: false, fields: Some(USER_FIELDS), run: users::update_user },
     Command { name: "dropUser", aliases: &[], public: false, fields: Some(&["writeConcern"]), run: users::drop_user },
-    Command { name: "usersInfo", aliases: &[], public: false, fields: Some(&["showCredentials", "showCustomData", "showPrivileges", "showAuthenticationRestrictions", "filter"]), run: users::users_info },
+    Command { name: "usersInfo", aliases: &[], public: false, fields: Some(&["showCredentials", "showCustomData", "showPrivileges", "showAuthenticationRestrictions", "filter"]), run: users_info::users_info },
     Command { name: "grantRolesToUser", aliases: &[], public: false, fields: Some(&["roles", "writeConcern"]), run: users::grant_roles },
     Command { name: "revokeRolesFromUser", aliases: &[], public: false, fields: Some(&["roles", "writeConcern"]), run: users::revoke_roles },
     Command { name: "rolesInfo", aliases: &[], public: false, fields: Some(&["showBuiltinRoles", "showPrivileges", "showAuthenticationRestrictions"]), run: users::roles_info },
@@ -219,6 +228,8 @@ pub(crate) fn run(
             entry.name
         )));
     }
+    let bound = let_vars::bind(entry.name, command)?;
+    let command = bound.as_ref().unwrap_or(command);
     let txn = session::Fields::parse(command)?;
     let ends_txn = matches!(entry.name, "commitTransaction" | "abortTransaction");
     if let Some(fields) = entry.fields {
@@ -244,6 +255,41 @@ pub(crate) fn run(
     check_read_concern(command, txn.in_txn)?;
     let plain = entry.public || entry.name == "getParameter";
     let bypass_document_validation = bool_of(command, "bypassDocumentValidation", false)?;
+    let retryable_write =
+        (txn.txn_number.is_some() && !txn.in_txn && RETRYABLE.contains(&entry.name)) || ends_txn;
+    let failure = server.fail_points.check(entry.name, session.app_name.as_deref());
+    if let Some(failure) = &failure {
+        if let Some(block) = failure.block {
+            std::thread::sleep(block);
+        }
+        if failure.close_connection {
+            session.close = true;
+            return Err(MongoError::internal("connection closed by a fail point"));
+        }
+        let context = crate::fail_point::Context {
+            retryable_write,
+            in_txn: txn.in_txn && !ends_txn,
+            commit: entry.name == "commitTransaction",
+            get_more: entry.name == "getMore",
+        };
+        if let Some(err) = failure.error(context) {
+            return Err(err);
+        }
+    }
+    let close_after = if txn.txn_number.is_some() && !txn.in_txn && RETRYABLE.contains(&entry.name)
+    {
+        match server.fail_points.check_primary_write() {
+            Some(crate::fail_point::PrimaryWriteFailure::Fail(err)) => return Err(err),
+            Some(crate::fail_point::PrimaryWriteFailure::CloseBefore) => {
+                session.close = true;
+                return Err(MongoError::internal("connection closed by a fail point"));
+            }
+            Some(crate::fail_point::PrimaryWriteFailure::CloseAfter) => true,
+            None => false,
+        }
+    } else {
+        false
+    };
     let mut ctx = Ctx { server, session, db, bypass_document_validation };
     let mut reply = if txn.in_txn || ends_txn {
         session::in_transaction(&mut ctx, entry.name, &txn, command)?
@@ -252,6 +298,10 @@ pub(crate) fn run(
     } else {
         (entry.run)(&mut ctx, command)?
     };
+    if let Some(failure) = failure {
+        failure.add_write_concern_error(&mut reply, retryable_write);
+    }
+    ctx.session.close |= close_after;
     reply.insert("ok", 1.0);
     Ok((reply, plain))
 }
@@ -287,11 +337,7 @@ fn check_fields(
                 "option '{key}' of {name} is not supported yet"
             )));
         }
-        return Err(MongoError::new(
-            40415,
-            "Location40415",
-            format!("BSON field '{name}.{key}' is an unknown field."),
-        ));
+        return Err(MongoError::unknown_field(&format!("{name}.{key}")));
     }
     Ok(())
 }

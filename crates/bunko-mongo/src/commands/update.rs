@@ -16,9 +16,7 @@ use bunko_query::{Dialect, Direction, FieldPath, Selector};
 use serde_json::Value;
 
 use super::admin::{open_or_create, user};
-use super::crud::{
-    clone_error, mongo_query, prepare, readable_db, run_hinted, run_query, write_error,
-};
+use super::crud::{clone_error, mongo_query, prepare, readable_db, run_hinted, write_error};
 use super::{Ctx, bool_of, doc_of, namespace};
 use crate::error::MongoError;
 use crate::names::Namespace;
@@ -280,6 +278,8 @@ pub(super) struct FindAndModify {
     pub update: Option<Update>,
     pub return_new: bool,
     pub upsert: bool,
+    /// `hint`, as the command gave it.
+    pub hint: Option<Bson>,
     projection: Option<Projection>,
 }
 
@@ -317,6 +317,7 @@ impl FindAndModify {
             update,
             return_new,
             upsert,
+            hint: command.get("hint").cloned(),
             projection: Projection::parse(&doc_of(command, "fields")?)?,
         })
     }
@@ -348,8 +349,10 @@ pub(super) fn find_and_modify(ctx: &mut Ctx, command: &Document) -> Result<Docum
     let Some(db) = spec.target(ctx)? else { return Ok(nothing_modified()) };
     let (order, update, return_new) = (&spec.order, &spec.update, spec.return_new);
     let shown = |d: Document| spec.shown(d);
+    let hint = super::indexes::hint(&db, spec.hint.as_ref())?;
     for _ in 0..RETRIES {
-        let Some(found) = run_query(&db, selector.clone(), order, 0, 1)?.into_iter().next() else {
+        let query = mongo_query(selector.clone(), 0, 1);
+        let Some(found) = run_hinted(&db, query, order, hint.clone())?.into_iter().next() else {
             break;
         };
         let Some(update) = update else {

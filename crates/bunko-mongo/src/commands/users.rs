@@ -30,9 +30,9 @@ use crate::error::MongoError;
 const FIELD: &str = "mongodb";
 
 /// A user document's body.
-type Body = Map<String, Value>;
+pub(super) type Body = Map<String, Value>;
 /// Users asked for: names, each on a database (`None`: any).
-type Wanted = Vec<(String, Option<String>)>;
+pub(super) type Wanted = Vec<(String, Option<String>)>;
 
 pub(super) fn create_user(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
     let name = name_of(command, "createUser")?;
@@ -141,37 +141,6 @@ fn change_roles(
     Ok(Document::new())
 }
 
-pub(super) fn users_info(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
-    for flag in ["showCredentials", "showPrivileges", "showAuthenticationRestrictions"] {
-        if bool_of(command, flag, false)? {
-            return Err(MongoError::not_implemented(format!("{flag} is not supported yet")));
-        }
-    }
-    if command.contains_key("filter") {
-        return Err(MongoError::not_implemented("usersInfo.filter is not supported yet"));
-    }
-    let custom = bool_of(command, "showCustomData", true)?;
-    let wanted = wanted_users(command.get("usersInfo"), &ctx.db)?;
-    let me = user(ctx);
-    let own_only = matches!(&wanted, Some(w) if w.iter().all(|(n, _)| Some(n) == me.name.as_ref()));
-    if !me.is_server_admin() && !own_only {
-        return Err(not_authorized(ctx, "usersInfo"));
-    }
-    let mut out = Vec::new();
-    for (name, body) in all_users(ctx)? {
-        let db = user_db(&body);
-        let keep = match &wanted {
-            None => true,
-            Some(w) => w.iter().any(|(n, d)| *n == name && d.as_deref().is_none_or(|d| d == db)),
-        };
-        let all_of_db = command.get("usersInfo").is_some_and(is_one) && db != ctx.db;
-        if keep && !all_of_db {
-            out.push(info(&name, &body, custom));
-        }
-    }
-    Ok(doc! {"users": out})
-}
-
 pub(super) fn roles_info(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
     if bool_of(command, "showPrivileges", false)? {
         return Err(MongoError::not_implemented("showPrivileges is not supported yet"));
@@ -207,7 +176,7 @@ fn role_name(value: &Bson, db: &str) -> Result<(String, String), MongoError> {
 
 /// `usersInfo`'s argument: `None` for every user (`1` of the current database, or
 /// `{forAllDBs: true}`), else the (name, database) pairs asked for.
-fn wanted_users(value: Option<&Bson>, db: &str) -> Result<Option<Wanted>, MongoError> {
+pub(super) fn wanted_users(value: Option<&Bson>, db: &str) -> Result<Option<Wanted>, MongoError> {
     let one = |v: &Bson| -> Result<(String, Option<String>), MongoError> {
         match v {
             Bson::String(name) => Ok((name.clone(), Some(db.to_string()))),
@@ -231,12 +200,12 @@ fn wanted_users(value: Option<&Bson>, db: &str) -> Result<Option<Wanted>, MongoE
     }
 }
 
-fn is_one(value: &Bson) -> bool {
+pub(super) fn is_one(value: &Bson) -> bool {
     matches!(value, Bson::Int32(1) | Bson::Int64(1)) || *value == Bson::Double(1.0)
 }
 
 /// One `usersInfo` entry, in MongoDB's shape.
-fn info(name: &str, body: &Map<String, Value>, custom: bool) -> Document {
+pub(super) fn info(name: &str, body: &Map<String, Value>, custom: bool) -> Document {
     let db = user_db(body);
     let mut out = doc! {"_id": format!("{db}.{name}")};
     let id = body.get(FIELD).and_then(|m| m.get("userId")).and_then(Value::as_str);
@@ -328,7 +297,7 @@ fn fetch(ctx: &Ctx, name: &str) -> Result<(bunko_doc::RevId, Map<String, Value>)
 }
 
 /// Every user document, by name.
-fn all_users(ctx: &Ctx) -> Result<Vec<(String, Body)>, MongoError> {
+pub(super) fn all_users(ctx: &Ctx) -> Result<Vec<(String, Body)>, MongoError> {
     let query = AllDocsQuery {
         include_docs: true,
         prefix: Some(USER_PREFIX.to_string()),
@@ -375,7 +344,7 @@ fn refused(ctx: &Ctx, cmd: &str, result: Result<(), Error>) -> Result<(), MongoE
     }
 }
 
-fn not_authorized(ctx: &Ctx, cmd: &str) -> MongoError {
+pub(super) fn not_authorized(ctx: &Ctx, cmd: &str) -> MongoError {
     MongoError::unauthorized(format!("not authorized on {} to execute command {{ {cmd} }}", ctx.db))
 }
 

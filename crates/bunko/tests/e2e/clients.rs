@@ -1,7 +1,8 @@
 //! The clients people use against Cloudant and CouchDB, run against the real server (issue
 //! 12): the IBM Cloudant Python and Node SDKs at their default settings (gzip request
 //! bodies) through the partition walkthrough of the Cloudant docs, nano through CRUD, views
-//! and `_changes`, PouchDB replicating both ways with a conflict. The scripts live in
+//! and `_changes`, PouchDB replicating both ways with a conflict; and over MongoDB's wire
+//! protocol (issue 13) mongosh typing the seeds' models and the Node driver. The scripts live in
 //! `tests/clients/` and check their own results; each prints `ok <step>` lines and `ALL OK`.
 //!
 //! The packages (pinned in `tests/clients/package-lock.json` and `requirements.txt`) are
@@ -130,6 +131,7 @@ fn check_script(s: &Server, mut cmd: Command, steps: &[&str]) {
         .env("BUNKO_URL_WITH_AUTH", with_auth)
         .env("BUNKO_USER", ADMIN)
         .env("BUNKO_PASSWORD", ADMIN_PASSWORD)
+        .env("MONGO_URL", mongo_url(s))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -155,18 +157,39 @@ fn wait(mut child: std::process::Child, cmd: &Command) -> Output {
     child.wait_with_output().expect("client script output")
 }
 
-fn node(script: &str) -> Option<Command> {
+fn mongo_url(s: &Server) -> String {
+    format!("mongodb://{ADMIN}:{ADMIN_PASSWORD}@{}/?authSource=admin", s.mongo_addr())
+}
+
+/// A command of the pinned Node packages, or `None` (after saying why) without the registry.
+fn with_node_modules(make: impl FnOnce(&Path) -> Command) -> Option<Command> {
     match node_modules() {
-        Ok(modules) => {
-            let mut cmd = Command::new("node");
-            cmd.arg(script).env("NODE_PATH", modules);
-            Some(cmd)
-        }
+        Ok(modules) => Some(make(modules)),
         Err(skip) => {
             eprintln!("{skip}");
             None
         }
     }
+}
+
+/// `mongosh <uri> --quiet --file <script>` at mongosh's defaults, its home (logs, history)
+/// inside `.deps/` rather than the user's.
+fn mongosh(s: &Server, script: &str) -> Option<Command> {
+    with_node_modules(|modules| {
+        let home = deps().join("mongosh-home");
+        std::fs::create_dir_all(&home).expect("create the mongosh home");
+        let mut cmd = Command::new(modules.join(".bin/mongosh"));
+        cmd.arg(mongo_url(s)).args(["--quiet", "--file", script]).env("HOME", home);
+        cmd
+    })
+}
+
+fn node(script: &str) -> Option<Command> {
+    with_node_modules(|modules| {
+        let mut cmd = Command::new("node");
+        cmd.arg(script).env("NODE_PATH", modules);
+        cmd
+    })
 }
 
 const WALKTHROUGH: &[&str] = &[
@@ -261,4 +284,31 @@ assert doc["pub"] == ObjectId("612d1e835ebee16872a109a4"), doc
 print(json.dumps({"ok": True}))
 "#;
     assert_eq!(crate::mongo::python(&s, read), Some(serde_json::json!({"ok": true})));
+}
+
+/// Issue 13: the seeds' MongoDB models typed into mongosh as the guides write them, at
+/// mongosh's default settings (its own handshake, `buildInfo`, `getParameter`,
+/// `atlasVersion`, `getLog` ...): embedded addresses, the subset pattern, the `links` model
+/// answered by an index scan, parent references with an index, `$lookup`, shell helpers.
+#[test]
+fn mongosh_runs_the_seeds_models() {
+    let s = Server::start();
+    let Some(cmd) = mongosh(&s, "mongosh_seeds.js") else { return };
+    let steps = [
+        "embedded addresses",
+        "subset pattern",
+        "links model with an index scan",
+        "parent references with an index",
+        "$lookup",
+        "shell helpers",
+    ];
+    check_script(&s, cmd, &steps);
+}
+
+/// Issue 13: the Node driver's CRUD, `withTransaction`, a change stream and `bulkWrite`.
+#[test]
+fn node_driver_crud_transactions_change_streams_and_bulk_write() {
+    let Some(cmd) = node("node_driver.js") else { return };
+    let s = Server::start();
+    check_script(&s, cmd, &["crud", "withTransaction", "change stream", "bulkWrite"]);
 }

@@ -35,6 +35,7 @@ mod mongo_bulk;
 mod mongo_collections;
 mod mongo_escalation;
 mod mongo_index;
+mod mongo_options;
 mod mongo_stream;
 mod mongo_txn;
 mod mongo_update;

@@ -89,6 +89,15 @@ def client(user=USER, password=PASSWORD, **kw):
     auth = f"{user}:{password}@" if user else ""
     return MongoClient(f"mongodb://{auth}{ADDR}/?authSource=admin", serverSelectionTimeoutMS=20000, **kw)
 
+from pymongo import monitoring
+
+class CommandNames(monitoring.CommandListener):
+    """A command listener keeping the names of the commands a client sent."""
+    def __init__(self): self.names = []
+    def started(self, e): self.names.append(e.command_name)
+    def succeeded(self, e): pass
+    def failed(self, e): pass
+
 def code_of(fn):
     try:
         fn()

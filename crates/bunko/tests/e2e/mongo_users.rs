@@ -30,13 +30,38 @@ assert admin.shop.command("usersInfo", {"user": "bob", "db": "shop"}, showCustom
 assert [u["user"] for u in admin.shop.command("usersInfo", 1)["users"]] == ["bob"]
 assert admin.other.command("usersInfo", 1)["users"] == []
 everyone = admin.admin.command("usersInfo", {"forAllDBs": True})["users"]
-assert [u["_id"] for u in everyone] == ["shop.bob"], everyone
+# The configured server admin is listed too, as a root user of admin.
+assert [u["_id"] for u in everyone] == ["shop.bob", f"admin.{USER}"], everyone
+assert everyone[1]["roles"] == [{"role": "root", "db": "admin"}], everyone
+assert [u["user"] for u in admin.admin.command("usersInfo", 1)["users"]] == [USER]
+# filter and showPrivileges, as MongoDB's usersInfo takes them.
+found = admin.admin.command("usersInfo", {"forAllDBs": True}, filter={"roles.role": "readWrite"})["users"]
+assert [u["_id"] for u in found] == ["shop.bob"], found
+found = admin.shop.command("usersInfo", "bob", showPrivileges=True)["users"][0]
+assert found["inheritedRoles"] == [{"role": "readWrite", "db": "shop"}], found
+privileges = found["inheritedPrivileges"]
+assert [p["resource"] for p in privileges] == [{"db": "shop", "collection": ""}], privileges
+assert {"find", "insert", "update", "remove", "createCollection"} <= set(privileges[0]["actions"])
+assert "createIndex" not in privileges[0]["actions"] and found["inheritedAuthenticationRestrictions"] == []
+root = admin.admin.command("usersInfo", USER, showPrivileges=True)["users"][0]
+assert root["inheritedPrivileges"] == [{"resource": {"anyResource": True}, "actions": ["anyAction"]}], root
+assert code_of(lambda: admin.shop.command("usersInfo", "bob", showCredentials=True)) == 238
 
 bob = client(user="bob", password="b0b pass", authMechanism="SCRAM-SHA-256")
 assert bob.admin.command("connectionStatus")["authInfo"]["authenticatedUsers"] == [{"user": "bob", "db": "admin"}]
 bob.shop.orders.insert_one({"_id": "o2", "total": 7})
 bob.shop.later.insert_one({"_id": "l2"})
 assert sorted(d["_id"] for d in bob.shop.orders.find()) == ["o1", "o2"]
+# readWrite creates collections of its database, as in MongoDB: by a first insert or by
+# create; they start with the database's roles. Not elsewhere, and dropping stays the admins'.
+bob.shop.fresh.insert_one({"_id": "f1"})
+bob.shop.command("create", "made")
+assert set(bob.shop.list_collection_names()) >= {"fresh", "made"}
+assert bob.shop.fresh.find_one() == {"_id": "f1"}
+assert code_of(lambda: bob.other.new_one.insert_one({"_id": 1})) == 13
+assert code_of(lambda: bob.other.command("create", "new_two")) == 13
+assert code_of(lambda: bob.shop.command("drop", "fresh")) == 13
+assert admin.other.list_collection_names() == ["things"]
 # readWrite is no more than member: no other database, no indexes, no users.
 assert code_of(lambda: bob.other.things.find_one()) == 13
 assert code_of(lambda: bob.shop.orders.create_index("total")) == 13
@@ -112,6 +137,9 @@ print(json.dumps({"ok": True}))
     assert_eq!(security["admins"]["roles"], json!(["_admin", "shop.dbOwner"]), "{security}");
     let other = s.get("/other%24things/_security").1;
     assert_eq!(other["members"]["roles"], json!(["_admin", "other.readWrite"]), "{other}");
+    // What bob created has the same `_security` as what an admin creates.
+    assert_eq!(s.get("/shop%24fresh/_security").1, security);
+    assert_eq!(s.get("/shop%24made/_security").1, security);
 }
 
 /// A user made over MongoDB logs in over HTTP with the same password, and one made over

@@ -183,6 +183,13 @@ impl Stream {
             Ok("required") => BeforeMode::Required,
             Ok(other) => return Err(bad_mode("fullDocumentBeforeChange", other)),
         };
+        // The expanded events (`create`, `createIndexes`, `modify`, ...) are not reported yet:
+        // asking for them must not wait for events that never come.
+        if spec.get("showExpandedEvents").and_then(Bson::as_bool) == Some(true) {
+            return Err(MongoError::not_implemented(
+                "$changeStream showExpandedEvents: true is not supported yet",
+            ));
+        }
         for key in spec.keys() {
             let known = [
                 "fullDocument",
