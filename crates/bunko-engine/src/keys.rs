@@ -23,6 +23,7 @@
 //! | `0x12` | `Event(db, seq)` | [`crate::records::ChangeRecord`]: the change journal (every write, for change streams) |
 //! | `0x13` | `Purge(db, purge_seq)` | [`crate::records::PurgeInfo`]: one `_purge` request, kept up to `purged_infos_limit` |
 //! | `0x14` | `PurgedLimit(db)` | `purged_infos_limit` (postcard `u64`; absent = 1000) |
+//! | `0x15` | `AttAlias(db, digest)` | the 16-byte token whose `AttChunk`s hold the body of this MD5 (a streamed upload, [`crate::upload`]) |
 //! | `0x20` | spill entry `(spill, key…)` | a query operator's temporary data ([`crate::spill`]); removed when it ends and at start-up |
 //!
 //! `db` is the database's numeric id (8 bytes big-endian), never its name, so that a deleted
@@ -52,6 +53,7 @@ const ATT_CHUNK: u8 = 0x11;
 const EVENT: u8 = 0x12;
 const PURGE: u8 = 0x13;
 const PURGED_LIMIT: u8 = 0x14;
+const ATT_ALIAS: u8 = 0x15;
 const SPILL: u8 = 0x20;
 
 /// A storage key; see the module docs for the layout.
@@ -77,6 +79,9 @@ pub enum Key<'a> {
     Purge(u64, u64),
     /// The database's `purged_infos_limit`.
     PurgedLimit(u64),
+    /// Where the body whose MD5 is `digest` is stored when it was streamed in: its value
+    /// is the upload's token, the digest its `AttChunk` keys carry instead.
+    AttAlias(u64, &'a [u8]),
 }
 
 impl Key<'_> {
@@ -99,6 +104,7 @@ impl Key<'_> {
             Key::Event(db, seq) => KeyWriter::new(EVENT).u64(db).u64(seq).finish(),
             Key::Purge(db, pseq) => KeyWriter::new(PURGE).u64(db).u64(pseq).finish(),
             Key::PurgedLimit(db) => KeyWriter::new(PURGED_LIMIT).u64(db).finish(),
+            Key::AttAlias(db, digest) => KeyWriter::new(ATT_ALIAS).u64(db).bytes(digest).finish(),
             Key::AttChunk(db, digest, n) => {
                 KeyWriter::new(ATT_CHUNK).u64(db).bytes(digest).u64(n).finish()
             }
@@ -166,6 +172,7 @@ pub fn all_db_ranges(db: u64) -> Vec<Range> {
         LOCAL,
         PART_STATS,
         ATT_CHUNK,
+        ATT_ALIAS,
         EVENT,
         PURGE,
         PURGED_LIMIT,
@@ -203,6 +210,11 @@ pub fn att_range(db: u64) -> Range {
 /// The range of the chunks of one attachment body.
 pub fn att_body_range(db: u64, digest: &[u8]) -> Range {
     prefix_range(&KeyWriter::new(ATT_CHUNK).u64(db).bytes(digest).finish())
+}
+
+/// The range of every `AttAlias` of database `db`.
+pub fn att_alias_range(db: u64) -> Range {
+    prefix_range(&KeyWriter::new(ATT_ALIAS).u64(db).finish())
 }
 
 /// Decodes the digest of an `AttChunk` key.

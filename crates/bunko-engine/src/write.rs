@@ -402,14 +402,7 @@ impl Database {
         old: Option<&DocInfo>,
         new_edits: bool,
     ) -> Result<crate::attachments::Resolved> {
-        let none = || {
-            Ok(crate::attachments::Resolved {
-                metas: Vec::new(),
-                chunks: Batch::new(),
-                new: Vec::new(),
-                added: 0,
-            })
-        };
+        let none = || Ok(crate::attachments::Resolved::none());
         if doc.attachments.as_ref().is_none_or(Vec::is_empty) {
             return none();
         }
