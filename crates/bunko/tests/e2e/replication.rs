@@ -295,6 +295,28 @@ fn malformed_replicator_documents_are_refused_when_written() {
             json!({"_id": "filter", "source": src, "target": tgt, "filter": "nope"}),
             "Invalid filter. Must match `ddocname/filtername`.",
         ),
+        (
+            json!({"_id": "proxies", "source": src, "target": tgt,
+                   "proxy": "http://proxy:3128", "source_proxy": "http://other:3128"}),
+            "{throw,{bad_request,\"`proxy` is mutually exclusive with `source_proxy`\"}}",
+        ),
+        (
+            json!({"_id": "ftp-proxy", "source": src, "target": tgt, "target_proxy": "ftp://p:21"}),
+            "proxy has an invalid url",
+        ),
+        (
+            json!({"_id": "num-proxy", "source": src, "target": tgt, "proxy": 5}),
+            "Invalid proxy url",
+        ),
+        (
+            json!({"_id": "auth", "source": {"url": src, "auth": "secret"}, "target": tgt}),
+            "{error,{badmatch,<<\"secret\">>}}",
+        ),
+        (
+            json!({"_id": "headers", "source": src,
+                   "target": {"url": tgt, "headers": {"X-Token": 5}}}),
+            "{error,badarg}",
+        ),
     ];
     for (doc, reason) in &bad {
         let id = doc["_id"].as_str().unwrap_or_default();
