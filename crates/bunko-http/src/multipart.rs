@@ -25,7 +25,7 @@ use std::sync::Arc;
 use crate::State;
 use crate::body::RawBody;
 use crate::error::{ApiError, ApiResult};
-use crate::receive::receive;
+use crate::receive::{OffRuntime, receive};
 use crate::render::{self, DocOpts};
 use crate::stream::{self, Gone, Sink};
 
@@ -80,7 +80,7 @@ pub async fn read_related(
     body: Body,
     limit: usize,
     parse: impl FnOnce(&[u8]) -> ApiResult<ParsedDoc>,
-) -> ApiResult<(ParsedDoc, Vec<Uploaded>)> {
+) -> ApiResult<(ParsedDoc, Vec<OffRuntime<Uploaded>>)> {
     let boundary = boundary.ok_or_else(|| bad("no boundary"))?;
     // CouchDB ends a body at the closing `--boundary--` without a line break, which multer
     // reads as truncated; a line break after it is an epilogue, which multer ignores.

@@ -13,15 +13,45 @@ use crate::error::ApiError;
 /// Bytes gathered before they are handed to the engine.
 const BATCH: usize = 1 << 20;
 
+/// Holds a value whose drop may write to the store (an upload removes its chunks) and drops
+/// it on a blocking thread, wherever it goes out of scope (even when a request's future is
+/// dropped because the client went away).
+pub struct OffRuntime<T: Send + 'static>(Option<T>);
+
+impl<T: Send + 'static> OffRuntime<T> {
+    pub fn new(value: T) -> Self {
+        OffRuntime(Some(value))
+    }
+}
+
+impl<T: Send + 'static> std::ops::Deref for OffRuntime<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        self.0.as_ref().expect("an OffRuntime holds its value until dropped")
+    }
+}
+
+impl<T: Send + 'static> Drop for OffRuntime<T> {
+    fn drop(&mut self) {
+        let Some(value) = self.0.take() else { return };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn_blocking(move || drop(value))),
+            Err(_) => drop(value),
+        }
+    }
+}
+
 /// Reads `stream` to its end into `upload`; a stream error becomes `bad(error)`.
 pub async fn receive<S, E>(
-    mut upload: Upload,
+    upload: Upload,
     mut stream: S,
     bad: impl Fn(E) -> ApiError,
-) -> Result<Uploaded, ApiError>
+) -> Result<OffRuntime<Uploaded>, ApiError>
 where
     S: Stream<Item = Result<Bytes, E>> + Unpin,
 {
+    let mut upload = OffRuntime::new(upload);
     let mut gathered: Vec<Bytes> = Vec::new();
     let mut size = 0;
     while let Some(bytes) = stream.next().await {
@@ -33,19 +63,30 @@ where
             size = 0;
         }
     }
-    let upload = hand_over(upload, gathered).await?;
-    blocking(move || Ok(upload.finish()?)).await
+    let mut upload = hand_over(upload, gathered).await?;
+    let Some(upload) = upload.0.take() else { return Err(gone()) };
+    let uploaded = blocking(move || Ok(OffRuntime::new(upload.finish()?))).await?;
+    Ok(uploaded)
 }
 
-async fn hand_over(mut upload: Upload, gathered: Vec<Bytes>) -> Result<Upload, ApiError> {
+/// Writes `gathered` on a blocking thread, which owns the upload meanwhile.
+async fn hand_over(
+    mut upload: OffRuntime<Upload>,
+    gathered: Vec<Bytes>,
+) -> Result<OffRuntime<Upload>, ApiError> {
     if gathered.is_empty() {
         return Ok(upload);
     }
+    let Some(mut upload) = upload.0.take() else { return Err(gone()) };
     blocking(move || {
         for bytes in gathered {
             upload.write(&bytes)?;
         }
-        Ok(upload)
+        Ok(OffRuntime::new(upload))
     })
     .await
+}
+
+fn gone() -> ApiError {
+    ApiError::bad_request("the upload was already finished")
 }
