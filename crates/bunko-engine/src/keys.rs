@@ -23,7 +23,7 @@
 //! | `0x12` | `Event(db, seq)` | [`crate::records::ChangeRecord`]: the change journal (every write, for change streams) |
 //! | `0x13` | `Purge(db, purge_seq)` | [`crate::records::PurgeInfo`]: one `_purge` request, kept up to `purged_infos_limit` |
 //! | `0x14` | `PurgedLimit(db)` | `purged_infos_limit` (postcard `u64`; absent = 1000) |
-//! | `0x15` | `AttAlias(db, digest)` | the 16-byte token whose `AttChunk`s hold the body of this MD5 (a streamed upload, [`crate::upload`]) |
+//! | `0x16` | `AttAlias(db, digest)` | the 16-byte token whose `AttChunk`s hold the body of this MD5 (a streamed upload, [`crate::upload`]) |
 //! | `0x20` | spill entry `(spill, key…)` | a query operator's temporary data ([`crate::spill`]); removed when it ends and at start-up |
 //!
 //! `db` is the database's numeric id (8 bytes big-endian), never its name, so that a deleted
@@ -53,7 +53,7 @@ const ATT_CHUNK: u8 = 0x11;
 const EVENT: u8 = 0x12;
 const PURGE: u8 = 0x13;
 const PURGED_LIMIT: u8 = 0x14;
-const ATT_ALIAS: u8 = 0x15;
+const ATT_ALIAS: u8 = 0x16;
 const SPILL: u8 = 0x20;
 
 /// A storage key; see the module docs for the layout.
