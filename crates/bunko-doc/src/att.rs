@@ -32,6 +32,9 @@ pub enum AttBody {
     Stub { digest: Option<[u8; 16]>, length: Option<u64> },
     /// `follows: true`: the data comes in a later part of a `multipart/related` body.
     Follows,
+    /// Data received as a stream and stored already under the upload's `token` (the
+    /// engine's `upload` module), with its MD5 and length.
+    Staged { token: [u8; 16], md5: [u8; 16], length: u64 },
 }
 
 /// Parses `_attachments` in the order the client sent them.

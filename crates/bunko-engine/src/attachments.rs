@@ -12,6 +12,10 @@
 //! - **Reads** stream chunk by chunk from a snapshot ([`Database::attachment_chunks`]).
 //! - **Compaction** (`crate::compact`) removes the chunks no leaf revision refers to.
 //!
+//! - **Streamed bodies** (standalone `PUT`, `multipart/related`) are stored as they arrive
+//!   under an upload token, and the document's commit adds an `AttAlias(db, md5)` naming
+//!   it ([`crate::upload`]); readers follow the alias.
+//!
 //! The revision id covers the attachments as CouchDB's `couch_db:new_revid` does: the
 //! `(name, content_type, md5)` of each, in reverse order ([`bunko_doc::RevId::next_with`]).
 //! Bunko stores every attachment as sent (`encoding` identity); CouchDB gzips
@@ -115,6 +119,13 @@ pub(crate) struct Resolved {
 }
 
 impl Resolved {
+    /// No attachments.
+    pub fn none() -> Resolved {
+        Resolved { metas: Vec::new(), chunks: Batch::new(), new: Vec::new(), added: 0 }
+    }
+}
+
+impl Resolved {
     /// `(name, type, md5)` in the order CouchDB hashes them.
     pub fn hash_input(&self) -> Vec<AttHash<'_>> {
         self.metas.iter().rev().map(|a| (a.name.as_str(), a.content_type.as_str(), a.md5)).collect()
@@ -134,8 +145,7 @@ impl Database {
         new_edits: bool,
         written: &HashSet<[u8; 16]>,
     ) -> Result<Resolved> {
-        let mut resolved =
-            Resolved { metas: Vec::new(), chunks: Batch::new(), new: Vec::new(), added: 0 };
+        let mut resolved = Resolved::none();
         let Some(atts) = &doc.attachments else { return Ok(resolved) };
         let id = doc.id.as_deref().unwrap_or_default();
         let stored = parent.map(of_body).unwrap_or_default();
@@ -144,6 +154,13 @@ impl Database {
             // CouchDB's `set_new_att_revpos` gives new data the new generation in an
             // interactive edit; a replicated write keeps what the source said.
             let revpos = if new_edits { revpos } else { sent_revpos.unwrap_or(revpos) };
+            let meta_of = |md5: &[u8; 16], length: u64| AttMeta {
+                name: name.clone(),
+                content_type: content_type.clone(),
+                md5: *md5,
+                length,
+                revpos,
+            };
             let meta = match body {
                 AttBody::Data { bytes, md5 } => {
                     if bytes.len() as u64 > max {
@@ -158,13 +175,20 @@ impl Database {
                         resolved.new.push(*md5);
                         resolved.added += bytes.len() as u64;
                     }
-                    AttMeta {
-                        name: name.clone(),
-                        content_type: content_type.clone(),
-                        md5: *md5,
-                        length: bytes.len() as u64,
-                        revpos,
+                    meta_of(md5, bytes.len() as u64)
+                }
+                AttBody::Staged { token, md5, length } => {
+                    if *length > max {
+                        return Err(Error::AttachmentTooLarge(name.clone()));
                     }
+                    let known = written.contains(md5) || resolved.new.contains(md5);
+                    if !known && !self.has_att_body(md5, *length)? {
+                        // The chunks are stored already, under the upload's token.
+                        resolved.chunks.put(Key::AttAlias(self.id(), md5).encode(), token.to_vec());
+                        resolved.new.push(*md5);
+                        resolved.added += length;
+                    }
+                    meta_of(md5, *length)
                 }
                 AttBody::Follows => {
                     return Err(Error::BadRequest(format!(
@@ -185,13 +209,7 @@ impl Database {
                         if !self.has_att_body(md5, *length)? {
                             return Err(missing());
                         }
-                        AttMeta {
-                            name: name.clone(),
-                            content_type: content_type.clone(),
-                            md5: *md5,
-                            length: *length,
-                            revpos,
-                        }
+                        meta_of(md5, *length)
                     }
                 }
             };
@@ -205,7 +223,9 @@ impl Database {
         if length == 0 {
             return Ok(true);
         }
-        Ok(self.store.get(&Key::AttChunk(self.id(), md5, 0).encode())?.is_some())
+        let store = self.store.as_ref();
+        Ok(store.get(&Key::AttChunk(self.id(), md5, 0).encode())?.is_some()
+            || store.get(&Key::AttAlias(self.id(), md5).encode())?.is_some())
     }
 
     /// The attachment `name` of the document's winner or of `rev`
@@ -219,9 +239,18 @@ impl Database {
     }
 
     /// The chunks of an attachment body, read from one snapshot as they are consumed.
-    pub fn attachment_chunks(&self, md5: &[u8; 16]) -> impl Iterator<Item = Result<Vec<u8>>> {
-        let range = keys::att_body_range(self.id(), md5);
-        Iter::new(self.snapshot(), range, false, 4).map(|entry| Ok(entry?.1))
+    pub fn attachment_chunks(
+        &self,
+        md5: &[u8; 16],
+    ) -> Box<dyn Iterator<Item = Result<Vec<u8>>> + Send> {
+        let snapshot = self.snapshot();
+        // A streamed body stays under its upload's token (`crate::upload`).
+        let token = match snapshot.get(&Key::AttAlias(self.id(), md5).encode()) {
+            Ok(token) => token,
+            Err(err) => return Box::new(std::iter::once(Err(err.into()))),
+        };
+        let range = keys::att_body_range(self.id(), token.as_deref().unwrap_or(md5));
+        Box::new(Iter::new(snapshot, range, false, 4).map(|entry| Ok(entry?.1)))
     }
 
     /// A whole attachment body (for inline `attachments=true`).
@@ -233,8 +262,18 @@ impl Database {
         Ok(out)
     }
 
+    /// Whether `ctx` may put attachment `name` on document `id`: the write gate and the
+    /// name's rules, asked before the body is received (and again by the write).
+    pub fn admit_attachment(&self, ctx: &UserCtx, id: &str, name: &str) -> Result<()> {
+        // The write gate answers first, so a user who may not write learns nothing of the
+        // document (`update_docs` asks it again for the write itself).
+        self.admit_doc(&self.security_object()?, ctx, id)?;
+        Ok(att::validate_name(name)?)
+    }
+
     /// `PUT /{db}/{id}/{name}`: a new revision of the document (created if absent and no
-    /// `rev` is given) with this attachment added or replaced, as `ctx`.
+    /// `rev` is given) with this attachment (inline or streamed data) added or replaced,
+    /// as `ctx`.
     pub fn put_attachment(
         &self,
         ctx: &UserCtx,
@@ -242,16 +281,12 @@ impl Database {
         rev: Option<RevId>,
         name: &str,
         content_type: &str,
-        bytes: Vec<u8>,
+        body: AttBody,
     ) -> Result<RevId> {
-        // The write gate answers first, so a user who may not write learns nothing of the
-        // document (`update_docs` asks it again for the write itself).
-        self.admit_doc(&self.security_object()?, ctx, id)?;
-        att::validate_name(name)?;
+        self.admit_attachment(ctx, id, name)?;
         let mut doc = self.editable(id, rev.as_ref())?;
         let atts = doc.attachments.get_or_insert_with(Vec::new);
         atts.retain(|a| a.name != name);
-        let md5 = att::md5(&bytes);
         // First, as CouchDB's `chttpd_db:db_attachment_req` puts it (the order is hashed).
         atts.insert(
             0,
@@ -259,7 +294,7 @@ impl Database {
                 name: name.to_string(),
                 content_type: content_type.to_string(),
                 revpos: None,
-                body: AttBody::Data { bytes, md5 },
+                body,
             },
         );
         doc.rev = rev;

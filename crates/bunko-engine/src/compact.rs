@@ -130,8 +130,16 @@ impl Database {
         if orphans.is_empty() {
             return Ok(0);
         }
+        orphans.retain(|digest, _| !crate::upload::is_live(digest));
         let mut batch = Batch::new();
         let mut freed = 0;
+        // An alias whose token's chunks go goes with them.
+        for entry in Iter::new(self.store.snapshot(), keys::att_alias_range(db), false, 64) {
+            let (key, token) = entry?;
+            if orphans.contains_key(&token) {
+                batch.delete(key);
+            }
+        }
         for (md5, bytes) in &orphans {
             for entry in Iter::new(self.store.snapshot(), keys::att_body_range(db, md5), false, 8) {
                 batch.delete(entry?.0);
@@ -177,6 +185,10 @@ fn spare(
         };
         for att in crate::attachments::of_body(&body) {
             orphans.remove(att.md5.as_slice());
+            // A streamed body's chunks carry its upload's token (`crate::upload`).
+            if let Some(token) = store.get(&Key::AttAlias(db, &att.md5).encode())? {
+                orphans.remove(&token);
+            }
         }
     }
     Ok(())

@@ -8,7 +8,8 @@
 //! `_compact` or `revs_limit` removes them). `_compact` also trims the journal up to where
 //! it started, so a stream can resume from any point after the last compaction
 //! (`Database::trim_journal`); before it, [`Database::change_events`] reports the history
-//! lost rather than skip writes.
+//! lost rather than skip writes. A `_purge` that removes a whole document journals it too,
+//! as a deletion with no body (`crate::purge`).
 
 use std::ops::Bound;
 
@@ -127,6 +128,11 @@ impl Database {
 
 fn event(read: &dyn Read, db: u64, seq: u64, record: ChangeRecord) -> Result<ChangeEvent> {
     let ChangeRecord { id, rev, ms } = record;
+    if rev.pos == ChangeRecord::PURGED {
+        // Purged whole: nothing of it is left to show.
+        let before = Before::Unavailable;
+        return Ok(ChangeEvent { seq, id, rev, deleted: true, ms, body: None, before });
+    }
     let info = doc_info_in(read, db, &id)?;
     let tree = info.as_ref().map(|i| &i.tree);
     let node = tree.and_then(|t| t.find(&rev).and_then(|i| t.node(i)));
@@ -182,6 +188,22 @@ mod tests {
         assert!(db.change_events(0, 10)?.is_none(), "history before the compaction is lost");
         let (after, reached) = db.change_events(2, 10)?.ok_or(Error::Corrupt("lost".into()))?;
         assert!(after.is_empty() && reached == 2);
+        Ok(())
+    }
+
+    #[test]
+    fn a_purged_document_is_journaled_as_a_deletion() -> Result<()> {
+        let engine = Engine::open(Arc::new(Memory::new()), Config::default())?;
+        let db = engine.create_db(&UserCtx::admin("t"), "shop$books", false)?;
+        let rev = put(&db, r#"{"_id": "猫", "n": 1}"#)?;
+        put(&db, r#"{"_id": "犬", "n": 1}"#)?;
+        db.purge(&UserCtx::admin("t"), vec![("猫".to_string(), vec![rev])])?;
+        let (events, reached) = db.change_events(2, 10)?.ok_or(Error::Corrupt("lost".into()))?;
+        assert_eq!(reached, 3);
+        assert_eq!(events.len(), 1);
+        let purged = &events[0];
+        assert_eq!((purged.seq, purged.id.as_str(), purged.deleted), (3, "猫", true));
+        assert_eq!((purged.body.as_ref(), &purged.before), (None, &Before::Unavailable));
         Ok(())
     }
 }

@@ -24,6 +24,7 @@
 //! | `0x13` | `Purge(db, purge_seq)` | [`crate::records::PurgeInfo`]: one `_purge` request, kept up to `purged_infos_limit` |
 //! | `0x14` | `PurgedLimit(db)` | `purged_infos_limit` (postcard `u64`; absent = 1000) |
 //! | `0x15` | geo index `(db, sig, …)` | written by `bunko-search` (its `geo_store.rs`); the engine only drops it with the database |
+//! | `0x16` | `AttAlias(db, digest)` | the 16-byte token whose `AttChunk`s hold the body of this MD5 (a streamed upload, [`crate::upload`]) |
 //! | `0x20` | spill entry `(spill, key…)` | a query operator's temporary data ([`crate::spill`]); removed when it ends and at start-up |
 //!
 //! Tags `0x0D`–`0x0F` belong to the views built above the engine (`bunko-views` writes and
@@ -58,6 +59,7 @@ const PURGE: u8 = 0x13;
 const PURGED_LIMIT: u8 = 0x14;
 /// The keys of Cloudant Geo indexes, which `bunko-search` writes (`geo_store.rs`).
 pub const GEO: u8 = 0x15;
+const ATT_ALIAS: u8 = 0x16;
 const SPILL: u8 = 0x20;
 
 /// Reserved for `bunko-views`: the checkpoint of a map index, `(db, sig)`.
@@ -90,6 +92,9 @@ pub enum Key<'a> {
     Purge(u64, u64),
     /// The database's `purged_infos_limit`.
     PurgedLimit(u64),
+    /// Where the body whose MD5 is `digest` is stored when it was streamed in: its value
+    /// is the upload's token, the digest its `AttChunk` keys carry instead.
+    AttAlias(u64, &'a [u8]),
 }
 
 impl Key<'_> {
@@ -112,6 +117,7 @@ impl Key<'_> {
             Key::Event(db, seq) => KeyWriter::new(EVENT).u64(db).u64(seq).finish(),
             Key::Purge(db, pseq) => KeyWriter::new(PURGE).u64(db).u64(pseq).finish(),
             Key::PurgedLimit(db) => KeyWriter::new(PURGED_LIMIT).u64(db).finish(),
+            Key::AttAlias(db, digest) => KeyWriter::new(ATT_ALIAS).u64(db).bytes(digest).finish(),
             Key::AttChunk(db, digest, n) => {
                 KeyWriter::new(ATT_CHUNK).u64(db).bytes(digest).u64(n).finish()
             }
@@ -179,6 +185,7 @@ pub fn all_db_ranges(db: u64) -> Vec<Range> {
         LOCAL,
         PART_STATS,
         ATT_CHUNK,
+        ATT_ALIAS,
         EVENT,
         PURGE,
         PURGED_LIMIT,
@@ -217,6 +224,11 @@ pub fn att_range(db: u64) -> Range {
 /// The range of the chunks of one attachment body.
 pub fn att_body_range(db: u64, digest: &[u8]) -> Range {
     prefix_range(&KeyWriter::new(ATT_CHUNK).u64(db).bytes(digest).finish())
+}
+
+/// The range of every `AttAlias` of database `db`.
+pub fn att_alias_range(db: u64) -> Range {
+    prefix_range(&KeyWriter::new(ATT_ALIAS).u64(db).finish())
 }
 
 /// Decodes the digest of an `AttChunk` key.

@@ -77,6 +77,7 @@ pub mod spill;
 mod triggers;
 mod txn;
 pub mod update_fn;
+pub mod upload;
 mod user_doc;
 pub mod users;
 pub mod uuids;

@@ -7,8 +7,10 @@
 //!    other leaf shares ([`crate::revtree::RevTree::remove_leaves`]; other revisions are
 //!    ignored), and their bodies;
 //! 2. a document left without revisions disappears: its `Doc` key, its `Seq` entry (so it
-//!    leaves `_all_docs` and `_changes`), its counters and its Mango index entries; a
-//!    document that keeps revisions moves to a new seq with its new winner's entries;
+//!    leaves `_all_docs` and `_changes`), its counters and its Mango index entries, and it
+//!    gets a seq of its own for a change-journal entry (MongoDB change streams show a
+//!    `delete`, `crate::events`); a document that keeps revisions moves to a new seq with
+//!    its new winner's entries;
 //! 3. records each request as a [`PurgeInfo`] under `Purge(db, purge_seq)`, with the
 //!    update seq the commit reached: the update seq always advances (CouchDB bumps it so
 //!    that indexers look again), and a restart finds it there even when the purged
@@ -134,6 +136,10 @@ impl Database {
         pb.batch.delete(Key::Seq(db, old.seq).encode());
         let new = if tree.nodes().is_empty() {
             pb.batch.delete(Key::Doc(db, id).encode());
+            // Change streams see it go: a journal entry of its own seq.
+            pb.seq += 1;
+            let record = records::ChangeRecord::purged(id, crate::catalog::now_us() / 1000);
+            pb.batch.put(Key::Event(db, pb.seq).encode(), records::encode(&record));
             None
         } else {
             pb.seq += 1;

@@ -36,12 +36,28 @@ impl DocInfo {
 }
 
 /// One entry of the change journal: which revision of which document a write made, and
-/// when (milliseconds since the Unix epoch).
+/// when (milliseconds since the Unix epoch). A `_purge` that removes a whole document
+/// journals it with [`ChangeRecord::PURGED`] (`0-`, never a written revision), which
+/// change streams show as a `delete`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ChangeRecord {
     pub id: String,
     pub rev: RevId,
     pub ms: u64,
+}
+
+impl ChangeRecord {
+    /// The revision a purged document is journaled with.
+    pub const PURGED: u64 = 0;
+
+    /// The journal entry of a document a `_purge` removed whole.
+    pub fn purged(id: &str, ms: u64) -> ChangeRecord {
+        ChangeRecord {
+            id: id.to_string(),
+            rev: RevId { pos: Self::PURGED, hash: String::new() },
+            ms,
+        }
+    }
 }
 
 /// One purge request (`POST /{db}/_purge` names a document and revisions), as CouchDB's

@@ -159,7 +159,7 @@ impl Database {
             if kind(&id) != DocKind::Normal {
                 return Ok(Ok(()));
             }
-            (crate::validators::new_doc_json(doc), scope.stored_json(&id)?)
+            (crate::validators::new_doc_json(doc, &[]), scope.stored_json(&id)?)
         };
         for i in 0..scripts.len() {
             let outcome =

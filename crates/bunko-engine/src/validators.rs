@@ -21,6 +21,7 @@ use bunko_query::{Dialect, Selector};
 use parking_lot::Mutex;
 use serde_json::{Map, Value, json};
 
+use crate::attachments::AttMeta;
 use crate::database::Database;
 use crate::keys;
 use crate::records::DocInfo;
@@ -92,7 +93,7 @@ impl Database {
         &self,
         ctx: &UserCtx,
         security: &str,
-        doc: &ParsedDoc,
+        (doc, atts): (&ParsedDoc, &[AttMeta]),
         old: Option<Stored<'_>>,
         skip_mongo_rule: bool,
     ) -> Result<()> {
@@ -105,7 +106,7 @@ impl Database {
             rule.check(self, doc, old.as_ref().and_then(|o| o.body.as_ref()))?;
         }
         let Some(validators) = &loaded.js else { return Ok(()) };
-        let new_doc = new_doc_json(doc);
+        let new_doc = new_doc_json(doc, atts);
         let old_doc = old.map_or(Value::Null, |o| old_doc_json(doc, o));
         let user_ctx = json!({"db": self.name(), "name": ctx.name, "roles": ctx.roles});
         let sec_obj: Value = serde_json::from_str(security).unwrap_or_else(|_| json!({}));
@@ -217,9 +218,10 @@ impl MongoRule {
     }
 }
 
-/// `newDoc`: the body with `_id`, the `_rev` it edits, `_deleted` and `_revisions`, as
-/// CouchDB passes the edit (`couch_doc:to_json_obj(Doc, [revs])`).
-pub(crate) fn new_doc_json(doc: &ParsedDoc) -> Value {
+/// `newDoc`: the body with `_id`, the `_rev` it edits, `_deleted`, `_revisions` and the
+/// attachments `atts` as stubs, as CouchDB passes the edit (`couch_doc:to_json_obj(Doc,
+/// [revs])`: `content_type`, `revpos`, `digest`, `length`, `stub`).
+pub(crate) fn new_doc_json(doc: &ParsedDoc, atts: &[AttMeta]) -> Value {
     let mut out = Map::new();
     out.insert("_id".into(), json!(doc.id));
     if let Some(rev) = &doc.rev {
@@ -235,6 +237,11 @@ pub(crate) fn new_doc_json(doc: &ParsedDoc) -> Value {
             None => vec![rev.hash.clone()],
         };
         out.insert("_revisions".into(), json!({"start": rev.pos, "ids": ids}));
+    }
+    if !atts.is_empty() {
+        let stubs: Map<String, Value> =
+            atts.iter().map(|a| (a.name.clone(), a.stub_json())).collect();
+        out.insert("_attachments".into(), Value::Object(stubs));
     }
     Value::Object(out)
 }

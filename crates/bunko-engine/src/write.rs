@@ -17,6 +17,7 @@ use bunko_doc::body::ParsedDoc;
 use bunko_doc::id::{DocKind, kind, partition_of, validate_doc_id};
 use bunko_storage::{Batch, Ticket};
 
+use crate::attachments::AttMeta;
 use crate::database::{Database, Writer};
 use crate::ids::IdChanges;
 use crate::index::{DdocChanges, Index, Winner};
@@ -272,12 +273,13 @@ impl Database {
         for (id, doc) in prepared {
             let result = doc.and_then(|doc| {
                 let old = self.current(&mut pending, db, &id)?;
+                let atts = self.doc_atts(&pending, &id, &doc, old.as_ref(), opts.new_edits)?;
                 if kind(&id) == DocKind::Normal {
                     let bypass = opts.bypass_document_validation;
-                    self.check_update(ctx, checks, &pending, (&id, &doc), old.as_ref(), bypass)?;
+                    let edit = (id.as_str(), &doc, atts.metas.as_slice());
+                    self.check_update(ctx, checks, &pending, edit, old.as_ref(), bypass)?;
                 }
                 let body = doc.body_json();
-                let atts = self.doc_atts(&pending, &id, &doc, old.as_ref(), opts.new_edits)?;
                 let stored = crate::attachments::with_atts(body.clone(), &atts.metas);
                 let outcome = if opts.new_edits {
                     let hashed = (body.as_slice(), atts.hash_input());
@@ -402,14 +404,7 @@ impl Database {
         old: Option<&DocInfo>,
         new_edits: bool,
     ) -> Result<crate::attachments::Resolved> {
-        let none = || {
-            Ok(crate::attachments::Resolved {
-                metas: Vec::new(),
-                chunks: Batch::new(),
-                new: Vec::new(),
-                added: 0,
-            })
-        };
+        let none = || Ok(crate::attachments::Resolved::none());
         if doc.attachments.as_ref().is_none_or(Vec::is_empty) {
             return none();
         }
@@ -492,7 +487,7 @@ impl Database {
         ctx: &UserCtx,
         checks: &Checks,
         pending: &Pending,
-        (id, doc): (&str, &ParsedDoc),
+        (id, doc, atts): (&str, &ParsedDoc, &[AttMeta]),
         old: Option<&DocInfo>,
         bypass_document_validation: bool,
     ) -> Result<()> {
@@ -510,7 +505,13 @@ impl Database {
             user_doc::validate(ctx, &checks.security, id, &doc.body, doc.deleted, body.as_ref())?;
         }
         let stored = old.map(|info| Stored { info, body });
-        self.run_validators(ctx, &checks.security_json, doc, stored, bypass_document_validation)
+        self.run_validators(
+            ctx,
+            &checks.security_json,
+            (doc, atts),
+            stored,
+            bypass_document_validation,
+        )
     }
 
     /// The current winning body of a document as an object (`None` if missing or deleted).

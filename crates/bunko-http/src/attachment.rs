@@ -2,11 +2,14 @@
 //! and inline attachment data in documents (`attachments=true`, `atts_since`).
 //!
 //! Downloads stream chunk by chunk from a storage snapshot ([`crate::stream`]), so memory
-//! does not grow with the attachment; `Range: bytes=a-b` answers `206` with that slice, and
-//! the `ETag` is the body's MD5 (base64), so `If-None-Match` answers `304`. Uploads are read
-//! whole, up to `max_http_request_size`, then written through the engine's write path (the
-//! write gate, `max_attachment_size`, one commit with the document).
+//! does not grow with the attachment; `Range: bytes=a-b` answers `206` with that slice
+//! (several ranges: `206 multipart/byteranges`, as CouchDB), and
+//! the `ETag` is the body's MD5 (base64), so `If-None-Match` answers `304`. Uploads stream
+//! into temporary storage as they arrive ([`crate::receive`]; `max_attachment_size` is
+//! checked as the bytes come, the write gate before the first), then are written through
+//! the engine's write path (one commit with the document).
 
+use axum::body::Body;
 use axum::extract::{FromRequestParts, MatchedPath, Path, RawQuery, State as AxState};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -14,15 +17,18 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Router};
 use bunko_doc::RevId;
 use bunko_doc::att::{self, DEFAULT_TYPE};
+use std::sync::Arc;
+
 use bunko_engine::Database;
 use bunko_engine::attachments::{AttMeta, of_body};
 use bunko_engine::read::DocOut;
 use serde_json::{Map, Value, json};
 
-use crate::body::RawBody;
 use crate::doc::{merge_rev, open_for_read, written};
+use crate::encoding::Inflated;
 use crate::error::{ApiError, ApiResult};
 use crate::params::Params;
+use crate::receive::receive;
 use crate::{State, UserCtx, blocking, stream};
 
 pub fn routes() -> Router<State> {
@@ -63,7 +69,8 @@ async fn upload(
     Target { db: db_name, id, name }: Target,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
-    body: RawBody,
+    inflated: Option<Extension<Inflated>>,
+    body: Body,
 ) -> ApiResult<Response> {
     let db = state.engine.db(&db_name)?;
     let rev = merge_rev(None, &Params::parse(query.as_deref()), &headers)?;
@@ -72,12 +79,20 @@ async fn upload(
         .and_then(|v| v.to_str().ok())
         .unwrap_or(DEFAULT_TYPE)
         .to_string();
+    // Refused before the body is read: a user who may not write sends it for nothing.
+    db.admit_attachment(&ctx, &id, &name)?;
+    let bad = |err: axum::Error| match inflated {
+        Some(_) => ApiError::bad_request("Request body is not properly gzipped."),
+        None => ApiError::bad_request(err.to_string()),
+    };
+    let uploaded = receive(db.upload(&name), body.into_data_stream(), bad).await?;
     let doc_id = id.clone();
-    // Takes the buffer over without a copy when nothing else holds it.
-    let bytes = Vec::from(body.0);
-    let rev =
-        blocking(move || Ok(db.put_attachment(&ctx, &doc_id, rev, &name, &content_type, bytes)?))
-            .await?;
+    let rev = blocking(move || {
+        let rev = db.put_attachment(&ctx, &doc_id, rev, &name, &content_type, uploaded.body());
+        drop(uploaded);
+        Ok(rev?)
+    })
+    .await?;
     Ok(written(StatusCode::CREATED, &id, &rev))
 }
 
@@ -116,13 +131,12 @@ async fn download(
     if matches {
         return Ok(with_headers(StatusCode::NOT_MODIFIED.into_response(), &[("etag", &etag)]));
     }
-    let (status, start, end) = match range(&headers, meta.length) {
-        Range::Whole => (StatusCode::OK, 0, meta.length),
-        Range::Part(start, end) => (StatusCode::PARTIAL_CONTENT, start, end + 1),
-        Range::Unsatisfiable => {
+    let ranges = match ranges(&headers, meta.length) {
+        Ok(ranges) => ranges,
+        Err(Unsatisfiable) => {
             let response = ApiError::Other(
                 StatusCode::RANGE_NOT_SATISFIABLE,
-                "range_not_satisfiable",
+                "requested_range_not_satisfiable",
                 "Requested range not satisfiable".to_string(),
             )
             .into_response();
@@ -130,24 +144,14 @@ async fn download(
             return Ok(with_headers(response, &[("content-range", &all)]));
         }
     };
+    let (status, start, end) = match ranges.as_slice() {
+        [(first, last)] => (StatusCode::PARTIAL_CONTENT, *first, last + 1),
+        [_, _, ..] => return Ok(byteranges(db, meta, ranges)),
+        [] => (StatusCode::OK, 0, meta.length),
+    };
     let md5 = meta.md5;
     let response = stream::response(status, "application/octet-stream", move |sink| {
-        let mut at = 0u64;
-        for chunk in db.attachment_chunks(&md5) {
-            let Ok(chunk) = chunk else { return Err(stream::Gone) };
-            let (from, to) = (at, at + chunk.len() as u64);
-            at = to;
-            if to <= start {
-                continue;
-            }
-            if from >= end {
-                break;
-            }
-            let lo = start.saturating_sub(from) as usize;
-            let hi = (end.min(to) - from) as usize;
-            sink.write(&chunk[lo..hi])?;
-        }
-        Ok(())
+        write_slice(sink, &db, &md5, start, end)
     });
     let length = (end - start).to_string();
     let mut extra = vec![
@@ -164,6 +168,55 @@ async fn download(
     Ok(with_headers(response, &pairs))
 }
 
+/// Writes bytes `start..end` of a stored body, read chunk by chunk.
+fn write_slice(
+    sink: &mut stream::Sink,
+    db: &Database,
+    md5: &[u8; 16],
+    start: u64,
+    end: u64,
+) -> Result<(), stream::Gone> {
+    let mut at = 0u64;
+    for chunk in db.attachment_chunks(md5) {
+        let Ok(chunk) = chunk else { return Err(stream::Gone) };
+        let (from, to) = (at, at + chunk.len() as u64);
+        at = to;
+        if to <= start {
+            continue;
+        }
+        if from >= end {
+            break;
+        }
+        let lo = start.saturating_sub(from) as usize;
+        let hi = (end.min(to) - from) as usize;
+        sink.write(&chunk[lo..hi])?;
+    }
+    Ok(())
+}
+
+/// Several ranges: `206 multipart/byteranges`, one part per range, as CouchDB's
+/// `chttpd_db:send_ranges_multipart` writes it (no line break after the closing
+/// boundary).
+fn byteranges(db: Arc<Database>, meta: AttMeta, ranges: Vec<(u64, u64)>) -> Response {
+    let boundary = hex::encode(rand::Rng::random::<[u8; 16]>(&mut rand::rng()));
+    let content_type = format!("multipart/byteranges; boundary=\"{boundary}\"");
+    let status = StatusCode::PARTIAL_CONTENT;
+    let response = stream::response(status, "multipart/byteranges", move |sink| {
+        sink.write(format!("--{boundary}").as_bytes())?;
+        for (first, last) in ranges {
+            let head = format!(
+                "\r\nContent-Type: {}\r\nContent-Range: bytes {first}-{last}/{}\r\n\r\n",
+                meta.content_type, meta.length
+            );
+            sink.write(head.as_bytes())?;
+            write_slice(sink, &db, &meta.md5, first, last + 1)?;
+            sink.write(format!("\r\n--{boundary}").as_bytes())?;
+        }
+        sink.write(b"--")
+    });
+    with_headers(response, &[("content-type", &content_type)])
+}
+
 fn with_headers(mut response: Response, pairs: &[(&str, &str)]) -> Response {
     for (name, value) in pairs {
         if let (Ok(name), Ok(value)) =
@@ -175,36 +228,54 @@ fn with_headers(mut response: Response, pairs: &[(&str, &str)]) -> Response {
     response
 }
 
-/// What a `Range` header asks of a body of `length` bytes.
+/// A `Range` header CouchDB answers `416` to.
 #[derive(Debug, PartialEq, Eq)]
-enum Range {
-    Whole,
-    /// First and last byte, inclusive.
-    Part(u64, u64),
-    Unsatisfiable,
+struct Unsatisfiable;
+
+/// Ranges CouchDB serves at most in one `multipart/byteranges` answer (more get the
+/// whole body).
+const MAX_RANGES: usize = 9;
+
+/// The byte ranges (first, last, inclusive) a `Range` header asks of a body of `length`
+/// bytes, read as CouchDB does (mochiweb's `parse_range_request`, then
+/// `chttpd_db:parse_ranges`): none (the whole body) when there is no header, it does not
+/// parse, a range is `0-`, or there are more than [`MAX_RANGES`]; a last byte past the end
+/// is the end; a range that ends before it starts is `416`.
+fn ranges(headers: &HeaderMap, length: u64) -> Result<Vec<(u64, u64)>, Unsatisfiable> {
+    let Some(spec) = headers.get(header::RANGE).and_then(|v| v.to_str().ok()) else {
+        return Ok(Vec::new());
+    };
+    let Some(specs) = parse_range_header(spec) else { return Ok(Vec::new()) };
+    let last_byte = length as i128 - 1;
+    let mut out = Vec::new();
+    for (first, last) in specs {
+        let (first, last) = match (first, last) {
+            (Some(0), None) | (None, None) => return Ok(Vec::new()),
+            (Some(first), Some(last)) => (first as i128, (last as i128).min(last_byte)),
+            (Some(first), None) => (first as i128, last_byte),
+            (None, Some(suffix)) => ((length as i128 - suffix as i128).max(0), last_byte),
+        };
+        if last < first {
+            return Err(Unsatisfiable);
+        }
+        out.push((first as u64, last as u64));
+    }
+    Ok(if out.len() > MAX_RANGES { Vec::new() } else { out })
 }
 
-/// One `bytes=a-b`, `bytes=a-` or `bytes=-n` range; several ranges, or a header that
-/// does not parse, get the whole body (as HTTP allows).
-fn range(headers: &HeaderMap, length: u64) -> Range {
-    let Some(spec) = headers.get(header::RANGE).and_then(|v| v.to_str().ok()) else {
-        return Range::Whole;
-    };
-    let Some(spec) = spec.trim().strip_prefix("bytes=") else { return Range::Whole };
-    if spec.contains(',') {
-        return Range::Whole;
-    }
-    let Some((a, b)) = spec.split_once('-') else { return Range::Whole };
-    let (a, b) = (a.trim(), b.trim());
-    let (start, end) = match (a.parse::<u64>(), b.parse::<u64>()) {
-        (Ok(start), Ok(end)) if start <= end => (start, end.min(length.saturating_sub(1))),
-        (Ok(start), Err(_)) if b.is_empty() => (start, length.saturating_sub(1)),
-        (Err(_), Ok(suffix)) if a.is_empty() && suffix > 0 => {
-            (length.saturating_sub(suffix), length.saturating_sub(1))
-        }
-        _ => return Range::Whole,
-    };
-    if start >= length { Range::Unsatisfiable } else { Range::Part(start, end) }
+/// `bytes=a-b, -n, a-` as `(first, last)` pairs; `None` when it does not parse.
+fn parse_range_header(spec: &str) -> Option<Vec<(Option<u64>, Option<u64>)>> {
+    let specs = spec.trim().strip_prefix("bytes=")?;
+    let number = |s: &str| if s.is_empty() { Ok(None) } else { s.parse::<u64>().map(Some) };
+    specs
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            let (a, b) = s.split_once('-')?;
+            Some((number(a.trim()).ok()?, number(b.trim()).ok()?))
+        })
+        .collect()
 }
 
 /// Replaces the stubs of `doc` by inline data (`attachments=true`): all of them, or with
@@ -294,14 +365,20 @@ mod tests {
     }
 
     #[test]
-    fn ranges_are_read_as_http_says() {
-        assert_eq!(range(&HeaderMap::new(), 10), Range::Whole);
-        assert_eq!(range(&with_range("bytes=2-4"), 10), Range::Part(2, 4));
-        assert_eq!(range(&with_range("bytes=2-"), 10), Range::Part(2, 9));
-        assert_eq!(range(&with_range("bytes=-3"), 10), Range::Part(7, 9));
-        assert_eq!(range(&with_range("bytes=5-100"), 10), Range::Part(5, 9));
-        assert_eq!(range(&with_range("bytes=10-"), 10), Range::Unsatisfiable);
-        assert_eq!(range(&with_range("bytes=1-2,4-5"), 10), Range::Whole);
-        assert_eq!(range(&with_range("items=1-2"), 10), Range::Whole);
+    fn ranges_are_read_as_couchdb_reads_them() {
+        let got = |spec: &str| ranges(&with_range(spec), 10);
+        assert_eq!(ranges(&HeaderMap::new(), 10), Ok(vec![]));
+        assert_eq!(got("bytes=2-4"), Ok(vec![(2, 4)]));
+        assert_eq!(got("bytes=2-"), Ok(vec![(2, 9)]));
+        assert_eq!(got("bytes=-3"), Ok(vec![(7, 9)]));
+        assert_eq!(got("bytes=5-100"), Ok(vec![(5, 9)]));
+        assert_eq!(got("bytes=0-"), Ok(vec![]));
+        assert_eq!(got("bytes=10-"), Err(Unsatisfiable));
+        assert_eq!(got("bytes=4-2"), Err(Unsatisfiable));
+        assert_eq!(got("bytes=1-2, 4-5"), Ok(vec![(1, 2), (4, 5)]));
+        assert_eq!(got("bytes=1-2,0-"), Ok(vec![]));
+        assert_eq!(got("bytes=0-0,1-1,2-2,3-3,4-4,5-5,6-6,7-7,8-8,9-9"), Ok(vec![]));
+        assert_eq!(got("items=1-2"), Ok(vec![]));
+        assert_eq!(got("bytes=a-b"), Ok(vec![]));
     }
 }

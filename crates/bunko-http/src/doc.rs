@@ -19,6 +19,7 @@ use serde_json::json;
 use crate::body::RawBody;
 use crate::db::{Access, open};
 use crate::error::{ApiError, ApiResult};
+use crate::multipart::{DocBody, read_related};
 use crate::params::Params;
 use crate::render::{self, DocOpts};
 use crate::{State, UserCtx, blocking};
@@ -109,12 +110,13 @@ async fn put_doc(
     Path((db, id)): DocPath,
     q: RawQuery,
     h: HeaderMap,
-    body: RawBody,
+    body: DocBody,
 ) -> ApiResult<Response> {
     if let Some(name) = id.strip_prefix("_local/") {
         if name.is_empty() {
             return Err(bad_local_id().await);
         }
+        let body = body.into_raw().await?;
         return put_local(st, ctx, Path((db, name.to_string())), q, h, body).await;
     }
     write_doc(st.0, ctx.0, db, id, q.0, h, body).await
@@ -126,7 +128,7 @@ async fn put_design(
     Path((db, id)): DocPath,
     q: RawQuery,
     h: HeaderMap,
-    body: RawBody,
+    body: DocBody,
 ) -> ApiResult<Response> {
     write_doc(st.0, ctx.0, db, format!("_design/{id}"), q.0, h, body).await
 }
@@ -332,28 +334,33 @@ async fn write_doc(
     id: String,
     query: Option<String>,
     headers: HeaderMap,
-    body: RawBody,
+    body: DocBody,
 ) -> ApiResult<Response> {
     let db = state.engine.db(&db_name)?;
     let p = Params::parse(query.as_deref());
     let limits = state.engine.config().limits;
-    let bytes = body.0.len();
-    let mut doc = if crate::multipart::is_related(&headers) {
-        let (json, parts) = crate::multipart::read_related(&headers, body.0).await?;
-        let mut doc = body::parse(&json, &limits).map_err(|e| with_id(e, &id))?;
-        crate::multipart::fill_follows(&mut doc, parts)?;
-        doc
-    } else {
-        body::parse(&body.0, &limits).map_err(|e| with_id(e, &id))?
+    let parse = |json: &[u8]| Ok(body::parse(json, &limits).map_err(|e| with_id(e, &id))?);
+    // Streamed attachment bodies, kept until the write returns.
+    let (mut doc, uploads, bytes) = match body {
+        DocBody::Json(raw) => (parse(&raw.0)?, Vec::new(), raw.0.len()),
+        DocBody::Related { boundary, body, limit } => {
+            let (doc, uploads) = read_related(&db, boundary, body, limit, parse).await?;
+            (doc, uploads, usize::MAX)
+        }
     };
     doc.id = Some(id.clone());
     doc.rev = merge_rev(doc.rev.take(), &p, &headers)?;
     let new_edits = p.bool("new_edits")?.unwrap_or(true);
     let opts = WriteOptions { new_edits, ..Default::default() };
     if batched(&p)? {
-        return Ok(in_batch(id, move || db.put(&ctx, doc, opts).map(drop)));
+        return Ok(in_batch(id, move || {
+            let result = db.put(&ctx, doc, opts).map(drop);
+            drop(uploads);
+            result
+        }));
     }
     let (_, rev) = write_one(db, ctx, doc, opts, bytes).await?;
+    drop(uploads);
     Ok(written(StatusCode::CREATED, &id, &rev))
 }
 

@@ -48,6 +48,7 @@ pub mod params;
 pub mod partition;
 pub mod procedure;
 pub mod purge;
+mod receive;
 pub mod render;
 pub mod replicate;
 pub mod request_head;

@@ -2,55 +2,122 @@
 //! - **`multipart/related` uploads** (`PUT /{db}/{doc}`): the document's JSON first, its
 //!   attachments marked `"follows": true`, then one part per such attachment, in the
 //!   order they appear in `_attachments` (`couch_doc:doc_from_multi_part_stream`). The body
-//!   is read whole (up to `max_http_request_size`) and parsed with `multer`, which needs
-//!   at least one header line per part (CouchDB and PouchDB always send some).
+//!   is parsed as it arrives with `multer` (which needs at least one header line per part;
+//!   CouchDB and PouchDB always send some), each attachment part streamed into temporary
+//!   storage ([`crate::receive`]), the whole counted against `max_http_request_size`.
 //! - **`multipart/mixed` answers** to `GET /{db}/{doc}?open_revs=…` with
 //!   `Accept: multipart/mixed` (`chttpd_db:send_docs_multipart`): one part per revision,
 //!   plain JSON, or a nested `multipart/related` with the attachments' bytes streamed from
 //!   their chunks, so memory does not grow with them.
 
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
+use axum::extract::{FromRequest, Request};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
-use bunko_doc::att::{self, AttBody};
+use bunko_doc::att::AttBody;
 use bunko_doc::body::ParsedDoc;
 use bunko_engine::Database;
 use bunko_engine::read::{DocOut, OpenRev};
+use bunko_engine::upload::Uploaded;
+use futures::StreamExt;
 use std::sync::Arc;
 
+use crate::State;
+use crate::body::RawBody;
 use crate::error::{ApiError, ApiResult};
+use crate::receive::{OffRuntime, receive};
 use crate::render::{self, DocOpts};
 use crate::stream::{self, Gone, Sink};
 
-/// Whether the request body is `multipart/related`.
-pub fn is_related(headers: &HeaderMap) -> bool {
-    content_type(headers).is_some_and(|t| t.to_ascii_lowercase().starts_with("multipart/related"))
+/// A document write's body: JSON, read whole, or `multipart/related`, read as it arrives.
+pub enum DocBody {
+    Json(RawBody),
+    Related { boundary: Option<String>, body: Body, limit: usize },
+}
+
+impl FromRequest<State> for DocBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &State) -> Result<Self, ApiError> {
+        let related = content_type(req.headers())
+            .filter(|t| t.to_ascii_lowercase().starts_with("multipart/related"));
+        match related {
+            Some(t) => Ok(DocBody::Related {
+                boundary: boundary(t),
+                limit: state.max_request_size.load(std::sync::atomic::Ordering::Relaxed),
+                body: req.into_body(),
+            }),
+            None => Ok(DocBody::Json(RawBody::from_request(req, state).await?)),
+        }
+    }
+}
+
+impl DocBody {
+    /// The body of a write that takes JSON only (`multipart/related` read whole).
+    pub async fn into_raw(self) -> ApiResult<RawBody> {
+        match self {
+            DocBody::Json(raw) => Ok(raw),
+            DocBody::Related { body, limit, .. } => {
+                let bytes =
+                    axum::body::to_bytes(body, limit).await.map_err(|_| ApiError::too_large())?;
+                Ok(RawBody(bytes))
+            }
+        }
+    }
 }
 
 fn content_type(headers: &HeaderMap) -> Option<&str> {
     headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok())
 }
 
-/// Splits a `multipart/related` body into the document's JSON and the attachment parts.
-pub async fn read_related(headers: &HeaderMap, body: Bytes) -> ApiResult<(Bytes, Vec<Bytes>)> {
-    let bad = |what: &str| ApiError::bad_request(format!("Invalid multipart/related body: {what}"));
-    let boundary =
-        boundary(content_type(headers).unwrap_or_default()).ok_or_else(|| bad("no boundary"))?;
+/// The document of a `multipart/related` body, parsed from its first part by `parse`, with
+/// each `follows` attachment streamed from the next part into temporary storage
+/// ([`crate::receive`]); the returned uploads must live until the write returns. The whole
+/// body counts against `max_http_request_size` (`413 too_large`).
+pub async fn read_related(
+    db: &Database,
+    boundary: Option<String>,
+    body: Body,
+    limit: usize,
+    parse: impl FnOnce(&[u8]) -> ApiResult<ParsedDoc>,
+) -> ApiResult<(ParsedDoc, Vec<OffRuntime<Uploaded>>)> {
+    let boundary = boundary.ok_or_else(|| bad("no boundary"))?;
     // CouchDB ends a body at the closing `--boundary--` without a line break, which multer
-    // reads as truncated.
-    let body =
-        if body.ends_with(b"\r\n") { body } else { Bytes::from([body.as_ref(), b"\r\n"].concat()) };
-    let stream = futures::stream::once(async move { Ok::<_, std::io::Error>(body) });
-    let mut multipart = multer::Multipart::new(stream, boundary);
-    let mut parts = Vec::new();
-    while let Some(field) = multipart.next_field().await.map_err(|e| bad(&e.to_string()))? {
-        parts.push(field.bytes().await.map_err(|e| bad(&e.to_string()))?);
+    // reads as truncated; a line break after it is an epilogue, which multer ignores.
+    let tail = futures::stream::once(async { Ok(Bytes::from_static(b"\r\n")) });
+    let stream = body.into_data_stream().chain(tail);
+    let limits = multer::SizeLimit::new().whole_stream(limit as u64);
+    let constraints = multer::Constraints::new().size_limit(limits);
+    let mut multipart = multer::Multipart::with_constraints(stream, boundary, constraints);
+    let json = match multipart.next_field().await.map_err(multer_error)? {
+        Some(field) => field.bytes().await.map_err(multer_error)?,
+        None => return Err(bad("no document part")),
+    };
+    let mut doc = parse(&json)?;
+    let mut uploads = Vec::new();
+    for att in doc.attachments.iter_mut().flatten() {
+        if att.body != AttBody::Follows {
+            continue;
+        }
+        let field = multipart.next_field().await.map_err(multer_error)?.ok_or_else(|| {
+            ApiError::bad_request(format!("No multipart part for attachment {}", att.name))
+        })?;
+        let uploaded = receive(db.upload(&att.name), Box::pin(field), multer_error).await?;
+        att.body = uploaded.body();
+        uploads.push(uploaded);
     }
-    if parts.is_empty() {
-        return Err(bad("no document part"));
+    Ok((doc, uploads))
+}
+
+fn bad(what: &str) -> ApiError {
+    ApiError::bad_request(format!("Invalid multipart/related body: {what}"))
+}
+
+fn multer_error(err: multer::Error) -> ApiError {
+    match err {
+        multer::Error::StreamSizeExceeded { .. } => ApiError::too_large(),
+        err => bad(&err.to_string()),
     }
-    let json = parts.remove(0);
-    Ok((json, parts))
 }
 
 /// The `boundary` parameter of a `multipart/…` content type (`multer::parse_boundary`
@@ -62,22 +129,6 @@ fn boundary(content_type: &str) -> Option<String> {
         (name.trim().eq_ignore_ascii_case("boundary") && !value.is_empty())
             .then(|| value.to_string())
     })
-}
-
-/// Gives each `follows` attachment of `doc` the next part's bytes, in order.
-pub fn fill_follows(doc: &mut ParsedDoc, parts: Vec<Bytes>) -> ApiResult<()> {
-    let mut parts = parts.into_iter();
-    for att in doc.attachments.iter_mut().flatten() {
-        if att.body != AttBody::Follows {
-            continue;
-        }
-        let bytes = parts.next().ok_or_else(|| {
-            ApiError::bad_request(format!("No multipart part for attachment {}", att.name))
-        })?;
-        let md5 = att::md5(&bytes);
-        att.body = AttBody::Data { bytes: Vec::from(bytes), md5 };
-    }
-    Ok(())
 }
 
 /// Whether the client asked for `multipart/mixed` (as CouchDB's replicator does).
@@ -162,22 +213,30 @@ fn write_doc(
 
 #[cfg(test)]
 mod tests {
+    use bunko_engine::security::UserCtx;
+    use bunko_engine::{Config, Engine};
+
     use super::*;
 
-    async fn parts(body: &'static [u8]) -> ApiResult<(Bytes, Vec<Bytes>)> {
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("multipart/related; boundary=\"abc\""),
-        );
-        read_related(&headers, Bytes::from_static(body)).await
-    }
-
     #[tokio::test]
-    async fn couchdb_style_bodies_split_into_json_and_parts() -> ApiResult<()> {
+    async fn couchdb_style_bodies_give_the_document_and_stream_its_parts() -> ApiResult<()> {
+        let store = std::sync::Arc::new(bunko_storage::Memory::new());
+        let engine = Engine::open(store, Config::default())?;
+        let db = engine.create_db(&UserCtx::admin("t"), "db", false)?;
+        let limits = engine.config().limits;
+        let parse = |json: &[u8]| Ok(bunko_doc::body::parse(json, &limits)?);
         // CouchDB's replicator ends the body without a line break after `--abc--`.
-        let (json, rest) = parts(b"--abc\r\nContent-Type: application/json\r\n\r\n{}\r\n--abc\r\nContent-Disposition: attachment; filename=\"a\"\r\n\r\nhi\r\n--abc--").await?;
-        assert_eq!((json.as_ref(), rest.len()), (&b"{}"[..], 1));
+        let body = Body::from(
+            &b"--abc\r\nContent-Type: application/json\r\n\r\n\
+               {\"_attachments\":{\"a\":{\"follows\":true}}}\r\n--abc\r\n\
+               Content-Disposition: attachment; filename=\"a\"\r\n\r\nhi\r\n--abc--"[..],
+        );
+        let boundary = Some("abc".to_string());
+        let (doc, uploads) = read_related(&db, boundary, body, 1 << 20, parse).await?;
+        assert_eq!(uploads.len(), 1);
+        assert_eq!(uploads[0].md5, bunko_doc::att::md5(b"hi"));
+        let atts = doc.attachments.unwrap_or_default();
+        assert!(matches!(atts[0].body, AttBody::Staged { length: 2, .. }));
         Ok(())
     }
 }

@@ -4,15 +4,17 @@
 //! parameters select the rows; `head` is `{total_rows, offset}` of a map view). Both only
 //! read, as a member of the database; their response object is answered as an update
 //! function's (`update::respond`), a list defaulting to `application/json`. A
-//! show answers with its own `ETag` (`If-None-Match` → `304`) and `Vary: Accept`.
+//! show answers with CouchDB's `ETag` ([`show_etag`]: `If-None-Match` → `304` without
+//! running the function) and `Vary: Accept`.
 
 use axum::extract::State as AxState;
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Extension, Router};
+use bunko_doc::etf;
+use bunko_engine::Database;
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
 use crate::db::{Access, open};
 use crate::error::{ApiError, ApiResult};
@@ -51,24 +53,83 @@ async fn show(
     let mut path = vec![db_name, "_design".into(), ddoc.clone(), "_show".into(), name.clone()];
     path.extend(id.clone());
     let req = request(&state, &ctx, path, id.as_deref(), &call);
-    let accept = call.headers.get(header::ACCEPT).cloned();
-    let response = blocking(move || Ok(db.run_show(&ddoc, &name, id.as_deref(), &req)?)).await?;
-    // CouchDB's own ETag (the function cannot set one) and `Vary: Accept`: here a digest
-    // of the response with the Accept header it answered.
-    let digest = Sha256::digest(format!("{response:?}{accept:?}").as_bytes());
-    let etag = format!("\"{}\"", hex::encode(digest.get(..16).unwrap_or_default()));
-    let matches =
-        call.headers.get(header::IF_NONE_MATCH).is_some_and(|v| v.as_bytes() == etag.as_bytes());
-    let mut out = if matches {
-        StatusCode::NOT_MODIFIED.into_response()
-    } else {
-        respond(&response, StatusCode::OK)
+    // Repeated headers read as one, joined by ", " (as mochiweb keeps them).
+    let accepts: Vec<&[u8]> =
+        call.headers.get_all(header::ACCEPT).iter().map(|v| v.as_bytes()).collect();
+    let accept = (!accepts.is_empty()).then(|| accepts.join(&b", "[..]));
+    let etag = {
+        let (db, ddoc, id, roles) = (db.clone(), ddoc.clone(), id.clone(), ctx.roles.clone());
+        blocking(move || Ok(show_etag(&db, &ddoc, id.as_deref(), accept.as_deref(), &roles)))
+            .await?
     };
-    if let Ok(etag) = HeaderValue::from_str(&etag) {
+    let matches = etag.as_ref().is_some_and(|etag| {
+        let given = call.headers.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok());
+        given.is_some_and(|v| v.split([',', ' ']).any(|t| t == etag))
+    });
+    let response = if matches {
+        None
+    } else {
+        Some(blocking(move || Ok(db.run_show(&ddoc, &name, id.as_deref(), &req)?)).await?)
+    };
+    let mut out = match response {
+        Some(response) => respond(&response, StatusCode::OK),
+        None => StatusCode::NOT_MODIFIED.into_response(),
+    };
+    if let Some(etag) = etag.and_then(|etag| HeaderValue::from_str(&etag).ok()) {
         out.headers_mut().insert(header::ETAG, etag);
     }
     out.headers_mut().insert(header::VARY, HeaderValue::from_static("Accept"));
     Ok(out)
+}
+
+/// A show's `ETag` as CouchDB's `chttpd_show:show_etag` makes it, before the function
+/// runs: `couch_httpd:make_etag({DDocEtag, DocEtag | nil, Accept | undefined, Roles, []})`,
+/// the XXH3-128 of that term's external format in base 36, quoted; the etags of
+/// documents are their quoted revisions. `None` when the design document is missing (the
+/// show then fails).
+fn show_etag(
+    db: &Database,
+    ddoc: &str,
+    id: Option<&str>,
+    accept: Option<&[u8]>,
+    roles: &[String],
+) -> Option<String> {
+    let rev_etag = |id: &str| db.get(id, None).ok().map(|doc| format!("\"{}\"", doc.rev));
+    let ddoc_etag = rev_etag(&format!("_design/{ddoc}"))?;
+    let mut term = etf::Writer::new();
+    term.tuple_header(5).binary(ddoc_etag.as_bytes());
+    match id.and_then(rev_etag) {
+        Some(etag) => term.binary(etag.as_bytes()),
+        None => term.atom("nil"),
+    };
+    match accept {
+        Some(accept) => term.string(accept),
+        None => term.atom("undefined"),
+    };
+    if !roles.is_empty() {
+        term.list_header(roles.len());
+        for role in roles {
+            term.binary(role.as_bytes());
+        }
+    }
+    term.nil().nil();
+    let hash = xxhash_rust::xxh3::xxh3_128(&term.finish());
+    Some(format!("\"{}\"", base36(hash)))
+}
+
+/// Erlang's `~.36B`: base 36, upper-case digits.
+fn base36(mut n: u128) -> String {
+    const DIGITS: &[u8; 36] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    let mut out = Vec::new();
+    loop {
+        out.push(DIGITS[(n % 36) as usize]);
+        n /= 36;
+        if n == 0 {
+            break;
+        }
+    }
+    out.reverse();
+    String::from_utf8(out).unwrap_or_default()
 }
 
 async fn list(

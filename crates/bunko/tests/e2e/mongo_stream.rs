@@ -210,3 +210,33 @@ print(json.dumps(out))
     assert_eq!(out["db_alive"], true);
     assert_eq!(out["all"], json!([rename, insert, moved]));
 }
+
+/// Issue 16: a `_purge` over HTTP that removes a whole document is journaled, so a change
+/// stream shows it as a `delete` (CouchDB's purge has no MongoDB counterpart).
+#[test]
+fn a_purged_document_shows_as_a_delete_event() {
+    let server = Server::start();
+    let script = r#"
+import faulthandler; faulthandler.dump_traceback_later(60, exit=True)
+import threading, urllib.request, base64
+c = client()
+coll = c.shop.books
+coll.insert_one({"_id": "p1", "title": "坊っちゃん"})
+def call(method, path, body=None):
+    req = urllib.request.Request(os.environ["BUNKO_URL"] + path, method=method,
+                                 data=None if body is None else json.dumps(body).encode())
+    req.add_header("Content-Type", "application/json")
+    req.add_header("Authorization", "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode())
+    return json.loads(urllib.request.urlopen(req).read())
+rev = call("GET", "/shop$books/p1")["_rev"]
+with coll.watch(max_await_time_ms=5000) as s:
+    threading.Timer(0.3, lambda: call("POST", "/shop$books/_purge", {"p1": [rev]})).start()
+    e = s.next()
+assert e["operationType"] == "delete" and e["documentKey"] == {"_id": "p1"}, e
+assert "fullDocument" not in e, e
+assert coll.find_one({"_id": "p1"}) is None
+print(json.dumps({"ok": True}))
+"#;
+    let Some(out) = python(&server, script) else { return };
+    assert_eq!(out, json!({"ok": true}));
+}

@@ -157,6 +157,17 @@ fn a_show_has_its_own_etag() {
     assert_eq!(text(changed), (200, "Just Crusty".into()));
     let skipped = raw(&s, &format!("{SHOW}/no-set-etag/test-doc-id"), &[]);
     assert_ne!(header(&skipped, "etag"), "skipped", "a function cannot set the ETag");
+    // CouchDB's `show_etag`: a quoted base-36 hash of the design document's and the
+    // document's revisions, the `Accept` header and the caller's roles, made before the
+    // function runs, so it is the same for every function of the design document.
+    let now = header(&raw(&s, &path, &[]), "etag");
+    assert_eq!(header(&skipped, "etag"), now);
+    let inner = now.trim_matches('"');
+    assert!(inner.chars().all(|c| c.is_ascii_digit() || c.is_ascii_uppercase()), "{now}");
+    let html = header(&raw(&s, &path, &[("Accept", "text/html")]), "etag");
+    assert_ne!(html, now, "the Accept header is part of it");
+    let anonymous = s.anon_req(reqwest::Method::GET, &path).send().expect("show");
+    assert_ne!(header(&anonymous, "etag"), now, "the roles are part of it");
 }
 
 fn lists() -> Value {

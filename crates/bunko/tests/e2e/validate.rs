@@ -127,3 +127,34 @@ fn functions_are_compiled_on_save_and_replaced_at_once() {
     assert_eq!(s.delete(&path).0, 200);
     assert_eq!(s.put("/db/y", &json!({"no": "author"})).0, 201);
 }
+
+/// Issue 16: `newDoc._attachments` holds every attachment of the edit as a stub, as
+/// CouchDB's `couch_doc:to_json_obj` passes it, new data (with the new `revpos`) and kept
+/// stubs alike (`content_type`, `revpos`, `digest`, `length`, `stub`).
+#[test]
+fn validators_see_attachments_as_stubs() {
+    let s = Server::start();
+    s.create_db("db");
+    let vdu = "function (newDoc) {
+      if (newDoc.show) { throw {forbidden: JSON.stringify(newDoc._attachments)}; }
+    }";
+    s.put_doc("db", "_design/v", &json!({"validate_doc_update": vdu}));
+    // "吾輩は猫である" in UTF-8, base64.
+    let data = "5ZC+6Lyp44Gv54yr44Gn44GC44KL";
+    let doc = json!({"_attachments": {"neko.txt": {"content_type": "text/plain", "data": data}}});
+    let rev = s.put_doc("db", "d", &doc);
+    let neko = json!({"content_type": "text/plain", "revpos": 1,
+                      "digest": "md5-oEKaNzyqGRt3Sc1zwA++Eg==", "length": 21, "stub": true});
+    assert_eq!(s.get_doc("db", "d")["_attachments"]["neko.txt"], neko);
+    let shown = |body: &Value| -> Value {
+        let (status, got) = s.put("/db/d", body);
+        assert_eq!(status, 403, "{got}");
+        serde_json::from_str(got["reason"].as_str().unwrap_or_default()).expect("stubs")
+    };
+    let edit = json!({"_rev": rev, "show": true, "_attachments": {
+        "neko.txt": {"stub": true},
+        "inu.txt": {"content_type": "text/plain", "data": "aGVsbG8gd29ybGQ="}}});
+    let inu = json!({"content_type": "text/plain", "revpos": 2,
+                     "digest": "md5-XrY7u+Ae7tCTyyK7j1rNww==", "length": 11, "stub": true});
+    assert_eq!(shown(&edit), json!({"neko.txt": neko, "inu.txt": inu}));
+}
