@@ -206,7 +206,17 @@ impl IntoResponse for ApiError {
         if status.is_server_error() {
             tracing::error!(%status, error, reason, "request failed");
         }
-        (status, axum::Json(json!({"error": error, "reason": reason}))).into_response()
+        let mut response =
+            (status, axum::Json(json!({"error": error, "reason": reason}))).into_response();
+        if status == StatusCode::PAYLOAD_TOO_LARGE {
+            // The rest of the body may be unread, so the server closes the connection after
+            // this answer; saying so keeps the client from sending its next request on it.
+            response.headers_mut().insert(
+                axum::http::header::CONNECTION,
+                axum::http::HeaderValue::from_static("close"),
+            );
+        }
+        response
     }
 }
 
