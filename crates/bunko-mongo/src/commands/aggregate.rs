@@ -4,9 +4,13 @@
 //! 1. The pipeline is parsed once ([`Pipeline::parse`]); a leading `$changeStream` goes to
 //!    [`super::change_stream`].
 //! 2. Its leading `$match`/`$sort`/`$skip`/`$limit` ([`Pipeline::pushdown`]) run as one
-//!    `find_mongo` through the engine's query path (an `_id` equality reads one document);
-//!    the rest of the stages run over that answer, in memory.
-//! 3. `$out`/`$merge` write through the engine with the connection's user
+//!    `stream_mongo` through the engine's query path (an index, or one document for an
+//!    `_id` equality), over one storage snapshot taken when the command starts, which every
+//!    other collection the pipeline reads is read from too ([`AggEnv`]).
+//! 3. The rest of the stages pull documents from it ([`Pipeline::stream`]): the first
+//!    batch computes only what it returns (blocking stages consume their input, within
+//!    the memory limit), and the cursor keeps the stream, so `getMore` pulls the rest.
+//! 4. `$out`/`$merge` write through the engine with the connection's user
 //!    ([`AggEnv`]); the reply of a writing pipeline is an empty cursor.
 //!
 //! A blocking stage (`$group`, `$sort`, `$bucket`, `$sortByCount`) holding more than the
@@ -15,18 +19,20 @@
 //! default, as MongoDB 6+) and fails with `QueryExceededMemoryLimitNoDiskUseAllowed` (292)
 //! when it is false. `maxTimeMS`, `hint` are accepted; `collation` must be the `simple` one.
 
-use std::collections::VecDeque;
+use std::iter::Peekable;
+use std::sync::Arc;
 
 use bson::{Bson, DateTime, Document, doc};
-use bunko_query::agg::{Env, Pipeline, Pushdown};
+use bunko_query::agg::{Docs, EnvRef, Pipeline, Pushdown, Source, vec_source};
 use bunko_query::expr::{Expr, Vars};
 use bunko_query::{Direction, FieldPath};
 
-use super::agg_env::{AggEnv, from_expr, selector};
-use super::crud::{non_negative, readable_db, run_query, take_batch};
+use super::agg_env::{AggEnv, from_expr, selector, to_expr};
+use super::crud::{mongo_query, non_negative};
 use super::{Ctx, bool_of, cursor_reply, doc_of, namespace};
 use crate::error::MongoError;
 use crate::names::Namespace;
+use crate::wire;
 
 /// The first batch's size when the client names none (MongoDB's default).
 const DEFAULT_BATCH: usize = 101;
@@ -88,15 +94,15 @@ impl<'c> Request<'c> {
         first.is_some_and(|d| d.contains_key("$changeStream"))
     }
 
-    /// Runs the pipeline: the explain document, or the result documents. `read` answers
-    /// the pushed-down part over the collection.
-    pub fn run(
+    /// Runs the pipeline: the explain document, or the stream of result documents.
+    /// `input` opens the pushed-down part over the collection.
+    pub fn run<'a>(
         &self,
         command: &Document,
-        env: &dyn Env,
-        read: &mut dyn FnMut(&Pushdown) -> Result<Vec<Document>, MongoError>,
-    ) -> Result<Result<Vec<Document>, Document>, MongoError> {
-        let pipeline = Pipeline::parse(self.stages, Some(env)).map_err(from_expr)?;
+        env: &EnvRef<'a>,
+        input: &dyn Fn(&Pushdown) -> Result<Source<'a>, MongoError>,
+    ) -> Result<Result<Docs<'a>, Document>, MongoError> {
+        let pipeline = Pipeline::parse(self.stages, Some(env.as_ref())).map_err(from_expr)?;
         if self.collectionless && !pipeline.is_collectionless() {
             let first = self.stages.first().and_then(|s| s.as_document());
             return Err(MongoError::invalid_namespace(format!(
@@ -109,9 +115,11 @@ impl<'c> Request<'c> {
         if self.explain {
             return Ok(Err(explain_reply(&self.ns, self.stages, &push)));
         }
-        let input =
-            if self.collectionless || push.limit == Some(0) { Vec::new() } else { read(&push)? };
-        Ok(Ok(pipeline.run_from(push.stages, input, env, &vars).map_err(from_expr)?))
+        let source = match self.collectionless || push.limit == Some(0) {
+            true => vec_source(Vec::new()),
+            false => input(&push)?,
+        };
+        Ok(Ok(pipeline.stream(push.stages, source, env, &vars).map_err(from_expr)?))
     }
 }
 
@@ -120,28 +128,54 @@ pub(super) fn aggregate(ctx: &mut Ctx, command: &Document) -> Result<Document, M
     if request.is_change_stream() {
         return super::change_stream::open(ctx, command);
     }
-    let answer = {
-        let env = AggEnv { ctx, allow_disk_use: request.allow_disk_use };
-        request.run(command, &env, &mut |push| read_input(&env, &request.ns, push))?
+    let agg = Arc::new(AggEnv::new(ctx, request.allow_disk_use));
+    let env: EnvRef<'static> = agg.clone();
+    let input = |push: &Pushdown| -> Result<Source<'static>, MongoError> {
+        let limit = push.limit.unwrap_or(usize::MAX);
+        let query = mongo_query(selector(&push.filter)?, push.skip, limit);
+        let (agg, ns, order) = (agg.clone(), request.ns.clone(), order_of(push)?);
+        Ok(Arc::new(move || agg.stream(&ns, &query, &order).map_err(to_expr)))
     };
-    let docs = match answer {
+    let docs = match request.run(command, &env, &input)? {
         Ok(docs) => docs,
         Err(explain) => return Ok(explain),
     };
     observe(ctx, &request);
-    let ns = request.ns;
-    let mut buffer: VecDeque<Document> = docs.into();
-    let first = take_batch(&mut buffer, request.batch);
-    let id = if buffer.is_empty() {
-        0
-    } else {
-        let next = Box::new(move |n| {
-            let batch = take_batch(&mut buffer, n);
-            Ok((batch, !buffer.is_empty()))
-        });
-        ctx.server.cursors.open(ns.full(), ctx.session.user.clone(), next)
+    let mut docs = docs.peekable();
+    let (first, more) = pull(&mut docs, request.batch)?;
+    let ns = request.ns.full();
+    let id = match more {
+        false => 0,
+        true => {
+            let next = Box::new(move |n| pull(&mut docs, n));
+            ctx.server.cursors.open(ns.clone(), ctx.session.user.clone(), next)
+        }
     };
-    Ok(cursor_reply(id, &ns.full(), "firstBatch", first))
+    Ok(cursor_reply(id, &ns, "firstBatch", first))
+}
+
+/// The next batch of a pipeline's answer: up to `size` documents (`0`: no count limit)
+/// and at most 16 MiB of them (at least one); and whether more follow. Only what the
+/// batch holds is computed (and the next document, to know whether there is one).
+fn pull(
+    docs: &mut Peekable<Docs<'static>>,
+    size: usize,
+) -> Result<(Vec<Document>, bool), MongoError> {
+    let size = if size == 0 { usize::MAX } else { size };
+    let (mut out, mut bytes) = (Vec::new(), 0);
+    while out.len() < size {
+        let len = match docs.peek() {
+            None => break,
+            Some(Ok(next)) => next.to_vec().map_or(0, |v| v.len()),
+            Some(Err(_)) => 0,
+        };
+        if !out.is_empty() && bytes + len > wire::MAX_BSON_SIZE {
+            break;
+        }
+        bytes += len;
+        out.extend(docs.next().transpose().map_err(from_expr)?);
+    }
+    Ok((out, docs.peek().is_some()))
 }
 
 /// Logs the pipeline for the advisor's `$lookup` chains (issue 18, rule 8).
@@ -180,13 +214,6 @@ fn variables(command: &Document) -> Result<Vars, MongoError> {
         vars.bind(&name, value);
     }
     Ok(vars)
-}
-
-/// The collection's documents the pushed-down stages select, in their order.
-fn read_input(env: &AggEnv, ns: &Namespace, push: &Pushdown) -> Result<Vec<Document>, MongoError> {
-    let Some(db) = readable_db(env.ctx, ns, "aggregate")? else { return Ok(Vec::new()) };
-    let limit = push.limit.unwrap_or(usize::MAX);
-    run_query(&db, selector(&push.filter)?, &order_of(push)?, push.skip, limit)
 }
 
 /// The pushed-down sort as `find` takes it.

@@ -196,8 +196,18 @@ pub(super) fn readable_db(
     ns: &Namespace,
     command: &str,
 ) -> Result<Option<Arc<Database>>, MongoError> {
-    let Some(db) = ctx.server.engine.get_db(&ns.engine_name()) else { return Ok(None) };
-    if !readable(&db, &user(ctx)) {
+    readable_db_as(&ctx.server.engine, &user(ctx), ns, command)
+}
+
+/// [`readable_db`] for `user`.
+pub(super) fn readable_db_as(
+    engine: &bunko_engine::Engine,
+    user: &bunko_engine::security::UserCtx,
+    ns: &Namespace,
+    command: &str,
+) -> Result<Option<Arc<Database>>, MongoError> {
+    let Some(db) = engine.get_db(&ns.engine_name()) else { return Ok(None) };
+    if !readable(&db, user) {
         return Err(MongoError::unauthorized(format!(
             "not authorized on {} to execute command {{ {command}: \"{}\" }}",
             ns.db, ns.coll

@@ -1,11 +1,12 @@
 //! Stages that read or write other collections, through the [`Env`]: `$lookup`
 //! (equality form, `let` + `pipeline` form, or both), `$graphLookup` and `$merge`.
 //!
-//! A `$lookup` on `localField`/`foreignField` does not query once per input document: the
-//! local values of every input document are gathered and fetched with one `$in` query
-//! (which the engine answers with `_id` point reads or an index where it has one), then
-//! joined in memory through a canonical key of each foreign value — every element of a
-//! multikey (array) foreign field, and the missing field as `null`, as MongoDB matches.
+//! A `$lookup` on `localField`/`foreignField` does not query once per input document: it
+//! runs over batches of its input stream; the local values of a batch are gathered and
+//! fetched with `_id` point reads, `$in` queries through the foreign field's index, or
+//! (unindexed) one read of the foreign collection per stream, then joined in memory
+//! through a canonical key of each foreign value — every element of a multikey (array)
+//! foreign field, and the missing field as `null`, as MongoDB matches.
 
 use std::collections::HashMap;
 
@@ -13,7 +14,7 @@ use bson::{Bson, Document, doc};
 
 use super::group::canonical;
 use super::stages::set;
-use super::{Env, Pipeline};
+use super::{Env, EnvRef, Pipeline};
 use crate::expr::value::{get_path, or_null};
 use crate::expr::{Expr, ExprError, MISSING, Result, Vars};
 
@@ -21,6 +22,9 @@ use crate::expr::{Expr, ExprError, MISSING, Result, Vars};
 const IN_QUERY_MAX: usize = 64;
 /// The most `_id` values a `$lookup` asks for (as point reads) instead of one scan.
 const ID_READS_MAX: usize = 1000;
+/// The most values of an indexed foreign field one `$in` query asks for (each value is an
+/// index range; the engine scans at most 256 ranges per query).
+const IN_INDEX_MAX: usize = 200;
 
 fn path(s: &str) -> Vec<String> {
     s.split('.').map(str::to_string).collect()
@@ -140,21 +144,56 @@ impl Lookup {
         })
     }
 
-    pub fn run(&self, docs: Vec<Document>, env: &dyn Env, vars: &Vars) -> Result<Vec<Document>> {
-        let joined: Vec<Vec<Document>> = match (&self.local, &self.foreign) {
-            (Some(local), Some(foreign)) => equality_join(&docs, local, foreign, &self.from, env)?,
+    /// The stage ready to run over the batches of one stream.
+    pub fn opened(&self) -> OpenLookup {
+        OpenLookup { spec: self.clone(), whole: None, batches: 0 }
+    }
+}
+
+/// A `$lookup` running over one stream, batch by batch.
+pub struct OpenLookup {
+    spec: Lookup,
+    /// The whole foreign collection, once one batch needed it (read once per stream).
+    whole: Option<Table>,
+    /// Batches run so far.
+    batches: usize,
+}
+
+impl OpenLookup {
+    /// Joins one batch of input documents.
+    pub fn run(
+        &mut self,
+        docs: Vec<Document>,
+        env: &EnvRef<'_>,
+        vars: &Vars,
+    ) -> Result<Vec<Document>> {
+        let spec = &self.spec;
+        let joined: Vec<Vec<Document>> = match (&spec.local, &spec.foreign) {
+            (Some(local), Some(foreign)) => {
+                let first = self.batches == 0;
+                self.batches += 1;
+                equality_join(
+                    &docs,
+                    local,
+                    foreign,
+                    &spec.from,
+                    env.as_ref(),
+                    &mut self.whole,
+                    first,
+                )?
+            }
             _ => {
-                let all = env.find(&self.from, &Document::new())?;
+                let all = env.find(&spec.from, &Document::new())?;
                 vec![all; docs.len()]
             }
         };
         let mut out = Vec::with_capacity(docs.len());
         for (mut d, matched) in docs.into_iter().zip(joined) {
-            let matched = match &self.pipeline {
+            let matched = match &spec.pipeline {
                 Some(p) => {
                     let mut v = vars.with_doc(&d);
                     let mut bindings = Vec::new();
-                    for (name, e) in &self.lets {
+                    for (name, e) in &spec.lets {
                         bindings.push((name.clone(), or_null(e.eval(&mut v)?)));
                     }
                     let mut scope = vars.clone();
@@ -165,21 +204,65 @@ impl Lookup {
                 }
                 None => matched,
             };
-            set(&mut d, &self.as_, Bson::Array(matched.into_iter().map(Bson::Document).collect()));
+            set(&mut d, &spec.as_, Bson::Array(matched.into_iter().map(Bson::Document).collect()));
             out.push(d);
         }
         Ok(out)
     }
 }
 
+/// Foreign documents and, for each canonical key of their foreign field, which they are.
+struct Table {
+    docs: Vec<Document>,
+    index: HashMap<String, Vec<usize>>,
+}
+
+impl Table {
+    fn new(docs: Vec<Document>, foreign: &str) -> Table {
+        let fpath = path(foreign);
+        let mut index: HashMap<String, Vec<usize>> = HashMap::new();
+        for (i, f) in docs.iter().enumerate() {
+            let f = Bson::Document(f.clone());
+            let mut keys: Vec<String> = values_of(&f, &fpath).iter().map(canonical).collect();
+            if let whole @ Bson::Array(_) = get_path(&f, &fpath) {
+                keys.push(canonical(&whole));
+            }
+            keys.sort();
+            keys.dedup();
+            for k in keys {
+                index.entry(k).or_default().push(i);
+            }
+        }
+        Table { docs, index }
+    }
+
+    /// The documents matching any of `values`, each once, in the table's order.
+    fn matching(&self, values: &[Bson]) -> Vec<Document> {
+        let mut hits: Vec<usize> = values
+            .iter()
+            .flat_map(|v| self.index.get(&canonical(v)).cloned().unwrap_or_default())
+            .collect();
+        hits.sort_unstable();
+        hits.dedup();
+        hits.into_iter().filter_map(|i| self.docs.get(i).cloned()).collect()
+    }
+}
+
 /// For each input document, the foreign documents whose `foreign` field equals its
-/// `local` field: one `$in` query for all of them, then a hash join.
+/// `local` field, read in the cheapest way:
+/// - `_id` values: point reads;
+/// - a foreign field with an index: `$in` queries of at most [`IN_INDEX_MAX`] values,
+///   each a set of index ranges (one lookup per value, not a scan);
+/// - otherwise, on the first batch with few values, one `$in` query; past that the whole
+///   foreign collection, read once per stream (`whole`) and joined in memory.
 fn equality_join(
     docs: &[Document],
     local: &[String],
     foreign: &str,
     from: &str,
     env: &dyn Env,
+    whole: &mut Option<Table>,
+    first: bool,
 ) -> Result<Vec<Vec<Document>>> {
     let locals: Vec<Vec<Bson>> =
         docs.iter().map(|d| values_of(&Bson::Document(d.clone()), local)).collect();
@@ -190,41 +273,33 @@ fn equality_join(
             wanted.push(v.clone());
         }
     }
-    // Past a few distinct values a `$in` costs more per document than reading the whole
-    // foreign collection once (the join below keeps only matching documents); `_id` values
-    // stay point reads up to the engine side's limit.
-    let few = wanted.len() <= IN_QUERY_MAX || (foreign == "_id" && wanted.len() <= ID_READS_MAX);
-    let foreign_docs = match (wanted.is_empty(), few) {
-        (true, _) => Vec::new(),
-        (false, true) => env.find(from, &doc! {foreign: {"$in": wanted}})?,
-        (false, false) => env.find(from, &Document::new())?,
+    let fresh = if wanted.is_empty() || whole.is_some() {
+        None
+    } else if foreign == "_id" && wanted.len() <= ID_READS_MAX {
+        Some(env.find(from, &doc! {foreign: {"$in": wanted}})?)
+    } else if env.indexed(from, foreign) {
+        let mut found = Vec::new();
+        let mut ids = std::collections::HashSet::new();
+        for chunk in wanted.chunks(IN_INDEX_MAX) {
+            for f in env.find(from, &doc! {foreign: {"$in": chunk.to_vec()}})? {
+                if ids.insert(canonical(f.get("_id").unwrap_or(&Bson::Null))) {
+                    found.push(f);
+                }
+            }
+        }
+        Some(found)
+    } else if first && wanted.len() <= IN_QUERY_MAX {
+        Some(env.find(from, &doc! {foreign: {"$in": wanted}})?)
+    } else {
+        *whole = Some(Table::new(env.find(from, &Document::new())?, foreign));
+        None
     };
-    let fpath = path(foreign);
-    let mut index: HashMap<String, Vec<usize>> = HashMap::new();
-    for (i, f) in foreign_docs.iter().enumerate() {
-        let mut keys: Vec<String> =
-            values_of(&Bson::Document(f.clone()), &fpath).iter().map(canonical).collect();
-        if let Bson::Array(_) = get_path(&Bson::Document(f.clone()), &fpath) {
-            keys.push(canonical(&get_path(&Bson::Document(f.clone()), &fpath)));
-        }
-        keys.sort();
-        keys.dedup();
-        for k in keys {
-            index.entry(k).or_default().push(i);
-        }
-    }
-    Ok(locals
-        .iter()
-        .map(|vals| {
-            let mut hits: Vec<usize> = vals
-                .iter()
-                .flat_map(|v| index.get(&canonical(v)).cloned().unwrap_or_default())
-                .collect();
-            hits.sort_unstable();
-            hits.dedup();
-            hits.into_iter().filter_map(|i| foreign_docs.get(i).cloned()).collect()
-        })
-        .collect())
+    let table = match (fresh, whole.as_ref()) {
+        (Some(found), _) => &Table::new(found, foreign),
+        (None, Some(table)) => table,
+        (None, None) => return Ok(vec![Vec::new(); docs.len()]),
+    };
+    Ok(locals.iter().map(|vals| table.matching(vals)).collect())
 }
 
 /// A parsed `$graphLookup`.
@@ -422,7 +497,7 @@ impl Merge {
         Ok(Merge { db, coll, on, when_matched, when_not_matched })
     }
 
-    pub fn run(&self, docs: Vec<Document>, env: &dyn Env, vars: &Vars) -> Result<()> {
+    pub fn run(&self, docs: Vec<Document>, env: &EnvRef<'_>, vars: &Vars) -> Result<()> {
         let mut writes = Vec::new();
         for d in docs {
             let mut filter = Document::new();
