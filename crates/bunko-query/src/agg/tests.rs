@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use bson::{Bson, DateTime, Document, bson, doc};
 
 use super::spill::{Entry, MemorySpill, Spill};
-use super::{Env, EnvRef, Matcher, Pipeline};
+use super::{Docs, Env, EnvRef, Matcher, Pipeline, Source};
 use crate::expr::{ExprError, Result, Vars};
 
 /// Collections in memory; filters are equality or `$in` on one path (enough here). Also a
@@ -376,5 +376,49 @@ fn equal_group_keys_of_different_numeric_types_meet_in_one_spilled_group() -> Re
     assert!(puts > 0);
     assert_eq!(spilled.len(), 5);
     assert_eq!(spilled, in_memory);
+    Ok(())
+}
+
+#[test]
+fn streaming_stages_read_only_what_the_consumer_pulls() -> Result<()> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let pulled = Arc::new(AtomicUsize::new(0));
+    let counter = pulled.clone();
+    let source: Source = Arc::new(move || {
+        let counter = counter.clone();
+        let docs = (0..1_000_000).map(move |i| {
+            counter.fetch_add(1, Ordering::Relaxed);
+            Ok(doc! {"_id": i, "tags": ["a", "b"]})
+        });
+        Ok(Box::new(docs) as Docs)
+    });
+    let stages = bson!([
+        {"$match": {"$expr": {"$gte": ["$_id", 10]}}}, {"$unwind": "$tags"},
+        {"$project": {"tags": 1}}, {"$skip": 1}, {"$limit": 5}
+    ]);
+    let Bson::Array(stages) = stages else { return Ok(()) };
+    let env: EnvRef = Arc::new(Mem::default());
+    let p = Pipeline::parse(&stages, Some(env.as_ref()))?;
+    let mut docs = p.stream(0, source, &env, &Vars::new(&doc! {}, DateTime::from_millis(0)))?;
+    assert_eq!(docs.next().transpose()?, Some(doc! {"_id": 10, "tags": "b"}));
+    assert_eq!(pulled.load(Ordering::Relaxed), 11, "the first answer reads 11 documents");
+    assert_eq!(docs.count(), 4);
+    assert_eq!(pulled.load(Ordering::Relaxed), 13, "a $limit stops reading");
+    Ok(())
+}
+
+#[test]
+fn a_bucket_auto_past_the_budget_sorts_through_the_spill() -> Result<()> {
+    let stages = bson!([{"$bucketAuto": {"groupBy": "$t", "buckets": 7,
+        "output": {"n": {"$sum": 1}, "avg": {"$avg": "$v"}, "first": {"$first": "$_id"}}}}]);
+    let (spilled, in_memory, (puts, entries, _)) = spilled_and_in_memory(&readings(), stages)?;
+    assert_eq!(spilled, in_memory);
+    assert_eq!(spilled.len(), 7);
+    assert_eq!(spilled.iter().filter_map(|b| b.get_i32("n").ok()).sum::<i32>(), 3000);
+    assert_eq!(spilled.first().and_then(|b| b.get("_id")), Some(&bson!({"min": 0, "max": 143})));
+    assert!(puts > 20 && entries == 3000, "{puts} runs of {entries} entries");
+    let tight = Mem(HashMap::new(), Some(10_000), false, Spilled::default());
+    let err = run(&tight, readings(), bson!([{"$bucketAuto": {"groupBy": "$t", "buckets": 2}}]));
+    assert_eq!(err.err().map(|e| e.code), Some(292));
     Ok(())
 }

@@ -395,3 +395,34 @@ print(json.dumps({"before": before, "after": after, "found": found}))
     );
     assert_eq!(out["found"], json!(["arr", "r027", "r054"]));
 }
+
+/// A pipeline reads one storage snapshot for its whole life: documents written, changed or
+/// deleted after `aggregate` returned its first batch are not seen by the `getMore`s that
+/// stream the rest, neither in the collection nor in a `$lookup`'s foreign collection.
+#[test]
+fn a_pipeline_cursor_reads_one_snapshot_across_get_more() {
+    let server = Server::start();
+    let script = r#"
+db = client().snap
+db.items.insert_many([{"_id": i, "v": i} for i in range(2500)])
+db.other.insert_many([{"_id": i, "w": i * 2} for i in range(2500)])
+cur = db.items.aggregate([
+    {"$match": {"v": {"$gte": 0}}},
+    {"$lookup": {"from": "other", "localField": "_id", "foreignField": "_id", "as": "o"}},
+    {"$project": {"v": 1, "w": {"$first": "$o.w"}}},
+], batchSize=10)
+first = [next(cur) for _ in range(10)]
+db.items.delete_many({"_id": {"$gte": 100}})
+db.items.insert_one({"_id": 5000, "v": 1})
+db.other.update_many({}, {"$set": {"w": -1}})
+rest = list(cur)
+docs = first + rest
+now = list(db.items.aggregate([{"$count": "n"}]))
+print(json.dumps({
+    "n": len(docs), "ids": sorted(d["_id"] for d in docs) == list(range(2500)),
+    "joined": all(d["w"] == 2 * d["_id"] for d in docs), "now": now,
+}))
+"#;
+    let Some(out) = python(&server, script) else { return };
+    assert_eq!(out, json!({"n": 2500, "ids": true, "joined": true, "now": [{"n": 101}]}));
+}
