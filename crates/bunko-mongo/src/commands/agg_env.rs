@@ -191,12 +191,15 @@ impl Env for AggEnv {
         Ok(EngineSpill::boxed(&self.engine))
     }
 
-    fn indexed(&self, coll: &str, field: &str) -> bool {
-        let Ok(ns) = self.ns(None, coll) else { return false };
-        let Some(db) = self.engine.get_db(&ns.engine_name()) else { return false };
-        db.mongo_indexes()
-            .iter()
-            .any(|i| i.is_ready() && i.def.fields.first().is_some_and(|f| f.name == field))
+    fn index_on(&self, coll: &str, field: &str) -> Option<String> {
+        let db = self.engine.get_db(&self.ns(None, coll).ok()?.engine_name())?;
+        let indexes = db.mongo_indexes();
+        let usable = |i: &&Arc<bunko_engine::index::Index>| {
+            i.is_ready()
+                && i.def.mongo.as_ref().is_some_and(|s| !s.sparse && s.partial.is_none())
+                && i.def.fields.first().is_some_and(|f| f.name == field)
+        };
+        indexes.iter().find(usable).map(|i| i.def.name.clone())
     }
 
     fn matcher(&self, filter: &Document) -> Result<Matcher, ExprError> {

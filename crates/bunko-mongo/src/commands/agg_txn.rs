@@ -112,7 +112,8 @@ pub(super) fn aggregate(
             Ok(Box::new(docs.into_iter().map(Ok)) as Docs)
         }))
     };
-    match request.run(command, &env, &input)? {
+    let plan = |push: &Pushdown| super::aggregate::explained(ctx, &request.ns, push);
+    match request.run(command, &env, &input, &plan)? {
         Ok(docs) => {
             let docs: Vec<Document> = docs.collect::<Result<_, _>>().map_err(from_expr)?;
             Ok(cursor_reply(0, &request.ns.full(), "firstBatch", docs))

@@ -23,12 +23,12 @@ use std::iter::Peekable;
 use std::sync::Arc;
 
 use bson::{Bson, DateTime, Document, doc};
-use bunko_query::agg::{Docs, EnvRef, Pipeline, Pushdown, Source, vec_source};
+use bunko_query::agg::{Docs, Env, EnvRef, Pipeline, Pushdown, Source, vec_source};
 use bunko_query::expr::{Expr, Vars};
 use bunko_query::{Direction, FieldPath};
 
 use super::agg_env::{AggEnv, from_expr, selector, to_expr};
-use super::crud::{mongo_query, non_negative};
+use super::crud::{mongo_query, non_negative, readable_db};
 use super::{Ctx, bool_of, cursor_reply, doc_of, namespace};
 use crate::error::MongoError;
 use crate::names::Namespace;
@@ -95,12 +95,14 @@ impl<'c> Request<'c> {
     }
 
     /// Runs the pipeline: the explain document, or the stream of result documents.
-    /// `input` opens the pushed-down part over the collection.
+    /// `input` opens the pushed-down part over the collection; `plan` is its explained
+    /// `winningPlan`.
     pub fn run<'a>(
         &self,
         command: &Document,
         env: &EnvRef<'a>,
         input: &dyn Fn(&Pushdown) -> Result<Source<'a>, MongoError>,
+        plan: &dyn Fn(&Pushdown) -> Result<Document, MongoError>,
     ) -> Result<Result<Docs<'a>, Document>, MongoError> {
         let pipeline = Pipeline::parse(self.stages, Some(env.as_ref())).map_err(from_expr)?;
         if self.collectionless && !pipeline.is_collectionless() {
@@ -113,7 +115,11 @@ impl<'c> Request<'c> {
         let vars = variables(command)?;
         let push = if self.collectionless { Pushdown::default() } else { pipeline.pushdown() };
         if self.explain {
-            return Ok(Err(explain_reply(&self.ns, self.stages, &push)));
+            let plan = match self.collectionless {
+                true => doc! {"stage": "EOF"},
+                false => plan(&push)?,
+            };
+            return Ok(Err(explain_reply(&self.ns, self.stages, &push, env.as_ref(), plan)));
         }
         let source = match self.collectionless || push.limit == Some(0) {
             true => vec_source(Vec::new()),
@@ -136,7 +142,8 @@ pub(super) fn aggregate(ctx: &mut Ctx, command: &Document) -> Result<Document, M
         let (agg, ns, order) = (agg.clone(), request.ns.clone(), order_of(push)?);
         Ok(Arc::new(move || agg.stream(&ns, &query, &order).map_err(to_expr)))
     };
-    let docs = match request.run(command, &env, &input)? {
+    let plan = |push: &Pushdown| explained(ctx, &request.ns, push);
+    let docs = match request.run(command, &env, &input, &plan)? {
         Ok(docs) => docs,
         Err(explain) => return Ok(explain),
     };
@@ -152,6 +159,18 @@ pub(super) fn aggregate(ctx: &mut Ctx, command: &Document) -> Result<Document, M
         }
     };
     Ok(cursor_reply(id, &ns, "firstBatch", first))
+}
+
+/// The `winningPlan` of the pushed-down stages over `ns`.
+pub(super) fn explained(
+    ctx: &Ctx,
+    ns: &Namespace,
+    push: &Pushdown,
+) -> Result<Document, MongoError> {
+    let db = readable_db(ctx, ns, "aggregate")?;
+    let limit = push.limit.unwrap_or(0);
+    let query = (&push.filter, &sort_doc(push));
+    super::explain::winning_plan(db.as_deref(), ns, query, (push.skip, limit))
 }
 
 /// The next batch of a pipeline's answer: up to `size` documents (`0`: no count limit)
@@ -227,44 +246,59 @@ pub(super) fn order_of(push: &Pushdown) -> Result<Vec<(FieldPath, Direction)>, M
         .collect()
 }
 
-/// `explain: true`: the stages pushed into the query and the ones run after it.
-fn explain_reply(ns: &Namespace, stages: &[Bson], push: &Pushdown) -> Document {
+/// `explain: true`: the stages pushed into the query (its `winningPlan` as `find`'s
+/// explain shows it: an index-served `$sort` is an `IXSCAN` with its direction and no
+/// `SORT` stage) and the ones run after it.
+fn explain_reply(
+    ns: &Namespace,
+    stages: &[Bson],
+    push: &Pushdown,
+    env: &dyn Env,
+    plan: Document,
+) -> Document {
     let name =
         |s: &Bson| s.as_document().and_then(|d| d.keys().next().cloned()).unwrap_or_default();
     let pushed: Vec<String> = stages.iter().take(push.stages).map(name).collect();
-    let id_lookup = matches!(push.filter.get("_id"), Some(v) if !matches!(v, Bson::Document(_) | Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_)));
-    let plan = if id_lookup { "IDHACK" } else { "COLLSCAN" };
-    let mut query_planner = doc! {"namespace": ns.full(), "parsedQuery": push.filter.clone(), "winningPlan": {"stage": plan}};
-    if !push.sort.is_empty() {
-        let sort: Document = push
-            .sort
-            .iter()
-            .map(|(p, asc)| (p.join("."), Bson::Int32(if *asc { 1 } else { -1 })))
-            .collect();
-        query_planner.insert("sort", sort);
-    }
-    if let Some(limit) = push.limit {
-        query_planner.insert("limit", limit as i64);
-    }
-    if push.skip > 0 {
-        query_planner.insert("skip", push.skip as i64);
-    }
+    let query_planner =
+        doc! {"namespace": ns.full(), "parsedQuery": push.filter.clone(), "winningPlan": plan};
     let mut out = vec![Bson::Document(
         doc! {"$cursor": {"queryPlanner": query_planner, "pushedDown": pushed}},
     )];
-    out.extend(stages.iter().skip(push.stages).map(annotated));
+    out.extend(stages.iter().skip(push.stages).map(|s| annotated(s, env)));
     doc! {"explainVersion": "1", "stages": out}
 }
 
+/// The pushed-down sort as a sort document.
+pub(super) fn sort_doc(push: &Pushdown) -> Document {
+    let sort = push.sort.iter();
+    sort.map(|(p, asc)| (p.join("."), Bson::Int32(if *asc { 1 } else { -1 }))).collect()
+}
+
 /// A stage as `explain` shows it; a `$lookup` on `localField`/`foreignField` says how it
-/// reads the foreign collection: `_id` point reads, or one `$in` query for all inputs.
-fn annotated(stage: &Bson) -> Bson {
+/// reads the foreign collection: `bunkoStrategy` `IdLookups` (`_id` point reads),
+/// `IndexLookups` (each value through the foreign field's index, named by `indexName`, with
+/// MongoDB's `strategy: "IndexedLoopJoin"`), or `CollectionRead` (the foreign collection
+/// read once, joined in memory: `HashJoin`).
+fn annotated(stage: &Bson, env: &dyn Env) -> Bson {
     let Some(Ok(lookup)) = stage.as_document().map(|d| d.get_document("$lookup")) else {
         return stage.clone();
     };
-    let Ok(foreign) = lookup.get_str("foreignField") else { return stage.clone() };
-    let strategy = if foreign == "_id" { "IdLookups" } else { "OneInQuery" };
+    let (Ok(foreign), Ok(from)) = (lookup.get_str("foreignField"), lookup.get_str("from")) else {
+        return stage.clone();
+    };
+    let index = env.index_on(from, foreign);
+    let (ours, theirs) = match (foreign, &index) {
+        ("_id", _) => ("IdLookups", "IndexedLoopJoin"),
+        (_, Some(_)) => ("IndexLookups", "IndexedLoopJoin"),
+        (_, None) => ("CollectionRead", "HashJoin"),
+    };
     let mut shown = lookup.clone();
-    shown.insert("bunkoStrategy", strategy);
-    Bson::Document(doc! {"$lookup": shown})
+    shown.insert("bunkoStrategy", ours);
+    let mut out = doc! {"$lookup": shown, "strategy": theirs};
+    match (foreign, index) {
+        ("_id", _) => out.insert("indexName", "_id_"),
+        (_, Some(name)) => out.insert("indexName", name),
+        (_, None) => None,
+    };
+    Bson::Document(out)
 }

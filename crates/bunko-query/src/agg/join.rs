@@ -277,7 +277,7 @@ fn equality_join(
         None
     } else if foreign == "_id" && wanted.len() <= ID_READS_MAX {
         Some(env.find(from, &doc! {foreign: {"$in": wanted}})?)
-    } else if env.indexed(from, foreign) {
+    } else if env.index_on(from, foreign).is_some() {
         let mut found = Vec::new();
         let mut ids = std::collections::HashSet::new();
         for chunk in wanted.chunks(IN_INDEX_MAX) {

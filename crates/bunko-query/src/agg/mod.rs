@@ -65,10 +65,10 @@ pub trait Env: Send + Sync {
     }
     /// Fresh temporary storage for one blocking stage ([`spill`]).
     fn spill(&self) -> Result<Box<dyn Spill>>;
-    /// Whether `coll` has a ready index whose first field is `field` (a `$lookup` then
-    /// reads each value through it instead of the whole collection).
-    fn indexed(&self, _coll: &str, _field: &str) -> bool {
-        false
+    /// The name of a ready index of `coll` whose first field is `field`, if it has one (a
+    /// `$lookup` then reads each value through it instead of the whole collection).
+    fn index_on(&self, _coll: &str, _field: &str) -> Option<String> {
+        None
     }
     /// Finds in another database's collection (`$merge` into another database).
     fn find_in(&self, db: Option<&str>, coll: &str, filter: &Document) -> Result<Vec<Document>> {
@@ -394,6 +394,47 @@ fn parse_stage(name: &str, arg: &Bson, env: Option<&dyn Env>) -> Result<Stage> {
             ));
         }
     })
+}
+
+/// `filter` with the user variables `bound` visible in every `$expr` nested in it (inside
+/// `$and`/`$or`/`$nor`/`$elemMatch`...): each becomes a `$let` binding them as literals, so
+/// the compiled filter sees a `$lookup`'s `let` as the pipeline does. `None` when the
+/// filter has no nested `$expr` or nothing is bound.
+pub fn with_lets(filter: &Document, bound: &[(String, Bson)]) -> Option<Document> {
+    fn has_expr(v: &Bson) -> bool {
+        match v {
+            Bson::Document(d) => d.iter().any(|(k, v)| k == "$expr" || has_expr(v)),
+            Bson::Array(items) => items.iter().any(has_expr),
+            _ => false,
+        }
+    }
+    fn rewrite(v: &Bson, lets: &Document) -> Bson {
+        match v {
+            Bson::Document(d) => Bson::Document(
+                d.iter()
+                    .map(|(k, v)| match k.as_str() {
+                        "$expr" => (
+                            k.clone(),
+                            bson::bson!({"$let": {"vars": lets.clone(), "in": v.clone()}}),
+                        ),
+                        _ => (k.clone(), rewrite(v, lets)),
+                    })
+                    .collect(),
+            ),
+            Bson::Array(items) => Bson::Array(items.iter().map(|i| rewrite(i, lets)).collect()),
+            other => other.clone(),
+        }
+    }
+    let filter = Bson::Document(filter.clone());
+    if bound.is_empty() || !has_expr(&filter) {
+        return None;
+    }
+    let lets: Document =
+        bound.iter().map(|(n, v)| (n.clone(), bson::bson!({"$literal": v.clone()}))).collect();
+    match rewrite(&filter, &lets) {
+        Bson::Document(d) => Some(d),
+        _ => None,
+    }
 }
 
 /// A filter without its top-level `$expr`, and that `$expr` parsed.

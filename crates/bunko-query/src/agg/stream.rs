@@ -82,6 +82,9 @@ fn open<'a>(stage: &Stage, input: &Source<'a>, env: &EnvRef<'a>, vars: &Vars) ->
     Ok(match stage {
         Stage::Match { filter, matcher, expr } => {
             let matcher = match (matcher, filter.is_empty()) {
+                _ if let Some(scoped) = super::with_lets(filter, vars.bound()) => {
+                    Some(env.matcher(&scoped)?)
+                }
                 (Some(m), _) => Some(m.clone()),
                 (None, false) => Some(env.matcher(filter)?),
                 (None, true) => None,

@@ -123,6 +123,11 @@ impl Vars {
         self.bound.push((name.to_string(), value));
     }
 
+    /// The user variables bound (`let`), oldest first.
+    pub fn bound(&self) -> &[(String, Bson)] {
+        &self.bound
+    }
+
     fn unbind(&mut self, n: usize) {
         self.bound.truncate(self.bound.len().saturating_sub(n));
     }
