@@ -24,11 +24,13 @@ mod boolean;
 mod compare;
 mod cond;
 mod date;
+mod decimal;
 mod object;
 mod ops;
 mod string;
 mod types;
 pub mod value;
+mod zone;
 
 use bson::{Bson, DateTime, Document};
 
