@@ -36,6 +36,7 @@ mod update;
 #[cfg(test)]
 mod update_golden;
 mod users;
+mod validator_tree;
 
 use bson::{Bson, Document, doc};
 

@@ -9,8 +9,7 @@ use super::value::{decimal, is_nullish, to_f64, type_name};
 use super::{ExprError, Result};
 
 /// `$add` (also `$sum`'s running total).
-pub(super) const ADD: Op =
-    (i64::checked_add, |x, y| x + y, Some(|x, y| Some(x + y)));
+pub(super) const ADD: Op = (i64::checked_add, |x, y| x + y, Some(|x, y| Some(x + y)));
 
 /// The numeric width of a value.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -41,11 +40,7 @@ fn int_of(v: &Bson) -> i64 {
 
 /// `a op b` in the wider of the two widths; in decimal through `exact` when one is a
 /// Decimal128.
-fn combine(
-    a: &Bson,
-    b: &Bson,
-    (int, float, exact): Op,
-) -> Bson {
+fn combine(a: &Bson, b: &Bson, (int, float, exact): Op) -> Bson {
     let w = width(a).max(width(b)).unwrap_or(Width::Double);
     match w {
         Width::Int | Width::Long => match int(int_of(a), int_of(b)) {
