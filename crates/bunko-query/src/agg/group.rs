@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use bson::{Bson, Document};
 
-use super::spill::{self, Keyed};
+use super::spill;
 use super::stream::map_docs;
 use super::{Docs, EnvRef, Source};
 use crate::expr::accum::{Acc, AccSpec};
@@ -83,11 +83,8 @@ impl Group {
 
     /// Groups the documents of `input` (opened again if the groups spill).
     pub fn open<'a>(&self, input: &Source<'a>, env: &EnvRef<'a>, vars: &Vars) -> Result<Docs<'a>> {
-        let keyed = || -> Result<Keyed<'a>> {
-            let (id, vars) = (self.id.clone(), vars.clone());
-            Ok(map_docs(input()?, move |d| Ok((or_null(id.eval(&mut vars.with_doc(&d))?), d))))
-        };
-        let out = spill::group(&keyed, vars, &self.accs, env.as_ref(), "$group")?;
+        let key = |v: &mut Vars| Ok(or_null(self.id.eval(v)?));
+        let out = spill::group(&**input, &key, (vars, &self.accs), env.as_ref(), "$group")?;
         let out: Docs<'a> = Box::new(out.into_iter().map(Ok));
         if !self.sort_by_count {
             return Ok(out);
@@ -185,9 +182,9 @@ impl Bucket {
         })
     }
 
-    /// The bucket of one document (its group `_id`).
-    fn bucket_of(&self, d: &Document, vars: &Vars) -> Result<Bson> {
-        let v = or_null(self.group_by.eval(&mut vars.with_doc(d))?);
+    /// The bucket of one document (its group `_id`), from the document's variables.
+    fn bucket_of(&self, vars: &mut Vars) -> Result<Bson> {
+        let v = or_null(self.group_by.eval(vars)?);
         let slot = self.boundaries.windows(2).position(
             |w| matches!(w, [lo, hi] if compare(&v, lo).is_ge() && compare(&v, hi).is_lt()),
         );
@@ -208,11 +205,8 @@ impl Bucket {
         env: &EnvRef<'a>,
         vars: &Vars,
     ) -> Result<Vec<Document>> {
-        let keyed = || -> Result<Keyed<'a>> {
-            let (this, vars) = (self.clone(), vars.clone());
-            Ok(map_docs(input()?, move |d| Ok((this.bucket_of(&d, &vars)?, d))))
-        };
-        let mut out = spill::group(&keyed, vars, &self.output, env.as_ref(), "$bucket")?;
+        let key = |v: &mut Vars| self.bucket_of(v);
+        let mut out = spill::group(&**input, &key, (vars, &self.output), env.as_ref(), "$bucket")?;
         // Buckets in boundary order, the default bucket last.
         out.sort_by(|a, b| {
             let pos = |d: &Document| {

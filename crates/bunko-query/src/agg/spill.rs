@@ -220,21 +220,21 @@ fn next_doc(it: &mut Entries) -> Result<Option<Document>> {
     }
 }
 
-/// Documents with their group `_id`.
-pub type Keyed<'a> = Box<dyn Iterator<Item = Result<(Bson, Document)>> + Send + 'a>;
+/// A document's group `_id`, evaluated with the variables of that document.
+pub type Key<'k> = &'k dyn Fn(&mut Vars) -> Result<Bson>;
 
-/// `$group` of the documents `keyed` opens, keyed by their group `_id`: in memory within
-/// the budget, else (opening `keyed` again) through a spill. `stage` names the stage in
+/// `$group` of the documents `input` opens, by their group `_id` (`key`): in memory within
+/// the budget, else (opening `input` again) through a spill. `stage` names the stage in
 /// the error.
 pub fn group<'a>(
-    keyed: &dyn Fn() -> Result<Keyed<'a>>,
-    vars: &Vars,
-    accs: &[(String, AccSpec)],
+    input: &dyn Fn() -> Result<Docs<'a>>,
+    key: Key<'_>,
+    (vars, accs): (&Vars, &[(String, AccSpec)]),
     env: &dyn Env,
     stage: &str,
 ) -> Result<Vec<Document>> {
     let limit = env.memory_limit();
-    if let Some(out) = group_in_memory(keyed()?, vars, accs, limit)? {
+    if let Some(out) = group_in_memory(input()?, key, vars, accs, limit)? {
         return Ok(out);
     }
     if !env.allow_disk_use() {
@@ -243,8 +243,9 @@ pub fn group<'a>(
     let mut spill = env.spill()?;
     let mut entries = Vec::new();
     let mut used = 0usize;
-    for (i, item) in keyed()?.enumerate() {
-        let (id, d) = item?;
+    for (i, d) in input()?.enumerate() {
+        let d = d?;
+        let id = key(&mut vars.with_doc(&d))?;
         let key = KeyWriter::new(0).str(&canonical(&id)).u64(i as u64).finish();
         let value = encode(&bson::doc! {"i": id, "d": d})?;
         used += key.len() + value.len();
@@ -307,7 +308,8 @@ pub(super) fn finish((_, id, state): Open, accs: &[(String, AccSpec)]) -> Docume
 /// Groups in memory, in the order groups are first seen; `None` once the groups hold
 /// more than `limit` bytes.
 pub fn group_in_memory(
-    docs: Keyed<'_>,
+    docs: Docs<'_>,
+    key: Key<'_>,
     vars: &Vars,
     accs: &[(String, AccSpec)],
     limit: usize,
@@ -315,9 +317,10 @@ pub fn group_in_memory(
     let mut index: std::collections::HashMap<String, usize> = Default::default();
     let mut groups: Vec<(Bson, Vec<Acc>)> = Vec::new();
     let mut held = 0usize;
-    for item in docs {
-        let (id, d) = item?;
+    for d in docs {
+        let d = d?;
         let mut v = vars.with_doc(&d);
+        let id = key(&mut v)?;
         let k = canonical(&id);
         let slot = match index.get(&k) {
             Some(&i) => i,
