@@ -16,11 +16,12 @@
 //!
 //! `project` holds `$project`/`$addFields`/`$unset`, `group` `$group`, `$bucket`,
 //! `$bucketAuto`, `$sortByCount`, `$count`; `stages` the other single-input stages;
-//! `join` the stages that read or write other collections; `spill` keeps `$sort` and
+//! `lookup` and `join` the stages that read or write other collections; `spill` keeps `$sort` and
 //! `$group` within [`Env::memory_limit`], spilling to temporary storage past it.
 
 mod group;
 mod join;
+mod lookup;
 mod project;
 pub mod spill;
 mod stages;
@@ -100,7 +101,7 @@ pub enum Stage {
     BucketAuto(group::BucketAuto),
     Sample(usize),
     Documents(Expr),
-    Lookup(join::Lookup),
+    Lookup(lookup::Lookup),
     GraphLookup(join::GraphLookup),
     UnionWith(String, Pipeline),
     Out(Option<String>, String),
@@ -334,7 +335,7 @@ fn parse_stage(name: &str, arg: &Bson, env: Option<&dyn Env>) -> Result<Stage> {
             Stage::Sample(usize_arg("size argument to $sample", size, 28746)?)
         }
         "$documents" => Stage::Documents(Expr::parse(arg)?),
-        "$lookup" => Stage::Lookup(join::Lookup::parse(doc_arg(name, arg, 40319)?, env)?),
+        "$lookup" => Stage::Lookup(lookup::Lookup::parse(doc_arg(name, arg, 40319)?, env)?),
         "$graphLookup" => Stage::GraphLookup(join::GraphLookup::parse(doc_arg(name, arg, 40327)?)?),
         "$unionWith" => {
             let (coll, pipeline) = match arg {
