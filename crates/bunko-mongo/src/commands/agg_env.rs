@@ -202,6 +202,11 @@ impl Env for AggEnv {
         indexes.iter().find(usable).map(|i| i.def.name.clone())
     }
 
+    fn count(&self, coll: &str) -> Option<usize> {
+        let db = self.engine.get_db(&self.ns(None, coll).ok()?.engine_name())?;
+        usize::try_from(db.info().stats.doc_count).ok()
+    }
+
     fn matcher(&self, filter: &Document) -> Result<Matcher, ExprError> {
         let selector = selector(filter).map_err(to_expr)?;
         Ok(Arc::new(move |d: &Document| matches(&selector, d)))

@@ -71,6 +71,11 @@ pub trait Env: Send + Sync {
     fn index_on(&self, _coll: &str, _field: &str) -> Option<String> {
         None
     }
+    /// How many documents `coll` holds, if known cheaply (a `$lookup` weighs index lookups
+    /// against one read of the collection with it).
+    fn count(&self, _coll: &str) -> Option<usize> {
+        None
+    }
     /// Finds in another database's collection (`$merge` into another database).
     fn find_in(&self, db: Option<&str>, coll: &str, filter: &Document) -> Result<Vec<Document>> {
         match db {

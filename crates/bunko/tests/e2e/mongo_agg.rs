@@ -430,15 +430,16 @@ print(json.dumps({
 /// `explain` shows an index-served sort as MongoDB does, for `find` and `aggregate`: an
 /// `IXSCAN` with its `direction` (and bounds in scan order) under `FETCH` and `LIMIT`, no
 /// `SORT` stage; an unindexed sort keeps its `SORT`. A `$lookup` on an indexed foreign
-/// field reads each value through the index (`IndexedLoopJoin` with the index's name), and
-/// answers as the unindexed join (`HashJoin`) does.
+/// field (1000 documents, 100 values asked) reads each value through the index
+/// (`IndexedLoopJoin` with the index's name), and answers as the unindexed join (`HashJoin`)
+/// does.
 #[test]
 fn explain_shows_index_served_sorts_and_indexed_lookups() {
     let server = Server::start();
     let script = r#"
 db = client().plans
 db.readings.insert_many([{"_id": "r%03d" % i, "ts": i, "code": "c%d" % (i % 100)} for i in range(300)])
-db.codes.insert_many([{"_id": i, "code": "c%d" % i, "label": "L%d" % i} for i in range(100)])
+db.codes.insert_many([{"_id": i, "code": "c%d" % i, "label": "L%d" % i} for i in range(1000)])
 db.readings.create_index([("ts", -1)])
 def plan(p):
     return db.command("aggregate", "readings", pipeline=p, explain=True)["stages"]
