@@ -22,9 +22,10 @@ use crate::expr::{Expr, ExprError, Result, Vars};
 const IN_QUERY_MAX: usize = 64;
 /// The most `_id` values a `$lookup` asks for (as point reads) instead of one scan.
 const ID_READS_MAX: usize = 1000;
-/// Index lookups serve a batch asking for at most one value per this many foreign
-/// documents; past that, one read of the foreign collection (kept for the stream) costs less
-/// (measured: 10k inputs into 4k documents took 2.2 times as long by index lookups).
+/// Index lookups serve a stream until it has asked for one value per this many foreign
+/// documents; past that, one read of the foreign collection (kept for the rest of the
+/// stream) costs less (measured: 10k inputs into 4k documents took 2.2 times as long by
+/// index lookups).
 const INDEX_SHARE: usize = 4;
 /// The most values of an indexed foreign field one `$in` query asks for (each value is an
 /// index range; the engine scans at most 256 ranges per query).
@@ -115,15 +116,23 @@ impl Lookup {
 
     /// The stage ready to run over the batches of one stream.
     pub fn opened(&self) -> OpenLookup {
-        OpenLookup { spec: self.clone(), whole: None, batches: 0 }
+        OpenLookup { spec: self.clone(), reads: Reads::default() }
     }
 }
 
 /// A `$lookup` running over one stream, batch by batch.
 pub struct OpenLookup {
     spec: Lookup,
-    /// The whole foreign collection, once one batch needed it (read once per stream).
+    reads: Reads,
+}
+
+/// What a `$lookup` has read of the foreign collection over one stream.
+#[derive(Default)]
+struct Reads {
+    /// The whole foreign collection, once a batch needed it (read once per stream).
     whole: Option<Table>,
+    /// Values looked up through the index so far.
+    asked: usize,
     /// Batches run so far.
     batches: usize,
 }
@@ -139,17 +148,7 @@ impl OpenLookup {
         let spec = &self.spec;
         let joined: Vec<Vec<Document>> = match (&spec.local, &spec.foreign) {
             (Some(local), Some(foreign)) => {
-                let first = self.batches == 0;
-                self.batches += 1;
-                equality_join(
-                    &docs,
-                    local,
-                    foreign,
-                    &spec.from,
-                    env.as_ref(),
-                    &mut self.whole,
-                    first,
-                )?
+                equality_join(&docs, local, foreign, &spec.from, env.as_ref(), &mut self.reads)?
             }
             _ => {
                 let all = env.find(&spec.from, &Document::new())?;
@@ -221,8 +220,8 @@ impl Table {
 /// `local` field, read in the cheapest way:
 /// - `_id` values: point reads;
 /// - a foreign field with an index: `$in` queries of at most [`IN_INDEX_MAX`] values,
-///   each a set of index ranges (one lookup per value, not a scan), unless the batch asks
-///   for more than a quarter as many values as the collection has documents ([`INDEX_SHARE`]);
+///   each a set of index ranges (one lookup per value, not a scan), until the stream has
+///   asked for a quarter as many values as the collection has documents ([`INDEX_SHARE`]);
 /// - otherwise, on the first batch with few values, one `$in` query; past that the whole
 ///   foreign collection, read once per stream (`whole`) and joined in memory.
 fn equality_join(
@@ -231,9 +230,10 @@ fn equality_join(
     foreign: &str,
     from: &str,
     env: &dyn Env,
-    whole: &mut Option<Table>,
-    first: bool,
+    reads: &mut Reads,
 ) -> Result<Vec<Vec<Document>>> {
+    let first = reads.batches == 0;
+    reads.batches += 1;
     let locals: Vec<Vec<Bson>> =
         docs.iter().map(|d| values_of(&Bson::Document(d.clone()), local)).collect();
     let mut wanted: Vec<Bson> = Vec::new();
@@ -243,13 +243,15 @@ fn equality_join(
             wanted.push(v.clone());
         }
     }
-    let fresh = if wanted.is_empty() || whole.is_some() {
+    let asked = reads.asked.saturating_add(wanted.len());
+    let fresh = if wanted.is_empty() || reads.whole.is_some() {
         None
     } else if foreign == "_id" && wanted.len() <= ID_READS_MAX {
         Some(env.find(from, &doc! {foreign: {"$in": wanted}})?)
     } else if env.index_on(from, foreign).is_some()
-        && env.count(from).is_none_or(|n| wanted.len().saturating_mul(INDEX_SHARE) <= n)
+        && env.count(from).is_none_or(|n| asked.saturating_mul(INDEX_SHARE) < n)
     {
+        reads.asked = asked;
         let mut found = Vec::new();
         let mut ids = std::collections::HashSet::new();
         for chunk in wanted.chunks(IN_INDEX_MAX) {
@@ -263,10 +265,10 @@ fn equality_join(
     } else if first && wanted.len() <= IN_QUERY_MAX {
         Some(env.find(from, &doc! {foreign: {"$in": wanted}})?)
     } else {
-        *whole = Some(Table::new(env.find(from, &Document::new())?, foreign));
+        reads.whole = Some(Table::new(env.find(from, &Document::new())?, foreign));
         None
     };
-    let table = match (fresh, whole.as_ref()) {
+    let table = match (fresh, reads.whole.as_ref()) {
         (Some(found), _) => &Table::new(found, foreign),
         (None, Some(table)) => table,
         (None, None) => return Ok(vec![Vec::new(); docs.len()]),
