@@ -167,6 +167,11 @@ impl Engine {
         &self.store
     }
 
+    /// A consistent view of every database as of now (one storage snapshot).
+    pub fn snapshot(&self) -> bunko_storage::Snapshot {
+        self.store.snapshot()
+    }
+
     /// Temporary keys for a query operator past its memory budget, removed when dropped.
     pub fn spill(&self) -> crate::spill::Spill {
         crate::spill::Spill::new(self.store.clone())

@@ -51,6 +51,9 @@ struct MongoRule {
     moderate: bool,
     /// `validationAction: "warn"`: a failure is logged, not refused.
     warn: bool,
+    /// The validator as the tree `errInfo.details` is explained from
+    /// (`bunko_query::schema::query_details`); absent in validators stored before it was.
+    details: Option<Value>,
 }
 
 /// The design document holding a MongoDB collection's options and validator.
@@ -162,7 +165,8 @@ impl MongoRule {
             Some(Value::Object(schema)) => Some(ejson::from_json(schema)),
             _ => None,
         };
-        Ok(Some(MongoRule { selector, schema, moderate: level == "moderate", warn }))
+        let details = rule.get("details").filter(|d| d.is_object()).cloned();
+        Ok(Some(MongoRule { selector, schema, moderate: level == "moderate", warn, details }))
     }
 
     /// Checks one write: the document as MongoDB sees it (`_id` first) must match.
@@ -204,15 +208,28 @@ impl MongoRule {
         schema_ok && self.selector.matches(&ejson::match_view(&Value::Object(doc)), Dialect::Mongo)
     }
 
-    /// MongoDB's `errInfo` of a refused document: `failingDocumentId`, and `details` when
-    /// the `$jsonSchema` is what failed (query conditions get no details yet).
+    /// MongoDB's `errInfo` of a refused document: `failingDocumentId` and `details` (why
+    /// each failing clause of the validator fails; for a validator stored without its tree,
+    /// only a failing `$jsonSchema` is explained).
     fn failure(&self, id: &str, body: &Map<String, Value>) -> bson::Document {
-        let doc = ejson::from_json(&Self::with_id(id, body));
+        let with_id = Self::with_id(id, body);
+        let doc = ejson::from_json(&with_id);
         let mut info = bson::doc! {"failingDocumentId": ejson::id_value(id)};
-        if let Some(schema) = &self.schema
-            && !bunko_query::schema::matches(schema, &doc)
-        {
-            info.insert("details", bunko_query::schema::details(schema, &doc));
+        let details = match (&self.details, &self.schema) {
+            (Some(tree), _) => {
+                let view = ejson::match_view(&Value::Object(with_id));
+                let matches = |selector: &Value| {
+                    Selector::parse(selector).is_ok_and(|s| s.matches(&view, Dialect::Mongo))
+                };
+                bunko_query::schema::query_details(tree, &doc, &matches)
+            }
+            (None, Some(schema)) if !bunko_query::schema::matches(schema, &doc) => {
+                Some(bunko_query::schema::details(schema, &doc))
+            }
+            (None, _) => None,
+        };
+        if let Some(details) = details {
+            info.insert("details", details);
         }
         info
     }

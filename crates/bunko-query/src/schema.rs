@@ -2,15 +2,18 @@
 //! `$ref`, `default`, `definitions`, `format` and `id`), evaluated on BSON values so that
 //! `bsonType` sees exact types (int vs long vs double). [`check`] refuses a schema with a
 //! keyword MongoDB does not know; `matches` tells whether a document satisfies it, and
-//! [`details`] why not (`errInfo.details`).
+//! [`details`] why not (`errInfo.details`); [`query_details`] explains a validator written
+//! with query operators the same way.
 
 mod explain;
+mod query;
 
 use std::collections::HashSet;
 
 use bson::{Bson, Document};
 
 pub use self::explain::details;
+pub use self::query::query_details;
 
 const KEYWORDS: &[&str] = &[
     "bsonType",

@@ -19,6 +19,7 @@
 
 pub mod mongo;
 pub mod mongo_index;
+pub mod mongo_stream;
 mod outcome;
 mod scan;
 pub mod text;

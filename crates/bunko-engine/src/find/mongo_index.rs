@@ -13,22 +13,20 @@
 //! `{$gt: 5}` matches numbers only). Every document an index names is read once and
 //! matched against the whole filter, so an index only narrows what is read.
 
-use std::collections::HashSet;
 use std::ops::Bound;
 use std::sync::Arc;
 
 use bunko_query::bson_order::{Class, class};
 use bunko_query::mongo_index::encode;
 use bunko_query::{Cond, Direction, FieldPath, Node, Selector};
-use bunko_storage::{Iter, Range, prefix_range};
+use bunko_storage::{Range, prefix_range};
 use serde_json::Value;
 
-use super::mongo::matching_doc;
+use super::mongo_stream::IndexStream;
 use super::{ExecStats, FindQuery};
 use crate::database::Database;
 use crate::index::{Index, entries};
-use crate::keys::Key;
-use crate::{Error, Result, records};
+use crate::{Error, Result};
 
 /// The `hint` that asks for a collection scan.
 pub const NATURAL: &str = "$natural";
@@ -57,6 +55,11 @@ pub struct MongoScan {
 }
 
 impl MongoScan {
+    /// The storage ranges of the index entries the scan reads, in ascending order.
+    pub(super) fn storage_ranges(&self, db: u64) -> Vec<Range> {
+        storage_ranges(&entries::prefix(db, self.index.num(), None), &self.bounds)
+    }
+
     /// `indexBounds` as MongoDB's explain shows them.
     pub fn index_bounds(&self) -> Vec<(String, Vec<String>)> {
         let fields = self.index.def.fields.iter().map(|f| f.name.clone());
@@ -132,39 +135,16 @@ impl Database {
         scan: &MongoScan,
         stop_early: bool,
     ) -> Result<(Vec<Value>, ExecStats)> {
-        let db = self.id();
-        let snap = self.store.snapshot();
-        let base = entries::prefix(db, scan.index.num(), None);
-        let mut stats = ExecStats::default();
-        let (mut seen, mut docs) = (HashSet::new(), Vec::new());
+        let mut stream = IndexStream::new(self, &self.store.snapshot(), scan, &query.selector);
         let wanted = query.skip.saturating_add(query.limit);
-        let mut ranges = storage_ranges(&base, &scan.bounds);
-        if scan.reverse {
-            ranges.reverse();
-        }
-        for range in ranges {
-            for entry in Iter::new(snap.clone(), range, scan.reverse, 256) {
-                let (_, value) = entry?;
-                stats.keys_examined += 1;
-                let Some((_, id)) = entries::decode_value(&value) else { continue };
-                if !seen.insert(id.clone()) {
-                    continue;
-                }
-                let Some(info) = snap.get(&Key::Doc(db, &id).encode())? else { continue };
-                let info: records::DocInfo = records::decode(&info)?;
-                let (rev, deleted) = info.winner()?;
-                let body = snap.get(&Key::Rev(db, &id, &rev.to_string()).encode())?;
-                let (false, Some(body)) = (deleted, body) else { continue };
-                stats.docs_examined += 1;
-                if let Some(doc) = matching_doc(&id, &body, &query.selector) {
-                    docs.push(doc);
-                    if stop_early && docs.len() >= wanted {
-                        return Ok((docs, stats));
-                    }
-                }
+        let mut docs = Vec::new();
+        for doc in stream.by_ref() {
+            docs.push(doc?);
+            if stop_early && docs.len() >= wanted {
+                break;
             }
         }
-        Ok((docs, stats))
+        Ok((docs, stream.stats))
     }
 }
 

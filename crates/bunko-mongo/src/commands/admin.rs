@@ -11,7 +11,7 @@ use std::sync::Arc;
 use bson::{Bson, Document, doc};
 use bunko_doc::ejson;
 use bunko_engine::security::{Security, UserCtx};
-use bunko_engine::{Database, Error};
+use bunko_engine::{Database, Engine, Error};
 use bunko_query::Dialect;
 use serde_json::Value;
 
@@ -139,16 +139,25 @@ pub(super) fn coll_mod(ctx: &mut Ctx, command: &Document) -> Result<Document, Mo
 /// The collection's database, created (as MongoDB creates collections on first insert)
 /// when missing.
 pub(crate) fn open_or_create(ctx: &Ctx, ns: &Namespace) -> Result<Arc<Database>, MongoError> {
+    open_or_create_as(&ctx.server.engine, &user(ctx), ns)
+}
+
+/// [`open_or_create`] by `user`.
+pub(crate) fn open_or_create_as(
+    engine: &Engine,
+    user: &UserCtx,
+    ns: &Namespace,
+) -> Result<Arc<Database>, MongoError> {
     let name = ns.engine_name();
-    if let Some(db) = ctx.server.engine.get_db(&name) {
+    if let Some(db) = engine.get_db(&name) {
         return Ok(db);
     }
-    match ctx.server.engine.create_db(&user(ctx), &name, false) {
+    match engine.create_db(user, &name, false) {
         Ok(db) => {
-            super::roles::grant(&db, &user(ctx))?;
+            super::roles::grant(&db, user)?;
             Ok(db)
         }
-        Err(Error::FileExists) => ctx.server.engine.db(&name).map_err(MongoError::from),
+        Err(Error::FileExists) => engine.db(&name).map_err(MongoError::from),
         Err(err) => Err(err.into()),
     }
 }

@@ -1,23 +1,28 @@
 //! The aggregation pipeline's view of the database ([`bunko_query::agg::Env`]) for one
 //! `aggregate` command: filters compile as `find`'s do (Mongo dialect), reads are the
-//! engine's `find_mongo` after the same membership check as every read (an `_id` `$in`
-//! from `$lookup` becomes one point read per id), and `$out`/`$merge` write through the
-//! engine's write path with the connection's user, so the write gate decides.
+//! engine's `stream_mongo` over one storage snapshot taken when the command starts (the
+//! input collection and every collection `$lookup`/`$unionWith`/`$graphLookup` read), after
+//! the same membership check as every read (an `_id` `$in` from `$lookup` becomes one
+//! point read per id), and `$out`/`$merge` write through the engine's write path with the
+//! connection's user, so the write gate decides.
 
 use std::sync::Arc;
 
 use bson::{Bson, Document};
 use bunko_doc::ejson;
-use bunko_engine::{Database, Error, WriteOptions};
+use bunko_engine::find::FindQuery;
+use bunko_engine::find::mongo_stream::Snapshot;
+use bunko_engine::security::UserCtx;
+use bunko_engine::{Database, Engine, Error, WriteOptions};
 use bunko_query::agg::spill::Entry;
-use bunko_query::agg::{Env, Matcher, Spill};
+use bunko_query::agg::{Docs, Env, Matcher, Spill};
 use bunko_query::expr::ExprError;
-use bunko_query::{Dialect, Selector};
+use bunko_query::{Dialect, Direction, FieldPath, Selector};
 use serde_json::Value;
 
 use super::Ctx;
-use super::admin::{open_or_create, user};
-use super::crud::{prepare, readable_db, run_query};
+use super::admin::{open_or_create_as, user};
+use super::crud::{mongo_query, prepare, readable_db_as};
 use crate::error::MongoError;
 use crate::names::Namespace;
 use crate::query;
@@ -25,10 +30,18 @@ use crate::query;
 /// The most `_id`s looked up one by one; more are one query.
 const POINT_READS: usize = 1000;
 
-pub(super) struct AggEnv<'a> {
-    pub ctx: &'a Ctx<'a>,
+/// What an `aggregate` runs with, owned so that its cursor keeps it between `getMore`s.
+pub(super) struct AggEnv {
+    pub engine: Arc<Engine>,
+    pub user: UserCtx,
+    /// `$db`.
+    pub db: String,
+    /// Every collection is read from this one snapshot.
+    pub snap: Snapshot,
+    pub memory_limit: usize,
     /// `allowDiskUse`: a blocking stage past the memory limit spills to temporary keys.
     pub allow_disk_use: bool,
+    pub write_options: WriteOptions,
 }
 
 pub(super) fn to_expr(err: MongoError) -> ExprError {
@@ -59,26 +72,60 @@ pub(super) fn matches(selector: &Selector, doc: &Document) -> bool {
     selector.matches(&ejson::match_view(&Value::Object(ejson::to_json(doc))), Dialect::Mongo)
 }
 
-impl AggEnv<'_> {
+impl AggEnv {
+    /// The environment of `ctx`'s command, reading from a snapshot taken now.
+    pub fn new(ctx: &Ctx, allow_disk_use: bool) -> AggEnv {
+        AggEnv {
+            engine: ctx.server.engine.clone(),
+            user: user(ctx),
+            db: ctx.db.clone(),
+            snap: ctx.server.engine.snapshot(),
+            memory_limit: ctx.server.config.agg_memory_limit,
+            allow_disk_use,
+            write_options: ctx.write_options(),
+        }
+    }
+
     fn ns(&self, db: Option<&str>, coll: &str) -> Result<Namespace, ExprError> {
-        Namespace::new(db.unwrap_or(&self.ctx.db), coll).map_err(to_expr)
+        Namespace::new(db.unwrap_or(&self.db), coll).map_err(to_expr)
+    }
+
+    /// The collection's database if it exists, after the read check.
+    pub fn readable(&self, ns: &Namespace) -> Result<Option<Arc<Database>>, MongoError> {
+        readable_db_as(&self.engine, &self.user, ns, "aggregate")
+    }
+
+    /// The documents of `ns` that `query` selects, in `order`, streamed from the snapshot.
+    pub fn stream(
+        &self,
+        ns: &Namespace,
+        query: &FindQuery,
+        order: &[(FieldPath, Direction)],
+    ) -> Result<Docs<'static>, MongoError> {
+        let Some(db) = self.readable(ns)? else { return Ok(Box::new(std::iter::empty())) };
+        let docs = db.stream_mongo(&self.snap, query, order)?;
+        Ok(Box::new(docs.map(|doc| match doc {
+            Ok(Value::Object(fields)) => Ok(ejson::from_json(&fields)),
+            Ok(_) => Ok(Document::new()),
+            Err(err) => Err(to_expr(err.into())),
+        })))
     }
 
     fn read(&self, ns: &Namespace, filter: &Document) -> Result<Vec<Document>, MongoError> {
-        let Some(db) = readable_db(self.ctx, ns, "aggregate")? else { return Ok(Vec::new()) };
-        if let Some(ids) = id_list(filter) {
-            let mut out = Vec::new();
-            for id in ids {
-                let one = selector(&bson::doc! {"_id": id})?;
-                out.extend(run_query(&db, one, &[], 0, usize::MAX)?);
-            }
-            return Ok(out);
+        let all = |filter: &Document| {
+            let query = mongo_query(selector(filter)?, 0, usize::MAX);
+            let docs: Result<Vec<Document>, ExprError> = self.stream(ns, &query, &[])?.collect();
+            docs.map_err(from_expr)
+        };
+        let Some(ids) = id_list(filter) else { return all(filter) };
+        let mut out = Vec::new();
+        for id in ids {
+            out.extend(all(&bson::doc! {"_id": id})?);
         }
-        run_query(&db, selector(filter)?, &[], 0, usize::MAX)
+        Ok(out)
     }
 
     fn write(&self, db: &Database, docs: Vec<Document>) -> Result<(), MongoError> {
-        let user = user(self.ctx);
         for d in docs {
             let (mut parsed, id) = prepare(&Bson::Document(d))?;
             let doc_id = ejson::doc_id(&id);
@@ -87,7 +134,7 @@ impl AggEnv<'_> {
                 Err(Error::NotFound(_)) => None,
                 Err(err) => return Err(err.into()),
             };
-            db.put(&user, parsed, self.ctx.write_options())?;
+            db.put(&self.user, parsed, self.write_options)?;
         }
         Ok(())
     }
@@ -116,8 +163,8 @@ fn id_list(filter: &Document) -> Option<Vec<Bson>> {
 pub(super) struct EngineSpill(bunko_engine::spill::Spill);
 
 impl EngineSpill {
-    pub(super) fn boxed(ctx: &Ctx) -> Box<dyn Spill> {
-        Box::new(EngineSpill(ctx.server.engine.spill()))
+    pub(super) fn boxed(engine: &Engine) -> Box<dyn Spill> {
+        Box::new(EngineSpill(engine.spill()))
     }
 }
 
@@ -126,22 +173,38 @@ impl Spill for EngineSpill {
         self.0.put(entries).map_err(|e| to_expr(e.into()))
     }
 
-    fn scan(&self, prefix: &[u8]) -> Box<dyn Iterator<Item = Result<Entry, ExprError>> + '_> {
+    fn scan(&self, prefix: &[u8]) -> Box<dyn Iterator<Item = Result<Entry, ExprError>> + Send> {
         Box::new(self.0.scan(prefix).map(|e| e.map_err(|e| to_expr(e.into()))))
     }
 }
 
-impl Env for AggEnv<'_> {
+impl Env for AggEnv {
     fn memory_limit(&self) -> usize {
-        self.ctx.server.config.agg_memory_limit
+        self.memory_limit
     }
 
     fn allow_disk_use(&self) -> bool {
         self.allow_disk_use
     }
 
-    fn spill(&self) -> Result<Box<dyn Spill + '_>, ExprError> {
-        Ok(EngineSpill::boxed(self.ctx))
+    fn spill(&self) -> Result<Box<dyn Spill>, ExprError> {
+        Ok(EngineSpill::boxed(&self.engine))
+    }
+
+    fn index_on(&self, coll: &str, field: &str) -> Option<String> {
+        let db = self.engine.get_db(&self.ns(None, coll).ok()?.engine_name())?;
+        let indexes = db.mongo_indexes();
+        let usable = |i: &&Arc<bunko_engine::index::Index>| {
+            i.is_ready()
+                && i.def.mongo.as_ref().is_some_and(|s| !s.sparse && s.partial.is_none())
+                && i.def.fields.first().is_some_and(|f| f.name == field)
+        };
+        indexes.iter().find(usable).map(|i| i.def.name.clone())
+    }
+
+    fn count(&self, coll: &str) -> Option<usize> {
+        let db = self.engine.get_db(&self.ns(None, coll).ok()?.engine_name())?;
+        usize::try_from(db.info().stats.doc_count).ok()
     }
 
     fn matcher(&self, filter: &Document) -> Result<Matcher, ExprError> {
@@ -172,17 +235,17 @@ impl Env for AggEnv<'_> {
     ) -> Result<(), ExprError> {
         let ns = self.ns(db, coll)?;
         let run = || -> Result<(), MongoError> {
-            match self.ctx.server.engine.delete_db(&user(self.ctx), &ns.engine_name()) {
+            match self.engine.delete_db(&self.user, &ns.engine_name()) {
                 Ok(()) | Err(Error::NotFound(_)) => {}
                 Err(err) => return Err(err.into()),
             }
-            let target = open_or_create(self.ctx, &ns)?;
+            let target = open_or_create_as(&self.engine, &self.user, &ns)?;
             let parsed = docs
                 .into_iter()
                 .map(|d| prepare(&Bson::Document(d)).map(|(p, _)| p))
                 .collect::<Result<Vec<_>, _>>()?;
-            let opts = WriteOptions { all_or_nothing: true, ..self.ctx.write_options() };
-            for r in target.update_docs(&user(self.ctx), parsed, opts)? {
+            let opts = WriteOptions { all_or_nothing: true, ..self.write_options };
+            for r in target.update_docs(&self.user, parsed, opts)? {
                 if let Err(err) = r.result {
                     return Err(match err {
                         Error::Conflict => MongoError::duplicate_key(&ns.full(), &r.id),
@@ -197,7 +260,7 @@ impl Env for AggEnv<'_> {
 
     fn upsert(&self, db: Option<&str>, coll: &str, docs: Vec<Document>) -> Result<(), ExprError> {
         let ns = self.ns(db, coll)?;
-        let target = open_or_create(self.ctx, &ns).map_err(to_expr)?;
+        let target = open_or_create_as(&self.engine, &self.user, &ns).map_err(to_expr)?;
         self.write(&target, docs).map_err(to_expr)
     }
 }

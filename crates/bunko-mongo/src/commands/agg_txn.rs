@@ -4,16 +4,16 @@
 //! in the first batch, as `find` does in a transaction. `$out`, `$merge` and
 //! `$changeStream` are `OperationNotSupportedInTransaction` (263), as in MongoDB.
 
-use std::cell::RefCell;
 use std::sync::Arc;
 
 use bson::Document;
 use bunko_engine::Transaction;
-use bunko_query::agg::{Env, Matcher};
+use bunko_query::agg::{Docs, Env, EnvRef, Matcher, Pushdown, Source};
 use bunko_query::expr::ExprError;
 use bunko_query::{Direction, FieldPath};
+use parking_lot::Mutex;
 
-use super::agg_env::{matches, selector, to_expr};
+use super::agg_env::{from_expr, matches, selector, to_expr};
 use super::aggregate::{Request, order_of};
 use super::crud::readable_db;
 use super::in_txn::matching;
@@ -33,7 +33,7 @@ fn not_in_txn(what: &str) -> MongoError {
 
 struct TxnEnv<'a, 'c> {
     ctx: &'a Ctx<'c>,
-    txn: RefCell<&'a mut Txn>,
+    txn: Mutex<&'a mut Txn>,
     allow_disk_use: bool,
 }
 
@@ -47,7 +47,7 @@ impl TxnEnv<'_, '_> {
         limit: usize,
     ) -> Result<Vec<Document>, MongoError> {
         let Some(db) = readable_db(self.ctx, ns, "aggregate")? else { return Ok(Vec::new()) };
-        let mut txn = self.txn.borrow_mut();
+        let mut txn = self.txn.lock();
         let found = matching(&mut txn, &db.name(), filter, order, skip, limit)?;
         Ok(found.into_iter().map(|f| f.doc).collect())
     }
@@ -62,8 +62,8 @@ impl Env for TxnEnv<'_, '_> {
         self.allow_disk_use
     }
 
-    fn spill(&self) -> Result<Box<dyn bunko_query::agg::Spill + '_>, ExprError> {
-        Ok(super::agg_env::EngineSpill::boxed(self.ctx))
+    fn spill(&self) -> Result<Box<dyn bunko_query::agg::Spill>, ExprError> {
+        Ok(super::agg_env::EngineSpill::boxed(&self.ctx.server.engine))
     }
 
     fn matcher(&self, filter: &Document) -> Result<Matcher, ExprError> {
@@ -100,13 +100,24 @@ pub(super) fn aggregate(
     if request.is_change_stream() {
         return Err(not_in_txn("$changeStream"));
     }
-    let env = TxnEnv { ctx, txn: RefCell::new(txn), allow_disk_use: request.allow_disk_use };
-    let mut read = |push: &bunko_query::agg::Pushdown| {
-        let limit = push.limit.unwrap_or(usize::MAX);
-        env.read(&request.ns, &push.filter, &order_of(push)?, push.skip, limit)
+    let txn_env =
+        Arc::new(TxnEnv { ctx, txn: Mutex::new(txn), allow_disk_use: request.allow_disk_use });
+    let env: EnvRef = txn_env.clone();
+    let input = |push: &Pushdown| -> Result<Source, MongoError> {
+        let (env, ns, push) = (txn_env.clone(), request.ns.clone(), push.clone());
+        let order = order_of(&push)?;
+        Ok(Arc::new(move || {
+            let limit = push.limit.unwrap_or(usize::MAX);
+            let docs = env.read(&ns, &push.filter, &order, push.skip, limit).map_err(to_expr)?;
+            Ok(Box::new(docs.into_iter().map(Ok)) as Docs)
+        }))
     };
-    match request.run(command, &env, &mut read)? {
-        Ok(docs) => Ok(cursor_reply(0, &request.ns.full(), "firstBatch", docs)),
+    let plan = |push: &Pushdown| super::aggregate::explained(ctx, &request.ns, push);
+    match request.run(command, &env, &input, &plan)? {
+        Ok(docs) => {
+            let docs: Vec<Document> = docs.collect::<Result<_, _>>().map_err(from_expr)?;
+            Ok(cursor_reply(0, &request.ns.full(), "firstBatch", docs))
+        }
         Err(explain) => Ok(explain),
     }
 }

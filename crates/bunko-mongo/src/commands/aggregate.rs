@@ -4,9 +4,13 @@
 //! 1. The pipeline is parsed once ([`Pipeline::parse`]); a leading `$changeStream` goes to
 //!    [`super::change_stream`].
 //! 2. Its leading `$match`/`$sort`/`$skip`/`$limit` ([`Pipeline::pushdown`]) run as one
-//!    `find_mongo` through the engine's query path (an `_id` equality reads one document);
-//!    the rest of the stages run over that answer, in memory.
-//! 3. `$out`/`$merge` write through the engine with the connection's user
+//!    `stream_mongo` through the engine's query path (an index, or one document for an
+//!    `_id` equality), over one storage snapshot taken when the command starts, which every
+//!    other collection the pipeline reads is read from too ([`AggEnv`]).
+//! 3. The rest of the stages pull documents from it ([`Pipeline::stream`]): the first
+//!    batch computes only what it returns (blocking stages consume their input, within
+//!    the memory limit), and the cursor keeps the stream, so `getMore` pulls the rest.
+//! 4. `$out`/`$merge` write through the engine with the connection's user
 //!    ([`AggEnv`]); the reply of a writing pipeline is an empty cursor.
 //!
 //! A blocking stage (`$group`, `$sort`, `$bucket`, `$sortByCount`) holding more than the
@@ -15,16 +19,20 @@
 //! default, as MongoDB 6+) and fails with `QueryExceededMemoryLimitNoDiskUseAllowed` (292)
 //! when it is false. `maxTimeMS`, `hint` are accepted; `collation` must be the `simple` one.
 
+use std::iter::Peekable;
+use std::sync::Arc;
+
 use bson::{Bson, DateTime, Document, doc};
-use bunko_query::agg::{Env, Pipeline, Pushdown};
+use bunko_query::agg::{Docs, Env, EnvRef, Pipeline, Pushdown, Source, vec_source};
 use bunko_query::expr::{Expr, Vars};
 use bunko_query::{Direction, FieldPath};
 
-use super::agg_env::{AggEnv, from_expr, selector};
-use super::crud::{non_negative, readable_db, run_query};
-use super::{Ctx, bool_of, doc_of, namespace};
+use super::agg_env::{AggEnv, from_expr, selector, to_expr};
+use super::crud::{mongo_query, non_negative, readable_db};
+use super::{Ctx, bool_of, cursor_reply, doc_of, namespace};
 use crate::error::MongoError;
 use crate::names::Namespace;
+use crate::wire;
 
 /// The first batch's size when the client names none (MongoDB's default).
 const DEFAULT_BATCH: usize = 101;
@@ -86,15 +94,17 @@ impl<'c> Request<'c> {
         first.is_some_and(|d| d.contains_key("$changeStream"))
     }
 
-    /// Runs the pipeline: the explain document, or the result documents. `read` answers
-    /// the pushed-down part over the collection.
-    pub fn run(
+    /// Runs the pipeline: the explain document, or the stream of result documents.
+    /// `input` opens the pushed-down part over the collection; `plan` is its explained
+    /// `winningPlan`.
+    pub fn run<'a>(
         &self,
         command: &Document,
-        env: &dyn Env,
-        read: &mut dyn FnMut(&Pushdown) -> Result<Vec<Document>, MongoError>,
-    ) -> Result<Result<Vec<Document>, Document>, MongoError> {
-        let pipeline = Pipeline::parse(self.stages, Some(env)).map_err(from_expr)?;
+        env: &EnvRef<'a>,
+        input: &dyn Fn(&Pushdown) -> Result<Source<'a>, MongoError>,
+        plan: &dyn Fn(&Pushdown) -> Result<Document, MongoError>,
+    ) -> Result<Result<Docs<'a>, Document>, MongoError> {
+        let pipeline = Pipeline::parse(self.stages, Some(env.as_ref())).map_err(from_expr)?;
         if self.collectionless && !pipeline.is_collectionless() {
             let first = self.stages.first().and_then(|s| s.as_document());
             return Err(MongoError::invalid_namespace(format!(
@@ -105,11 +115,17 @@ impl<'c> Request<'c> {
         let vars = variables(command)?;
         let push = if self.collectionless { Pushdown::default() } else { pipeline.pushdown() };
         if self.explain {
-            return Ok(Err(explain_reply(&self.ns, self.stages, &push)));
+            let plan = match self.collectionless {
+                true => doc! {"stage": "EOF"},
+                false => plan(&push)?,
+            };
+            return Ok(Err(explain_reply(&self.ns, self.stages, &push, env.as_ref(), plan)));
         }
-        let input =
-            if self.collectionless || push.limit == Some(0) { Vec::new() } else { read(&push)? };
-        Ok(Ok(pipeline.run_from(push.stages, input, env, &vars).map_err(from_expr)?))
+        let source = match self.collectionless || push.limit == Some(0) {
+            true => vec_source(Vec::new()),
+            false => input(&push)?,
+        };
+        Ok(Ok(pipeline.stream(push.stages, source, env, &vars).map_err(from_expr)?))
     }
 }
 
@@ -126,16 +142,67 @@ pub(super) fn aggregate(ctx: &mut Ctx, command: &Document) -> Result<Document, M
         Some(stages) => Request { stages, collectionless: true, ..request },
         None => request,
     };
-    let answer = {
-        let env = AggEnv { ctx, allow_disk_use: request.allow_disk_use };
-        request.run(command, &env, &mut |push| read_input(&env, &request.ns, push))?
+    let agg = Arc::new(AggEnv::new(ctx, request.allow_disk_use));
+    let env: EnvRef<'static> = agg.clone();
+    let input = |push: &Pushdown| -> Result<Source<'static>, MongoError> {
+        let limit = push.limit.unwrap_or(usize::MAX);
+        let query = mongo_query(selector(&push.filter)?, push.skip, limit);
+        let (agg, ns, order) = (agg.clone(), request.ns.clone(), order_of(push)?);
+        Ok(Arc::new(move || agg.stream(&ns, &query, &order).map_err(to_expr)))
     };
-    let docs = match answer {
+    let plan = |push: &Pushdown| explained(ctx, &request.ns, push);
+    let docs = match request.run(command, &env, &input, &plan)? {
         Ok(docs) => docs,
         Err(explain) => return Ok(explain),
     };
     observe(ctx, &request);
-    Ok(super::cursor::answer(ctx, &request.ns.full(), docs, request.batch, false))
+    let mut docs = docs.peekable();
+    let (first, more) = pull(&mut docs, request.batch)?;
+    let ns = request.ns.full();
+    let id = match more {
+        false => 0,
+        true => {
+            let next = Box::new(move |n| pull(&mut docs, n));
+            ctx.server.cursors.open(ns.clone(), ctx.session.user.clone(), next)
+        }
+    };
+    Ok(cursor_reply(id, &ns, "firstBatch", first))
+}
+
+/// The `winningPlan` of the pushed-down stages over `ns`.
+pub(super) fn explained(
+    ctx: &Ctx,
+    ns: &Namespace,
+    push: &Pushdown,
+) -> Result<Document, MongoError> {
+    let db = readable_db(ctx, ns, "aggregate")?;
+    let limit = push.limit.unwrap_or(0);
+    let query = (&push.filter, &sort_doc(push));
+    super::explain::winning_plan(db.as_deref(), ns, query, (push.skip, limit))
+}
+
+/// The next batch of a pipeline's answer: up to `size` documents (`0`: no count limit)
+/// and at most 16 MiB of them (at least one); and whether more follow. Only what the
+/// batch holds is computed (and the next document, to know whether there is one).
+fn pull(
+    docs: &mut Peekable<Docs<'static>>,
+    size: usize,
+) -> Result<(Vec<Document>, bool), MongoError> {
+    let size = if size == 0 { usize::MAX } else { size };
+    let (mut out, mut bytes) = (Vec::new(), 0);
+    while out.len() < size {
+        let len = match docs.peek() {
+            None => break,
+            Some(Ok(next)) => next.to_vec().map_or(0, |v| v.len()),
+            Some(Err(_)) => 0,
+        };
+        if !out.is_empty() && bytes + len > wire::MAX_BSON_SIZE {
+            break;
+        }
+        bytes += len;
+        out.extend(docs.next().transpose().map_err(from_expr)?);
+    }
+    Ok((out, docs.peek().is_some()))
 }
 
 /// Logs the pipeline for the advisor's `$lookup` chains (issue 18, rule 8).
@@ -176,13 +243,6 @@ fn variables(command: &Document) -> Result<Vars, MongoError> {
     Ok(vars)
 }
 
-/// The collection's documents the pushed-down stages select, in their order.
-fn read_input(env: &AggEnv, ns: &Namespace, push: &Pushdown) -> Result<Vec<Document>, MongoError> {
-    let Some(db) = readable_db(env.ctx, ns, "aggregate")? else { return Ok(Vec::new()) };
-    let limit = push.limit.unwrap_or(usize::MAX);
-    run_query(&db, selector(&push.filter)?, &order_of(push)?, push.skip, limit)
-}
-
 /// The pushed-down sort as `find` takes it.
 pub(super) fn order_of(push: &Pushdown) -> Result<Vec<(FieldPath, Direction)>, MongoError> {
     push.sort
@@ -194,44 +254,59 @@ pub(super) fn order_of(push: &Pushdown) -> Result<Vec<(FieldPath, Direction)>, M
         .collect()
 }
 
-/// `explain: true`: the stages pushed into the query and the ones run after it.
-fn explain_reply(ns: &Namespace, stages: &[Bson], push: &Pushdown) -> Document {
+/// `explain: true`: the stages pushed into the query (its `winningPlan` as `find`'s
+/// explain shows it: an index-served `$sort` is an `IXSCAN` with its direction and no
+/// `SORT` stage) and the ones run after it.
+fn explain_reply(
+    ns: &Namespace,
+    stages: &[Bson],
+    push: &Pushdown,
+    env: &dyn Env,
+    plan: Document,
+) -> Document {
     let name =
         |s: &Bson| s.as_document().and_then(|d| d.keys().next().cloned()).unwrap_or_default();
     let pushed: Vec<String> = stages.iter().take(push.stages).map(name).collect();
-    let id_lookup = matches!(push.filter.get("_id"), Some(v) if !matches!(v, Bson::Document(_) | Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_)));
-    let plan = if id_lookup { "IDHACK" } else { "COLLSCAN" };
-    let mut query_planner = doc! {"namespace": ns.full(), "parsedQuery": push.filter.clone(), "winningPlan": {"stage": plan}};
-    if !push.sort.is_empty() {
-        let sort: Document = push
-            .sort
-            .iter()
-            .map(|(p, asc)| (p.join("."), Bson::Int32(if *asc { 1 } else { -1 })))
-            .collect();
-        query_planner.insert("sort", sort);
-    }
-    if let Some(limit) = push.limit {
-        query_planner.insert("limit", limit as i64);
-    }
-    if push.skip > 0 {
-        query_planner.insert("skip", push.skip as i64);
-    }
+    let query_planner =
+        doc! {"namespace": ns.full(), "parsedQuery": push.filter.clone(), "winningPlan": plan};
     let mut out = vec![Bson::Document(
         doc! {"$cursor": {"queryPlanner": query_planner, "pushedDown": pushed}},
     )];
-    out.extend(stages.iter().skip(push.stages).map(annotated));
+    out.extend(stages.iter().skip(push.stages).map(|s| annotated(s, env)));
     doc! {"explainVersion": "1", "stages": out}
 }
 
+/// The pushed-down sort as a sort document.
+pub(super) fn sort_doc(push: &Pushdown) -> Document {
+    let sort = push.sort.iter();
+    sort.map(|(p, asc)| (p.join("."), Bson::Int32(if *asc { 1 } else { -1 }))).collect()
+}
+
 /// A stage as `explain` shows it; a `$lookup` on `localField`/`foreignField` says how it
-/// reads the foreign collection: `_id` point reads, or one `$in` query for all inputs.
-fn annotated(stage: &Bson) -> Bson {
+/// reads the foreign collection: `bunkoStrategy` `IdLookups` (`_id` point reads),
+/// `IndexLookups` (each value through the foreign field's index, named by `indexName`, with
+/// MongoDB's `strategy: "IndexedLoopJoin"`), or `CollectionRead` (the foreign collection
+/// read once, joined in memory: `HashJoin`).
+fn annotated(stage: &Bson, env: &dyn Env) -> Bson {
     let Some(Ok(lookup)) = stage.as_document().map(|d| d.get_document("$lookup")) else {
         return stage.clone();
     };
-    let Ok(foreign) = lookup.get_str("foreignField") else { return stage.clone() };
-    let strategy = if foreign == "_id" { "IdLookups" } else { "OneInQuery" };
+    let (Ok(foreign), Ok(from)) = (lookup.get_str("foreignField"), lookup.get_str("from")) else {
+        return stage.clone();
+    };
+    let index = env.index_on(from, foreign);
+    let (ours, theirs) = match (foreign, &index) {
+        ("_id", _) => ("IdLookups", "IndexedLoopJoin"),
+        (_, Some(_)) => ("IndexLookups", "IndexedLoopJoin"),
+        (_, None) => ("CollectionRead", "HashJoin"),
+    };
     let mut shown = lookup.clone();
-    shown.insert("bunkoStrategy", strategy);
-    Bson::Document(doc! {"$lookup": shown})
+    shown.insert("bunkoStrategy", ours);
+    let mut out = doc! {"$lookup": shown, "strategy": theirs};
+    match (foreign, index) {
+        ("_id", _) => out.insert("indexName", "_id_"),
+        (_, Some(name)) => out.insert("indexName", name),
+        (_, None) => None,
+    };
+    Bson::Document(out)
 }

@@ -90,6 +90,7 @@ fn rule(options: &Document) -> Result<Value, MongoError> {
     Ok(serde_json::json!({
         "selector": crate::query::selector_json(&rest)?,
         "schema": schema,
+        "details": super::validator_tree::tree(validator)?,
         "level": options.get_str("validationLevel").unwrap_or("strict"),
         "action": options.get_str("validationAction").unwrap_or("error"),
     }))

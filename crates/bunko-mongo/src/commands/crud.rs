@@ -216,8 +216,18 @@ pub(super) fn readable_db(
     ns: &Namespace,
     command: &str,
 ) -> Result<Option<Arc<Database>>, MongoError> {
-    let Some(db) = ctx.server.engine.get_db(&ns.engine_name()) else { return Ok(None) };
-    if !readable(&db, &user(ctx)) {
+    readable_db_as(&ctx.server.engine, &user(ctx), ns, command)
+}
+
+/// [`readable_db`] for `user`.
+pub(super) fn readable_db_as(
+    engine: &bunko_engine::Engine,
+    user: &bunko_engine::security::UserCtx,
+    ns: &Namespace,
+    command: &str,
+) -> Result<Option<Arc<Database>>, MongoError> {
+    let Some(db) = engine.get_db(&ns.engine_name()) else { return Ok(None) };
+    if !readable(&db, user) {
         return Err(MongoError::unauthorized(format!(
             "not authorized on {} to execute command {{ {command}: \"{}\" }}",
             ns.db, ns.coll
@@ -240,18 +250,8 @@ pub(super) fn delete_limit(statement: &Document) -> Result<usize, MongoError> {
     }
 }
 
-/// Runs a query in the Mongo dialect: the matching documents, in MongoDB form.
-pub(super) fn run_query(
-    db: &Database,
-    selector: Selector,
-    order: &[(FieldPath, Direction)],
-    skip: usize,
-    limit: usize,
-) -> Result<Vec<Document>, MongoError> {
-    run_hinted(db, mongo_query(selector, skip, limit), order, None)
-}
-
-/// [`run_query`] of a query, with the index name a `hint` gave.
+/// Runs a query in the Mongo dialect with the index name a `hint` gave: the matching
+/// documents, in MongoDB form.
 pub(super) fn run_hinted(
     db: &Database,
     mut query: FindQuery,

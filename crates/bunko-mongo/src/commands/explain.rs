@@ -1,6 +1,7 @@
 //! `explain` of `find`, `count`, `distinct`, `delete`, `update` and `findAndModify` (and so
 //! pymongo's `cursor.explain()`): the plan of the shared planner in MongoDB's shape
-//! (`queryPlanner.winningPlan` with `IXSCAN` + `FETCH` or `COLLSCAN`, then `SORT`, `SKIP`,
+//! (`queryPlanner.winningPlan` with `IXSCAN` + `FETCH`, `IDHACK` or `COLLSCAN`, then `SORT`
+//! unless an index scan yields the order (its `direction` then says which way), `SKIP`,
 //! `LIMIT`; `rejectedPlans`), and with verbosity `executionStats` or `allPlansExecution` (the
 //! default) the query run read-only for `executionStats` (`nReturned`, `totalKeysExamined`,
 //! `totalDocsExamined`, `executionStages`). Writes are planned and counted, never applied.
@@ -54,23 +55,81 @@ pub(super) fn explain(ctx: &mut Ctx, command: &Document) -> Result<Document, Mon
         return Ok(reply);
     };
     let hint = super::indexes::hint(&db, target.hint.as_ref())?;
-    let scan = db.mongo_plan(&selector, hint.as_deref())?;
+    let scan = access_scan(&db, &selector, &order, hint.as_deref())?;
     let rejected: Vec<Document> = scan
         .iter()
         .flat_map(|s| s.rejected.iter())
         .map(|i| stages(&target, &ixscan(i, None), !order.is_empty(), None))
         .collect();
-    let access = match &scan {
-        Some(s) => ixscan(&s.index, Some(s)),
-        None => doc! {"stage": "COLLSCAN", "filter": target.filter.clone(), "direction": "forward"},
-    };
-    let winning = stages(&target, &access, !order.is_empty(), None);
+    let access = access_stage(&target, scan.as_ref(), hint.is_some());
+    let blocking = blocking_sort(&order, scan.as_ref());
+    let winning = stages(&target, &access, blocking, None);
     reply.insert("queryPlanner", planner(&target, winning, rejected));
     if verbosity != "queryPlanner" {
-        reply.insert("executionStats", execution(&db, &target, selector, &order, hint, &access)?);
+        let run = (selector, &order[..], hint, blocking);
+        reply.insert("executionStats", execution(&db, &target, run, &access)?);
     }
     reply.insert("command", inner.clone());
     Ok(reply)
+}
+
+/// The index scan a query runs (as `find_mongo` chooses it): an index the filter can use,
+/// else (unhinted) an index that yields the sort's order, else none.
+fn access_scan(
+    db: &Database,
+    selector: &bunko_query::Selector,
+    order: &[(bunko_query::FieldPath, bunko_query::Direction)],
+    hint: Option<&str>,
+) -> Result<Option<MongoScan>, MongoError> {
+    Ok(match db.mongo_plan(selector, hint)? {
+        Some(scan) => Some(scan),
+        None if hint.is_none() => db.mongo_sort_plan(order),
+        None => None,
+    })
+}
+
+/// Whether a sort is done in memory (a `SORT` stage): there is one and no index yields it.
+fn blocking_sort(
+    order: &[(bunko_query::FieldPath, bunko_query::Direction)],
+    scan: Option<&MongoScan>,
+) -> bool {
+    !order.is_empty() && !scan.is_some_and(|s| s.sorted)
+}
+
+/// The stage that reads documents: `FETCH` over `IXSCAN`, `IDHACK` (an unhinted `_id`
+/// equality on a non-numeric value reads one document), or `COLLSCAN`.
+fn access_stage(target: &Explained, scan: Option<&MongoScan>, hinted: bool) -> Document {
+    let id = target.filter.get("_id").filter(|v| {
+        !matches!(v, Bson::Document(_) | Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_))
+    });
+    match scan {
+        Some(s) => ixscan(&s.index, Some(s)),
+        None if id.is_some() && !hinted => doc! {"stage": "IDHACK"},
+        None => doc! {"stage": "COLLSCAN", "filter": target.filter.clone(), "direction": "forward"},
+    }
+}
+
+/// The `winningPlan` of a query over `db` (`None`: the collection does not exist), as
+/// `explain` of `find` shows it; `aggregate`'s explain shows its pushed-down stages so.
+pub(super) fn winning_plan(
+    db: Option<&Database>,
+    ns: &Namespace,
+    (filter, sort): (&Document, &Document),
+    (skip, limit): (usize, usize),
+) -> Result<Document, MongoError> {
+    let target = Explained {
+        ns: ns.clone(),
+        filter: filter.clone(),
+        sort: sort.clone(),
+        skip,
+        limit,
+        hint: None,
+    };
+    let Some(db) = db else { return Ok(doc! {"stage": "EOF"}) };
+    let order = query::sort(sort)?;
+    let scan = access_scan(db, &query::selector(filter)?, &order, None)?;
+    let access = access_stage(&target, scan.as_ref(), false);
+    Ok(stages(&target, &access, blocking_sort(&order, scan.as_ref()), None))
 }
 
 /// The namespace, filter and options of the explained command.
@@ -155,6 +214,21 @@ fn ixscan(index: &Index, scan: Option<&MongoScan>) -> Document {
                 .collect()
         })
         .unwrap_or_default();
+    // Entries are stored ascending whatever the key pattern says; a scan in descending
+    // key order (`reverse`) is `forward` over a descending index, as MongoDB names it.
+    let reverse = scan.is_some_and(|s| s.reverse);
+    let descending = spec.as_ref().and_then(|s| s.key.first()).is_some_and(|(_, d)| *d < 0);
+    let direction = if reverse == descending { "forward" } else { "backward" };
+    let bounds: Document = match reverse {
+        true => bounds
+            .into_iter()
+            .map(|(f, b)| match b {
+                Bson::Array(b) => (f, Bson::Array(b.into_iter().rev().map(reversed).collect())),
+                other => (f, other),
+            })
+            .collect(),
+        false => bounds,
+    };
     let ixscan = doc! {
         "stage": "IXSCAN",
         "keyPattern": key,
@@ -164,10 +238,23 @@ fn ixscan(index: &Index, scan: Option<&MongoScan>) -> Document {
         "isSparse": spec.as_ref().is_some_and(|s| s.sparse),
         "isPartial": spec.as_ref().is_some_and(|s| s.partial.is_some()),
         "indexVersion": 2,
-        "direction": "forward",
+        "direction": direction,
         "indexBounds": bounds,
     };
     doc! {"stage": "FETCH", "inputStage": ixscan}
+}
+
+/// An interval as a scan in descending order meets it (`[a, b)` becomes `(b, a]`).
+fn reversed(interval: Bson) -> Bson {
+    let Bson::String(text) = &interval else { return interval };
+    let (Some(open), Some(close)) = (text.chars().next(), text.chars().last()) else {
+        return interval;
+    };
+    let inner = &text[open.len_utf8()..text.len() - close.len_utf8()];
+    let Some((lo, hi)) = inner.split_once(", ") else { return interval };
+    let open = if close == ']' { '[' } else { '(' };
+    let close = if text.starts_with('[') { ']' } else { ')' };
+    Bson::String(format!("{open}{hi}, {lo}{close}"))
 }
 
 /// The access stage wrapped in `SORT`, `SKIP` and `LIMIT` as the command asks; `counts`
@@ -180,6 +267,9 @@ fn stages(target: &Explained, access: &Document, sorted: bool, n: Option<i32>) -
         d
     };
     let mut plan = access.clone();
+    if access.get_str("stage").is_ok_and(|s| s == "IDHACK") {
+        return plan; // at most one document
+    }
     if sorted {
         plan = with_n(doc! {
             "stage": "SORT",
@@ -202,13 +292,19 @@ fn stages(target: &Explained, access: &Document, sorted: bool, n: Option<i32>) -
     plan
 }
 
+/// The query of an explained command: selector, sort, hint and whether the sort blocks.
+type Run<'o> = (
+    bunko_query::Selector,
+    &'o [(bunko_query::FieldPath, bunko_query::Direction)],
+    Option<String>,
+    bool,
+);
+
 /// Runs the query read-only and reports what it examined.
 fn execution(
     db: &Database,
     target: &Explained,
-    selector: bunko_query::Selector,
-    order: &[(bunko_query::FieldPath, bunko_query::Direction)],
-    hint: Option<String>,
+    (selector, order, hint, blocking): Run,
     access: &Document,
 ) -> Result<Document, MongoError> {
     let limit = if target.limit == 0 { usize::MAX } else { target.limit };
@@ -235,7 +331,7 @@ fn execution(
         "executionTimeMillis": millis,
         "totalKeysExamined": number(keys),
         "totalDocsExamined": number(docs),
-        "executionStages": stages(target, &access, !order.is_empty(), Some(n)),
+        "executionStages": stages(target, &access, blocking, Some(n)),
         "allPlansExecution": Bson::Array(Vec::new()),
     })
 }

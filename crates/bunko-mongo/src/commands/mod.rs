@@ -42,6 +42,7 @@ mod update;
 mod update_golden;
 mod users;
 mod users_info;
+mod validator_tree;
 
 use bson::{Bson, Document, doc};
 

@@ -1,12 +1,16 @@
 //! Grouping stages: `$group`, `$sortByCount` (a `$group` then a `$sort`), `$bucket`,
 //! `$bucketAuto`. Groups are found through a canonical key of the `_id` value under which
 //! MongoDB-equal values (`1`, `1.0`, `NumberLong(1)`) coincide; groups come out in the order
-//! they were first seen.
+//! they were first seen. Each consumes its input stream within the memory budget (`spill`).
+
+use std::sync::Arc;
 
 use bson::{Bson, Document};
 
-use super::Env;
-use crate::expr::accum::AccSpec;
+use super::spill;
+use super::stream::map_docs;
+use super::{Docs, EnvRef, Source};
+use crate::expr::accum::{Acc, AccSpec};
 use crate::expr::value::{compare, or_null, to_f64, to_int, type_name};
 use crate::expr::{Expr, ExprError, Result, Vars};
 
@@ -77,16 +81,15 @@ impl Group {
         Ok(Group { id, accs: vec![("count".to_string(), count)], sort_by_count: true })
     }
 
-    pub fn run(&self, docs: Vec<Document>, vars: &Vars, env: &dyn Env) -> Result<Vec<Document>> {
-        let mut keyed = Vec::new();
-        for d in docs {
-            keyed.push((or_null(self.id.eval(&mut vars.with_doc(&d))?), d));
-        }
-        let out = super::spill::group(keyed, vars, &self.accs, env, "$group")?;
+    /// Groups the documents of `input` (opened again if the groups spill).
+    pub fn open<'a>(&self, input: &Source<'a>, env: &EnvRef<'a>, vars: &Vars) -> Result<Docs<'a>> {
+        let key = |v: &mut Vars| Ok(or_null(self.id.eval(v)?));
+        let out = spill::group(&**input, &key, (vars, &self.accs), env.as_ref(), "$group")?;
+        let out: Docs<'a> = Box::new(out.into_iter().map(Ok));
         if !self.sort_by_count {
             return Ok(out);
         }
-        super::spill::sort(out, &[(vec!["count".to_string()], false)], env)
+        spill::sort(out, &[(vec!["count".to_string()], false)], env)
     }
 }
 
@@ -179,27 +182,31 @@ impl Bucket {
         })
     }
 
-    pub fn run(&self, docs: Vec<Document>, vars: &Vars, env: &dyn Env) -> Result<Vec<Document>> {
-        // Resolve each document's bucket first so errors name the value.
-        let mut keyed = Vec::new();
-        for d in docs {
-            let v = or_null(self.group_by.eval(&mut vars.with_doc(&d))?);
-            let slot = self.boundaries.windows(2).position(
-                |w| matches!(w, [lo, hi] if compare(&v, lo).is_ge() && compare(&v, hi).is_lt()),
-            );
-            let id = match (slot.and_then(|i| self.boundaries.get(i)), &self.default) {
-                (Some(lo), _) => lo.clone(),
-                (None, Some(def)) => def.clone(),
-                (None, None) => {
-                    return Err(ExprError::location(
-                        40066,
-                        "$bucket could not find a matching branch for an input, and no default was specified.",
-                    ));
-                }
-            };
-            keyed.push((id, d));
+    /// The bucket of one document (its group `_id`), from the document's variables.
+    fn bucket_of(&self, vars: &mut Vars) -> Result<Bson> {
+        let v = or_null(self.group_by.eval(vars)?);
+        let slot = self.boundaries.windows(2).position(
+            |w| matches!(w, [lo, hi] if compare(&v, lo).is_ge() && compare(&v, hi).is_lt()),
+        );
+        match (slot.and_then(|i| self.boundaries.get(i)), &self.default) {
+            (Some(lo), _) => Ok(lo.clone()),
+            (None, Some(def)) => Ok(def.clone()),
+            (None, None) => Err(ExprError::location(
+                40066,
+                "$bucket could not find a matching branch for an input, and no default was specified.",
+            )),
         }
-        let mut out = super::spill::group(keyed, vars, &self.output, env, "$bucket")?;
+    }
+
+    /// Groups the documents of `input` into buckets (opened again if the groups spill).
+    pub fn open<'a>(
+        &self,
+        input: &Source<'a>,
+        env: &EnvRef<'a>,
+        vars: &Vars,
+    ) -> Result<Vec<Document>> {
+        let key = |v: &mut Vars| self.bucket_of(v);
+        let mut out = spill::group(&**input, &key, (vars, &self.output), env.as_ref(), "$bucket")?;
         // Buckets in boundary order, the default bucket last.
         out.sort_by(|a, b| {
             let pos = |d: &Document| {
@@ -243,41 +250,75 @@ impl BucketAuto {
         Ok(BucketAuto { group_by, buckets, output: output_of(spec, "$bucketAuto")? })
     }
 
-    pub fn run(&self, docs: Vec<Document>, vars: &Vars) -> Result<Vec<Document>> {
-        let mut keyed = Vec::new();
-        for d in docs {
-            let v = or_null(self.group_by.eval(&mut vars.with_doc(&d))?);
-            keyed.push((v, d));
-        }
-        keyed.sort_by(|a, b| compare(&a.0, &b.0));
-        let per = keyed.len().div_ceil(self.buckets).max(1);
+    /// Buckets of the documents of `input`: sorted by their `groupBy` value (through a
+    /// spill past the memory budget), then cut into buckets of about the same size as the
+    /// sorted stream is read, so only one bucket's accumulators are held.
+    pub fn open<'a>(
+        &self,
+        input: Docs<'a>,
+        env: &EnvRef<'a>,
+        vars: &Vars,
+    ) -> Result<Vec<Document>> {
+        let (group_by, v) = (self.group_by.clone(), vars.clone());
+        let keyed = map_docs(input, move |d| {
+            Ok(bson::doc! {"v": or_null(group_by.eval(&mut v.with_doc(&d))?), "d": d})
+        });
+        let order: spill::Order = Arc::new(|a, b| compare(value_of(a), value_of(b)));
+        let (n, sorted) = spill::sort_by(keyed, order, env.as_ref(), "$bucketAuto")?;
+        let per = n.div_ceil(self.buckets).max(1);
         let mut out = Vec::new();
-        let mut rest = keyed.into_iter().peekable();
-        while rest.peek().is_some() {
-            let mut chunk: Vec<(Bson, Document)> = Vec::new();
-            while let Some((v, _)) = rest.peek() {
-                // A bucket takes at least `per` documents, and never splits equal values.
-                let same = chunk.last().is_some_and(|(last, _)| compare(last, v).is_eq());
-                if chunk.len() >= per && !same {
-                    break;
-                }
-                if let Some(item) = rest.next() {
-                    chunk.push(item);
-                }
-            }
-            let min = chunk.first().map(|(v, _)| v.clone()).unwrap_or(Bson::Null);
-            let max = match rest.peek() {
-                Some((next, _)) => next.clone(),
-                None => chunk.last().map(|(v, _)| v.clone()).unwrap_or(Bson::Null),
+        let mut open: Option<(usize, Bson, Bson, Vec<Acc>)> = None;
+        for rec in sorted {
+            let rec = rec?;
+            let v = value_of(&rec).clone();
+            let d = match rec.get("d") {
+                Some(Bson::Document(d)) => d,
+                _ => continue,
             };
-            let docs: Vec<_> = chunk.into_iter().map(|(_, d)| (Bson::Null, d)).collect();
-            let mut g = super::spill::group_in_memory(&docs, vars, &self.output, usize::MAX)?
-                .unwrap_or_default();
-            if let Some(mut d) = g.pop() {
-                d.insert("_id", bson::doc! {"min": min, "max": max});
-                out.push(d);
+            let mut vars = vars.with_doc(d);
+            // A bucket takes at least `per` documents, and never splits equal values.
+            if let Some((count, _, last, _)) = &open
+                && *count >= per
+                && compare(last, &v).is_ne()
+                && let Some(done) = open.take()
+            {
+                out.push(self.finish(done, v.clone()));
             }
+            let (count, _, last, accs) = match &mut open {
+                Some(o) => o,
+                None => {
+                    let accs = self
+                        .output
+                        .iter()
+                        .map(|(_, a)| a.start(&mut vars))
+                        .collect::<Result<_>>()?;
+                    open.insert((0, v.clone(), v.clone(), accs))
+                }
+            };
+            for ((_, spec), acc) in self.output.iter().zip(accs.iter_mut()) {
+                spec.feed(acc, &mut vars)?;
+            }
+            *count += 1;
+            *last = v;
+        }
+        if let Some(done) = open {
+            let max = done.2.clone();
+            out.push(self.finish(done, max));
         }
         Ok(out)
     }
+
+    /// A bucket's output document.
+    fn finish(&self, (_, min, _, accs): (usize, Bson, Bson, Vec<Acc>), max: Bson) -> Document {
+        let mut out = bson::doc! {"_id": {"min": min, "max": max}};
+        for ((name, _), acc) in self.output.iter().zip(accs) {
+            out.insert(name.clone(), acc.finish());
+        }
+        out
+    }
+}
+
+/// The `groupBy` value of a `$bucketAuto` sort record.
+fn value_of(rec: &Document) -> &Bson {
+    rec.get("v").unwrap_or(&Bson::Null)
 }

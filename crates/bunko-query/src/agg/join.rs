@@ -1,32 +1,18 @@
-//! Stages that read or write other collections, through the [`Env`]: `$lookup`
-//! (equality form, `let` + `pipeline` form, or both), `$graphLookup` and `$merge`.
-//!
-//! A `$lookup` on `localField`/`foreignField` does not query once per input document: the
-//! local values of every input document are gathered and fetched with one `$in` query
-//! (which the engine answers with `_id` point reads or an index where it has one), then
-//! joined in memory through a canonical key of each foreign value — every element of a
-//! multikey (array) foreign field, and the missing field as `null`, as MongoDB matches.
-
-use std::collections::HashMap;
+//! Stages that read or write other collections, through the [`Env`]: `$graphLookup` and
+//! `$merge` (`$lookup` is in `lookup`), and what they share with `$lookup`.
 
 use bson::{Bson, Document, doc};
 
 use super::group::canonical;
-use super::stages::set;
-use super::{Env, Pipeline};
+use super::{Env, EnvRef, Pipeline};
 use crate::expr::value::{get_path, or_null};
 use crate::expr::{Expr, ExprError, MISSING, Result, Vars};
 
-/// The most distinct local values a `$lookup` asks for with one `$in` query.
-const IN_QUERY_MAX: usize = 64;
-/// The most `_id` values a `$lookup` asks for (as point reads) instead of one scan.
-const ID_READS_MAX: usize = 1000;
-
-fn path(s: &str) -> Vec<String> {
+pub(super) fn path(s: &str) -> Vec<String> {
     s.split('.').map(str::to_string).collect()
 }
 
-fn string_field(spec: &Document, stage: &str, name: &str) -> Result<Option<String>> {
+pub(super) fn string_field(spec: &Document, stage: &str, name: &str) -> Result<Option<String>> {
     match spec.get(name) {
         None => Ok(None),
         Some(Bson::String(s)) => Ok(Some(s.clone())),
@@ -38,7 +24,7 @@ fn string_field(spec: &Document, stage: &str, name: &str) -> Result<Option<Strin
 
 /// The values a document's field is matched by: each element of an array (and the array
 /// itself), `null` when missing.
-fn values_of(doc: &Bson, field: &[String]) -> Vec<Bson> {
+pub(super) fn values_of(doc: &Bson, field: &[String]) -> Vec<Bson> {
     match get_path(doc, field) {
         Bson::Array(items) => {
             let mut out: Vec<Bson> = items
@@ -55,176 +41,6 @@ fn values_of(doc: &Bson, field: &[String]) -> Vec<Bson> {
         }
         v => vec![or_null(v)],
     }
-}
-
-/// A parsed `$lookup`.
-#[derive(Clone)]
-pub struct Lookup {
-    from: String,
-    local: Option<Vec<String>>,
-    foreign: Option<String>,
-    as_: Vec<String>,
-    lets: Vec<(String, Expr)>,
-    pipeline: Option<Pipeline>,
-}
-
-impl Lookup {
-    pub fn parse(spec: &Document, env: Option<&dyn Env>) -> Result<Lookup> {
-        let from = match spec.get("from") {
-            Some(Bson::String(s)) => s.clone(),
-            Some(Bson::Document(d)) => d
-                .get_str("coll")
-                .map_err(|_| ExprError::failed_to_parse("$lookup 'from' needs 'coll'"))?
-                .to_string(),
-            Some(_) => {
-                return Err(ExprError::failed_to_parse("$lookup argument 'from' must be a string"));
-            }
-            None => {
-                return Err(ExprError::failed_to_parse(
-                    "missing 'from' option to $lookup stage specification",
-                ));
-            }
-        };
-        let Some(as_) = string_field(spec, "$lookup", "as")? else {
-            return Err(ExprError::failed_to_parse("must specify 'as' field for a $lookup"));
-        };
-        let local = string_field(spec, "$lookup", "localField")?;
-        let foreign = string_field(spec, "$lookup", "foreignField")?;
-        if local.is_some() != foreign.is_some() {
-            return Err(ExprError::failed_to_parse(
-                "$lookup requires both or neither of 'localField' and 'foreignField' to be specified",
-            ));
-        }
-        let pipeline = match spec.get("pipeline") {
-            Some(Bson::Array(items)) => Some(Pipeline::parse(items, env)?),
-            Some(_) => {
-                return Err(ExprError::failed_to_parse(
-                    "$lookup argument 'pipeline' must be an array",
-                ));
-            }
-            None => None,
-        };
-        if local.is_none() && pipeline.is_none() {
-            return Err(ExprError::failed_to_parse(
-                "$lookup requires either 'pipeline' or both 'localField' and 'foreignField' to be specified",
-            ));
-        }
-        let mut lets = Vec::new();
-        match spec.get("let") {
-            Some(Bson::Document(d)) => {
-                for (k, v) in d {
-                    crate::expr::cond_check_var_name(k)?;
-                    lets.push((k.clone(), Expr::parse(v)?));
-                }
-            }
-            Some(_) => {
-                return Err(ExprError::failed_to_parse("$lookup argument 'let' must be an object"));
-            }
-            None => {}
-        }
-        if let Some(bad) = spec.keys().find(|k| {
-            !matches!(
-                k.as_str(),
-                "from" | "as" | "localField" | "foreignField" | "let" | "pipeline"
-            )
-        }) {
-            return Err(ExprError::failed_to_parse(format!("unknown argument to $lookup: {bad}")));
-        }
-        Ok(Lookup {
-            from,
-            local: local.map(|l| path(&l)),
-            foreign,
-            as_: path(&as_),
-            lets,
-            pipeline,
-        })
-    }
-
-    pub fn run(&self, docs: Vec<Document>, env: &dyn Env, vars: &Vars) -> Result<Vec<Document>> {
-        let joined: Vec<Vec<Document>> = match (&self.local, &self.foreign) {
-            (Some(local), Some(foreign)) => equality_join(&docs, local, foreign, &self.from, env)?,
-            _ => {
-                let all = env.find(&self.from, &Document::new())?;
-                vec![all; docs.len()]
-            }
-        };
-        let mut out = Vec::with_capacity(docs.len());
-        for (mut d, matched) in docs.into_iter().zip(joined) {
-            let matched = match &self.pipeline {
-                Some(p) => {
-                    let mut v = vars.with_doc(&d);
-                    let mut bindings = Vec::new();
-                    for (name, e) in &self.lets {
-                        bindings.push((name.clone(), or_null(e.eval(&mut v)?)));
-                    }
-                    let mut scope = vars.clone();
-                    for (n, b) in bindings {
-                        scope.bind(&n, b);
-                    }
-                    p.run(matched, env, &scope)?
-                }
-                None => matched,
-            };
-            set(&mut d, &self.as_, Bson::Array(matched.into_iter().map(Bson::Document).collect()));
-            out.push(d);
-        }
-        Ok(out)
-    }
-}
-
-/// For each input document, the foreign documents whose `foreign` field equals its
-/// `local` field: one `$in` query for all of them, then a hash join.
-fn equality_join(
-    docs: &[Document],
-    local: &[String],
-    foreign: &str,
-    from: &str,
-    env: &dyn Env,
-) -> Result<Vec<Vec<Document>>> {
-    let locals: Vec<Vec<Bson>> =
-        docs.iter().map(|d| values_of(&Bson::Document(d.clone()), local)).collect();
-    let mut wanted: Vec<Bson> = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    for v in locals.iter().flatten() {
-        if seen.insert(canonical(v)) {
-            wanted.push(v.clone());
-        }
-    }
-    // Past a few distinct values a `$in` costs more per document than reading the whole
-    // foreign collection once (the join below keeps only matching documents); `_id` values
-    // stay point reads up to the engine side's limit.
-    let few = wanted.len() <= IN_QUERY_MAX || (foreign == "_id" && wanted.len() <= ID_READS_MAX);
-    let foreign_docs = match (wanted.is_empty(), few) {
-        (true, _) => Vec::new(),
-        (false, true) => env.find(from, &doc! {foreign: {"$in": wanted}})?,
-        (false, false) => env.find(from, &Document::new())?,
-    };
-    let fpath = path(foreign);
-    let mut index: HashMap<String, Vec<usize>> = HashMap::new();
-    for (i, f) in foreign_docs.iter().enumerate() {
-        let mut keys: Vec<String> =
-            values_of(&Bson::Document(f.clone()), &fpath).iter().map(canonical).collect();
-        if let Bson::Array(_) = get_path(&Bson::Document(f.clone()), &fpath) {
-            keys.push(canonical(&get_path(&Bson::Document(f.clone()), &fpath)));
-        }
-        keys.sort();
-        keys.dedup();
-        for k in keys {
-            index.entry(k).or_default().push(i);
-        }
-    }
-    Ok(locals
-        .iter()
-        .map(|vals| {
-            let mut hits: Vec<usize> = vals
-                .iter()
-                .flat_map(|v| index.get(&canonical(v)).cloned().unwrap_or_default())
-                .collect();
-            hits.sort_unstable();
-            hits.dedup();
-            hits.into_iter().filter_map(|i| foreign_docs.get(i).cloned()).collect()
-        })
-        .collect())
 }
 
 /// A parsed `$graphLookup`.
@@ -422,7 +238,7 @@ impl Merge {
         Ok(Merge { db, coll, on, when_matched, when_not_matched })
     }
 
-    pub fn run(&self, docs: Vec<Document>, env: &dyn Env, vars: &Vars) -> Result<()> {
+    pub fn run(&self, docs: Vec<Document>, env: &EnvRef<'_>, vars: &Vars) -> Result<()> {
         let mut writes = Vec::new();
         for d in docs {
             let mut filter = Document::new();

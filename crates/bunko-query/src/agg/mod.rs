@@ -1,5 +1,8 @@
 //! MongoDB aggregation pipelines: parsed once ([`Pipeline::parse`]) into [`Stage`]s, then
-//! run over documents ([`Pipeline::run`]).
+//! pulled document by document ([`Pipeline::stream`], in `stream`): streaming stages
+//! (`$match`, `$project`, `$unwind`, `$limit`, `$lookup`, ...) pass each document on as it
+//! comes; blocking stages (`$group`, `$sort`, `$bucket`, `$bucketAuto`, `$count`, ...)
+//! consume their input within [`Env::memory_limit`] and spill past it.
 //!
 //! Stages are pure functions of their input documents, except those that read or write
 //! other collections (`$lookup`, `$graphLookup`, `$unionWith`, `$out`, `$merge`): they go
@@ -13,14 +16,16 @@
 //!
 //! `project` holds `$project`/`$addFields`/`$unset`, `group` `$group`, `$bucket`,
 //! `$bucketAuto`, `$sortByCount`, `$count`; `stages` the other single-input stages;
-//! `join` the stages that read or write other collections; `spill` keeps `$sort` and
+//! `lookup` and `join` the stages that read or write other collections; `spill` keeps `$sort` and
 //! `$group` within [`Env::memory_limit`], spilling to temporary storage past it.
 
 mod group;
 mod join;
+mod lookup;
 mod project;
 pub mod spill;
 mod stages;
+mod stream;
 
 use std::sync::Arc;
 
@@ -28,7 +33,8 @@ use bson::{Bson, Document};
 
 pub use self::project::Shape;
 pub use self::spill::{MemorySpill, Spill};
-use crate::expr::{Expr, ExprError, Result, Vars};
+pub use self::stream::{Docs, EnvRef, Source, vec_source};
+use crate::expr::{Expr, ExprError, Result};
 
 /// MongoDB's default memory limit of a blocking stage (100 MiB).
 pub const MEMORY_LIMIT: usize = 100 * 1024 * 1024;
@@ -36,8 +42,10 @@ pub const MEMORY_LIMIT: usize = 100 * 1024 * 1024;
 /// A compiled `$match` filter.
 pub type Matcher = Arc<dyn Fn(&Document) -> bool + Send + Sync>;
 
-/// What a pipeline needs from the database.
-pub trait Env {
+/// What a pipeline needs from the database. A pipeline reads through one `Env` for its
+/// whole run (and its cursor's `getMore`s), so an `Env` that reads one storage snapshot
+/// gives the pipeline one consistent view of every collection.
+pub trait Env: Send + Sync {
     /// Compiles a `find`-style filter (without `$expr`, which the pipeline evaluates).
     fn matcher(&self, filter: &Document) -> Result<Matcher>;
     /// The documents of `coll` matching `filter` (all for an empty filter).
@@ -57,7 +65,17 @@ pub trait Env {
         true
     }
     /// Fresh temporary storage for one blocking stage ([`spill`]).
-    fn spill(&self) -> Result<Box<dyn Spill + '_>>;
+    fn spill(&self) -> Result<Box<dyn Spill>>;
+    /// The name of a ready index of `coll` whose first field is `field`, if it has one (a
+    /// `$lookup` then reads each value through it instead of the whole collection).
+    fn index_on(&self, _coll: &str, _field: &str) -> Option<String> {
+        None
+    }
+    /// How many documents `coll` holds, if known cheaply (a `$lookup` weighs index lookups
+    /// against one read of the collection with it).
+    fn count(&self, _coll: &str) -> Option<usize> {
+        None
+    }
     /// Finds in another database's collection (`$merge` into another database).
     fn find_in(&self, db: Option<&str>, coll: &str, filter: &Document) -> Result<Vec<Document>> {
         match db {
@@ -88,7 +106,7 @@ pub enum Stage {
     BucketAuto(group::BucketAuto),
     Sample(usize),
     Documents(Expr),
-    Lookup(join::Lookup),
+    Lookup(lookup::Lookup),
     GraphLookup(join::GraphLookup),
     UnionWith(String, Pipeline),
     Out(Option<String>, String),
@@ -98,7 +116,8 @@ pub enum Stage {
 /// A parsed pipeline.
 #[derive(Clone, Default)]
 pub struct Pipeline {
-    pub stages: Vec<(String, Stage)>,
+    /// Shared: a stage's stream holds the pipeline while it runs.
+    pub stages: Arc<Vec<(String, Stage)>>,
 }
 
 /// The part of a pipeline a `find` can answer.
@@ -182,7 +201,7 @@ impl Pipeline {
             }
             out.push((name.clone(), stage));
         }
-        Ok(Pipeline { stages: out })
+        Ok(Pipeline { stages: Arc::new(out) })
     }
 
     /// Whether the pipeline starts with `$documents` (needs no collection).
@@ -227,25 +246,6 @@ impl Pipeline {
     fn limit_follows(&self, i: usize) -> bool {
         let mut rest = self.stages.iter().skip(i + 1).map(|(_, s)| s);
         rest.find(|s| !matches!(s, Stage::Skip(_))).is_some_and(|s| matches!(s, Stage::Limit(_)))
-    }
-
-    /// Runs the stages after the first `skip` over `docs`.
-    pub fn run_from(
-        &self,
-        skip: usize,
-        mut docs: Vec<Document>,
-        env: &dyn Env,
-        vars: &Vars,
-    ) -> Result<Vec<Document>> {
-        for (_, stage) in self.stages.iter().skip(skip) {
-            docs = stage.run(docs, env, vars)?;
-        }
-        Ok(docs)
-    }
-
-    /// Runs every stage over `docs`.
-    pub fn run(&self, docs: Vec<Document>, env: &dyn Env, vars: &Vars) -> Result<Vec<Document>> {
-        self.run_from(0, docs, env, vars)
     }
 }
 
@@ -340,7 +340,7 @@ fn parse_stage(name: &str, arg: &Bson, env: Option<&dyn Env>) -> Result<Stage> {
             Stage::Sample(usize_arg("size argument to $sample", size, 28746)?)
         }
         "$documents" => Stage::Documents(Expr::parse(arg)?),
-        "$lookup" => Stage::Lookup(join::Lookup::parse(doc_arg(name, arg, 40319)?, env)?),
+        "$lookup" => Stage::Lookup(lookup::Lookup::parse(doc_arg(name, arg, 40319)?, env)?),
         "$graphLookup" => Stage::GraphLookup(join::GraphLookup::parse(doc_arg(name, arg, 40327)?)?),
         "$unionWith" => {
             let (coll, pipeline) = match arg {
@@ -402,6 +402,47 @@ fn parse_stage(name: &str, arg: &Bson, env: Option<&dyn Env>) -> Result<Stage> {
     })
 }
 
+/// `filter` with the user variables `bound` visible in every `$expr` nested in it (inside
+/// `$and`/`$or`/`$nor`/`$elemMatch`...): each becomes a `$let` binding them as literals, so
+/// the compiled filter sees a `$lookup`'s `let` as the pipeline does. `None` when the
+/// filter has no nested `$expr` or nothing is bound.
+pub fn with_lets(filter: &Document, bound: &[(String, Bson)]) -> Option<Document> {
+    fn has_expr(v: &Bson) -> bool {
+        match v {
+            Bson::Document(d) => d.iter().any(|(k, v)| k == "$expr" || has_expr(v)),
+            Bson::Array(items) => items.iter().any(has_expr),
+            _ => false,
+        }
+    }
+    fn rewrite(v: &Bson, lets: &Document) -> Bson {
+        match v {
+            Bson::Document(d) => Bson::Document(
+                d.iter()
+                    .map(|(k, v)| match k.as_str() {
+                        "$expr" => (
+                            k.clone(),
+                            bson::bson!({"$let": {"vars": lets.clone(), "in": v.clone()}}),
+                        ),
+                        _ => (k.clone(), rewrite(v, lets)),
+                    })
+                    .collect(),
+            ),
+            Bson::Array(items) => Bson::Array(items.iter().map(|i| rewrite(i, lets)).collect()),
+            other => other.clone(),
+        }
+    }
+    let filter = Bson::Document(filter.clone());
+    if bound.is_empty() || !has_expr(&filter) {
+        return None;
+    }
+    let lets: Document =
+        bound.iter().map(|(n, v)| (n.clone(), bson::bson!({"$literal": v.clone()}))).collect();
+    match rewrite(&filter, &lets) {
+        Bson::Document(d) => Some(d),
+        _ => None,
+    }
+}
+
 /// A filter without its top-level `$expr`, and that `$expr` parsed.
 pub fn split_expr(filter: &Document) -> Result<(Document, Option<Expr>)> {
     let mut rest = Document::new();
@@ -414,94 +455,6 @@ pub fn split_expr(filter: &Document) -> Result<(Document, Option<Expr>)> {
         }
     }
     Ok((rest, expr))
-}
-
-/// `docs` (the state `$bucketAuto` holds: it sorts in memory) if their size is within the
-/// memory limit or `allowDiskUse` is on, else MongoDB's
-/// `QueryExceededMemoryLimitNoDiskUseAllowed` (292).
-fn within_limit(env: &dyn Env, stage: &str, docs: Vec<Document>) -> Result<Vec<Document>> {
-    if env.allow_disk_use() {
-        return Ok(docs);
-    }
-    let limit = env.memory_limit();
-    let mut used = 0usize;
-    for d in &docs {
-        used += crate::expr::value::doc_size(d);
-        if used > limit {
-            return Err(spill::exceeded(stage, limit));
-        }
-    }
-    Ok(docs)
-}
-
-impl Stage {
-    fn run(&self, docs: Vec<Document>, env: &dyn Env, vars: &Vars) -> Result<Vec<Document>> {
-        let mut vars = vars.clone();
-        match self {
-            Stage::Match { matcher, expr, filter } => {
-                let matcher = match (matcher, filter.is_empty()) {
-                    (Some(m), _) => Some(m.clone()),
-                    (None, false) => Some(env.matcher(filter)?),
-                    (None, true) => None,
-                };
-                let mut out = Vec::new();
-                for d in docs {
-                    if matcher.as_ref().is_some_and(|m| !m(&d)) {
-                        continue;
-                    }
-                    if let Some(e) = expr {
-                        let mut v = vars.with_doc(&d);
-                        if !crate::expr::value::truthy(&e.eval(&mut v)?) {
-                            continue;
-                        }
-                    }
-                    out.push(d);
-                }
-                Ok(out)
-            }
-            Stage::Shape(shape) => {
-                docs.iter().map(|d| shape.apply(d, &mut vars.with_doc(d))).collect()
-            }
-            Stage::Group(g) => g.run(docs, &vars, env),
-            Stage::Sort(keys) => spill::sort(docs, keys, env),
-            Stage::Limit(n) => Ok(docs.into_iter().take(*n).collect()),
-            Stage::Skip(n) => Ok(docs.into_iter().skip(*n).collect()),
-            Stage::Count(field) => Ok(stages::count(field, docs.len())),
-            Stage::Unwind(u) => Ok(u.run(docs)),
-            Stage::ReplaceRoot(e) => {
-                docs.iter().map(|d| stages::replace_root(e, &mut vars.with_doc(d))).collect()
-            }
-            Stage::Facet(facets) => {
-                let mut out = Document::new();
-                for (name, p) in facets {
-                    let result = p.run(docs.clone(), env, &vars)?;
-                    out.insert(
-                        name.clone(),
-                        result.into_iter().map(Bson::Document).collect::<Vec<_>>(),
-                    );
-                }
-                Ok(vec![out])
-            }
-            Stage::Bucket(b) => b.run(docs, &vars, env),
-            Stage::BucketAuto(b) => b.run(within_limit(env, "$bucketAuto", docs)?, &vars),
-            Stage::Sample(n) => Ok(stages::sample(docs, *n)),
-            Stage::Documents(e) => stages::documents(e, &mut vars),
-            Stage::Lookup(l) => l.run(docs, env, &vars),
-            Stage::GraphLookup(g) => g.run(docs, env, &vars),
-            Stage::UnionWith(coll, p) => {
-                let other = p.run(env.find(coll, &Document::new())?, env, &vars)?;
-                Ok(docs.into_iter().chain(other).collect())
-            }
-            Stage::Out(db, coll) => {
-                env.replace_collection(db.as_deref(), coll, docs)?;
-                Ok(Vec::new())
-            }
-            Stage::Merge(m) => {
-                m.run(docs, env, &vars)?;
-                Ok(Vec::new())
-            }
-        }
-    }
 }
 
 #[cfg(test)]

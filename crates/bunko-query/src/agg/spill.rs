@@ -4,11 +4,13 @@
 //! [`Env::allow_disk_use`], and then spill to a [`Spill`]: temporary storage that reads
 //! entries back in key order (the engine's temporary keys; [`MemorySpill`] in tests).
 //!
-//! - `$sort` ([`sort`]) is an external merge sort: the input is cut into runs of at most
+//! - `$sort` ([`sort`]) is an external merge sort: the input is read into runs of at most
 //!   the budget, each sorted in memory and written under `(run, position)`; the runs are
-//!   then merged, holding one document per run.
-//! - `$group` ([`group`]) first groups in memory by reference; if the groups outgrow the
-//!   budget it starts over and writes each input document under `(group key, position)`,
+//!   then merged as the sorted stream is read, holding one document per run. `$bucketAuto`
+//!   sorts its input by its `groupBy` value the same way ([`sort_by`]).
+//! - `$group` ([`group`]) first groups its input stream in memory; if the groups outgrow
+//!   the budget it opens its input again (the same documents: one storage snapshot) and
+//!   writes each input document under `(group key, position)`,
 //!   so reading the spill back yields one group's documents after another, in input
 //!   order within a group, and only one group's accumulators are held at a time. Groups
 //!   then come out in the order of their keys rather than first seen (MongoDB does not
@@ -17,14 +19,16 @@
 //! Keys use [`bunko_doc::keycode`], so a group key is prefix-free and ends before the
 //! 8-byte position.
 
+use std::cmp::Ordering;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use bson::{Bson, Document};
 use bunko_doc::keycode::KeyWriter;
 
-use super::Env;
 use super::group::canonical;
 use super::stages;
+use super::{Docs, Env, EnvRef};
 use crate::expr::accum::{Acc, AccSpec};
 use crate::expr::value::{approx_size, doc_size};
 use crate::expr::{ExprError, Result, Vars};
@@ -33,11 +37,12 @@ use crate::expr::{ExprError, Result, Vars};
 pub type Entry = (Vec<u8>, Vec<u8>);
 
 /// Temporary storage a blocking stage spills to; removed when dropped.
-pub trait Spill {
+pub trait Spill: Send {
     /// Stores `entries` (keys unique within this spill).
     fn put(&mut self, entries: Vec<Entry>) -> Result<()>;
-    /// The entries whose key starts with `prefix`, in key order.
-    fn scan(&self, prefix: &[u8]) -> Box<dyn Iterator<Item = Result<Entry>> + '_>;
+    /// The entries whose key starts with `prefix`, in key order (as they were when the
+    /// scan began).
+    fn scan(&self, prefix: &[u8]) -> Box<dyn Iterator<Item = Result<Entry>> + Send>;
 }
 
 /// A [`Spill`] in memory (tests, and callers without a store).
@@ -50,14 +55,14 @@ impl Spill for MemorySpill {
         Ok(())
     }
 
-    fn scan(&self, prefix: &[u8]) -> Box<dyn Iterator<Item = Result<Entry>> + '_> {
-        let prefix = prefix.to_vec();
-        Box::new(
-            self.0
-                .range(prefix.clone()..)
-                .take_while(move |(k, _)| k.starts_with(&prefix))
-                .map(|(k, v)| Ok((k.clone(), v.clone()))),
-        )
+    fn scan(&self, prefix: &[u8]) -> Box<dyn Iterator<Item = Result<Entry>> + Send> {
+        let entries: Vec<Result<Entry>> = self
+            .0
+            .range(prefix.to_vec()..)
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .map(|(k, v)| Ok((k.clone(), v.clone())))
+            .collect();
+        Box::new(entries.into_iter())
     }
 }
 
@@ -83,99 +88,153 @@ fn decode(bytes: &[u8]) -> Result<Document> {
         .map_err(|e| ExprError::new(1, "InternalError", format!("reading a spill: {e}")))
 }
 
+/// Orders two documents.
+pub type Order = Arc<dyn Fn(&Document, &Document) -> Ordering + Send + Sync>;
+
 /// `$sort`: in memory within the budget, else an external merge sort through a spill.
-pub fn sort(
-    docs: Vec<Document>,
+pub fn sort<'a>(
+    input: Docs<'a>,
     keys: &[(Vec<String>, bool)],
+    env: &EnvRef<'a>,
+) -> Result<Docs<'a>> {
+    let keys = keys.to_vec();
+    let order: Order = Arc::new(move |a, b| stages::compare_docs(&keys, a, b));
+    Ok(sort_by(input, order, env.as_ref(), "$sort")?.1)
+}
+
+/// Sorts `input` by `order` (stable): in memory within the budget, else in runs of about
+/// the budget written to a spill and merged as the answer is read. Also the number of
+/// documents. `stage` names the stage in the error.
+pub fn sort_by<'a>(
+    input: Docs<'a>,
+    order: Order,
     env: &dyn Env,
-) -> Result<Vec<Document>> {
+    stage: &str,
+) -> Result<(usize, Docs<'a>)> {
     let limit = env.memory_limit();
-    let mut total = 0usize;
-    if docs.iter().all(|d| {
-        total += doc_size(d);
-        total <= limit
-    }) {
-        return Ok(stages::sort(docs, keys));
-    }
-    if !env.allow_disk_use() {
-        return Err(exceeded("$sort", limit));
-    }
-    let mut spill = env.spill()?;
-    let mut runs = 0u64;
+    let mut spill: Option<Box<dyn Spill>> = None;
+    let (mut runs, mut count, mut used) = (0u64, 0usize, 0usize);
     let mut run = Vec::new();
-    let mut used = 0usize;
-    let mut rest = docs.into_iter().peekable();
-    while let Some(d) = rest.next() {
+    for d in input {
+        let d = d?;
         used += doc_size(&d);
+        count += 1;
         run.push(d);
-        if used > limit || rest.peek().is_none() {
-            let sorted = stages::sort(std::mem::take(&mut run), keys);
-            let entries = sorted
-                .iter()
-                .enumerate()
-                .map(|(i, d)| Ok((run_key(runs, i as u64), encode(d)?)))
-                .collect::<Result<Vec<_>>>()?;
-            drop(sorted);
-            spill.put(entries)?;
+        if used > limit {
+            if !env.allow_disk_use() {
+                return Err(exceeded(stage, limit));
+            }
+            let target = match &mut spill {
+                Some(s) => s,
+                None => spill.insert(env.spill()?),
+            };
+            write_run(target.as_mut(), runs, std::mem::take(&mut run), &order)?;
             runs += 1;
             used = 0;
         }
     }
-    merge(spill.as_ref(), runs, keys)
+    let Some(mut spill) = spill else {
+        run.sort_by(|a, b| order(a, b));
+        return Ok((count, Box::new(run.into_iter().map(Ok))));
+    };
+    if !run.is_empty() {
+        write_run(spill.as_mut(), runs, run, &order)?;
+        runs += 1;
+    }
+    Ok((count, Box::new(Merged::new(spill, runs, order)?)))
+}
+
+/// Sorts one run in memory and writes it under `(run, position)`.
+fn write_run(
+    spill: &mut dyn Spill,
+    run: u64,
+    mut docs: Vec<Document>,
+    order: &Order,
+) -> Result<()> {
+    docs.sort_by(|a, b| order(a, b));
+    let entries = docs
+        .iter()
+        .enumerate()
+        .map(|(i, d)| Ok((run_key(run, i as u64), encode(d)?)))
+        .collect::<Result<Vec<_>>>()?;
+    drop(docs);
+    spill.put(entries)
 }
 
 fn run_key(run: u64, i: u64) -> Vec<u8> {
     [run.to_be_bytes(), i.to_be_bytes()].concat()
 }
 
-/// Merges sorted runs, holding one document per run; equal documents come in run order
-/// (the input's order: the sort is stable).
-fn merge(spill: &dyn Spill, runs: u64, keys: &[(Vec<String>, bool)]) -> Result<Vec<Document>> {
-    let mut heads = Vec::new();
-    for r in 0..runs {
-        let mut it = spill.scan(&r.to_be_bytes());
-        let first = next_doc(&mut it)?;
-        heads.push((it, first));
+/// Spilled runs merged as they are read, holding one document per run; equal documents
+/// come in run order (the input's order: the sort is stable).
+struct Merged {
+    heads: Vec<(Entries, Option<Document>)>,
+    order: Order,
+    /// Removes the runs when the merge is dropped.
+    _spill: Box<dyn Spill>,
+}
+
+type Entries = Box<dyn Iterator<Item = Result<Entry>> + Send>;
+
+impl Merged {
+    fn new(spill: Box<dyn Spill>, runs: u64, order: Order) -> Result<Merged> {
+        let mut heads = Vec::new();
+        for r in 0..runs {
+            let mut it = spill.scan(&r.to_be_bytes());
+            let first = next_doc(&mut it)?;
+            heads.push((it, first));
+        }
+        Ok(Merged { heads, order, _spill: spill })
     }
-    let mut out = Vec::new();
-    loop {
+
+    fn pop(&mut self) -> Result<Option<Document>> {
         let mut best: Option<usize> = None;
-        for (i, (_, head)) in heads.iter().enumerate() {
+        for (i, (_, head)) in self.heads.iter().enumerate() {
             let Some(h) = head else { continue };
-            let better = match best.and_then(|b| heads.get(b)).and_then(|(_, d)| d.as_ref()) {
+            let better = match best.and_then(|b| self.heads.get(b)).and_then(|(_, d)| d.as_ref()) {
                 None => true,
-                Some(b) => stages::compare_docs(keys, h, b).is_lt(),
+                Some(b) => (self.order)(h, b).is_lt(),
             };
             if better {
                 best = Some(i);
             }
         }
-        let Some((it, head)) = best.and_then(|b| heads.get_mut(b)) else { return Ok(out) };
+        let Some((it, head)) = best.and_then(|b| self.heads.get_mut(b)) else { return Ok(None) };
         let next = next_doc(it)?;
-        if let Some(Bson::Document(d)) = std::mem::replace(head, next) {
-            out.push(d);
-        }
+        Ok(std::mem::replace(head, next))
     }
 }
 
-fn next_doc(it: &mut dyn Iterator<Item = Result<Entry>>) -> Result<Option<Bson>> {
+impl Iterator for Merged {
+    type Item = Result<Document>;
+
+    fn next(&mut self) -> Option<Result<Document>> {
+        self.pop().transpose()
+    }
+}
+
+fn next_doc(it: &mut Entries) -> Result<Option<Document>> {
     match it.next() {
-        Some(entry) => Ok(Some(Bson::Document(decode(&entry?.1)?))),
+        Some(entry) => Ok(Some(decode(&entry?.1)?)),
         None => Ok(None),
     }
 }
 
-/// `$group` of documents keyed by their group `_id`: in memory within the budget, else
-/// through a spill. `stage` names the stage in the error.
-pub fn group(
-    docs: Vec<(Bson, Document)>,
-    vars: &Vars,
-    accs: &[(String, AccSpec)],
+/// A document's group `_id`, evaluated with the variables of that document.
+pub type Key<'k> = &'k dyn Fn(&mut Vars) -> Result<Bson>;
+
+/// `$group` of the documents `input` opens, by their group `_id` (`key`): in memory within
+/// the budget, else (opening `input` again) through a spill. `stage` names the stage in
+/// the error.
+pub fn group<'a>(
+    input: &dyn Fn() -> Result<Docs<'a>>,
+    key: Key<'_>,
+    (vars, accs): (&Vars, &[(String, AccSpec)]),
     env: &dyn Env,
     stage: &str,
 ) -> Result<Vec<Document>> {
     let limit = env.memory_limit();
-    if let Some(out) = group_in_memory(&docs, vars, accs, limit)? {
+    if let Some(out) = group_in_memory(input()?, key, vars, accs, limit)? {
         return Ok(out);
     }
     if !env.allow_disk_use() {
@@ -184,7 +243,9 @@ pub fn group(
     let mut spill = env.spill()?;
     let mut entries = Vec::new();
     let mut used = 0usize;
-    for (i, (id, d)) in docs.into_iter().enumerate() {
+    for (i, d) in input()?.enumerate() {
+        let d = d?;
+        let id = key(&mut vars.with_doc(&d))?;
         let key = KeyWriter::new(0).str(&canonical(&id)).u64(i as u64).finish();
         let value = encode(&bson::doc! {"i": id, "d": d})?;
         used += key.len() + value.len();
@@ -199,7 +260,7 @@ pub fn group(
 }
 
 /// One group being accumulated: its key bytes, `_id` and accumulators.
-type Open = (Vec<u8>, Bson, Vec<Acc>);
+pub(super) type Open = (Vec<u8>, Bson, Vec<Acc>);
 
 fn group_spilled(
     spill: &dyn Spill,
@@ -235,7 +296,7 @@ fn group_spilled(
     Ok(out)
 }
 
-fn finish((_, id, state): Open, accs: &[(String, AccSpec)]) -> Document {
+pub(super) fn finish((_, id, state): Open, accs: &[(String, AccSpec)]) -> Document {
     let mut out = Document::new();
     out.insert("_id", id);
     for ((name, _), acc) in accs.iter().zip(state) {
@@ -247,7 +308,8 @@ fn finish((_, id, state): Open, accs: &[(String, AccSpec)]) -> Document {
 /// Groups in memory, in the order groups are first seen; `None` once the groups hold
 /// more than `limit` bytes.
 pub fn group_in_memory(
-    docs: &[(Bson, Document)],
+    docs: Docs<'_>,
+    key: Key<'_>,
     vars: &Vars,
     accs: &[(String, AccSpec)],
     limit: usize,
@@ -255,15 +317,17 @@ pub fn group_in_memory(
     let mut index: std::collections::HashMap<String, usize> = Default::default();
     let mut groups: Vec<(Bson, Vec<Acc>)> = Vec::new();
     let mut held = 0usize;
-    for (id, d) in docs {
-        let mut v = vars.with_doc(d);
-        let k = canonical(id);
+    for d in docs {
+        let d = d?;
+        let mut v = vars.with_doc(&d);
+        let id = key(&mut v)?;
+        let k = canonical(&id);
         let slot = match index.get(&k) {
             Some(&i) => i,
             None => {
                 let started =
                     accs.iter().map(|(_, a)| a.start(&mut v)).collect::<Result<Vec<_>>>()?;
-                held += k.len() + approx_size(id);
+                held += k.len() + approx_size(&id);
                 groups.push((id.clone(), started));
                 index.insert(k, groups.len() - 1);
                 groups.len() - 1

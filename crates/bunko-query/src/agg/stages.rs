@@ -43,7 +43,12 @@ pub fn sort_spec(arg: &Bson) -> Result<Vec<(Vec<String>, bool)>> {
 /// The value a document sorts by on `path`: missing is null; an array sorts by its
 /// smallest element ascending and its largest descending.
 fn sort_key(doc: &Bson, path: &[String], asc: bool) -> Bson {
-    match get_path(doc, path) {
+    sort_value(get_path(doc, path), asc)
+}
+
+/// The value a found value sorts by (see [`sort_key`]).
+fn sort_value(value: Bson, asc: bool) -> Bson {
+    match value {
         Bson::Array(items) if !items.is_empty() => {
             let pick = items.iter().flat_map(|i| match i {
                 Bson::Array(inner) => inner.clone(),
@@ -62,27 +67,23 @@ fn sort_key(doc: &Bson, path: &[String], asc: bool) -> Bson {
 }
 
 /// Compares two documents by a sort specification.
-pub fn compare_docs(keys: &[(Vec<String>, bool)], a: &Bson, b: &Bson) -> Ordering {
+pub fn compare_docs(keys: &[(Vec<String>, bool)], a: &Document, b: &Document) -> Ordering {
     for (path, asc) in keys {
-        let ord = compare(&sort_key(a, path, *asc), &sort_key(b, path, *asc));
+        // `get_path` of the document without wrapping (cloning) it.
+        let key = |d: &Document| match path.split_first() {
+            Some((first, rest)) => match d.get(first) {
+                Some(v) => sort_key(v, rest, *asc),
+                None => Bson::Null,
+            },
+            None => Bson::Null,
+        };
+        let ord = compare(&key(a), &key(b));
         let ord = if *asc { ord } else { ord.reverse() };
         if ord.is_ne() {
             return ord;
         }
     }
     Ordering::Equal
-}
-
-pub fn sort(docs: Vec<Document>, keys: &[(Vec<String>, bool)]) -> Vec<Document> {
-    let mut wrapped: Vec<Bson> = docs.into_iter().map(Bson::Document).collect();
-    wrapped.sort_by(|a, b| compare_docs(keys, a, b));
-    wrapped
-        .into_iter()
-        .filter_map(|b| match b {
-            Bson::Document(d) => Some(d),
-            _ => None,
-        })
-        .collect()
 }
 
 pub fn count_field(arg: &Bson) -> Result<String> {
@@ -125,12 +126,23 @@ pub fn replace_root(e: &Expr, vars: &mut Vars) -> Result<Document> {
     }
 }
 
-/// `n` documents chosen at random, in random order.
-pub fn sample(mut docs: Vec<Document>, n: usize) -> Vec<Document> {
+/// `n` documents chosen at random, in random order: a reservoir sample, holding `n`
+/// documents whatever the input's size.
+pub fn sample(input: super::Docs<'_>, n: usize) -> Result<Vec<Document>> {
+    use rand::Rng;
     use rand::seq::SliceRandom;
-    docs.shuffle(&mut rand::rng());
-    docs.truncate(n);
-    docs
+    let mut rng = rand::rng();
+    let mut kept = Vec::new();
+    for (seen, d) in input.enumerate() {
+        let d = d?;
+        if kept.len() < n {
+            kept.push(d);
+        } else if let Some(slot) = kept.get_mut(rng.random_range(0..=seen)) {
+            *slot = d;
+        }
+    }
+    kept.shuffle(&mut rng);
+    Ok(kept)
 }
 
 pub fn documents(e: &Expr, vars: &mut Vars) -> Result<Vec<Document>> {

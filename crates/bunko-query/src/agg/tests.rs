@@ -1,32 +1,43 @@
 //! Golden tests of the pipeline stages on MongoDB's documented examples, over an in-memory
 //! [`Env`] holding other collections.
 
-use std::cell::Cell;
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use bson::{Bson, DateTime, Document, bson, doc};
 
 use super::spill::{Entry, MemorySpill, Spill};
-use super::{Env, Matcher, Pipeline};
+use super::{Docs, Env, EnvRef, Matcher, Pipeline, Source};
 use crate::expr::{ExprError, Result, Vars};
 
 /// Collections in memory; filters are equality or `$in` on one path (enough here). Also a
 /// memory limit, `allowDiskUse`, and what was spilled: (puts, entries, largest put in bytes).
-#[derive(Default)]
-struct Mem(HashMap<String, Vec<Document>>, Option<usize>, bool, Cell<(usize, usize, usize)>);
+/// Clones share the spill counts.
+#[derive(Clone, Default)]
+struct Mem(HashMap<String, Vec<Document>>, Option<usize>, bool, Spilled);
+
+/// What was spilled: (puts, entries, largest put in bytes).
+#[derive(Clone, Default)]
+struct Spilled(Arc<Mutex<(usize, usize, usize)>>);
+
+impl Spilled {
+    fn get(&self) -> (usize, usize, usize) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
 
 /// A [`MemorySpill`] that records its puts in the [`Mem`] that made it.
-struct Counted<'a>(MemorySpill, &'a Cell<(usize, usize, usize)>);
+struct Counted(MemorySpill, Spilled);
 
-impl Spill for Counted<'_> {
+impl Spill for Counted {
     fn put(&mut self, entries: Vec<Entry>) -> Result<()> {
-        let (puts, n, largest) = self.1.get();
+        let mut seen = self.1.0.lock().unwrap_or_else(|e| e.into_inner());
+        let (puts, n, largest) = *seen;
         let bytes = entries.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>();
-        self.1.set((puts + 1, n + entries.len(), largest.max(bytes)));
+        *seen = (puts + 1, n + entries.len(), largest.max(bytes));
         self.0.put(entries)
     }
-    fn scan(&self, prefix: &[u8]) -> Box<dyn Iterator<Item = Result<Entry>> + '_> {
+    fn scan(&self, prefix: &[u8]) -> Box<dyn Iterator<Item = Result<Entry>> + Send> {
         self.0.scan(prefix)
     }
 }
@@ -76,15 +87,16 @@ impl Env for Mem {
     fn allow_disk_use(&self) -> bool {
         self.2
     }
-    fn spill(&self) -> Result<Box<dyn Spill + '_>> {
-        Ok(Box::new(Counted(MemorySpill::default(), &self.3)))
+    fn spill(&self) -> Result<Box<dyn Spill>> {
+        Ok(Box::new(Counted(MemorySpill::default(), self.3.clone())))
     }
 }
 
 fn run(env: &Mem, input: Vec<Document>, stages: Bson) -> Result<Vec<Document>> {
     let Bson::Array(stages) = stages else { return Err(ExprError::bad_value("stages")) };
     let p = Pipeline::parse(&stages, Some(env))?;
-    p.run(input, env, &Vars::new(&doc! {}, DateTime::from_millis(0)))
+    let env: EnvRef = Arc::new(env.clone());
+    p.run(input, &env, &Vars::new(&doc! {}, DateTime::from_millis(0)))
 }
 
 fn sales() -> Vec<Document> {
@@ -264,7 +276,7 @@ fn pushdown_takes_the_leading_match_sort_skip_limit() -> Result<()> {
 fn blocking_stages_past_the_memory_limit_fail_without_allow_disk_use() -> Result<()> {
     let docs: Vec<Document> =
         (0..1000).map(|i| doc! {"_id": i, "device": i % 2, "pad": "x".repeat(100)}).collect();
-    let tight = Mem(HashMap::new(), Some(10_000), false, Cell::default());
+    let tight = Mem(HashMap::new(), Some(10_000), false, Spilled::default());
     let err = |stages: Bson| run(&tight, docs.clone(), stages).err().map(|e| (e.code, e.code_name));
     let over = Some((292, "QueryExceededMemoryLimitNoDiskUseAllowed"));
     assert_eq!(err(bson!([{"$sort": {"pad": 1}}])), over);
@@ -277,7 +289,7 @@ fn blocking_stages_past_the_memory_limit_fail_without_allow_disk_use() -> Result
     )?;
     assert_eq!(avg, vec![doc! {"_id": 0, "n": 500}, doc! {"_id": 1, "n": 500}]);
     // allowDiskUse: the same pipeline runs.
-    let free = Mem(HashMap::new(), Some(10_000), true, Cell::default());
+    let free = Mem(HashMap::new(), Some(10_000), true, Spilled::default());
     assert_eq!(
         run(&free, docs, bson!([{"$sort": {"_id": -1}}, {"$limit": 1}, {"$project": {"_id": 1}}]))?,
         vec![doc! {"_id": 999}]
@@ -291,7 +303,7 @@ type Compared = (Vec<Document>, Vec<Document>, (usize, usize, usize));
 /// Runs `stages` over `docs` with a 10 kB budget and `allowDiskUse`, and with no budget
 /// problem at all; returns both answers and what the first spilled.
 fn spilled_and_in_memory(docs: &[Document], stages: Bson) -> Result<Compared> {
-    let tight = Mem(HashMap::new(), Some(10_000), true, Cell::default());
+    let tight = Mem(HashMap::new(), Some(10_000), true, Spilled::default());
     let roomy = Mem::default();
     let spilled = run(&tight, docs.to_vec(), stages.clone())?;
     let in_memory = run(&roomy, docs.to_vec(), stages)?;
@@ -364,5 +376,49 @@ fn equal_group_keys_of_different_numeric_types_meet_in_one_spilled_group() -> Re
     assert!(puts > 0);
     assert_eq!(spilled.len(), 5);
     assert_eq!(spilled, in_memory);
+    Ok(())
+}
+
+#[test]
+fn streaming_stages_read_only_what_the_consumer_pulls() -> Result<()> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let pulled = Arc::new(AtomicUsize::new(0));
+    let counter = pulled.clone();
+    let source: Source = Arc::new(move || {
+        let counter = counter.clone();
+        let docs = (0..1_000_000).map(move |i| {
+            counter.fetch_add(1, Ordering::Relaxed);
+            Ok(doc! {"_id": i, "tags": ["a", "b"]})
+        });
+        Ok(Box::new(docs) as Docs)
+    });
+    let stages = bson!([
+        {"$match": {"$expr": {"$gte": ["$_id", 10]}}}, {"$unwind": "$tags"},
+        {"$project": {"tags": 1}}, {"$skip": 1}, {"$limit": 5}
+    ]);
+    let Bson::Array(stages) = stages else { return Ok(()) };
+    let env: EnvRef = Arc::new(Mem::default());
+    let p = Pipeline::parse(&stages, Some(env.as_ref()))?;
+    let mut docs = p.stream(0, source, &env, &Vars::new(&doc! {}, DateTime::from_millis(0)))?;
+    assert_eq!(docs.next().transpose()?, Some(doc! {"_id": 10, "tags": "b"}));
+    assert_eq!(pulled.load(Ordering::Relaxed), 11, "the first answer reads 11 documents");
+    assert_eq!(docs.count(), 4);
+    assert_eq!(pulled.load(Ordering::Relaxed), 13, "a $limit stops reading");
+    Ok(())
+}
+
+#[test]
+fn a_bucket_auto_past_the_budget_sorts_through_the_spill() -> Result<()> {
+    let stages = bson!([{"$bucketAuto": {"groupBy": "$t", "buckets": 7,
+        "output": {"n": {"$sum": 1}, "avg": {"$avg": "$v"}, "first": {"$first": "$_id"}}}}]);
+    let (spilled, in_memory, (puts, entries, _)) = spilled_and_in_memory(&readings(), stages)?;
+    assert_eq!(spilled, in_memory);
+    assert_eq!(spilled.len(), 7);
+    assert_eq!(spilled.iter().filter_map(|b| b.get_i32("n").ok()).sum::<i32>(), 3000);
+    assert_eq!(spilled.first().and_then(|b| b.get("_id")), Some(&bson!({"min": 0, "max": 143})));
+    assert!(puts > 20 && entries == 3000, "{puts} runs of {entries} entries");
+    let tight = Mem(HashMap::new(), Some(10_000), false, Spilled::default());
+    let err = run(&tight, readings(), bson!([{"$bucketAuto": {"groupBy": "$t", "buckets": 2}}]));
+    assert_eq!(err.err().map(|e| e.code), Some(292));
     Ok(())
 }

@@ -303,7 +303,12 @@ impl Acc {
             "$avg" if self.count == 0 => Bson::Null,
             "$avg" => {
                 let mean = to_f64(&self.total).unwrap_or(0.0) / self.count as f64;
-                if self.decimal { super::value::decimal(mean) } else { Bson::Double(mean) }
+                if !self.decimal {
+                    return Bson::Double(mean);
+                }
+                let count = Bson::Int64(i64::try_from(self.count).unwrap_or(i64::MAX));
+                super::decimal::apply(&self.total, &count, super::decimal::divide)
+                    .unwrap_or_else(|| super::value::decimal(mean))
             }
             "$stdDevPop" if self.count == 0 => Bson::Null,
             "$stdDevPop" => Bson::Double((self.m2 / self.count as f64).sqrt()),

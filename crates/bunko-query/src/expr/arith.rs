@@ -2,10 +2,14 @@
 //! double < decimal); an int or long result that overflows widens (int to long, long to
 //! double), as MongoDB does. A null or missing operand makes the result null.
 
+use bigdecimal::BigDecimal;
 use bson::{Bson, DateTime};
 
 use super::value::{decimal, is_nullish, to_f64, type_name};
 use super::{ExprError, Result};
+
+/// `$add` (also `$sum`'s running total).
+pub(super) const ADD: Op = (i64::checked_add, |x, y| x + y, Some(|x, y| Some(x + y)));
 
 /// The numeric width of a value.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -34,13 +38,9 @@ fn int_of(v: &Bson) -> i64 {
     }
 }
 
-/// `a op b` in the wider of the two widths.
-fn combine(
-    a: &Bson,
-    b: &Bson,
-    int: fn(i64, i64) -> Option<i64>,
-    float: fn(f64, f64) -> f64,
-) -> Bson {
+/// `a op b` in the wider of the two widths; in decimal through `exact` when one is a
+/// Decimal128.
+fn combine(a: &Bson, b: &Bson, (int, float, exact): Op) -> Bson {
     let w = width(a).max(width(b)).unwrap_or(Width::Double);
     match w {
         Width::Int | Width::Long => match int(int_of(a), int_of(b)) {
@@ -51,9 +51,17 @@ fn combine(
             None => Bson::Double(float(int_of(a) as f64, int_of(b) as f64)),
         },
         Width::Double => Bson::Double(float(to_f64(a).unwrap_or(0.0), to_f64(b).unwrap_or(0.0))),
-        Width::Decimal => decimal(float(to_f64(a).unwrap_or(0.0), to_f64(b).unwrap_or(0.0))),
+        Width::Decimal => exact
+            .and_then(|op| super::decimal::apply(a, b, op))
+            .unwrap_or_else(|| decimal(float(to_f64(a).unwrap_or(0.0), to_f64(b).unwrap_or(0.0)))),
     }
 }
+
+/// The decimal form of an operation (`combine`'s `exact`).
+type Exact = Option<fn(BigDecimal, BigDecimal) -> Option<BigDecimal>>;
+
+/// An operation on integers (`None` on overflow), on doubles, and in decimal.
+type Op = (fn(i64, i64) -> Option<i64>, fn(f64, f64) -> f64, Exact);
 
 pub fn add(_: &str, args: &[Bson]) -> Result<Bson> {
     let mut total = Bson::Int32(0);
@@ -69,7 +77,7 @@ pub fn add(_: &str, args: &[Bson]) -> Result<Bson> {
                     ));
                 }
             }
-            _ if width(v).is_some() => total = combine(&total, v, i64::checked_add, |x, y| x + y),
+            _ if width(v).is_some() => total = combine(&total, v, ADD),
             other => {
                 return Err(ExprError::location(
                     16554,
@@ -104,7 +112,7 @@ pub fn subtract(_: &str, args: &[Bson]) -> Result<Bson> {
             x.timestamp_millis().saturating_sub(millis(n)),
         ))),
         _ if width(a).is_some() && width(b).is_some() => {
-            Ok(combine(a, b, i64::checked_sub, |x, y| x - y))
+            Ok(combine(a, b, (i64::checked_sub, |x, y| x - y, Some(|x, y| Some(x - y)))))
         }
         _ => Err(ExprError::location(
             16556,
@@ -125,7 +133,7 @@ pub fn multiply(_: &str, args: &[Bson]) -> Result<Bson> {
                 format!("$multiply only supports numeric types, not {}", type_name(v)),
             ));
         }
-        total = combine(&total, v, i64::checked_mul, |x, y| x * y);
+        total = combine(&total, v, (i64::checked_mul, |x, y| x * y, Some(|x, y| Some(x * y))));
     }
     Ok(total)
 }
@@ -151,7 +159,10 @@ pub fn divide(op: &str, args: &[Bson]) -> Result<Bson> {
         return Err(ExprError::location(16608, "can't $divide by zero"));
     }
     let q = to_f64(a).unwrap_or(0.0) / d;
-    Ok(if width(a).max(width(b)) == Some(Width::Decimal) { decimal(q) } else { Bson::Double(q) })
+    if width(a).max(width(b)) != Some(Width::Decimal) {
+        return Ok(Bson::Double(q));
+    }
+    Ok(super::decimal::apply(a, b, super::decimal::divide).unwrap_or_else(|| decimal(q)))
 }
 
 pub fn modulo(op: &str, args: &[Bson]) -> Result<Bson> {
@@ -159,7 +170,7 @@ pub fn modulo(op: &str, args: &[Bson]) -> Result<Bson> {
     if to_f64(b) == Some(0.0) {
         return Err(ExprError::location(16610, "can't $mod by zero"));
     }
-    Ok(combine(a, b, i64::checked_rem, |x, y| x % y))
+    Ok(combine(a, b, (i64::checked_rem, |x, y| x % y, None)))
 }
 
 /// A one-argument numeric operator: null for null, an error for a non-number.

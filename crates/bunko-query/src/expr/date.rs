@@ -1,13 +1,15 @@
 //! Date operators, on BSON dates (milliseconds since the epoch, UTC) through the `time`
-//! crate's calendar. A `timezone` may be `UTC`/`GMT`/`Z` or a fixed offset (`+09:00`,
-//! `-0530`, `+03`); Olson names (`Asia/Tokyo`) need a time-zone database and are refused
-//! with MongoDB's unknown-zone error (40485).
+//! crate's calendar. A `timezone` ([`Zone`]) may be `UTC`, a fixed offset (`+09:00`) or an
+//! Olson name (`America/New_York`): parts are read in the offset in force at the instant,
+//! and calendar arithmetic (`$dateAdd` by days or months, `$dateTrunc`, `$dateFromParts`)
+//! is done in local time, so it follows daylight saving time as MongoDB's does.
 
 use bson::{Bson, DateTime};
 use time::{Date, Month, OffsetDateTime, Weekday};
 
 use super::ops::{eval_named, named};
 use super::value::{int_or_long, is_nullish, is_number, to_int, type_name};
+use super::zone::Zone;
 use super::{Args, ExprError, Result, Vars};
 
 /// A date with the offset (minutes) its parts are read in.
@@ -42,38 +44,16 @@ fn as_date(_op: &str, v: &Bson) -> Result<i64> {
     }
 }
 
-/// A `timezone` argument as an offset in seconds.
-fn offset(v: &Bson) -> Result<i32> {
-    let s = match v {
-        v if is_nullish(v) => return Ok(0),
-        Bson::String(s) => s.as_str(),
-        other => {
-            return Err(ExprError::location(
-                40517,
-                format!("timezone must evaluate to a string, found {}", type_name(other)),
-            ));
-        }
-    };
-    if matches!(s, "UTC" | "GMT" | "Z" | "Etc/UTC" | "Etc/GMT") {
-        return Ok(0);
+/// An offset written in a date string (`Z`, `UTC`, `+09:00`), in seconds.
+fn string_offset(s: &str) -> Option<i32> {
+    match Zone::parse(&Bson::String(s.to_string())).ok()? {
+        Zone::Fixed(offset) => Some(offset),
+        Zone::Olson(_) => None,
     }
-    let bad = || ExprError::location(40485, format!("unrecognized time zone identifier: \"{s}\""));
-    let (sign, rest) = match s.as_bytes().first() {
-        Some(b'+') => (1, &s[1..]),
-        Some(b'-') => (-1, &s[1..]),
-        _ => return Err(bad()),
-    };
-    let digits: String = rest.chars().filter(|c| *c != ':').collect();
-    if !digits.chars().all(|c| c.is_ascii_digit()) || !matches!(digits.len(), 2 | 4) {
-        return Err(bad());
-    }
-    let h: i32 = digits.get(0..2).and_then(|x| x.parse().ok()).ok_or_else(bad)?;
-    let m: i32 = digits.get(2..4).and_then(|x| x.parse().ok()).unwrap_or(0);
-    Ok(sign * (h * 3600 + m * 60))
 }
 
 /// The date argument of a part operator and its timezone offset; `None` for null.
-fn date_and_zone(op: &str, args: &Args, vars: &mut Vars, key: &str) -> Result<Option<(i64, i32)>> {
+fn date_and_zone(op: &str, args: &Args, vars: &mut Vars, key: &str) -> Result<Option<(i64, Zone)>> {
     let (date, zone) = match args {
         Args::List(items) => {
             if items.len() != 1 {
@@ -92,17 +72,17 @@ fn date_and_zone(op: &str, args: &Args, vars: &mut Vars, key: &str) -> Result<Op
     if is_nullish(&date) {
         return Ok(None);
     }
-    let zone = offset(&zone)?;
+    let zone = Zone::parse(&zone)?;
     Ok(Some((as_date(op, &date)?, zone)))
 }
 
-fn local(ms: i64, zone: i32) -> Local {
-    Local { at: to_odt(ms + i64::from(zone) * 1000) }
+fn local(ms: i64, zone: &Zone) -> Local {
+    Local { at: to_odt(zone.local(ms)) }
 }
 
 pub fn part(op: &str, args: &Args, vars: &mut Vars) -> Result<Bson> {
     let Some((ms, zone)) = date_and_zone(op, args, vars, "date")? else { return Ok(Bson::Null) };
-    let at = local(ms, zone).at;
+    let at = local(ms, &zone).at;
     let v: i64 = match op {
         "$year" => i64::from(at.year()),
         "$month" => i64::from(u8::from(at.month())),
@@ -169,10 +149,10 @@ pub fn date_to_string(op: &str, args: &Args, vars: &mut Vars) -> Result<Bson> {
     if is_nullish(&date) {
         return on_null(args, vars);
     }
-    let zone = offset(&eval_named(args, "timezone", vars)?)?;
+    let zone = Zone::parse(&eval_named(args, "timezone", vars)?)?;
     let format = match eval_named(args, "format", vars)? {
         Bson::String(s) => s,
-        v if is_nullish(&v) && zone == 0 => "%Y-%m-%dT%H:%M:%S.%LZ".to_string(),
+        v if is_nullish(&v) && zone.is_utc() => "%Y-%m-%dT%H:%M:%S.%LZ".to_string(),
         v if is_nullish(&v) => "%Y-%m-%dT%H:%M:%S.%L".to_string(),
         v => {
             return Err(ExprError::location(
@@ -195,7 +175,7 @@ pub fn date_to_string(op: &str, args: &Args, vars: &mut Vars) -> Result<Bson> {
         ));
     }
     let ms = as_date(op, &date)?;
-    Ok(Bson::String(format_date(local(ms, zone).at, zone, &format)))
+    Ok(Bson::String(format_date(local(ms, &zone).at, zone.offset_at(ms), &format)))
 }
 
 /// Parses the ISO-8601 forms MongoDB reads without a format (`2024-01-02`,
@@ -208,7 +188,7 @@ pub fn parse_date(s: &str) -> Option<DateTime> {
     let (body, zone) = match s.strip_suffix('Z') {
         Some(b) => (b, 0),
         None => match s.rfind(['+', '-']).filter(|&i| i > 10) {
-            Some(i) => (&s[..i], offset(&Bson::String(s[i..].to_string())).ok()?),
+            Some(i) => (&s[..i], string_offset(&s[i..])?),
             None => (s, 0),
         },
     };
@@ -268,7 +248,7 @@ fn parse_with(s: &str, format: &str) -> Option<DateTime> {
                 let end = rest
                     .find(|c: char| !(c.is_ascii_digit() || c == '+' || c == '-' || c == ':'))
                     .unwrap_or(rest.len());
-                zone = offset(&Bson::String(rest.get(..end)?.to_string())).ok()?;
+                zone = string_offset(rest.get(..end)?)?;
                 rest = rest.get(end..)?;
             }
             '%' => rest = rest.strip_prefix('%')?,
@@ -286,7 +266,7 @@ pub fn date_from_string(_: &str, args: &Args, vars: &mut Vars) -> Result<Bson> {
     if is_nullish(&input) {
         return on_null(args, vars);
     }
-    let zone = offset(&eval_named(args, "timezone", vars)?)?;
+    let zone = Zone::parse(&eval_named(args, "timezone", vars)?)?;
     let format = eval_named(args, "format", vars)?;
     let parsed = match (&input, &format) {
         (Bson::String(s), Bson::String(f)) => parse_with(s, f),
@@ -294,9 +274,7 @@ pub fn date_from_string(_: &str, args: &Args, vars: &mut Vars) -> Result<Bson> {
         _ => None,
     };
     match parsed {
-        Some(d) => {
-            Ok(Bson::DateTime(DateTime::from_millis(d.timestamp_millis() - i64::from(zone) * 1000)))
-        }
+        Some(d) => Ok(Bson::DateTime(DateTime::from_millis(zone.utc(d.timestamp_millis())))),
         None => match named(args, "onError") {
             Some(e) => e.eval(vars),
             None => Err(ExprError::new(
@@ -384,8 +362,7 @@ pub fn date_trunc(op: &str, args: &Args, vars: &mut Vars) -> Result<Bson> {
             .ok_or_else(|| ExprError::location(5439017, "binSize must be a positive integer"))?,
     };
     let week_start = start_of_week(&eval_named(args, "startOfWeek", vars)?)?;
-    let shift = i64::from(zone) * 1000;
-    let local_ms = ms + shift;
+    let local_ms = zone.local(ms);
     let at = to_odt(local_ms);
     // MongoDB's bins count from 2000-01-01T00:00:00 (local time).
     let reference = 946_684_800_000_i64;
@@ -411,7 +388,7 @@ pub fn date_trunc(op: &str, args: &Args, vars: &mut Vars) -> Result<Bson> {
             reference + (local_ms - reference).div_euclid(width) * width
         }
     };
-    Ok(Bson::DateTime(DateTime::from_millis(out - shift)))
+    Ok(Bson::DateTime(DateTime::from_millis(zone.utc(out))))
 }
 
 pub fn date_add(op: &str, args: &Args, vars: &mut Vars) -> Result<Bson> {
@@ -432,7 +409,7 @@ pub fn date_add(op: &str, args: &Args, vars: &mut Vars) -> Result<Bson> {
     if op == "$dateSubtract" {
         amount = -amount;
     }
-    let shift = i64::from(zone) * 1000;
+    let local_ms = zone.local(ms);
     let out = match unit {
         "year" | "quarter" | "month" => {
             let per = match unit {
@@ -440,15 +417,17 @@ pub fn date_add(op: &str, args: &Args, vars: &mut Vars) -> Result<Bson> {
                 "quarter" => 3,
                 _ => 1,
             };
-            let at = to_odt(ms + shift);
+            let at = to_odt(local_ms);
             let target = months_of(at) + amount * per;
             let first = month_start(target)
                 .ok_or_else(|| ExprError::location(5166406, format!("{op} overflowed")))?;
             let days_in = time::util::days_in_month(to_odt(first).month(), to_odt(first).year());
             let day = at.day().min(days_in);
-            let time_of_day = ms + shift - millis(at.date().midnight().assume_utc());
-            first + i64::from(day - 1) * 86_400_000 + time_of_day - shift
+            let time_of_day = local_ms - millis(at.date().midnight().assume_utc());
+            zone.utc(first + i64::from(day - 1) * 86_400_000 + time_of_day)
         }
+        // Days keep the local time of day across a DST change.
+        "week" | "day" => zone.utc(local_ms + amount.saturating_mul(unit_ms(unit))),
         _ => ms + amount.saturating_mul(unit_ms(unit)),
     };
     Ok(Bson::DateTime(DateTime::from_millis(out)))
@@ -465,8 +444,7 @@ pub fn date_diff(op: &str, args: &Args, vars: &mut Vars) -> Result<Bson> {
     let end = as_date(op, &end)?;
     let unit = unit(&eval_named(args, "unit", vars)?)?;
     let week_start = start_of_week(&eval_named(args, "startOfWeek", vars)?)?;
-    let shift = i64::from(zone) * 1000;
-    let (a, b) = (to_odt(start + shift), to_odt(end + shift));
+    let (a, b) = (to_odt(zone.local(start)), to_odt(zone.local(end)));
     let n = match unit {
         "year" => i64::from(b.year() - a.year()),
         "quarter" => months_of(b).div_euclid(3) - months_of(a).div_euclid(3),
@@ -484,7 +462,7 @@ pub fn date_diff(op: &str, args: &Args, vars: &mut Vars) -> Result<Bson> {
         }
         _ => {
             let w = unit_ms(unit);
-            (end + shift).div_euclid(w) - (start + shift).div_euclid(w)
+            zone.local(end).div_euclid(w) - zone.local(start).div_euclid(w)
         }
     };
     Ok(Bson::Int64(n))
@@ -529,16 +507,15 @@ pub fn date_from_parts(_: &str, args: &Args, vars: &mut Vars) -> Result<Bson> {
             format!("'year' must evaluate to an integer in the range 1 to 9999, found {y}"),
         ));
     }
-    let zone = offset(&eval_named(args, "timezone", vars)?)?;
+    let zone = Zone::parse(&eval_named(args, "timezone", vars)?)?;
     let first = month_start(y * 12 + mo - 1).unwrap_or(0);
-    let total = first + (d - 1) * 86_400_000 + ((h * 60 + mi) * 60 + s) * 1000 + ms
-        - i64::from(zone) * 1000;
-    Ok(Bson::DateTime(DateTime::from_millis(total)))
+    let local = first + (d - 1) * 86_400_000 + ((h * 60 + mi) * 60 + s) * 1000 + ms;
+    Ok(Bson::DateTime(DateTime::from_millis(zone.utc(local))))
 }
 
 pub fn date_to_parts(op: &str, args: &Args, vars: &mut Vars) -> Result<Bson> {
     let Some((ms, zone)) = date_and_zone(op, args, vars, "date")? else { return Ok(Bson::Null) };
-    let at = local(ms, zone).at;
+    let at = local(ms, &zone).at;
     let iso = super::value::truthy(&eval_named(args, "iso8601", vars)?);
     let mut d = bson::Document::new();
     if iso {

@@ -24,11 +24,13 @@ mod boolean;
 mod compare;
 mod cond;
 mod date;
+mod decimal;
 mod object;
 mod ops;
 mod string;
 mod types;
 pub mod value;
+mod zone;
 
 use bson::{Bson, DateTime, Document};
 
@@ -121,6 +123,11 @@ impl Vars {
     /// Binds a user variable (`let`); a later binding of the same name hides the earlier.
     pub fn bind(&mut self, name: &str, value: Bson) {
         self.bound.push((name.to_string(), value));
+    }
+
+    /// The user variables bound (`let`), oldest first.
+    pub fn bound(&self) -> &[(String, Bson)] {
+        &self.bound
     }
 
     fn unbind(&mut self, n: usize) {

@@ -213,3 +213,58 @@ fn dates_types_and_objects() -> Result<(), ExprError> {
     assert_eq!(eval(bson!({"$toInt": "x"}), doc! {}).err().map(|e| e.code), Some(241));
     Ok(())
 }
+
+fn date(iso: &str) -> Bson {
+    Bson::DateTime(DateTime::parse_rfc3339_str(iso).unwrap_or(DateTime::from_millis(0)))
+}
+
+#[test]
+fn olson_time_zones_follow_daylight_saving_time() -> Result<(), ExprError> {
+    // MongoDB's documented `$dateToParts`, `$dateToString` and `$dateFromParts` examples.
+    let on = doc! {"date": date("2017-01-01T01:29:09.123Z")};
+    let parts =
+        eval(bson!({"$dateToParts": {"date": "$date", "timezone": "America/New_York"}}), on)?;
+    assert_eq!(
+        parts,
+        bson!({"year": 2016, "month": 12, "day": 31, "hour": 20, "minute": 29, "second": 9, "millisecond": 123})
+    );
+    let on = doc! {"date": date("2014-01-01T08:15:39.736Z")};
+    let ny = |format: &str| bson!({"$dateToString": {"format": format, "date": "$date", "timezone": "America/New_York"}});
+    assert_eq!(eval(ny("%H:%M:%S:%L%z"), on.clone())?, "03:15:39:736-0500".into());
+    assert_eq!(eval(ny("%Z"), on)?, "-300".into());
+    let from = bson!({"$dateFromParts": {"year": 2017, "month": 2, "day": 8, "hour": 12, "timezone": "America/New_York"}});
+    assert_eq!(eval(from, doc! {})?, date("2017-02-08T17:00:00Z"));
+    // Summer time in New York, none in Tokyo.
+    let hour = |d: &str, tz: &str| bson!({"$hour": {"date": date(d), "timezone": tz}});
+    assert_eq!(eval(hour("2014-07-01T08:15:39Z", "America/New_York"), doc! {})?, Bson::Int32(4));
+    assert_eq!(eval(hour("2024-01-01T00:00:00Z", "Asia/Tokyo"), doc! {})?, Bson::Int32(9));
+    // A day is 23 hours across the March change: the local time of day stays.
+    let add = |unit: &str, n: i32| bson!({"$dateAdd": {"startDate": date("2021-03-13T12:00:00Z"), "unit": unit, "amount": n, "timezone": "America/New_York"}});
+    assert_eq!(eval(add("day", 1), doc! {})?, date("2021-03-14T11:00:00Z"));
+    assert_eq!(eval(add("hour", 24), doc! {})?, date("2021-03-14T12:00:00Z"));
+    let trunc = bson!({"$dateTrunc": {"date": date("2021-03-14T15:00:00Z"), "unit": "day", "timezone": "America/New_York"}});
+    assert_eq!(eval(trunc, doc! {})?, date("2021-03-14T05:00:00Z"));
+    assert_eq!(code(hour("2024-01-01T00:00:00Z", "Mars/Olympus_Mons")), 40485);
+    Ok(())
+}
+
+#[test]
+fn decimal_arithmetic_stays_decimal() -> Result<(), ExprError> {
+    let dec = |s: &str| s.parse::<bson::Decimal128>().map(Bson::Decimal128).unwrap_or(Bson::Null);
+    let on = doc! {"a": dec("0.1"), "b": dec("0.2"), "p": dec("1.10"), "q": dec("2.20")};
+    assert_eq!(eval(bson!({"$add": ["$a", "$b"]}), on.clone())?, dec("0.3"));
+    assert_eq!(eval(bson!({"$add": ["$p", "$q"]}), on.clone())?, dec("3.30"));
+    assert_eq!(eval(bson!({"$add": ["$a", 1]}), on.clone())?, dec("1.1"));
+    assert_eq!(eval(bson!({"$subtract": [dec("10"), dec("0.01")]}), on.clone())?, dec("9.99"));
+    assert_eq!(eval(bson!({"$multiply": [dec("1.5"), 2]}), on.clone())?, dec("3.0"));
+    assert_eq!(
+        eval(bson!({"$divide": [dec("1"), 3]}), on.clone())?,
+        dec("0.3333333333333333333333333333333333")
+    );
+    assert_eq!(eval(bson!({"$divide": [dec("10"), 4]}), on.clone())?, dec("2.5"));
+    assert_eq!(eval(bson!({"$sum": [["$a", "$a", "$a"]]}), on.clone())?, dec("0.3"));
+    assert_eq!(eval(bson!({"$avg": [[dec("1"), dec("2")]]}), on.clone())?, dec("1.5"));
+    assert_eq!(eval(bson!({"$avg": [[0.1, "$a"]]}), on)?, dec("0.1"));
+    assert_eq!(code(bson!({"$divide": [dec("1"), dec("0")]})), 16608);
+    Ok(())
+}

@@ -395,3 +395,164 @@ print(json.dumps({"before": before, "after": after, "found": found}))
     );
     assert_eq!(out["found"], json!(["arr", "r027", "r054"]));
 }
+
+/// A pipeline reads one storage snapshot for its whole life: documents written, changed or
+/// deleted after `aggregate` returned its first batch are not seen by the `getMore`s that
+/// stream the rest, neither in the collection nor in a `$lookup`'s foreign collection.
+#[test]
+fn a_pipeline_cursor_reads_one_snapshot_across_get_more() {
+    let server = Server::start();
+    let script = r#"
+db = client().snap
+db.items.insert_many([{"_id": i, "v": i} for i in range(2500)])
+db.other.insert_many([{"_id": i, "w": i * 2} for i in range(2500)])
+cur = db.items.aggregate([
+    {"$match": {"v": {"$gte": 0}}},
+    {"$lookup": {"from": "other", "localField": "_id", "foreignField": "_id", "as": "o"}},
+    {"$project": {"v": 1, "w": {"$first": "$o.w"}}},
+], batchSize=10)
+first = [next(cur) for _ in range(10)]
+db.items.delete_many({"_id": {"$gte": 100}})
+db.items.insert_one({"_id": 5000, "v": 1})
+db.other.update_many({}, {"$set": {"w": -1}})
+rest = list(cur)
+docs = first + rest
+now = list(db.items.aggregate([{"$count": "n"}]))
+print(json.dumps({
+    "n": len(docs), "ids": sorted(d["_id"] for d in docs) == list(range(2500)),
+    "joined": all(d["w"] == 2 * d["_id"] for d in docs), "now": now,
+}))
+"#;
+    let Some(out) = python(&server, script) else { return };
+    assert_eq!(out, json!({"n": 2500, "ids": true, "joined": true, "now": [{"n": 101}]}));
+}
+
+/// `explain` shows an index-served sort as MongoDB does, for `find` and `aggregate`: an
+/// `IXSCAN` with its `direction` (and bounds in scan order) under `FETCH` and `LIMIT`, no
+/// `SORT` stage; an unindexed sort keeps its `SORT`. A `$lookup` on an indexed foreign
+/// field (1000 documents, 100 values asked) reads each value through the index
+/// (`IndexedLoopJoin` with the index's name), and answers as the unindexed join (`HashJoin`)
+/// does.
+#[test]
+fn explain_shows_index_served_sorts_and_indexed_lookups() {
+    let server = Server::start();
+    let script = r#"
+db = client().plans
+db.readings.insert_many([{"_id": "r%03d" % i, "ts": i, "code": "c%d" % (i % 100)} for i in range(300)])
+db.codes.insert_many([{"_id": i, "code": "c%d" % i, "label": "L%d" % i} for i in range(1000)])
+db.readings.create_index([("ts", -1)])
+def plan(p):
+    return db.command("aggregate", "readings", pipeline=p, explain=True)["stages"]
+agg = plan([{"$sort": {"ts": -1}}, {"$limit": 10}, {"$project": {"ts": 1}}])
+find_desc = db.readings.find().sort("ts", -1).limit(10).explain()["queryPlanner"]["winningPlan"]
+find_asc = db.readings.find().sort("ts", 1).limit(3).explain()["queryPlanner"]["winningPlan"]
+unindexed = db.readings.find().sort("code", 1).limit(3).explain()["queryPlanner"]["winningPlan"]
+top = [d["ts"] for d in db.readings.aggregate([{"$sort": {"ts": -1}}, {"$limit": 3}])]
+lookup = [{"$lookup": {"from": "codes", "localField": "code", "foreignField": "code", "as": "c"}},
+          {"$project": {"label": {"$first": "$c.label"}}}, {"$sort": {"_id": 1}}]
+hash_join = list(db.readings.aggregate(lookup))
+hash_plan = plan(lookup)[1]
+db.codes.create_index("code")
+index_join = list(db.readings.aggregate(lookup))
+index_plan = plan(lookup)[1]
+def ix(p):
+    while p.get("inputStage"):
+        p = p["inputStage"]
+    return p
+def chain(p):
+    out = [p["stage"]]
+    while p.get("inputStage"):
+        p = p["inputStage"]
+        out.append(p["stage"])
+    return out
+print(json.dumps({
+    "agg": chain(agg[0]["$cursor"]["queryPlanner"]["winningPlan"]),
+    "agg_ix": {k: ix(agg[0]["$cursor"]["queryPlanner"]["winningPlan"])[k] for k in ["keyPattern", "indexName", "direction", "indexBounds"]},
+    "agg_rest": [list(s.keys())[0] for s in agg[1:]],
+    "find_desc": chain(find_desc), "desc_dir": ix(find_desc)["direction"], "desc_bounds": ix(find_desc)["indexBounds"],
+    "find_asc": chain(find_asc), "asc_dir": ix(find_asc)["direction"], "asc_bounds": ix(find_asc)["indexBounds"],
+    "unindexed": chain(unindexed), "top": top,
+    "joins_agree": hash_join == index_join, "label": index_join[7]["label"], "n": len(index_join),
+    "hash": [hash_plan["strategy"], hash_plan["$lookup"]["bunkoStrategy"], hash_plan.get("indexName")],
+    "indexed": [index_plan["strategy"], index_plan["$lookup"]["bunkoStrategy"], index_plan.get("indexName")],
+}))
+"#;
+    let Some(out) = python(&server, script) else { return };
+    let ixscan = json!(["LIMIT", "FETCH", "IXSCAN"]);
+    assert_eq!(out["agg"], ixscan, "{out}");
+    assert_eq!(
+        out["agg_ix"],
+        json!({"keyPattern": {"ts": -1}, "indexName": "ts_-1", "direction": "forward",
+               "indexBounds": {"ts": ["[MaxKey, MinKey]"]}})
+    );
+    assert_eq!(out["agg_rest"], json!(["$project"]));
+    assert_eq!((&out["find_desc"], &out["desc_dir"]), (&ixscan, &json!("forward")));
+    assert_eq!(out["desc_bounds"], json!({"ts": ["[MaxKey, MinKey]"]}));
+    assert_eq!((&out["find_asc"], &out["asc_dir"]), (&ixscan, &json!("backward")));
+    assert_eq!(out["asc_bounds"], json!({"ts": ["[MinKey, MaxKey]"]}));
+    assert_eq!(out["unindexed"], json!(["LIMIT", "SORT", "COLLSCAN"]));
+    assert_eq!(out["top"], json!([299, 298, 297]));
+    assert_eq!(
+        (&out["joins_agree"], &out["label"], &out["n"]),
+        (&json!(true), &json!("L7"), &json!(300))
+    );
+    assert_eq!(out["hash"], json!(["HashJoin", "CollectionRead", null]));
+    assert_eq!(out["indexed"], json!(["IndexedLoopJoin", "IndexLookups", "code_1"]));
+}
+
+/// A `$lookup`'s `let` variables are visible in every `$expr` of its sub-pipeline: nested in
+/// `$and`/`$or`, in a nested `$lookup` and in a `$facet` (MongoDB's documented "multiple
+/// join conditions with `$lookup`" example, written with nested `$expr`s).
+#[test]
+fn lookup_let_variables_reach_nested_expr() {
+    let server = Server::start();
+    let script = r#"
+db = client().letvars
+db.orders.insert_many([
+    {"_id": 1, "item": "almonds", "price": 12, "ordered": 2},
+    {"_id": 2, "item": "pecans", "price": 20, "ordered": 1},
+    {"_id": 3, "item": "cookies", "price": 10, "ordered": 60},
+])
+db.warehouses.insert_many([
+    {"_id": 1, "stock_item": "almonds", "warehouse": "A", "instock": 120},
+    {"_id": 2, "stock_item": "pecans", "warehouse": "A", "instock": 80},
+    {"_id": 3, "stock_item": "almonds", "warehouse": "B", "instock": 60},
+    {"_id": 4, "stock_item": "cookies", "warehouse": "B", "instock": 40},
+    {"_id": 5, "stock_item": "cookies", "warehouse": "A", "instock": 80},
+])
+def joined(match):
+    return list(db.orders.aggregate([
+        {"$lookup": {"from": "warehouses", "let": {"order_item": "$item", "order_qty": "$ordered"},
+                     "pipeline": [match, {"$project": {"stock_item": 0, "_id": 0}}], "as": "stockdata"}},
+        {"$sort": {"_id": 1}},
+    ]))
+top = joined({"$match": {"$expr": {"$and": [{"$eq": ["$stock_item", "$$order_item"]},
+                                              {"$gte": ["$instock", "$$order_qty"]}]}}})
+nested = joined({"$match": {"$and": [{"$expr": {"$eq": ["$stock_item", "$$order_item"]}},
+                                     {"$or": [{"$expr": {"$gte": ["$instock", "$$order_qty"]}}]}]}})
+deeper = list(db.orders.aggregate([
+    {"$match": {"_id": 1}},
+    {"$lookup": {"from": "warehouses", "let": {"order_item": "$item", "order_qty": "$ordered"}, "as": "w", "pipeline": [
+        {"$match": {"$and": [{"$expr": {"$eq": ["$stock_item", "$$order_item"]}}]}},
+        {"$lookup": {"from": "orders", "as": "same", "pipeline": [
+            {"$match": {"$or": [{"$expr": {"$eq": ["$item", "$$order_item"]}}]}}, {"$count": "n"}]}},
+        {"$facet": {"big": [{"$match": {"$and": [{"$expr": {"$gt": ["$instock", {"$multiply": ["$$order_qty", 40]}]}}]}},
+                            {"$project": {"_id": 1}}],
+                    "same": [{"$limit": 1}, {"$project": {"_id": 0, "same": 1}}]}},
+    ]}},
+]))
+print(json.dumps({"top": top, "nested": nested, "deeper": deeper[0]["w"]}))
+"#;
+    let Some(out) = python(&server, script) else { return };
+    let expected = json!([
+        {"_id": 1, "item": "almonds", "price": 12, "ordered": 2,
+         "stockdata": [{"warehouse": "A", "instock": 120}, {"warehouse": "B", "instock": 60}]},
+        {"_id": 2, "item": "pecans", "price": 20, "ordered": 1,
+         "stockdata": [{"warehouse": "A", "instock": 80}]},
+        {"_id": 3, "item": "cookies", "price": 10, "ordered": 60,
+         "stockdata": [{"warehouse": "A", "instock": 80}]},
+    ]);
+    assert_eq!(out["top"], expected, "{out}");
+    assert_eq!(out["nested"], expected);
+    assert_eq!(out["deeper"], json!([{"big": [{"_id": 1}], "same": [{"same": [{"n": 1}]}]}]));
+}

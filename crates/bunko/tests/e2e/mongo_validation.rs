@@ -248,3 +248,81 @@ print(json.dumps({"inv": list(db.inv.find().sort("_id", 1)), "merge_refused": me
     assert_eq!(out["copy"], 2);
     assert_eq!(out["amy"], json!([13, 121, "z"]));
 }
+
+/// A validator written with query operators explains a refusal in `errInfo.details` as
+/// MongoDB does (golden cases from MongoDB's own document-validation error tests and its
+/// "Contacts" example): the failing operator, how it was written, why, and the value at
+/// its path; `$and`/`$or` list the failing clauses, `$nor` and `$not` the ones that hold.
+#[test]
+fn a_query_operator_refusal_reports_err_info_details() {
+    let server = Server::start();
+    let script = r#"
+from bson import json_util
+from pymongo.errors import WriteError
+db = client().qvalid
+cases = [
+    ({"a": {"$eq": 2}}, {"_id": 10, "a": 1}),
+    ({"a": {"$gt": 0, "$lt": 10}}, {"_id": 1, "a": 11}),
+    ({"$and": [{"$or": [{"price": {"$gt": 50}}, {"price": {"$lt": 20}}]}, {"qty": {"$gt": 0}}, {"qty": {"$lt": 10}}]},
+     {"_id": 1, "price": 30, "qty": 30}),
+    ({"$nor": [{"a": {"$gt": 10}}, {"b": {"$lt": 10}}]}, {"_id": 1, "a": 9, "b": 9}),
+    ({"a": {"$exists": False}}, {"_id": 1, "a": 1}),
+    ({"a": {"$not": {"$lt": 10}}}, {"_id": 1, "a": 9}),
+    ({"a": {"$type": "bool"}}, {"_id": 1, "a": ["x", "y", "z"]}),
+    ({"a.b": {"$in": [5, 6, 7, [2, 3, 4]]}}, {"_id": 1, "a": [{"b": [1, 2]}, {"b": [3, 4]}]}),
+    ({"a": {"$gt": 3}}, {"_id": 1, "b": 1}),
+    ({"$or": [{"phone": {"$type": "string"}}, {"email": {"$regex": Regex("@mongodb\\.com$")}},
+              {"status": {"$in": ["Unknown", "Incomplete"]}}]}, {"_id": 1, "email": "info@mongodb.co"}),
+]
+out = []
+for i, (validator, doc) in enumerate(cases):
+    name = "c%d" % i
+    db.create_collection(name, validator=validator)
+    try:
+        db[name].insert_one(doc)
+        out.append(None)
+    except WriteError as e:
+        out.append(e.details["errInfo"] if i == 0 else e.details["errInfo"]["details"])
+print(json_util.dumps(out))
+"#;
+    let Some(out) = python(&server, script) else { return };
+    let lt10 = |v: i32, reason: &str| json!({"operatorName": "$lt", "specifiedAs": {"a": {"$lt": 10}}, "reason": reason, "consideredValue": v});
+    let expected = json!([
+        {"failingDocumentId": 10, "details": {"operatorName": "$eq", "specifiedAs": {"a": {"$eq": 2}},
+            "reason": "comparison failed", "consideredValue": 1}},
+        {"operatorName": "$and", "clausesNotSatisfied": [{"index": 1, "details": lt10(11, "comparison failed")}]},
+        {"operatorName": "$and", "clausesNotSatisfied": [
+            {"index": 0, "details": {"operatorName": "$or", "clausesNotSatisfied": [
+                {"index": 0, "details": {"operatorName": "$gt", "specifiedAs": {"price": {"$gt": 50}},
+                    "reason": "comparison failed", "consideredValue": 30}},
+                {"index": 1, "details": {"operatorName": "$lt", "specifiedAs": {"price": {"$lt": 20}},
+                    "reason": "comparison failed", "consideredValue": 30}}]}},
+            {"index": 2, "details": {"operatorName": "$lt", "specifiedAs": {"qty": {"$lt": 10}},
+                "reason": "comparison failed", "consideredValue": 30}}]},
+        {"operatorName": "$nor", "clausesSatisfied": [{"index": 1, "details": {"operatorName": "$lt",
+            "specifiedAs": {"b": {"$lt": 10}}, "reason": "comparison succeeded", "consideredValue": 9}}]},
+        {"operatorName": "$exists", "specifiedAs": {"a": {"$exists": false}}, "reason": "path does exist"},
+        {"operatorName": "$not", "details": lt10(9, "comparison succeeded")},
+        {"operatorName": "$type", "specifiedAs": {"a": {"$type": "bool"}}, "reason": "type did not match",
+            "consideredValues": ["x", "y", "z"], "consideredType": "string"},
+        {"operatorName": "$in", "specifiedAs": {"a.b": {"$in": [5, 6, 7, [2, 3, 4]]}},
+            "reason": "no matching value found in array", "consideredValues": [1, 2, 3, 4]},
+        {"operatorName": "$gt", "specifiedAs": {"a": {"$gt": 3}}, "reason": "field was missing"},
+        {"operatorName": "$or", "clausesNotSatisfied": [
+            {"index": 0, "details": {"operatorName": "$type", "specifiedAs": {"phone": {"$type": "string"}},
+                "reason": "field was missing"}},
+            {"index": 1, "details": {"operatorName": "$regex",
+                "specifiedAs": {"email": {"$regex": {"$regularExpression": {"pattern": "@mongodb\\.com$", "options": ""}}}},
+                "reason": "regular expression did not match", "consideredValue": "info@mongodb.co"}},
+            {"index": 2, "details": {"operatorName": "$in", "specifiedAs": {"status": {"$in": ["Unknown", "Incomplete"]}},
+                "reason": "field was missing"}}]},
+    ]);
+    let (out, expected) = (
+        out.as_array().cloned().unwrap_or_default(),
+        expected.as_array().cloned().unwrap_or_default(),
+    );
+    assert_eq!(out.len(), expected.len(), "{out:?}");
+    for (i, (got, want)) in out.iter().zip(&expected).enumerate() {
+        assert_eq!(got, want, "case {i}");
+    }
+}

@@ -1,0 +1,168 @@
+//! A MongoDB-dialect query as a stream of documents read from one storage snapshot
+//! (the aggregation pipeline's input: documents are read as the pipeline pulls them, and
+//! every collection a pipeline reads is read from the same snapshot).
+//!
+//! The plan is [`Database::find_mongo`]'s: an index a filter can use, else an index that
+//! yields the sort's order, else the documents themselves (one document for an `_id`
+//! equality). Only a sort no index serves makes the stream read every match first (a
+//! blocking sort in MongoDB's order); otherwise `skip` and `limit` apply as documents
+//! stream.
+
+use std::collections::{HashSet, VecDeque};
+
+use bunko_doc::ejson;
+use bunko_doc::id::{DocKind, kind};
+use bunko_query::{Direction, FieldPath, Selector};
+pub use bunko_storage::Snapshot;
+use bunko_storage::{Iter, Range};
+use serde_json::Value;
+
+use super::mongo::{compare, id_range, matching_doc};
+use super::mongo_index::MongoScan;
+use super::{ExecStats, FindQuery};
+use crate::database::Database;
+use crate::index::entries;
+use crate::keys::{self, Key};
+use crate::{Result, records};
+
+/// Matching documents, in their MongoDB form.
+pub type MongoDocs = Box<dyn Iterator<Item = Result<Value>> + Send>;
+
+/// Entries read per storage page.
+const PAGE: usize = 256;
+
+impl Database {
+    /// The documents `query` selects (Mongo dialect; its `skip`, `limit` and index hint),
+    /// ordered by `order`, read from `snap` as the stream is consumed.
+    pub fn stream_mongo(
+        &self,
+        snap: &Snapshot,
+        query: &FindQuery,
+        order: &[(FieldPath, Direction)],
+    ) -> Result<MongoDocs> {
+        let hint = query.use_index.as_ref().map(|(name, _)| name.as_str());
+        let scan = match self.mongo_plan(&query.selector, hint)? {
+            Some(scan) => Some(scan),
+            None if hint.is_none() => self.mongo_sort_plan(order),
+            None => None,
+        };
+        let in_order = order.is_empty() || scan.as_ref().is_some_and(|s| s.sorted);
+        let docs: MongoDocs = match &scan {
+            Some(scan) => Box::new(IndexStream::new(self, snap, scan, &query.selector)),
+            None => Box::new(self.doc_stream(snap, &query.selector)),
+        };
+        let docs = if in_order { docs } else { sorted(docs, order)? };
+        Ok(Box::new(docs.skip(query.skip).take(query.limit)))
+    }
+
+    /// The matching documents of a collection scan (or of the one `_id` an equality names).
+    fn doc_stream(
+        &self,
+        snap: &Snapshot,
+        selector: &Selector,
+    ) -> impl Iterator<Item = Result<Value>> + Send + 'static {
+        let db = self.id();
+        let range = id_range(db, selector).unwrap_or_else(|| keys::doc_range(db));
+        let (snap, selector) = (snap.clone(), selector.clone());
+        let entries = Iter::new(snap.clone(), range, false, PAGE);
+        entries.filter_map(move |entry| {
+            let read = || -> Result<Option<Value>> {
+                let (key, info) = entry?;
+                let info: records::DocInfo = records::decode(&info)?;
+                let (rev, deleted) = info.winner()?;
+                let id = keys::decode_doc(&key)?;
+                if deleted || kind(&id) != DocKind::Normal {
+                    return Ok(None);
+                }
+                let body = snap.get(&Key::Rev(db, &id, &rev.to_string()).encode())?;
+                Ok(body.and_then(|body| matching_doc(&id, &body, &selector)))
+            };
+            read().transpose()
+        })
+    }
+}
+
+/// Every document of `docs`, sorted by `order` (a blocking sort).
+fn sorted(docs: MongoDocs, order: &[(FieldPath, Direction)]) -> Result<MongoDocs> {
+    let docs: Vec<Value> = docs.collect::<Result<_>>()?;
+    let views: Vec<Value> = docs.iter().map(ejson::match_view).collect();
+    let mut order_of: Vec<usize> = (0..views.len()).collect();
+    order_of.sort_by(|&a, &b| compare(order, &views[a], &views[b]));
+    let mut taken: Vec<Option<Value>> = docs.into_iter().map(Some).collect();
+    let docs: Vec<Value> =
+        order_of.into_iter().filter_map(|i| taken.get_mut(i).and_then(Option::take)).collect();
+    Ok(Box::new(docs.into_iter().map(Ok)))
+}
+
+/// The matching documents an index scan names, each once, in index order.
+pub(super) struct IndexStream {
+    snap: Snapshot,
+    db: u64,
+    selector: Selector,
+    ranges: VecDeque<Range>,
+    reverse: bool,
+    entries: Option<Iter>,
+    seen: HashSet<String>,
+    pub stats: ExecStats,
+}
+
+impl IndexStream {
+    pub fn new(db: &Database, snap: &Snapshot, scan: &MongoScan, selector: &Selector) -> Self {
+        let mut ranges = scan.storage_ranges(db.id());
+        if scan.reverse {
+            ranges.reverse();
+        }
+        IndexStream {
+            snap: snap.clone(),
+            db: db.id(),
+            selector: selector.clone(),
+            ranges: ranges.into(),
+            reverse: scan.reverse,
+            entries: None,
+            seen: HashSet::new(),
+            stats: ExecStats::default(),
+        }
+    }
+
+    /// The document an index entry names, if it is live, not seen before and matches.
+    fn read(&mut self, value: &[u8]) -> Result<Option<Value>> {
+        self.stats.keys_examined += 1;
+        let Some((_, id)) = entries::decode_value(value) else { return Ok(None) };
+        if !self.seen.insert(id.clone()) {
+            return Ok(None);
+        }
+        let Some(info) = self.snap.get(&Key::Doc(self.db, &id).encode())? else {
+            return Ok(None);
+        };
+        let info: records::DocInfo = records::decode(&info)?;
+        let (rev, deleted) = info.winner()?;
+        let body = self.snap.get(&Key::Rev(self.db, &id, &rev.to_string()).encode())?;
+        let (false, Some(body)) = (deleted, body) else { return Ok(None) };
+        self.stats.docs_examined += 1;
+        Ok(matching_doc(&id, &body, &self.selector))
+    }
+}
+
+impl Iterator for IndexStream {
+    type Item = Result<Value>;
+
+    fn next(&mut self) -> Option<Result<Value>> {
+        loop {
+            let entries = match &mut self.entries {
+                Some(entries) => entries,
+                None => {
+                    let range = self.ranges.pop_front()?;
+                    self.entries.insert(Iter::new(self.snap.clone(), range, self.reverse, PAGE))
+                }
+            };
+            match entries.next() {
+                Some(Ok((_, value))) => match self.read(&value) {
+                    Ok(None) => {}
+                    found => return found.transpose(),
+                },
+                Some(Err(err)) => return Some(Err(err.into())),
+                None => self.entries = None,
+            }
+        }
+    }
+}
