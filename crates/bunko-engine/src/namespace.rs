@@ -1,7 +1,7 @@
 //! MongoDB collections as engine databases: the collection `db.coll` is the database
 //! `enc(db) + "$" + enc(coll)` (the MongoDB front end's `names` module parses and checks
 //! names; the encoding lives here because the write gate needs it: a user holding a
-//! MongoDB role on `db` may create the collections of `db`, see [`crate::gate`]).
+//! MongoDB role on `db` may create the collections of `db`, see `gate.rs`).
 //!
 //! `enc` keeps `a`–`z`, `0`–`9`, `_` and `-`, and writes every other character as `(`, the
 //! lower-case hex of its UTF-8 bytes, `)`; a database part that would not start with a

@@ -18,7 +18,7 @@
 //! 4. Dropping an `Upload`, or an `Uploaded` that no alias names (a refused or failed
 //!    write, or bytes stored already), removes its chunks. What a crash leaves behind is
 //!    unreferenced, and compaction removes it (`crate::compact`), sparing the tokens of
-//!    uploads still under way ([`is_live`]).
+//!    uploads still under way (`is_live`).
 
 use std::collections::HashSet;
 use std::sync::{Arc, LazyLock, Mutex};

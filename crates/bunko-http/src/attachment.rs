@@ -5,7 +5,7 @@
 //! does not grow with the attachment; `Range: bytes=a-b` answers `206` with that slice
 //! (several ranges: `206 multipart/byteranges`, as CouchDB), and
 //! the `ETag` is the body's MD5 (base64), so `If-None-Match` answers `304`. Uploads stream
-//! into temporary storage as they arrive ([`crate::receive`]; `max_attachment_size` is
+//! into temporary storage as they arrive (`receive.rs`; `max_attachment_size` is
 //! checked as the bytes come, the write gate before the first), then are written through
 //! the engine's write path (one commit with the document).
 

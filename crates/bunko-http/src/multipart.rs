@@ -4,7 +4,7 @@
 //!   order they appear in `_attachments` (`couch_doc:doc_from_multi_part_stream`). The body
 //!   is parsed as it arrives with `multer` (which needs at least one header line per part;
 //!   CouchDB and PouchDB always send some), each attachment part streamed into temporary
-//!   storage ([`crate::receive`]), the whole counted against `max_http_request_size`.
+//!   storage (`receive.rs`), the whole counted against `max_http_request_size`.
 //! - **`multipart/mixed` answers** to `GET /{db}/{doc}?open_revs=…` with
 //!   `Accept: multipart/mixed` (`chttpd_db:send_docs_multipart`): one part per revision,
 //!   plain JSON, or a nested `multipart/related` with the attachments' bytes streamed from
@@ -72,7 +72,7 @@ fn content_type(headers: &HeaderMap) -> Option<&str> {
 
 /// The document of a `multipart/related` body, parsed from its first part by `parse`, with
 /// each `follows` attachment streamed from the next part into temporary storage
-/// ([`crate::receive`]); the returned uploads must live until the write returns. The whole
+/// (`receive.rs`); the returned uploads must live until the write returns. The whole
 /// body counts against `max_http_request_size` (`413 too_large`).
 pub async fn read_related(
     db: &Database,

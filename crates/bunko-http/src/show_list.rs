@@ -4,7 +4,7 @@
 //! parameters select the rows; `head` is `{total_rows, offset}` of a map view). Both only
 //! read, as a member of the database; their response object is answered as an update
 //! function's (`update::respond`), a list defaulting to `application/json`. A
-//! show answers with CouchDB's `ETag` ([`show_etag`]: `If-None-Match` → `304` without
+//! show answers with CouchDB's `ETag` (`show_etag`: `If-None-Match` → `304` without
 //! running the function) and `Vary: Accept`.
 
 use axum::extract::State as AxState;

@@ -5,7 +5,7 @@
 //! An index holds each document's GeoJSON geometry (as georust's `geo` types) and an
 //! R*-tree (`rstar`) of their bounding boxes, built from `_changes` through the index
 //! framework like search indexes. Every page of changes writes the documents' entries and
-//! the checkpoint to the store in one commit ([`crate::geo_store`]); opening the index reads
+//! the checkpoint to the store in one commit (`geo_store.rs`); opening the index reads
 //! them back and bulk-loads the tree, so a restart runs no JavaScript. An update first drops
 //! the documents purged since the saved purge seq (`Database::purged_since`). A query finds the
 //! candidates whose boxes meet the query's box in the tree, then checks the exact
