@@ -3,7 +3,9 @@
 # http://admin:pass@127.0.0.1:5984) and a freshly started Bunko, both ways: the same
 # scenarios as crates/bunko/tests/e2e/replication.rs (push, pull, conflicts, deletions,
 # attachments, continuous, resume from checkpoint, checkpoints shared by both replicators).
-# Not part of the test suite or CI; prints one PASS/FAIL line per check.
+# Not part of the test suite or CI; prints one PASS/FAIL line per check. Bunko runs from a
+# release build; `BUNKO_BIN=path/to/bunko` runs that binary instead (e.g. a debug build) and
+# skips the release build.
 #
 # Usage: COUCH_URL=http://admin:pass@127.0.0.1:5984 scripts/replicate-couchdb.sh
 set -euo pipefail
@@ -14,7 +16,7 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 # shellcheck source=scratch-bunko.sh
 source "$root/scripts/scratch-bunko.sh"
-BUNKO_BIN="" start_bunko repl off
+start_bunko repl off
 bunko="${url/http:\/\//http://admin:$password@}"
 echo "bunko at $url, couchdb at ${couch#*@}"
 

@@ -126,9 +126,18 @@ impl Replicator {
 
     /// `POST /_replicate` as `ctx`.
     pub async fn replicate(&self, body: &Map<String, Value>, ctx: &UserCtx) -> Result<Outcome> {
-        let mut spec = Spec::parse(body, ctx.name.clone(), self.local.get())?;
         let cancel = matches!(body.get("cancel"), Some(Value::Bool(true)));
+        // CouchDB names a job by `_local_id`, `replication_id` or `id`
+        // (`couch_replicator_parse:convert_options`); a cancel that names one needs no
+        // source or target (`parse_rep_doc_without_id`).
+        let named = ["_local_id", "replication_id", "id"]
+            .iter()
+            .find_map(|key| body.get(*key).and_then(Value::as_str));
+        if let (true, Some(rep_id)) = (cancel, named) {
+            return self.cancel(rep_id, ctx).map(|()| Outcome::Cancelled(rep_id.to_string()));
+        }
         let given = body.get("replication_id").and_then(Value::as_str);
+        let mut spec = Spec::parse(body, ctx.name.clone(), self.local.get())?;
         if given.is_none() {
             spec.resolve_filter(self.local.get()).await?;
         }

@@ -205,7 +205,7 @@ fn continuous_replication_carries_later_edits_until_cancelled() {
     a.put_doc("live", "reading-2", &json!({"deviceId": "sensor-2", "temperature": 19.0}));
     eventually("a later edit on B", || b.get("/live/reading-2").0 == 200);
 
-    let mut cancel = job;
+    let mut cancel = job.clone();
     cancel["cancel"] = json!(true);
     assert_eq!(replicate(&a, cancel), (200, json!({"ok": true, "_local_id": id})));
     assert_eq!(a.get("/_scheduler/jobs").1["total_rows"], 0);
@@ -213,6 +213,17 @@ fn continuous_replication_carries_later_edits_until_cancelled() {
     // A one-shot run afterwards proves the job stopped: it still had this one to copy.
     let (_, once) = replicate(&a, json!({"source": "live", "target": url(&b, "live")}));
     assert_eq!(once["history"][0]["docs_written"], 1, "{once}");
+
+    // CouchDB also cancels by the id alone (`replication_id`, `_local_id` or `id`), with no
+    // source or target (`couch_replicator_parse:parse_rep_doc_without_id`).
+    for key in ["replication_id", "_local_id", "id"] {
+        assert_eq!(replicate(&a, job.clone()).0, 202);
+        let by_id = json!({key: id, "cancel": true});
+        assert_eq!(replicate(&a, by_id.clone()), (200, json!({"ok": true, "_local_id": id})));
+        assert_eq!(a.get("/_scheduler/jobs").1["total_rows"], 0, "cancelled by {key}");
+        let (status, gone) = replicate(&a, by_id);
+        assert_eq!((status, gone["error"].clone()), (404, json!("not_found")), "{gone}");
+    }
 }
 
 #[test]
