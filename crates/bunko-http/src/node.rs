@@ -1,6 +1,7 @@
 //! `/_node/{node}`: the node's name and its run-time settings (`_config`), as CouchDB 3.4's
-//! `chttpd_node` serves them. Everything under `/_node` needs a server admin (CouchDB's
-//! `chttpd_auth_request`). `{node}` is `_local` or this node's name ([`NODE`]); any other is
+//! `chttpd_node` serves them, and `/_membership`, the one node of this cluster (which tools
+//! and CouchDB's test suite read to find the node names to configure). Everything here needs
+//! a server admin (CouchDB's `chttpd_auth_request`). `{node}` is `_local` or this node's name ([`NODE`]); any other is
 //! `404 not_found` "no such node". Values are JSON strings; a change is applied at once and
 //! persisted by the engine ([`bunko_engine::Engine::set_config`]), whatever
 //! `X-Couch-Persist` says.
@@ -22,6 +23,7 @@ pub const NODE: &str = "bunko@127.0.0.1";
 
 pub fn routes() -> Router<State> {
     Router::new()
+        .route("/_membership", get(membership).fallback(membership_not_get))
         .route("/_node/{node}", get(name))
         .route("/_node/{node}/_config", get(all))
         .route("/_node/{node}/_config/_reload", post(reload))
@@ -37,6 +39,21 @@ pub(crate) fn check(ctx: &UserCtx, node: &str) -> ApiResult<()> {
     } else {
         Err(ApiError::not_found(format!("no such node: {node}")))
     }
+}
+
+/// `GET /_membership` (`mem3_httpd`): this node, in both lists.
+async fn membership(Extension(ctx): Extension<UserCtx>) -> ApiResult<Response> {
+    require_server_admin(&ctx)?;
+    Ok(render::json(StatusCode::OK, json!({"all_nodes": [NODE], "cluster_nodes": [NODE]})))
+}
+
+async fn membership_not_get(Extension(ctx): Extension<UserCtx>) -> ApiResult<Response> {
+    require_server_admin(&ctx)?;
+    Err(ApiError::Other(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "Only GET allowed".into(),
+    ))
 }
 
 async fn name(Extension(ctx): Extension<UserCtx>, Path(node): Path<String>) -> ApiResult<Response> {

@@ -4,7 +4,7 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::harness::{Server, assert_error, send};
+use crate::harness::{Server, assert_error, assert_error_kind, send};
 
 const CONFIG: &str = "/_node/_local/_config";
 
@@ -27,6 +27,18 @@ fn the_node_answers_its_name_and_settings_as_strings() {
     assert_error(missing, 404, "not_found", "unknown_config_value");
     assert_error(s.get("/_node/other@host/_config"), 404, "not_found", "no such node: other@host");
     assert_eq!(s.post(&format!("{CONFIG}/_reload"), &json!({})).1, json!({"ok": true}));
+}
+
+/// `/_membership` names the node whose `_config` a client then sets: CouchDB's test suite
+/// reads it before every setting it changes (`Couch.DBTest.set_config_raw`).
+#[test]
+fn membership_names_this_node_to_admins_only() {
+    let s = Server::start();
+    let node = json!(["bunko@127.0.0.1"]);
+    assert_eq!(s.get("/_membership"), (200, json!({"all_nodes": node, "cluster_nodes": node})));
+    assert_error_kind(send(s.anon_req(Method::GET, "/_membership")), 401, "unauthorized");
+    let post = s.post("/_membership", &json!({}));
+    assert_error(post, 405, "method_not_allowed", "Only GET allowed");
 }
 
 #[test]

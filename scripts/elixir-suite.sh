@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Runs CouchDB's Elixir integration suite (test/elixir of an apache/couchdb checkout, e.g. the
+# tag 3.4.3) against a freshly started Bunko and prints passed/run per test file.
+#
+# Usage:
+#   scripts/elixir-suite.sh /path/to/couchdb [test files...]   e.g. test/elixir/test/basics_test.exs
+#
+# Not part of this repository's tests or CI. Needs Elixir >= 1.18 (`mix` on PATH) and the
+# checkout built (`./configure … && make`, so its src/*/ebin exist) with its mix
+# dependencies (`MIX_ENV=integration mix deps.get`; this script compiles them). Without file
+# arguments it runs every `*_test.exs` but search, nouveau, resharding and the cluster
+# quorum tests, with the checkout's own include and skip lists, as `make elixir` does.
+# Bunko runs from a release build on a free loopback port with the suite's default admin
+# (`adm:pass`) and a temporary data directory that is removed afterwards;
+# `BUNKO_BIN=path/to/bunko` runs that binary instead and skips the release build.
+set -euo pipefail
+
+couch="$(cd "${1:?usage: scripts/elixir-suite.sh /path/to/couchdb [test files...]}" && pwd)"
+shift
+[ -f "$couch/test/elixir/test/test_helper.exs" ] || { echo "no Elixir suite in $couch" >&2; exit 2; }
+command -v mix >/dev/null || { echo "mix (Elixir >= 1.18) is not on PATH" >&2; exit 2; }
+
+cd "$(dirname "$0")/.."
+root=$(pwd)
+target="${CARGO_TARGET_DIR:-$root/target}"
+bin="${BUNKO_BIN:-}"
+if [ -z "$bin" ]; then
+    cargo build --release --locked -p bunko
+    bin="$target/release/bunko"
+fi
+data=$(mktemp -d)
+log="$data.log"
+BUNKO_ADMIN="adm:pass" "$bin" serve --data "$data" --listen 127.0.0.1:0 --mongo-listen off \
+    >"$log" 2>&1 &
+server=$!
+cleanup() {
+    kill "$server" 2>/dev/null || true
+    wait "$server" 2>/dev/null || true
+    rm -rf "$data" "$log"
+}
+trap cleanup EXIT
+
+url=""
+for _ in $(seq 100); do
+    url=$(grep -o 'http://127.0.0.1:[0-9]*' "$log" | head -n1 || true)
+    [ -n "$url" ] && break
+    sleep 0.1
+done
+[ -n "$url" ] || { echo "bunko did not start:" >&2; cat "$log" >&2; exit 1; }
+echo "bunko at $url (pid $server), suite from $couch/test/elixir"
+
+cd "$couch"
+export MIX_ENV=integration ELIXIR_ERL_OPTIONS=+fnu
+mix compile >/dev/null
+if [ $# -eq 0 ]; then
+    set -- $(ls test/elixir/test/*_test.exs |
+        grep -vE 'search|nouveau|reshard|cluster_with_quorum|cluster_without_quorum')
+fi
+report="$couch/_build/integration/lib/couchdbtest/test-junit-report.xml"
+rm -f "$report"
+status=0
+EX_COUCH_URL="$url" EX_USERNAME=adm EX_PASSWORD=pass \
+    mix test --trace --formatter JUnitFormatter --formatter ExUnit.CLIFormatter \
+    --include test/elixir/test/config/suite.elixir \
+    --exclude test/elixir/test/config/skip.elixir "$@" || status=$?
+
+# passed/run per file from the JUnit report (a module's file is named in its source).
+python3 - "$report" "$@" <<'EOF'
+import re, sys, xml.etree.ElementTree as ET
+files = {}
+for path in sys.argv[2:]:
+    for name in re.findall(r"^defmodule (\S+) do", open(path, encoding="utf-8").read(), re.M):
+        files[name] = path.rsplit("/", 1)[-1]
+total = [0, 0]
+print("\n| file | passed | run |\n|---|---|---|")
+for suite in sorted(ET.parse(sys.argv[1]).getroot().iter("testsuite"),
+                    key=lambda s: files.get(s.get("name")[7:], s.get("name"))):
+    run = int(suite.get("tests")) - int(suite.get("skipped"))
+    passed = run - int(suite.get("failures")) - int(suite.get("errors"))
+    total = [total[0] + passed, total[1] + run]
+    print(f"| {files.get(suite.get('name')[7:], suite.get('name'))} | {passed} | {run} |")
+print(f"| total | {total[0]} | {total[1]} |")
+EOF
+exit "$status"
