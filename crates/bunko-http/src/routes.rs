@@ -10,6 +10,7 @@ pub const PATHS: &[&str] = &[
     "/_all_dbs",
     "/_db_updates",
     "/_dbs_info",
+    "/_membership",
     "/_node/{node}",
     "/_node/{node}/_config",
     "/_node/{node}/_config/_reload",
