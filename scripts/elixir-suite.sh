@@ -10,9 +10,10 @@
 # dependencies (`MIX_ENV=integration mix deps.get`; this script compiles them). Without file
 # arguments it runs every `*_test.exs` but search, nouveau, resharding and the cluster
 # quorum tests, with the checkout's own include and skip lists, as `make elixir` does.
-# Bunko runs from a release build on a free loopback port with the suite's default admin
-# (`adm:pass`) and a temporary data directory that is removed afterwards;
-# `BUNKO_BIN=path/to/bunko` runs that binary instead and skips the release build.
+# Bunko runs from a release build on 127.0.0.1:15984, where the suite expects its server
+# (its replication tests name that address), with the suite's default admin (`adm:pass`)
+# and a temporary data directory that is removed afterwards; `BUNKO_BIN=path/to/bunko` runs
+# that binary instead and skips the release build.
 set -euo pipefail
 
 couch="$(cd "${1:?usage: scripts/elixir-suite.sh /path/to/couchdb [test files...]}" && pwd)"
@@ -22,31 +23,13 @@ command -v mix >/dev/null || { echo "mix (Elixir >= 1.18) is not on PATH" >&2; e
 
 cd "$(dirname "$0")/.."
 root=$(pwd)
-target="${CARGO_TARGET_DIR:-$root/target}"
-bin="${BUNKO_BIN:-}"
-if [ -z "$bin" ]; then
-    cargo build --release --locked -p bunko
-    bin="$target/release/bunko"
+if curl -s -o /dev/null http://127.0.0.1:15984/; then
+    echo "127.0.0.1:15984 is taken: the suite needs its server there" >&2
+    exit 2
 fi
-data=$(mktemp -d)
-log="$data.log"
-BUNKO_ADMIN="adm:pass" "$bin" serve --data "$data" --listen 127.0.0.1:0 --mongo-listen off \
-    >"$log" 2>&1 &
-server=$!
-cleanup() {
-    kill "$server" 2>/dev/null || true
-    wait "$server" 2>/dev/null || true
-    rm -rf "$data" "$log"
-}
-trap cleanup EXIT
-
-url=""
-for _ in $(seq 100); do
-    url=$(grep -o 'http://127.0.0.1:[0-9]*' "$log" | head -n1 || true)
-    [ -n "$url" ] && break
-    sleep 0.1
-done
-[ -n "$url" ] || { echo "bunko did not start:" >&2; cat "$log" >&2; exit 1; }
+# shellcheck source=scratch-bunko.sh
+source "$root/scripts/scratch-bunko.sh"
+SCRATCH_LISTEN=127.0.0.1:15984 SCRATCH_USER=adm SCRATCH_PASSWORD=pass start_bunko elixir off
 echo "bunko at $url (pid $server), suite from $couch/test/elixir"
 
 cd "$couch"

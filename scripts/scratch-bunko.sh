@@ -7,7 +7,8 @@
 # runs a release build (built first), or `BUNKO_BIN=path/to/bunko` without building, with
 # the server admin `admin` whose password starts with PREFIX; MONGO_LISTEN is `off` or
 # `127.0.0.1:0`; more `bunko serve` options may follow. Sets `server` (pid), `password`, `url` (HTTP) and `mongo` (host:port, when
-# on).
+# on). `SCRATCH_LISTEN` (default `127.0.0.1:0`), `SCRATCH_USER` (default `admin`) and
+# `SCRATCH_PASSWORD` fix the HTTP address and the admin, for suites that expect them.
 
 start_bunko() {
     local bin="${BUNKO_BIN:-}"
@@ -17,9 +18,9 @@ start_bunko() {
     fi
     scratch_data=$(mktemp -d)
     scratch_log="$scratch_data.log"
-    password="$1-$RANDOM$RANDOM"
-    BUNKO_ADMIN="admin:$password" "$bin" serve --data "$scratch_data" \
-        --listen 127.0.0.1:0 --mongo-listen "$2" "${@:3}" >"$scratch_log" 2>&1 &
+    password="${SCRATCH_PASSWORD:-$1-$RANDOM$RANDOM}"
+    BUNKO_ADMIN="${SCRATCH_USER:-admin}:$password" "$bin" serve --data "$scratch_data" \
+        --listen "${SCRATCH_LISTEN:-127.0.0.1:0}" --mongo-listen "$2" "${@:3}" >"$scratch_log" 2>&1 &
     server=$!
     trap stop_bunko EXIT
     url=""
