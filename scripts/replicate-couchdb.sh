@@ -58,6 +58,26 @@ j -X POST "$couch/_replicate" -d "{\"source\": \"$couch/$db\", \"target\": \"$bu
 j -X POST "$couch/_replicate" -d "{\"source\": \"$bunko/copy\", \"target\": \"$couch/$db\"}" >/dev/null
 check "conflicts and deletions agree after couchdb's replicator" same_docs "$couch" "$db" "$bunko" copy
 
+# CouchDB's replicator pushes compressible attachments gzipped ("encoding": "gzip"), and
+# pulls Bunko's as multipart/mixed; an attachment added on each side gives the same revision.
+python3 -c "
+import base64, json
+text = base64.b64encode(''.join(f'{i}: 文書\\n' for i in range(20000)).encode()).decode()
+atts = {'t.txt': 'text/plain', 'b.bin': 'application/octet-stream'}
+print(json.dumps({'_attachments': {n: {'content_type': t, 'data': text} for n, t in atts.items()}}))
+" | j -X PUT "$couch/$db/texts" -d @- >/dev/null
+j -X POST "$couch/_replicate" -d "{\"source\": \"$couch/$db\", \"target\": \"$bunko/copy\"}" >/dev/null
+check "couchdb's replicator pushes gzipped attachments to bunko" same_docs "$couch" "$db" "$bunko" copy
+check "pushed attachment data on bunko" cmp -s <(curl -fsS "$couch/$db/texts/t.txt") <(curl -fsS "$bunko/copy/texts/t.txt")
+rev=$(j "$couch/$db/texts" | field "['_rev']")
+on_couch=$(curl -fsS -X PUT "$couch/$db/texts/more.txt?rev=$rev" -H 'Content-Type: text/plain' --data-binary 'ブンコ' | field "['rev']")
+on_bunko=$(curl -fsS -X PUT "$bunko/copy/texts/more.txt?rev=$rev" -H 'Content-Type: text/plain' --data-binary 'ブンコ' | field "['rev']")
+check "the same attachment edit gives the same revision on both" test "$on_couch" = "$on_bunko"
+curl -fsS -X PUT "$bunko/copy/texts/bunko.txt?rev=$on_bunko" -H 'Content-Type: text/plain' --data-binary '書いた' >/dev/null
+j -X POST "$couch/_replicate" -d "{\"source\": \"$bunko/copy\", \"target\": \"$couch/$db\"}" >/dev/null
+check "couchdb's replicator pulls attachments written on bunko" same_docs "$couch" "$db" "$bunko" copy
+check "pulled attachment data on couchdb" test "$(curl -fsS "$couch/$db/texts/bunko.txt")" = "書いた"
+
 # Bunko's replicator writes its checkpoint on CouchDB too, and resumes from it.
 body="{\"source\": \"$couch/$db\", \"target\": \"copy\"}"
 j -X POST "$bunko/_replicate" -d "$body" >/dev/null

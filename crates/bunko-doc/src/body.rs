@@ -132,7 +132,10 @@ fn take_special(doc: &mut ParsedDoc, key: &str, value: Value) -> Result<()> {
     Ok(())
 }
 
-/// Parses `{"start": N, "ids": [hash, …]}` into revision ids, newest first.
+/// Parses `{"start": N, "ids": [hash, …]}` into revision ids, newest first. Ids past
+/// generation 1 are dropped: CouchDB accepts them (`couch_doc:transfer_fields`), and its
+/// replicator sends `{"start": 0, "ids": ["1"]}` with a `_local` checkpoint's `0-1`, whose
+/// `_revisions` mean nothing.
 fn parse_revisions(value: Value) -> Result<Vec<RevId>> {
     let bad = |what: &str| Error::DocValidation(format!("_revisions {what}"));
     let start = value
@@ -141,18 +144,15 @@ fn parse_revisions(value: Value) -> Result<Vec<RevId>> {
         .ok_or_else(|| bad("start must be a positive integer"))?;
     let ids =
         value.get("ids").and_then(Value::as_array).ok_or_else(|| bad("ids must be an array"))?;
-    if ids.len() as u64 > start {
-        return Err(bad("ids is longer than start"));
-    }
-    ids.iter()
-        .enumerate()
-        .map(|(i, id)| match id.as_str() {
-            Some(hash) if !hash.is_empty() => {
-                Ok(RevId { pos: start - i as u64, hash: hash.to_string() })
-            }
+    let revs = ids
+        .iter()
+        .zip((1..=start).rev().map(Some).chain(std::iter::repeat(None)))
+        .map(|(id, pos)| match id.as_str() {
+            Some(hash) if !hash.is_empty() => Ok(pos.map(|pos| RevId { pos, hash: hash.into() })),
             _ => Err(bad("ids must be non-empty strings")),
         })
-        .collect()
+        .collect::<Result<Vec<_>>>()?;
+    Ok(revs.into_iter().flatten().collect())
 }
 
 fn check_revisions(revisions: &[RevId], rev: Option<&RevId>) -> Result<()> {
@@ -235,6 +235,23 @@ mod tests {
         let revs: Vec<String> =
             doc.revisions.unwrap_or_default().iter().map(ToString::to_string).collect();
         assert_eq!(revs, ["3-c", "2-b", "1-a"]);
+        Ok(())
+    }
+
+    #[test]
+    fn revisions_past_generation_one_are_dropped_as_couchdb_accepts_them() -> Result<()> {
+        let doc =
+            parse(br#"{"_rev":"1-aa","_revisions":{"start":1,"ids":["aa","bb"]}}"#, &limits())?;
+        let kept = doc.revisions.unwrap_or_default();
+        assert_eq!(kept, vec![RevId { pos: 1, hash: "aa".into() }]);
+        // A `_local` checkpoint as CouchDB's replicator writes it.
+        let local = parse(br#"{"_rev":"0-1","_revisions":{"start":0,"ids":["1"]}}"#, &limits())?;
+        assert_eq!(local.revisions, Some(Vec::new()));
+        let bad = parse(br#"{"_revisions":{"start":0,"ids":[7]}}"#, &limits()).err();
+        assert_eq!(
+            bad.map(|e| e.to_string()).as_deref(),
+            Some("_revisions ids must be non-empty strings")
+        );
         Ok(())
     }
 }

@@ -19,8 +19,9 @@
 //! The revision id covers the attachments as CouchDB's `couch_db:new_revid` does: the
 //! `(name, content_type, md5)` of each, in reverse order ([`bunko_doc::RevId::next_with`]).
 //! Bunko stores every attachment as sent (`encoding` identity); CouchDB gzips
-//! compressible types and digests the gzipped bytes, so for those the digest and the
-//! revision id differ from CouchDB's.
+//! compressible types and digests the gzipped bytes, and Bunko digests them the same way
+//! ([`att::digest`]), so digests and revision ids are CouchDB's. The digest is also the
+//! chunks' address.
 
 use std::collections::HashSet;
 
@@ -190,7 +191,7 @@ impl Database {
                     }
                     meta_of(md5, *length)
                 }
-                AttBody::Follows => {
+                AttBody::Follows { .. } => {
                     return Err(Error::BadRequest(format!(
                         "Attachment {name} follows the document, but no multipart/related \
                          part carried it"

@@ -5,7 +5,7 @@
 //! last byte has arrived, so a streamed body is stored under a random 16-byte *token*
 //! instead, and the document's commit records where it is:
 //!
-//! 1. [`Database::upload`] opens an [`Upload`]; [`Upload::write`] hashes the bytes as they
+//! 1. [`Database::upload`] opens an [`Upload`]; [`Upload::write`] digests the bytes as they
 //!    arrive and applies each full [`CHUNK`] as `AttChunk(db, token, n)` (without waiting
 //!    for a sync: the document's commit syncs them). Past `max_attachment_size` it fails at
 //!    once (`413 attachment_too_large`).
@@ -23,9 +23,8 @@
 use std::collections::HashSet;
 use std::sync::{Arc, LazyLock, Mutex};
 
-use bunko_doc::att::AttBody;
+use bunko_doc::att::{AttBody, Digester};
 use bunko_storage::{Batch, Store};
-use md5::{Digest, Md5};
 
 use crate::attachments::CHUNK;
 use crate::database::Database;
@@ -57,7 +56,7 @@ pub struct Upload {
     name: String,
     max: u64,
     buf: Vec<u8>,
-    md5: Md5,
+    md5: Digester,
     length: u64,
     count: u64,
 }
@@ -77,8 +76,9 @@ impl Uploaded {
 }
 
 impl Database {
-    /// Starts receiving the body of attachment `name`.
-    pub fn upload(&self, name: &str) -> Upload {
+    /// Starts receiving the body of attachment `name` of `content_type` (which decides its
+    /// digest: CouchDB's gzip digest for compressible types, `att::digest`).
+    pub fn upload(&self, name: &str, content_type: &str) -> Upload {
         let token: [u8; 16] = rand::random();
         LIVE.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).insert(token);
         let chunks = Chunks { store: self.store.clone(), db: self.id(), token, md5: None };
@@ -87,7 +87,7 @@ impl Database {
             name: name.to_string(),
             max: self.config.get().max_attachment_size,
             buf: Vec::with_capacity(CHUNK),
-            md5: Md5::new(),
+            md5: Digester::new(content_type),
             length: 0,
             count: 0,
         }
@@ -118,7 +118,7 @@ impl Upload {
         if !self.buf.is_empty() {
             self.flush()?;
         }
-        let md5: [u8; 16] = self.md5.finalize().into();
+        let md5 = self.md5.finish();
         self.chunks.md5 = Some(md5);
         Ok(Uploaded { chunks: self.chunks, md5, length: self.length })
     }
@@ -191,7 +191,7 @@ mod tests {
         let db = engine.create_db(&admin, "atts", false)?;
         let body: Vec<u8> = (0..CHUNK * 2 + 100).map(|i| (i % 251) as u8).collect();
         let receive = || -> Result<Uploaded> {
-            let mut upload = db.upload("a.bin");
+            let mut upload = db.upload("a.bin", "application/x");
             for piece in body.chunks(1000) {
                 upload.write(piece)?;
             }
@@ -228,7 +228,7 @@ mod tests {
         let config = Config { max_attachment_size: CHUNK as u64 + 1, ..Config::default() };
         let engine = Engine::open(store.clone(), config)?;
         let db = engine.create_db(&UserCtx::admin("t"), "atts", false)?;
-        let mut upload = db.upload("big");
+        let mut upload = db.upload("big", "application/octet-stream");
         upload.write(&vec![7; CHUNK])?;
         let err = upload.write(&[1, 2]).err();
         assert!(matches!(err, Some(Error::AttachmentTooLarge(name)) if name == "big"));

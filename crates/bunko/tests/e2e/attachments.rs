@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 
 use crate::harness::{Server, assert_error, send};
 
-/// md5("hello world") in base64, as CouchDB's `digest` shows it.
-const HELLO_DIGEST: &str = "md5-XrY7u+Ae7tCTyyK7j1rNww==";
+/// "hello world" as `text/plain`: CouchDB 3.4.3 gzips it and shows the MD5 of the gzip.
+const HELLO_DIGEST: &str = "md5-7mkg+nM0HN26sZkLN8KVSA==";
 
 fn setup() -> Server {
     let s = Server::start();
@@ -39,6 +39,8 @@ fn inline_attachments_are_stored_as_stubs_and_read_back_with_attachments_true() 
         "hello.txt": {"content_type": "text/plain", "data": "aGVsbG8gd29ybGQ="}}});
     let (status, put) = s.put("/db/note", &doc);
     assert_eq!(status, 201, "{put}");
+    // The revision id CouchDB 3.4.3 gives the same document (it hashes the digest).
+    assert_eq!(put["rev"], "1-afa00d01681ed3f9b171e4dc747e6bea");
     let got = s.get_doc("db", "note");
     assert_eq!(got["title"], "note");
     assert_eq!(
@@ -288,7 +290,15 @@ fn multipart_related_uploads_and_multipart_mixed_open_revs() {
     assert!(content_type.starts_with("multipart/mixed; boundary=\""), "{content_type}");
     let text = String::from_utf8_lossy(&resp.bytes().expect("body")).into_owned();
     assert!(text.contains("Content-Type: multipart/related; boundary="), "{text}");
-    assert!(text.contains(r#""a.txt":{"content_type":"text/plain","revpos":1,"digest":"md5-XrY7u+Ae7tCTyyK7j1rNww==","length":11,"follows":true}"#), "{text}");
+    // The text part goes as stored, not gzipped, so its gzip digest is left out (CouchDB
+    // would check it against the MD5 of the bytes that follow).
+    assert!(
+        text.contains(
+            r#""a.txt":{"content_type":"text/plain","revpos":1,"length":11,"follows":true}"#
+        ),
+        "{text}"
+    );
+    assert!(text.contains(r#""b.bin":{"content_type":"application/octet-stream","revpos":1,"digest":"md5-uV9n9h67A2GWIteY9F/C0w==","length":3,"follows":true}"#), "{text}");
     assert!(text.contains("Content-Disposition: attachment; filename=\"a.txt\"\r\nContent-Type: text/plain\r\nContent-Length: 11\r\n\r\nhello world\r\n--"), "{text}");
     assert!(
         text.contains(&format!(
@@ -306,6 +316,58 @@ fn multipart_related_uploads_and_multipart_mixed_open_revs() {
     let put =
         s.req(Method::PUT, "/db/lone").header("Content-Type", "multipart/related; boundary=x");
     assert_error(send(put.body(lone)), 400, "bad_request", "No multipart part for attachment z");
+}
+
+/// CouchDB's replicator pushes a compressible attachment as CouchDB stores it: gzipped,
+/// with `"encoding": "gzip"` (`couch_replicator_api_wrap:update_doc`). Bunko inflates it
+/// and keeps the digest of the gzip, so the document is the source's to the byte.
+#[test]
+fn gzipped_parts_from_couchdbs_replicator_are_inflated() {
+    let s = setup();
+    // CouchDB 3.4.3's stored gzip of "ドキュメント" (text/plain) and its stub.
+    let gzip: [u8; 39] = [
+        0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0x7b, 0xdc, 0xdc, 0xf9, 0xb8,
+        0x69, 0xed, 0xe3, 0xe6, 0xa5, 0x8f, 0x9b, 0x17, 0x3e, 0x6e, 0xde, 0xfc, 0xb8, 0xb9, 0x03,
+        0x00, 0xed, 0xfd, 0xde, 0x17, 0x12, 0x00, 0x00, 0x00,
+    ];
+    let json = r#"{"_id":"files","_rev":"1-818d4bea81ddebc2fbbefbfc0bdbce52","_revisions":{"start":1,"ids":["818d4bea81ddebc2fbbefbfc0bdbce52"]},"_attachments":{"a.txt":{"content_type":"text/plain","revpos":1,"digest":"md5-WHkHdayoL73fG0KgcJL5Jg==","length":18,"follows":true,"encoding":"gzip","encoded_length":39}}}"#;
+    // The part's head as `couch_httpd_multipart` writes it.
+    let head = "Content-Disposition: attachment; filename=\"a.txt\"\r\nContent-Type: text/plain\r\n\
+                Content-Length: 39\r\nContent-Encoding: gzip";
+    let json_part = format!("--b\r\nContent-Type: application/json\r\n\r\n{json}\r\n");
+    let mut body = format!("{json_part}--b\r\n{head}\r\n\r\n").into_bytes();
+    body.extend_from_slice(&gzip);
+    body.extend_from_slice(b"\r\n--b--");
+    let put = s
+        .req(Method::PUT, "/db/files?new_edits=false")
+        .header("Content-Type", "multipart/related; boundary=\"b\"");
+    let (status, created) = send(put.body(body.clone()));
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(raw_get(&s, "/db/files/a.txt", &[]).text().expect("body"), "ドキュメント");
+    assert_eq!(
+        s.get_doc("db", "files")["_attachments"]["a.txt"],
+        json!({"content_type": "text/plain", "revpos": 1,
+               "digest": "md5-WHkHdayoL73fG0KgcJL5Jg==", "length": 18, "stub": true})
+    );
+    // The same text sent inline digests the same: the stub names the stored body.
+    let (_, inline) = s.put(
+        "/db/inline",
+        &json!({"_attachments": {"a.txt":
+        {"content_type": "text/plain", "data": "44OJ44Kt44Ol44Oh44Oz44OI"}}}),
+    );
+    assert_eq!(inline["rev"], "1-818d4bea81ddebc2fbbefbfc0bdbce52", "CouchDB's revision id");
+    // Not gzip at all: refused, nothing written.
+    let bad = String::from_utf8_lossy(&body).replace("\"_id\":\"files\"", "\"_id\":\"bad\"");
+    let bad = bad.into_bytes();
+    let put = s
+        .req(Method::PUT, "/db/bad?new_edits=false")
+        .header("Content-Type", "multipart/related; boundary=\"b\"");
+    let mut broken = bad.clone();
+    let at = broken.len() - 20;
+    broken[at] ^= 0xff;
+    let (status, answer) = send(put.body(broken));
+    assert_eq!((status, answer["error"].clone()), (400, json!("bad_request")), "{answer}");
+    assert_eq!(s.get("/db/bad").0, 404);
 }
 
 /// A replicated write (`new_edits=false`) keeps the `revpos` its source sent, and a

@@ -143,8 +143,10 @@ fn validators_see_attachments_as_stubs() {
     let data = "5ZC+6Lyp44Gv54yr44Gn44GC44KL";
     let doc = json!({"_attachments": {"neko.txt": {"content_type": "text/plain", "data": data}}});
     let rev = s.put_doc("db", "d", &doc);
+    // The digest and revision CouchDB 3.4.3 gives the same write (text is digested gzipped).
+    assert_eq!(rev, "1-55e19a20ea6b31bcc835b29164839320");
     let neko = json!({"content_type": "text/plain", "revpos": 1,
-                      "digest": "md5-oEKaNzyqGRt3Sc1zwA++Eg==", "length": 21, "stub": true});
+                      "digest": "md5-V7qDN45iaRj7OHK2FY1olw==", "length": 21, "stub": true});
     assert_eq!(s.get_doc("db", "d")["_attachments"]["neko.txt"], neko);
     let shown = |body: &Value| -> Value {
         let (status, got) = s.put("/db/d", body);
@@ -155,6 +157,6 @@ fn validators_see_attachments_as_stubs() {
         "neko.txt": {"stub": true},
         "inu.txt": {"content_type": "text/plain", "data": "aGVsbG8gd29ybGQ="}}});
     let inu = json!({"content_type": "text/plain", "revpos": 2,
-                     "digest": "md5-XrY7u+Ae7tCTyyK7j1rNww==", "length": 11, "stub": true});
+                     "digest": "md5-7mkg+nM0HN26sZkLN8KVSA==", "length": 11, "stub": true});
     assert_eq!(shown(&edit), json!({"neko.txt": neko, "inu.txt": inu}));
 }
