@@ -243,27 +243,6 @@ impl Db {
         Ok(failed as u64)
     }
 
-    /// `PUT /{db}/{id}?new_edits=false` of a document with attachment data, as
-    /// `multipart/related` ([`crate::multipart`]); returns whether it was refused.
-    pub async fn put_related(&self, doc: &Value) -> Result<bool> {
-        let id = doc.get("_id").and_then(Value::as_str).unwrap_or_default();
-        let url = format!("{}?new_edits=false", self.ep.join(&doc_path(id)));
-        let boundary = hex::encode(rand::random::<[u8; 16]>());
-        let Some(body) = crate::multipart::related(doc, &boundary) else { return Ok(true) };
-        let content_type = format!("multipart/related; boundary=\"{boundary}\"");
-        let build = || {
-            self.request(Method::PUT, &url)
-                .header("Content-Type", content_type.as_str())
-                .body(body.clone())
-        };
-        let (status, answer) = self.send(build).await?;
-        match status.as_u16() {
-            200..=299 => Ok(false),
-            400..=499 => Ok(true),
-            status => Err(Error::Http { status, body: answer, url: self.ep.shown() }),
-        }
-    }
-
     /// `GET /{db}/{ddoc}`: a design document of the source (filter functions).
     pub async fn get_doc(&self, id: &str) -> Result<Value> {
         let url = self.ep.join(&doc_path(id));

@@ -6,8 +6,7 @@
 //!    agree on (same `session_id`, else the newest common session in their `history`);
 //! 3. read `_changes` (`style=all_docs`) after it in batches; for each batch ask the target
 //!    `_revs_diff`, fetch the missing revisions with their ancestry and attachments
-//!    (`_bulk_get`), write them with `_bulk_docs` `new_edits: false` (those with
-//!    attachments one by one as `multipart/related`, `crate::multipart`);
+//!    (`_bulk_get`), write them with `_bulk_docs` `new_edits: false`;
 //! 4. checkpoint every `checkpoint_interval` and at the end, on both sides.
 //!
 //! A continuous job then waits on a `longpoll` feed and goes on for ever (until cancelled).
@@ -203,14 +202,7 @@ impl Job {
                 s.bulk_get_docs += read;
                 s.docs_read += read;
             });
-            // Documents with attachment data go one by one as `multipart/related`, as
-            // CouchDB's replicator sends them; the rest in one `_bulk_docs`.
-            let (related, plain): (Vec<Value>, Vec<Value>) =
-                docs.into_iter().partition(crate::multipart::has_data);
-            let mut failed = if plain.is_empty() { 0 } else { self.tgt.bulk_docs(&plain).await? };
-            for doc in &related {
-                failed += u64::from(self.tgt.put_related(doc).await?);
-            }
+            let failed = self.tgt.bulk_docs(&docs).await?;
             self.bump(|s| {
                 s.docs_written += read.saturating_sub(failed);
                 s.doc_write_failures += failed;

@@ -20,7 +20,6 @@ pub mod client;
 pub mod endpoint;
 pub mod error;
 pub mod job;
-pub mod multipart;
 pub mod scheduler;
 pub mod spec;
 pub mod state;

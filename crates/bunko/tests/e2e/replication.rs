@@ -141,22 +141,6 @@ fn attachments_are_copied_with_their_data() {
     assert_eq!(resp.text().expect("text"), "ドキュメント");
     let on_b = b.get_doc("files", "guide");
     assert_eq!(on_b["_attachments"], a.get_doc("files", "guide")["_attachments"]);
-    // A second revision (one attachment kept, one added) goes as `multipart/related`
-    // (issue 16), with the source's `revpos` and digests.
-    let rev = on_b["_rev"].as_str().unwrap_or_default().to_string();
-    let put = a
-        .req(Method::PUT, &format!("/files/guide/cover.txt?rev={rev}"))
-        .header("Content-Type", "text/plain")
-        .body("表紙");
-    assert_eq!(send(put).0, 201);
-    let (status, answer) = replicate(&a, json!({"source": "files", "target": url(&b, "files")}));
-    assert_eq!(status, 200, "{answer}");
-    assert_eq!(answer["history"][0]["docs_written"], 1, "{answer}");
-    assert_eq!(answer["history"][0]["doc_write_failures"], 0, "{answer}");
-    let (on_a, on_b) = (a.get_doc("files", "guide"), b.get_doc("files", "guide"));
-    assert_eq!((&on_b["_rev"], &on_b["_attachments"]), (&on_a["_rev"], &on_a["_attachments"]));
-    let cover = b.req(Method::GET, "/files/guide/cover.txt").send().expect("GET attachment");
-    assert_eq!(cover.text().expect("text"), "表紙");
 }
 
 #[test]
