@@ -153,15 +153,34 @@ async fn dispatch(
             if method == Method::POST {
                 params.merge_json(&body.object_or_empty()?);
             }
+            let drilldown = crate::search::drilldowns(q.0.as_deref());
+            check_partition_search(&params, &req.partition, !drilldown.is_empty())?;
             params.remove("partition");
             let (db, index) = (req.db, index.to_string());
-            let drilldown = crate::search::drilldowns(q.0.as_deref());
             let partition = Some(req.partition);
             crate::search::search(&st, db, ddoc, index, params, drilldown, partition).await
         }
         (["_design", _, "_search", _], _) => Err(method_not_allowed("GET,POST")),
         _ => Err(ApiError::not_found("missing")),
     }
+}
+
+/// What Cloudant Search refuses in a partition query (`dreyfus_httpd`): a body `partition`
+/// naming another partition, and the options that need every partition (facets, drilldown,
+/// grouping).
+fn check_partition_search(params: &Params, partition: &str, drilldown: bool) -> ApiResult<()> {
+    if params.str("partition").is_some_and(|p| p != partition) {
+        return Err(ApiError::bad_request("Multiple conflicting values for `partition` provided"));
+    }
+    const GLOBAL_ONLY: [&str; 7] =
+        ["counts", "drilldown", "ranges", "group_field", "group_sort", "group_limit", "group_by"];
+    if drilldown || GLOBAL_ONLY.iter().any(|name| params.str(name).is_some()) {
+        return Err(ApiError::bad_request(
+            "`partition` and any of `drilldown`, `ranges`, `group_field`, `group_sort`, \
+             `group_limit` or `group_by` are incompatible",
+        ));
+    }
+    Ok(())
 }
 
 /// `GET /{db}/_partition/{p}`: the partition's document counts and sizes.

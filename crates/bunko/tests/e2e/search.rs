@@ -545,8 +545,30 @@ fn couchdb_search_suite_examples() {
         &[("q", json!("some:field")), ("limit", json!(2001)), ("bookmark", bookmark)],
     ));
     assert_eq!(status, 400);
-    let (status, _) = s.post(books, &json!({"q": "some:field", "limit": 1, "partition": "true"}));
+    let (status, _) = s.post(books, &json!({"q": "some:field", "limit": 1, "partition": "foo"}));
     assert_eq!(status, 200);
+    // `partition_search_test.exs`: another partition in the body, and options that need
+    // every partition, are refused (`dreyfus_httpd`'s reasons).
+    let conflicting = json!({"q": "some:field", "partition": "bar"});
+    assert_error(
+        s.post(books, &conflicting),
+        400,
+        "bad_request",
+        "Multiple conflicting values for `partition` provided",
+    );
+    for (key, value) in [
+        ("counts", json!("[\"type\"]")),
+        ("group_field", json!("some")),
+        ("ranges", json!({"price": {"cheap": "[0 TO 100]"}}).to_string().into()),
+        ("drilldown", json!("[\"key\",\"a\"]")),
+    ] {
+        let params = [("q", json!("some:field")), (key, value.clone())];
+        let (status, body) = s.get(&q(books, &params));
+        assert_eq!(status, 400, "{key}: {body}");
+        assert!(body["reason"].as_str().unwrap_or_default().ends_with("are incompatible"));
+        let (status, _) = s.post(books, &json!({"q": "some:field", key: value}));
+        assert_eq!(status, 400, "{key}");
+    }
     let global = json!({"options": {"partitioned": false}, "indexes": {"books": {"index": index}}});
     assert_eq!(s.put("/library/_design/global", &global).0, 201);
     assert_error(
