@@ -101,7 +101,7 @@ const COMPRESSIBLE_TYPES: [&str; 4] =
 const COMPRESSION_LEVEL: u32 = 8;
 
 /// Whether CouchDB stores attachments of `content_type` gzipped: one of
-/// [`COMPRESSIBLE_TYPES`] (`*` matches anything), ignoring case, surrounding blanks and
+/// `COMPRESSIBLE_TYPES` (`*` matches anything), ignoring case, surrounding blanks and
 /// parameters after `;` (`couch_db:compressible_att_type`).
 pub fn compressible(content_type: &str) -> bool {
     let mime = content_type.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
