@@ -9,7 +9,9 @@
 //!    revision it [`expect`](Transaction::expect)ed must still be the winner, and a
 //!    database it scanned must have had no commit at all since the snapshot (a scan is a
 //!    predicate read: any insert could be a phantom). Otherwise the commit fails whole with
-//!    the retryable [`Error::TxnConflict`].
+//!    the retryable [`Error::TxnConflict`]. A transaction that wrote nothing commits
+//!    without validating: it read one consistent snapshot, which is serializable at that
+//!    snapshot's point.
 //! 2. **Fire** the triggers of each database that has them on the transaction's writes
 //!    ([`crate::triggers`]), adding their writes.
 //! 3. **Stage** each database's writes exactly as a single write would be
@@ -189,19 +191,26 @@ pub struct Transaction<'e> {
 impl Engine {
     /// Begins a transaction as `ctx` on a snapshot of the whole store.
     pub fn begin(&self, ctx: &UserCtx) -> Transaction<'_> {
-        Transaction::new(Handle::Borrowed(self), ctx)
+        Transaction::new(Handle::Borrowed(self), ctx, self.store().snapshot())
     }
 
     /// Begins a transaction that holds its own reference to the engine, so it can be kept
     /// between requests (a MongoDB session's transaction).
     pub fn begin_shared(self: &Arc<Self>, ctx: &UserCtx) -> Transaction<'static> {
-        Transaction::new(Handle::Shared(self.clone()), ctx)
+        let snapshot = self.store().snapshot();
+        Transaction::new(Handle::Shared(self.clone()), ctx, snapshot)
+    }
+
+    /// Begins a shared transaction on `snapshot`, a snapshot of this engine's store taken
+    /// earlier (a MongoDB snapshot read at a past cluster time). Only reads make sense in
+    /// it: a commit of writes validates against everything committed since `snapshot`.
+    pub fn begin_at(self: &Arc<Self>, ctx: &UserCtx, snapshot: Snapshot) -> Transaction<'static> {
+        Transaction::new(Handle::Shared(self.clone()), ctx, snapshot)
     }
 }
 
 impl<'e> Transaction<'e> {
-    fn new(engine: Handle<'e>, ctx: &UserCtx) -> Transaction<'e> {
-        let snapshot = engine.store().snapshot();
+    fn new(engine: Handle<'e>, ctx: &UserCtx, snapshot: Snapshot) -> Transaction<'e> {
         Transaction {
             engine,
             ctx: ctx.clone(),
@@ -300,6 +309,10 @@ impl Transaction<'_> {
     /// Validates and commits everything in one storage commit; see the module docs.
     pub fn commit(self) -> Result<Vec<TxnWrite>> {
         self.check_alive()?;
+        if self.dbs.values().all(|t| t.writes.is_empty()) {
+            // It read one snapshot and wrote nothing: serializable at that snapshot's point.
+            return Ok(Vec::new());
+        }
         let ctx = self.ctx;
         let opts = WriteOptions::default();
         let mut prepared = Vec::with_capacity(self.dbs.len());

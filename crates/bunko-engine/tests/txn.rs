@@ -104,6 +104,24 @@ fn the_second_of_two_conflicting_transactions_fails() -> Result<()> {
 }
 
 #[test]
+fn a_transaction_that_only_read_commits_after_others_wrote() -> Result<()> {
+    let engine = engine(Config::default())?;
+    put(&engine, "a", json!({"_id": "x", "n": 1}))?;
+    let mut reader = engine.begin(&admin());
+    read(&mut reader, "a", "x")?;
+    assert_eq!(reader.ids("a", "", "z")?, ["x"]);
+    put(
+        &engine,
+        "a",
+        json!({"_id": "x", "_rev": engine.db("a")?.get("x", None)?.rev.to_string(), "n": 2}),
+    )?;
+    put(&engine, "a", json!({"_id": "y"}))?;
+    // It saw one consistent snapshot and wrote nothing: nothing to conflict with.
+    assert_eq!(reader.commit()?, []);
+    Ok(())
+}
+
+#[test]
 fn a_phantom_in_a_scanned_range_forces_a_retry() -> Result<()> {
     let engine = engine(Config::default())?;
     put(&engine, "a", json!({"_id": "book-1"}))?;

@@ -94,7 +94,7 @@ async fn serve(
             // The topology never changes, so an awaitable `hello` waits its full time.
             tokio::time::sleep(wait).await;
         }
-        let (reply, plain) = match result {
+        let (mut reply, plain) = match result {
             Ok((reply, plain)) => (reply, plain),
             Err(err) => {
                 let command = request.command.keys().next().map(String::as_str);
@@ -102,6 +102,7 @@ async fn serve(
                 (err.to_doc(), false)
             }
         };
+        server.clock.stamp(&mut reply);
         next_id = next_id.wrapping_add(1);
         let bytes = match wire::encode_reply(next_id, &request, &reply, plain) {
             Ok(bytes) => bytes,

@@ -16,6 +16,7 @@
 //!    survives every bad command.
 
 pub mod auth;
+mod clock;
 mod commands;
 mod conn;
 mod cursors;
@@ -25,6 +26,7 @@ pub mod names;
 mod projection;
 mod query;
 mod sessions;
+mod snapshots;
 mod ttl;
 pub mod wire;
 
@@ -78,6 +80,8 @@ pub struct Server {
     next_conn: AtomicI64,
     open: AtomicU64,
     fail_points: fail_point::FailPoints,
+    clock: clock::Clock,
+    snapshots: snapshots::History,
 }
 
 impl Server {
@@ -94,6 +98,8 @@ impl Server {
             next_conn: AtomicI64::new(1),
             open: AtomicU64::new(0),
             fail_points: fail_point::FailPoints::default(),
+            clock: clock::Clock::default(),
+            snapshots: snapshots::History::default(),
         })
     }
 

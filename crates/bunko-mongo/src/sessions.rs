@@ -13,6 +13,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bson::Document;
@@ -25,12 +26,82 @@ pub const TIMEOUT: Duration = Duration::from_secs(30 * 60);
 /// A session's key: `lsid.id` (a UUID's bytes) and the user's name.
 pub type Key = (Vec<u8>, String);
 
+/// Which open transaction has written each document (`(database, id)`), so that a second
+/// transaction writing the same document fails at its write with `WriteConflict`, as in
+/// MongoDB, rather than at its commit.
+#[derive(Default)]
+pub struct WriteLocks {
+    held: Mutex<HashMap<(String, String), u64>>,
+    next_owner: AtomicU64,
+}
+
+/// The documents one open transaction has written; released when it is dropped (commit,
+/// abort, expiry, the session's end).
+pub struct Held {
+    table: Arc<WriteLocks>,
+    owner: u64,
+    keys: Vec<(String, String)>,
+}
+
+impl Held {
+    /// Takes document `id` of `db` for this transaction; false if another open transaction
+    /// has written it.
+    pub fn take(&mut self, db: &str, id: &str) -> bool {
+        let key = (db.to_string(), id.to_string());
+        let mut held = self.table.held.lock();
+        match held.get(&key) {
+            Some(&owner) => owner == self.owner,
+            None => {
+                held.insert(key.clone(), self.owner);
+                self.keys.push(key);
+                true
+            }
+        }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let mut held = self.table.held.lock();
+        for key in self.keys.drain(..) {
+            held.remove(&key);
+        }
+    }
+}
+
+/// A transaction in progress and the documents it holds.
+pub struct OpenTxn {
+    pub txn: Transaction<'static>,
+    pub held: Held,
+}
+
+impl OpenTxn {
+    pub fn new(txn: Transaction<'static>, table: &Arc<WriteLocks>) -> OpenTxn {
+        let owner = table.next_owner.fetch_add(1, Ordering::Relaxed);
+        OpenTxn { txn, held: Held { table: table.clone(), owner, keys: Vec::new() } }
+    }
+}
+
+impl std::ops::Deref for OpenTxn {
+    type Target = Transaction<'static>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.txn
+    }
+}
+
+impl std::ops::DerefMut for OpenTxn {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.txn
+    }
+}
+
 /// What the session did with its current `txnNumber`.
 pub enum Txn {
     /// No transaction has been started (or only retryable writes were sent).
     None,
     /// A transaction in progress.
-    Open(Box<Transaction<'static>>),
+    Open(Box<OpenTxn>),
     /// Committed; a retried `commitTransaction` answers ok again.
     Committed,
     /// Aborted (explicitly, by an error, or past its lifetime).
@@ -72,11 +143,13 @@ const SWEEP_EVERY: Duration = Duration::from_secs(1);
 pub struct Sessions {
     map: Mutex<HashMap<Key, Arc<Mutex<ServerSession>>>>,
     swept: Mutex<Instant>,
+    /// The documents open transactions have written.
+    pub locks: Arc<WriteLocks>,
 }
 
 impl Default for Sessions {
     fn default() -> Self {
-        Sessions { map: Mutex::default(), swept: Mutex::new(Instant::now()) }
+        Sessions { map: Mutex::default(), swept: Mutex::new(Instant::now()), locks: Arc::default() }
     }
 }
 
@@ -146,6 +219,21 @@ mod tests {
         assert_eq!(sessions.get(key(1, "bob")).lock().number, -1);
         sessions.end_all(None);
         assert_eq!(sessions.map.lock().len(), 0);
+    }
+
+    #[test]
+    fn a_written_document_is_held_until_its_transaction_ends() {
+        let table = Arc::new(WriteLocks::default());
+        let held = |owner| Held { table: table.clone(), owner, keys: Vec::new() };
+        let (mut a, mut b) = (held(1), held(2));
+        assert!(a.take("db", "x"));
+        assert!(a.take("db", "x"));
+        assert!(!b.take("db", "x"));
+        assert!(b.take("db", "y"));
+        drop(a);
+        assert!(b.take("db", "x"));
+        drop(b);
+        assert!(table.held.lock().is_empty());
     }
 
     #[test]

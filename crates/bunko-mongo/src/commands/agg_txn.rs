@@ -1,7 +1,7 @@
 //! `aggregate` inside a multi-document transaction: the collection and every collection a
 //! `$lookup`/`$unionWith`/`$graphLookup` reads are read through the transaction (its
-//! snapshot plus its own buffered writes, `in_txn::matching`), and the whole answer comes
-//! in the first batch, as `find` does in a transaction. `$out`, `$merge` and
+//! snapshot plus its own buffered writes, `in_txn::matching`); the answer is computed
+//! whole and handed out in `cursor.batchSize` batches, as `find` does in a transaction. `$out`, `$merge` and
 //! `$changeStream` are `OperationNotSupportedInTransaction` (263), as in MongoDB.
 
 use std::sync::Arc;
@@ -13,11 +13,11 @@ use bunko_query::expr::ExprError;
 use bunko_query::{Direction, FieldPath};
 use parking_lot::Mutex;
 
+use super::Ctx;
 use super::agg_env::{from_expr, matches, selector, to_expr};
 use super::aggregate::{Request, order_of};
 use super::crud::readable_db;
 use super::in_txn::matching;
-use super::{Ctx, cursor_reply};
 use crate::error::MongoError;
 use crate::names::Namespace;
 
@@ -113,11 +113,11 @@ pub(super) fn aggregate(
         }))
     };
     let plan = |push: &Pushdown| super::aggregate::explained(ctx, &request.ns, push);
-    match request.run(command, &env, &input, &plan)? {
-        Ok(docs) => {
-            let docs: Vec<Document> = docs.collect::<Result<_, _>>().map_err(from_expr)?;
-            Ok(cursor_reply(0, &request.ns.full(), "firstBatch", docs))
-        }
-        Err(explain) => Ok(explain),
-    }
+    let docs = match request.run(command, &env, &input, &plan)? {
+        Ok(docs) => docs.collect::<Result<Vec<Document>, _>>().map_err(from_expr)?,
+        Err(explain) => return Ok(explain),
+    };
+    drop(env);
+    drop(txn_env);
+    Ok(super::cursor::answer(ctx, &request.ns.full(), docs, request.batch, false))
 }

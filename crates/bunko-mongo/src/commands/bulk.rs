@@ -8,7 +8,9 @@
 //! of inserts into one collection as one `insert`, so one commit), with the connection's
 //! user on the operation's database: the same write path, write gate and error table. An
 //! operation that fails is an error entry `{ok: 0, idx, code, codeName, errmsg}` of the
-//! cursor; an ordered bulk write stops there, an unordered one goes on.
+//! cursor; an ordered bulk write stops there, an unordered one goes on. Inside a
+//! transaction the operations run as the transaction's `insert`/`update`/`delete`
+//! (`in_txn`), and an operation's error fails the command and aborts the transaction.
 
 use bson::{Bson, Document, doc};
 
@@ -35,7 +37,26 @@ struct Counts {
     errors: i64,
 }
 
+/// Runs one `insert`, `update` or `delete` command an operation stands for.
+pub(super) type Runner<'r> = dyn FnMut(&mut Ctx, &Document) -> Result<Document, MongoError> + 'r;
+
 pub(super) fn bulk_write(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
+    let mut plain = |ctx: &mut Ctx, command: &Document| match command.keys().next() {
+        Some(k) if k == "insert" => crud::insert(ctx, command),
+        Some(k) if k == "update" => update::update(ctx, command),
+        _ => crud::delete(ctx, command),
+    };
+    run_bulk(ctx, command, &mut plain, false)
+}
+
+/// `bulkWrite` with its operations run by `run`; `in_txn`: an operation's error fails the
+/// whole command (and so aborts the transaction, as in MongoDB) rather than being an entry.
+pub(super) fn run_bulk(
+    ctx: &mut Ctx,
+    command: &Document,
+    run: &mut Runner,
+    in_txn: bool,
+) -> Result<Document, MongoError> {
     if ctx.db != "admin" {
         return Err(MongoError::unauthorized(
             "bulkWrite may only be run against the admin database.",
@@ -50,8 +71,10 @@ pub(super) fn bulk_write(ctx: &mut Ctx, command: &Document) -> Result<Document, 
     let mut items = Vec::new();
     let mut idx = 0;
     while idx < ops.len() {
+        let run_op = &mut *run;
         let run = insert_run(&ops, idx);
-        let results = run_ops(ctx, &ops[idx..idx + run.max(1)], &namespaces, ordered)?;
+        let span = &ops[idx..idx + run.max(1)];
+        let results = run_ops(ctx, span, &namespaces, ordered, run_op, in_txn)?;
         let stop = ordered && results.iter().any(|r| r.get("ok") == Some(&Bson::Double(0.0)));
         for (offset, mut item) in results.into_iter().enumerate() {
             item.insert("idx", (idx + offset) as i32);
@@ -137,6 +160,8 @@ fn run_ops(
     ops: &[Op],
     namespaces: &[Namespace],
     ordered: bool,
+    run: &mut Runner,
+    in_txn: bool,
 ) -> Result<Vec<Document>, MongoError> {
     let Some(first) = ops.first() else { return Ok(Vec::new()) };
     let ns = &namespaces[first.ns];
@@ -144,13 +169,13 @@ fn run_ops(
     let (server, session, db) = (ctx.server, &mut *ctx.session, ns.db.clone());
     let mut sub = Ctx { server, session, db, bypass_document_validation };
     let get = |field: &str| first.doc.get(field).cloned().unwrap_or(Bson::Null);
-    let (command, handler): (Document, super::Handler) = match first.kind {
+    let command = match first.kind {
         "insert" => {
             let docs: Vec<Bson> = ops
                 .iter()
                 .map(|op| op.doc.get("document").cloned().unwrap_or(Bson::Null))
                 .collect();
-            (doc! {"insert": &ns.coll, "documents": docs, "ordered": ordered}, crud::insert)
+            doc! {"insert": &ns.coll, "documents": docs, "ordered": ordered}
         }
         "update" => {
             let mut statement = doc! {"q": get("filter"), "u": get("updateMods")};
@@ -159,7 +184,7 @@ fn run_ops(
                     statement.insert(field, v.clone());
                 }
             }
-            (doc! {"update": &ns.coll, "updates": [statement]}, update::update)
+            doc! {"update": &ns.coll, "updates": [statement]}
         }
         _ => {
             let limit = i32::from(!bool_of(first.doc, "multi", false)?);
@@ -167,12 +192,13 @@ fn run_ops(
             if let Some(hint) = first.doc.get("hint") {
                 statement.insert("hint", hint.clone());
             }
-            (doc! {"delete": &ns.coll, "deletes": [statement]}, crud::delete)
+            doc! {"delete": &ns.coll, "deletes": [statement]}
         }
     };
-    let reply = match handler(&mut sub, &command) {
+    let reply = match run(&mut sub, &command) {
         Ok(reply) => reply,
-        Err(err) => return Ok(vec![error_item(&err)]),
+        Err(err) if !in_txn => return Ok(vec![error_item(&err)]),
+        Err(err) => return Err(err),
     };
     Ok(split(&reply, ops.len(), ordered))
 }
@@ -204,9 +230,10 @@ fn split(reply: &Document, len: usize, ordered: bool) -> Vec<Document> {
             }
             _ => None,
         };
-        // An entry's `n` counts the documents the filter matched: not an upserted one.
+        // An entry's `n` counts the documents matched or upserted, as MongoDB's does (the
+        // reply's `nMatched` leaves upserts out).
         let n = if len == 1 { reply.get_i32("n").unwrap_or(0) } else { 1 };
-        let mut item = doc! {"ok": 1.0, "n": n - i32::from(upserted.is_some())};
+        let mut item = doc! {"ok": 1.0, "n": n};
         if let Ok(modified) = reply.get_i32("nModified") {
             item.insert("nModified", modified);
         }

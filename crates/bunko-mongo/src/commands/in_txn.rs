@@ -28,7 +28,7 @@ use crate::names::Namespace;
 use crate::projection::Projection;
 use crate::query;
 
-type Txn = Transaction<'static>;
+type Txn = crate::sessions::OpenTxn;
 
 /// The first batch's size when the client names none (MongoDB's default).
 const DEFAULT_BATCH: usize = 101;
@@ -51,7 +51,15 @@ pub(super) fn run(
         "update" => update(ctx, txn, command),
         "delete" => delete(ctx, txn, command),
         "findAndModify" => find_and_modify(ctx, txn, command),
-        "aggregate" => super::agg_txn::aggregate(ctx, txn, command),
+        "aggregate" => super::agg_txn::aggregate(ctx, &mut txn.txn, command),
+        "bulkWrite" => {
+            let mut op = |ctx: &mut Ctx, command: &Document| match command.keys().next() {
+                Some(k) if k == "insert" => insert(ctx, txn, command),
+                Some(k) if k == "update" => update(ctx, txn, command),
+                _ => delete(ctx, txn, command),
+            };
+            super::bulk::run_bulk(ctx, command, &mut op, true)
+        }
         // A cursor opened in the transaction holds its answer: its batches need no snapshot.
         "getMore" => super::cursor::get_more(ctx, command),
         "killCursors" => super::cursor::kill_cursors(ctx, command),
@@ -72,7 +80,7 @@ pub(super) struct Found {
 
 /// The documents of `db` matching `selector`, ordered, skipped and limited.
 pub(super) fn matching(
-    txn: &mut Txn,
+    txn: &mut Transaction<'static>,
     db: &str,
     filter: &Document,
     order: &[(FieldPath, Direction)],
@@ -119,18 +127,30 @@ fn id_of(filter: &Document) -> Option<String> {
     }
 }
 
-/// Fails with `WriteConflict` if the committed revision of `id` is no longer `seen` (a
-/// revision at position 0 stands for a document this transaction created).
-fn check_current(db: &Database, id: &str, seen: Option<&RevId>) -> Result<(), MongoError> {
+/// Fails with `WriteConflict` if another open transaction has written `id`, or if the
+/// committed revision of `id` is no longer `seen` (a revision at position 0 stands for a
+/// document this transaction created); else holds `id` for this transaction until it ends.
+fn check_current(
+    txn: &mut Txn,
+    db: &Database,
+    id: &str,
+    seen: Option<&RevId>,
+) -> Result<(), MongoError> {
+    let conflict = || {
+        MongoError::write_conflict(
+            "Write conflict during plan execution and yielding is disabled. :: Please retry your operation or multi-document transaction.",
+        )
+    };
+    if !txn.held.take(&db.name(), id) {
+        return Err(conflict());
+    }
     let current = match db.get(id, None) {
         Ok(doc) => Some(doc.rev),
         Err(Error::NotFound(_)) => None,
         Err(err) => return Err(err.into()),
     };
     if current.as_ref() != seen.filter(|r| r.pos > 0) {
-        return Err(MongoError::write_conflict(
-            "Write conflict during plan execution and yielding is disabled. :: Please retry your operation or multi-document transaction.",
-        ));
+        return Err(conflict());
     }
     Ok(())
 }
@@ -142,7 +162,7 @@ fn insert_one(txn: &mut Txn, db: &Database, ns: &Namespace, item: &Bson) -> Resu
     if txn.get(&db.name(), &key)?.is_some() {
         return Err(MongoError::duplicate_key(&ns.full(), &id.to_string()));
     }
-    check_current(db, &key, None)?;
+    check_current(txn, db, &key, None)?;
     txn.put(&db.name(), parsed)?;
     Ok(())
 }
@@ -154,7 +174,7 @@ fn replace(
     found: &Found,
     after: &Document,
 ) -> Result<(), MongoError> {
-    check_current(db, &found.id, Some(&found.rev))?;
+    check_current(txn, db, &found.id, Some(&found.rev))?;
     let (mut parsed, _) = prepare(&Bson::Document(after.clone()))?;
     parsed.id = Some(found.id.clone());
     parsed.rev = Some(found.rev.clone());
@@ -163,7 +183,7 @@ fn replace(
 }
 
 fn remove(txn: &mut Txn, db: &Database, found: &Found) -> Result<(), MongoError> {
-    check_current(db, &found.id, Some(&found.rev))?;
+    check_current(txn, db, &found.id, Some(&found.rev))?;
     txn.delete(&db.name(), &found.id, found.rev.clone())?;
     Ok(())
 }

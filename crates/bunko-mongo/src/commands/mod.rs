@@ -97,6 +97,7 @@ const GENERIC: &[&str] = &[
     "apiVersion",
     "apiStrict",
     "apiDeprecationErrors",
+    "readConcern",
 ];
 
 /// Options MongoDB has that Bunko does not implement yet: `NotImplemented`, not unknown.
@@ -253,7 +254,8 @@ pub(crate) fn run(
         }
     };
     crate::names::check_db(&db)?;
-    check_read_concern(command, txn.in_txn)?;
+    let reads = entry.fields.is_some_and(|f| f.contains(&"readConcern"));
+    check_read_concern(entry.name, command, txn.in_txn, reads)?;
     let plain = entry.public || entry.name == "getParameter";
     let bypass_document_validation = bool_of(command, "bypassDocumentValidation", false)?;
     let retryable_write =
@@ -291,9 +293,14 @@ pub(crate) fn run(
     } else {
         false
     };
+    // A write advances the cluster time when it is done (also when it failed part-way), so
+    // a snapshot taken at a cluster time holds every write up to it.
+    let _tick = crate::clock::TickAfter(writes(entry.name, command).then_some(&server.clock));
     let mut ctx = Ctx { server, session, db, bypass_document_validation };
     let mut reply = if txn.in_txn || ends_txn {
         session::in_transaction(&mut ctx, entry.name, &txn, command)?
+    } else if snapshot_read(command) {
+        session::snapshot_read(&mut ctx, entry.name, command)?
     } else if txn.txn_number.is_some() && RETRYABLE.contains(&entry.name) {
         session::retryable(&mut ctx, &txn, |ctx| (entry.run)(ctx, command))?
     } else {
@@ -307,15 +314,70 @@ pub(crate) fn run(
     Ok((reply, plain))
 }
 
+/// Whether a command outside a transaction asks for a snapshot read.
+fn snapshot_read(command: &Document) -> bool {
+    command
+        .get_document("readConcern")
+        .is_ok_and(|c| c.get_str("level").is_ok_and(|l| l == "snapshot"))
+}
+
+/// Whether a command writes, so that it advances the cluster time ([`crate::clock`]).
+fn writes(name: &str, command: &Document) -> bool {
+    const WRITES: &[&str] = &[
+        "insert",
+        "update",
+        "delete",
+        "findAndModify",
+        "bulkWrite",
+        "commitTransaction",
+        "create",
+        "collMod",
+        "drop",
+        "dropDatabase",
+        "createIndexes",
+        "dropIndexes",
+        "renameCollection",
+        "createUser",
+        "updateUser",
+        "dropUser",
+        "grantRolesToUser",
+        "revokeRolesFromUser",
+    ];
+    let out = |stage: &Bson| matches!(stage, Bson::Document(s) if s.contains_key("$out") || s.contains_key("$merge"));
+    WRITES.contains(&name)
+        || (name == "aggregate"
+            && matches!(command.get("pipeline"), Some(Bson::Array(p)) if p.iter().any(out)))
+}
+
+/// The commands that read at a snapshot outside transactions.
+const SNAPSHOT_READS: &[&str] = &["find", "aggregate", "distinct", "count"];
+
 /// Every read sees one storage snapshot per batch, which is what `local`, `available` and
-/// (on one node) `majority` promise; a transaction reads one snapshot throughout, which is
-/// `snapshot`. `snapshot` outside a transaction and `linearizable` are not done yet.
+/// (on one node) `majority` and `linearizable` promise; a transaction reads one snapshot
+/// throughout, which is `snapshot`; `snapshot` outside a transaction is [`snapshot_read`].
 /// `afterClusterTime` is met by any read (one node: every acknowledged write is visible).
-fn check_read_concern(command: &Document, in_txn: bool) -> Result<(), MongoError> {
+/// Every command may carry a `readConcern` (a generic argument: causally consistent
+/// sessions send `afterClusterTime` on writes too); one that reads nothing takes no level
+/// but `local`, as in MongoDB.
+fn check_read_concern(
+    name: &str,
+    command: &Document,
+    in_txn: bool,
+    reads: bool,
+) -> Result<(), MongoError> {
     let Ok(concern) = command.get_document("readConcern") else { return Ok(()) };
+    if !reads && !in_txn && concern.get_str("level").is_ok_and(|l| l != "local") {
+        return Err(MongoError::new(
+            72,
+            "InvalidOptions",
+            format!("Command {name} does not support {{ readConcern: {concern} }}"),
+        ));
+    }
     match concern.get_str("level") {
         Err(_) | Ok("local" | "available" | "majority") => Ok(()),
-        Ok("snapshot") if in_txn => Ok(()),
+        Ok("snapshot") if in_txn || SNAPSHOT_READS.contains(&name) => Ok(()),
+        // One node: a read sees every acknowledged write, which is what linearizable asks.
+        Ok("linearizable") if !in_txn && SNAPSHOT_READS.contains(&name) => Ok(()),
         Ok(level) => Err(MongoError::not_implemented(format!(
             "readConcern level '{level}' is not supported yet"
         ))),

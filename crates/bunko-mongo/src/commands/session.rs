@@ -14,7 +14,7 @@ use bunko_engine::Error;
 
 use super::{Ctx, bool_of, in_txn, int_of};
 use crate::error::{MongoError, UNKNOWN_COMMIT};
-use crate::sessions::{Key, ServerSession, Txn};
+use crate::sessions::{Key, OpenTxn, ServerSession, Txn};
 
 /// The session fields of a command.
 pub(super) struct Fields {
@@ -134,6 +134,47 @@ pub(super) fn in_transaction(
     result
 }
 
+/// A read at a snapshot outside a transaction (`readConcern: {level: "snapshot"}`, with
+/// or without `atClusterTime`): it runs as a read-only transaction on the snapshot kept
+/// for that cluster time ([`crate::snapshots`]), and its reply names the time
+/// (`cursor.atClusterTime`, or `atClusterTime` for `distinct`).
+pub(super) fn snapshot_read(
+    ctx: &mut Ctx,
+    name: &str,
+    command: &Document,
+) -> Result<Document, MongoError> {
+    let concern = command.get_document("readConcern").ok();
+    let at = match concern.and_then(|c| c.get("atClusterTime")) {
+        None => None,
+        Some(Bson::Timestamp(t)) => Some(*t),
+        Some(_) => {
+            return Err(MongoError::type_mismatch(
+                "BSON field 'readConcern.atClusterTime' is the wrong type, expected type 'timestamp'",
+            ));
+        }
+    };
+    if concern.is_some_and(|c| c.contains_key("afterClusterTime")) && at.is_some() {
+        return Err(invalid(
+            "Specifying a timestamp for readConcern snapshot in a causally consistent session is not allowed",
+        ));
+    }
+    let server = ctx.server;
+    let (time, snapshot) = server.snapshots.at(&server.clock, &server.engine, at)?;
+    let user = super::admin::user(ctx);
+    let txn = server.engine.begin_at(&user, snapshot);
+    let mut open = OpenTxn::new(txn, &server.sessions.locks);
+    let mut reply = in_txn::run(ctx, &mut open, name, command)?;
+    match reply.get_mut("cursor") {
+        Some(Bson::Document(cursor)) => {
+            cursor.insert("atClusterTime", time);
+        }
+        _ => {
+            reply.insert("atClusterTime", time);
+        }
+    }
+    Ok(reply)
+}
+
 /// Starts transaction `n`; an older one still open is aborted, as MongoDB does.
 fn open(
     ctx: &Ctx,
@@ -165,7 +206,8 @@ fn open(
     let user = super::admin::user(ctx);
     session.number = n;
     session.retried = None;
-    session.txn = Txn::Open(Box::new(ctx.server.engine.begin_shared(&user)));
+    let txn = ctx.server.engine.begin_shared(&user);
+    session.txn = Txn::Open(Box::new(OpenTxn::new(txn, &ctx.server.sessions.locks)));
     Ok(())
 }
 
@@ -209,7 +251,7 @@ fn finish(session: &mut ServerSession, name: &str, n: i64) -> Result<Document, M
     }
     let commit = name == "commitTransaction";
     match (std::mem::replace(&mut session.txn, Txn::Aborted), commit) {
-        (Txn::Open(txn), true) => match txn.commit() {
+        (Txn::Open(open), true) => match open.txn.commit() {
             Ok(_) => {
                 session.txn = Txn::Committed;
                 Ok(Document::new())

@@ -32,6 +32,7 @@ mod mango_text;
 mod mongo;
 mod mongo_agg;
 mod mongo_bulk;
+mod mongo_causal;
 mod mongo_collections;
 mod mongo_escalation;
 mod mongo_index;

@@ -117,7 +117,8 @@ print(json.dumps({"count": a1["countOfBooks"], "books": a1["books"], "stored": l
 
 /// (c): a transaction whose document another session changed and committed meanwhile fails
 /// with WriteConflict (112) labelled TransientTransactionError, at the write or at commit,
-/// as does one whose query a concurrent insert would have answered differently (a phantom);
+/// as does one whose query a concurrent insert would have answered differently (a phantom),
+/// and a write to a document another open transaction has written fails at the write;
 /// `with_transaction` retries it, so both effects land. Many threads incrementing one
 /// counter through `with_transaction` lose no increment.
 #[test]
@@ -145,11 +146,12 @@ with c.start_session() as s:
     accounts.update_one({"_id": "bob"}, {"$inc": {"balance": 1}})
     at_write = failure(lambda: accounts.update_one({"_id": "bob"}, {"$inc": {"balance": 1}}, session=s))
     s.abort_transaction()
-# Two open transactions on one document: the second commit fails.
+# Two open transactions on one document: the second write fails at once (as in MongoDB),
+# which aborts its transaction.
 s1, s2 = c.start_session(), c.start_session()
 s1.start_transaction(); s2.start_transaction()
 accounts.update_one({"_id": "bob"}, {"$inc": {"balance": 10}}, session=s1)
-accounts.update_one({"_id": "bob"}, {"$inc": {"balance": 20}}, session=s2)
+open_write = failure(lambda: accounts.update_one({"_id": "bob"}, {"$inc": {"balance": 20}}, session=s2))
 s1.commit_transaction()
 at_commit = failure(s2.commit_transaction)
 # A phantom: a query saw no rich account, another client then inserted one.
@@ -169,7 +171,8 @@ def worker():
 threads = [threading.Thread(target=worker) for _ in range(8)]
 [t.start() for t in threads]; [t.join() for t in threads]
 print(json.dumps({"attempts": len(attempts), "alice": accounts.find_one({"_id": "alice"})["balance"],
-                  "at_write": at_write, "at_commit": at_commit, "phantom": phantom,
+                  "at_write": at_write, "open_write": open_write, "at_commit": at_commit,
+                  "phantom": phantom,
                   "bob": accounts.find_one({"_id": "bob"})["balance"],
                   "counter": accounts.find_one({"_id": "counter"})["n"]}))
 "#;
@@ -177,7 +180,8 @@ print(json.dumps({"attempts": len(attempts), "alice": accounts.find_one({"_id": 
     let transient = json!([112, ["TransientTransactionError"]]);
     assert_eq!(
         result,
-        json!({"attempts": 2, "alice": 85, "at_write": transient, "at_commit": transient,
+        json!({"attempts": 2, "alice": 85, "at_write": transient, "open_write": transient,
+               "at_commit": [251, ["TransientTransactionError"]],
                "phantom": transient,
                "bob": 11, "counter": 40})
     );

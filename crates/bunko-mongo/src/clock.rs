@@ -1,0 +1,105 @@
+//! The cluster time: the logical clock a replica-set member reports in every reply as
+//! `operationTime` and `$clusterTime`, which drivers read for causal consistency (the next
+//! transaction of a session reads `afterClusterTime` it) and snapshot reads.
+//!
+//! It is a BSON timestamp, seconds since the epoch and a counter within the second, as
+//! MongoDB's oplog times are: every write command [`ticks`](Clock::tick) it, once done, to the later of
+//! the wall clock's second and one past the last tick, so it never goes back and two writes
+//! never share a time. A read reports the time of the last write it may have seen. The
+//! `$clusterTime` signature is MongoDB's unsigned one (keyId 0, a zero hash), which drivers
+//! send back unchanged; a server without keys does not check it.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bson::{Binary, Document, Timestamp, doc, spec::BinarySubtype};
+
+/// The cluster time of one server.
+pub struct Clock {
+    /// `seconds << 32 | increment` of the last write.
+    last: AtomicU64,
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Clock { last: AtomicU64::new(wall() << 32 | 1) }
+    }
+}
+
+fn wall() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+        .min(u64::from(u32::MAX))
+}
+
+fn timestamp(value: u64) -> Timestamp {
+    Timestamp { time: (value >> 32) as u32, increment: value as u32 }
+}
+
+/// A timestamp's place on the clock.
+pub fn value(time: Timestamp) -> u64 {
+    u64::from(time.time) << 32 | u64::from(time.increment)
+}
+
+impl Clock {
+    /// The time of the last write.
+    pub fn now(&self) -> Timestamp {
+        timestamp(self.last.load(Ordering::Acquire))
+    }
+
+    /// Advances the clock for a write; the write's time.
+    pub fn tick(&self) -> Timestamp {
+        let floor = wall() << 32 | 1;
+        let mut current = self.last.load(Ordering::Acquire);
+        loop {
+            let next = floor.max(current + 1);
+            match self.last.compare_exchange(current, next, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return timestamp(next),
+                Err(seen) => current = seen,
+            }
+        }
+    }
+
+    /// Adds `operationTime` and `$clusterTime` to a reply.
+    pub fn stamp(&self, reply: &mut Document) {
+        let now = self.now();
+        let signature = doc! {
+            "hash": Binary { subtype: BinarySubtype::Generic, bytes: vec![0; 20] },
+            "keyId": 0_i64,
+        };
+        reply.insert("$clusterTime", doc! {"clusterTime": now, "signature": signature});
+        reply.insert("operationTime", now);
+    }
+}
+
+/// Ticks the clock when dropped: a write command holds one while it runs.
+pub struct TickAfter<'a>(pub Option<&'a Clock>);
+
+impl Drop for TickAfter<'_> {
+    fn drop(&mut self) {
+        if let Some(clock) = self.0 {
+            clock.tick();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_never_go_back_and_never_repeat() {
+        let clock = Clock::default();
+        let start = clock.now();
+        let a = clock.tick();
+        let b = clock.tick();
+        assert!(value(a) > value(start));
+        assert!(value(b) > value(a));
+        assert_eq!(value(clock.now()), value(b));
+        let mut reply = doc! {"ok": 1.0};
+        clock.stamp(&mut reply);
+        assert_eq!(reply.get_timestamp("operationTime").ok(), Some(b));
+        let cluster = reply.get_document("$clusterTime").expect("clusterTime");
+        assert_eq!(cluster.get_timestamp("clusterTime").ok(), Some(b));
+    }
+}
