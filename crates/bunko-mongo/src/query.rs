@@ -16,11 +16,29 @@ use std::sync::Arc;
 
 use bson::{Bson, Document};
 use bunko_doc::ejson;
+use bunko_query::collation::{Collation, CollationError};
 use bunko_query::expr::Expr;
 use bunko_query::{Direction, FieldPath, Predicate, Selector};
 use serde_json::{Map, Value, json};
 
 use crate::error::MongoError;
+
+/// The `collation` field of a command or statement: `None` when absent or `simple`.
+pub fn collation_of(doc: &Document) -> Result<Option<Arc<Collation>>, MongoError> {
+    let spec = match doc.get("collation") {
+        None => return Ok(None),
+        Some(Bson::Document(spec)) => ejson::to_json(spec),
+        Some(_) => {
+            return Err(MongoError::type_mismatch(
+                "BSON field 'collation' is the wrong type, expected type 'object'",
+            ));
+        }
+    };
+    Collation::parse(&spec).map_err(|err| match err {
+        CollationError::BadValue(msg) => MongoError::bad_value(msg),
+        CollationError::NotImplemented(msg) => MongoError::not_implemented(msg),
+    })
+}
 
 /// Parses a MongoDB filter. `$expr`, `$jsonSchema`, and `$and`/`$or`/`$nor` clauses
 /// holding them become [`Predicate`]s beside the selector tree; the rest is the tree.

@@ -2,7 +2,7 @@
 //! after `match_view`, so int64 and Decimal128 are plain numbers): first the BSON type class
 //! — MinKey < null < numbers < strings < objects < arrays < binData < ObjectId < bool < date
 //! < timestamp < regex < MaxKey — then the value within the class. Strings compare by
-//! bytes (MongoDB's default `simple` collation), numbers by value across types (NaN below
+//! bytes (MongoDB's default `simple` collation) or by the command's [`crate::collation`], numbers by value across types (NaN below
 //! every number, ±Infinity at the ends), objects field by field, arrays element by element.
 //! An Extended JSON wrapper (`{"$oid": …}`, `{"$date": …}`, …) is its BSON type, not an
 //! object.
@@ -92,7 +92,7 @@ pub fn compare(a: &Value, b: &Value) -> Ordering {
             // NaN equals NaN and sorts below every number.
             number(a).is_nan().cmp(&number(b).is_nan()).reverse()
         }),
-        (Class::String, Value::String(x), Value::String(y)) => x.as_bytes().cmp(y.as_bytes()),
+        (Class::String, Value::String(x), Value::String(y)) => crate::collation::compare_str(x, y),
         (Class::Bool, Value::Bool(x), Value::Bool(y)) => x.cmp(y),
         (Class::Array, Value::Array(x), Value::Array(y)) => x
             .iter()

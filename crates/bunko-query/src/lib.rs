@@ -24,6 +24,7 @@
 pub mod agg;
 pub mod bson_order;
 mod cmp;
+pub mod collation;
 pub mod erl;
 pub mod error;
 pub mod expr;

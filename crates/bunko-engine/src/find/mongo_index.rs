@@ -71,7 +71,9 @@ impl Database {
     /// The index a MongoDB query uses (`None`: a collection scan). `hint`: an index name,
     /// or [`NATURAL`].
     pub fn mongo_plan(&self, selector: &Selector, hint: Option<&str>) -> Result<Option<MongoScan>> {
-        if hint == Some(NATURAL) {
+        // The indexes hold keys in the simple collation: a query under another collation
+        // reads the collection (MongoDB uses an index only for its own collation).
+        if hint == Some(NATURAL) || bunko_query::collation::active() {
             return Ok(None);
         }
         let conds = top_level(selector.root());
@@ -112,7 +114,7 @@ impl Database {
     /// at its largest backwards, which is where MongoDB sorts an array.
     pub fn mongo_sort_plan(&self, order: &[(FieldPath, Direction)]) -> Option<MongoScan> {
         let (_, first) = order.first()?;
-        if order.iter().any(|(_, d)| d != first) {
+        if order.iter().any(|(_, d)| d != first) || bunko_query::collation::active() {
             return None;
         }
         let index = self.mongo_indexes().into_iter().find(|i| {

@@ -21,10 +21,10 @@ use crate::names::Namespace;
 /// What each kind of operation may carry.
 const INSERT: &[&str] = &["insert", "document"];
 const UPDATE: &[&str] =
-    &["update", "filter", "updateMods", "arrayFilters", "multi", "upsert", "hint"];
-const DELETE: &[&str] = &["delete", "filter", "multi", "hint"];
+    &["update", "filter", "updateMods", "arrayFilters", "multi", "upsert", "hint", "collation"];
+const DELETE: &[&str] = &["delete", "filter", "multi", "hint", "collation"];
 /// Options of MongoDB's operations that Bunko does not implement yet.
-const NOT_YET: &[&str] = &["collation", "sort", "constants"];
+const NOT_YET: &[&str] = &["sort", "constants"];
 
 /// The counts of the reply.
 #[derive(Default)]
@@ -179,7 +179,7 @@ fn run_ops(
         }
         "update" => {
             let mut statement = doc! {"q": get("filter"), "u": get("updateMods")};
-            for field in ["arrayFilters", "multi", "upsert", "hint"] {
+            for field in ["arrayFilters", "multi", "upsert", "hint", "collation"] {
                 if let Some(v) = first.doc.get(field) {
                     statement.insert(field, v.clone());
                 }
@@ -189,8 +189,10 @@ fn run_ops(
         _ => {
             let limit = i32::from(!bool_of(first.doc, "multi", false)?);
             let mut statement = doc! {"q": get("filter"), "limit": limit};
-            if let Some(hint) = first.doc.get("hint") {
-                statement.insert("hint", hint.clone());
+            for field in ["hint", "collation"] {
+                if let Some(v) = first.doc.get(field) {
+                    statement.insert(field, v.clone());
+                }
             }
             doc! {"delete": &ns.coll, "deletes": [statement]}
         }

@@ -296,7 +296,9 @@ pub(super) fn find(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoE
     let id = if single || !more {
         0
     } else {
-        let next = Box::new(move |n| pager.next(n));
+        let collation = bunko_query::collation::current();
+        let next =
+            Box::new(move |n| bunko_query::collation::with(collation.clone(), || pager.next(n)));
         ctx.server.cursors.open(ns.full(), ctx.session.user.clone(), next)
     };
     Ok(cursor_reply(id, &ns.full(), "firstBatch", first))
@@ -346,7 +348,9 @@ pub(super) fn delete(ctx: &mut Ctx, command: &Document) -> Result<Document, Mong
     let mut errors = Vec::new();
     for (index, statement) in statements.iter().enumerate() {
         let outcome = match (&db, statement) {
-            (_, Bson::Document(s)) => delete_one_statement(ctx, db.as_deref(), s),
+            (_, Bson::Document(s)) => query::collation_of(s).and_then(|c| {
+                bunko_query::collation::with(c, || delete_one_statement(ctx, db.as_deref(), s))
+            }),
             _ => Err(MongoError::type_mismatch("delete statements must be objects")),
         };
         match outcome {
@@ -374,12 +378,7 @@ fn delete_one_statement(
 ) -> Result<usize, MongoError> {
     for key in statement.keys() {
         match key.as_str() {
-            "q" | "limit" | "hint" => {}
-            "collation" => {
-                return Err(MongoError::not_implemented(format!(
-                    "option '{key}' of delete is not supported yet"
-                )));
-            }
+            "q" | "limit" | "hint" | "collation" => {}
             other => {
                 return Err(MongoError::new(
                     40415,

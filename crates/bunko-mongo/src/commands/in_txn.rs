@@ -271,6 +271,11 @@ fn update(ctx: &mut Ctx, txn: &mut Txn, command: &Document) -> Result<Document, 
         let Bson::Document(statement) = statement else {
             return Err(MongoError::type_mismatch("update statements must be objects"));
         };
+        if statement.contains_key("collation") {
+            return Err(MongoError::not_implemented(
+                "option 'collation' of an update statement is not supported in a transaction",
+            ));
+        }
         let (filter, update, multi, upsert) = statement_parts(statement)?;
         let db = match (upsert, readable_db(ctx, &ns, "update")?) {
             (_, Some(db)) => db,

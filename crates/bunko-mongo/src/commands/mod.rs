@@ -179,12 +179,12 @@ const TABLE: &[Command] = &[
     Command { name: "drop", aliases: &[], public: false, fields: Some(&["writeConcern"]), run: admin::drop },
     Command { name: "dropDatabase", aliases: &[], public: false, fields: Some(&["writeConcern"]), run: admin::drop_database },
     Command { name: "insert", aliases: &[], public: false, fields: Some(&["bypassDocumentValidation", "documents", "ordered", "writeConcern", "txnNumber"]), run: crud::insert },
-    Command { name: "find", aliases: &[], public: false, fields: Some(&["filter", "projection", "sort", "skip", "limit", "batchSize", "singleBatch", "readConcern", "allowDiskUse", "hint"]), run: crud::find },
+    Command { name: "find", aliases: &[], public: false, fields: Some(&["filter", "projection", "sort", "skip", "limit", "batchSize", "singleBatch", "readConcern", "allowDiskUse", "hint", "collation"]), run: crud::find },
     Command { name: "delete", aliases: &[], public: false, fields: Some(&["deletes", "ordered", "writeConcern", "txnNumber"]), run: crud::delete },
-    Command { name: "count", aliases: &[], public: false, fields: Some(&["query", "limit", "skip", "readConcern", "hint"]), run: crud::count },
+    Command { name: "count", aliases: &[], public: false, fields: Some(&["query", "limit", "skip", "readConcern", "hint", "collation"]), run: crud::count },
     Command { name: "update", aliases: &[], public: false, fields: Some(&["bypassDocumentValidation", "updates", "ordered", "writeConcern", "txnNumber"]), run: update::update },
-    Command { name: "findAndModify", aliases: &["findandmodify"], public: false, fields: Some(&["bypassDocumentValidation", "query", "sort", "remove", "update", "new", "fields", "upsert", "arrayFilters", "hint", "writeConcern", "txnNumber"]), run: update::find_and_modify },
-    Command { name: "distinct", aliases: &[], public: false, fields: Some(&["key", "query", "readConcern", "hint"]), run: crud::distinct },
+    Command { name: "findAndModify", aliases: &["findandmodify"], public: false, fields: Some(&["bypassDocumentValidation", "query", "sort", "remove", "update", "new", "fields", "upsert", "arrayFilters", "hint", "collation", "writeConcern", "txnNumber"]), run: update::find_and_modify },
+    Command { name: "distinct", aliases: &[], public: false, fields: Some(&["key", "query", "readConcern", "hint", "collation"]), run: crud::distinct },
     Command { name: "explain", aliases: &[], public: false, fields: Some(&["verbosity"]), run: explain::explain },
     Command { name: "listIndexes", aliases: &[], public: false, fields: Some(&["cursor"]), run: indexes::list_indexes },
     Command { name: "createIndexes", aliases: &["createindexes"], public: false, fields: Some(&["indexes", "writeConcern", "commitQuorum"]), run: indexes::create_indexes },
@@ -297,15 +297,28 @@ pub(crate) fn run(
     // a snapshot taken at a cluster time holds every write up to it.
     let _tick = crate::clock::TickAfter(writes(entry.name, command).then_some(&server.clock));
     let mut ctx = Ctx { server, session, db, bypass_document_validation };
-    let mut reply = if txn.in_txn || ends_txn {
-        session::in_transaction(&mut ctx, entry.name, &txn, command)?
-    } else if snapshot_read(command) {
-        session::snapshot_read(&mut ctx, entry.name, command)?
-    } else if txn.txn_number.is_some() && RETRYABLE.contains(&entry.name) {
-        session::retryable(&mut ctx, &txn, |ctx| (entry.run)(ctx, command))?
-    } else {
-        (entry.run)(&mut ctx, command)?
+    // A command's own `collation` (`aggregate` reads its own; write statements carry theirs;
+    // `explain` plans the explained command under that command's).
+    let collation = match (entry.fields, command.get("explain")) {
+        (_, Some(Bson::Document(explained))) if entry.name == "explain" => {
+            crate::query::collation_of(explained)?
+        }
+        (Some(fields), _) if fields.contains(&"collation") && entry.name != "aggregate" => {
+            crate::query::collation_of(command)?
+        }
+        _ => None,
     };
+    let mut reply = bunko_query::collation::with(collation, || {
+        if txn.in_txn || ends_txn {
+            session::in_transaction(&mut ctx, entry.name, &txn, command)
+        } else if snapshot_read(command) {
+            session::snapshot_read(&mut ctx, entry.name, command)
+        } else if txn.txn_number.is_some() && RETRYABLE.contains(&entry.name) {
+            session::retryable(&mut ctx, &txn, |ctx| (entry.run)(ctx, command))
+        } else {
+            (entry.run)(&mut ctx, command)
+        }
+    })?;
     if let Some(failure) = failure {
         failure.add_write_concern_error(&mut reply, retryable_write);
     }
@@ -377,6 +390,13 @@ fn check_read_concern(
         Err(_) | Ok("local" | "available" | "majority") => Ok(()),
         Ok("snapshot") if in_txn || SNAPSHOT_READS.contains(&name) => Ok(()),
         // One node: a read sees every acknowledged write, which is what linearizable asks.
+        Ok("linearizable") if !in_txn && name == "aggregate" && writes(name, command) => {
+            Err(MongoError::new(
+                72,
+                "InvalidOptions",
+                "$out and $merge cannot be used with a 'linearizable' read concern level",
+            ))
+        }
         Ok("linearizable") if !in_txn && SNAPSHOT_READS.contains(&name) => Ok(()),
         Ok(level) => Err(MongoError::not_implemented(format!(
             "readConcern level '{level}' is not supported yet"

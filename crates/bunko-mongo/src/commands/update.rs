@@ -38,7 +38,8 @@ pub(super) fn update(ctx: &mut Ctx, command: &Document) -> Result<Document, Mong
     let (mut upserted, mut errors) = (Vec::new(), Vec::new());
     for (index, statement) in statements.iter().enumerate() {
         let outcome = match statement {
-            Bson::Document(s) => statement_run(ctx, &ns, s),
+            Bson::Document(s) => query::collation_of(s)
+                .and_then(|c| bunko_query::collation::with(c, || statement_run(ctx, &ns, s))),
             _ => Err(MongoError::type_mismatch("update statements must be objects")),
         };
         match outcome {
@@ -107,8 +108,8 @@ pub(super) fn statement_parts(
 ) -> Result<(Document, Update, bool, bool), MongoError> {
     for key in statement.keys() {
         match key.as_str() {
-            "q" | "u" | "upsert" | "multi" | "arrayFilters" | "hint" => {}
-            "collation" | "c" | "sort" | "upsertSupplied" => {
+            "q" | "u" | "upsert" | "multi" | "arrayFilters" | "hint" | "collation" => {}
+            "c" | "sort" | "upsertSupplied" => {
                 return Err(MongoError::not_implemented(format!(
                     "option '{key}' of update is not supported yet"
                 )));

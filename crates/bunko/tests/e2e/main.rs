@@ -33,6 +33,7 @@ mod mongo;
 mod mongo_agg;
 mod mongo_bulk;
 mod mongo_causal;
+mod mongo_collation;
 mod mongo_collections;
 mod mongo_escalation;
 mod mongo_index;
