@@ -20,11 +20,20 @@ use crate::names::Namespace;
 
 /// What each kind of operation may carry.
 const INSERT: &[&str] = &["insert", "document"];
-const UPDATE: &[&str] =
-    &["update", "filter", "updateMods", "arrayFilters", "multi", "upsert", "hint", "collation"];
+const UPDATE: &[&str] = &[
+    "update",
+    "filter",
+    "updateMods",
+    "arrayFilters",
+    "multi",
+    "upsert",
+    "hint",
+    "collation",
+    "sort",
+];
 const DELETE: &[&str] = &["delete", "filter", "multi", "hint", "collation"];
 /// Options of MongoDB's operations that Bunko does not implement yet.
-const NOT_YET: &[&str] = &["sort", "constants"];
+const NOT_YET: &[&str] = &["constants"];
 
 /// The counts of the reply.
 #[derive(Default)]
@@ -179,7 +188,7 @@ fn run_ops(
         }
         "update" => {
             let mut statement = doc! {"q": get("filter"), "u": get("updateMods")};
-            for field in ["arrayFilters", "multi", "upsert", "hint", "collation"] {
+            for field in ["arrayFilters", "multi", "upsert", "hint", "collation", "sort"] {
                 if let Some(v) = first.doc.get(field) {
                     statement.insert(field, v.clone());
                 }

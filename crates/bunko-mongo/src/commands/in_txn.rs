@@ -283,7 +283,8 @@ fn update(ctx: &mut Ctx, txn: &mut Txn, command: &Document) -> Result<Document, 
             (false, None) => continue,
         };
         let limit = if multi { usize::MAX } else { 1 };
-        let found = matching(txn, &db.name(), &filter, &[], 0, limit)?;
+        let order = query::sort(&doc_of(statement, "sort")?)?;
+        let found = matching(txn, &db.name(), &filter, &order, 0, limit)?;
         if found.is_empty() && upsert {
             let (id, doc) = upserted(&filter, &update)?;
             insert_one(txn, &db, &ns, &Bson::Document(doc))?;

@@ -87,7 +87,9 @@ fn statement_run(ctx: &Ctx, ns: &Namespace, statement: &Document) -> Result<Outc
     };
     let limit = if multi { usize::MAX } else { 1 };
     let hint = super::indexes::hint(&db, statement.get("hint"))?;
-    let matches = run_hinted(&db, mongo_query(selector.clone(), 0, limit), &[], hint)?;
+    // MongoDB 8's `sort` picks which document a single update changes.
+    let order = query::sort(&doc_of(statement, "sort")?)?;
+    let matches = run_hinted(&db, mongo_query(selector.clone(), 0, limit), &order, hint)?;
     if matches.is_empty() && upsert {
         let (id, _) = insert_upsert(ctx, &db, &filter, &update)?;
         return Ok(Outcome { matched: 0, changed: 0, upserted: Some(id) });
@@ -108,8 +110,8 @@ pub(super) fn statement_parts(
 ) -> Result<(Document, Update, bool, bool), MongoError> {
     for key in statement.keys() {
         match key.as_str() {
-            "q" | "u" | "upsert" | "multi" | "arrayFilters" | "hint" | "collation" => {}
-            "c" | "sort" | "upsertSupplied" => {
+            "q" | "u" | "upsert" | "multi" | "arrayFilters" | "hint" | "collation" | "sort" => {}
+            "c" | "upsertSupplied" => {
                 return Err(MongoError::not_implemented(format!(
                     "option '{key}' of update is not supported yet"
                 )));
@@ -133,6 +135,9 @@ pub(super) fn statement_parts(
         ));
     }
     let upsert = bool_of(statement, "upsert", false)?;
+    if multi && statement.contains_key("sort") {
+        return Err(MongoError::new(72, "InvalidOptions", "Cannot specify sort with multi=true"));
+    }
     Ok((filter, update, multi, upsert))
 }
 

@@ -100,3 +100,33 @@ print(json.dumps({"errors": errors}))
         ]})
     );
 }
+
+/// MongoDB 8's `sort` on `updateOne` and `replaceOne` (also in `bulkWrite` and inside a
+/// transaction) picks the document a single update changes; with `multi` it is refused.
+#[test]
+fn update_one_and_replace_one_with_sort_change_the_first_in_order() {
+    let server = Server::start();
+    let script = r#"
+from pymongo import UpdateOne, ReplaceOne
+c = client()
+q = c.shop.queue
+q.insert_many([{"_id": i, "prio": p} for i, p in [(1, 5), (2, 9), (3, 7), (4, 1)]])
+q.update_one({"prio": {"$gt": 2}}, {"$set": {"taken": "first"}}, sort={"prio": -1})
+q.replace_one({"prio": {"$gt": 2}}, {"prio": 0, "replaced": True}, sort={"prio": 1})
+c.bulk_write([UpdateOne(namespace="shop.queue", filter={}, update={"$set": {"bulk": True}}, sort={"prio": 1})])
+with c.start_session() as s:
+    with s.start_transaction():
+        q.update_one({"taken": {"$exists": False}}, {"$set": {"txn": True}}, sort={"_id": -1}, session=s)
+r = c.shop.command("update", "queue", updates=[{"q": {}, "u": {"$set": {"x": 1}}, "multi": True, "sort": {"_id": 1}}])
+multi = r["writeErrors"][0]["code"]
+print(json.dumps({"docs": list(q.find({}, {"_id": 1, "taken": 1, "replaced": 1, "bulk": 1, "txn": 1}).sort("_id", 1)),
+                  "multi": multi}))
+"#;
+    let Some(result) = python(&server, script) else { return };
+    assert_eq!(
+        result,
+        json!({"docs": [{"_id": 1, "replaced": true, "bulk": true}, {"_id": 2, "taken": "first"},
+                        {"_id": 3}, {"_id": 4, "txn": true}],
+               "multi": 72})
+    );
+}
