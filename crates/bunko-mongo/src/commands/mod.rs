@@ -195,7 +195,7 @@ const TABLE: &[Command] = &[
     Command { name: "callProcedure", aliases: &[], public: false, fields: Some(&["designDoc", "procedure", "arg"]), run: procedure::call },
     Command { name: "advise", aliases: &[], public: false, fields: Some(&["sampleSize", "timeBudgetMS"]), run: advise::advise },
     Command { name: "aggregate", aliases: &[], public: false, fields: Some(&["pipeline", "cursor", "explain", "allowDiskUse", "let", "hint", "collation", "maxTimeMS", "readConcern", "writeConcern", "bypassDocumentValidation"]), run: aggregate::aggregate },
-    Command { name: "bulkWrite", aliases: &[], public: false, fields: Some(&["ops", "nsInfo", "ordered", "errorsOnly", "cursor", "writeConcern", "txnNumber"]), run: bulk::bulk_write },
+    Command { name: "bulkWrite", aliases: &[], public: false, fields: Some(&["ops", "nsInfo", "ordered", "errorsOnly", "cursor", "writeConcern", "txnNumber", "bypassDocumentValidation"]), run: bulk::bulk_write },
     Command { name: "createUser", aliases: &[], public: false, fields: Some(USER_FIELDS), run: users::create_user },
     Command { name: "updateUser", aliases: &[], public: false, fields: Some(USER_FIELDS), run: users::update_user },
     Command { name: "dropUser", aliases: &[], public: false, fields: Some(&["writeConcern"]), run: users::drop_user },

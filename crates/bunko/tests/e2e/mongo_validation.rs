@@ -202,7 +202,7 @@ print(json.dumps({"insert": insert, "update": update}))
     );
 }
 
-/// `bypassDocumentValidation` on insert, update, findAndModify and `aggregate` with `$out`
+/// `bypassDocumentValidation` on insert, update, findAndModify, `bulkWrite` and `aggregate` with `$out`
 /// and `$merge` lets a database admin write what the validator refuses; a member who is
 /// not an admin is refused (13) and nothing is written.
 #[test]
@@ -219,6 +219,8 @@ db.inv.insert_one({"_id": "a", "qty": -1}, bypass_document_validation=True)
 db.inv.update_one({"_id": "a"}, {"$set": {"qty": -2}}, bypass_document_validation=True)
 db.command("findAndModify", "inv", query={"_id": "a"}, update={"$inc": {"qty": -1}}, bypassDocumentValidation=True)
 db.inv.insert_many([{"_id": "b", "qty": -1}], bypass_document_validation=True)
+from pymongo import InsertOne
+client().bulk_write([InsertOne(namespace="shop.inv", document={"_id": "c", "qty": -4})], bypass_document_validation=True)
 db.staging.aggregate([{"$merge": {"into": "inv"}}], bypassDocumentValidation=True)
 merge_refused = code_of(lambda: db.staging.aggregate([{"$set": {"_id": "m"}}, {"$merge": {"into": "inv"}}]))
 db.staging.aggregate([{"$out": "inv_copy"}], bypassDocumentValidation=True)
@@ -242,7 +244,7 @@ print(json.dumps({"inv": list(db.inv.find().sort("_id", 1)), "merge_refused": me
     let Some(out) = python(&server, script) else { return };
     assert_eq!(
         out["inv"],
-        json!([{"_id": "a", "qty": -3}, {"_id": "b", "qty": -1}, {"_id": "s1", "qty": -7}, {"_id": "s2", "qty": -8}, {"_id": "z", "qty": 1}])
+        json!([{"_id": "a", "qty": -3}, {"_id": "b", "qty": -1}, {"_id": "c", "qty": -4}, {"_id": "s1", "qty": -7}, {"_id": "s2", "qty": -8}, {"_id": "z", "qty": 1}])
     );
     assert_eq!(out["merge_refused"], 121);
     assert_eq!(out["copy"], 2);
