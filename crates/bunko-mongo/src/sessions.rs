@@ -73,12 +73,16 @@ impl Drop for Held {
 pub struct OpenTxn {
     pub txn: Transaction<'static>,
     pub held: Held,
+    /// `create` and `createIndexes` commands given in the transaction (with their `$db`),
+    /// run when it commits.
+    pub ddl: Vec<(String, Document)>,
 }
 
 impl OpenTxn {
     pub fn new(txn: Transaction<'static>, table: &Arc<WriteLocks>) -> OpenTxn {
         let owner = table.next_owner.fetch_add(1, Ordering::Relaxed);
-        OpenTxn { txn, held: Held { table: table.clone(), owner, keys: Vec::new() } }
+        let held = Held { table: table.clone(), owner, keys: Vec::new() };
+        OpenTxn { txn, held, ddl: Vec::new() }
     }
 }
 

@@ -52,6 +52,8 @@ pub(super) fn run(
         "delete" => delete(ctx, txn, command),
         "findAndModify" => find_and_modify(ctx, txn, command),
         "aggregate" => super::agg_txn::aggregate(ctx, &mut txn.txn, command),
+        "create" => create(ctx, txn, command),
+        "createIndexes" => create_indexes(ctx, txn, command),
         "bulkWrite" => {
             let mut op = |ctx: &mut Ctx, command: &Document| match command.keys().next() {
                 Some(k) if k == "insert" => insert(ctx, txn, command),
@@ -375,4 +377,93 @@ fn find_and_modify(
         }
         (None, Some(_)) => Ok(nothing_modified()),
     }
+}
+
+/// Whether the transaction's own `create` names `ns`.
+fn pending(txn: &Txn, ns: &Namespace) -> bool {
+    txn.ddl
+        .iter()
+        .any(|(db, c)| db == &ns.db && c.get_str("create").is_ok_and(|coll| coll == ns.coll))
+}
+
+/// `create` in a transaction (MongoDB 4.4+): the collection is created when the transaction
+/// commits; an existing one is `NamespaceExists` (48).
+fn create(ctx: &mut Ctx, txn: &mut Txn, command: &Document) -> Result<Document, MongoError> {
+    let ns = namespace(ctx, command)?;
+    if let Some(option) = command.keys().skip(1).find(|k| !SESSION_ARGS.contains(&k.as_str())) {
+        return Err(MongoError::not_implemented(format!(
+            "option '{option}' of create is not supported in a transaction"
+        )));
+    }
+    if ctx.server.engine.get_db(&ns.engine_name()).is_some() || pending(txn, &ns) {
+        return Err(MongoError::new(
+            48,
+            "NamespaceExists",
+            format!("Collection {} already exists.", ns.full()),
+        ));
+    }
+    txn.ddl.push((ns.db.clone(), doc! {"create": &ns.coll}));
+    Ok(Document::new())
+}
+
+/// `createIndexes` in a transaction (MongoDB 4.4+): only on a collection that does not
+/// exist yet or that the transaction creates; the indexes are built when it commits.
+fn create_indexes(
+    ctx: &mut Ctx,
+    txn: &mut Txn,
+    command: &Document,
+) -> Result<Document, MongoError> {
+    let ns = namespace(ctx, command)?;
+    let Some(Bson::Array(indexes)) = command.get("indexes") else {
+        return Err(MongoError::failed_to_parse(
+            "BSON field 'createIndexes.indexes' is missing but a required field",
+        ));
+    };
+    let created_here = pending(txn, &ns);
+    if ctx.server.engine.get_db(&ns.engine_name()).is_some() && !created_here {
+        return Err(MongoError::new(
+            263,
+            "OperationNotSupportedInTransaction",
+            format!(
+                "Cannot create new indexes on existing collection {} in a multi-document transaction.",
+                ns.full()
+            ),
+        ));
+    }
+    let count = indexes.len() as i32;
+    txn.ddl.push((ns.db.clone(), doc! {"createIndexes": &ns.coll, "indexes": indexes.clone()}));
+    Ok(doc! {
+        "createdCollectionAutomatically": !created_here,
+        "numIndexesBefore": 1,
+        "numIndexesAfter": 1 + count,
+    })
+}
+
+/// Fields of a command that belong to its session, not to it.
+const SESSION_ARGS: &[&str] = &[
+    "$db",
+    "lsid",
+    "$clusterTime",
+    "$readPreference",
+    "comment",
+    "txnNumber",
+    "startTransaction",
+    "autocommit",
+    "readConcern",
+    "apiVersion",
+    "apiStrict",
+    "apiDeprecationErrors",
+];
+
+/// Runs the `create` and `createIndexes` commands of a committing transaction, in order.
+pub(super) fn run_ddl(ctx: &mut Ctx, ddl: &[(String, Document)]) -> Result<(), MongoError> {
+    for (db, command) in ddl {
+        let (server, session) = (ctx.server, &mut *ctx.session);
+        let mut sub = Ctx { server, session, db: db.clone(), bypass_document_validation: false };
+        match command.keys().next().map(String::as_str) {
+            Some("create") => super::admin::create(&mut sub, command)?,
+            _ => super::indexes::create_indexes(&mut sub, command)?,
+        };
+    }
+    Ok(())
 }

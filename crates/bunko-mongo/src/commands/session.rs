@@ -107,7 +107,7 @@ pub(super) fn in_transaction(
     let mut session = session.lock();
     session.touch();
     if name == "commitTransaction" || name == "abortTransaction" {
-        return finish(&mut session, name, n);
+        return finish(ctx, &mut session, name, n);
     }
     if command.contains_key("writeConcern") {
         return Err(invalid("Cannot set write concern after starting a transaction."));
@@ -245,19 +245,27 @@ fn check_active(session: &ServerSession, n: i64) -> Result<(), MongoError> {
 }
 
 /// `commitTransaction` and `abortTransaction`.
-fn finish(session: &mut ServerSession, name: &str, n: i64) -> Result<Document, MongoError> {
+fn finish(
+    ctx: &mut Ctx,
+    session: &mut ServerSession,
+    name: &str,
+    n: i64,
+) -> Result<Document, MongoError> {
     if n != session.number {
         return check_active(session, n).map(|_| Document::new());
     }
     let commit = name == "commitTransaction";
     match (std::mem::replace(&mut session.txn, Txn::Aborted), commit) {
-        (Txn::Open(open), true) => match open.txn.commit() {
-            Ok(_) => {
-                session.txn = Txn::Committed;
-                Ok(Document::new())
-            }
-            Err(err) => Err(commit_error(err)),
-        },
+        (Txn::Open(open), true) => {
+            let OpenTxn { txn, held, ddl } = *open;
+            // Collections and indexes the transaction created appear with its commit.
+            in_txn::run_ddl(ctx, &ddl)?;
+            let committed = txn.commit();
+            drop(held);
+            committed.map_err(commit_error)?;
+            session.txn = Txn::Committed;
+            Ok(Document::new())
+        }
         (Txn::Open(_), false) => Ok(Document::new()),
         (Txn::Committed, true) => {
             session.txn = Txn::Committed;

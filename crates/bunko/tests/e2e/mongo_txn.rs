@@ -361,3 +361,41 @@ print(json.dumps({"limit": limit, "next": next_op, "commit": commit, "items": li
     let aborted = json!([251, ["TransientTransactionError"]]);
     assert_eq!(result, json!({"limit": 1, "next": aborted, "commit": aborted, "items": []}));
 }
+
+/// `create` and `createIndexes` inside a transaction (MongoDB 4.4+): the collection and its
+/// index appear when the transaction commits, not before, and not at all if it aborts;
+/// an existing collection is `NamespaceExists` (48) and takes no new index (263).
+#[test]
+fn collections_and_indexes_created_in_a_transaction_appear_at_commit() {
+    let server = Server::start();
+    let script = r#"
+c = client()
+shop = c.shop
+out = {}
+with c.start_session() as s:
+    s.start_transaction()
+    shop.create_collection("orders", session=s)
+    shop.orders.create_index("customer", session=s)
+    out["before"] = [shop.list_collection_names(), [i["name"] for i in shop.orders.list_indexes()]]
+    s.commit_transaction()
+out["after"] = [shop.list_collection_names(), sorted(i["name"] for i in shop.orders.list_indexes())]
+with c.start_session() as s:
+    s.start_transaction()
+    shop.create_collection("drafts", session=s)
+    s.abort_transaction()
+out["aborted"] = "drafts" in shop.list_collection_names()
+with c.start_session() as s:
+    s.start_transaction()
+    out["exists"] = failure(lambda: shop.create_collection("orders", session=s))
+with c.start_session() as s:
+    s.start_transaction()
+    out["existing_index"] = failure(lambda: shop.orders.create_index("day", session=s))
+print(json.dumps(out))
+"#;
+    let Some(result) = run(&server, script) else { return };
+    assert_eq!(
+        result,
+        json!({"before": [[], []], "after": [["orders"], ["_id_", "customer_1"]],
+               "aborted": false, "exists": [48, []], "existing_index": [263, []]})
+    );
+}
