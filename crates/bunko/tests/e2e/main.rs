@@ -20,6 +20,7 @@ mod config;
 mod console;
 mod console_api;
 mod couch_api;
+mod couchdb_interop;
 mod crash;
 mod databases;
 mod documents;
