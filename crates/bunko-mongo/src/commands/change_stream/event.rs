@@ -23,6 +23,8 @@ pub(super) struct Render<'a> {
     pub before: BeforeMode,
     /// Whether the collection keeps pre- and post-images (`changeStreamPreAndPostImages`).
     pub images: bool,
+    /// `showExpandedEvents`: events carry `collectionUUID`.
+    pub expanded: bool,
 }
 
 /// The MongoDB document of a stored body (`_id` first).
@@ -77,6 +79,9 @@ impl Render<'_> {
             },
         };
         let mut out = header(token, op, self.ns, ev.ms, ev.seq);
+        if self.expanded {
+            out.insert("collectionUUID", super::ddl::uuid(self.db.id()));
+        }
         out.insert("documentKey", key);
         match op {
             "insert" | "replace" => {
@@ -84,7 +89,7 @@ impl Render<'_> {
             }
             "update" => {
                 if let (Some(old), Some(new)) = (&old, &new) {
-                    out.insert("updateDescription", Diff::between(old, new).to_doc());
+                    out.insert("updateDescription", Diff::between(old, new).to_doc(self.expanded));
                 }
                 if let Some(full) = self.full_document(&ev.id, new)? {
                     out.insert("fullDocument", full);
