@@ -556,3 +556,33 @@ print(json.dumps({"top": top, "nested": nested, "deeper": deeper[0]["w"]}))
     assert_eq!(out["nested"], expected);
     assert_eq!(out["deeper"], json!([{"big": [{"_id": 1}], "same": [{"same": [{"n": 1}]}]}]));
 }
+
+/// The advisor's query log sees aggregation pipelines as it sees `find`: a `$match` on an
+/// unindexed field, run three times, is a `missing-index` finding with the documents the
+/// pipeline read.
+#[test]
+fn aggregate_queries_reach_the_advisors_query_log() {
+    let server = Server::start();
+    let script = r#"
+shop = client().shop
+shop.reviews.insert_many([{"_id": n, "product": f"p{n % 30}", "stars": n % 5} for n in range(300)])
+for p in range(3):
+    list(shop.reviews.aggregate([{"$match": {"product": f"p{p}"}},
+                                 {"$group": {"_id": "$product", "avg": {"$avg": "$stars"}}}]))
+advice = shop.command("advise", "reviews")
+missing = [f["evidence"] for f in advice["findings"] if f["rule"] == "missing-index"]
+print(json.dumps({"missing": missing}, default=str))
+"#;
+    let Some(out) = python(&server, script) else { return };
+    let e = &out["missing"][0];
+    assert_eq!(out["missing"].as_array().map(Vec::len), Some(1), "{out}");
+    assert_eq!(e["selector"], json!({"product": {"$eq": "?"}}), "{out}");
+    assert_eq!(
+        (e["runs"].clone(), e["docs_examined"].clone(), e["results_returned"].clone()),
+        (json!(3), json!(900), json!(30))
+    );
+    assert_eq!(
+        (e["suggested_index"].clone(), e["api"].clone()),
+        (json!(["product"]), json!("mongodb"))
+    );
+}
