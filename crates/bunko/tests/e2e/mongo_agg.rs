@@ -586,3 +586,24 @@ print(json.dumps({"missing": missing}, default=str))
         (json!(["product"]), json!("mongodb"))
     );
 }
+
+/// A double becomes a Decimal128 as MongoDB converts it, rounded to 15 significant digits
+/// (MongoDB's documented `$toDecimal` examples), also inside decimal arithmetic.
+#[test]
+fn doubles_enter_decimals_with_fifteen_significant_digits() {
+    let server = Server::start();
+    let script = r#"
+from bson.decimal128 import Decimal128
+db = client().shop
+out = db.aggregate([{"$documents": [{"d": 2.5, "i": 5, "b": True, "s": "-5.5"}]},
+    {"$project": {"_id": 0, "d": {"$toDecimal": "$d"}, "i": {"$toDecimal": "$i"},
+                  "b": {"$toDecimal": "$b"}, "s": {"$toDecimal": "$s"},
+                  "sum": {"$add": [Decimal128("1"), 0.1]}}}]).next()
+print(json.dumps({k: str(v) for k, v in out.items()}))
+"#;
+    let Some(out) = python(&server, script) else { return };
+    assert_eq!(
+        out,
+        json!({"d": "2.50000000000000", "i": "5", "b": "1", "s": "-5.5", "sum": "1.100000000000000"})
+    );
+}
