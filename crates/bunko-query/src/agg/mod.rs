@@ -129,6 +129,10 @@ pub struct Pushdown {
     pub limit: Option<usize>,
     /// How many leading stages it replaces.
     pub stages: usize,
+    /// The top-level fields the first stage after it reads, when it reads only those (a
+    /// `$group`): the caller may hand the pipeline documents holding just these fields,
+    /// converting less of each stored document.
+    pub reads: Option<Vec<String>>,
 }
 
 /// A stage name MongoDB has but Bunko does not implement yet.
@@ -239,6 +243,10 @@ impl Pipeline {
             }
             p.stages += 1;
         }
+        p.reads = match self.stages.get(p.stages) {
+            Some((_, Stage::Group(group))) => group.reads(),
+            _ => None,
+        };
         p
     }
 

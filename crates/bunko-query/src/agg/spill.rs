@@ -26,7 +26,7 @@ use std::sync::Arc;
 use bson::{Bson, Document};
 use bunko_doc::keycode::KeyWriter;
 
-use super::group::canonical;
+use super::group::{canonical, canonical_into};
 use super::stages;
 use super::{Docs, Env, EnvRef};
 use crate::expr::accum::{Acc, AccSpec};
@@ -317,19 +317,20 @@ pub fn group_in_memory(
     let mut index: std::collections::HashMap<String, usize> = Default::default();
     let mut groups: Vec<(Bson, Vec<Acc>)> = Vec::new();
     let mut held = 0usize;
+    let mut k = String::new();
     for d in docs {
-        let d = d?;
-        let mut v = vars.with_doc(&d);
+        let mut v = vars.with_owned(d?);
         let id = key(&mut v)?;
-        let k = canonical(&id);
-        let slot = match index.get(&k) {
+        k.clear();
+        canonical_into(&id, &mut k);
+        let slot = match index.get(k.as_str()) {
             Some(&i) => i,
             None => {
                 let started =
                     accs.iter().map(|(_, a)| a.start(&mut v)).collect::<Result<Vec<_>>>()?;
                 held += k.len() + approx_size(&id);
-                groups.push((id.clone(), started));
-                index.insert(k, groups.len() - 1);
+                groups.push((id, started));
+                index.insert(k.clone(), groups.len() - 1);
                 groups.len() - 1
             }
         };
