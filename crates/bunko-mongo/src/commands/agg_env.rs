@@ -121,7 +121,8 @@ impl AggEnv {
     fn read(&self, ns: &Namespace, filter: &Document) -> Result<Vec<Document>, MongoError> {
         let all = |filter: &Document| {
             let query = mongo_query(selector(filter)?, 0, usize::MAX);
-            let docs: Result<Vec<Document>, ExprError> = self.stream(ns, &query, &[], None)?.collect();
+            let docs: Result<Vec<Document>, ExprError> =
+                self.stream(ns, &query, &[], None)?.collect();
             docs.map_err(from_expr)
         };
         let Some(ids) = id_list(filter) else { return all(filter) };
@@ -222,6 +223,12 @@ impl Env for AggEnv {
     fn find(&self, coll: &str, filter: &Document) -> Result<Vec<Document>, ExprError> {
         let ns = self.ns(None, coll)?;
         self.read(&ns, filter).map_err(to_expr)
+    }
+
+    fn find_stream(&self, coll: &str, filter: &Document) -> Result<Docs<'static>, ExprError> {
+        let ns = self.ns(None, coll)?;
+        let query = mongo_query(selector(filter).map_err(to_expr)?, 0, usize::MAX);
+        self.stream(&ns, &query, &[], None).map_err(to_expr)
     }
 
     fn find_in(

@@ -372,6 +372,30 @@ fn a_group_past_the_budget_spills_and_answers_as_in_memory() -> Result<()> {
 }
 
 #[test]
+fn a_facet_past_the_budget_spills_its_input_and_answers_as_in_memory() -> Result<()> {
+    // 3000 documents of ~80 bytes are far past 10 kB: each facet reads them back in order.
+    let stages = bson!([{"$facet": {
+        "count": [{"$count": "n"}],
+        "first": [{"$limit": 3}, {"$project": {"_id": 1}}],
+        "by_t": [{"$match": {"t": {"$in": [0, 37]}}}, {"$project": {"_id": 1, "t": 1}}],
+        "top": [{"$sortByCount": "$device"}, {"$sort": {"count": -1, "_id": 1}}, {"$limit": 2}]
+    }}]);
+    let (spilled, in_memory, (puts, entries, _)) = spilled_and_in_memory(&readings(), stages)?;
+    assert_eq!(spilled, in_memory);
+    assert!(puts > 1 && entries >= 3000, "{puts} puts of {entries} entries");
+    let facet = spilled.first().cloned().unwrap_or_default();
+    assert_eq!(facet.get_array("count").ok(), Some(&vec![Bson::Document(doc! {"n": 3000})]));
+    let first: Vec<Bson> = (0..3).map(|i| Bson::Document(doc! {"_id": i})).collect();
+    assert_eq!(facet.get_array("first").ok(), Some(&first));
+    // Without allowDiskUse the same input is refused past the budget.
+    let tight = Mem(HashMap::new(), Some(10_000), false, Spilled::default());
+    let stages = bson!([{"$facet": {"all": [{"$project": {"_id": 1}}]}}]);
+    let err = run(&tight, readings(), stages).err().map(|e| e.code);
+    assert_eq!(err, Some(292));
+    Ok(())
+}
+
+#[test]
 fn equal_group_keys_of_different_numeric_types_meet_in_one_spilled_group() -> Result<()> {
     let docs: Vec<Document> = (0..2000)
         .map(|i| {
