@@ -35,6 +35,10 @@ with coll.watch(full_document="updateLookup", max_await_time_ms=2000) as s:
     coll.replace_one({"_id": "b1"}, {"name": "別物"})
     e = s.next()
     assert e["operationType"] == "replace" and e["fullDocument"] == {"_id": "b1", "name": "別物"}, e
+    # A replacement that keeps a field's value is still a replacement.
+    coll.replace_one({"_id": "b1"}, {"name": "別物", "n": 2})
+    e = s.next()
+    assert e["operationType"] == "replace" and e["fullDocument"] == {"_id": "b1", "name": "別物", "n": 2}, e
     coll.delete_one({"_id": "b1"})
     e = s.next()
     assert e["operationType"] == "delete" and e["documentKey"] == {"_id": "b1"} and "fullDocument" not in e, e

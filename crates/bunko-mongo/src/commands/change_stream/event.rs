@@ -25,6 +25,8 @@ pub(super) struct Render<'a> {
     pub images: bool,
     /// `showExpandedEvents`: events carry `collectionUUID`.
     pub expanded: bool,
+    /// The revisions replacements made (reported as `replace`).
+    pub replaced: &'a super::Replaced,
 }
 
 /// The MongoDB document of a stored body (`_id` first).
@@ -71,6 +73,11 @@ impl Render<'_> {
             (_, true) => "delete",
             (Before::Nothing | Before::Deleted, false) => "insert",
             (Before::Unavailable, false) => "replace",
+            (Before::Body(_), false)
+                if self.replaced.contains(self.db.id(), &ev.id, &ev.rev.to_string()) =>
+            {
+                "replace"
+            }
             (Before::Body(_), false) => match (&old, &new) {
                 (Some(old), Some(new)) if !Diff::between(old, new).is_replacement(old, new) => {
                     "update"

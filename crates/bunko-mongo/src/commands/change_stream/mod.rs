@@ -15,6 +15,7 @@ mod ddl;
 mod diff;
 mod event;
 pub(crate) mod registry;
+mod replaced;
 mod steps;
 mod token;
 
@@ -31,6 +32,7 @@ use crate::Server;
 use crate::error::MongoError;
 use crate::names::Namespace;
 pub(crate) use ddl::{Renamed, Renames};
+pub(crate) use replaced::Replaced;
 use token::Token;
 
 /// `fullDocument`.
@@ -327,7 +329,7 @@ impl Stream {
             if let Some(old) = old.filter(|old| old != ns) {
                 let until = renamed.map(|r| r.seq);
                 let left = limit.saturating_sub(batch.len()) as u64;
-                self.read(db, &old, since, left, until, &mut batch)?;
+                self.read(server, db, &old, since, left, until, &mut batch)?;
                 if until.is_some_and(|u| self.token.seqs.get(id).is_some_and(|s| *s < u)) {
                     break;
                 }
@@ -339,7 +341,7 @@ impl Stream {
             if left == 0 {
                 break;
             }
-            self.read(db, ns, since, left as u64, None, &mut batch)?;
+            self.read(server, db, ns, since, left as u64, None, &mut batch)?;
         }
         Ok((batch, true))
     }
@@ -386,7 +388,7 @@ impl Stream {
                     // Its writes before the rename first, under the old name.
                     let since = self.token.seqs.get(&id).copied().unwrap_or_default();
                     let until = server.renames.get(id).map(|r| r.seq);
-                    self.read(&db, &ns, since, 1000, until, batch)?;
+                    self.read(server, &db, &ns, since, 1000, until, batch)?;
                     self.renamed(server, id, &ns, &to)
                 }
                 None => {
@@ -429,8 +431,10 @@ impl Stream {
 
     /// Reads the events of `db` (named `ns`) after `since`, at most `limit`, and none past
     /// `until`.
+    #[allow(clippy::too_many_arguments)]
     fn read(
         &mut self,
+        server: &Server,
         db: &Arc<Database>,
         ns: &Namespace,
         since: u64,
@@ -456,6 +460,7 @@ impl Stream {
             before: self.before,
             images: coll_options::images(&options),
             expanded: self.expanded,
+            replaced: &server.replaced,
         };
         for ev in events.iter().take_while(|ev| until.is_none_or(|u| ev.seq <= u)) {
             self.token.seqs.insert(db.id(), ev.seq);
