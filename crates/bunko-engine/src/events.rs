@@ -57,7 +57,8 @@ impl Database {
     /// Up to `limit` change events after `since`, in seq order, from one snapshot, and the
     /// seq they reach (`since` when there are none). Only durable writes are read (an
     /// event is never reported for a write that could still be lost). Design documents
-    /// are left out: they are not MongoDB documents.
+    /// are included (a MongoDB collection's indexes and options live in one, so its writes
+    /// are the collection's DDL events); callers that show documents leave them out.
     pub fn change_events(&self, since: u64, limit: u64) -> Result<Events> {
         let durable = *self.subscribe().borrow();
         let snapshot = self.snapshot();
@@ -76,9 +77,6 @@ impl Database {
             }
             reached = seq;
             let record: ChangeRecord = records::decode(&value)?;
-            if record.id.starts_with("_design/") {
-                continue;
-            }
             events.push(event(snapshot.as_ref(), db, seq, record)?);
         }
         if events.is_empty() && reached == since && self.lost(&snapshot, since, durable + 1)? {

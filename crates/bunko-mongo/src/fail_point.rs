@@ -66,6 +66,11 @@ pub(crate) struct Failure {
     pub write_concern_error: Option<Document>,
     /// `errorLabels` given: MongoDB then adds none of its own.
     pub explicit_labels: bool,
+    /// From `failGetMoreAfterCursorCheckout`: the error arises inside the change stream's
+    /// `getMore` (after its cursor is checked out), which MongoDB labels
+    /// `ResumableChangeStreamError` when resumable; `failCommand` fails the command before
+    /// that, unlabelled.
+    pub checked_out: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -159,6 +164,7 @@ impl FailPoints {
         let mut point = parse_data(data, times, skip)?;
         if get_more {
             point.commands = vec!["getMore".to_string()];
+            point.failure.checked_out = true;
         }
         *self.fail_command.lock() = Some(point);
         Ok(doc! {"count": 0})
@@ -363,7 +369,7 @@ impl Failure {
         {
             error = error.with_label(crate::error::TRANSIENT);
         }
-        if context.get_more && RESUMABLE_CODES.contains(&code) {
+        if context.get_more && self.checked_out && RESUMABLE_CODES.contains(&code) {
             error = error.with_label("ResumableChangeStreamError");
         }
         if context.commit && (retryable_code(code) || code == 50) {

@@ -7,8 +7,14 @@
 //! equality). Only a sort no index serves makes the stream read every match first (a
 //! blocking sort in MongoDB's order); otherwise `skip` and `limit` apply as documents
 //! stream.
+//!
+//! A stream is logged for the advisor as `find` is (`Database::observe_query`: the query's
+//! shape, the index used, documents and keys examined, results) when it ends or is dropped,
+//! so aggregation pipelines reach the query log too.
 
 use std::collections::{HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 
 use bunko_doc::ejson;
 use bunko_doc::id::{DocKind, kind};
@@ -21,7 +27,7 @@ use super::mongo::{compare, id_range, matching_doc};
 use super::mongo_index::MongoScan;
 use super::{ExecStats, FindQuery};
 use crate::database::Database;
-use crate::index::entries;
+use crate::index::{Index, entries};
 use crate::keys::{self, Key};
 use crate::{Result, records};
 
@@ -47,12 +53,24 @@ impl Database {
             None => None,
         };
         let in_order = order.is_empty() || scan.as_ref().is_some_and(|s| s.sorted);
+        let counts = Arc::new(Examined::default());
         let docs: MongoDocs = match &scan {
-            Some(scan) => Box::new(IndexStream::new(self, snap, scan, &query.selector)),
-            None => Box::new(self.doc_stream(snap, &query.selector)),
+            Some(scan) => {
+                let mut stream = IndexStream::new(self, snap, scan, &query.selector);
+                stream.counts = Some(counts.clone());
+                Box::new(stream)
+            }
+            None => Box::new(self.doc_stream(snap, &query.selector, counts.clone())),
         };
         let docs = if in_order { docs } else { sorted(docs, order)? };
-        Ok(Box::new(docs.skip(query.skip).take(query.limit)))
+        Ok(Box::new(Logged {
+            docs: Box::new(docs.skip(query.skip).take(query.limit)),
+            db: self.weak(),
+            query: Some(query.clone()),
+            index: scan.map(|s| s.index),
+            counts,
+            results: 0,
+        }))
     }
 
     /// The matching documents of a collection scan (or of the one `_id` an equality names).
@@ -60,6 +78,7 @@ impl Database {
         &self,
         snap: &Snapshot,
         selector: &Selector,
+        counts: Arc<Examined>,
     ) -> impl Iterator<Item = Result<Value>> + Send + 'static {
         let db = self.id();
         let range = id_range(db, selector).unwrap_or_else(|| keys::doc_range(db));
@@ -75,6 +94,7 @@ impl Database {
                     return Ok(None);
                 }
                 let body = snap.get(&Key::Rev(db, &id, &rev.to_string()).encode())?;
+                counts.docs.fetch_add(1, Ordering::Relaxed);
                 Ok(body.and_then(|body| matching_doc(&id, &body, &selector)))
             };
             read().transpose()
@@ -104,6 +124,58 @@ pub(super) struct IndexStream {
     entries: Option<Iter>,
     seen: HashSet<String>,
     pub stats: ExecStats,
+    /// Also counted here for a logged stream.
+    counts: Option<Arc<Examined>>,
+}
+
+/// Keys and documents a stream examined, shared with its [`Logged`] wrapper.
+#[derive(Default)]
+struct Examined {
+    keys: AtomicU64,
+    docs: AtomicU64,
+}
+
+/// A stream that logs its query for the advisor when it ends or is dropped.
+struct Logged {
+    docs: MongoDocs,
+    db: Weak<Database>,
+    /// Taken when logged (once).
+    query: Option<FindQuery>,
+    index: Option<Arc<Index>>,
+    counts: Arc<Examined>,
+    results: u64,
+}
+
+impl Logged {
+    fn log(&mut self) {
+        let (Some(query), Some(db)) = (self.query.take(), self.db.upgrade()) else { return };
+        let stats = ExecStats {
+            keys_examined: self.counts.keys.load(Ordering::Relaxed),
+            docs_examined: self.counts.docs.load(Ordering::Relaxed),
+            results_returned: self.results,
+        };
+        db.observe_query(&query, self.index.as_deref(), &stats);
+    }
+}
+
+impl Iterator for Logged {
+    type Item = Result<Value>;
+
+    fn next(&mut self) -> Option<Result<Value>> {
+        let next = self.docs.next();
+        match &next {
+            Some(Ok(_)) => self.results += 1,
+            Some(Err(_)) => {}
+            None => self.log(),
+        }
+        next
+    }
+}
+
+impl Drop for Logged {
+    fn drop(&mut self) {
+        self.log();
+    }
 }
 
 impl IndexStream {
@@ -121,12 +193,16 @@ impl IndexStream {
             entries: None,
             seen: HashSet::new(),
             stats: ExecStats::default(),
+            counts: None,
         }
     }
 
     /// The document an index entry names, if it is live, not seen before and matches.
     fn read(&mut self, value: &[u8]) -> Result<Option<Value>> {
         self.stats.keys_examined += 1;
+        if let Some(counts) = &self.counts {
+            counts.keys.fetch_add(1, Ordering::Relaxed);
+        }
         let Some((_, id)) = entries::decode_value(value) else { return Ok(None) };
         if !self.seen.insert(id.clone()) {
             return Ok(None);
@@ -139,6 +215,9 @@ impl IndexStream {
         let body = self.snap.get(&Key::Rev(self.db, &id, &rev.to_string()).encode())?;
         let (false, Some(body)) = (deleted, body) else { return Ok(None) };
         self.stats.docs_examined += 1;
+        if let Some(counts) = &self.counts {
+            counts.docs.fetch_add(1, Ordering::Relaxed);
+        }
         Ok(matching_doc(&id, &body, &self.selector))
     }
 }

@@ -121,7 +121,9 @@ pub(super) fn create(ctx: &mut Ctx, command: &Document) -> Result<Document, Mong
         Err(err) => return Err(err.into()),
     };
     super::roles::grant(&db, &user(ctx))?;
-    coll_options::write(&db, &user(ctx), options)?;
+    if !options.is_empty() {
+        coll_options::write(&db, &user(ctx), options)?;
+    }
     Ok(Document::new())
 }
 

@@ -95,17 +95,24 @@ impl AggEnv {
         readable_db_as(&self.engine, &self.user, ns, "aggregate")
     }
 
-    /// The documents of `ns` that `query` selects, in `order`, streamed from the snapshot.
+    /// The documents of `ns` that `query` selects, in `order`, streamed from the snapshot;
+    /// with `reads`, holding only those top-level fields (the rest is not converted).
     pub fn stream(
         &self,
         ns: &Namespace,
         query: &FindQuery,
         order: &[(FieldPath, Direction)],
+        reads: Option<Vec<String>>,
     ) -> Result<Docs<'static>, MongoError> {
         let Some(db) = self.readable(ns)? else { return Ok(Box::new(std::iter::empty())) };
         let docs = db.stream_mongo(&self.snap, query, order)?;
-        Ok(Box::new(docs.map(|doc| match doc {
-            Ok(Value::Object(fields)) => Ok(ejson::from_json(&fields)),
+        Ok(Box::new(docs.map(move |doc| match doc {
+            Ok(Value::Object(mut fields)) => {
+                if let Some(keep) = &reads {
+                    fields.retain(|name, _| keep.contains(name));
+                }
+                Ok(ejson::from_json(&fields))
+            }
             Ok(_) => Ok(Document::new()),
             Err(err) => Err(to_expr(err.into())),
         })))
@@ -114,7 +121,8 @@ impl AggEnv {
     fn read(&self, ns: &Namespace, filter: &Document) -> Result<Vec<Document>, MongoError> {
         let all = |filter: &Document| {
             let query = mongo_query(selector(filter)?, 0, usize::MAX);
-            let docs: Result<Vec<Document>, ExprError> = self.stream(ns, &query, &[])?.collect();
+            let docs: Result<Vec<Document>, ExprError> =
+                self.stream(ns, &query, &[], None)?.collect();
             docs.map_err(from_expr)
         };
         let Some(ids) = id_list(filter) else { return all(filter) };
@@ -215,6 +223,12 @@ impl Env for AggEnv {
     fn find(&self, coll: &str, filter: &Document) -> Result<Vec<Document>, ExprError> {
         let ns = self.ns(None, coll)?;
         self.read(&ns, filter).map_err(to_expr)
+    }
+
+    fn find_stream(&self, coll: &str, filter: &Document) -> Result<Docs<'static>, ExprError> {
+        let ns = self.ns(None, coll)?;
+        let query = mongo_query(selector(filter).map_err(to_expr)?, 0, usize::MAX);
+        self.stream(&ns, &query, &[], None).map_err(to_expr)
     }
 
     fn find_in(

@@ -148,7 +148,8 @@ pub(super) fn aggregate(ctx: &mut Ctx, command: &Document) -> Result<Document, M
         let limit = push.limit.unwrap_or(usize::MAX);
         let query = mongo_query(selector(&push.filter)?, push.skip, limit);
         let (agg, ns, order) = (agg.clone(), request.ns.clone(), order_of(push)?);
-        Ok(Arc::new(move || agg.stream(&ns, &query, &order).map_err(to_expr)))
+        let reads = push.reads.clone();
+        Ok(Arc::new(move || agg.stream(&ns, &query, &order, reads.clone()).map_err(to_expr)))
     };
     let plan = |push: &Pushdown| explained(ctx, &request.ns, push);
     let docs = match request.run(command, &env, &input, &plan)? {

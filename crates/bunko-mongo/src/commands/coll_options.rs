@@ -108,11 +108,9 @@ fn split(validator: &Document) -> Result<(Option<Document>, Document), MongoErro
 }
 
 /// Stores `options` (merged over the current ones) as `user`: the write gate lets only
-/// database admins write the design document.
+/// database admins write the design document. It is written even with no changes, as
+/// MongoDB records every `collMod` (change streams report it as `modify`).
 pub(crate) fn write(db: &Database, user: &UserCtx, changes: Document) -> Result<(), MongoError> {
-    if changes.is_empty() {
-        return Ok(());
-    }
     let (rev, mut body) = match db.get(DDOC, None) {
         Ok(found) if !found.deleted => {
             let body =

@@ -211,7 +211,7 @@ fn wait_built(db: &Arc<Database>, names: &[String]) {
 }
 
 /// An index as `listIndexes` shows it.
-fn describe(def: &IndexDef) -> Document {
+pub(super) fn describe(def: &IndexDef) -> Document {
     let mut out = doc! {"v": 2};
     let Some(spec) = &def.mongo else { return out };
     let key: Document = spec.key.iter().map(|(f, d)| (f.clone(), Bson::Int32(*d))).collect();

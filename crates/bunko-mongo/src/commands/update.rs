@@ -219,7 +219,12 @@ fn modify(
         parsed.id = Some(id.clone());
         parsed.rev = Some(rev);
         match db.put(&user(ctx), parsed, ctx.write_options()) {
-            Ok(_) => return Ok(Some((before, after, true))),
+            Ok(rev) => {
+                if matches!(update, Update::Replace(_)) {
+                    ctx.server.replaced.note(db.id(), &id, &rev.to_string());
+                }
+                return Ok(Some((before, after, true)));
+            }
             Err(Error::Conflict) => continue,
             Err(err) => return Err(err.into()),
         }

@@ -16,25 +16,47 @@ use crate::expr::{Expr, ExprError, Result, Vars};
 
 /// A key under which MongoDB-equal values are equal.
 pub fn canonical(v: &Bson) -> String {
-    match v {
-        Bson::Null | Bson::Undefined => "n".to_string(),
+    let mut out = String::new();
+    canonical_into(v, &mut out);
+    out
+}
+
+/// [`canonical`] written into `out` (a stage keying every document reuses one buffer).
+pub fn canonical_into(v: &Bson, out: &mut String) {
+    use std::fmt::Write;
+    // Writing into a String does not fail.
+    let _ = match v {
+        Bson::Null | Bson::Undefined => write!(out, "n"),
         Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_) => {
             match to_int(v) {
-                Some(i) => format!("i{i}"),
-                None => format!("f{}", to_f64(v).unwrap_or(f64::NAN)),
+                Some(i) => write!(out, "i{i}"),
+                None => write!(out, "f{}", to_f64(v).unwrap_or(f64::NAN)),
             }
         }
-        Bson::String(s) | Bson::Symbol(s) => format!("s{s:?}"),
+        Bson::String(s) | Bson::Symbol(s) => write!(out, "s{s:?}"),
         Bson::Document(d) => {
-            let parts: Vec<String> =
-                d.iter().map(|(k, v)| format!("{k:?}:{}", canonical(v))).collect();
-            format!("{{{}}}", parts.join(","))
+            out.push('{');
+            for (i, (k, v)) in d.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                let _ = write!(out, "{k:?}:");
+                canonical_into(v, out);
+            }
+            write!(out, "}}")
         }
         Bson::Array(items) => {
-            format!("[{}]", items.iter().map(canonical).collect::<Vec<_>>().join(","))
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                canonical_into(item, out);
+            }
+            write!(out, "]")
         }
-        other => format!("{}{other}", type_name(other)),
-    }
+        other => write!(out, "{}{other}", type_name(other)),
+    };
 }
 
 /// A parsed `$group`.
@@ -79,6 +101,13 @@ impl Group {
         };
         let count = AccSpec::parse("count", &Bson::Document(bson::doc! {"$sum": 1}))?;
         Ok(Group { id, accs: vec![("count".to_string(), count)], sort_by_count: true })
+    }
+
+    /// The top-level fields of its input the group reads (`None`: it may read any).
+    pub fn reads(&self) -> Option<Vec<String>> {
+        let mut out = Vec::new();
+        let all = self.id.reads(&mut out) && self.accs.iter().all(|(_, a)| a.reads(&mut out));
+        all.then_some(out)
     }
 
     /// Groups the documents of `input` (opened again if the groups spill).

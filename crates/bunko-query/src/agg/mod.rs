@@ -50,6 +50,11 @@ pub trait Env: Send + Sync {
     fn matcher(&self, filter: &Document) -> Result<Matcher>;
     /// The documents of `coll` matching `filter` (all for an empty filter).
     fn find(&self, coll: &str, filter: &Document) -> Result<Vec<Document>>;
+    /// [`Env::find`] as a stream, read as it is consumed (`$unionWith`); by default the
+    /// whole answer of `find`.
+    fn find_stream(&self, coll: &str, filter: &Document) -> Result<Docs<'static>> {
+        Ok(Box::new(self.find(coll, filter)?.into_iter().map(Ok)))
+    }
     /// Replaces the whole collection `db.coll` by `docs` (`$out`).
     fn replace_collection(&self, db: Option<&str>, coll: &str, docs: Vec<Document>) -> Result<()>;
     /// Inserts or replaces (by `_id`) each document of `docs` in `db.coll` (`$merge`).
@@ -129,6 +134,10 @@ pub struct Pushdown {
     pub limit: Option<usize>,
     /// How many leading stages it replaces.
     pub stages: usize,
+    /// The top-level fields the first stage after it reads, when it reads only those (a
+    /// `$group`): the caller may hand the pipeline documents holding just these fields,
+    /// converting less of each stored document.
+    pub reads: Option<Vec<String>>,
 }
 
 /// A stage name MongoDB has but Bunko does not implement yet.
@@ -239,6 +248,10 @@ impl Pipeline {
             }
             p.stages += 1;
         }
+        p.reads = match self.stages.get(p.stages) {
+            Some((_, Stage::Group(group))) => group.reads(),
+            _ => None,
+        };
         p
     }
 

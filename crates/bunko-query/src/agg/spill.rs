@@ -26,9 +26,9 @@ use std::sync::Arc;
 use bson::{Bson, Document};
 use bunko_doc::keycode::KeyWriter;
 
-use super::group::canonical;
+use super::group::{canonical, canonical_into};
 use super::stages;
-use super::{Docs, Env, EnvRef};
+use super::{Docs, Env, EnvRef, Source};
 use crate::expr::accum::{Acc, AccSpec};
 use crate::expr::value::{approx_size, doc_size};
 use crate::expr::{ExprError, Result, Vars};
@@ -317,19 +317,20 @@ pub fn group_in_memory(
     let mut index: std::collections::HashMap<String, usize> = Default::default();
     let mut groups: Vec<(Bson, Vec<Acc>)> = Vec::new();
     let mut held = 0usize;
+    let mut k = String::new();
     for d in docs {
-        let d = d?;
-        let mut v = vars.with_doc(&d);
+        let mut v = vars.with_owned(d?);
         let id = key(&mut v)?;
-        let k = canonical(&id);
-        let slot = match index.get(&k) {
+        k.clear();
+        canonical_into(&id, &mut k);
+        let slot = match index.get(k.as_str()) {
             Some(&i) => i,
             None => {
                 let started =
                     accs.iter().map(|(_, a)| a.start(&mut v)).collect::<Result<Vec<_>>>()?;
                 held += k.len() + approx_size(&id);
-                groups.push((id.clone(), started));
-                index.insert(k, groups.len() - 1);
+                groups.push((id, started));
+                index.insert(k.clone(), groups.len() - 1);
                 groups.len() - 1
             }
         };
@@ -345,4 +346,44 @@ pub fn group_in_memory(
         }
     }
     Ok(Some(groups.into_iter().map(|(id, state)| finish((Vec::new(), id, state), accs)).collect()))
+}
+
+/// `$facet`'s input, read once and replayed for each facet: in memory within the budget,
+/// else in a spill (in input order), which each facet reads back as a stream.
+pub fn hold<'a>(docs: Docs<'_>, env: &dyn Env, stage: &str) -> Result<Source<'a>> {
+    let limit = env.memory_limit();
+    let (mut held, mut used) = (Vec::new(), 0usize);
+    let mut docs = docs;
+    for d in docs.by_ref() {
+        let d = d?;
+        used += approx_size(&Bson::Document(d.clone()));
+        held.push(d);
+        if used > limit {
+            break;
+        }
+    }
+    if used <= limit {
+        return Ok(super::stream::vec_source(held));
+    }
+    if !env.allow_disk_use() {
+        return Err(exceeded(stage, limit));
+    }
+    let mut spill = env.spill()?;
+    let (mut entries, mut used) = (Vec::new(), 0usize);
+    for (i, d) in held.into_iter().map(Ok).chain(docs).enumerate() {
+        let value = encode(&d?)?;
+        used += value.len() + 8;
+        entries.push(((i as u64).to_be_bytes().to_vec(), value));
+        if used > limit / 2 {
+            spill.put(std::mem::take(&mut entries))?;
+            used = 0;
+        }
+    }
+    spill.put(entries)?;
+    let spill = Arc::new(std::sync::Mutex::new(spill));
+    Ok(Arc::new(move || {
+        let locked = spill.lock().map_err(|_| ExprError::new(1, "InternalError", "spill lock"))?;
+        let scan = locked.scan(&[]);
+        Ok(Box::new(scan.map(|entry| entry.and_then(|(_, v)| decode(&v)))) as Docs<'a>)
+    }))
 }

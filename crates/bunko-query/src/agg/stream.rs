@@ -130,10 +130,10 @@ fn open<'a>(stage: &Stage, input: &Source<'a>, env: &EnvRef<'a>, vars: &Vars) ->
             map_docs(input()?, move |d| stages::replace_root(&e, &mut vars.with_doc(&d)))
         }
         Stage::Facet(facets) => {
-            let docs = collect(input()?)?;
+            let held = spill::hold(input()?, env.as_ref(), "$facet")?;
             let mut out = Document::new();
             for (name, p) in facets {
-                let result = p.run(docs.clone(), env, &vars)?;
+                let result = collect(p.stream(0, held.clone(), env, &vars)?)?;
                 out.insert(
                     name.clone(),
                     result.into_iter().map(Bson::Document).collect::<Vec<_>>(),
@@ -154,7 +154,9 @@ fn open<'a>(stage: &Stage, input: &Source<'a>, env: &EnvRef<'a>, vars: &Vars) ->
             flat_docs(input()?, move |d| g.run(vec![d], env.as_ref(), &vars))
         }
         Stage::UnionWith(coll, p) => {
-            let other = p.stream(0, vec_source(env.find(coll, &Document::new())?), env, &vars)?;
+            let (coll, from) = (coll.clone(), env.clone());
+            let source: Source<'a> = Arc::new(move || from.find_stream(&coll, &Document::new()));
+            let other = p.stream(0, source, env, &vars)?;
             Box::new(input()?.chain(other))
         }
         Stage::Out(db, coll) => {

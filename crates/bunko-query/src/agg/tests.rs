@@ -269,6 +269,18 @@ fn pushdown_takes_the_leading_match_sort_skip_limit() -> Result<()> {
     let push = p.pushdown();
     assert_eq!((push.filter, push.skip, push.limit, push.stages), (doc! {"a": 1}, 2, Some(5), 4));
     assert_eq!(push.sort, vec![(vec!["b".to_string()], false)]);
+    assert_eq!(push.reads, Some(Vec::new()), "a $group by null reads no field");
+    let reads = |stages: Bson| -> Result<Option<Vec<String>>> {
+        let Bson::Array(stages) = stages else { return Ok(None) };
+        Ok(Pipeline::parse(&stages, Some(&env))?.pushdown().reads)
+    };
+    let names = |v: &[&str]| Some(v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+    let by_device = bson!([{"$match": {"type": "reading"}},
+        {"$group": {"_id": "$deviceID", "avg": {"$avg": "$reading.value"}, "top": {"$top": {"sortBy": {"ts": -1}, "output": "$ts"}}}}]);
+    assert_eq!(reads(by_device)?, names(&["deviceID", "reading", "ts"]));
+    assert_eq!(reads(bson!([{"$sortByCount": "$tag"}]))?, names(&["tag"]));
+    assert_eq!(reads(bson!([{"$group": {"_id": "$a", "all": {"$push": "$$ROOT"}}}]))?, None);
+    assert_eq!(reads(bson!([{"$project": {"a": 1}}, {"$group": {"_id": "$a"}}]))?, None);
     Ok(())
 }
 
@@ -360,6 +372,30 @@ fn a_group_past_the_budget_spills_and_answers_as_in_memory() -> Result<()> {
 }
 
 #[test]
+fn a_facet_past_the_budget_spills_its_input_and_answers_as_in_memory() -> Result<()> {
+    // 3000 documents of ~80 bytes are far past 10 kB: each facet reads them back in order.
+    let stages = bson!([{"$facet": {
+        "count": [{"$count": "n"}],
+        "first": [{"$limit": 3}, {"$project": {"_id": 1}}],
+        "by_t": [{"$match": {"t": {"$in": [0, 37]}}}, {"$project": {"_id": 1, "t": 1}}],
+        "top": [{"$sortByCount": "$device"}, {"$sort": {"count": -1, "_id": 1}}, {"$limit": 2}]
+    }}]);
+    let (spilled, in_memory, (puts, entries, _)) = spilled_and_in_memory(&readings(), stages)?;
+    assert_eq!(spilled, in_memory);
+    assert!(puts > 1 && entries >= 3000, "{puts} puts of {entries} entries");
+    let facet = spilled.first().cloned().unwrap_or_default();
+    assert_eq!(facet.get_array("count").ok(), Some(&vec![Bson::Document(doc! {"n": 3000})]));
+    let first: Vec<Bson> = (0..3).map(|i| Bson::Document(doc! {"_id": i})).collect();
+    assert_eq!(facet.get_array("first").ok(), Some(&first));
+    // Without allowDiskUse the same input is refused past the budget.
+    let tight = Mem(HashMap::new(), Some(10_000), false, Spilled::default());
+    let stages = bson!([{"$facet": {"all": [{"$project": {"_id": 1}}]}}]);
+    let err = run(&tight, readings(), stages).err().map(|e| e.code);
+    assert_eq!(err, Some(292));
+    Ok(())
+}
+
+#[test]
 fn equal_group_keys_of_different_numeric_types_meet_in_one_spilled_group() -> Result<()> {
     let docs: Vec<Document> = (0..2000)
         .map(|i| {
@@ -420,5 +456,70 @@ fn a_bucket_auto_past_the_budget_sorts_through_the_spill() -> Result<()> {
     let tight = Mem(HashMap::new(), Some(10_000), false, Spilled::default());
     let err = run(&tight, readings(), bson!([{"$bucketAuto": {"groupBy": "$t", "buckets": 2}}]));
     assert_eq!(err.err().map(|e| e.code), Some(292));
+    Ok(())
+}
+
+/// A/B micro-benchmark of `$group`'s per-document cost (issue 14, point 2), not a check:
+/// 200k IoT readings of 1 kB (the bench's `agg` workload: 4000 devices) handed over as the
+/// engine hands them (stored JSON text parsed to a `Value`), converted to BSON as
+/// `bunko-mongo`'s `AggEnv::stream` converts them (only the fields the pipeline reads, when
+/// the pushdown names them), then grouped per device. Prints the time of the parse alone
+/// and of the whole. Run: `cargo test --release -p bunko-query --lib group_speed --
+/// --ignored --nocapture`.
+#[test]
+#[ignore]
+fn group_speed() -> Result<()> {
+    use std::fmt::Write;
+    let (n, devices) = (200_000usize, 4000usize);
+    let text = |i: usize| {
+        let mut doc = format!(
+            r#"{{"_id":"device-{0}-{i}","deviceID":"device-{0}","infrastructureID":"bridge-{1}","ts":{2},"reading":{3}.25,"type":"reading","pad":""#,
+            i % devices,
+            i % 100,
+            1_700_000_000 + i,
+            i % 97
+        );
+        while doc.len() < 980 {
+            let _ = write!(doc, "{:016x}", (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        }
+        doc.push_str("\"}");
+        doc
+    };
+    let texts: Arc<Vec<String>> = Arc::new((0..n).map(text).collect());
+    let stages = bson!([{"$group": {"_id": "$deviceID", "avg": {"$avg": "$reading"}}}]);
+    let Bson::Array(stages) = stages else { return Ok(()) };
+    let env: EnvRef = Arc::new(Mem::default());
+    let pipeline = Pipeline::parse(&stages, Some(env.as_ref()))?;
+    let push = pipeline.pushdown();
+    let reads = push.reads.clone();
+    let started = std::time::Instant::now();
+    let parsed = texts.iter().filter(|t| serde_json::from_str::<serde_json::Value>(t).is_ok());
+    let parse = (parsed.count(), started.elapsed());
+    for run in 0..3 {
+        let (texts, reads) = (texts.clone(), reads.clone());
+        let source: Source = Arc::new(move || {
+            let (texts, reads) = (texts.clone(), reads.clone());
+            Ok(Box::new((0..texts.len()).map(move |i| {
+                let mut fields = match serde_json::from_str(&texts[i]) {
+                    Ok(serde_json::Value::Object(fields)) => fields,
+                    _ => serde_json::Map::new(),
+                };
+                if let Some(keep) = &reads {
+                    fields.retain(|name, _| keep.contains(name));
+                }
+                Ok(bunko_doc::ejson::from_json(&fields))
+            })) as Docs)
+        });
+        let started = std::time::Instant::now();
+        let vars = Vars::new(&Document::new(), DateTime::now());
+        let out = super::stream::collect(pipeline.stream(push.stages, source, &env, &vars)?)?;
+        assert_eq!(out.len(), devices);
+        println!(
+            "group_speed run {run}: {n} docs, {devices} groups: {:?} (parse alone: {:?} for {})",
+            started.elapsed(),
+            parse.1,
+            parse.0
+        );
+    }
     Ok(())
 }

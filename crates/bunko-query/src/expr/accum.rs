@@ -149,7 +149,10 @@ impl AccSpec {
             Some(spec) => {
                 let mut key = Document::new();
                 for (i, (path, _)) in spec.iter().enumerate() {
-                    key.insert(i.to_string(), or_null(super::value::get_path(&vars.current, path)));
+                    key.insert(
+                        i.to_string(),
+                        or_null(super::value::get_path(vars.current(), path)),
+                    );
                 }
                 acc.add_keyed(Bson::Document(key), or_null(v));
                 Ok(())

@@ -2,8 +2,10 @@
 //! `$sum` or `$avg` is a Decimal128, the operation is done in decimal (`bigdecimal`) and
 //! rounded half-to-even to Decimal128's 34 significant digits, as MongoDB does, instead of
 //! through a double (`0.1 + 0.2` is `0.3`, and `1.10 + 2.20` keeps its scale: `3.30`).
-//! Integers convert exactly; a double converts through its shortest decimal form (`0.1`).
-//! NaN and infinities are left to the double path.
+//! Integers convert exactly; a double converts as MongoDB converts it (`Decimal128(double)`,
+//! `kRoundTo15Digits`): rounded to 15 significant digits, trailing zeros kept (`0.1` is
+//! `0.100000000000000`, `2.5` is `2.50000000000000`). NaN and infinities are left to the
+//! double path.
 
 use std::num::NonZeroU64;
 use std::str::FromStr;
@@ -19,10 +21,24 @@ pub fn of(v: &Bson) -> Option<BigDecimal> {
     match v {
         Bson::Int32(i) => Some(BigDecimal::from(*i)),
         Bson::Int64(i) => Some(BigDecimal::from(*i)),
-        Bson::Double(f) if f.is_finite() => BigDecimal::from_str(&format!("{f}")).ok(),
+        Bson::Double(f) => from_double(*f),
         Bson::Decimal128(d) => BigDecimal::from_str(&d.to_string()).ok(),
         _ => None,
     }
+}
+
+/// A finite double as MongoDB makes a Decimal128 of it: 15 significant digits (zero is `0`).
+pub fn from_double(f: f64) -> Option<BigDecimal> {
+    match f {
+        f if !f.is_finite() => None,
+        0.0 => Some(BigDecimal::from(0)),
+        f => BigDecimal::from_str(&format!("{f:.14e}")).ok(),
+    }
+}
+
+/// A double as a Decimal128 (`$toDecimal`): [`from_double`], or NaN and the infinities.
+pub fn double_to_bson(f: f64) -> Bson {
+    from_double(f).and_then(|d| to_bson(&d)).unwrap_or_else(|| super::value::decimal(f))
 }
 
 /// A decimal as a Decimal128, rounded to 34 significant digits (`None` past its range).

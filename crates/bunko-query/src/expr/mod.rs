@@ -27,6 +27,7 @@ mod date;
 mod decimal;
 mod object;
 mod ops;
+mod reads;
 mod string;
 mod types;
 pub mod value;
@@ -102,7 +103,8 @@ pub enum Args {
 #[derive(Clone, Debug)]
 pub struct Vars {
     pub root: Bson,
-    pub current: Bson,
+    /// `$$CURRENT` when it differs from `$$ROOT` (never rebound yet: always `None`).
+    current: Option<Bson>,
     pub now: DateTime,
     bound: Vec<(String, Bson)>,
 }
@@ -110,14 +112,23 @@ pub struct Vars {
 impl Vars {
     /// Variables for evaluating against `doc` (`$$ROOT` and `$$CURRENT`).
     pub fn new(doc: &Document, now: DateTime) -> Self {
-        let root = Bson::Document(doc.clone());
-        Self { current: root.clone(), root, now, bound: Vec::new() }
+        Self { root: Bson::Document(doc.clone()), current: None, now, bound: Vec::new() }
     }
 
     /// The same variables for another document.
     pub fn with_doc(&self, doc: &Document) -> Self {
-        let root = Bson::Document(doc.clone());
-        Self { current: root.clone(), root, now: self.now, bound: self.bound.clone() }
+        self.with_owned(doc.clone())
+    }
+
+    /// The same variables for another document, taken without a copy (a stage evaluating
+    /// per document: `$group` feeds each one to its key and accumulators).
+    pub fn with_owned(&self, doc: Document) -> Self {
+        Self { root: Bson::Document(doc), current: None, now: self.now, bound: self.bound.clone() }
+    }
+
+    /// `$$CURRENT`.
+    pub fn current(&self) -> &Bson {
+        self.current.as_ref().unwrap_or(&self.root)
     }
 
     /// Binds a user variable (`let`); a later binding of the same name hides the earlier.
@@ -137,7 +148,7 @@ impl Vars {
     fn get(&self, name: &str) -> Result<Bson> {
         match name {
             "ROOT" => Ok(self.root.clone()),
-            "CURRENT" => Ok(self.current.clone()),
+            "CURRENT" => Ok(self.current().clone()),
             "REMOVE" => Ok(MISSING),
             "NOW" => Ok(Bson::DateTime(self.now)),
             _ => {
@@ -180,7 +191,7 @@ impl Expr {
     pub fn eval(&self, vars: &mut Vars) -> Result<Bson> {
         match self {
             Expr::Literal(v) => Ok(v.clone()),
-            Expr::Field(path) => Ok(value::get_path(&vars.current, path)),
+            Expr::Field(path) => Ok(value::get_path(vars.current(), path)),
             Expr::Var(name, path) => Ok(value::get_path(&vars.get(name)?, path)),
             Expr::Object(fields) => {
                 let mut out = Document::new();

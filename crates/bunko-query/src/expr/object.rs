@@ -143,8 +143,8 @@ fn field_name(op: &str, args: &Args, vars: &mut Vars) -> Result<String> {
 pub fn get_field(op: &str, args: &Args, vars: &mut Vars) -> Result<Bson> {
     let field = field_name(op, args, vars)?;
     let input = match args {
-        Args::List(_) => vars.current.clone(),
-        Args::Named(_) if named(args, "input").is_none() => vars.current.clone(),
+        Args::List(_) => vars.current().clone(),
+        Args::Named(_) if named(args, "input").is_none() => vars.current().clone(),
         Args::Named(_) => eval_named(args, "input", vars)?,
     };
     match input {

@@ -264,7 +264,16 @@ fn decimal_arithmetic_stays_decimal() -> Result<(), ExprError> {
     assert_eq!(eval(bson!({"$divide": [dec("10"), 4]}), on.clone())?, dec("2.5"));
     assert_eq!(eval(bson!({"$sum": [["$a", "$a", "$a"]]}), on.clone())?, dec("0.3"));
     assert_eq!(eval(bson!({"$avg": [[dec("1"), dec("2")]]}), on.clone())?, dec("1.5"));
-    assert_eq!(eval(bson!({"$avg": [[0.1, "$a"]]}), on)?, dec("0.1"));
+    // A double enters as MongoDB converts it: 15 significant digits.
+    assert_eq!(eval(bson!({"$avg": [[0.1, "$a"]]}), on)?, dec("0.100000000000000"));
+    assert_eq!(eval(bson!({"$add": [dec("1"), 0.1]}), doc! {})?, dec("1.100000000000000"));
+    // MongoDB's documented $toDecimal examples.
+    assert_eq!(eval(bson!({"$toDecimal": 2.5}), doc! {})?, dec("2.50000000000000"));
+    assert_eq!(eval(bson!({"$toDecimal": 5}), doc! {})?, dec("5"));
+    assert_eq!(eval(bson!({"$toDecimal": true}), doc! {})?, dec("1"));
+    assert_eq!(eval(bson!({"$toDecimal": "-5.5"}), doc! {})?, dec("-5.5"));
+    let date = bson::DateTime::from_millis(1_522_039_108_044);
+    assert_eq!(eval(bson!({"$toDecimal": date}), doc! {})?, dec("1522039108044"));
     assert_eq!(code(bson!({"$divide": [dec("1"), dec("0")]})), 16608);
     Ok(())
 }

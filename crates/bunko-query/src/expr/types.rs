@@ -95,8 +95,11 @@ pub fn convert_value(v: &Bson, to: &str) -> Result<Bson> {
         ("double", Bson::DateTime(d)) => Bson::Double(d.timestamp_millis() as f64),
         ("double", _) => Bson::Double(f.ok_or_else(|| failure(v, to, ""))?),
         ("decimal", Bson::String(s)) => s.parse().map(Bson::Decimal128).map_err(|_| fail_parse(v, "decimal"))?,
-        ("decimal", Bson::Boolean(b)) => decimal(if *b { 1.0 } else { 0.0 }),
-        ("decimal", Bson::DateTime(d)) => decimal(d.timestamp_millis() as f64),
+        ("decimal", Bson::Boolean(b)) => decimal_int(i64::from(*b)),
+        ("decimal", Bson::DateTime(d)) => decimal_int(d.timestamp_millis()),
+        ("decimal", Bson::Int32(i)) => decimal_int(i64::from(*i)),
+        ("decimal", Bson::Int64(i)) => decimal_int(*i),
+        ("decimal", Bson::Double(x)) => super::decimal::double_to_bson(*x),
         ("decimal", Bson::Decimal128(_)) => v.clone(),
         ("decimal", _) => decimal(f.ok_or_else(|| failure(v, to, ""))?),
         ("int", Bson::String(s)) => Bson::Int32(s.parse().map_err(|_| fail_parse(v, "int"))?),
@@ -183,4 +186,9 @@ pub fn convert(_: &str, args: &Args, vars: &mut Vars) -> Result<Bson> {
         },
         Err(e) => Err(e),
     }
+}
+
+/// An integer as a Decimal128, exactly.
+fn decimal_int(i: i64) -> Bson {
+    super::decimal::to_bson(&bigdecimal::BigDecimal::from(i)).unwrap_or(Bson::Int64(i))
 }

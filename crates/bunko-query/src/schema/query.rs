@@ -11,7 +11,11 @@
 //!
 //! A failing leaf reports `operatorName`, `specifiedAs`, `reason` (`comparison failed`,
 //! `field was missing`, ...) and the `consideredValue` at its path (`consideredValues` when
-//! the path crossed arrays; `consideredType` for `$type`). `$and`/`$or` list their failing
+//! the path crossed arrays; `consideredType` for `$type`). `$all` and `$elemMatch` consider
+//! the array itself (no traversal of a last array); `$elemMatch` on a value that is not an
+//! array, and a bit operator (`$bitsAllSet`, ...) on one that is neither a number nor
+//! binary data, report `type did not match` with `consideredType` and `expectedType(s)`, as
+//! MongoDB's `doc_validation_error.cpp` does. `$and`/`$or` list their failing
 //! clauses (`clausesNotSatisfied: [{index, details}]`); under `$not` and `$nor` the
 //! explanation is inverted (`clausesSatisfied`, `comparison succeeded`).
 
@@ -102,17 +106,22 @@ impl Explainer<'_> {
         let mut out = doc! {"operatorName": name, "specifiedAs": bson_of(node.get("specifiedAs"))};
         let path: Vec<&str> =
             node.get("path").and_then(Value::as_str).unwrap_or_default().split('.').collect();
+        let root = Bson::Document(self.doc.clone());
         let values = match name {
             "$exists" => None,
-            "$size" => Some(reached(&Bson::Document(self.doc.clone()), &path, false)),
-            _ => Some(reached(&Bson::Document(self.doc.clone()), &path, true)),
+            "$size" | "$all" | "$elemMatch" => Some(reached(&root, &path, false)),
+            _ => Some(reached(&root, &path, true)),
         };
-        if let Some(Some(_)) | None = &values {
-            if let Some(reason) = reason(name, node, inverted) {
-                out.insert("reason", reason);
+        match &values {
+            Some(None) => {
+                out.insert("reason", "field was missing");
             }
-        } else {
-            out.insert("reason", "field was missing");
+            Some(Some(found)) if !type_expected(name, found, &mut out) => {}
+            _ => {
+                if let Some(reason) = reason(name, node, inverted) {
+                    out.insert("reason", reason);
+                }
+            }
         }
         let Some(Some(values)) = values else { return out };
         match values.as_slice() {
@@ -120,21 +129,48 @@ impl Explainer<'_> {
             many => out.insert("consideredValues", many.to_vec()),
         };
         if name == "$type" {
-            let mut types: Vec<&str> = values.iter().map(type_name).collect();
-            types.sort_unstable();
-            types.dedup();
-            match types.as_slice() {
-                [] => {}
-                [one] => {
-                    out.insert("consideredType", *one);
-                }
-                many => {
-                    out.insert("consideredTypes", many.to_vec());
-                }
-            }
+            considered_types(&values, &mut out);
         }
         out
     }
+}
+
+/// `consideredType` (or `consideredTypes`, sorted) of `values`.
+fn considered_types(values: &[Bson], out: &mut Document) {
+    let mut types: Vec<&str> = values.iter().map(type_name).collect();
+    types.sort_unstable();
+    types.dedup();
+    match types.as_slice() {
+        [] => {}
+        [one] => {
+            out.insert("consideredType", *one);
+        }
+        many => {
+            out.insert("consideredTypes", many.to_vec());
+        }
+    }
+}
+
+/// Whether some value of `values` has a type operator `name` accepts; if none has, adds
+/// MongoDB's type mismatch (`reason`, `consideredType(s)`, `expectedType(s)`) to `out`.
+fn type_expected(name: &str, values: &[Bson], out: &mut Document) -> bool {
+    let expected: &[&str] = match name {
+        "$elemMatch" => &["array"],
+        "$bitsAllSet" | "$bitsAllClear" | "$bitsAnySet" | "$bitsAnyClear" => {
+            &["binData", "decimal", "double", "int", "long"]
+        }
+        _ => return true,
+    };
+    if values.iter().any(|v| expected.contains(&type_name(v))) {
+        return true;
+    }
+    out.insert("reason", "type did not match");
+    considered_types(values, out);
+    match expected {
+        [one] => out.insert("expectedType", *one),
+        many => out.insert("expectedTypes", many.to_vec()),
+    };
+    false
 }
 
 /// The reason a leaf gives, as MongoDB words it (normal, or `inverted`).
@@ -153,6 +189,15 @@ fn reason(name: &str, node: &Value, inverted: bool) -> Option<&'static str> {
             "$mod did not evaluate to expected remainder",
             "$mod did evaluate to expected remainder",
         ),
+        "$all" => {
+            ("array did not contain all specified values", "array did contain all specified values")
+        }
+        "$elemMatch" => {
+            ("array did not satisfy the child predicate", "array did satisfy the child predicate")
+        }
+        "$bitsAllSet" | "$bitsAllClear" | "$bitsAnySet" | "$bitsAnyClear" => {
+            ("bitwise operator failed to match", "bitwise operator matched successfully")
+        }
         "$exists" => {
             let wanted = node.get("specifiedAs").and_then(|s| s.as_object()).and_then(|s| {
                 s.values().next().and_then(|c| c.get("$exists")).map(|v| {

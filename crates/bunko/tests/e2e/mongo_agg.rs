@@ -556,3 +556,94 @@ print(json.dumps({"top": top, "nested": nested, "deeper": deeper[0]["w"]}))
     assert_eq!(out["nested"], expected);
     assert_eq!(out["deeper"], json!([{"big": [{"_id": 1}], "same": [{"same": [{"n": 1}]}]}]));
 }
+
+/// The advisor's query log sees aggregation pipelines as it sees `find`: a `$match` on an
+/// unindexed field, run three times, is a `missing-index` finding with the documents the
+/// pipeline read.
+#[test]
+fn aggregate_queries_reach_the_advisors_query_log() {
+    let server = Server::start();
+    let script = r#"
+shop = client().shop
+shop.reviews.insert_many([{"_id": n, "product": f"p{n % 30}", "stars": n % 5} for n in range(300)])
+for p in range(3):
+    list(shop.reviews.aggregate([{"$match": {"product": f"p{p}"}},
+                                 {"$group": {"_id": "$product", "avg": {"$avg": "$stars"}}}]))
+advice = shop.command("advise", "reviews")
+missing = [f["evidence"] for f in advice["findings"] if f["rule"] == "missing-index"]
+print(json.dumps({"missing": missing}, default=str))
+"#;
+    let Some(out) = python(&server, script) else { return };
+    let e = &out["missing"][0];
+    assert_eq!(out["missing"].as_array().map(Vec::len), Some(1), "{out}");
+    assert_eq!(e["selector"], json!({"product": {"$eq": "?"}}), "{out}");
+    assert_eq!(
+        (e["runs"].clone(), e["docs_examined"].clone(), e["results_returned"].clone()),
+        (json!(3), json!(900), json!(30))
+    );
+    assert_eq!(
+        (e["suggested_index"].clone(), e["api"].clone()),
+        (json!(["product"]), json!("mongodb"))
+    );
+}
+
+/// A double becomes a Decimal128 as MongoDB converts it, rounded to 15 significant digits
+/// (MongoDB's documented `$toDecimal` examples), also inside decimal arithmetic.
+#[test]
+fn doubles_enter_decimals_with_fifteen_significant_digits() {
+    let server = Server::start();
+    let script = r#"
+from bson.decimal128 import Decimal128
+db = client().shop
+out = db.aggregate([{"$documents": [{"d": 2.5, "i": 5, "b": True, "s": "-5.5"}]},
+    {"$project": {"_id": 0, "d": {"$toDecimal": "$d"}, "i": {"$toDecimal": "$i"},
+                  "b": {"$toDecimal": "$b"}, "s": {"$toDecimal": "$s"},
+                  "sum": {"$add": [Decimal128("1"), 0.1]}}}]).next()
+print(json.dumps({k: str(v) for k, v in out.items()}))
+"#;
+    let Some(out) = python(&server, script) else { return };
+    assert_eq!(
+        out,
+        json!({"d": "2.50000000000000", "i": "5", "b": "1", "s": "-5.5", "sum": "1.100000000000000"})
+    );
+}
+
+/// `$facet` keeps to the memory budget (its input past the budget is spilled and each facet
+/// reads it back; without `allowDiskUse` it fails with 292), and `$unionWith` streams the
+/// other collection from the pipeline's snapshot: the answers equal Python's.
+#[test]
+fn facet_and_union_with_keep_to_the_memory_budget() {
+    let server = Server::start_with(&["--mongo-agg-memory-limit", "20000"], &[]);
+    let script = r#"
+db = client().acme
+docs = [{"_id": i, "deviceID": "device-%03d" % ((i * 7) % 300), "t": (i * 37) % 1000,
+         "pad": "x" * 40} for i in range(3000)]
+db.readings.insert_many(docs)
+db.archive.insert_many([{"_id": 10000 + i, "deviceID": "old", "t": i} for i in range(2000)])
+facet = db.readings.aggregate([{"$facet": {
+    "n": [{"$count": "n"}],
+    "late": [{"$match": {"t": {"$gte": 990}}}, {"$sort": {"_id": 1}}, {"$project": {"_id": 1}}],
+    "first": [{"$limit": 2}, {"$project": {"_id": 1, "t": 1}}],
+}}]).next()
+late = [{"_id": d["_id"]} for d in docs if d["t"] >= 990]
+union = list(db.readings.aggregate([{"$project": {"_id": 1}},
+                                    {"$unionWith": {"coll": "archive", "pipeline": [{"$match": {"t": {"$lt": 5}}}, {"$project": {"_id": 1}}]}}]))
+try:
+    db.command("aggregate", "readings", pipeline=[{"$facet": {"all": [{"$project": {"_id": 1}}]}}], cursor={}, allowDiskUse=False)
+    refused = None
+except OperationFailure as e:
+    refused = e.code
+print(json.dumps({
+    "n": facet["n"], "late_equal": facet["late"] == late, "late": len(facet["late"]),
+    "first": facet["first"], "union": len(union),
+    "union_tail": [d["_id"] for d in union[-5:]], "refused": refused,
+}))
+"#;
+    let Some(out) = python(&server, script) else { return };
+    assert_eq!(out["n"], json!([{"n": 3000}]));
+    assert_eq!((out["late_equal"].clone(), out["late"].clone()), (json!(true), json!(30)));
+    assert_eq!(out["first"], json!([{"_id": 0, "t": 0}, {"_id": 1, "t": 37}]));
+    assert_eq!(out["union"], json!(3005));
+    assert_eq!(out["union_tail"], json!([10000, 10001, 10002, 10003, 10004]));
+    assert_eq!(out["refused"], json!(292));
+}

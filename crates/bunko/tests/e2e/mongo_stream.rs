@@ -35,6 +35,10 @@ with coll.watch(full_document="updateLookup", max_await_time_ms=2000) as s:
     coll.replace_one({"_id": "b1"}, {"name": "別物"})
     e = s.next()
     assert e["operationType"] == "replace" and e["fullDocument"] == {"_id": "b1", "name": "別物"}, e
+    # A replacement that keeps a field's value is still a replacement.
+    coll.replace_one({"_id": "b1"}, {"name": "別物", "n": 2})
+    e = s.next()
+    assert e["operationType"] == "replace" and e["fullDocument"] == {"_id": "b1", "name": "別物", "n": 2}, e
     coll.delete_one({"_id": "b1"})
     e = s.next()
     assert e["operationType"] == "delete" and e["documentKey"] == {"_id": "b1"} and "fullDocument" not in e, e
@@ -117,8 +121,9 @@ with orders.watch() as s:
     e = s.next()
     assert e["operationType"] == "invalidate", e
     assert not s.alive
-# Bad stages and options are refused.
-assert code_of(lambda: orders.watch([{"$group": {"_id": 1}}]).next()) == 238
+# Bad stages and options are refused, with MongoDB's codes.
+assert code_of(lambda: orders.watch([{"$group": {"_id": 1}}]).next()) == 20
+assert code_of(lambda: orders.watch([{"$unsupported": "foo"}]).next()) == 40324
 assert code_of(lambda: db.plain.watch(resume_after={"_data": "zz"})) == 2
 print(json.dumps({"ok": True}))
 "#;
@@ -239,4 +244,133 @@ print(json.dumps({"ok": True}))
 "#;
     let Some(out) = python(&server, script) else { return };
     assert_eq!(out, json!({"ok": true}));
+}
+
+/// `showExpandedEvents: true` (MongoDB 6+): `create`, `createIndexes`, `dropIndexes`,
+/// `modify` and `rename` with `operationDescription` and `collectionUUID`, in order with the
+/// document events, also after a resume; `disambiguatedPaths`; stages with expressions after
+/// `$changeStream`, and the fatal error of one that removes the resume token.
+#[test]
+fn expanded_events_expression_stages_and_disambiguated_paths() {
+    let server = Server::start();
+    let script = r#"
+import faulthandler; faulthandler.dump_traceback_later(60, exit=True)
+c = client()
+db = c.library
+def strip(e):
+    return {k: e[k] for k in ("operationType", "ns", "operationDescription", "to") if k in e}
+def take(s, n):
+    return [s.next() for _ in range(n)]
+with db.watch(show_expanded_events=True) as s:
+    db.create_collection("books", validator={"title": {"$type": "string"}})
+    books = db.books
+    books.insert_one({"_id": 1, "title": "吾輩は猫である", "a": {"1": 1}, "b": [{"1": 1}]})
+    books.create_index([("title", 1)], name="title_1")
+    books.update_one({"_id": 1}, {"$set": {"a.1": 2, "b.0.1": 2}})
+    db.command("collMod", "books", validationLevel="moderate")
+    books.drop_index("title_1")
+    got = take(s, 6)
+    db.temp.insert_one({"_id": "t"})
+    got += take(s, 2)
+    c.admin.command("renameCollection", "library.books", to="library.temp", dropTarget=True)
+    got += take(s, 2)
+out = {"events": [strip(e) for e in got]}
+out["uuids"] = len({e["collectionUUID"] for e in got[:6]})
+out["update"] = got[3]["updateDescription"]
+out["rename_target"] = "dropTarget" in got[-1]["operationDescription"]
+# Resumed after the `create`, once the collection has its new name: the writes made before
+# the rename keep the old name, and the rename follows them.
+with db.watch(show_expanded_events=True, resume_after=got[0]["_id"]) as s:
+    again = take(s, 6)
+out["again"] = [[e["operationType"], e["ns"]["coll"]] for e in again]
+# Without showExpandedEvents: no DDL events, no collectionUUID, no disambiguatedPaths.
+with db.plain.watch() as s:
+    db.plain.insert_one({"_id": 1, "a": {"1": 1}})
+    db.plain.create_index([("a", 1)])
+    db.plain.update_one({"_id": 1}, {"$set": {"a.1": 2}})
+    e1, e2 = s.next(), s.next()
+out["plain"] = [e1["operationType"], e2["operationType"], "collectionUUID" in e1, e2["updateDescription"]]
+# Expressions in $project, $addFields and $replaceWith after $changeStream.
+pipeline = [{"$project": {"optype": "$operationType", "ns": 1, "newField": "value"}},
+            {"$addFields": {"title": {"$toUpper": "$ns.coll"}}}]
+with db.plain.watch(pipeline) as s:
+    db.plain.insert_one({"_id": 2})
+    e = s.next()
+out["projected"] = {k: v for k, v in e.items() if k != "_id"}
+with db.plain.watch([{"$replaceWith": {"_id": "$_id", "kind": "$operationType"}}]) as s:
+    db.plain.delete_one({"_id": 2})
+    e = s.next()
+out["replaced"] = e["kind"]
+# Removing the resume token is fatal and not resumable (280).
+with db.plain.watch([{"$project": {"_id": 0}}]) as s:
+    db.plain.insert_one({"_id": 3})
+    try:
+        s.next()
+        out["fatal"] = None
+    except OperationFailure as err:
+        out["fatal"] = [err.code, err.has_error_label("NonResumableChangeStreamError")]
+print(json.dumps(out, default=str))
+"#;
+    let Some(out) = python(&server, script) else { return };
+    let ns = json!({"db": "library", "coll": "books"});
+    let title = json!({"v": 2, "key": {"title": 1}, "name": "title_1"});
+    let id_index = json!({"v": 2, "key": {"_id": 1}, "name": "_id_"});
+    let events = out["events"].as_array().cloned().unwrap_or_default();
+    let ops: Vec<_> = events.iter().map(|e| e["operationType"].clone()).collect();
+    assert_eq!(
+        ops,
+        json!([
+            "create",
+            "insert",
+            "createIndexes",
+            "update",
+            "modify",
+            "dropIndexes",
+            "create",
+            "insert",
+            "drop",
+            "rename"
+        ])
+        .as_array()
+        .cloned()
+        .unwrap_or_default(),
+        "{out}"
+    );
+    assert_eq!(
+        events[0],
+        json!({"operationType": "create", "ns": ns, "operationDescription": {"validator": {"title": {"$type": "string"}}, "idIndex": id_index}})
+    );
+    assert_eq!(events[2]["operationDescription"], json!({"indexes": [title]}));
+    assert_eq!(events[4]["operationDescription"], json!({"validationLevel": "moderate"}));
+    assert_eq!(events[5]["operationDescription"], json!({"indexes": [title]}));
+    assert_eq!(events[8]["ns"], json!({"db": "library", "coll": "temp"}));
+    assert_eq!(events[9]["to"], json!({"db": "library", "coll": "temp"}));
+    assert_eq!(out["rename_target"], true, "{out}");
+    assert_eq!(out["uuids"], 1, "one collection, one collectionUUID: {out}");
+    assert_eq!(
+        out["update"],
+        json!({"updatedFields": {"a.1": 2, "b.0.1": 2}, "removedFields": [], "truncatedArrays": [],
+               "disambiguatedPaths": {"a.1": ["a", "1"], "b.0.1": ["b", 0, "1"]}})
+    );
+    assert_eq!(
+        out["again"],
+        json!([
+            ["insert", "books"],
+            ["createIndexes", "books"],
+            ["update", "books"],
+            ["modify", "books"],
+            ["dropIndexes", "books"],
+            ["rename", "books"]
+        ])
+    );
+    assert_eq!(
+        out["plain"],
+        json!(["insert", "update", false, {"updatedFields": {"a.1": 2}, "removedFields": [], "truncatedArrays": []}])
+    );
+    assert_eq!(
+        out["projected"],
+        json!({"optype": "insert", "ns": {"db": "library", "coll": "plain"}, "newField": "value", "title": "PLAIN"})
+    );
+    assert_eq!(out["replaced"], "delete");
+    assert_eq!(out["fatal"], json!([280, true]));
 }

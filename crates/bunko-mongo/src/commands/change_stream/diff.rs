@@ -1,22 +1,29 @@
 //! `updateDescription`: what changed between two revisions of a document, in MongoDB's
-//! form. Sub-documents are compared field by field (`a.b`); an array that grew by appends
-//! reports its new elements (`tags.2`), one cut short reports `truncatedArrays`; any other
-//! change reports the whole new value.
+//! form (the delta of its update oplog entries). Sub-documents are compared field by field
+//! (`a.b`), arrays element by element: changed elements are named by index (`tags.1`, or
+//! `a.0.b` inside an element that is a document), appended ones too (`tags.2`), and an
+//! array cut short is listed in `truncatedArrays` with its new size. `disambiguatedPaths`
+//! (with `showExpandedEvents`) spells out, for every path with an array index or a field
+//! name that looks like one (or has a dot), its parts: indexes as integers, names as strings.
 
 use bson::{Bson, Document, doc};
 
-/// The three lists of an `updateDescription`.
+/// The lists of an `updateDescription`.
 #[derive(Debug, Default, PartialEq)]
 pub(crate) struct Diff {
     pub updated: Document,
     pub removed: Vec<String>,
     pub truncated: Vec<Document>,
+    pub disambiguated: Document,
 }
+
+/// A path being walked: its parts (names as strings, array indexes as integers).
+type Parts = Vec<Bson>;
 
 impl Diff {
     pub fn between(old: &Document, new: &Document) -> Diff {
         let mut diff = Diff::default();
-        diff.objects("", old, new);
+        diff.objects(&mut Vec::new(), old, new);
         diff
     }
 
@@ -27,43 +34,78 @@ impl Diff {
         !self.removed.is_empty() && !kept
     }
 
-    pub fn to_doc(&self) -> Document {
-        doc! {
+    /// The `updateDescription` document; `expanded` adds `disambiguatedPaths`.
+    pub fn to_doc(&self, expanded: bool) -> Document {
+        let mut out = doc! {
             "updatedFields": self.updated.clone(),
             "removedFields": self.removed.clone(),
             "truncatedArrays": self.truncated.clone(),
+        };
+        if expanded {
+            out.insert("disambiguatedPaths", self.disambiguated.clone());
         }
+        out
     }
 
-    fn objects(&mut self, prefix: &str, old: &Document, new: &Document) {
+    /// The dotted path of `parts`, noting its parts when the dotted form is ambiguous.
+    fn path(&mut self, parts: &Parts) -> String {
+        let text: Vec<String> = parts
+            .iter()
+            .map(|p| match p {
+                Bson::String(name) => name.clone(),
+                other => other.to_string(),
+            })
+            .collect();
+        let path = text.join(".");
+        let ambiguous = parts.iter().any(|p| match p {
+            Bson::String(name) => name.contains('.') || name.parse::<u64>().is_ok(),
+            _ => true,
+        });
+        if ambiguous {
+            self.disambiguated.insert(path.clone(), parts.clone());
+        }
+        path
+    }
+
+    fn set(&mut self, parts: &Parts, value: &Bson) {
+        let path = self.path(parts);
+        self.updated.insert(path, value.clone());
+    }
+
+    fn objects(&mut self, parts: &mut Parts, old: &Document, new: &Document) {
         for (key, value) in new {
-            let path = format!("{prefix}{key}");
-            match (old.get(key), value) {
-                (Some(was), now) if was == now => {}
-                (Some(Bson::Document(was)), Bson::Document(now)) => {
-                    self.objects(&format!("{path}."), was, now);
-                }
-                (Some(Bson::Array(was)), Bson::Array(now)) => self.arrays(&path, was, now),
-                _ => {
-                    self.updated.insert(path, value.clone());
-                }
-            }
+            parts.push(Bson::String(key.clone()));
+            self.values(parts, old.get(key), value);
+            parts.pop();
         }
         for key in old.keys().filter(|k| !new.contains_key(*k)) {
-            self.removed.push(format!("{prefix}{key}"));
+            parts.push(Bson::String(key.clone()));
+            let path = self.path(parts);
+            self.removed.push(path);
+            parts.pop();
         }
     }
 
-    fn arrays(&mut self, path: &str, old: &[Bson], new: &[Bson]) {
-        if new.len() > old.len() && new.starts_with(old) {
-            for (i, value) in new.iter().enumerate().skip(old.len()) {
-                self.updated.insert(format!("{path}.{i}"), value.clone());
-            }
-        } else if new.len() < old.len() && old.starts_with(new) {
+    /// The change at `parts` from `was` (absent: a new field) to `now`.
+    fn values(&mut self, parts: &mut Parts, was: Option<&Bson>, now: &Bson) {
+        match (was, now) {
+            (Some(was), now) if was == now => {}
+            (Some(Bson::Document(was)), Bson::Document(now)) => self.objects(parts, was, now),
+            (Some(Bson::Array(was)), Bson::Array(now)) => self.arrays(parts, was, now),
+            _ => self.set(parts, now),
+        }
+    }
+
+    fn arrays(&mut self, parts: &mut Parts, old: &[Bson], new: &[Bson]) {
+        if new.len() < old.len() {
+            let field = self.path(parts);
             let size = i32::try_from(new.len()).unwrap_or(i32::MAX);
-            self.truncated.push(doc! {"field": path, "newSize": size});
-        } else {
-            self.updated.insert(path.to_string(), Bson::Array(new.to_vec()));
+            self.truncated.push(doc! {"field": field, "newSize": size});
+        }
+        for (i, value) in new.iter().enumerate() {
+            parts.push(Bson::Int32(i32::try_from(i).unwrap_or(i32::MAX)));
+            self.values(parts, old.get(i), value);
+            parts.pop();
         }
     }
 }
@@ -71,6 +113,19 @@ impl Diff {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn changed_elements_and_numeric_names_are_disambiguated() {
+        let old = doc! {"a": {"1": 1}, "b": [{"1": 1}, "x"], "c": [1, 2, 3]};
+        let new = doc! {"a": {"1": 2}, "b": [{"1": 2}, "x"], "c": [1, 9]};
+        let diff = Diff::between(&old, &new);
+        assert_eq!(diff.updated, doc! {"a.1": 2, "b.0.1": 2, "c.1": 9});
+        assert_eq!(diff.truncated, vec![doc! {"field": "c", "newSize": 2}]);
+        assert_eq!(
+            diff.disambiguated,
+            doc! {"a.1": ["a", "1"], "b.0.1": ["b", 0, "1"], "c.1": ["c", 1]}
+        );
+    }
 
     #[test]
     fn diffs_name_nested_fields_appends_and_truncations() {
@@ -81,6 +136,7 @@ mod tests {
         assert_eq!(diff.removed, vec!["meta.y".to_string(), "gone".to_string()]);
         assert_eq!(diff.truncated, vec![doc! {"field": "cut", "newSize": 1}]);
         assert!(!diff.is_replacement(&old, &new));
+        assert_eq!(diff.disambiguated, doc! {"tags.2": ["tags", 2]});
         let other = doc! {"name": "new"};
         assert!(Diff::between(&old, &other).is_replacement(&old, &other));
         let set_only = doc! {"title": "犬"};

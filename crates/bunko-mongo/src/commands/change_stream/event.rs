@@ -23,6 +23,10 @@ pub(super) struct Render<'a> {
     pub before: BeforeMode,
     /// Whether the collection keeps pre- and post-images (`changeStreamPreAndPostImages`).
     pub images: bool,
+    /// `showExpandedEvents`: events carry `collectionUUID`.
+    pub expanded: bool,
+    /// The revisions replacements made (reported as `replace`).
+    pub replaced: &'a super::Replaced,
 }
 
 /// The MongoDB document of a stored body (`_id` first).
@@ -69,6 +73,11 @@ impl Render<'_> {
             (_, true) => "delete",
             (Before::Nothing | Before::Deleted, false) => "insert",
             (Before::Unavailable, false) => "replace",
+            (Before::Body(_), false)
+                if self.replaced.contains(self.db.id(), &ev.id, &ev.rev.to_string()) =>
+            {
+                "replace"
+            }
             (Before::Body(_), false) => match (&old, &new) {
                 (Some(old), Some(new)) if !Diff::between(old, new).is_replacement(old, new) => {
                     "update"
@@ -77,6 +86,9 @@ impl Render<'_> {
             },
         };
         let mut out = header(token, op, self.ns, ev.ms, ev.seq);
+        if self.expanded {
+            out.insert("collectionUUID", super::ddl::uuid(self.db.id()));
+        }
         out.insert("documentKey", key);
         match op {
             "insert" | "replace" => {
@@ -84,7 +96,7 @@ impl Render<'_> {
             }
             "update" => {
                 if let (Some(old), Some(new)) = (&old, &new) {
-                    out.insert("updateDescription", Diff::between(old, new).to_doc());
+                    out.insert("updateDescription", Diff::between(old, new).to_doc(self.expanded));
                 }
                 if let Some(full) = self.full_document(&ev.id, new)? {
                     out.insert("fullDocument", full);

@@ -11,9 +11,12 @@
 //! default 1 s) on the databases' change notifications, off the blocking threads
 //! (`conn.rs` re-runs the command when one fires).
 
+mod ddl;
 mod diff;
 mod event;
 pub(crate) mod registry;
+mod replaced;
+mod steps;
 mod token;
 
 use std::collections::BTreeMap;
@@ -21,16 +24,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bson::{Bson, Document, doc};
-use bunko_doc::ejson;
 use bunko_engine::security::UserCtx;
 use bunko_engine::{Database, Engine};
-use bunko_query::{Dialect, Selector};
-use serde_json::Value;
 
 use super::{Ctx, admin, coll_options, int_of};
+use crate::Server;
 use crate::error::MongoError;
 use crate::names::Namespace;
-use crate::projection::Projection;
+pub(crate) use ddl::{Renamed, Renames};
+pub(crate) use replaced::Replaced;
 use token::Token;
 
 /// `fullDocument`.
@@ -66,9 +68,11 @@ pub(crate) struct Stream {
     names: BTreeMap<u64, Namespace>,
     full: FullMode,
     before: BeforeMode,
-    filter: Option<Selector>,
-    projection: Option<Projection>,
+    /// The stages after `$changeStream`.
+    steps: Vec<steps::Step>,
     user: UserCtx,
+    /// `showExpandedEvents`: DDL events, `collectionUUID`, `operationDescription`.
+    expanded: bool,
     /// The stream was invalidated: nothing follows.
     done: bool,
 }
@@ -87,11 +91,9 @@ pub(crate) fn open(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoE
     })?;
     let (scope, ns_text) = scope(ctx, command, spec)?;
     let mut stream = Stream::new(ctx, scope, spec)?;
-    for stage in pipeline.iter().skip(1) {
-        stream.add_stage(stage)?;
-    }
+    stream.steps = pipeline.iter().skip(1).map(steps::parse).collect::<Result<_, _>>()?;
     let size = batch_size(command)?;
-    let (batch, _) = stream.next(&ctx.server.engine, size)?;
+    let (batch, _) = stream.next(ctx.server, size)?;
     let resume = stream.token.to_doc();
     let user = ctx.session.user.clone();
     let id = ctx.server.streams.open(ns_text.clone(), user, stream);
@@ -112,11 +114,11 @@ pub(crate) fn get_more(
     let until =
         *ctx.session.await_until.get_or_insert(Instant::now() + Duration::from_millis(wait));
     let size = int_of(command, "batchSize")?.map_or(0, |n| usize::try_from(n).unwrap_or(0));
-    let engine = ctx.server.engine.clone();
+    let server = ctx.server;
     let user = ctx.session.user.clone();
     let step = ctx.server.streams.step(id, user.as_ref(), ns, |s| {
-        let (batch, alive) = s.next(&engine, size)?;
-        Ok(((batch, s.token.to_doc(), s.wake_on(&engine)), alive))
+        let (batch, alive) = s.next(server, size)?;
+        Ok(((batch, s.token.to_doc(), s.wake_on(&server.engine)), alive))
     })?;
     let ((batch, resume, wake), alive) = step;
     if batch.is_empty() && alive && Instant::now() < until {
@@ -183,13 +185,7 @@ impl Stream {
             Ok("required") => BeforeMode::Required,
             Ok(other) => return Err(bad_mode("fullDocumentBeforeChange", other)),
         };
-        // The expanded events (`create`, `createIndexes`, `modify`, ...) are not reported yet:
-        // asking for them must not wait for events that never come.
-        if spec.get("showExpandedEvents").and_then(Bson::as_bool) == Some(true) {
-            return Err(MongoError::not_implemented(
-                "$changeStream showExpandedEvents: true is not supported yet",
-            ));
-        }
+        let expanded = super::bool_of(spec, "showExpandedEvents", false)?;
         for key in spec.keys() {
             let known = [
                 "fullDocument",
@@ -215,9 +211,9 @@ impl Stream {
             names: BTreeMap::new(),
             full,
             before,
-            filter: None,
-            projection: None,
+            steps: Vec::new(),
             user,
+            expanded,
             done: false,
         };
         stream.start(&ctx.server.engine, spec)?;
@@ -271,31 +267,6 @@ impl Stream {
         Ok(())
     }
 
-    /// `$match` and `$project` after `$changeStream` (the simple forms: a query filter on
-    /// the event, an inclusion or exclusion projection).
-    fn add_stage(&mut self, stage: &Bson) -> Result<(), MongoError> {
-        let Bson::Document(stage) = stage else {
-            return Err(MongoError::type_mismatch("each pipeline stage must be an object"));
-        };
-        match stage.iter().next() {
-            Some((name, Bson::Document(spec))) if name == "$match" && self.filter.is_none() => {
-                self.filter = Some(crate::query::selector(spec)?);
-            }
-            Some((name, Bson::Document(spec)))
-                if name == "$project" && self.projection.is_none() =>
-            {
-                self.projection = Projection::parse(spec)?;
-            }
-            Some((name, _)) => {
-                return Err(MongoError::not_implemented(format!(
-                    "stage {name} after $changeStream is not supported yet (only one $match and one $project)"
-                )));
-            }
-            None => return Err(MongoError::failed_to_parse("an empty pipeline stage")),
-        }
-        Ok(())
-    }
-
     /// The engine databases in scope that the user may read, by id.
     fn databases(&self, engine: &Engine) -> BTreeMap<u64, (Namespace, Arc<Database>)> {
         let mut out = BTreeMap::new();
@@ -319,44 +290,76 @@ impl Stream {
     }
 
     /// The next batch (at most `size` events; `0`: 1000) and whether the stream goes on.
-    fn next(&mut self, engine: &Engine, size: usize) -> Result<(Vec<Document>, bool), MongoError> {
+    fn next(&mut self, server: &Server, size: usize) -> Result<(Vec<Document>, bool), MongoError> {
         let limit = if size == 0 { 1000 } else { size };
         let mut batch = Vec::new();
         if self.done {
             return Ok((batch, false));
         }
-        let live = self.databases(engine);
-        self.dropped(engine, &live, &mut batch);
+        let live = self.databases(&server.engine);
+        self.dropped(server, &live, &mut batch)?;
         if self.done {
             return Ok((batch, false));
         }
         for (id, (ns, db)) in &live {
-            if let Some(old) = self.names.get(id).filter(|old| *old != ns) {
-                batch.push(self.renamed(old, ns));
+            if batch.len() >= limit {
+                break;
             }
-            self.names.insert(*id, ns.clone());
             // A database the token does not name starts at its beginning if it was created
             // after the token (a higher id), else now (it was not readable then).
             let since = match self.token.seqs.get(id) {
                 Some(seq) => *seq,
-                None if *id > self.token.horizon => 0,
+                None if *id > self.token.horizon => {
+                    self.token.seqs.insert(*id, 0);
+                    if self.expanded {
+                        self.push(ddl::create(self.token.to_doc(), db, ns), &mut batch)?;
+                    }
+                    0
+                }
                 None => durable_seq(db),
             };
             self.token.horizon = self.token.horizon.max(*id);
+            // Renamed since it was last read (or, not read yet, renamed after `since`):
+            // writes made before the rename are reported under the old name.
+            let renamed = server.renames.get(*id);
+            let old = match self.names.get(id) {
+                Some(old) => Some(old.clone()),
+                None => renamed.as_ref().filter(|r| r.seq > since).map(|r| r.from.clone()),
+            };
+            if let Some(old) = old.filter(|old| old != ns) {
+                let until = renamed.map(|r| r.seq);
+                let left = limit.saturating_sub(batch.len()) as u64;
+                self.read(server, db, &old, since, left, until, &mut batch)?;
+                if until.is_some_and(|u| self.token.seqs.get(id).is_some_and(|s| *s < u)) {
+                    break;
+                }
+                self.push(self.renamed(server, *id, &old, ns), &mut batch)?;
+            }
+            self.names.insert(*id, ns.clone());
+            let since = self.token.seqs.get(id).copied().unwrap_or(since);
             let left = limit.saturating_sub(batch.len());
             if left == 0 {
                 break;
             }
-            self.read(db, ns, since, left as u64, &mut batch)?;
+            self.read(server, db, ns, since, left as u64, None, &mut batch)?;
         }
         Ok((batch, true))
     }
 
-    /// A `rename` event: the collection `from` is now `to` (`renameCollection`, which keeps
-    /// the engine database and its id).
-    fn renamed(&self, from: &Namespace, to: &Namespace) -> Document {
+    /// A `rename` event: the collection `from` (engine id `id`) is now `to`
+    /// (`renameCollection`, which keeps the engine database and its id).
+    fn renamed(&self, server: &Server, id: u64, from: &Namespace, to: &Namespace) -> Document {
         let mut event = event::header(self.token.to_doc(), "rename", from, event::now_ms(), 0);
-        event.insert("to", doc! {"db": &to.db, "coll": &to.coll});
+        let target = doc! {"db": &to.db, "coll": &to.coll};
+        event.insert("to", target.clone());
+        if self.expanded {
+            event.insert("collectionUUID", ddl::uuid(id));
+            let mut description = doc! {"to": target};
+            if let Some(dropped) = server.renames.get(id).and_then(|r| r.dropped) {
+                description.insert("dropTarget", ddl::uuid(dropped));
+            }
+            event.insert("operationDescription", description);
+        }
         event
     }
 
@@ -365,31 +368,45 @@ impl Stream {
     /// database stream whose last collection was dropped, what invalidates it).
     fn dropped(
         &mut self,
-        engine: &Engine,
+        server: &Server,
         live: &BTreeMap<u64, (Namespace, Arc<Database>)>,
         batch: &mut Vec<Document>,
-    ) {
+    ) -> Result<(), MongoError> {
         let gone: Vec<u64> =
             self.token.seqs.keys().filter(|id| !live.contains_key(id)).copied().collect();
         if gone.is_empty() {
-            return;
+            return Ok(());
         }
         let (mut any, mut drop) = (None, false);
         for id in gone {
-            self.token.seqs.remove(&id);
-            if let Some(ns) = self.names.remove(&id) {
-                let event = match renamed_to(engine, id) {
-                    Some(to) => self.renamed(&ns, &to),
-                    None => {
-                        drop = true;
-                        event::header(self.token.to_doc(), "drop", &ns, event::now_ms(), 0)
+            let Some(ns) = self.names.get(&id).cloned() else {
+                self.token.seqs.remove(&id);
+                continue;
+            };
+            let event = match renamed_to(&server.engine, id) {
+                Some((to, db)) => {
+                    // Its writes before the rename first, under the old name.
+                    let since = self.token.seqs.get(&id).copied().unwrap_or_default();
+                    let until = server.renames.get(id).map(|r| r.seq);
+                    self.read(server, &db, &ns, since, 1000, until, batch)?;
+                    self.renamed(server, id, &ns, &to)
+                }
+                None => {
+                    drop = true;
+                    let mut event =
+                        event::header(self.token.to_doc(), "drop", &ns, event::now_ms(), 0);
+                    if self.expanded {
+                        event.insert("collectionUUID", ddl::uuid(id));
                     }
-                };
-                batch.push(event);
-                any = Some(ns);
-            }
+                    event
+                }
+            };
+            self.token.seqs.remove(&id);
+            self.names.remove(&id);
+            self.push(event, batch)?;
+            any = Some(ns);
         }
-        let Some(ns) = any else { return };
+        let Some(ns) = any else { return Ok(()) };
         let ends = match &self.scope {
             Scope::Collection(_) => true,
             Scope::Database(_) if drop && live.is_empty() => {
@@ -409,14 +426,20 @@ impl Stream {
             batch.push(invalidate);
             self.done = true;
         }
+        Ok(())
     }
 
+    /// Reads the events of `db` (named `ns`) after `since`, at most `limit`, and none past
+    /// `until`.
+    #[allow(clippy::too_many_arguments)]
     fn read(
         &mut self,
+        server: &Server,
         db: &Arc<Database>,
         ns: &Namespace,
         since: u64,
         limit: u64,
+        until: Option<u64>,
         batch: &mut Vec<Document>,
     ) -> Result<(), MongoError> {
         let Some((events, reached)) = db.change_events(since, limit)? else {
@@ -436,30 +459,32 @@ impl Stream {
             full: self.full,
             before: self.before,
             images: coll_options::images(&options),
+            expanded: self.expanded,
+            replaced: &server.replaced,
         };
-        for ev in &events {
+        for ev in events.iter().take_while(|ev| until.is_none_or(|u| ev.seq <= u)) {
             self.token.seqs.insert(db.id(), ev.seq);
-            let event = render.event(self.token.to_doc(), ev)?;
-            if let Some(event) = self.shaped(event) {
-                batch.push(event);
+            let token = self.token.to_doc();
+            if ev.id == coll_options::DDOC && self.expanded {
+                for event in ddl::events(&token, db.id(), ns, ev) {
+                    self.push(event, batch)?;
+                }
+            } else if !ev.id.starts_with("_design/") {
+                let event = render.event(token, ev)?;
+                self.push(event, batch)?;
             }
         }
+        let reached = until.map_or(reached, |u| reached.min(u).max(since));
         self.token.seqs.insert(db.id(), reached);
         Ok(())
     }
 
-    /// The event after the stream's `$match` and `$project`, if it passes.
-    fn shaped(&self, event: Document) -> Option<Document> {
-        if let Some(filter) = &self.filter {
-            let view = ejson::match_view(&Value::Object(ejson::to_json(&event)));
-            if !filter.matches(&view, Dialect::Mongo) {
-                return None;
-            }
+    /// Adds `event` to `batch` after the stream's stages, if it passes their `$match`.
+    fn push(&self, event: Document, batch: &mut Vec<Document>) -> Result<(), MongoError> {
+        if let Some(event) = steps::apply(&self.steps, event)? {
+            batch.push(event);
         }
-        Some(match &self.projection {
-            Some(p) => p.apply(&event),
-            None => event,
-        })
+        Ok(())
     }
 
     /// What a waiting `getMore` wakes on: the change notifications of the databases in
@@ -472,10 +497,10 @@ impl Stream {
 }
 
 /// The collection the engine database `id` is now, if it still exists (renamed).
-fn renamed_to(engine: &Engine, id: u64) -> Option<Namespace> {
+fn renamed_to(engine: &Engine, id: u64) -> Option<(Namespace, Arc<Database>)> {
     engine.db_names().into_iter().find_map(|name| {
-        engine.get_db(&name).filter(|db| db.id() == id)?;
-        Namespace::from_engine(&name)
+        let db = engine.get_db(&name).filter(|db| db.id() == id)?;
+        Some((Namespace::from_engine(&name)?, db))
     })
 }
 

@@ -1,0 +1,79 @@
+//! Which top-level fields of the document an expression reads, so that a stage can be fed
+//! only those (`$group` over a collection converts just the fields its key and accumulators
+//! name). `None` when it may read the whole document: `$$ROOT`/`$$CURRENT` without a path,
+//! and the operators that read `$$CURRENT` implicitly (`$getField`, `$setField`,
+//! `$unsetField`).
+
+use super::accum::AccSpec;
+use super::{Args, Expr};
+
+impl Expr {
+    /// Adds the top-level fields `self` reads to `out`; `false` if it may read any field.
+    pub fn reads(&self, out: &mut Vec<String>) -> bool {
+        let mut add = |name: &String| {
+            if !out.contains(name) {
+                out.push(name.clone());
+            }
+            true
+        };
+        match self {
+            Expr::Literal(_) => true,
+            Expr::Field(path) => path.first().is_some_and(&mut add),
+            Expr::Var(name, path) if name == "ROOT" || name == "CURRENT" => {
+                path.first().is_some_and(add)
+            }
+            Expr::Var(..) => true,
+            Expr::Object(fields) => fields.iter().all(|(_, e)| e.reads(out)),
+            Expr::Array(items) => items.iter().all(|e| e.reads(out)),
+            Expr::Op(op, _) if matches!(op.name, "$getField" | "$setField" | "$unsetField") => {
+                false
+            }
+            Expr::Op(_, Args::List(args)) => args.iter().all(|e| e.reads(out)),
+            Expr::Op(_, Args::Named(args)) => args.iter().all(|(_, e)| e.reads(out)),
+        }
+    }
+}
+
+impl AccSpec {
+    /// Adds the top-level fields the accumulator reads to `out` (see [`Expr::reads`]).
+    pub fn reads(&self, out: &mut Vec<String>) -> bool {
+        let sorted = self.sort.iter().flatten().all(|(path, _)| match path.first() {
+            Some(name) if !out.contains(name) => {
+                out.push(name.clone());
+                true
+            }
+            first => first.is_some(),
+        });
+        sorted && self.expr.reads(out) && self.n.as_ref().is_none_or(|n| n.reads(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bson::bson;
+
+    use super::*;
+
+    fn reads(spec: bson::Bson) -> Option<Vec<String>> {
+        let mut out = Vec::new();
+        Expr::parse(&spec).ok()?.reads(&mut out).then_some(out)
+    }
+
+    #[test]
+    fn fields_read_are_found_and_whole_document_reads_are_not_narrowed() {
+        let names = |v: &[&str]| Some(v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(reads(bson!("$deviceID")), names(&["deviceID"]));
+        assert_eq!(
+            reads(bson!({"$add": ["$a.b", {"$multiply": ["$c", 2]}, "$$ROOT.a", "$$NOW"]})),
+            names(&["a", "c"])
+        );
+        assert_eq!(
+            reads(bson!({"$map": {"input": "$xs", "as": "x", "in": {"$add": ["$$x", "$y"]}}})),
+            names(&["xs", "y"])
+        );
+        assert_eq!(reads(bson!({"k": "$k", "v": ["$v", 1]})), names(&["k", "v"]));
+        assert_eq!(reads(bson!("$$ROOT")), None);
+        assert_eq!(reads(bson!({"$mergeObjects": ["$$CURRENT", {"x": 1}]})), None);
+        assert_eq!(reads(bson!({"$getField": "n"})), None);
+    }
+}
