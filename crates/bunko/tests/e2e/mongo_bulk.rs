@@ -71,7 +71,6 @@ assert c.shop.other.count_documents({}) == 1
 assert code_of(lambda: c.shop.command("bulkWrite", 1, ops=[], nsInfo=[])) == 13
 assert code_of(lambda: c.admin.command("bulkWrite", 1, ops=[{"insert": 3, "document": {}}], nsInfo=[{"ns": "shop.products"}])) == 2
 assert code_of(lambda: c.admin.command("bulkWrite", 1, ops=[{"frob": 0}], nsInfo=[{"ns": "shop.products"}])) == 9
-assert code_of(lambda: c.admin.command("bulkWrite", 1, ops=[{"update": 0, "filter": {}, "updateMods": {}, "collation": {"locale": "fr"}}], nsInfo=[{"ns": "shop.products"}])) == 238
 
 # A user who is no member: every operation is refused by the write gate, nothing changes.
 hana = client(user="hana", password="pw")
