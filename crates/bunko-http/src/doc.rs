@@ -19,6 +19,7 @@ use serde_json::json;
 use crate::body::RawBody;
 use crate::db::{Access, open};
 use crate::error::{ApiError, ApiResult};
+use crate::headers::{created_at, doc_path};
 use crate::multipart::{DocBody, read_related};
 use crate::params::Params;
 use crate::render::{self, DocOpts};
@@ -192,10 +193,9 @@ pub async fn post_doc(
             results.pop().map_or(Ok(()), |r| r.result.map(drop))
         }));
     }
-    let location_db = encode_segment(&db_name);
     let (id, rev) = write_one(db, ctx, doc, WriteOptions::default(), body.0.len()).await?;
-    let location = format!("/{location_db}/{}", encode_segment(&id));
-    Ok(with_location(written(StatusCode::CREATED, &id, &rev), &location))
+    let location = doc_path(&db_name, &id);
+    Ok(created_at(written(StatusCode::CREATED, &id, &rev), location))
 }
 
 /// Names the document in a `document_too_large` error (CouchDB's reason is the id).
@@ -352,6 +352,8 @@ async fn write_doc(
     doc.rev = merge_rev(doc.rev.take(), &p, &headers)?;
     let new_edits = p.bool("new_edits")?.unwrap_or(true);
     let opts = WriteOptions { new_edits, ..Default::default() };
+    // CouchDB's `batch=ok` answer has no `Location`.
+    let location = doc_path(&db_name, &id);
     if batched(&p)? {
         return Ok(in_batch(id, move || {
             let result = db.put(&ctx, doc, opts).map(drop);
@@ -361,7 +363,7 @@ async fn write_doc(
     }
     let (_, rev) = write_one(db, ctx, doc, opts, bytes).await?;
     drop(uploads);
-    Ok(written(StatusCode::CREATED, &id, &rev))
+    Ok(created_at(written(StatusCode::CREATED, &id, &rev), location))
 }
 
 /// Writes one document of `bytes` as sent: the edit is staged and applied on this async
@@ -513,7 +515,9 @@ async fn put_local(
         move || Ok(db.put_local(&ctx, &id, &doc)?)
     })
     .await?;
-    Ok(render::json(StatusCode::CREATED, json!({"ok": true, "id": id, "rev": rev})))
+    let location = doc_path(&db_name, &id);
+    let answer = render::json(StatusCode::CREATED, json!({"ok": true, "id": id, "rev": rev}));
+    Ok(created_at(answer, location))
 }
 
 async fn delete_local(

@@ -137,6 +137,7 @@ pub async fn active_tasks(
     Extension(ctx): Extension<UserCtx>,
 ) -> ApiResult<Response> {
     require_server_admin(&ctx)?;
+    let node = state.node().to_string();
     let dbs: Vec<_> =
         state.engine.db_names().iter().filter_map(|name| state.engine.get_db(name)).collect();
     let names: std::collections::HashMap<u64, String> =
@@ -148,7 +149,7 @@ pub async fn active_tasks(
             let progress = percent(t.docs_done, t.docs_total);
             json!({
                 "type": "indexer",
-                "node": NODE,
+                "node": node,
                 "pid": format!("<{}/{}>", t.ddoc, t.index),
                 "database": t.database,
                 "design_document": t.ddoc,
@@ -171,7 +172,7 @@ pub async fn active_tasks(
         let p = t.progress;
         json!({
             "type": "indexer",
-            "node": NODE,
+            "node": node,
             "pid": format!("<{}/{}>", t.database, t.design_document),
             "indexer_pid": format!("<{}/{}>", t.database, t.design_document),
             // What CouchDB 3.4.3 shows for a running indexer (its Erlang process waits on
@@ -192,7 +193,7 @@ pub async fn active_tasks(
         let index = t.index.unwrap_or_default();
         json!({
             "type": "search_indexer",
-            "node": NODE,
+            "node": node,
             "pid": format!("<{}/{}/{}>", t.database, t.design_document, index),
             "database": t.database,
             "design_document": t.design_document,
@@ -207,8 +208,6 @@ pub async fn active_tasks(
     tasks.extend(crate::replicate::tasks(&state));
     Ok(render::json(StatusCode::OK, Value::Array(tasks)))
 }
-
-use crate::node::NODE;
 
 /// `done` of `total` as a whole percentage, 0 to 100.
 fn percent(done: u64, total: u64) -> u64 {

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use axum::extract::{FromRequest, FromRequestParts, Path, Request, State as AxState};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{any, post};
 use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
@@ -24,8 +24,16 @@ use crate::{State, UserCtx, blocking};
 
 pub fn routes() -> Router<State> {
     Router::new()
+        .route("/{db}/_design/{ddoc}/_update", any(no_function))
+        .route("/{db}/_design/{ddoc}/_update/", any(no_function))
         .route("/{db}/_design/{ddoc}/_update/{name}", post(update).put(update))
+        .route("/{db}/_design/{ddoc}/_update/{name}/", post(update).put(update))
         .route("/{db}/_design/{ddoc}/_update/{name}/{*docid}", post(update).put(update))
+}
+
+/// `_update` without a function name: CouchDB's `404 update_error`.
+async fn no_function() -> ApiError {
+    ApiError::Other(StatusCode::NOT_FOUND, "update_error", "Invalid path.".into())
 }
 
 /// The request as a design function's `req` sees it: one extractor for every route that

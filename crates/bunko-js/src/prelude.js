@@ -450,6 +450,20 @@
         page = null;
       }
     },
+    // render.js runRewrite: `text` is [ddoc, req]. "[0,rule]" (a string is its path),
+    // "[0,null]" when it returns nothing (no_dispatch_rule), or "[1,[error,reason]]".
+    rewrite: function (id, text, tick) {
+      tick();
+      var call = parse(text);
+      try {
+        var rule = apply(funs[id], call[0], [call[1]]);
+        if (!rule) return "[0,null]";
+        if (typeof rule === "string") rule = { path: rule };
+        return stringify([0, rule]);
+      } catch (err) {
+        return renderFailure(err, false);
+      }
+    },
     // render.js runList: `text` is [ddoc, head, req, rows]; getRow() hands out the rows.
     // "[0,{code, headers, body}]" (the chunks sent and the returned tail) or
     // "[1,[error,reason]]".

@@ -244,3 +244,26 @@ fn update_functions_save_what_they_return_and_answer_their_response() {
     );
     assert_eq!(s.get("/db/x").0, 404, "a refusal writes nothing");
 }
+
+/// `_update/{name}/` is the function without a document id, `_update/` names no function,
+/// and a returned document without `_id` is refused, as CouchDB 3.4.3 answers them
+/// (`update_documents_test.exs`).
+#[test]
+fn update_paths_without_a_name_or_an_id() {
+    let s = Server::start();
+    s.create_db("db");
+    let ddoc = json!({"updates": {
+        "get-uuid": "function(doc, req) { return [null, req.uuid]; }",
+        "empty": "function(doc, req) { return [{}, 'oops']; }"
+    }});
+    s.put_doc("db", "_design/app", &ddoc);
+    let resp = s.req(Method::PUT, "/db/_design/app/_update/get-uuid/").send().expect("update");
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.text().expect("body").len(), 32);
+    for path in ["/db/_design/app/_update/", "/db/_design/app/_update"] {
+        let none = send(s.req(Method::POST, path));
+        assert_error(none, 404, "update_error", "Invalid path.");
+    }
+    let empty = send(s.req(Method::PUT, "/db/_design/app/_update/empty/foo"));
+    assert_error(empty, 400, "illegal_docid", "Document id must not be empty");
+}

@@ -72,6 +72,7 @@ fn paths(db: &str, ids: &[String]) -> Vec<String> {
             .replace("{*attachment}", "att.txt")
             .replace("{other}", "evil")
             .replace("{*docid}", "d1")
+            .replace("{*path}", "x")
             .replace("{*rest}", rest);
         if filled.contains("{id}") {
             out.extend(ids.iter().map(|id| filled.replace("{id}", &encode(id))));
