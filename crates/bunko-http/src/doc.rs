@@ -1,6 +1,6 @@
 //! Document routes: `POST /{db}`, `GET/HEAD/PUT/DELETE /{db}/{id}`, the same under
 //! `/{db}/_design/{name}`, and `_local/{id}` (which refuses attachments, as CouchDB's
-//! does). Attachment paths are [`crate::attachment`]'s.
+//! does). Attachment paths are [`crate::attachment`]'s; `COPY` is [`crate::copy`]'s.
 
 use std::sync::Arc;
 
@@ -17,6 +17,7 @@ use bunko_engine::{Database, WriteOptions};
 use serde_json::json;
 
 use crate::body::RawBody;
+use crate::copy::copy;
 use crate::db::{Access, open};
 use crate::error::{ApiError, ApiResult};
 use crate::headers::{created_at, doc_path};
@@ -27,10 +28,13 @@ use crate::{State, UserCtx, blocking};
 
 pub fn routes() -> Router<State> {
     Router::new()
-        .route("/{db}/{id}", get(get_doc).head(head_doc).put(put_doc).delete(delete_doc))
+        .route(
+            "/{db}/{id}",
+            get(get_doc).head(head_doc).put(put_doc).delete(delete_doc).fallback(copy),
+        )
         .route(
             "/{db}/_design/{id}",
-            get(get_design).head(head_design).put(put_design).delete(delete_design),
+            get(get_design).head(head_design).put(put_design).delete(delete_design).fallback(copy),
         )
         .route("/{db}/_local/{id}", get(get_local).put(put_local).delete(delete_local))
         .route("/{db}/_local", axum::routing::any(bad_local_id))
@@ -371,7 +375,7 @@ async fn write_doc(
 /// thread (JavaScript, password hashing, large bodies); then its sync is awaited on the
 /// runtime, so a request waiting for the disk holds no thread. Returns the document's id
 /// and new revision.
-async fn write_one(
+pub(crate) async fn write_one(
     db: Arc<Database>,
     ctx: UserCtx,
     doc: ParsedDoc,
@@ -465,10 +469,11 @@ fn with_etag(mut response: Response, etag: &str) -> Response {
 }
 
 fn if_none_match(headers: &HeaderMap, etag: &str) -> bool {
-    headers
-        .get(header::IF_NONE_MATCH)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"))
+    headers.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()).is_some_and(|v| {
+        // A weak `W/"…"` matches too, as in CouchDB's `etag_match`.
+        let tags = v.split(',').map(|t| t.trim()).map(|t| t.strip_prefix("W/").unwrap_or(t));
+        tags.into_iter().any(|t| t == etag || t == "*")
+    })
 }
 
 async fn get_local(

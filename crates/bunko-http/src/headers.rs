@@ -1,4 +1,5 @@
-//! Headers every answer carries as CouchDB 3.4's do (`chttpd`): `Server`, the request's
+//! Headers every answer carries as CouchDB 3.4's do (`chttpd`): `Server`,
+//! `X-CouchDB-Body-Time`, the request's
 //! `X-Couch-Request-ID` (the client's own if it is a valid one, else ten random hex digits),
 //! and absolute `Location`s. A handler names a created resource by its path
 //! ([`created_at`]); [`middleware`] turns it into `scheme://host/path` as CouchDB's
@@ -19,6 +20,10 @@ use crate::State;
 const SERVER: &str = concat!("CouchDB/3.4.3 (Bunko/", env!("CARGO_PKG_VERSION"), ")");
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-couch-request-id");
+
+/// CouchDB's `X-CouchDB-Body-Time` (milliseconds spent reading the request body; Bunko
+/// streams bodies and reports 0, as CouchDB does for most requests).
+const BODY_TIME: HeaderName = HeaderName::from_static("x-couchdb-body-time");
 
 /// What `couch_util:url_encode` leaves as it is: letters, digits and `_ . - :`.
 const URL_ENCODE: &AsciiSet = &NON_ALPHANUMERIC.remove(b'_').remove(b'.').remove(b'-').remove(b':');
@@ -56,6 +61,7 @@ pub async fn middleware(AxState(state): AxState<State>, req: Request, next: Next
     }
     let headers = response.headers_mut();
     headers.insert(header::SERVER, HeaderValue::from_static(SERVER));
+    headers.insert(BODY_TIME, HeaderValue::from_static("0"));
     if let Ok(value) = HeaderValue::from_str(&nonce) {
         headers.insert(REQUEST_ID, value);
     }

@@ -6,7 +6,8 @@
 //! `{"error", "reason"}` in one place, [`error`]. Authentication ([`auth`]) runs as
 //! middleware before any handler and leaves a [`UserCtx`] in the request. Before it,
 //! [`encoding`] inflates compressed request bodies and compresses answers; outside it,
-//! [`headers`] adds `Server`, `X-Couch-Request-ID` and absolute `Location`s. The server's
+//! [`headers`] adds `Server`, `X-Couch-Request-ID` and absolute `Location`s, and [`jsonp`]
+//! wraps JSON answers in a `callback` when allowed. The server's
 //! [`listener`] passes each connection through [`request_head`], which makes raw curl-style
 //! request targets parse.
 //!
@@ -29,6 +30,7 @@ pub mod body;
 pub mod bulk;
 pub mod changes;
 pub mod console;
+pub mod copy;
 pub mod ctype;
 pub mod db;
 pub mod db_updates;
@@ -41,6 +43,7 @@ pub mod explain;
 pub mod find;
 pub mod headers;
 pub mod index;
+pub mod jsonp;
 pub mod listener;
 pub mod local_docs;
 pub mod metrics;
@@ -260,6 +263,7 @@ fn api(state: State) -> Router {
         .layer(axum::middleware::from_fn_with_state(state.clone(), body_limit))
         .layer(encoding::decompression())
         .layer(axum::middleware::from_fn(encoding::check))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), jsonp::wrap))
         .layer(encoding::compression())
         .layer(axum::middleware::from_fn_with_state(state.clone(), headers::middleware))
         .layer(axum::middleware::from_fn(request_head::answer_malformed))

@@ -78,6 +78,7 @@ async fn rewrite(
         params: HashMap::new(),
         method: parts.method.clone(),
         query: query.clone(),
+        raw_path: parts.uri.path_and_query().map_or("/", |p| p.as_str()).to_string(),
         headers: parts.headers.clone(),
         body: RawBody(body.clone()),
     };

@@ -121,10 +121,16 @@ async fn uuids(AxState(state): AxState<State>, RawQuery(query): RawQuery) -> Api
         ));
     }
     let ids: Vec<String> = (0..count).map(|_| state.engine.uuids().next()).collect();
+    // CouchDB's cache-busting headers, and an `ETag` of these ids.
+    let etag = format!("\"{:032x}\"", xxhash_rust::xxh3::xxh3_128(ids.concat().as_bytes()));
     let mut response = render::json(StatusCode::OK, json!({"uuids": ids}));
     let headers = response.headers_mut();
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("must-revalidate, no-cache"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     headers.insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
+    headers.insert(header::EXPIRES, HeaderValue::from_static("Mon, 01 Jan 1990 00:00:00 GMT"));
+    if let Ok(etag) = HeaderValue::from_str(&etag) {
+        headers.insert(header::ETAG, etag);
+    }
     Ok(response)
 }
 

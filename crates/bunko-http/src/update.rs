@@ -43,6 +43,8 @@ pub(crate) struct Call {
     pub params: HashMap<String, String>,
     pub method: Method,
     pub query: Option<String>,
+    /// The path and query as requested (`req.raw_path`).
+    pub raw_path: String,
     pub headers: HeaderMap,
     pub body: RawBody,
 }
@@ -56,9 +58,10 @@ impl<S: Send + Sync> FromRequest<S> for Call {
             .await
             .map_err(|e| ApiError::bad_request(e.body_text()))?;
         let (method, query) = (parts.method.clone(), parts.uri.query().map(str::to_string));
+        let raw_path = parts.uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
         let headers = parts.headers.clone();
         let body = RawBody::from_request(Request::from_parts(parts, body), state).await?;
-        Ok(Call { params, method, query, headers, body })
+        Ok(Call { params, method, query, raw_path, headers, body })
     }
 }
 
@@ -135,7 +138,7 @@ pub(crate) fn request(
         "method": call.method.as_str(),
         "requested_path": path,
         "path": path,
-        "raw_path": format!("/{}", path.iter().map(|s| encode_segment(s)).collect::<Vec<_>>().join("/")),
+        "raw_path": call.raw_path,
         "query": p.to_object(),
         "headers": headers,
         "body": if call.body.0.is_empty() { "undefined".to_string() } else { text },

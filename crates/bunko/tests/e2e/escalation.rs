@@ -190,6 +190,9 @@ fn attack(s: &Server, attacker: &Attacker) -> usize {
                     if own_delete {
                         continue; // deleting your own user document is allowed
                     }
+                    if method == "COPY" && attacker.users_admin {
+                        continue; // it writes `_design/evil`, theirs to write in `_users`
+                    }
                     for body in &bodies {
                         let url = format!("{path}{query}");
                         let method = Method::from_bytes(method.as_bytes()).expect("method");

@@ -66,6 +66,7 @@ fn a_configured_forwarded_host_header_names_the_host() {
 fn answers_name_the_server_and_the_request() {
     let s = Server::start();
     let resp = s.req(Method::GET, "/_up").send().expect("GET");
+    assert_eq!(header(&resp, "x-couchdb-body-time").as_deref(), Some("0"));
     let server = header(&resp, "server").unwrap_or_default();
     assert!(server.starts_with("CouchDB/3.4.3 (Bunko/"), "{server}");
     let id = header(&resp, "x-couch-request-id").unwrap_or_default();
@@ -77,6 +78,35 @@ fn answers_name_the_server_and_the_request() {
     assert_eq!(bad.status().as_u16(), 404, "errors carry them too");
     let id = header(&bad, "x-couch-request-id").unwrap_or_default();
     assert!(id.len() == 10 && id != "bad!id", "an invalid id is replaced: {id}");
+}
+
+/// JSONP, off by default; with `chttpd/allow_jsonp` a JSON answer, streamed or not, is
+/// wrapped in the callback as `couch_httpd` does (`jsonp_test.exs`).
+#[test]
+fn jsonp_wraps_json_answers_in_the_callback_when_allowed() {
+    let s = Server::start();
+    s.create_db("books");
+    s.put_doc("books", "b1", &json!({"title": "坊っちゃん"}));
+    let get = |path: &str| {
+        let resp = s.req(Method::GET, path).send().expect("GET");
+        let kind = header(&resp, "content-type").unwrap_or_default();
+        (resp.status().as_u16(), kind, resp.text().unwrap_or_default())
+    };
+    let (status, kind, body) = get("/books/b1?callback=cb");
+    assert_eq!((status, kind.as_str()), (200, "application/json"), "off by default");
+    assert!(body.starts_with('{'), "{body}");
+    assert_eq!(s.put("/_node/_local/_config/chttpd/allow_jsonp", &json!("true")).0, 200);
+    let (status, kind, body) = get("/books/b1?callback=cb");
+    assert_eq!((status, kind.as_str()), (200, "application/javascript"));
+    let inner = body.strip_prefix("/* CouchDB */cb(").and_then(|b| b.trim_end().strip_suffix(");"));
+    let doc: serde_json::Value =
+        serde_json::from_str(inner.unwrap_or_default()).unwrap_or_default();
+    assert_eq!(doc["title"], "坊っちゃん", "{body}");
+    let (_, _, feed) = get("/books/_changes?callback=feed");
+    assert!(feed.starts_with("/* CouchDB */feed({\"results\""), "{feed}");
+    let (status, _, bad) = get("/books/b1?callback=cb%22");
+    assert_eq!(status, 400);
+    assert_eq!(bad, r#"{"error":"bad_request","reason":"invalid_callback"}"#);
 }
 
 #[test]

@@ -225,6 +225,19 @@ fn lists_render_view_rows_as_couchdbs_list_views_test() {
         json!(["lists", "_design", "lists", "_list", "basicJSON", "basicView"])
     );
     assert!(rich["req"]["headers"].get("Host").is_some(), "{}", rich["req"]["headers"]);
+    let (_, seq) = s.get(&format!("{LIST}/basicJSON/basicView?update_seq=true"));
+    let raw_path = "/lists/_design/lists/_list/basicJSON/basicView?update_seq=true";
+    assert_eq!(seq["req"]["raw_path"], raw_path, "the path as requested");
+    // `OPTIONS` runs the list as `GET` does, and `_all_docs` can be listed too.
+    let options = s.req(Method::OPTIONS, &format!("{LIST}/basicBasic/basicView")).send();
+    assert_eq!(options.ok().map(text), Some((200, "head0123456789tail".into())));
+    let (status, listed) = s.get(&format!("{LIST}/basicJSON/_all_docs?limit=2"));
+    assert_eq!(status, 200, "{listed}");
+    let (_, all) = s.get("/lists/_all_docs?limit=2");
+    assert_eq!(
+        (&listed["head"]["total_rows"], &listed["rows"]),
+        (&all["total_rows"], &all["rows"])
+    );
 
     let (_, form) = text(raw(&s, &format!("{LIST}/simpleForm/basicView?startkey=3&endkey=8"), &[]));
     assert!(
