@@ -332,6 +332,9 @@
     setLib: function (text) {
       root = { views: { lib: parse(text) } };
     },
+    setRoot: function (text) {
+      root = parse(text);
+    },
     register: function (fn) {
       funs[funs.length] = fn;
       return funs.length - 1;

@@ -56,7 +56,8 @@ impl Runtime {
     /// Compiles a show or list function of design document `ddoc` (its `this`).
     pub fn compile_render(&self, source: &str, ddoc: Value) -> Result<CompiledRender> {
         let sandbox = Sandbox::new(self.limits())?;
-        let id = sandbox.compile(source, Kind::Reduce)?;
+        sandbox.set_root(&ddoc.to_string())?;
+        let id = sandbox.compile(source, Kind::Design)?;
         Ok(CompiledRender { sandbox, id, ddoc })
     }
 }
@@ -192,6 +193,23 @@ mod tests {
         assert_eq!(got["body"], json!("total 2\na=1\nb=2\nend"));
         assert_eq!(got["headers"], json!({"Content-Type": "text/plain"}));
         assert_eq!(got["code"], json!(200));
+        Ok(())
+    }
+
+    #[test]
+    fn design_functions_require_modules_of_the_design_document() -> Result<()> {
+        let ddoc = json!({"_id": "_design/d", "lib": {
+            "shelf": "exports.title = require('./names').first.toUpperCase() + module.id;",
+            "names": "exports.first = 'soseki';",
+            "one": "require('./two'); exports.name = 'One';",
+            "two": "require('./one'); exports.name = 'Two';"
+        }});
+        let rt = Runtime::default();
+        let show =
+            rt.compile_render("function() { return require('lib/shelf').title; }", ddoc.clone())?;
+        assert_eq!(response(show.show(&Value::Null, &json!({}))?)["body"], "SOSEKIlib/shelf");
+        let circular = rt.compile_render("function() { return require('lib/one').name; }", ddoc)?;
+        assert_eq!(response(circular.show(&Value::Null, &json!({}))?)["body"], "One");
         Ok(())
     }
 

@@ -306,3 +306,42 @@ fn only_members_call_shows_and_lists() {
         assert_eq!((status, body["error"].clone()), (403, json!("forbidden")), "{path}: {body}");
     }
 }
+
+/// CommonJS `require` in design functions resolves against the design document, with
+/// CouchDB's module ids and circular requires (`design_docs_test.exs`); update functions
+/// get it too.
+#[test]
+fn design_functions_require_modules_of_their_design_document() {
+    let s = Server::start();
+    s.create_db("shelf");
+    let ddoc = json!({
+        "whatever": {
+            "commonjs": {
+                "upper": "exports.testing = require('./names').first.toUpperCase() + module.id;",
+                "names": "exports.first = 'soseki';"
+            },
+            "one": "require('./two'); exports.name = 'One';",
+            "two": "require('./one'); exports.name = 'Two';"
+        },
+        "shows": {
+            "requirey": "function(doc, req) { return require('whatever/commonjs/upper').testing; }",
+            "circular": "function(doc, req) { return require('whatever/one').name; }",
+            "missing": "function(doc, req) { return require('whatever/nothing'); }"
+        },
+        "updates": {
+            "stamp": "function(doc, req) { return [null, require('whatever/commonjs/names').first]; }"
+        }
+    });
+    s.put_doc("shelf", "_design/app", &ddoc);
+    let show = |name: &str| text(raw(&s, &format!("/shelf/_design/app/_show/{name}"), &[]));
+    assert_eq!(show("requirey"), (200, "SOSEKIwhatever/commonjs/upper".into()));
+    assert_eq!(show("circular"), (200, "One".into()));
+    let (status, missing) = show("missing");
+    let missing: Value = serde_json::from_str(&missing).unwrap_or_default();
+    assert_eq!(status, 500, "{missing}");
+    assert_eq!(missing["error"], "invalid_require_path", "CouchDB 3.4.3's answer");
+    let reason = missing["reason"].as_str().unwrap_or_default();
+    assert!(reason.starts_with("Object has no property \"nothing\". {"), "{reason}");
+    let update = s.req(Method::POST, "/shelf/_design/app/_update/stamp").send().expect("update");
+    assert_eq!(text(update), (200, "soseki".into()));
+}
