@@ -1,5 +1,5 @@
-//! `/_node/{node}`: the node's name and its run-time settings (`_config`), as CouchDB 3.4's
-//! `chttpd_node` serves them, and `/_membership`, the one node of this cluster (which tools
+//! `/_node/{node}`: the node's name, `_versions` and its run-time settings (`_config`), as
+//! CouchDB 3.4's `chttpd_node` serves them, and `/_membership`, the one node of this cluster (which tools
 //! and CouchDB's test suite read to find the node names to configure). Everything here needs
 //! a server admin (CouchDB's `chttpd_auth_request`). `{node}` is `_local` or this node's name
 //! ([`crate::HttpConfig::node_name`], `bunko serve --node-name`); any other is `404
@@ -26,6 +26,7 @@ pub fn routes() -> Router<State> {
     Router::new()
         .route("/_membership", get(membership).fallback(membership_not_get))
         .route("/_node/{node}", get(name))
+        .route("/_node/{node}/_versions", get(versions).fallback(versions_not_get))
         .route("/_node/{node}/_config", get(all))
         .route("/_node/{node}/_config/_reload", post(reload))
         .route("/_node/{node}/_config/{section}", get(section))
@@ -68,6 +69,34 @@ async fn name(
 ) -> ApiResult<Response> {
     check(&state, &ctx, &node)?;
     Ok(render::json(StatusCode::OK, json!({"name": state.node()})))
+}
+
+/// `GET /_node/{node}/_versions`: the JavaScript engine, as CouchDB names it (clients and
+/// CouchDB's test suite check for `quickjs`), and Bunko's version.
+async fn versions(
+    AxState(state): AxState<State>,
+    Extension(ctx): Extension<UserCtx>,
+    Path(node): Path<String>,
+) -> ApiResult<Response> {
+    check(&state, &ctx, &node)?;
+    let versions = json!({
+        "javascript_engine": {"name": "quickjs"},
+        "bunko": {"version": env!("CARGO_PKG_VERSION")},
+    });
+    Ok(render::json(StatusCode::OK, versions))
+}
+
+async fn versions_not_get(
+    AxState(state): AxState<State>,
+    Extension(ctx): Extension<UserCtx>,
+    Path(node): Path<String>,
+) -> ApiResult<Response> {
+    check(&state, &ctx, &node)?;
+    Err(ApiError::Other(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "Only GET allowed".into(),
+    ))
 }
 
 async fn all(

@@ -18,6 +18,7 @@ pub const PATHS: &[&str] = &[
     "/_node/{node}/_config/{section}/{key}",
     "/_node/{node}/_prometheus",
     "/_node/{node}/_stats",
+    "/_node/{node}/_versions",
     "/_replicate",
     "/_scheduler/docs",
     "/_scheduler/docs/{db}",

@@ -27,6 +27,11 @@ fn the_node_answers_its_name_and_settings_as_strings() {
     assert_error(missing, 404, "not_found", "unknown_config_value");
     assert_error(s.get("/_node/other@host/_config"), 404, "not_found", "no such node: other@host");
     assert_eq!(s.post(&format!("{CONFIG}/_reload"), &json!({})).1, json!({"ok": true}));
+    // `_versions` names the JavaScript engine as CouchDB 3.4.3 with QuickJS does.
+    let (status, versions) = s.get("/_node/_local/_versions");
+    assert_eq!((status, &versions["javascript_engine"]), (200, &json!({"name": "quickjs"})));
+    let post = s.post("/_node/_local/_versions", &json!({}));
+    assert_error(post, 405, "method_not_allowed", "Only GET allowed");
 }
 
 /// `--node-name` (CouchDB's `-name`) renames the node: `/_node/{name}` and `/_membership`
