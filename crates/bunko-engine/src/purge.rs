@@ -75,6 +75,14 @@ impl Database {
         if revs as u64 > config.purge_max_revs {
             return Err(Error::BadRequest("Exceeded maximum number of revisions.".into()));
         }
+        if self.is_partitioned() {
+            // A partitioned database refuses ids without a partition, as CouchDB does.
+            for (id, _) in &requests {
+                if bunko_doc::id::kind(id) == bunko_doc::id::DocKind::Normal {
+                    bunko_doc::id::validate_doc_id(id, true)?;
+                }
+            }
+        }
         if requests.is_empty() {
             return Ok(Vec::new());
         }

@@ -2,9 +2,10 @@
 //! `_design/{d}/_show/{f}[/{id}]` and `_design/{d}/_list/{f}[/{ddoc}]/{view}`
 //! (`chttpd_show`, `couch_mrview_show`): read-only, run in the sandbox
 //! ([`bunko_js::CompiledRender`]) with the design document as `this`. The HTTP layer reads
-//! the view rows a list gets (through `bunko_views::query_view`) and builds `req`.
+//! the view rows a list gets (through `bunko_views::query_view`) and builds `req`. Also a
+//! design document's `rewrites` ([`Rewrites`]), for `_design/{d}/_rewrite/…`.
 
-use bunko_js::{Limits, Rendered, Runtime};
+use bunko_js::{Limits, Rendered, Rewritten, Runtime};
 use serde_json::{Map, Value};
 
 use crate::database::Database;
@@ -42,6 +43,38 @@ impl Database {
         let (source, body) = self.design_function(ddoc, "lists", name)?;
         let list = Runtime::new(Limits::default()).compile_render(&source, body)?;
         rendered(list.list(head, req, rows)?)
+    }
+}
+
+/// A design document's `rewrites` (CouchDB's `chttpd_rewrite`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Rewrites {
+    /// An array of rules (`from`, `to`, `method`, `query`, `formats`), for the HTTP layer
+    /// to match.
+    Rules(Vec<Value>),
+    /// What the rewrite function answered for the request.
+    Function(Rewritten),
+    /// None, or neither an array nor a function.
+    Missing,
+}
+
+impl Database {
+    /// The `rewrites` of `_design/{ddoc}` for request `req`: its rules, or its function
+    /// run on `req` (a missing design document is `not_found` "missing").
+    pub fn rewrites(&self, ddoc: &str, req: &Value) -> Result<Rewrites> {
+        let id = format!("_design/{ddoc}");
+        let mut body = self.design_body(&id)?.ok_or_else(|| Error::NotFound("missing".into()))?;
+        body.insert("_id".into(), Value::String(id));
+        match body.get("rewrites") {
+            Some(Value::Array(rules)) => Ok(Rewrites::Rules(rules.clone())),
+            Some(Value::String(source)) => {
+                let source = source.clone();
+                let rewrite =
+                    Runtime::new(Limits::default()).compile_render(&source, body.into())?;
+                Ok(Rewrites::Function(rewrite.rewrite(req)?))
+            }
+            _ => Ok(Rewrites::Missing),
+        }
     }
 }
 

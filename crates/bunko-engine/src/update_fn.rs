@@ -59,10 +59,10 @@ impl Database {
         let saved = match new_doc {
             Value::Object(_) => {
                 let doc = from_value(new_doc, &self.config.get().limits)?;
-                let id = doc
-                    .id
-                    .clone()
-                    .ok_or_else(|| Error::BadRequest("Document id must be a string".into()))?;
+                // CouchDB's answer for a returned document without `_id`.
+                let empty =
+                    || bunko_doc::Error::IllegalDocId("Document id must not be empty".into());
+                let id = doc.id.clone().ok_or_else(empty)?;
                 let rev = self.put(ctx, doc, WriteOptions::default())?;
                 Some((id, rev.to_string()))
             }

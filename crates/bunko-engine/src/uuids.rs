@@ -96,11 +96,18 @@ pub fn random_hex() -> String {
     hex::encode(rand::rng().random::<[u8; 16]>())
 }
 
-/// The time in microseconds since 1970 as 14 hex digits.
+/// The time in microseconds since 1970 as 14 hex digits, strictly increasing from one id
+/// to the next (as CouchDB's `erlang:now()`), so ids made in the same microsecond still
+/// sort in the order they were made.
 fn utc_prefix() -> String {
-    let micros = std::time::SystemTime::now()
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros());
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+    let next = |last: u64| Some(now.max(last.saturating_add(1)));
+    let last = LAST.fetch_update(Ordering::Relaxed, Ordering::Relaxed, next).unwrap_or(now);
+    let micros = now.max(last.saturating_add(1));
     format!("{micros:014x}")
 }
 
@@ -134,5 +141,7 @@ mod tests {
         uuids.configure(UtcId, "-node1");
         let id = uuids.next();
         assert_eq!((id.len(), &id[14..]), (20, "-node1"));
+        let ids: Vec<String> = (0..100).map(|_| uuids.next()).collect();
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "utc_id ids strictly increase");
     }
 }

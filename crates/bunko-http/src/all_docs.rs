@@ -144,7 +144,7 @@ pub async fn run(
     }))
 }
 
-fn range_query(p: &Params, prefix: Option<String>) -> ApiResult<AllDocsQuery> {
+pub(crate) fn range_query(p: &Params, prefix: Option<String>) -> ApiResult<AllDocsQuery> {
     let key = string_param(p, &["key"])?;
     let start = key
         .clone()

@@ -27,6 +27,7 @@ use serde_json::{Map, Value, json};
 use crate::doc::{merge_rev, open_for_read, written};
 use crate::encoding::Inflated;
 use crate::error::{ApiError, ApiResult};
+use crate::headers::{created_at, url_encode};
 use crate::params::Params;
 use crate::receive::receive;
 use crate::{State, UserCtx, blocking, stream};
@@ -87,13 +88,15 @@ async fn upload(
     };
     let uploaded = receive(db.upload(&name, &content_type), body.into_data_stream(), bad).await?;
     let doc_id = id.clone();
+    // CouchDB leaves the database name as it is here.
+    let location = format!("/{db_name}/{}/{}", url_encode(&id), url_encode(&name));
     let rev = blocking(move || {
         let rev = db.put_attachment(&ctx, &doc_id, rev, &name, &content_type, uploaded.body());
         drop(uploaded);
         Ok(rev?)
     })
     .await?;
-    Ok(written(StatusCode::CREATED, &id, &rev))
+    Ok(created_at(written(StatusCode::CREATED, &id, &rev), location))
 }
 
 async fn remove(

@@ -59,9 +59,9 @@ async fn create(
         Some("true") => true,
         Some(_) => return Err(ApiError::bad_request("Invalid `partitioned` parameter")),
     };
-    let location = format!("/{}", crate::doc::encode_segment(&name));
+    let location = format!("/{}", crate::headers::url_encode(&name));
     blocking(move || Ok(state.engine.create_db(&ctx, &name, partitioned)?)).await?;
-    Ok(crate::doc::with_location(render::json(StatusCode::CREATED, json!({"ok": true})), &location))
+    Ok(crate::headers::created_at(render::json(StatusCode::CREATED, json!({"ok": true})), location))
 }
 
 async fn delete(

@@ -1,6 +1,6 @@
 //! Document routes: `POST /{db}`, `GET/HEAD/PUT/DELETE /{db}/{id}`, the same under
 //! `/{db}/_design/{name}`, and `_local/{id}` (which refuses attachments, as CouchDB's
-//! does). Attachment paths are [`crate::attachment`]'s.
+//! does). Attachment paths are [`crate::attachment`]'s; `COPY` is [`crate::copy`]'s.
 
 use std::sync::Arc;
 
@@ -17,8 +17,10 @@ use bunko_engine::{Database, WriteOptions};
 use serde_json::json;
 
 use crate::body::RawBody;
+use crate::copy::copy;
 use crate::db::{Access, open};
 use crate::error::{ApiError, ApiResult};
+use crate::headers::{created_at, doc_path};
 use crate::multipart::{DocBody, read_related};
 use crate::params::Params;
 use crate::render::{self, DocOpts};
@@ -26,10 +28,13 @@ use crate::{State, UserCtx, blocking};
 
 pub fn routes() -> Router<State> {
     Router::new()
-        .route("/{db}/{id}", get(get_doc).head(head_doc).put(put_doc).delete(delete_doc))
+        .route(
+            "/{db}/{id}",
+            get(get_doc).head(head_doc).put(put_doc).delete(delete_doc).fallback(copy),
+        )
         .route(
             "/{db}/_design/{id}",
-            get(get_design).head(head_design).put(put_design).delete(delete_design),
+            get(get_design).head(head_design).put(put_design).delete(delete_design).fallback(copy),
         )
         .route("/{db}/_local/{id}", get(get_local).put(put_local).delete(delete_local))
         .route("/{db}/_local", axum::routing::any(bad_local_id))
@@ -192,10 +197,9 @@ pub async fn post_doc(
             results.pop().map_or(Ok(()), |r| r.result.map(drop))
         }));
     }
-    let location_db = encode_segment(&db_name);
     let (id, rev) = write_one(db, ctx, doc, WriteOptions::default(), body.0.len()).await?;
-    let location = format!("/{location_db}/{}", encode_segment(&id));
-    Ok(with_location(written(StatusCode::CREATED, &id, &rev), &location))
+    let location = doc_path(&db_name, &id);
+    Ok(created_at(written(StatusCode::CREATED, &id, &rev), location))
 }
 
 /// Names the document in a `document_too_large` error (CouchDB's reason is the id).
@@ -352,6 +356,8 @@ async fn write_doc(
     doc.rev = merge_rev(doc.rev.take(), &p, &headers)?;
     let new_edits = p.bool("new_edits")?.unwrap_or(true);
     let opts = WriteOptions { new_edits, ..Default::default() };
+    // CouchDB's `batch=ok` answer has no `Location`.
+    let location = doc_path(&db_name, &id);
     if batched(&p)? {
         return Ok(in_batch(id, move || {
             let result = db.put(&ctx, doc, opts).map(drop);
@@ -361,7 +367,7 @@ async fn write_doc(
     }
     let (_, rev) = write_one(db, ctx, doc, opts, bytes).await?;
     drop(uploads);
-    Ok(written(StatusCode::CREATED, &id, &rev))
+    Ok(created_at(written(StatusCode::CREATED, &id, &rev), location))
 }
 
 /// Writes one document of `bytes` as sent: the edit is staged and applied on this async
@@ -369,7 +375,7 @@ async fn write_doc(
 /// thread (JavaScript, password hashing, large bodies); then its sync is awaited on the
 /// runtime, so a request waiting for the disk holds no thread. Returns the document's id
 /// and new revision.
-async fn write_one(
+pub(crate) async fn write_one(
     db: Arc<Database>,
     ctx: UserCtx,
     doc: ParsedDoc,
@@ -463,10 +469,11 @@ fn with_etag(mut response: Response, etag: &str) -> Response {
 }
 
 fn if_none_match(headers: &HeaderMap, etag: &str) -> bool {
-    headers
-        .get(header::IF_NONE_MATCH)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"))
+    headers.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()).is_some_and(|v| {
+        // A weak `W/"…"` matches too, as in CouchDB's `etag_match`.
+        let tags = v.split(',').map(|t| t.trim()).map(|t| t.strip_prefix("W/").unwrap_or(t));
+        tags.into_iter().any(|t| t == etag || t == "*")
+    })
 }
 
 async fn get_local(
@@ -513,7 +520,9 @@ async fn put_local(
         move || Ok(db.put_local(&ctx, &id, &doc)?)
     })
     .await?;
-    Ok(render::json(StatusCode::CREATED, json!({"ok": true, "id": id, "rev": rev})))
+    let location = doc_path(&db_name, &id);
+    let answer = render::json(StatusCode::CREATED, json!({"ok": true, "id": id, "rev": rev}));
+    Ok(created_at(answer, location))
 }
 
 async fn delete_local(

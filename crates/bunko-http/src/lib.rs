@@ -5,7 +5,9 @@
 //! (`_all_docs`, `_changes`) stream ([`stream`]). Every error becomes CouchDB's
 //! `{"error", "reason"}` in one place, [`error`]. Authentication ([`auth`]) runs as
 //! middleware before any handler and leaves a [`UserCtx`] in the request. Before it,
-//! [`encoding`] inflates compressed request bodies and compresses answers, and the server's
+//! [`encoding`] inflates compressed request bodies and compresses answers; outside it,
+//! [`headers`] adds `Server`, `X-Couch-Request-ID` and absolute `Location`s, and [`jsonp`]
+//! wraps JSON answers in a `callback` when allowed. The server's
 //! [`listener`] passes each connection through [`request_head`], which makes raw curl-style
 //! request targets parse.
 //!
@@ -18,7 +20,7 @@
 //! (`/{db}/_local_docs`), [`update`] (`/{db}/_design/{ddoc}/_update/{name}`), [`attachment`]
 //! (`/{db}/{doc}/{name}`), [`node`] (`/_node/{node}`, `_config`, and [`metrics`]' `_stats`,
 //! `_prometheus`), [`replicate`] (`/_replicate`, `/_scheduler/…`), [`console`] (`/_utils/`,
-//! the web console).
+//! the web console), [`rewrite`] (`/{db}/_design/{ddoc}/_rewrite/…`).
 
 pub mod advise;
 pub mod all_docs;
@@ -28,6 +30,7 @@ pub mod body;
 pub mod bulk;
 pub mod changes;
 pub mod console;
+pub mod copy;
 pub mod ctype;
 pub mod db;
 pub mod db_updates;
@@ -38,7 +41,9 @@ pub mod encoding;
 pub mod error;
 pub mod explain;
 pub mod find;
+pub mod headers;
 pub mod index;
+pub mod jsonp;
 pub mod listener;
 pub mod local_docs;
 pub mod metrics;
@@ -46,12 +51,15 @@ pub mod multipart;
 pub mod node;
 pub mod params;
 pub mod partition;
+pub mod prerouting;
 pub mod procedure;
 pub mod purge;
 mod receive;
 pub mod render;
 pub mod replicate;
 pub mod request_head;
+pub mod rewrite;
+pub mod rewrite_rules;
 pub mod routes;
 pub mod search;
 pub mod server;
@@ -84,11 +92,19 @@ pub struct HttpConfig {
     /// Whether cookies carry `Max-Age` and so outlive the browser session (CouchDB's
     /// `[chttpd_auth] allow_persistent_cookies`).
     pub persistent_cookies: bool,
+    /// This node's name (`GET /_node/_local`, `/_membership`, the `node` of tasks); CouchDB
+    /// names a node `name@host`.
+    pub node_name: String,
 }
 
 impl Default for HttpConfig {
     fn default() -> Self {
-        Self { max_request_size: 64 << 20, session_timeout: 600, persistent_cookies: true }
+        Self {
+            max_request_size: 64 << 20,
+            session_timeout: 600,
+            persistent_cookies: true,
+            node_name: node::DEFAULT_NODE.to_string(),
+        }
     }
 }
 
@@ -150,7 +166,13 @@ impl AppState {
         Ok(Arc::new(state))
     }
 
-    /// Tells the replicator this server's address (known once it listens): local endpoints
+    /// This node's name.
+    pub fn node(&self) -> &str {
+        &self.config.node_name
+    }
+
+    /// Tells the replicator this server's address (known once it listens; also shown as
+    /// `chttpd/port` and `bind_address` in `_config`): local endpoints
     /// are reached there with an `AuthSession` cookie of the replication's owner, so their
     /// writes pass the write gate as that user. Starts following `_replicator`.
     pub fn serve_at(self: &Arc<Self>, addr: std::net::SocketAddr) {
@@ -161,6 +183,9 @@ impl AppState {
             let cookie = state.auth.cookie_now(&login);
             Some(("Cookie".to_string(), format!("AuthSession={cookie}")))
         });
+        let settings = self.engine.settings();
+        settings.seed("chttpd", "port", &addr.port().to_string());
+        settings.seed("chttpd", "bind_address", &addr.ip().to_string());
         let base = format!("http://{addr}/");
         self.replicator.set_local(bunko_replicator::Local { base, credentials });
         tokio::spawn(self.replicator.clone().watch_replicator_db());
@@ -192,8 +217,14 @@ async fn body_limit(
     next.run(req).await
 }
 
-/// The complete router of the CouchDB API.
+/// The complete router of the CouchDB API, after [`prerouting`] (`+` in paths,
+/// `X-HTTP-Method-Override`).
 pub fn router(state: State) -> Router {
+    let prepare = axum::middleware::from_fn_with_state(state.clone(), prerouting::prepare);
+    Router::new().fallback_service(api(state)).layer(prepare)
+}
+
+fn api(state: State) -> Router {
     Router::new()
         .merge(server::routes())
         .merge(db::routes())
@@ -219,6 +250,7 @@ pub fn router(state: State) -> Router {
         .merge(update::routes())
         .merge(purge::routes())
         .merge(show_list::routes())
+        .merge(rewrite::routes())
         .route("/{db}/_compact", post(db::compact))
         .route("/_active_tasks", get(server::active_tasks))
         .route("/_transaction", post(txn::post))
@@ -231,7 +263,9 @@ pub fn router(state: State) -> Router {
         .layer(axum::middleware::from_fn_with_state(state.clone(), body_limit))
         .layer(encoding::decompression())
         .layer(axum::middleware::from_fn(encoding::check))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), jsonp::wrap))
         .layer(encoding::compression())
+        .layer(axum::middleware::from_fn_with_state(state.clone(), headers::middleware))
         .layer(axum::middleware::from_fn(request_head::answer_malformed))
         .with_state(state)
 }

@@ -70,7 +70,17 @@ async fn run(db: std::sync::Arc<Database>, p: Params) -> ApiResult<Response> {
     };
     let rows = blocking(move || match keys {
         None => Ok(db.local_docs(&query)?.iter().map(|r| row(r, include_docs)).collect()),
-        Some(keys) => Ok(keys.iter().map(|k| keyed_row(&db, k, include_docs)).collect()),
+        Some(mut keys) => {
+            // `descending`, `skip` and `limit` apply to the keys, as for `_all_docs`.
+            if query.descending {
+                keys.reverse();
+            }
+            let limit =
+                query.limit.map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX));
+            let skip = usize::try_from(query.skip).unwrap_or(usize::MAX);
+            let keys = keys.iter().skip(skip).take(limit);
+            Ok(keys.map(|k| keyed_row(&db, k, include_docs)).collect())
+        }
     })
     .await?;
     let rows: Vec<Value> = rows;

@@ -182,7 +182,7 @@ impl FromRequestParts<State> for NodeAdmin {
             .await
             .map_err(|rejection| ApiError::bad_request(rejection.body_text()))?;
         let ctx = parts.extensions.get::<UserCtx>().cloned().unwrap_or_default();
-        check(&ctx, &node)?;
+        check(state, &ctx, &node)?;
         Ok(NodeAdmin(state.clone()))
     }
 }

@@ -1,8 +1,9 @@
-//! `/_node/{node}`: the node's name and its run-time settings (`_config`), as CouchDB 3.4's
-//! `chttpd_node` serves them, and `/_membership`, the one node of this cluster (which tools
+//! `/_node/{node}`: the node's name, `_versions` and its run-time settings (`_config`), as
+//! CouchDB 3.4's `chttpd_node` serves them, and `/_membership`, the one node of this cluster (which tools
 //! and CouchDB's test suite read to find the node names to configure). Everything here needs
-//! a server admin (CouchDB's `chttpd_auth_request`). `{node}` is `_local` or this node's name ([`NODE`]); any other is
-//! `404 not_found` "no such node". Values are JSON strings; a change is applied at once and
+//! a server admin (CouchDB's `chttpd_auth_request`). `{node}` is `_local` or this node's name
+//! ([`crate::HttpConfig::node_name`], `bunko serve --node-name`); any other is `404
+//! not_found` "no such node". Values are JSON strings; a change is applied at once and
 //! persisted by the engine ([`bunko_engine::Engine::set_config`]), whatever
 //! `X-Couch-Persist` says.
 
@@ -18,13 +19,14 @@ use crate::body::RawBody;
 use crate::error::{ApiError, ApiResult};
 use crate::{State, UserCtx, blocking, render};
 
-/// This node's name, as `GET /_node/_local` and `_active_tasks` report it.
-pub const NODE: &str = "bunko@127.0.0.1";
+/// This node's name unless configured.
+pub const DEFAULT_NODE: &str = "bunko@127.0.0.1";
 
 pub fn routes() -> Router<State> {
     Router::new()
         .route("/_membership", get(membership).fallback(membership_not_get))
         .route("/_node/{node}", get(name))
+        .route("/_node/{node}/_versions", get(versions).fallback(versions_not_get))
         .route("/_node/{node}/_config", get(all))
         .route("/_node/{node}/_config/_reload", post(reload))
         .route("/_node/{node}/_config/{section}", get(section))
@@ -32,9 +34,9 @@ pub fn routes() -> Router<State> {
 }
 
 /// Fails unless `ctx` is a server admin and `node` names this node.
-pub(crate) fn check(ctx: &UserCtx, node: &str) -> ApiResult<()> {
+pub(crate) fn check(state: &State, ctx: &UserCtx, node: &str) -> ApiResult<()> {
     require_server_admin(ctx)?;
-    if node == "_local" || node == NODE {
+    if node == "_local" || node == state.node() {
         Ok(())
     } else {
         Err(ApiError::not_found(format!("no such node: {node}")))
@@ -42,9 +44,13 @@ pub(crate) fn check(ctx: &UserCtx, node: &str) -> ApiResult<()> {
 }
 
 /// `GET /_membership` (`mem3_httpd`): this node, in both lists.
-async fn membership(Extension(ctx): Extension<UserCtx>) -> ApiResult<Response> {
+async fn membership(
+    AxState(state): AxState<State>,
+    Extension(ctx): Extension<UserCtx>,
+) -> ApiResult<Response> {
     require_server_admin(&ctx)?;
-    Ok(render::json(StatusCode::OK, json!({"all_nodes": [NODE], "cluster_nodes": [NODE]})))
+    let node = state.node();
+    Ok(render::json(StatusCode::OK, json!({"all_nodes": [node], "cluster_nodes": [node]})))
 }
 
 async fn membership_not_get(Extension(ctx): Extension<UserCtx>) -> ApiResult<Response> {
@@ -56,9 +62,41 @@ async fn membership_not_get(Extension(ctx): Extension<UserCtx>) -> ApiResult<Res
     ))
 }
 
-async fn name(Extension(ctx): Extension<UserCtx>, Path(node): Path<String>) -> ApiResult<Response> {
-    check(&ctx, &node)?;
-    Ok(render::json(StatusCode::OK, json!({"name": NODE})))
+async fn name(
+    AxState(state): AxState<State>,
+    Extension(ctx): Extension<UserCtx>,
+    Path(node): Path<String>,
+) -> ApiResult<Response> {
+    check(&state, &ctx, &node)?;
+    Ok(render::json(StatusCode::OK, json!({"name": state.node()})))
+}
+
+/// `GET /_node/{node}/_versions`: the JavaScript engine, as CouchDB names it (clients and
+/// CouchDB's test suite check for `quickjs`), and Bunko's version.
+async fn versions(
+    AxState(state): AxState<State>,
+    Extension(ctx): Extension<UserCtx>,
+    Path(node): Path<String>,
+) -> ApiResult<Response> {
+    check(&state, &ctx, &node)?;
+    let versions = json!({
+        "javascript_engine": {"name": "quickjs"},
+        "bunko": {"version": env!("CARGO_PKG_VERSION")},
+    });
+    Ok(render::json(StatusCode::OK, versions))
+}
+
+async fn versions_not_get(
+    AxState(state): AxState<State>,
+    Extension(ctx): Extension<UserCtx>,
+    Path(node): Path<String>,
+) -> ApiResult<Response> {
+    check(&state, &ctx, &node)?;
+    Err(ApiError::Other(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "Only GET allowed".into(),
+    ))
 }
 
 async fn all(
@@ -66,7 +104,7 @@ async fn all(
     Extension(ctx): Extension<UserCtx>,
     Path(node): Path<String>,
 ) -> ApiResult<Response> {
-    check(&ctx, &node)?;
+    check(&state, &ctx, &node)?;
     let values = blocking(move || Ok(state.engine.config_values())).await?;
     Ok(render::json(StatusCode::OK, json!(values)))
 }
@@ -74,10 +112,11 @@ async fn all(
 /// `POST …/_config/_reload`: every change is already persisted, so there is nothing to
 /// flush; answers CouchDB's `{"ok": true}`.
 async fn reload(
+    AxState(state): AxState<State>,
     Extension(ctx): Extension<UserCtx>,
     Path(node): Path<String>,
 ) -> ApiResult<Response> {
-    check(&ctx, &node)?;
+    check(&state, &ctx, &node)?;
     Ok(render::json(StatusCode::OK, json!({"ok": true})))
 }
 
@@ -86,7 +125,7 @@ async fn section(
     Extension(ctx): Extension<UserCtx>,
     Path((node, section)): Path<(String, String)>,
 ) -> ApiResult<Response> {
-    check(&ctx, &node)?;
+    check(&state, &ctx, &node)?;
     let values = blocking(move || Ok(state.engine.config_values())).await?;
     let keys = values.get(&section).cloned().unwrap_or_default();
     Ok(render::json(StatusCode::OK, json!(keys)))
@@ -101,7 +140,7 @@ async fn value(
     Extension(ctx): Extension<UserCtx>,
     Path((node, section, key)): Path<(String, String, String)>,
 ) -> ApiResult<Response> {
-    check(&ctx, &node)?;
+    check(&state, &ctx, &node)?;
     let value = blocking(move || Ok(state.engine.config_value(&section, &key))).await?;
     Ok(render::json(StatusCode::OK, Value::String(value.ok_or_else(unknown)?)))
 }
@@ -112,7 +151,7 @@ async fn set(
     Path((node, section, key)): Path<(String, String, String)>,
     body: RawBody,
 ) -> ApiResult<Response> {
-    check(&ctx, &node)?;
+    check(&state, &ctx, &node)?;
     let Ok(Value::String(new)) = body.json() else {
         return Err(ApiError::bad_request("a JSON string expected"));
     };
@@ -130,7 +169,7 @@ async fn remove(
     Extension(ctx): Extension<UserCtx>,
     Path((node, section, key)): Path<(String, String, String)>,
 ) -> ApiResult<Response> {
-    check(&ctx, &node)?;
+    check(&state, &ctx, &node)?;
     let old = blocking(move || {
         if state.engine.config_value(&section, &key).is_none() {
             return Err(unknown());

@@ -15,7 +15,6 @@ use serde_json::{Value, json};
 use crate::auth::require_server_admin;
 use crate::body::RawBody;
 use crate::error::{ApiError, ApiResult};
-use crate::node::NODE;
 use crate::render;
 use crate::{State, UserCtx};
 
@@ -85,7 +84,7 @@ async fn jobs(
                 "doc_id": e.doc_id,
                 "info": e.job.progress.lock().info(),
                 "history": history,
-                "node": NODE,
+                "node": st.node(),
                 "start_time": iso8601(e.added),
             })
         })
@@ -94,7 +93,7 @@ async fn jobs(
 }
 
 /// One `_scheduler/docs` row.
-fn doc_row(d: &DocState) -> Value {
+fn doc_row(st: &State, d: &DocState) -> Value {
     let (state, info, errors) = match (&d.error, &d.entry) {
         (Some(error), _) => ("failed".to_string(), json!({"error": error}), 1),
         (None, Some(entry)) => {
@@ -123,7 +122,7 @@ fn doc_row(d: &DocState) -> Value {
         "database": REPLICATOR_DB,
         "doc_id": d.doc_id,
         "id": d.rep_id,
-        "node": NODE,
+        "node": st.node(),
         "source": d.source,
         "target": d.target,
         "state": state,
@@ -149,7 +148,7 @@ async fn docs_of(
     if db != REPLICATOR_DB {
         return Err(ApiError::not_found("Database does not exist."));
     }
-    let docs: Vec<Value> = st.replicator.doc_states().iter().map(doc_row).collect();
+    let docs: Vec<Value> = st.replicator.doc_states().iter().map(|d| doc_row(&st, d)).collect();
     Ok(render::json(StatusCode::OK, json!({"total_rows": docs.len(), "offset": 0, "docs": docs})))
 }
 
@@ -161,7 +160,7 @@ async fn doc(
     require_server_admin(&ctx)?;
     let found = st.replicator.doc_states().into_iter().find(|d| d.doc_id == docid);
     match found {
-        Some(d) if db == REPLICATOR_DB => Ok(render::json(StatusCode::OK, doc_row(&d))),
+        Some(d) if db == REPLICATOR_DB => Ok(render::json(StatusCode::OK, doc_row(&st, &d))),
         _ => Err(ApiError::not_found("unknown")),
     }
 }
@@ -177,7 +176,7 @@ pub fn tasks(st: &State) -> Vec<Value> {
             let spec = &e.job.spec;
             json!({
                 "type": "replication",
-                "node": NODE,
+                "node": st.node(),
                 "pid": format!("<{}>", e.rep_id),
                 "replication_id": e.rep_id,
                 "source": spec.source.shown(),

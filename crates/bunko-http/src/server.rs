@@ -121,10 +121,16 @@ async fn uuids(AxState(state): AxState<State>, RawQuery(query): RawQuery) -> Api
         ));
     }
     let ids: Vec<String> = (0..count).map(|_| state.engine.uuids().next()).collect();
+    // CouchDB's cache-busting headers, and an `ETag` of these ids.
+    let etag = format!("\"{:032x}\"", xxhash_rust::xxh3::xxh3_128(ids.concat().as_bytes()));
     let mut response = render::json(StatusCode::OK, json!({"uuids": ids}));
     let headers = response.headers_mut();
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("must-revalidate, no-cache"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     headers.insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
+    headers.insert(header::EXPIRES, HeaderValue::from_static("Mon, 01 Jan 1990 00:00:00 GMT"));
+    if let Ok(etag) = HeaderValue::from_str(&etag) {
+        headers.insert(header::ETAG, etag);
+    }
     Ok(response)
 }
 
@@ -137,6 +143,7 @@ pub async fn active_tasks(
     Extension(ctx): Extension<UserCtx>,
 ) -> ApiResult<Response> {
     require_server_admin(&ctx)?;
+    let node = state.node().to_string();
     let dbs: Vec<_> =
         state.engine.db_names().iter().filter_map(|name| state.engine.get_db(name)).collect();
     let names: std::collections::HashMap<u64, String> =
@@ -148,7 +155,7 @@ pub async fn active_tasks(
             let progress = percent(t.docs_done, t.docs_total);
             json!({
                 "type": "indexer",
-                "node": NODE,
+                "node": node,
                 "pid": format!("<{}/{}>", t.ddoc, t.index),
                 "database": t.database,
                 "design_document": t.ddoc,
@@ -171,7 +178,7 @@ pub async fn active_tasks(
         let p = t.progress;
         json!({
             "type": "indexer",
-            "node": NODE,
+            "node": node,
             "pid": format!("<{}/{}>", t.database, t.design_document),
             "indexer_pid": format!("<{}/{}>", t.database, t.design_document),
             // What CouchDB 3.4.3 shows for a running indexer (its Erlang process waits on
@@ -192,7 +199,7 @@ pub async fn active_tasks(
         let index = t.index.unwrap_or_default();
         json!({
             "type": "search_indexer",
-            "node": NODE,
+            "node": node,
             "pid": format!("<{}/{}/{}>", t.database, t.design_document, index),
             "database": t.database,
             "design_document": t.design_document,
@@ -207,8 +214,6 @@ pub async fn active_tasks(
     tasks.extend(crate::replicate::tasks(&state));
     Ok(render::json(StatusCode::OK, Value::Array(tasks)))
 }
-
-use crate::node::NODE;
 
 /// `done` of `total` as a whole percentage, 0 to 100.
 fn percent(done: u64, total: u64) -> u64 {

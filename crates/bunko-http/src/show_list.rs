@@ -26,8 +26,11 @@ pub fn routes() -> Router<State> {
     Router::new()
         .route("/{db}/_design/{ddoc}/_show/{name}", get(show).post(show))
         .route("/{db}/_design/{ddoc}/_show/{name}/{*docid}", get(show).post(show))
-        .route("/{db}/_design/{ddoc}/_list/{name}/{view}", get(list).post(list))
-        .route("/{db}/_design/{ddoc}/_list/{name}/{other}/{view}", get(list).post(list))
+        .route("/{db}/_design/{ddoc}/_list/{name}/{view}", get(list).post(list).options(list))
+        .route(
+            "/{db}/_design/{ddoc}/_list/{name}/{other}/{view}",
+            get(list).post(list).options(list),
+        )
         .route("/{db}/_design/{ddoc}/_show", get(no_show).post(no_show))
         .route("/{db}/_design/{ddoc}/_show/", get(no_show).post(no_show))
         .route("/{db}/_design/{ddoc}/_list/{name}", get(no_list).post(no_list))
@@ -154,6 +157,25 @@ async fn list(
     }
     path.push(view.clone());
     let req = request(&state, &ctx, path, None, &call);
+    if view == "_all_docs" {
+        // CouchDB lists `_all_docs` rows too (`couch_mrview_show`).
+        let range = crate::all_docs::range_query(&params, None)?;
+        let mut response = blocking(move || {
+            let all = db.all_docs(&range, None)?;
+            let head = crate::view::head_json(Some(all.total_rows), Some(all.offset), None);
+            let rows: Vec<Value> = all
+                .rows
+                .map(|row| {
+                    let row = row?;
+                    let json = crate::all_docs::row_json(&row, range.include_docs, &opts);
+                    Ok(serde_json::from_slice(&json).unwrap_or(Value::Null))
+                })
+                .collect::<bunko_engine::Result<_>>()?;
+            Ok(db.run_list(&ddoc, &name, &head, &req, &rows)?)
+        })
+        .await?;
+        return Ok(list_response(&mut response));
+    }
     let mut response = blocking(move || {
         let result =
             bunko_views::query_view(&db, &format!("_design/{view_ddoc}"), &view, &query, None)?;
@@ -165,9 +187,14 @@ async fn list(
         Ok(db.run_list(&ddoc, &name, &head, &req, &rows)?)
     })
     .await?;
+    Ok(list_response(&mut response))
+}
+
+/// A list function's answer, `application/json` unless it says otherwise.
+fn list_response(response: &mut serde_json::Map<String, Value>) -> Response {
     let headers = response.entry("headers").or_insert_with(|| json!({}));
     if let Some(headers) = headers.as_object_mut() {
         headers.entry("Content-Type").or_insert_with(|| json!("application/json"));
     }
-    Ok(respond(&response, StatusCode::OK))
+    respond(response, StatusCode::OK)
 }

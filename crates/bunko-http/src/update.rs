@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use axum::extract::{FromRequest, FromRequestParts, Path, Request, State as AxState};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{any, post};
 use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
@@ -24,8 +24,16 @@ use crate::{State, UserCtx, blocking};
 
 pub fn routes() -> Router<State> {
     Router::new()
+        .route("/{db}/_design/{ddoc}/_update", any(no_function))
+        .route("/{db}/_design/{ddoc}/_update/", any(no_function))
         .route("/{db}/_design/{ddoc}/_update/{name}", post(update).put(update))
+        .route("/{db}/_design/{ddoc}/_update/{name}/", post(update).put(update))
         .route("/{db}/_design/{ddoc}/_update/{name}/{*docid}", post(update).put(update))
+}
+
+/// `_update` without a function name: CouchDB's `404 update_error`.
+async fn no_function() -> ApiError {
+    ApiError::Other(StatusCode::NOT_FOUND, "update_error", "Invalid path.".into())
 }
 
 /// The request as a design function's `req` sees it: one extractor for every route that
@@ -35,6 +43,8 @@ pub(crate) struct Call {
     pub params: HashMap<String, String>,
     pub method: Method,
     pub query: Option<String>,
+    /// The path and query as requested (`req.raw_path`).
+    pub raw_path: String,
     pub headers: HeaderMap,
     pub body: RawBody,
 }
@@ -48,9 +58,10 @@ impl<S: Send + Sync> FromRequest<S> for Call {
             .await
             .map_err(|e| ApiError::bad_request(e.body_text()))?;
         let (method, query) = (parts.method.clone(), parts.uri.query().map(str::to_string));
+        let raw_path = parts.uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
         let headers = parts.headers.clone();
         let body = RawBody::from_request(Request::from_parts(parts, body), state).await?;
-        Ok(Call { params, method, query, headers, body })
+        Ok(Call { params, method, query, raw_path, headers, body })
     }
 }
 
@@ -127,7 +138,7 @@ pub(crate) fn request(
         "method": call.method.as_str(),
         "requested_path": path,
         "path": path,
-        "raw_path": format!("/{}", path.iter().map(|s| encode_segment(s)).collect::<Vec<_>>().join("/")),
+        "raw_path": call.raw_path,
         "query": p.to_object(),
         "headers": headers,
         "body": if call.body.0.is_empty() { "undefined".to_string() } else { text },

@@ -270,6 +270,12 @@ pub(crate) fn parse(p: &Params) -> ApiResult<ViewQuery> {
         Some(Value::Array(keys)) => Some(keys),
         Some(_) => return Err(ApiError::query_parse("`keys` must be an array of strings.")),
     };
+    let ranged = ["key", "startkey", "start_key", "endkey", "end_key"];
+    if keys.is_some() && ranged.iter().any(|name| p.str(name).is_some()) {
+        return Err(ApiError::query_parse(
+            "`keys` is incompatible with `key`, `start_key` and `end_key`",
+        ));
+    }
     if p.str("stable").is_some_and(|v| v != "true" && v != "false") {
         return Err(ApiError::query_parse("Invalid value for `stable`."));
     }

@@ -2,11 +2,13 @@
 
 use std::sync::Arc;
 
-/// Which environment a function gets: map functions may `require` from `views.lib`.
+/// Which environment a function gets: map functions may `require` from `views.lib`, and
+/// design functions (shows, lists, rewrites) from the whole design document.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
     Map,
     Reduce,
+    Design,
 }
 
 /// What a `db` call of a procedure or trigger asks for.

@@ -69,7 +69,7 @@ mod views;
 pub use builtin::{Builtin, SUM_ERROR};
 pub use error::{Error, Result};
 pub use reduce::{CompiledReduce, Reduced, check_reduce_overflow};
-pub use render::{CompiledRender, Rendered};
+pub use render::{CompiledRender, Rendered, Rewritten};
 pub use script::{CompiledScripts, Host, HostError, Outcome};
 pub use update::{CompiledValidators, Update, Verdict};
 pub use validate::validate_design_doc;

@@ -23,6 +23,10 @@ impl Sandbox {
         match self.0 {}
     }
 
+    pub(crate) fn set_root(&self, _ddoc_json: &str) -> Result<()> {
+        match self.0 {}
+    }
+
     pub(crate) fn compile(&self, _source: &str, _kind: Kind) -> Result<u32> {
         match self.0 {}
     }

@@ -332,6 +332,9 @@
     setLib: function (text) {
       root = { views: { lib: parse(text) } };
     },
+    setRoot: function (text) {
+      root = parse(text);
+    },
     register: function (fn) {
       funs[funs.length] = fn;
       return funs.length - 1;
@@ -448,6 +451,20 @@
         return renderFailure(err, call[1] === null && path && path.length > 5);
       } finally {
         page = null;
+      }
+    },
+    // render.js runRewrite: `text` is [ddoc, req]. "[0,rule]" (a string is its path),
+    // "[0,null]" when it returns nothing (no_dispatch_rule), or "[1,[error,reason]]".
+    rewrite: function (id, text, tick) {
+      tick();
+      var call = parse(text);
+      try {
+        var rule = apply(funs[id], call[0], [call[1]]);
+        if (!rule) return "[0,null]";
+        if (typeof rule === "string") rule = { path: rule };
+        return stringify([0, rule]);
+      } catch (err) {
+        return renderFailure(err, false);
       }
     },
     // render.js runList: `text` is [ddoc, head, req, rows]; getRow() hands out the rows.

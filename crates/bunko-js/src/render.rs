@@ -40,11 +40,24 @@ pub enum Rendered {
     Failed { error: String, reason: String },
 }
 
+/// What a rewrite function (a design document's `rewrites` as a string) answered.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Rewritten {
+    /// Its rule: `path`, `query`, `method`, `headers`, `body`, or `code` for an answer of
+    /// its own (a string it returned is the `path`).
+    Rule(Map<String, Value>),
+    /// It returned nothing (CouchDB's `no_dispatch_rule`).
+    NoRule,
+    /// It threw, or returned neither a string nor an object.
+    Failed { error: String, reason: String },
+}
+
 impl Runtime {
     /// Compiles a show or list function of design document `ddoc` (its `this`).
     pub fn compile_render(&self, source: &str, ddoc: Value) -> Result<CompiledRender> {
         let sandbox = Sandbox::new(self.limits())?;
-        let id = sandbox.compile(source, Kind::Reduce)?;
+        sandbox.set_root(&ddoc.to_string())?;
+        let id = sandbox.compile(source, Kind::Design)?;
         Ok(CompiledRender { sandbox, id, ddoc })
     }
 }
@@ -60,6 +73,29 @@ impl CompiledRender {
     pub fn list(&self, head: &Value, req: &Value, rows: &[Value]) -> Result<Rendered> {
         let text = serde_json::to_string(&(&self.ddoc, head, req, rows)).map_err(internal)?;
         self.run_text("list", &text)
+    }
+
+    /// Runs it as a rewrite function on `req`.
+    pub fn rewrite(&self, req: &Value) -> Result<Rewritten> {
+        let call = Value::Array(vec![self.ddoc.clone(), req.clone()]);
+        let text = self.sandbox.render("rewrite", self.id, &call.to_string())?;
+        Ok(match serde_json::from_str(&text).map_err(internal)? {
+            (0u8, Value::Object(rule)) => Rewritten::Rule(rule),
+            (0, Value::Null) => Rewritten::NoRule,
+            (0, _) => {
+                Rewritten::Failed { error: "rewrite_error".into(), reason: "bad rewrite".into() }
+            }
+            (_, failed) => {
+                let text =
+                    |i: usize| failed.get(i).and_then(Value::as_str).unwrap_or("").to_string();
+                // render.js names a rewrite function's errors `rewrite_error`.
+                let error = match text(0) {
+                    e if e == "render_error" => "rewrite_error".to_string(),
+                    e => e,
+                };
+                Rewritten::Failed { error, reason: text(1) }
+            }
+        })
     }
 
     fn run(&self, op: &str, call: &Value) -> Result<Rendered> {
@@ -157,6 +193,40 @@ mod tests {
         assert_eq!(got["body"], json!("total 2\na=1\nb=2\nend"));
         assert_eq!(got["headers"], json!({"Content-Type": "text/plain"}));
         assert_eq!(got["code"], json!(200));
+        Ok(())
+    }
+
+    #[test]
+    fn design_functions_require_modules_of_the_design_document() -> Result<()> {
+        let ddoc = json!({"_id": "_design/d", "lib": {
+            "shelf": "exports.title = require('./names').first.toUpperCase() + module.id;",
+            "names": "exports.first = 'soseki';",
+            "one": "require('./two'); exports.name = 'One';",
+            "two": "require('./one'); exports.name = 'Two';"
+        }});
+        let rt = Runtime::default();
+        let show =
+            rt.compile_render("function() { return require('lib/shelf').title; }", ddoc.clone())?;
+        assert_eq!(response(show.show(&Value::Null, &json!({}))?)["body"], "SOSEKIlib/shelf");
+        let circular = rt.compile_render("function() { return require('lib/one').name; }", ddoc)?;
+        assert_eq!(response(circular.show(&Value::Null, &json!({}))?)["body"], "One");
+        Ok(())
+    }
+
+    #[test]
+    fn a_rewrite_function_answers_a_rule_a_path_or_nothing() -> Result<()> {
+        let rewrite = compile(
+            "function(req) {
+                if (req.path[4] === 'a') return 'a.txt';
+                if (req.path[4] === 'b') return {path: '_show/s', query: {q: this.title}};
+            }",
+        )?;
+        let req = |part: &str| json!({"path": ["db", "_design", "d", "_rewrite", part]});
+        let rule = |v: Value| Rewritten::Rule(v.as_object().cloned().unwrap_or_default());
+        assert_eq!(rewrite.rewrite(&req("a"))?, rule(json!({"path": "a.txt"})));
+        let b = rule(json!({"path": "_show/s", "query": {"q": "書庫"}}));
+        assert_eq!(rewrite.rewrite(&req("b"))?, b);
+        assert_eq!(rewrite.rewrite(&req("c"))?, Rewritten::NoRule);
         Ok(())
     }
 

@@ -182,6 +182,15 @@ impl Sandbox {
         })
     }
 
+    /// Makes the design document `ddoc_json` what design functions compiled later
+    /// `require` from (CouchDB's CommonJS modules: `require('lib/util')` is `ddoc.lib.util`).
+    pub(crate) fn set_root(&self, ddoc_json: &str) -> Result<()> {
+        self.enter(&self.main, |ctx| {
+            let set_root = Self::host(&ctx, "setRoot")?;
+            self.guarded(&ctx, || set_root.call::<_, ()>((ddoc_json,)))
+        })
+    }
+
     /// Compiles one function in a realm of its own and returns its id. The error is
     /// CouchDB's compilation reason: `<error> (<source>)` or
     /// `Expression does not eval to a function. (<source>)`.
@@ -191,7 +200,7 @@ impl Sandbox {
         self.enter(&self.main, |ctx| {
             let adopt = Self::host(&ctx, "adopt")?;
             let global = global.restore(&ctx).map_err(internal)?;
-            self.guarded(&ctx, || adopt.call::<_, ()>((global, kind == Kind::Map)))
+            self.guarded(&ctx, || adopt.call::<_, ()>((global, kind != Kind::Reduce)))
         })?;
         let function = self.enter(&realm, |ctx| -> Result<Persistent<Function<'static>>> {
             let mut options = rquickjs::context::EvalOptions::default();

@@ -77,7 +77,9 @@ impl Runtime {
         sandbox.install_db(Arc::new(move |op, text| answer(&answering, op, text)))?;
         let mut funs = Vec::with_capacity(functions.len());
         for (source, ddoc) in functions {
-            funs.push((sandbox.compile(source, Kind::Reduce)?, ddoc.clone()));
+            // CommonJS `require` resolves against the function's design document.
+            sandbox.set_root(&ddoc.to_string())?;
+            funs.push((sandbox.compile(source, Kind::Design)?, ddoc.clone()));
         }
         Ok(CompiledScripts { sandbox, slot, funs })
     }

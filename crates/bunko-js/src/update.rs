@@ -57,7 +57,9 @@ impl Runtime {
         let sandbox = Sandbox::new(self.limits())?;
         let mut funs = Vec::with_capacity(functions.len());
         for (source, ddoc) in functions {
-            funs.push((sandbox.compile(source, Kind::Reduce)?, ddoc.clone()));
+            // CommonJS `require` resolves against the function's design document.
+            sandbox.set_root(&ddoc.to_string())?;
+            funs.push((sandbox.compile(source, Kind::Design)?, ddoc.clone()));
         }
         Ok(CompiledValidators { sandbox, funs })
     }

@@ -92,6 +92,10 @@ pub struct ServeArgs {
     /// Data block compression of a new store: lz4 (default), deep (levels 2+) or none.
     #[arg(long)]
     pub compression: Option<bunko_storage::Compression>,
+    /// This node's name, as `/_membership` and `/_node/_local` report it and
+    /// `/_node/{name}/…` accepts it (CouchDB's `-name`, e.g. `node1@127.0.0.1`).
+    #[arg(long, env = "BUNKO_NODE_NAME", default_value = bunko_http::node::DEFAULT_NODE)]
+    pub node_name: String,
     /// Server admin as `name:password` (also from the BUNKO_ADMIN environment variable).
     #[arg(long, env = "BUNKO_ADMIN", hide_env_values = true)]
     pub admin: Option<String>,
@@ -224,6 +228,7 @@ impl Settings {
         http.session_timeout = file.chttpd_auth.timeout.unwrap_or(http.session_timeout);
         http.persistent_cookies =
             file.chttpd_auth.allow_persistent_cookies.unwrap_or(http.persistent_cookies);
+        http.node_name = args.node_name.clone();
         file.chttpd_auth_lockout.apply(&mut engine.lockout)?;
         engine.users_db_security_editable = args.users_db_security_editable;
         engine.admins = file.admins.into_iter().collect();

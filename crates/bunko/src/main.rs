@@ -86,6 +86,8 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     engine.set_text_search(std::sync::Arc::new(bunko_search::MangoText(search.clone())));
     let state =
         bunko_http::AppState::with_search(engine.clone(), settings.http.clone(), search.clone())?;
+    let data_dir = settings.data.display().to_string();
+    engine.settings().seed("couchdb", "database_dir", &data_dir);
     // Reopens every search index, so the background updaters keep them current.
     let (loading, load_engine) = (search, engine.clone());
     std::thread::spawn(move || {

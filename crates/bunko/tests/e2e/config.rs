@@ -27,6 +27,30 @@ fn the_node_answers_its_name_and_settings_as_strings() {
     assert_error(missing, 404, "not_found", "unknown_config_value");
     assert_error(s.get("/_node/other@host/_config"), 404, "not_found", "no such node: other@host");
     assert_eq!(s.post(&format!("{CONFIG}/_reload"), &json!({})).1, json!({"ok": true}));
+    // `_versions` names the JavaScript engine as CouchDB 3.4.3 with QuickJS does.
+    let (status, versions) = s.get("/_node/_local/_versions");
+    assert_eq!((status, &versions["javascript_engine"]), (200, &json!({"name": "quickjs"})));
+    let post = s.post("/_node/_local/_versions", &json!({}));
+    assert_error(post, 405, "method_not_allowed", "Only GET allowed");
+}
+
+/// `--node-name` (CouchDB's `-name`) renames the node: `/_node/{name}` and `/_membership`
+/// follow it, as CouchDB's test suite expects of `node1@127.0.0.1`; `_config` shows where
+/// the server keeps its data and listens.
+#[test]
+fn the_node_name_is_configurable() {
+    let s = Server::start_with(&["--node-name", "node1@127.0.0.1"], &[]);
+    let node = json!(["node1@127.0.0.1"]);
+    assert_eq!(s.get("/_membership"), (200, json!({"all_nodes": node, "cluster_nodes": node})));
+    assert_eq!(s.get("/_node/_local"), (200, json!({"name": "node1@127.0.0.1"})));
+    let (status, all) = s.get("/_node/node1@127.0.0.1/_config");
+    assert_eq!(status, 200);
+    let port = s.base().rsplit(':').next().unwrap_or_default().trim_end_matches('/');
+    assert_eq!(all["chttpd"]["port"], json!(port), "{all}");
+    assert_eq!(all["chttpd"]["bind_address"], "127.0.0.1");
+    assert_eq!(all["couchdb"]["database_dir"], json!(s.data_dir().display().to_string()));
+    let old = s.get("/_node/bunko@127.0.0.1/_config");
+    assert_error(old, 404, "not_found", "no such node: bunko@127.0.0.1");
 }
 
 /// `/_membership` names the node whose `_config` a client then sets: CouchDB's test suite

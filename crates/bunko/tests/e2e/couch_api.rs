@@ -37,6 +37,14 @@ fn local_docs_lists_local_documents_like_all_docs() {
     let (status, keyed) = send(s.req(Method::POST, "/db/_local_docs").json(&body));
     assert_eq!(status, 200, "{keyed}");
     assert_eq!(keyed["rows"][1], json!({"key": "_local/nope", "error": "not_found"}));
+    // `limit` (the query's over the body's), `skip` and `descending` apply to `keys`, as
+    // CouchDB 3.4.3 answers them.
+    let body = json!({"keys": ["_local/c", "_local/a"], "limit": 5});
+    let (_, limited) = send(s.req(Method::POST, "/db/_local_docs?limit=1").json(&body));
+    assert_eq!(crate::harness::ids(&limited["rows"]), ["_local/c"]);
+    let body = json!({"keys": ["_local/c", "_local/a", "_local/b"], "skip": 1, "descending": true});
+    let (_, skipped) = send(s.req(Method::POST, "/db/_local_docs").json(&body));
+    assert_eq!(crate::harness::ids(&skipped["rows"]), ["_local/a", "_local/c"]);
 }
 
 #[test]
@@ -155,8 +163,9 @@ fn uuids_follow_the_configured_algorithm() {
     assert!(seq.windows(2).all(|w| w[0][..26] == w[1][..26] && w[0] < w[1]), "{seq:?}");
     set("algorithm", "utc_id");
     set("utc_id_suffix", "-bunko");
-    let ids = uuids(2);
+    let ids = uuids(10);
     assert!(ids.iter().all(|id| id.len() == 20 && id.ends_with("-bunko")), "{ids:?}");
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "utc_id ids strictly increase: {ids:?}");
     // Documents created without an id get one of the same kind.
     s.create_db("db");
     let (status, created) = s.post("/db", &json!({"a": 1}));
@@ -172,6 +181,58 @@ fn uuids_follow_the_configured_algorithm() {
     assert_eq!((status, bad["error"].clone()), (400, json!("bad_request")), "{bad}");
     set("max_count", "5");
     assert_error(s.get("/_uuids?count=6"), 400, "bad_request", "count parameter too large");
+    // CouchDB's cache-busting headers and an ETag.
+    let resp = s.req(Method::GET, "/_uuids").send().expect("GET");
+    let header = |name: &str| resp.headers().get(name).and_then(|v| v.to_str().ok());
+    assert_eq!((header("cache-control"), header("pragma")), (Some("no-cache"), Some("no-cache")));
+    assert_eq!(header("expires"), Some("Mon, 01 Jan 1990 00:00:00 GMT"));
+    assert!(header("etag").is_some_and(|e| e.len() > 2 && e.starts_with('"')));
+}
+
+/// `COPY` as CouchDB 3.4.3 answers it (`copy_doc_test.exs`), attachments included; a
+/// `POST` to a document is an HTML form upload, which Bunko refuses as CouchDB refuses
+/// other content types.
+#[test]
+fn copy_writes_the_document_under_the_destination() {
+    let s = Server::start();
+    s.create_db("db");
+    let att = json!({"cover.txt": {"content_type": "text/plain", "data": "5pu45bqr"}});
+    s.put_doc("db", "b1", &json!({"title": "吾輩は猫である", "_attachments": att}));
+    let copy = |from: &str, destination: Option<&str>| {
+        let req = s.req(Method::from_bytes(b"COPY").expect("COPY"), &format!("/db/{from}"));
+        let req = match destination {
+            Some(d) => req.header("Destination", d),
+            None => req,
+        };
+        req.send().expect("COPY")
+    };
+    let resp = copy("b1", Some("copy%20one"));
+    assert_eq!(resp.status().as_u16(), 201);
+    let location = resp.headers().get("location").and_then(|v| v.to_str().ok()).map(str::to_string);
+    assert_eq!(location, Some(format!("{}/db/copy%20one", s.base())));
+    let body: Value = resp.json().expect("json");
+    assert_eq!((&body["ok"], &body["id"]), (&json!(true), &json!("copy one")));
+    let copied = s.get_doc("db", "copy%20one");
+    assert_eq!(copied["title"], "吾輩は猫である");
+    let (_, text) = (0, s.req(Method::GET, "/db/copy%20one/cover.txt").send().expect("att"));
+    assert_eq!(text.text().expect("body"), "書庫");
+    let rev = s.put_doc("db", "b2", &json!({"v": 2}));
+    assert_eq!(copy("b1", Some("b2")).status().as_u16(), 409);
+    let resp = copy("b1", Some(&format!("b2?rev={rev}")));
+    assert_eq!(resp.status().as_u16(), 201);
+    assert_eq!(s.get_doc("db", "b2")["title"], "吾輩は猫である");
+    let missing = copy("b1", None).json::<Value>().expect("json");
+    assert_eq!(missing["reason"], "Destination header is mandatory for COPY.");
+    let absolute = copy("b1", Some("http://localhost:5984/db/x")).json::<Value>().expect("json");
+    assert_eq!(absolute["reason"], "Destination URL must be relative.");
+    let underscore = copy("b1", Some("_invalid")).json::<Value>().expect("json");
+    assert_eq!(underscore["reason"], "Only reserved document ids may start with underscore.");
+    let form =
+        s.req(Method::POST, "/db/baz").header("Content-Type", "application/x-www-form-urlencoded");
+    let refused = send(form.body("a=1"));
+    assert_error(refused, 415, "bad_content_type", "Content-Type must be multipart/form-data");
+    let patch = send(s.req(Method::PATCH, "/db/b1"));
+    assert_error(patch, 405, "method_not_allowed", "Only DELETE,GET,HEAD,POST,PUT,COPY allowed");
 }
 
 #[test]
@@ -243,4 +304,27 @@ fn update_functions_save_what_they_return_and_answer_their_response() {
         "missing json key: nope",
     );
     assert_eq!(s.get("/db/x").0, 404, "a refusal writes nothing");
+}
+
+/// `_update/{name}/` is the function without a document id, `_update/` names no function,
+/// and a returned document without `_id` is refused, as CouchDB 3.4.3 answers them
+/// (`update_documents_test.exs`).
+#[test]
+fn update_paths_without_a_name_or_an_id() {
+    let s = Server::start();
+    s.create_db("db");
+    let ddoc = json!({"updates": {
+        "get-uuid": "function(doc, req) { return [null, req.uuid]; }",
+        "empty": "function(doc, req) { return [{}, 'oops']; }"
+    }});
+    s.put_doc("db", "_design/app", &ddoc);
+    let resp = s.req(Method::PUT, "/db/_design/app/_update/get-uuid/").send().expect("update");
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.text().expect("body").len(), 32);
+    for path in ["/db/_design/app/_update/", "/db/_design/app/_update"] {
+        let none = send(s.req(Method::POST, path));
+        assert_error(none, 404, "update_error", "Invalid path.");
+    }
+    let empty = send(s.req(Method::PUT, "/db/_design/app/_update/empty/foo"));
+    assert_error(empty, 400, "illegal_docid", "Document id must not be empty");
 }

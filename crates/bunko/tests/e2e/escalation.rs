@@ -72,6 +72,7 @@ fn paths(db: &str, ids: &[String]) -> Vec<String> {
             .replace("{*attachment}", "att.txt")
             .replace("{other}", "evil")
             .replace("{*docid}", "d1")
+            .replace("{*path}", "x")
             .replace("{*rest}", rest);
         if filled.contains("{id}") {
             out.extend(ids.iter().map(|id| filled.replace("{id}", &encode(id))));
@@ -188,6 +189,9 @@ fn attack(s: &Server, attacker: &Attacker) -> usize {
                     let own_delete = method == "DELETE" && path.contains(attacker.name);
                     if own_delete {
                         continue; // deleting your own user document is allowed
+                    }
+                    if method == "COPY" && attacker.users_admin {
+                        continue; // it writes `_design/evil`, theirs to write in `_users`
                     }
                     for body in &bodies {
                         let url = format!("{path}{query}");

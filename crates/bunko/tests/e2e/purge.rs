@@ -407,3 +407,17 @@ fn update_seq_survives_a_restart_after_purging_the_newest_document() {
         "a write after the restart is newer than the purge"
     );
 }
+
+/// A partitioned database refuses to purge an id without a partition, as CouchDB 3.4.3
+/// does (`partition_crud_test.exs`).
+#[test]
+fn a_partitioned_purge_needs_partitioned_ids() {
+    let s = Server::start();
+    assert_eq!(s.put_empty("/shelf?partitioned=true").0, 201);
+    let refused =
+        purge(&s, "shelf", json!({"no_partition": ["1-967a00dff5e02add41819138abb3284d"]}));
+    assert_error(refused, 400, "illegal_docid", "Doc id must be of form partition:id");
+    let rev = s.put_doc("shelf", "natsume:b1", &json!({"title": "坊っちゃん"}));
+    let (status, purged) = purge(&s, "shelf", json!({"natsume:b1": [rev]}));
+    assert_eq!((status, &purged["purged"]["natsume:b1"]), (201, &json!([rev])));
+}

@@ -225,6 +225,19 @@ fn lists_render_view_rows_as_couchdbs_list_views_test() {
         json!(["lists", "_design", "lists", "_list", "basicJSON", "basicView"])
     );
     assert!(rich["req"]["headers"].get("Host").is_some(), "{}", rich["req"]["headers"]);
+    let (_, seq) = s.get(&format!("{LIST}/basicJSON/basicView?update_seq=true"));
+    let raw_path = "/lists/_design/lists/_list/basicJSON/basicView?update_seq=true";
+    assert_eq!(seq["req"]["raw_path"], raw_path, "the path as requested");
+    // `OPTIONS` runs the list as `GET` does, and `_all_docs` can be listed too.
+    let options = s.req(Method::OPTIONS, &format!("{LIST}/basicBasic/basicView")).send();
+    assert_eq!(options.ok().map(text), Some((200, "head0123456789tail".into())));
+    let (status, listed) = s.get(&format!("{LIST}/basicJSON/_all_docs?limit=2"));
+    assert_eq!(status, 200, "{listed}");
+    let (_, all) = s.get("/lists/_all_docs?limit=2");
+    assert_eq!(
+        (&listed["head"]["total_rows"], &listed["rows"]),
+        (&all["total_rows"], &all["rows"])
+    );
 
     let (_, form) = text(raw(&s, &format!("{LIST}/simpleForm/basicView?startkey=3&endkey=8"), &[]));
     assert!(
@@ -292,4 +305,43 @@ fn only_members_call_shows_and_lists() {
         let (status, body) = send(s.user_req(Method::GET, &path, "kana", "pw"));
         assert_eq!((status, body["error"].clone()), (403, json!("forbidden")), "{path}: {body}");
     }
+}
+
+/// CommonJS `require` in design functions resolves against the design document, with
+/// CouchDB's module ids and circular requires (`design_docs_test.exs`); update functions
+/// get it too.
+#[test]
+fn design_functions_require_modules_of_their_design_document() {
+    let s = Server::start();
+    s.create_db("shelf");
+    let ddoc = json!({
+        "whatever": {
+            "commonjs": {
+                "upper": "exports.testing = require('./names').first.toUpperCase() + module.id;",
+                "names": "exports.first = 'soseki';"
+            },
+            "one": "require('./two'); exports.name = 'One';",
+            "two": "require('./one'); exports.name = 'Two';"
+        },
+        "shows": {
+            "requirey": "function(doc, req) { return require('whatever/commonjs/upper').testing; }",
+            "circular": "function(doc, req) { return require('whatever/one').name; }",
+            "missing": "function(doc, req) { return require('whatever/nothing'); }"
+        },
+        "updates": {
+            "stamp": "function(doc, req) { return [null, require('whatever/commonjs/names').first]; }"
+        }
+    });
+    s.put_doc("shelf", "_design/app", &ddoc);
+    let show = |name: &str| text(raw(&s, &format!("/shelf/_design/app/_show/{name}"), &[]));
+    assert_eq!(show("requirey"), (200, "SOSEKIwhatever/commonjs/upper".into()));
+    assert_eq!(show("circular"), (200, "One".into()));
+    let (status, missing) = show("missing");
+    let missing: Value = serde_json::from_str(&missing).unwrap_or_default();
+    assert_eq!(status, 500, "{missing}");
+    assert_eq!(missing["error"], "invalid_require_path", "CouchDB 3.4.3's answer");
+    let reason = missing["reason"].as_str().unwrap_or_default();
+    assert!(reason.starts_with("Object has no property \"nothing\". {"), "{reason}");
+    let update = s.req(Method::POST, "/shelf/_design/app/_update/stamp").send().expect("update");
+    assert_eq!(text(update), (200, "soseki".into()));
 }

@@ -59,6 +59,15 @@ fn iot_by_device_view_with_keys_and_limit() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["total_rows"], 9);
     assert_eq!(body["rows"], json!([{"id": "r-1-0", "key": "device-123451", "value": "bridge-1"}]));
+    // `keys` with a range or `key` is refused, as CouchDB 3.4.3 refuses it
+    // (`view_multi_key_design_test.exs`).
+    let incompatible = "`keys` is incompatible with `key`, `start_key` and `end_key`";
+    for range in ["startkey", "endkey", "key"] {
+        let path = "/readings/_design/devices/_view/by-device";
+        let req = s.req(Method::POST, &q(path, &[(range, json!(0))]));
+        let refused = send(req.json(&json!({"keys": ["device-123451"]})));
+        assert_error(refused, 400, "query_parse_error", incompatible);
+    }
     let (_, all) = s.get("/readings/_design/devices/_view/by-device");
     assert_eq!(all["rows"].as_array().map(Vec::len), Some(9));
     assert_eq!(all["offset"], 0);
