@@ -87,13 +87,14 @@ async fn upload(
     };
     let uploaded = receive(db.upload(&name, &content_type), body.into_data_stream(), bad).await?;
     let doc_id = id.clone();
+    let location = format!("/{db_name}/{}/{}", url_encode(&id), url_encode(&name));
     let rev = blocking(move || {
         let rev = db.put_attachment(&ctx, &doc_id, rev, &name, &content_type, uploaded.body());
         drop(uploaded);
         Ok(rev?)
     })
     .await?;
-    Ok(written(StatusCode::CREATED, &id, &rev))
+    Ok(crate::doc::with_location(written(StatusCode::CREATED, &id, &rev), &location))
 }
 
 async fn remove(
@@ -278,6 +279,21 @@ fn parse_range_header(spec: &str) -> Option<Vec<(Option<u64>, Option<u64>)>> {
         .collect()
 }
 
+/// Inlines the attachments' data of a row's included document when `attachments=true`
+/// asked for it (`_all_docs` and view rows).
+pub(crate) fn inline_included(
+    db: &Database,
+    doc: Option<&mut DocOut>,
+    attachments: bool,
+) -> bunko_engine::Result<()> {
+    if let (true, Some(doc)) = (attachments, doc) {
+        inline(db, doc, 0).map_err(|e| {
+            bunko_engine::Error::Corrupt(format!("attachment data: {}", e.parts().2))
+        })?;
+    }
+    Ok(())
+}
+
 /// Replaces the stubs of `doc` by inline data (`attachments=true`): all of them, or with
 /// `since` (the generation `atts_since` names), those added after it.
 pub fn inline(db: &Database, doc: &mut DocOut, since: u64) -> ApiResult<()> {
@@ -358,6 +374,15 @@ pub fn since_pos(doc: &DocOut, atts_since: &[RevId]) -> u64 {
         .map(|(i, hash)| RevId { pos: start.saturating_sub(i as u64), hash: hash.clone() })
         .collect();
     atts_since.iter().filter(|r| ancestry.contains(r)).map(|r| r.pos).max().unwrap_or(0)
+}
+
+/// What CouchDB's `couch_util:url_encode` keeps unescaped in the `Location` of an
+/// attachment upload: letters, digits, `_`, `.`, `-` and `:`.
+const KEPT: &percent_encoding::AsciiSet =
+    &percent_encoding::NON_ALPHANUMERIC.remove(b'_').remove(b'.').remove(b'-').remove(b':');
+
+fn url_encode(segment: &str) -> String {
+    percent_encoding::utf8_percent_encode(segment, KEPT).to_string()
 }
 
 #[cfg(test)]
