@@ -56,6 +56,7 @@ mod receive;
 pub mod render;
 pub mod replicate;
 pub mod request_head;
+mod request_id;
 pub mod routes;
 pub mod search;
 pub mod server;
@@ -232,6 +233,7 @@ pub fn router(state: State) -> Router {
         .layer(axum::middleware::from_fn(params::require_utf8))
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::middleware))
         .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::middleware))
+        .layer(axum::middleware::from_fn(request_id::middleware))
         .layer(axum::middleware::from_fn_with_state(state.clone(), body_limit))
         .layer(encoding::decompression())
         .layer(axum::middleware::from_fn(encoding::check))

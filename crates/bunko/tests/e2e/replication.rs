@@ -518,3 +518,23 @@ fn history_counters_go_on_and_a_run_without_changes_answers_no_changes() {
     let (status, answer) = replicate(&s, missing_only);
     assert_eq!((status, answer["no_changes"].clone()), (200, json!(true)), "{answer}");
 }
+
+/// Every answer names its request, as CouchDB's do (`X-Couch-Request-ID`, 10 hex digits,
+/// and `X-CouchDB-Body-Time`); replication_test.exs checks them on `_scheduler`.
+#[test]
+fn answers_carry_couchdbs_request_headers() {
+    let s = Server::start();
+    let mut seen = Vec::new();
+    for path in ["/_scheduler/jobs", "/_scheduler/docs", "/no_such_db"] {
+        let resp = s.req(Method::GET, path).send().expect("request");
+        let id = resp.headers()["x-couch-request-id"].to_str().unwrap_or_default().to_string();
+        assert!(id.len() == 10 && id.chars().all(|c| c.is_ascii_hexdigit()), "{path}: {id}");
+        assert_eq!(resp.headers()["x-couchdb-body-time"], "0");
+        seen.push(id);
+    }
+    seen.dedup();
+    assert_eq!(seen.len(), 3, "each request has its own id: {seen:?}");
+    let anon = s.anon_req(Method::GET, "/_all_dbs").send().expect("request");
+    assert_eq!(anon.status(), 401);
+    assert!(anon.headers().contains_key("x-couch-request-id"));
+}
