@@ -31,6 +31,10 @@ fi
 source "$root/scripts/scratch-bunko.sh"
 SCRATCH_LISTEN=127.0.0.1:15984 SCRATCH_USER=adm SCRATCH_PASSWORD=pass start_bunko elixir off
 echo "bunko at $url (pid $server), suite from $couch/test/elixir"
+# The handlers CouchDB's own test cluster (dev/run) turns on: the JWT and proxy tests need them.
+handlers='{chttpd_auth, jwt_authentication_handler}, {chttpd_auth, proxy_authentication_handler}, {chttpd_auth, cookie_authentication_handler}, {chttpd_auth, default_authentication_handler}'
+curl -sf -u adm:pass -X PUT "$url/_node/_local/_config/chttpd/authentication_handlers" \
+    -d "\"$handlers\"" >/dev/null
 
 cd "$couch"
 export MIX_ENV=integration ELIXIR_ERL_OPTIONS=+fnu

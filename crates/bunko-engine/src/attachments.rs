@@ -202,7 +202,12 @@ impl Database {
                         Error::MissingStub(format!("Invalid attachment stub in {id} for {name}"))
                     };
                     if new_edits {
-                        stored.iter().find(|a| a.name == *name).cloned().ok_or_else(missing)?
+                        // A stub's `revpos`, when sent, must be the stored one's, as in
+                        // CouchDB's `couch_att:merge_stubs`.
+                        let matches = |a: &&AttMeta| {
+                            a.name == *name && sent_revpos.is_none_or(|pos| pos == a.revpos)
+                        };
+                        stored.iter().find(matches).cloned().ok_or_else(missing)?
                     } else {
                         let (Some(md5), Some(length)) = (digest, length) else {
                             return Err(missing());
@@ -329,13 +334,14 @@ impl Database {
     }
 
     /// The revision `rev` (or a new empty document when there is none) as a document to
-    /// edit, its attachments as stubs. A `rev` that is not current fails at the write.
+    /// edit, its attachments as stubs. A `rev` the document does not have is `missing_rev`;
+    /// one that is not current fails at the write.
     fn editable(&self, id: &str, rev: Option<&RevId>) -> Result<ParsedDoc> {
         let mut doc = ParsedDoc { id: Some(id.to_string()), ..Default::default() };
         let Some(rev) = rev else { return Ok(doc) };
         let found = match self.get(id, Some(rev)) {
             Ok(found) => found,
-            Err(Error::NotFound(_)) => return Err(Error::Conflict),
+            Err(Error::NotFound(_)) => return Err(Error::MissingRev),
             Err(err) => return Err(err),
         };
         let Ok(Value::Object(mut body)) = serde_json::from_slice::<Value>(&found.body) else {

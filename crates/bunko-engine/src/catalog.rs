@@ -51,6 +51,14 @@ pub struct Config {
     pub purge_max_ids: u64,
     /// Most revisions one `_purge` request may name (`[purge] max_revisions_number`, 1000).
     pub purge_max_revs: u64,
+    /// The authentication database (CouchDB's `[chttpd_auth] authentication_db`, `_users`).
+    pub users_db: String,
+    /// Whether a user document with conflicts may log in
+    /// (`[chttpd_auth] allow_conflicted_user_docs`, off by default).
+    pub allow_conflicted_user_docs: bool,
+    /// Requirements of new passwords (`[couch_httpd_auth] password_regexp`,
+    /// [`crate::password_rules`]).
+    pub password_regexp: Option<String>,
 }
 
 impl Default for Config {
@@ -68,6 +76,9 @@ impl Default for Config {
             max_attachment_size: 1 << 30,
             purge_max_ids: 100,
             purge_max_revs: 1000,
+            users_db: crate::users::USERS_DB.to_string(),
+            allow_conflicted_user_docs: false,
+            password_regexp: None,
         }
     }
 }
@@ -158,6 +169,23 @@ impl Engine {
         self.catalog.lock()
     }
 
+    /// The name of the authentication database (`[chttpd_auth] authentication_db`).
+    pub fn users_db_name(&self) -> String {
+        self.config().users_db.clone()
+    }
+
+    /// Creates the authentication database if it is missing and makes sure it holds
+    /// `_design/_auth` (at start-up, as `ctx`: the server).
+    pub fn ensure_users_db(&self, ctx: &UserCtx) -> Result<()> {
+        let name = self.users_db_name();
+        let db = match self.get_db(&name) {
+            Some(db) => db,
+            None => self.create_db(ctx, &name, false)?,
+        };
+        crate::users::ensure_auth_ddoc(&db, ctx);
+        Ok(())
+    }
+
     /// Server admins, password checks and the login lockout, for every protocol.
     pub fn logins(&self) -> &Logins {
         &self.logins
@@ -212,7 +240,11 @@ impl Engine {
         let (text, hooks) = (self.text.clone(), self.hooks.clone());
         let db = Database::load(self.store.clone(), live, clients, meta, text, hooks)?;
         self.dbs.write().insert(name.to_string(), db.clone());
+        drop(next_id);
         crate::db_updates::global().note("created", name);
+        if db.is_users_db() {
+            crate::users::ensure_auth_ddoc(&db, ctx);
+        }
         Ok(db)
     }
 

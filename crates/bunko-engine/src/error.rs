@@ -90,6 +90,10 @@ pub enum Error {
     /// An attachment stub names no stored attachment (`412 missing_stub`).
     #[error("{0}")]
     MissingStub(String),
+    /// A standalone attachment write names a revision the document does not have
+    /// (CouchDB's `409 {"error": "not_found", "reason": "missing_rev"}`).
+    #[error("missing_rev")]
+    MissingRev,
     /// A query needs a service this server does not run (`503`, CouchDB's `required index
     /// service unavailable`); holds the index type (`text`).
     #[error("{0}")]

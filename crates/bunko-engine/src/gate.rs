@@ -22,7 +22,7 @@ use bunko_doc::id::{DocKind, kind};
 
 use crate::database::Database;
 use crate::security::{Security, UserCtx};
-use crate::users::{USER_PREFIX, USERS_DB};
+use crate::users::USER_PREFIX;
 use crate::{Error, Result};
 
 impl Database {
@@ -31,9 +31,10 @@ impl Database {
         Security::parse(&self.security())
     }
 
-    /// Whether this is the users database, whose documents follow [`crate::user_doc`].
-    pub(crate) fn is_users_db(&self) -> bool {
-        self.name() == USERS_DB
+    /// Whether this is the authentication database (`_users`, or the one
+    /// `[chttpd_auth] authentication_db` names), whose documents follow [`crate::user_doc`].
+    pub fn is_users_db(&self) -> bool {
+        self.name() == self.config.get().users_db
     }
 
     /// May `ctx` write the document `id` at all? Members may; design documents need a

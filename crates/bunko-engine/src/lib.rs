@@ -61,6 +61,7 @@ pub mod keys;
 pub mod local;
 pub mod login;
 pub mod namespace;
+mod password_rules;
 mod procedures;
 pub mod purge;
 pub mod read;

@@ -29,7 +29,7 @@ use sha2::{Digest, Sha256};
 
 use crate::catalog::Engine;
 use crate::security::UserCtx;
-use crate::users::{USER_PREFIX, USERS_DB, password_matches, roles_of};
+use crate::users::{USER_PREFIX, password_matches, roles_of};
 use crate::{Error, Result};
 
 /// What a lockout does (CouchDB's `[chttpd_auth_lockout] mode`).
@@ -84,6 +84,9 @@ pub enum Verdict {
 /// The reason CouchDB gives a locked-out login.
 pub const LOCKOUT_REASON: &str =
     "Account is temporarily locked due to multiple authentication failures";
+
+/// Why a user whose document has conflicts cannot log in (CouchDB's `chttpd_auth_cache`).
+pub const CONFLICTED_REASON: &str = "User document conflicts must be resolved before the document is used for authentication purposes.";
 
 /// Server admins, the credential cache and the lockout.
 pub struct Logins {
@@ -208,12 +211,16 @@ impl Logins {
         if let Some(login) = self.admin_login(name) {
             return Ok(Some(User { login, doc: None }));
         }
-        let Some(users) = engine.get_db(USERS_DB) else { return Ok(None) };
+        let config = engine.config();
+        let Some(users) = engine.get_db(&config.users_db) else { return Ok(None) };
         let doc = match users.get(&format!("{USER_PREFIX}{name}"), None) {
             Ok(doc) => doc,
             Err(Error::NotFound(_)) => return Ok(None),
             Err(err) => return Err(err),
         };
+        if !config.allow_conflicted_user_docs && !doc.info.tree.conflicts().0.is_empty() {
+            return Err(Error::Unauthorized(CONFLICTED_REASON.to_string()));
+        }
         let body: Value = serde_json::from_slice(&doc.body).unwrap_or(Value::Null);
         let salt = body.get("salt").and_then(Value::as_str).unwrap_or_default().to_string();
         let ctx = UserCtx { name: Some(name.to_string()), roles: roles_of(&body) };

@@ -168,6 +168,12 @@ impl Settings {
         self.get(section, key).and_then(|v| v.trim().parse().ok())
     }
 
+    /// An authentication setting: `[chttpd_auth]`, else the older `[couch_httpd_auth]`, as
+    /// CouchDB's `chttpd_util:get_chttpd_auth_config` reads it.
+    fn auth_setting(&self, key: &str) -> Option<String> {
+        self.get("chttpd_auth", key).or_else(|| self.get("couch_httpd_auth", key))
+    }
+
     /// Rebuilds the typed settings from the effective values.
     fn publish(&self) {
         let mut config = self.start.clone();
@@ -188,6 +194,10 @@ impl Settings {
         config.users_db_security_editable = self
             .get_bool("couchdb", "users_db_security_editable")
             .unwrap_or(defaults.users_db_security_editable);
+        config.users_db = self.auth_setting("authentication_db").unwrap_or(defaults.users_db);
+        config.allow_conflicted_user_docs =
+            self.auth_setting("allow_conflicted_user_docs").is_some_and(|v| v.trim() == "true");
+        config.password_regexp = self.auth_setting("password_regexp");
         config.pbkdf2_iterations = int("chttpd_auth", "iterations")
             .map_or(defaults.pbkdf2_iterations, |v| v.clamp(1, u32::MAX as u64) as u32);
         let lockout = &mut config.lockout;
@@ -228,6 +238,7 @@ fn start_values(config: &Config) -> Values {
     put("purge", "max_document_id_number", config.purge_max_ids.to_string());
     put("purge", "max_revisions_number", config.purge_max_revs.to_string());
     put("chttpd_auth", "iterations", config.pbkdf2_iterations.to_string());
+    put("chttpd_auth", "authentication_db", config.users_db.clone());
     let lockout = &config.lockout;
     let mode = match lockout.mode {
         LockoutMode::Enforce => "enforce",
@@ -302,7 +313,7 @@ impl Engine {
             other => other.map(str::to_string),
         };
         let settings = self.settings();
-        let _guard = self.catalog_lock();
+        let guard = self.catalog_lock();
         let old = self.config_value(section, key);
         let mut batch = Batch::new();
         batch.put(Key::Config(section, key).encode(), records::encode(&value));
@@ -312,6 +323,10 @@ impl Engine {
         let config = self.config();
         self.logins().set_admins(config.admins.clone());
         self.logins().set_lockout(config.lockout.clone());
+        drop(guard);
+        if let Some(users) = self.get_db(&config.users_db) {
+            crate::users::ensure_auth_ddoc(&users, ctx);
+        }
         Ok(old)
     }
 

@@ -13,6 +13,8 @@ use sha2::Sha256;
 
 use crate::database::Database;
 use crate::login::constant_time_eq;
+use crate::security::UserCtx;
+use crate::write::WriteOptions;
 use crate::{Error, Result};
 
 /// The users database.
@@ -24,7 +26,7 @@ pub const USER_PREFIX: &str = "org.couchdb.user:";
 /// is slow). Who may write it, and what it may hold, is decided by the write gate
 /// ([`crate::gate`], [`crate::user_doc`]).
 pub(crate) fn prepare(db: &Database, doc: &mut ParsedDoc, iterations: u32) -> Result<()> {
-    if db.name() != USERS_DB || doc.deleted {
+    if !db.is_users_db() || doc.deleted {
         return Ok(());
     }
     let password = match doc.body.get("password") {
@@ -32,6 +34,7 @@ pub(crate) fn prepare(db: &Database, doc: &mut ParsedDoc, iterations: u32) -> Re
         Some(Value::String(password)) => password.clone(),
         Some(_) => return Err(Error::Forbidden("doc.password must be a string".to_string())),
     };
+    crate::password_rules::check(&password, db.config.get().password_regexp.as_deref())?;
     hash_into(doc, &password, iterations);
     Ok(())
 }
@@ -101,4 +104,30 @@ pub fn roles_of(body: &Value) -> Vec<String> {
         .and_then(Value::as_array)
         .map(|roles| roles.iter().filter_map(|r| r.as_str().map(String::from)).collect())
         .unwrap_or_default()
+}
+
+/// The design document every authentication database holds, as in CouchDB (clients wait for
+/// it to know the database is ready for logins).
+pub const AUTH_DDOC: &str = "_design/_auth";
+
+/// Its validation function: the users database's rules are the engine's own
+/// ([`crate::user_doc`]), checked on every write path, so the function adds none.
+const AUTH_VALIDATE: &str = "function(newDoc, oldDoc, userCtx, secObj) {\n  // The users database's rules (type, name, roles, password) are checked by the server.\n}";
+
+/// Writes [`AUTH_DDOC`] into the authentication database `db` as `ctx` (a server admin),
+/// unless it is there, as CouchDB's auth cache does for the database it reads users from.
+/// A failure is logged, not raised: logins do not depend on the document.
+pub(crate) fn ensure_auth_ddoc(db: &Database, ctx: &UserCtx) {
+    match db.get(AUTH_DDOC, None) {
+        Err(Error::NotFound(_)) => {}
+        _ => return,
+    }
+    let body =
+        json!({"_id": AUTH_DDOC, "language": "javascript", "validate_doc_update": AUTH_VALIDATE});
+    let written = bunko_doc::body::from_value(body, &db.config.get().limits)
+        .map_err(Error::from)
+        .and_then(|doc| db.put(ctx, doc, WriteOptions::default()));
+    if let Err(err) = written {
+        tracing::warn!("cannot write {AUTH_DDOC} into {}: {err}", db.name());
+    }
 }

@@ -192,11 +192,7 @@ struct Included {
 
 /// A row whose document, if any, gets its attachments' data inline when asked.
 fn with_data(db: &Database, mut row: Row, attachments: bool) -> bunko_engine::Result<Row> {
-    if let (true, Some(doc)) = (attachments, row.doc.as_mut()) {
-        crate::attachment::inline(db, doc, 0).map_err(|e| {
-            bunko_engine::Error::Corrupt(format!("attachment data: {}", e.parts().2))
-        })?;
-    }
+    crate::attachment::inline_included(db, row.doc.as_mut(), attachments)?;
     Ok(row)
 }
 

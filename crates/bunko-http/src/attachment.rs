@@ -281,6 +281,21 @@ fn parse_range_header(spec: &str) -> Option<Vec<(Option<u64>, Option<u64>)>> {
         .collect()
 }
 
+/// Inlines the attachments' data of a row's included document when `attachments=true`
+/// asked for it (`_all_docs` and view rows).
+pub(crate) fn inline_included(
+    db: &Database,
+    doc: Option<&mut DocOut>,
+    attachments: bool,
+) -> bunko_engine::Result<()> {
+    if let (true, Some(doc)) = (attachments, doc) {
+        inline(db, doc, 0).map_err(|e| {
+            bunko_engine::Error::Corrupt(format!("attachment data: {}", e.parts().2))
+        })?;
+    }
+    Ok(())
+}
+
 /// Replaces the stubs of `doc` by inline data (`attachments=true`): all of them, or with
 /// `since` (the generation `atts_since` names), those added after it.
 pub fn inline(db: &Database, doc: &mut DocOut, since: u64) -> ApiResult<()> {

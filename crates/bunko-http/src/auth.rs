@@ -25,7 +25,6 @@ use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use bunko_engine::Engine;
 use bunko_engine::login::{LOCKOUT_REASON, Login, Verdict, constant_time_eq};
-use bunko_engine::users::USERS_DB;
 use hmac::{Hmac, Mac};
 use rand::Rng;
 use serde_json::{Value, json};
@@ -55,6 +54,8 @@ pub struct Auth {
 pub enum Method {
     Basic,
     Cookie,
+    Proxy,
+    Jwt,
     None,
 }
 
@@ -171,6 +172,9 @@ async fn resolve(
     headers: &HeaderMap,
     peer: Option<IpAddr>,
 ) -> ApiResult<(UserCtx, Method, Option<Renew>)> {
+    if let Some((ctx, method)) = crate::auth_handlers::resolve(&state.engine, headers)? {
+        return Ok((ctx, method, None));
+    }
     if let Some((name, password)) = basic_credentials(headers) {
         let login = verify(state, name, password, peer).await?;
         return Ok((login.ctx, Method::Basic, None));
@@ -234,6 +238,10 @@ fn basic_credentials(headers: &HeaderMap) -> Option<(String, String)> {
     let encoded = value.strip_prefix("Basic ").or_else(|| value.strip_prefix("basic "))?;
     let decoded = String::from_utf8(STANDARD.decode(encoded.trim()).ok()?).ok()?;
     let (name, password) = decoded.split_once(':')?;
+    // `_:_` is CouchDB's way to send no credentials (`basic_name_pw`).
+    if (name, password) == ("_", "_") {
+        return None;
+    }
     Some((name.to_string(), password.to_string()))
 }
 
@@ -253,18 +261,22 @@ fn now() -> u64 {
 
 /// `GET /_session`: the current user.
 pub async fn get_session(
+    AxState(state): AxState<State>,
     Extension(ctx): Extension<UserCtx>,
     Extension(method): Extension<Method>,
 ) -> Response {
     let authenticated = match method {
         Method::Basic => json!("default"),
         Method::Cookie => json!("cookie"),
+        Method::Proxy => json!("proxy"),
+        Method::Jwt => json!("jwt"),
         Method::None => Value::Null,
     };
-    let mut info = json!({"authentication_handlers": ["cookie", "default"]});
+    let handlers = crate::auth_handlers::names(&state.engine);
+    let mut info = json!({"authentication_handlers": handlers});
     if !authenticated.is_null() {
         info["authenticated"] = authenticated;
-        info["authentication_db"] = json!(USERS_DB);
+        info["authentication_db"] = json!(state.engine.users_db_name());
     }
     render::json(
         StatusCode::OK,

@@ -12,7 +12,7 @@ use axum::{Extension, Router};
 use bunko_doc::RevId;
 use bunko_doc::body::{self, ParsedDoc};
 use bunko_engine::read::OpenRev;
-use bunko_engine::users::{USER_PREFIX, USERS_DB};
+use bunko_engine::users::USER_PREFIX;
 use bunko_engine::{Database, WriteOptions};
 use serde_json::json;
 
@@ -52,7 +52,7 @@ pub(crate) fn open_for_read(
     db: &str,
     id: &str,
 ) -> ApiResult<Arc<Database>> {
-    if db == USERS_DB && !ctx.is_server_admin() {
+    if db == state.engine.users_db_name() && !ctx.is_server_admin() {
         let own = ctx.name.as_ref().is_some_and(|n| id == format!("{USER_PREFIX}{n}"));
         if !own {
             return Err(ApiError::not_found("missing"));

@@ -107,6 +107,7 @@ fn engine_parts(err: &EngineError) -> (StatusCode, &'static str, String) {
             (StatusCode::PAYLOAD_TOO_LARGE, "attachment_too_large")
         }
         EngineError::MissingStub(_) => (StatusCode::PRECONDITION_FAILED, "missing_stub"),
+        EngineError::MissingRev => (StatusCode::CONFLICT, "not_found"),
         EngineError::ServiceUnavailable(_) => {
             (StatusCode::SERVICE_UNAVAILABLE, "required index service unavailable")
         }

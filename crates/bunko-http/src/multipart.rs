@@ -2,8 +2,8 @@
 //! - **`multipart/related` uploads** (`PUT /{db}/{doc}`): the document's JSON first, its
 //!   attachments marked `"follows": true`, then one part per such attachment, in the
 //!   order they appear in `_attachments` (`couch_doc:doc_from_multi_part_stream`). The body
-//!   is parsed as it arrives with `multer` (which needs at least one header line per part;
-//!   CouchDB and PouchDB always send some), each attachment part streamed into temporary
+//!   is parsed as it arrives with `multer` (parts without any header line, which CouchDB
+//!   accepts, get one first: `part_headers.rs`), each attachment part streamed into temporary
 //!   storage (`receive.rs`), the whole counted against `max_http_request_size`.
 //! - **`multipart/mixed` answers** to `GET /{db}/{doc}?open_revs=…` with
 //!   `Accept: multipart/mixed` (`chttpd_db:send_docs_multipart`): one part per revision,
@@ -85,7 +85,8 @@ pub async fn read_related(
     // CouchDB ends a body at the closing `--boundary--` without a line break, which multer
     // reads as truncated; a line break after it is an epilogue, which multer ignores.
     let tail = futures::stream::once(async { Ok(Bytes::from_static(b"\r\n")) });
-    let stream = body.into_data_stream().chain(tail);
+    let stream =
+        crate::part_headers::with_part_headers(body.into_data_stream().chain(tail), &boundary);
     let limits = multer::SizeLimit::new().whole_stream(limit as u64);
     let constraints = multer::Constraints::new().size_limit(limits);
     let mut multipart = multer::Multipart::with_constraints(stream, boundary, constraints);

@@ -93,6 +93,8 @@ pub async fn query(
         (partition, _) => partition,
     };
     let opts = DocOpts { conflicts: params.flag("conflicts")?, ..Default::default() };
+    // `attachments=true` inlines attachment data in the included documents.
+    let attachments = q.include_docs && params.flag("attachments")?;
     let (first, rest) = blocking(move || {
         let ViewResult { total_rows, offset, update_seq, mut rows } =
             bunko_views::query_view(&db, &ddoc, &view, &q, partition.as_deref())?;
@@ -106,20 +108,20 @@ pub async fn query(
                 out.extend_from_slice(b"\r\n]}\n");
                 return Ok((out, None));
             };
-            push_row(&mut out, &row?, &opts, written);
+            push_row(&mut out, &with_data(&db, row?, attachments)?, &opts, written);
             written += 1;
         }
-        Ok((out, Some((rows, opts, written))))
+        Ok((out, Some((db, rows, opts, written))))
     })
     .await?;
-    let Some((rows, opts, written)) = rest else {
+    let Some((db, rows, opts, written)) = rest else {
         return Ok(render::json_bytes(StatusCode::OK, first));
     };
     Ok(stream::response(StatusCode::OK, "application/json", move |sink| {
         sink.write(&first)?;
         let mut out = Vec::new();
         for (i, row) in rows.enumerate() {
-            let row = match row {
+            let row = match row.and_then(|row| with_data(&db, row, attachments)) {
                 Ok(row) => row,
                 Err(err) => {
                     tracing::error!(%err, "view stream failed");
@@ -132,6 +134,12 @@ pub async fn query(
         }
         sink.write(b"\r\n]}\n")
     }))
+}
+
+/// A row whose included document gets its attachments' data inline when asked.
+fn with_data(db: &Database, mut row: ViewRow, attachments: bool) -> bunko_engine::Result<ViewRow> {
+    crate::attachment::inline_included(db, row.doc.as_mut().and_then(Option::as_mut), attachments)?;
+    Ok(row)
 }
 
 /// Bytes of an answer rendered before deciding to stream the rest.
@@ -279,8 +287,8 @@ pub(crate) fn parse(p: &Params) -> ApiResult<ViewQuery> {
     if p.str("stable").is_some_and(|v| v != "true" && v != "false") {
         return Err(ApiError::query_parse("Invalid value for `stable`."));
     }
-    // Accepted and checked as CouchDB does; they change nothing here (`sorted` matters
-    // only to a clustered merge, and attachments are not supported).
+    // Checked as CouchDB does (`sorted` matters only to a clustered merge; `attachments`
+    // is read by the query route).
     for flag in ["sorted", "attachments", "att_encoding_info"] {
         p.bool(flag)?;
     }

@@ -21,7 +21,7 @@ use bunko_engine::Engine;
 use bunko_engine::login::constant_time_eq;
 use bunko_engine::scram::{ITERATIONS, ScramKeys, hmac};
 use bunko_engine::security::UserCtx;
-use bunko_engine::users::{USER_PREFIX, USERS_DB, roles_of};
+use bunko_engine::users::{USER_PREFIX, roles_of};
 use rand::Rng;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -98,7 +98,7 @@ pub(crate) fn refresh(engine: &Engine, user: &mut Option<UserCtx>, seen: &mut Op
     if engine.logins().admins().iter().any(|(n, _)| *n == name) {
         return;
     }
-    let Some(users) = engine.get_db(USERS_DB) else {
+    let Some(users) = engine.get_db(&engine.users_db_name()) else {
         *user = None;
         return;
     };
@@ -113,7 +113,7 @@ pub(crate) fn refresh(engine: &Engine, user: &mut Option<UserCtx>, seen: &mut Op
 }
 
 fn user_credentials(engine: &Engine, name: &str) -> Option<Credentials> {
-    let users = engine.get_db(USERS_DB)?;
+    let users = engine.get_db(&engine.users_db_name())?;
     let doc = users.get(&format!("{USER_PREFIX}{name}"), None).ok()?;
     let body: Value = serde_json::from_slice(&doc.body).ok()?;
     let keys = ScramKeys::from_user_doc(&body)?;

@@ -39,6 +39,21 @@ pub struct Stats {
     pub bulk_get_attempts: u64,
 }
 
+impl Stats {
+    /// The counters of a checkpoint history entry (`couch_replicator_stats:new`).
+    fn resumed(entry: &Value) -> Stats {
+        let count = |name: &str| entry.get(name).and_then(Value::as_u64).unwrap_or(0);
+        Stats {
+            missing_checked: count("missing_checked"),
+            missing_found: count("missing_found"),
+            docs_read: count("docs_read"),
+            docs_written: count("docs_written"),
+            doc_write_failures: count("doc_write_failures"),
+            ..Stats::default()
+        }
+    }
+}
+
 /// Where a running job is, for `_active_tasks` and `_scheduler`.
 #[derive(Debug, Clone, Default)]
 pub struct Progress {
@@ -139,11 +154,16 @@ impl Job {
         let mut since = logs.start_seq.clone();
         let mut last_checkpoint = Instant::now();
         let mut caught_up = false;
+        // CouchDB's checkpoint follows the changes its workers processed: a one-shot run
+        // that got none (every `doc_ids` missing, a filter that passes nothing) records no
+        // checkpoint and answers `no_changes`.
+        let mut any_rows = false;
         loop {
             let wait = (self.spec.continuous && caught_up).then_some(LONGPOLL);
             let batch = self.src.changes(&since, self.spec.batch_size, &filter, wait).await?;
             let full = batch.rows.len() >= self.spec.batch_size;
             if !batch.rows.is_empty() {
+                any_rows = true;
                 self.replicate(&batch.rows).await?;
             }
             since = batch.last_seq;
@@ -157,7 +177,9 @@ impl Job {
                 last_checkpoint = Instant::now();
             }
         }
-        self.checkpoint(&mut logs, &since).await?;
+        if any_rows || self.spec.continuous {
+            self.checkpoint(&mut logs, &since).await?;
+        }
         Ok(logs.result)
     }
 
@@ -248,6 +270,11 @@ impl Job {
             let mut p = self.progress.lock();
             p.checkpointed_source_seq = start.clone();
             p.through_seq = start.clone();
+            // The counters go on from the checkpoint resumed, as CouchDB's
+            // `init_state` takes them from its history (they are per replication).
+            if let Some(entry) = history_kept.first() {
+                p.stats = Stats::resumed(entry);
+            }
         }
         Ok(Logs {
             src_rev: rev(&src_log),

@@ -65,13 +65,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot open the store in {}", settings.data.display()))?;
     let store: Arc<dyn bunko_storage::Store> = Arc::new(store);
     let engine = Arc::new(bunko_engine::Engine::open(store.clone(), settings.engine.clone())?);
-    if engine.get_db(bunko_engine::users::USERS_DB).is_none() {
-        engine.create_db(
-            &bunko_engine::security::UserCtx::system(),
-            bunko_engine::users::USERS_DB,
-            false,
-        )?;
-    }
+    engine.ensure_users_db(&bunko_engine::security::UserCtx::system())?;
     if engine.get_db(bunko_replicator_db()).is_none() {
         engine.create_db(
             &bunko_engine::security::UserCtx::system(),

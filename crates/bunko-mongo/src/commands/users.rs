@@ -17,7 +17,7 @@ use bson::{Binary, Bson, Document, doc};
 use bunko_doc::body::ParsedDoc;
 use bunko_doc::ejson;
 use bunko_engine::all_docs::AllDocsQuery;
-use bunko_engine::users::{USER_PREFIX, USERS_DB, roles_of};
+use bunko_engine::users::{USER_PREFIX, roles_of};
 use bunko_engine::{Database, Error, WriteOptions};
 use serde_json::{Map, Value, json};
 
@@ -316,7 +316,7 @@ pub(super) fn all_users(ctx: &Ctx) -> Result<Vec<(String, Body)>, MongoError> {
 }
 
 fn users(ctx: &Ctx) -> Result<std::sync::Arc<Database>, MongoError> {
-    Ok(ctx.server.engine.db(USERS_DB)?)
+    Ok(ctx.server.engine.db(&ctx.server.engine.users_db_name())?)
 }
 
 /// Writes the user document of `name` as the connection's user.
@@ -328,7 +328,11 @@ fn write(
 ) -> Result<(), Error> {
     let doc =
         ParsedDoc { id: Some(format!("{USER_PREFIX}{name}")), rev, body, ..Default::default() };
-    ctx.server.engine.db(USERS_DB)?.put(&user(ctx), doc, WriteOptions::default())?;
+    ctx.server.engine.db(&ctx.server.engine.users_db_name())?.put(
+        &user(ctx),
+        doc,
+        WriteOptions::default(),
+    )?;
     Ok(())
 }
 

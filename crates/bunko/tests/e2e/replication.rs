@@ -158,9 +158,12 @@ fn a_restarted_target_resumes_from_the_checkpoint_without_resending() {
     a.put_doc("people", "4", &json!({"firstName": "Ana", "lastName": "Lopez"}));
     let (status, second) = replicate(&b, pull);
     assert_eq!(status, 200, "{second}");
-    let last = &second["history"][0];
-    assert_eq!(last["missing_checked"], 1, "only the new change was read: {second}");
-    assert_eq!(last["docs_written"], 1);
+    // The counters go on from the checkpoint (as CouchDB's do): one more change read.
+    let (last, before) = (&second["history"][0], &second["history"][1]);
+    assert_eq!(last["start_last_seq"], before["recorded_seq"], "{second}");
+    assert_eq!(last["missing_checked"], 4, "only the new change was read: {second}");
+    assert_eq!(last["docs_written"], 4);
+    assert_eq!(last["bulk_get_docs"], 1, "{second}");
     assert_eq!(second["history"].as_array().map(Vec::len), Some(2), "{second}");
     assert_eq!(contents(&a, "people"), contents(&b, "people"));
 }
@@ -486,4 +489,52 @@ fn a_filters_code_is_part_of_the_replication_id() {
     missing["filter"] = json!("people/nope");
     let (status, answer) = replicate(&a, missing);
     assert_eq!(status, 400, "{answer}");
+}
+
+/// A resumed replication's history counts on from its checkpoint, and a one-shot run that
+/// got no changes at all answers `no_changes` (CouchDB's replication_test.exs).
+#[test]
+fn history_counters_go_on_and_a_run_without_changes_answers_no_changes() {
+    let s = Server::start();
+    s.create_db("people");
+    load(&s, "people", &people());
+    let body = json!({"source": url(&s, "people"), "target": url(&s, "copy"),
+        "create_target": true});
+    let (status, first) = replicate(&s, body.clone());
+    assert_eq!(status, 200, "{first}");
+    assert_eq!(first["history"][0]["docs_written"], 3, "{first}");
+    load(&s, "people", &[json!({"_id": "4", "firstName": "Yuki"})]);
+    let (_, second) = replicate(&s, body.clone());
+    let entry = &second["history"][0];
+    let counters = ["missing_checked", "missing_found", "docs_read", "docs_written"];
+    for counter in counters {
+        assert_eq!(entry[counter], 4, "{counter}: {second}");
+    }
+    assert_eq!(second["history"].as_array().map(Vec::len), Some(2), "{second}");
+    let (_, third) = replicate(&s, body);
+    assert_eq!(third["no_changes"], true, "{third}");
+    let missing_only = json!({"source": url(&s, "people"), "target": url(&s, "copy"),
+        "doc_ids": ["no-such-person"]});
+    let (status, answer) = replicate(&s, missing_only);
+    assert_eq!((status, answer["no_changes"].clone()), (200, json!(true)), "{answer}");
+}
+
+/// Every answer names its request, as CouchDB's do (`X-Couch-Request-ID`, 10 hex digits,
+/// and `X-CouchDB-Body-Time`); replication_test.exs checks them on `_scheduler`.
+#[test]
+fn answers_carry_couchdbs_request_headers() {
+    let s = Server::start();
+    let mut seen = Vec::new();
+    for path in ["/_scheduler/jobs", "/_scheduler/docs", "/no_such_db"] {
+        let resp = s.req(Method::GET, path).send().expect("request");
+        let id = resp.headers()["x-couch-request-id"].to_str().unwrap_or_default().to_string();
+        assert!(id.len() == 10 && id.chars().all(|c| c.is_ascii_hexdigit()), "{path}: {id}");
+        assert_eq!(resp.headers()["x-couchdb-body-time"], "0");
+        seen.push(id);
+    }
+    seen.dedup();
+    assert_eq!(seen.len(), 3, "each request has its own id: {seen:?}");
+    let anon = s.anon_req(Method::GET, "/_all_dbs").send().expect("request");
+    assert_eq!(anon.status(), 401);
+    assert!(anon.headers().contains_key("x-couch-request-id"));
 }

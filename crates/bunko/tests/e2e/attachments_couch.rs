@@ -1,0 +1,85 @@
+//! Attachment answers CouchDB's Elixir suite checks (issue 16; the expected answers were
+//! taken from CouchDB 3.4.3): multipart parts without any header line, the `Location` of a
+//! standalone upload, `missing_rev` for a revision the document does not have, stubs whose
+//! `revpos` is not the stored one, and `attachments=true` on view rows.
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::harness::{Server, assert_error, send};
+
+fn setup() -> Server {
+    let s = Server::start();
+    s.create_db("shoko");
+    s
+}
+
+fn put_att(s: &Server, path: &str, body: &str) -> (u16, Value, Option<String>) {
+    let resp = s
+        .req(Method::PUT, path)
+        .header("Content-Type", "text/plain")
+        .body(body.to_string())
+        .send()
+        .expect("request");
+    let location = resp.headers().get("location").and_then(|v| v.to_str().ok()).map(String::from);
+    let status = resp.status().as_u16();
+    (status, resp.json().unwrap_or(Value::Null), location)
+}
+
+#[test]
+fn multipart_parts_without_any_header_line_are_read() {
+    let s = setup();
+    let doc = r#"{"_id":"kami","_attachments":{"a.txt":{"follows":true,"content_type":"text/plain","length":5}}}"#;
+    let body = format!("--b0\r\n\r\n{doc}\r\n--b0\r\n\r\nwashi\r\n--b0--");
+    let put =
+        s.req(Method::PUT, "/shoko/kami").header("Content-Type", "multipart/related;boundary=b0");
+    let (status, created) = send(put.body(body));
+    assert_eq!(status, 201, "{created}");
+    let got = s.req(Method::GET, "/shoko/kami/a.txt").send().expect("request");
+    assert_eq!(got.text().unwrap_or_default(), "washi");
+}
+
+#[test]
+fn standalone_uploads_answer_a_location_and_missing_revisions_are_missing_rev() {
+    let s = setup();
+    let (status, first, location) = put_att(&s, "/shoko/fumi/a%20b.txt", "ichi");
+    assert_eq!(status, 201, "{first}");
+    assert_eq!(location.as_deref(), Some("/shoko/fumi/a%20b.txt"));
+    let rev = first["rev"].as_str().unwrap_or_default().to_string();
+    let garbage = put_att(&s, "/shoko/fumi/c.txt?rev=4-garbage", "ni");
+    assert_error((garbage.0, garbage.1), 409, "not_found", "missing_rev");
+    let gone = s.delete("/shoko/fumi/a%20b.txt?rev=4-garbage");
+    assert_error(gone, 409, "not_found", "missing_rev");
+    let (status, deleted) = s.delete(&format!("/shoko/fumi/a%20b.txt?rev={rev}"));
+    assert_eq!((status, deleted["ok"].clone()), (200, json!(true)));
+}
+
+#[test]
+fn a_stub_with_another_revpos_is_missing_stub() {
+    let s = setup();
+    let doc =
+        json!({"_attachments": {"foo.txt": {"content_type": "text/plain", "data": "aGVsbG8="}}});
+    let (_, created) = s.put("/shoko/hon", &doc);
+    let rev = created["rev"].as_str().unwrap_or_default();
+    let stub = json!({"_rev": rev, "_attachments": {"foo.txt": {"stub": true, "revpos": 10}}});
+    let reason = "Invalid attachment stub in hon for foo.txt";
+    assert_error(s.put("/shoko/hon", &stub), 412, "missing_stub", reason);
+    let stub = json!({"_rev": rev, "_attachments": {"foo.txt": {"stub": true, "revpos": 1}}});
+    assert_eq!(s.put("/shoko/hon", &stub).0, 201);
+}
+
+#[test]
+fn view_rows_carry_attachment_data_with_attachments_true() {
+    let s = setup();
+    let doc = json!({"n": 1, "_attachments": {"foo.txt": {"content_type": "text/plain", "data": "aGVsbG8="}}});
+    assert_eq!(s.put("/shoko/e1", &doc).0, 201);
+    let ddoc = json!({"views": {"n": {"map": "function(doc) { emit(doc.n, 1); }"}}});
+    assert_eq!(s.put("/shoko/_design/v", &ddoc).0, 201);
+    let (_, plain) = s.get("/shoko/_design/v/_view/n?include_docs=true");
+    let att = &plain["rows"][0]["doc"]["_attachments"]["foo.txt"];
+    assert_eq!((att["stub"].clone(), att.get("data")), (json!(true), None), "{plain}");
+    let (_, full) = s.get("/shoko/_design/v/_view/n?include_docs=true&attachments=true");
+    let att = &full["rows"][0]["doc"]["_attachments"]["foo.txt"];
+    assert_eq!(att["data"], "aGVsbG8=", "{full}");
+    assert!(att.get("stub").is_none(), "{full}");
+}
