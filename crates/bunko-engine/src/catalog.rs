@@ -51,6 +51,9 @@ pub struct Config {
     pub purge_max_ids: u64,
     /// Most revisions one `_purge` request may name (`[purge] max_revisions_number`, 1000).
     pub purge_max_revs: u64,
+    /// Bytes of documents a view build reads into one page (the memory budget's share,
+    /// `bunko_storage::MemoryBudget`).
+    pub view_page_bytes: u64,
 }
 
 impl Default for Config {
@@ -68,6 +71,7 @@ impl Default for Config {
             max_attachment_size: 1 << 30,
             purge_max_ids: 100,
             purge_max_revs: 1000,
+            view_page_bytes: bunko_storage::MemoryBudget::DEFAULT.split().view_page_bytes,
         }
     }
 }

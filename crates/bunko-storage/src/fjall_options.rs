@@ -38,6 +38,9 @@ use fjall::config::{CompressionPolicy, PartitioningPolicy};
 use fjall::{Database, DatabaseBuilder, KeyspaceCreateOptions};
 use std::path::Path;
 
+use crate::MemoryBudget;
+use crate::value::ValueCodec;
+
 /// Memory and disk settings of a [`crate::Fjall`] store. See the module docs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FjallOptions {
@@ -49,11 +52,15 @@ pub struct FjallOptions {
     pub compression: Compression,
 }
 
-/// How a new store compresses its data blocks.
+/// How a store compresses what it writes: values one by one, and fjall's data blocks
+/// (the block setting is chosen when the store is created and kept).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Compression {
-    /// LZ4 at every level (the default).
+    /// Each value of 128 bytes or more with zstd where that saves 1/16 of it (stores of
+    /// format 2; `value.rs`), and data blocks with LZ4 at every level (the default).
     #[default]
+    Zstd,
+    /// LZ4 at every level; values as given.
     Lz4,
     /// fjall's default: uncompressed in levels 0 and 1, LZ4 from level 2.
     Deep,
@@ -66,10 +73,11 @@ impl std::str::FromStr for Compression {
 
     fn from_str(text: &str) -> Result<Self, String> {
         match text {
+            "zstd" => Ok(Compression::Zstd),
             "lz4" => Ok(Compression::Lz4),
             "deep" => Ok(Compression::Deep),
             "none" => Ok(Compression::None),
-            other => Err(format!("unknown compression {other:?} (lz4, deep or none)")),
+            other => Err(format!("unknown compression {other:?} (zstd, lz4, deep or none)")),
         }
     }
 }
@@ -78,7 +86,7 @@ impl Compression {
     fn policy(self) -> CompressionPolicy {
         use CompressionType::{Lz4, None as Off};
         match self {
-            Compression::Lz4 => CompressionPolicy::all(Lz4),
+            Compression::Zstd | Compression::Lz4 => CompressionPolicy::all(Lz4),
             Compression::Deep => CompressionPolicy::new([Off, Off, Lz4]),
             Compression::None => CompressionPolicy::all(Off),
         }
@@ -86,16 +94,32 @@ impl Compression {
 }
 
 impl FjallOptions {
-    /// The default block cache: 32 MiB (fjall's own default).
-    pub const DEFAULT_CACHE_BYTES: u64 = 32 << 20;
-    /// The default memtable size: 16 MiB (fjall's is 64 MiB).
-    pub const DEFAULT_MEMTABLE_BYTES: u64 = 16 << 20;
+    /// The cache and memtable sizes of `budget` (its shares: [`MemoryBudget::split`]),
+    /// with the default compression. The default budget gives a 32 MiB cache (fjall's own
+    /// default) and 8 MiB memtables (fjall's are 64 MiB).
+    pub fn from_budget(budget: MemoryBudget) -> FjallOptions {
+        let shares = budget.split();
+        FjallOptions {
+            cache_bytes: shares.cache_bytes,
+            memtable_bytes: shares.memtable_bytes,
+            compression: Compression::default(),
+        }
+    }
+
     /// The smallest memtable accepted; smaller ones would flush tiny tables.
     pub const MIN_MEMTABLE_BYTES: u64 = 1 << 20;
 
     /// The database builder for `path`, with these options.
     pub(crate) fn database(&self, path: &Path) -> DatabaseBuilder<Database> {
         Database::builder(path).manual_journal_persist(true).cache_size(self.cache_bytes)
+    }
+
+    /// How values are stored in a directory of storage format `format`.
+    pub(crate) fn codec(&self, format: u32) -> ValueCodec {
+        match format {
+            1 => ValueCodec::Bare,
+            _ => ValueCodec::Framed { compress: self.compression == Compression::Zstd },
+        }
     }
 
     /// The options Bunko's keyspace is created with.
@@ -120,10 +144,6 @@ impl FjallOptions {
 
 impl Default for FjallOptions {
     fn default() -> Self {
-        FjallOptions {
-            cache_bytes: Self::DEFAULT_CACHE_BYTES,
-            memtable_bytes: Self::DEFAULT_MEMTABLE_BYTES,
-            compression: Compression::default(),
-        }
+        FjallOptions::from_budget(MemoryBudget::DEFAULT)
     }
 }
