@@ -59,6 +59,9 @@ pub struct Config {
     /// Requirements of new passwords (`[couch_httpd_auth] password_regexp`,
     /// [`crate::password_rules`]).
     pub password_regexp: Option<String>,
+    /// Bytes of documents a view build reads into one page (the memory budget's share,
+    /// `bunko_storage::MemoryBudget`).
+    pub view_page_bytes: u64,
 }
 
 impl Default for Config {
@@ -79,6 +82,7 @@ impl Default for Config {
             users_db: crate::users::USERS_DB.to_string(),
             allow_conflicted_user_docs: false,
             password_regexp: None,
+            view_page_bytes: bunko_storage::MemoryBudget::DEFAULT.split().view_page_bytes,
         }
     }
 }

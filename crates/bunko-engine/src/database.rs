@@ -165,6 +165,16 @@ impl Database {
         }
     }
 
+    /// How many of this database's documents, at their average body size, fit in the
+    /// view build page of the memory budget (`Config::view_page_bytes`) when each takes
+    /// `per_doc` times its size; at least 1.
+    pub fn view_page_docs(&self, per_doc: u64) -> usize {
+        let stats = self.writer.lock().stats;
+        let average = stats.external.checked_div(stats.doc_count).unwrap_or(0).max(1);
+        let docs = self.config.get().view_page_bytes / (average * per_doc.max(1));
+        usize::try_from(docs).unwrap_or(usize::MAX).max(1)
+    }
+
     /// The current update seq (including writes not yet synced).
     pub fn update_seq(&self) -> u64 {
         self.writer.lock().seq

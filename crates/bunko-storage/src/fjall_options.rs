@@ -10,23 +10,26 @@
 //!   `memtable_bytes` (plus skiplist overhead) during a bulk load. Measured with
 //!   `bunko-bench --workloads load` (200k ~1 KB docs, 1 client): peak RSS 222 MB with
 //!   fjall's default of 64 MiB, 112 MB with 16 MiB, at the same throughput (flushes are
-//!   just smaller and more frequent).
+//!   just smaller and more frequent). Both sizes come from one [`MemoryBudget`]
+//!   (`--memory-budget`, `budget.rs`) unless set on their own.
 //! - **Journal**: one userspace buffer; journals themselves are on disk only.
 //!
-//! On disk, data blocks are LZ4-compressed at every level ([`Compression::Lz4`], the
-//! default; fjall's own default leaves levels 0 and 1 uncompressed, where a freshly loaded
-//! store keeps most of its data). Measured with `bunko-bench --workloads load,read` on a
-//! shared 2-core machine, one server per setting back to back (issue 20): the 200k
-//! benchmark documents (their padding is random hex, which LZ4 barely shrinks) took
-//! 257 MB with `lz4`, 281 MB with `deep` and `none` (the load never reached level 2);
-//! server CPU per 1,000 documents loaded 28.6 ms against 24.1 / 23.1, per 1,000 point
-//! GETs 92 against 80 / 74. Documents with repeated text compress far better; choose
-//! `--compression deep` to trade disk for CPU. Besides the tables, the directory holds up to
-//! ~64 MB of journal whose data is already in tables (fjall rotates a journal only past
-//! 64 MB, a constant of fjall's, and has no call to rotate it sooner), and tables replaced
-//! by a compaction until the next memtable rotation deletes them. `_compact`
-//! ([`crate::Store::reclaim`]) flushes, compacts every table into the last level and
-//! seals one more memtable, so only that one active journal is left beside live data.
+//! On disk, values of 128 bytes or more are compressed one by one with zstd
+//! ([`Compression::Zstd`], the default, in stores of format 2: `value.rs`), and data blocks
+//! with LZ4 at every level (fjall's own default leaves levels 0 and 1 uncompressed, where a
+//! freshly loaded store keeps most of its data). The benchmark documents' padding is random
+//! hex, which LZ4 barely shrinks (no entropy coding) and zstd halves. Measured on a shared
+//! 2-core machine (issue 20, 200k documents, 191.7 MB of JSON): after `_compact`, the
+//! directory took 225 MB with `lz4` (tables and ~60 MB of journal); with `zstd`, 199 MB
+//! once the server stopped, of which tables 137.7 MB (bodies 113 MB, keys 28 MB before
+//! block compression) and journal 61 MB; server CPU per 1,000 documents loaded 35-52 ms with
+//! either (within the noise of a machine at load 17-21), per 1,000 point GETs 75 against
+//! 72. Besides the tables, the directory holds up to ~64 MB of journal whose data is
+//! already in tables (fjall rotates a journal only past 64 MB, a constant of fjall's, and
+//! has no call to rotate it sooner), and tables replaced by a compaction until a memtable
+//! rotation finds no snapshot older than the compaction (or the store closes).
+//! `_compact` ([`crate::Store::reclaim`]) flushes, compacts every table into the last level
+//! and seals one more memtable, so usually only the active journal is left beside live data.
 //!
 //! Keyspace settings (memtable size, compression) are stored by fjall when the keyspace is
 //! created and kept when it is reopened: a store created with other values keeps them,
@@ -37,6 +40,9 @@ use fjall::CompressionType;
 use fjall::config::{CompressionPolicy, PartitioningPolicy};
 use fjall::{Database, DatabaseBuilder, KeyspaceCreateOptions};
 use std::path::Path;
+
+use crate::MemoryBudget;
+use crate::value::ValueCodec;
 
 /// Memory and disk settings of a [`crate::Fjall`] store. See the module docs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,11 +55,15 @@ pub struct FjallOptions {
     pub compression: Compression,
 }
 
-/// How a new store compresses its data blocks.
+/// How a store compresses what it writes: values one by one, and fjall's data blocks
+/// (the block setting is chosen when the store is created and kept).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Compression {
-    /// LZ4 at every level (the default).
+    /// Each value of 128 bytes or more with zstd where that saves 1/16 of it (stores of
+    /// format 2; `value.rs`), and data blocks with LZ4 at every level (the default).
     #[default]
+    Zstd,
+    /// LZ4 at every level; values as given.
     Lz4,
     /// fjall's default: uncompressed in levels 0 and 1, LZ4 from level 2.
     Deep,
@@ -66,10 +76,11 @@ impl std::str::FromStr for Compression {
 
     fn from_str(text: &str) -> Result<Self, String> {
         match text {
+            "zstd" => Ok(Compression::Zstd),
             "lz4" => Ok(Compression::Lz4),
             "deep" => Ok(Compression::Deep),
             "none" => Ok(Compression::None),
-            other => Err(format!("unknown compression {other:?} (lz4, deep or none)")),
+            other => Err(format!("unknown compression {other:?} (zstd, lz4, deep or none)")),
         }
     }
 }
@@ -78,7 +89,7 @@ impl Compression {
     fn policy(self) -> CompressionPolicy {
         use CompressionType::{Lz4, None as Off};
         match self {
-            Compression::Lz4 => CompressionPolicy::all(Lz4),
+            Compression::Zstd | Compression::Lz4 => CompressionPolicy::all(Lz4),
             Compression::Deep => CompressionPolicy::new([Off, Off, Lz4]),
             Compression::None => CompressionPolicy::all(Off),
         }
@@ -86,16 +97,32 @@ impl Compression {
 }
 
 impl FjallOptions {
-    /// The default block cache: 32 MiB (fjall's own default).
-    pub const DEFAULT_CACHE_BYTES: u64 = 32 << 20;
-    /// The default memtable size: 16 MiB (fjall's is 64 MiB).
-    pub const DEFAULT_MEMTABLE_BYTES: u64 = 16 << 20;
+    /// The cache and memtable sizes of `budget` (its shares: [`MemoryBudget::split`]),
+    /// with the default compression. The default budget gives a 32 MiB cache (fjall's own
+    /// default) and 8 MiB memtables (fjall's are 64 MiB).
+    pub fn from_budget(budget: MemoryBudget) -> FjallOptions {
+        let shares = budget.split();
+        FjallOptions {
+            cache_bytes: shares.cache_bytes,
+            memtable_bytes: shares.memtable_bytes,
+            compression: Compression::default(),
+        }
+    }
+
     /// The smallest memtable accepted; smaller ones would flush tiny tables.
     pub const MIN_MEMTABLE_BYTES: u64 = 1 << 20;
 
     /// The database builder for `path`, with these options.
     pub(crate) fn database(&self, path: &Path) -> DatabaseBuilder<Database> {
         Database::builder(path).manual_journal_persist(true).cache_size(self.cache_bytes)
+    }
+
+    /// How values are stored in a directory of storage format `format`.
+    pub(crate) fn codec(&self, format: u32) -> ValueCodec {
+        match format {
+            1 => ValueCodec::Bare,
+            _ => ValueCodec::Framed { compress: self.compression == Compression::Zstd },
+        }
     }
 
     /// The options Bunko's keyspace is created with.
@@ -120,10 +147,6 @@ impl FjallOptions {
 
 impl Default for FjallOptions {
     fn default() -> Self {
-        FjallOptions {
-            cache_bytes: Self::DEFAULT_CACHE_BYTES,
-            memtable_bytes: Self::DEFAULT_MEMTABLE_BYTES,
-            compression: Compression::default(),
-        }
+        FjallOptions::from_budget(MemoryBudget::DEFAULT)
     }
 }

@@ -51,6 +51,7 @@
 
 use crate::fjall_options::FjallOptions;
 use crate::group::Group;
+use crate::value::ValueCodec;
 use crate::{
     Batch, Durable, Entry, Error, MAX_KEY_LEN, Op, Range, Read, Result, Snapshot, Store, Ticket,
     clamp_range,
@@ -72,6 +73,7 @@ const RECLAIM_MARK: &[u8] = b"\x00reclaim";
 pub struct Fjall {
     group: Group,
     keyspace: Keyspace,
+    codec: ValueCodec,
     db: Database,
     path: PathBuf,
 }
@@ -92,9 +94,8 @@ impl Fjall {
     /// [`Fjall::open`] with memory and disk settings other than the defaults.
     pub fn open_with(path: &Path, options: FjallOptions) -> Result<Fjall> {
         let context = |err| in_context(&format!("opening {}", path.display()), err);
-        crate::format::check(path)?;
+        let codec = options.codec(crate::format::prepare(path)?);
         let db = options.database(path).open().map_err(context)?;
-        crate::format::mark(path)?;
         let keyspace = db.keyspace(KEYSPACE, || options.keyspace()).map_err(context)?;
         // Absolute: the journals are synced from the leader thread, whatever the cwd then.
         let dir = std::path::absolute(path)
@@ -103,7 +104,7 @@ impl Fjall {
             let db = db.clone();
             Group::new(Box::new(move || sync_now(&db, &dir)))
         };
-        Ok(Fjall { group, keyspace, db, path: path.to_path_buf() })
+        Ok(Fjall { group, keyspace, codec, db, path: path.to_path_buf() })
     }
 
     /// The directory this store lives in.
@@ -139,17 +140,21 @@ fn sync_now(db: &Database, dir: &Path) -> Result<()> {
 
 impl Read for Fjall {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        get_at(&self.db.snapshot(), &self.keyspace, key)
+        get_at(&self.db.snapshot(), &self.keyspace, self.codec, key)
     }
 
     fn scan(&self, range: &Range, reverse: bool, limit: usize) -> Result<Vec<Entry>> {
-        scan_at(&self.db.snapshot(), &self.keyspace, range, reverse, limit)
+        scan_at(&self.db.snapshot(), &self.keyspace, self.codec, range, reverse, limit)
     }
 }
 
 impl Store for Fjall {
     fn snapshot(&self) -> Snapshot {
-        Arc::new(FjallSnapshot { snapshot: self.db.snapshot(), keyspace: self.keyspace.clone() })
+        Arc::new(FjallSnapshot {
+            snapshot: self.db.snapshot(),
+            keyspace: self.keyspace.clone(),
+            codec: self.codec,
+        })
     }
 
     fn apply(&self, batch: Batch) -> Result<Ticket> {
@@ -160,7 +165,7 @@ impl Store for Fjall {
         // fjall's memtable (today the last). Keep only the last ourselves, as `Batch` says.
         for (key, value) in last_writes(batch) {
             match value {
-                Some(value) => write.insert(&self.keyspace, key, value),
+                Some(value) => write.insert(&self.keyspace, key, self.codec.encode(value)?),
                 None => write.remove(&self.keyspace, key),
             }
         }
@@ -212,30 +217,37 @@ impl Store for Fjall {
 struct FjallSnapshot {
     snapshot: fjall::Snapshot,
     keyspace: Keyspace,
+    codec: ValueCodec,
 }
 
 impl Read for FjallSnapshot {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        get_at(&self.snapshot, &self.keyspace, key)
+        get_at(&self.snapshot, &self.keyspace, self.codec, key)
     }
 
     fn scan(&self, range: &Range, reverse: bool, limit: usize) -> Result<Vec<Entry>> {
-        scan_at(&self.snapshot, &self.keyspace, range, reverse, limit)
+        scan_at(&self.snapshot, &self.keyspace, self.codec, range, reverse, limit)
     }
 }
 
-fn get_at(snapshot: &fjall::Snapshot, keyspace: &Keyspace, key: &[u8]) -> Result<Option<Vec<u8>>> {
+fn get_at(
+    snapshot: &fjall::Snapshot,
+    keyspace: &Keyspace,
+    codec: ValueCodec,
+    key: &[u8],
+) -> Result<Option<Vec<u8>>> {
     if key.len() > MAX_KEY_LEN {
         // Cannot be stored, and fjall panics on such a lookup key.
         return Ok(None);
     }
     let value = snapshot.get(keyspace, key).map_err(|err| in_context("reading a key", err))?;
-    Ok(value.map(|value| value.to_vec()))
+    value.map(|value| codec.decode(&value)).transpose()
 }
 
 fn scan_at(
     snapshot: &fjall::Snapshot,
     keyspace: &Keyspace,
+    codec: ValueCodec,
     range: &Range,
     reverse: bool,
     limit: usize,
@@ -244,14 +256,18 @@ fn scan_at(
         return Ok(Vec::new());
     };
     let iter = snapshot.range::<&[u8], _>(keyspace, bounds);
-    if reverse { collect(iter.rev(), limit) } else { collect(iter, limit) }
+    if reverse { collect(iter.rev(), codec, limit) } else { collect(iter, codec, limit) }
 }
 
-fn collect(iter: impl Iterator<Item = fjall::Guard>, limit: usize) -> Result<Vec<Entry>> {
+fn collect(
+    iter: impl Iterator<Item = fjall::Guard>,
+    codec: ValueCodec,
+    limit: usize,
+) -> Result<Vec<Entry>> {
     let mut entries = Vec::with_capacity(limit.min(256));
     for guard in iter.take(limit) {
         let (key, value) = guard.into_inner().map_err(|err| in_context("scanning", err))?;
-        entries.push((key.to_vec(), value.to_vec()));
+        entries.push((key.to_vec(), codec.decode(&value)?));
     }
     Ok(entries)
 }

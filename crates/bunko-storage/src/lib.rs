@@ -41,13 +41,16 @@
 //! [`Memory`]. But a live snapshot pins old versions (fjall cannot drop them in
 //! compaction; `Memory` copies its whole map on the next commit), so drop it when done.
 
+mod budget;
 mod error;
 mod fjall_options;
 mod fjall_store;
 mod format;
 mod group;
 mod memory;
+mod value;
 
+pub use budget::{MemoryBudget, Shares};
 pub use error::{Error, Result};
 pub use fjall_options::{Compression, FjallOptions};
 pub use fjall_store::Fjall;

@@ -1,8 +1,8 @@
 //! Bringing a view group's map indexes up to date from the `_changes` sequence.
 //!
 //! [`update_view`] holds the group's build lock and the build locks of its map
-//! indexes, and repeats, one page of at most [`BATCH`] changes at a time, on one snapshot
-//! per page:
+//! indexes, and repeats, one page of at most [`BATCH`] changes (fewer for large documents:
+//! [`PAGE_COST`]) at a time, on one snapshot per page:
 //! 1. take the map indexes at the lowest checkpoint (`Step`); read the `Seq` keys after
 //!    it, up to the next higher checkpoint of the group, so a lagging index catches up to
 //!    the others and is then mapped together with them;
@@ -46,8 +46,14 @@ use bunko_engine::keys::{self, Key};
 use bunko_engine::{Error, Result, records};
 use bunko_indexer::Background;
 
-/// Changes mapped per commit.
+/// Changes mapped per commit, at most.
 pub const BATCH: usize = 1000;
+
+/// A page's memory per byte of document: the body read, its copy in QuickJS, the rows
+/// emitted and their encoded keys. A page holds as many documents as fit in the memory
+/// budget's view page share at this cost (`Database::view_page_docs`), from [`MIN_SHARE`]
+/// to [`BATCH`]: 1000 documents of 1 KB take ~4 MB, 1000 of 100 KB would take ~400 MB.
+const PAGE_COST: u64 = 4;
 
 /// Pages applied between two syncs. Rows and checkpoint share each batch, so a crash
 /// loses at most the unsynced pages' progress, which the next update redoes.
@@ -238,9 +244,10 @@ fn update_step(
 ) -> Result<Option<(Ticket, u64, bool)>> {
     let db_id = db.id();
     let snapshot = db.store().snapshot();
-    let page = snapshot.scan(&step.range(db_id), false, BATCH)?;
+    let most = db.view_page_docs(PAGE_COST).clamp(MIN_SHARE, BATCH);
+    let page = snapshot.scan(&step.range(db_id), false, most)?;
     let (seq, more) = match (page.last(), step.upto) {
-        (Some((last, _)), _) if page.len() == BATCH => (keys::decode_seq(last)?, true),
+        (Some((last, _)), _) if page.len() == most => (keys::decode_seq(last)?, true),
         (_, Some(upto)) => (upto, true),
         (Some((last, _)), None) => (keys::decode_seq(last)?, false),
         (None, None) => return Ok(None),

@@ -26,9 +26,10 @@
 //! max_objects = 10000
 //!
 //! [storage]
+//! memory_budget = 134217728 # bytes shared by the cache, memtables, view pages, aggregations
 //! cache_size = 33554432   # fjall block cache, bytes
-//! memtable_size = 16777216 # memtable flush threshold, bytes (applies to a new data dir)
-//! compression = "lz4"      # data blocks: "lz4", "deep" (levels 2+) or "none" (new data dir)
+//! memtable_size = 8388608 # memtable flush threshold, bytes (applies to a new data dir)
+//! compression = "zstd"     # "zstd" (values, and LZ4 blocks), "lz4", "deep" (levels 2+), "none"
 //! ```
 
 use std::collections::BTreeMap;
@@ -56,9 +57,10 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
     pub mongo_ttl_monitor_secs: u64,
     /// Bytes an aggregation `$group` or `$sort` may hold in memory before it spills to
-    /// temporary keys in the store (or fails, with `allowDiskUse: false`); MongoDB's 100 MiB.
-    #[arg(long, default_value_t = 100 << 20, value_parser = clap::value_parser!(u64).range(1..))]
-    pub mongo_agg_memory_limit: u64,
+    /// temporary keys in the store (or fails, with `allowDiskUse: false`): MongoDB's 100 MiB,
+    /// or the query share of `--memory-budget` when a budget is set.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub mongo_agg_memory_limit: Option<u64>,
     /// Enables MongoDB's test commands (`configureFailPoint`), as `mongod --setParameter
     /// enableTestCommands=1` does: for running the drivers' specification tests, never in
     /// production.
@@ -83,13 +85,19 @@ pub struct ServeArgs {
     /// `users_db_security_editable`; off by default).
     #[arg(long)]
     pub users_db_security_editable: bool,
-    /// Block cache of the store in bytes.
+    /// Memory in bytes that the block cache, the memtables, view build pages and
+    /// aggregation buffers share (default 128 MiB; see docs/config.md).
+    #[arg(long)]
+    pub memory_budget: Option<u64>,
+    /// Block cache of the store in bytes (default: a quarter of the memory budget).
     #[arg(long)]
     pub cache_size: Option<u64>,
-    /// Memtable size of a new store in bytes (an existing store keeps its own).
+    /// Memtable size of a new store in bytes (default: 1/16 of the memory budget; an
+    /// existing store keeps its own).
     #[arg(long)]
     pub memtable_size: Option<u64>,
-    /// Data block compression of a new store: lz4 (default), deep (levels 2+) or none.
+    /// Compression: zstd (default: each value, and LZ4 data blocks), lz4, deep (LZ4 from
+    /// level 2) or none. Blocks: chosen when a store is created; values: written from now on.
     #[arg(long)]
     pub compression: Option<bunko_storage::Compression>,
     /// This node's name, as `/_membership` and `/_node/_local` report it and
@@ -169,6 +177,7 @@ impl Lockout {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Storage {
+    memory_budget: Option<u64>,
     cache_size: Option<u64>,
     memtable_size: Option<u64>,
     compression: Option<String>,
@@ -243,7 +252,21 @@ impl Settings {
                  every request except GET / and /_up will be refused"
             );
         }
-        let mut storage = bunko_storage::FjallOptions::default();
+        let budget = args.memory_budget.or(file.storage.memory_budget);
+        if let Some(bytes) = budget {
+            let least = bunko_storage::MemoryBudget::MIN.0;
+            anyhow::ensure!(bytes >= least, "memory_budget must be at least {least} bytes");
+        }
+        let shares = budget.map(bunko_storage::MemoryBudget).unwrap_or_default().split();
+        engine.view_page_bytes = shares.view_page_bytes;
+        let agg_memory_limit = match (args.mongo_agg_memory_limit, budget) {
+            (Some(bytes), _) => bytes,
+            (None, Some(_)) => shares.query_bytes,
+            (None, None) => bunko_mongo::MongoConfig::default().agg_memory_limit as u64,
+        };
+        let mut storage = bunko_storage::FjallOptions::from_budget(
+            budget.map(bunko_storage::MemoryBudget).unwrap_or_default(),
+        );
         if let Some(bytes) = args.cache_size.or(file.storage.cache_size) {
             storage.cache_bytes = bytes;
         }
@@ -265,8 +288,7 @@ impl Settings {
             listen: args.listen,
             mongo_listen: args.mongo_listen.0,
             mongo_ttl_monitor: std::time::Duration::from_secs(args.mongo_ttl_monitor_secs),
-            mongo_agg_memory_limit: usize::try_from(args.mongo_agg_memory_limit)
-                .unwrap_or(usize::MAX),
+            mongo_agg_memory_limit: usize::try_from(agg_memory_limit).unwrap_or(usize::MAX),
             mongo_test_commands: args.mongo_test_commands,
             engine,
             http,
@@ -307,6 +329,35 @@ mod tests {
     }
 
     #[test]
+    fn the_memory_budget_sizes_cache_memtables_pages_and_aggregations() -> anyhow::Result<()> {
+        let default = load(&[])?;
+        assert_eq!(
+            (default.storage.cache_bytes, default.storage.memtable_bytes),
+            (32 << 20, 8 << 20)
+        );
+        assert_eq!(default.engine.view_page_bytes, 8 << 20);
+        assert_eq!(default.mongo_agg_memory_limit, 100 << 20, "MongoDB's limit without a budget");
+        let small = load(&["--memory-budget", "67108864"])?;
+        assert_eq!((small.storage.cache_bytes, small.storage.memtable_bytes), (16 << 20, 4 << 20));
+        assert_eq!(small.engine.view_page_bytes, 4 << 20);
+        assert_eq!(small.mongo_agg_memory_limit, 24 << 20);
+        let dir = tempfile::tempdir()?;
+        let file = dir.path().join("bunko.toml");
+        std::fs::write(&file, "[storage]\nmemory_budget = 268435456\n")?;
+        let path = file.to_str().context("path")?;
+        let args = ["--config", path, "--cache-size", "1000000", "--mongo-agg-memory-limit", "5"];
+        let mixed = load(&args)?;
+        assert_eq!(
+            (mixed.storage.cache_bytes, mixed.storage.memtable_bytes),
+            (1_000_000, 16 << 20)
+        );
+        assert_eq!(mixed.mongo_agg_memory_limit, 5);
+        let err = load(&["--memory-budget", "1000"]).err().map(|e| e.to_string());
+        assert!(err.is_some_and(|e| e.contains("memory_budget must be at least")));
+        Ok(())
+    }
+
+    #[test]
     fn mongo_listener_is_on_by_default_and_can_be_off() -> anyhow::Result<()> {
         assert_eq!(load(&[])?.mongo_listen, Some("127.0.0.1:27017".parse()?));
         assert_eq!(load(&["--mongo-listen", "off"])?.mongo_listen, None);
@@ -321,16 +372,16 @@ mod tests {
     #[test]
     fn compression_from_flag_or_file() -> anyhow::Result<()> {
         use bunko_storage::Compression;
-        assert_eq!(load(&[])?.storage.compression, Compression::Lz4);
+        assert_eq!(load(&[])?.storage.compression, Compression::Zstd);
         assert_eq!(load(&["--compression", "none"])?.storage.compression, Compression::None);
         let dir = tempfile::tempdir()?;
         let file = dir.path().join("bunko.toml");
         std::fs::write(&file, "[storage]\ncompression = \"deep\"\n")?;
         let path = file.to_str().context("path")?;
         assert_eq!(load(&["--config", path])?.storage.compression, Compression::Deep);
-        std::fs::write(&file, "[storage]\ncompression = \"zstd\"\n")?;
+        std::fs::write(&file, "[storage]\ncompression = \"brotli\"\n")?;
         let err = load(&["--config", path]).err().map(|e| e.to_string());
-        assert!(err.is_some_and(|e| e.contains("unknown compression")), "zstd is refused");
+        assert!(err.is_some_and(|e| e.contains("unknown compression")), "brotli is refused");
         Ok(())
     }
 
