@@ -65,7 +65,7 @@ pub fn parse_json(bytes: &[u8]) -> Result<Value> {
 fn finite_numbers(value: &Value) -> bool {
     match value {
         Value::Number(n) => {
-            let text = n.to_string();
+            let text = n.as_str();
             !text.contains(['.', 'e', 'E']) || text.parse::<f64>().is_ok_and(f64::is_finite)
         }
         Value::Array(items) => items.iter().all(finite_numbers),

@@ -14,7 +14,7 @@
 //! The whole term is preceded by the version byte 131. Checked against CouchDB 3.4.3 (on
 //! Erlang/OTP 25) revision ids.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 /// Appends the external format of a term to a buffer.
 #[derive(Debug, Default)]
@@ -147,11 +147,12 @@ impl Writer {
             Value::Null => self.atom("null"),
             Value::Bool(b) => self.atom(if *b { "true" } else { "false" }),
             Value::Number(n) => {
-                let text = n.to_string();
+                // The text as written (`arbitrary_precision`): no allocation per number.
+                let text = n.as_str();
                 if text.contains(['.', 'e', 'E']) {
                     self.float(text.parse().unwrap_or(0.0))
                 } else {
-                    self.integer_text(&text)
+                    self.integer_text(text)
                 }
             }
             Value::String(s) => self.binary(s.as_bytes()),
@@ -169,17 +170,20 @@ impl Writer {
                 }
                 self.nil()
             }
-            Value::Object(map) => {
-                self.tuple_header(1);
-                if !map.is_empty() {
-                    self.list_header(map.len());
-                    for (k, v) in map {
-                        self.tuple_header(2).binary(k.as_bytes()).json(v);
-                    }
-                }
-                self.nil()
+            Value::Object(map) => self.object(map),
+        }
+    }
+
+    /// A JSON object as its EJSON term `{[{Key, Value}, …]}`, keys in document order.
+    pub fn object(&mut self, map: &Map<String, Value>) -> &mut Self {
+        self.tuple_header(1);
+        if !map.is_empty() {
+            self.list_header(map.len());
+            for (k, v) in map {
+                self.tuple_header(2).binary(k.as_bytes()).json(v);
             }
         }
+        self.nil()
     }
 }
 
@@ -193,7 +197,7 @@ fn byte_list(items: &[Value]) -> Option<Vec<u8>> {
         .iter()
         .map(|item| {
             let Value::Number(n) = item else { return None };
-            let text = n.to_string();
+            let text = n.as_str();
             if text.contains(['.', 'e', 'E']) {
                 return None;
             }

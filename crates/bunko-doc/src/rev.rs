@@ -17,6 +17,7 @@ use md5::{Digest, Md5};
 
 use crate::etf;
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
 use crate::{Error, Result};
 
@@ -43,6 +44,35 @@ impl RevId {
         body: &[u8],
         atts: &[(&str, &str, [u8; 16])],
     ) -> RevId {
+        RevId::hashed(parent, deleted, atts, |term| {
+            match serde_json::from_slice::<Value>(body) {
+                Ok(value) => term.json(&value),
+                Err(_) => term.binary(body),
+            };
+        })
+    }
+
+    /// [`RevId::next_with`] for a body already parsed (the user's members, in document
+    /// order): the same id as for its compact JSON, without serialising and re-parsing it.
+    pub fn next_for(
+        parent: Option<&RevId>,
+        deleted: bool,
+        body: &Map<String, Value>,
+        atts: &[(&str, &str, [u8; 16])],
+    ) -> RevId {
+        RevId::hashed(parent, deleted, atts, |term| {
+            term.object(body);
+        })
+    }
+
+    /// MD5 of `[Deleted, ParentPos, ParentHash, Body, Attachments]`, the body written by
+    /// `body`.
+    fn hashed(
+        parent: Option<&RevId>,
+        deleted: bool,
+        atts: &[(&str, &str, [u8; 16])],
+        body: impl FnOnce(&mut etf::Writer),
+    ) -> RevId {
         let mut term = etf::Writer::new();
         term.list_header(5).atom(if deleted { "true" } else { "false" });
         match parent {
@@ -55,10 +85,7 @@ impl RevId {
                 term.integer_text(&p.pos.to_string()).binary(&raw)
             }
         };
-        match serde_json::from_slice::<serde_json::Value>(body) {
-            Ok(value) => term.json(&value),
-            Err(_) => term.binary(body),
-        };
+        body(&mut term);
         if !atts.is_empty() {
             term.list_header(atts.len());
             for (name, content_type, md5) in atts {
@@ -153,6 +180,30 @@ mod tests {
         let empty: RevId = "1-967a00dff5e02add41819138abb3284d".parse()?;
         let deleted = RevId::next(Some(&empty), true, b"{}");
         assert_eq!(deleted.to_string(), "2-eec205a9d413992850a6e32678485900");
+        Ok(())
+    }
+
+    /// Issue 20: the engine hashes the parsed body instead of its JSON text; both must
+    /// give the same id (CouchDB's) for every kind of value, with and without attachments.
+    #[test]
+    fn parsed_body_hashes_as_its_text() -> Result<()> {
+        let parent: RevId = "3-967a00dff5e02add41819138abb3284d".parse()?;
+        let atts = [("a.txt", "text/plain", [7u8; 16])];
+        for text in [
+            r#"{}"#,
+            r#"{"s":"h\u00e9","f":1.5,"n":null,"t":true,"l":[1,"x",{}],"big":123456789012}"#,
+            r#"{"floats":[1.0,1e3,-0,12345678901234567890123],"bytes":[1,2,255],"o":{"k":[]}}"#,
+        ] {
+            let Ok(Value::Object(map)) = serde_json::from_str::<Value>(text) else {
+                panic!("not an object: {text}");
+            };
+            for (parent, deleted) in [(None, false), (Some(&parent), true)] {
+                for atts in [&atts[..], &[]] {
+                    let from_text = RevId::next_with(parent, deleted, text.as_bytes(), atts);
+                    assert_eq!(RevId::next_for(parent, deleted, &map, atts), from_text, "{text}");
+                }
+            }
+        }
         Ok(())
     }
 

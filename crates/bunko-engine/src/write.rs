@@ -279,11 +279,9 @@ impl Database {
                     let edit = (id.as_str(), &doc, atts.metas.as_slice());
                     self.check_update(ctx, checks, &pending, edit, old.as_ref(), bypass)?;
                 }
-                let body = doc.body_json();
-                let stored = crate::attachments::with_atts(body.clone(), &atts.metas);
+                let stored = crate::attachments::with_atts(doc.body_json(), &atts.metas);
                 let outcome = if opts.new_edits {
-                    let hashed = (body.as_slice(), atts.hash_input());
-                    Some(edit_new(old.as_ref(), &doc, hashed, stored, revs_limit)?)
+                    Some(edit_new(old.as_ref(), &doc, &atts.hash_input(), stored, revs_limit)?)
                 } else {
                     edit_replicated(old.as_ref(), &doc, stored, revs_limit)?
                 };
@@ -682,12 +680,13 @@ fn add_to_batch(batch: &mut Batch, db: u64, id: &str, old: Option<&DocInfo>, o: 
 
 /// An interactive edit: `doc.rev` must name a leaf (or be absent for a new or deleted
 /// document); the new revision becomes that leaf's child.
-/// `hashed` is what the revision id covers: the body without `_attachments`, and the
-/// attachments as CouchDB hashes them; `body` is what is stored.
+/// The revision id covers the parsed body (without `_attachments`; hashed as its compact
+/// JSON would be, without serialising it again) and `atts` as CouchDB hashes them; `body`
+/// is what is stored.
 fn edit_new(
     old: Option<&DocInfo>,
     doc: &ParsedDoc,
-    hashed: (&[u8], Vec<crate::attachments::AttHash<'_>>),
+    atts: &[crate::attachments::AttHash<'_>],
     body: Vec<u8>,
     limit: usize,
 ) -> Result<Outcome> {
@@ -705,7 +704,7 @@ fn edit_new(
         (Some(_), None) => return Err(Error::Conflict),
     };
     let parent_rev = parent.and_then(|p| tree.node(p)).map(|n| n.rev.clone());
-    let rev = RevId::next_with(parent_rev.as_ref(), doc.deleted, hashed.0, &hashed.1);
+    let rev = RevId::next_for(parent_rev.as_ref(), doc.deleted, &doc.body, atts);
     tree.push(rev.clone(), parent, doc.deleted);
     let stemmed = tree.stem(limit);
     let info = DocInfo { seq: 0, tree, size: 0 };

@@ -33,9 +33,10 @@ async fn bulk_docs(
     Path(db_name): Path<String>,
     body: RawBody,
 ) -> ApiResult<Response> {
-    let object = body.request_object()?;
-    let docs = match object.get("docs") {
-        Some(Value::Array(docs)) => docs.clone(),
+    let mut object = body.request_object()?;
+    // Taken out, not cloned: a `load` batch is a megabyte of parsed documents.
+    let docs = match object.remove("docs") {
+        Some(Value::Array(docs)) => docs,
         Some(_) => return Err(ApiError::bad_request("`docs` parameter must be an array.")),
         None => return Err(ApiError::bad_request("POST body must include `docs` parameter.")),
     };
@@ -76,23 +77,27 @@ async fn bulk_docs(
     let mut results = written.durable().await?;
     results.extend(local_results);
     let failed = results.iter().any(|r| r.result.is_err());
-    let rows: Vec<Value> = results
-        .into_iter()
-        .filter(|r| opts.new_edits || r.result.is_err())
-        .map(|r| match r.result {
-            Ok(rev) => json!({"ok": true, "id": r.id, "rev": rev.to_string()}),
-            Err(err) => {
-                let (_, error, reason) = ApiError::from(err).parts();
-                json!({"id": r.id, "error": error, "reason": reason})
-            }
-        })
-        .collect();
     let status = if opts.all_or_nothing && failed {
         StatusCode::EXPECTATION_FAILED
     } else {
         StatusCode::CREATED
     };
-    Ok(render::json(status, Value::Array(rows)))
+    let mut out = Vec::with_capacity(results.len() * 80 + 2);
+    out.push(b'[');
+    for r in results.into_iter().filter(|r| opts.new_edits || r.result.is_err()) {
+        if out.len() > 1 {
+            out.push(b',');
+        }
+        match r.result {
+            Ok(rev) => render::push_written(&mut out, &r.id, &rev),
+            Err(err) => {
+                let (_, error, reason) = ApiError::from(err).parts();
+                render::push_json(&mut out, &json!({"id": r.id, "error": error, "reason": reason}));
+            }
+        }
+    }
+    out.push(b']');
+    Ok(render::json_bytes(status, out))
 }
 
 async fn bulk_get(

@@ -98,6 +98,16 @@ fn body_members(body: &[u8]) -> &[u8] {
     trimmed.unwrap_or_default()
 }
 
+/// `{"ok":true,"id":…,"rev":…}`, a write's answer, written straight into `out` (no
+/// `Value` built per document: `_bulk_docs` answers a thousand of these).
+pub fn push_written(out: &mut Vec<u8>, id: &str, rev: &bunko_doc::RevId) {
+    out.extend_from_slice(b"{\"ok\":true,\"id\":");
+    if serde_json::to_writer(&mut *out, id).is_err() {
+        out.extend_from_slice(b"null");
+    }
+    out.extend_from_slice(format!(",\"rev\":\"{rev}\"}}").as_bytes());
+}
+
 pub fn push_json(out: &mut Vec<u8>, value: &Value) {
     if serde_json::to_writer(&mut *out, value).is_err() {
         out.extend_from_slice(b"null");
@@ -143,6 +153,11 @@ mod tests {
         let value: Value = serde_json::from_slice(&with).unwrap_or_default();
         assert_eq!(value["_revisions"], json!({"start": 1, "ids": ["abc"]}));
         assert_eq!(value["_local_seq"], json!(7));
+        let mut written = Vec::new();
+        push_written(&mut written, &doc.id, &doc.rev);
+        let expected = json!({"ok": true, "id": "a\"b", "rev": "1-abc"});
+        assert_eq!(serde_json::from_slice::<Value>(&written).unwrap_or_default(), expected);
+        assert_eq!(written, br#"{"ok":true,"id":"a\"b","rev":"1-abc"}"#);
         let empty = DocOut { body: b"{}".to_vec(), ..doc };
         assert_eq!(doc_json(&empty, &DocOpts::default()), br#"{"_id":"a\"b","_rev":"1-abc"}"#);
     }
