@@ -57,7 +57,7 @@ pub struct Config {
     /// (`[chttpd_auth] allow_conflicted_user_docs`, off by default).
     pub allow_conflicted_user_docs: bool,
     /// Requirements of new passwords (`[couch_httpd_auth] password_regexp`,
-    /// [`crate::password_rules`]).
+    /// `password_rules`).
     pub password_regexp: Option<String>,
     /// Bytes of documents a view build reads into one page (the memory budget's share,
     /// `bunko_storage::MemoryBudget`).

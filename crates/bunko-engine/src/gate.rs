@@ -32,7 +32,7 @@ impl Database {
     }
 
     /// Whether this is the authentication database (`_users`, or the one
-    /// `[chttpd_auth] authentication_db` names), whose documents follow [`crate::user_doc`].
+    /// `[chttpd_auth] authentication_db` names), whose documents follow `user_doc`.
     pub fn is_users_db(&self) -> bool {
         self.name() == self.config.get().users_db
     }
