@@ -29,7 +29,7 @@ if curl -s -o /dev/null http://127.0.0.1:15984/; then
 fi
 # shellcheck source=scratch-bunko.sh
 source "$root/scripts/scratch-bunko.sh"
-SCRATCH_LISTEN=127.0.0.1:15984 SCRATCH_USER=adm SCRATCH_PASSWORD=pass start_bunko elixir off
+SCRATCH_LISTEN=127.0.0.1:15984 SCRATCH_USER=adm SCRATCH_PASSWORD=pass start_bunko elixir off --node-name node1@127.0.0.1
 echo "bunko at $url (pid $server), suite from $couch/test/elixir"
 # The handlers CouchDB's own test cluster (dev/run) turns on: the JWT and proxy tests need them.
 handlers='{chttpd_auth, jwt_authentication_handler}, {chttpd_auth, proxy_authentication_handler}, {chttpd_auth, cookie_authentication_handler}, {chttpd_auth, default_authentication_handler}'
