@@ -55,11 +55,12 @@ async fn membership(
 
 async fn membership_not_get(Extension(ctx): Extension<UserCtx>) -> ApiResult<Response> {
     require_server_admin(&ctx)?;
-    Err(ApiError::Other(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "method_not_allowed",
-        "Only GET allowed".into(),
-    ))
+    Err(only_get())
+}
+
+/// CouchDB's answer to a method other than GET on a GET-only node resource.
+fn only_get() -> ApiError {
+    ApiError::Other(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "Only GET allowed".into())
 }
 
 async fn name(
@@ -92,11 +93,7 @@ async fn versions_not_get(
     Path(node): Path<String>,
 ) -> ApiResult<Response> {
     check(&state, &ctx, &node)?;
-    Err(ApiError::Other(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "method_not_allowed",
-        "Only GET allowed".into(),
-    ))
+    Err(only_get())
 }
 
 async fn all(
