@@ -25,7 +25,9 @@ use crate::database::Database;
 use crate::ids::Ranks;
 use crate::keys::{self, Key};
 use crate::read::{DocOut, doc_info_in, get_in};
+use crate::read_gate::Sight;
 use crate::records::{self, DocInfo, Stats};
+use crate::security::UserCtx;
 
 /// How many `Doc` entries counting reads at a time.
 const COUNT_PAGE: usize = 1024;
@@ -89,13 +91,21 @@ pub struct Rows {
     iter: Iter,
     skip: u64,
     remaining: u64,
-    include_docs: bool,
+    /// With `include_docs`: what the reader sees of the documents.
+    docs: Option<Sight>,
 }
 
 impl Database {
     /// Starts an `_all_docs` range query; `total_rows` counts the live documents of the
-    /// database (or of the partition named by `partition`).
-    pub fn all_docs(&self, query: &AllDocsQuery, partition: Option<&str>) -> Result<AllDocs> {
+    /// database (or of the partition named by `partition`). Documents (`include_docs`) are
+    /// shown as `reader` may see them (`crate::read_gate`).
+    pub fn all_docs(
+        &self,
+        reader: &UserCtx,
+        query: &AllDocsQuery,
+        partition: Option<&str>,
+    ) -> Result<AllDocs> {
+        let docs = if query.include_docs { Some(self.sight(reader)?) } else { None };
         let db = self.id();
         let snapshot = self.snapshot();
         let base = match &query.prefix {
@@ -133,16 +143,18 @@ impl Database {
             // `skip` passes the end: no row is read.
             None => (Iter::new(snapshot.clone(), keys::doc_range(db), false, 1), 0),
         };
-        let rows = Rows { snapshot, db, iter, skip, remaining, include_docs: query.include_docs };
+        let rows = Rows { snapshot, db, iter, skip, remaining, docs };
         let offset = (before + query.skip).min(total_rows);
         Ok(AllDocs { total_rows, offset, update_seq: self.update_seq(), rows })
     }
 
     /// `_all_docs` with `keys`: one row per key, in the order given; `None` for an id that
     /// was never written. Deleted documents appear with `deleted` and no `doc`. With
-    /// `include_docs` it is a lookup by id for the advisor, tied to `client`'s last query.
+    /// `include_docs` it is a lookup by id for the advisor, tied to `client`'s last query,
+    /// and shows the documents as `reader` may see them.
     pub fn all_docs_keys(
         &self,
+        reader: &UserCtx,
         ids: &[String],
         include_docs: bool,
         client: Option<&crate::advisor::Client>,
@@ -150,12 +162,13 @@ impl Database {
         if include_docs {
             self.observe_lookup("_all_docs", ids, client);
         }
+        let docs = if include_docs { Some(self.sight(reader)?) } else { None };
         let snapshot = self.snapshot();
         let db = self.id();
         ids.iter()
             .map(|id| {
                 let Some(info) = doc_info_in(snapshot.as_ref(), db, id)? else { return Ok(None) };
-                row(snapshot.as_ref(), db, id.clone(), info, include_docs).map(Some)
+                row(snapshot.as_ref(), db, id.clone(), info, docs.as_ref()).map(Some)
             })
             .collect()
     }
@@ -201,16 +214,19 @@ impl Iterator for Rows {
                 continue;
             }
             self.remaining -= 1;
-            return Some(row(self.snapshot.as_ref(), self.db, id, info, self.include_docs));
+            return Some(row(self.snapshot.as_ref(), self.db, id, info, self.docs.as_ref()));
         }
         None
     }
 }
 
-fn row(read: &dyn Read, db: u64, id: String, info: DocInfo, include_docs: bool) -> Result<Row> {
+/// One row; with `docs` (`include_docs`) its document as the reader sees it.
+fn row(read: &dyn Read, db: u64, id: String, info: DocInfo, docs: Option<&Sight>) -> Result<Row> {
     let (rev, deleted) = info.winner().map(|(r, d)| (r.clone(), d))?;
-    let doc =
-        if include_docs && !deleted { Some(get_in(read, db, &id, Some(&rev))?) } else { None };
+    let doc = match docs {
+        Some(sight) if !deleted => sight.apply_listed(get_in(read, db, &id, Some(&rev))?)?,
+        _ => None,
+    };
     Ok(Row { id, rev, deleted, info, doc })
 }
 

@@ -237,7 +237,7 @@ impl Database {
     /// The attachment `name` of the document's winner or of `rev`
     /// (`404 not_found` "Document is missing attachment").
     pub fn attachment(&self, id: &str, rev: Option<&RevId>, name: &str) -> Result<AttMeta> {
-        let doc = self.get(id, rev)?;
+        let doc = self.get_stored(id, rev)?;
         of_body(&doc.body)
             .into_iter()
             .find(|a| a.name == name)
@@ -339,7 +339,7 @@ impl Database {
     fn editable(&self, id: &str, rev: Option<&RevId>) -> Result<ParsedDoc> {
         let mut doc = ParsedDoc { id: Some(id.to_string()), ..Default::default() };
         let Some(rev) = rev else { return Ok(doc) };
-        let found = match self.get(id, Some(rev)) {
+        let found = match self.get_stored(id, Some(rev)) {
             Ok(found) => found,
             Err(Error::NotFound(_)) => return Err(Error::MissingRev),
             Err(err) => return Err(err),

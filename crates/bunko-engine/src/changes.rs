@@ -13,7 +13,9 @@ use bunko_storage::{Iter, Read, Snapshot};
 use crate::database::Database;
 use crate::keys::{self, Key};
 use crate::read::{DocOut, doc_info_in, get_in};
+use crate::read_gate::Sight;
 use crate::records::DocInfo;
+use crate::security::UserCtx;
 use crate::{Error, Result};
 
 /// Which changes to report.
@@ -74,6 +76,8 @@ pub struct Changes {
     source: Source,
     query: ChangesQuery,
     remaining: u64,
+    /// What the reader sees of the documents (`include_docs` and document filters).
+    sight: Sight,
     /// The highest seq in the snapshot: `last_seq` when the feed is read to its end.
     end_seq: u64,
     last_seen: Option<u64>,
@@ -85,8 +89,10 @@ enum Source {
 }
 
 impl Database {
-    /// Starts reading the changes after `query.since`.
-    pub fn changes(&self, query: ChangesQuery) -> Result<Changes> {
+    /// Starts reading the changes after `query.since`; documents (`include_docs`, and what
+    /// filters look at) are as `reader` may see them (`crate::read_gate`).
+    pub fn changes(&self, reader: &UserCtx, query: ChangesQuery) -> Result<Changes> {
+        let sight = self.sight(reader)?;
         let db = self.id();
         let snapshot = self.snapshot();
         let end_seq = match snapshot.scan(&keys::seq_range(db), true, 1)?.first() {
@@ -102,7 +108,7 @@ impl Database {
             }
         };
         let remaining = query.limit.unwrap_or(u64::MAX);
-        Ok(Changes { snapshot, db, source, query, remaining, end_seq, last_seen: None })
+        Ok(Changes { snapshot, db, source, query, remaining, sight, end_seq, last_seen: None })
     }
 }
 
@@ -149,7 +155,7 @@ impl Changes {
             vec![winner.clone()]
         };
         let doc = if self.query.include_docs {
-            Some(get_in(self.snapshot.as_ref(), self.db, &id, Some(&winner))?)
+            self.sight.apply_listed(get_in(self.snapshot.as_ref(), self.db, &id, Some(&winner))?)?
         } else {
             None
         };
@@ -163,18 +169,23 @@ impl Changes {
         match &self.query.filter {
             ChangesFilter::All | ChangesFilter::DocIds(_) => Ok(true),
             ChangesFilter::Design => Ok(id.starts_with("_design/")),
-            ChangesFilter::Selector(selector) => {
-                let doc = self.winner_json(id, info)?;
-                Ok(selector.matches(&doc, bunko_query::selector::Dialect::Mango))
-            }
-            ChangesFilter::Function(keep) => (keep.0)(&self.winner_json(id, info)?),
+            ChangesFilter::Selector(selector) => match self.winner_json(id, info)? {
+                Some(doc) => Ok(selector.matches(&doc, bunko_query::selector::Dialect::Mango)),
+                None => Ok(false),
+            },
+            ChangesFilter::Function(keep) => match self.winner_json(id, info)? {
+                Some(doc) => (keep.0)(&doc),
+                None => Ok(false),
+            },
         }
     }
 
-    /// The winning revision as a JSON object with `_id`, `_rev` (and `_deleted`).
-    fn winner_json(&self, id: &str, info: &DocInfo) -> Result<serde_json::Value> {
+    /// The winning revision as the reader sees it, as a JSON object with `_id`, `_rev` (and
+    /// `_deleted`); `None` when the reader may not see it.
+    fn winner_json(&self, id: &str, info: &DocInfo) -> Result<Option<serde_json::Value>> {
         let (winner, _) = info.winner()?;
-        let doc = get_in(self.snapshot.as_ref(), self.db, id, Some(winner))?;
+        let stored = get_in(self.snapshot.as_ref(), self.db, id, Some(winner))?;
+        let Some(doc) = self.sight.apply_listed(stored)? else { return Ok(None) };
         let mut body: serde_json::Map<String, serde_json::Value> =
             serde_json::from_slice(&doc.body).unwrap_or_default();
         body.insert("_id".into(), id.into());
@@ -182,7 +193,7 @@ impl Changes {
         if doc.deleted {
             body.insert("_deleted".into(), true.into());
         }
-        Ok(serde_json::Value::Object(body))
+        Ok(Some(serde_json::Value::Object(body)))
     }
 }
 

@@ -33,7 +33,7 @@
 //! )?;
 //! let rev = db.put(&me, doc, WriteOptions::default())?;
 //! assert!(rev.to_string().starts_with("1-"));
-//! let got = db.get("ada", None)?;
+//! let got = db.get(&me, "ada", None)?;
 //! assert_eq!(got.body, br#"{"name":"Ada","addresses":[{"city":"London"}]}"#);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -65,6 +65,7 @@ mod password_rules;
 mod procedures;
 pub mod purge;
 pub mod read;
+pub mod read_gate;
 pub mod records;
 mod replicator_check;
 pub mod replicator_doc;

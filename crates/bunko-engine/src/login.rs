@@ -213,7 +213,7 @@ impl Logins {
         }
         let config = engine.config();
         let Some(users) = engine.get_db(&config.users_db) else { return Ok(None) };
-        let doc = match users.get(&format!("{USER_PREFIX}{name}"), None) {
+        let doc = match users.get_stored(&format!("{USER_PREFIX}{name}"), None) {
             Ok(doc) => doc,
             Err(Error::NotFound(_)) => return Ok(None),
             Err(err) => return Err(err),

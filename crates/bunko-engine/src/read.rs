@@ -8,6 +8,7 @@ use bunko_storage::Read;
 use crate::database::Database;
 use crate::keys::Key;
 use crate::records::{self, DocInfo};
+use crate::security::UserCtx;
 use crate::{Error, Result, error::missing};
 
 /// A document revision as read, with its revision tree for the optional fields
@@ -22,14 +23,31 @@ pub struct DocOut {
     pub info: DocInfo,
     /// `_revs_info`, when asked for ([`Database::fill_revs_info`]).
     pub revs_info: Option<Vec<(RevId, &'static str)>>,
+    /// The stored revision when the read gate showed a changed body under a made-up `rev`
+    /// (`crate::read_gate`).
+    pub stored_rev: Option<RevId>,
 }
 
 impl DocOut {
     /// `_revisions`: this revision's ancestry, newest first, as hashes.
     pub fn revisions(&self) -> (u64, Vec<String>) {
-        let path =
-            self.info.tree.find(&self.rev).map(|i| self.info.tree.path(i)).unwrap_or_default();
-        (self.rev.pos, path.iter().map(|n| n.rev.hash.clone()).collect())
+        let path = self.path();
+        let mut hashes: Vec<String> = path.iter().map(|n| n.rev.hash.clone()).collect();
+        if let Some(first) = hashes.first_mut() {
+            first.clone_from(&self.rev.hash);
+        }
+        (self.rev.pos, hashes)
+    }
+
+    /// The stored revision (not a made-up one) and its ancestors, newest first.
+    fn path(&self) -> Vec<&crate::revtree::Node> {
+        let rev = self.stored_rev.as_ref().unwrap_or(&self.rev);
+        self.info.tree.find(rev).map(|i| self.info.tree.path(i)).unwrap_or_default()
+    }
+
+    /// The parent of the stored revision, if any.
+    pub(crate) fn parent_rev(&self) -> Option<RevId> {
+        self.path().get(1).map(|n| n.rev.clone())
     }
 }
 
@@ -44,16 +62,22 @@ pub enum OpenRev {
 }
 
 impl Database {
-    /// The document's winning revision, or `rev` if given. `404 missing`/`deleted`.
-    pub fn get(&self, id: &str, rev: Option<&RevId>) -> Result<DocOut> {
+    /// The document's winning revision, or `rev` if given, as `reader` may see it
+    /// (`crate::read_gate`). `404 missing`/`deleted`.
+    pub fn get(&self, reader: &UserCtx, id: &str, rev: Option<&RevId>) -> Result<DocOut> {
+        let sight = self.sight(reader)?;
+        sight.apply(get_in(self.store.as_ref(), self.id(), id, rev)?)
+    }
+
+    /// The document as stored, for the engine's own reads.
+    pub(crate) fn get_stored(&self, id: &str, rev: Option<&RevId>) -> Result<DocOut> {
         get_in(self.store.as_ref(), self.id(), id, rev)
     }
 
     /// Fills `doc.revs_info`: each ancestor is `available` while its body is stored (until
     /// compaction), `deleted` if it is a deletion, else `missing`.
     pub fn fill_revs_info(&self, doc: &mut DocOut) -> Result<()> {
-        let tree = &doc.info.tree;
-        let path = tree.find(&doc.rev).map(|i| tree.path(i)).unwrap_or_default();
+        let path = doc.path();
         let mut info = Vec::with_capacity(path.len());
         for node in path {
             let key = Key::Rev(self.id(), &doc.id, &node.rev.to_string()).encode();
@@ -70,19 +94,29 @@ impl Database {
         Ok(())
     }
 
+    /// The winning revision of a live document (what an edit names as `_rev`), without
+    /// reading its body; `None` when it is missing or deleted.
+    pub fn current_rev(&self, id: &str) -> Result<Option<RevId>> {
+        let Some(info) = self.doc_info(id)? else { return Ok(None) };
+        let (rev, deleted) = info.winner()?;
+        Ok((!deleted).then(|| rev.clone()))
+    }
+
     /// The revision tree of a document, if it exists.
     pub fn doc_info(&self, id: &str) -> Result<Option<DocInfo>> {
         doc_info_in(self.store.as_ref(), self.id(), id)
     }
 
-    /// `open_revs`: each requested revision (all leaves when `revs` is `None`). With
-    /// `latest`, a non-leaf revision is replaced by its leaf descendants.
+    /// `open_revs`: each requested revision (all leaves when `revs` is `None`), as `reader`
+    /// may see it. With `latest`, a non-leaf revision is replaced by its leaf descendants.
     pub fn open_revs(
         &self,
+        reader: &UserCtx,
         id: &str,
         revs: Option<Vec<RevId>>,
         latest: bool,
     ) -> Result<Vec<OpenRev>> {
+        let sight = self.sight(reader)?;
         let snapshot = self.snapshot();
         let info = doc_info_in(snapshot.as_ref(), self.id(), id)?.ok_or_else(missing)?;
         let tree = &info.tree;
@@ -98,7 +132,8 @@ impl Database {
         };
         let mut out = Vec::new();
         for rev in dedup(wanted) {
-            match get_in(snapshot.as_ref(), self.id(), id, Some(&rev)) {
+            match get_in(snapshot.as_ref(), self.id(), id, Some(&rev)).and_then(|d| sight.apply(d))
+            {
                 Ok(doc) => out.push(OpenRev::Ok(doc)),
                 Err(Error::NotFound(_)) => out.push(OpenRev::Missing(rev)),
                 Err(err) => return Err(err),
@@ -161,7 +196,7 @@ pub(crate) fn get_in(read: &dyn Read, db: u64, id: &str, rev: Option<&RevId>) ->
         },
     };
     let body = read.get(&Key::Rev(db, id, &rev.to_string()).encode())?.ok_or_else(missing)?;
-    Ok(DocOut { id: id.to_string(), rev, deleted, body, info, revs_info: None })
+    Ok(DocOut { id: id.to_string(), rev, deleted, body, info, revs_info: None, stored_rev: None })
 }
 
 fn leaf_descendants(info: &DocInfo, rev: &RevId) -> Vec<RevId> {

@@ -13,9 +13,10 @@ use crate::{Error, Result};
 
 impl Database {
     /// Runs `shows.{name}` of `_design/{ddoc}` on document `id` (`null` when not given or
-    /// missing) with `req`; returns its response object.
+    /// missing, or as `reader` sees it) with `req`; returns its response object.
     pub fn run_show(
         &self,
+        reader: &crate::security::UserCtx,
         ddoc: &str,
         name: &str,
         id: Option<&str>,
@@ -23,7 +24,7 @@ impl Database {
     ) -> Result<Map<String, Value>> {
         let (source, body) = self.design_function(ddoc, "shows", name)?;
         let doc = match id {
-            Some(id) => self.current_json(id)?,
+            Some(id) => self.current_json(reader, id)?,
             None => Value::Null,
         };
         let show = Runtime::new(Limits::default()).compile_render(&source, body)?;

@@ -35,7 +35,7 @@ impl Database {
     ) -> Result<Updated> {
         let (source, body) = self.design_function(ddoc, "updates", name)?;
         let doc = match id {
-            Some(id) => self.current_json(id)?,
+            Some(id) => self.current_json(ctx, id)?,
             None => Value::Null,
         };
         let scripts =
@@ -94,9 +94,9 @@ impl Database {
         Ok((source, Value::Object(body)))
     }
 
-    /// The winning revision of `id` with `_id` and `_rev`, or `null`.
-    pub(crate) fn current_json(&self, id: &str) -> Result<Value> {
-        let doc = match self.get(id, None) {
+    /// The winning revision of `id` with `_id` and `_rev` as `reader` sees it, or `null`.
+    pub(crate) fn current_json(&self, reader: &UserCtx, id: &str) -> Result<Value> {
+        let doc = match self.get(reader, id, None) {
             Ok(doc) if !doc.deleted => doc,
             Ok(_) | Err(Error::NotFound(_)) => return Ok(Value::Null),
             Err(err) => return Err(err),

@@ -118,7 +118,7 @@ const AUTH_VALIDATE: &str = "function(newDoc, oldDoc, userCtx, secObj) {\n  // T
 /// unless it is there, as CouchDB's auth cache does for the database it reads users from.
 /// A failure is logged, not raised: logins do not depend on the document.
 pub(crate) fn ensure_auth_ddoc(db: &Database, ctx: &UserCtx) {
-    match db.get(AUTH_DDOC, None) {
+    match db.get_stored(AUTH_DDOC, None) {
         Err(Error::NotFound(_)) => {}
         _ => return,
     }

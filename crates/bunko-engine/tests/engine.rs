@@ -34,14 +34,14 @@ fn edits_must_name_the_current_leaf() -> Result<()> {
     let rev2 = db.put(&admin(), doc(&edit)?, WriteOptions::default())?;
     assert_eq!(rev2.pos, 2);
     assert!(matches!(db.put(&admin(), doc(&edit)?, WriteOptions::default()), Err(Error::Conflict)));
-    assert_eq!(db.get("b1", None)?.body, br#"{"pub-id":"other"}"#);
+    assert_eq!(db.get(&admin(), "b1", None)?.body, br#"{"pub-id":"other"}"#);
     assert_eq!(
-        db.get("b1", Some(&rev1))?.body,
+        db.get(&admin(), "b1", Some(&rev1))?.body,
         br#"{"pub-id":"mspress"}"#,
         "kept until compaction"
     );
     assert_eq!(db.compact()?, 1);
-    assert!(matches!(db.get("b1", Some(&rev1)), Err(Error::NotFound(_))));
+    assert!(matches!(db.get(&admin(), "b1", Some(&rev1)), Err(Error::NotFound(_))));
     Ok(())
 }
 
@@ -60,7 +60,7 @@ fn replicated_branches_keep_conflicts_and_pick_couchdbs_winner() -> Result<()> {
         doc(r#"{"_id":"d","_revisions":{"start":2,"ids":["c","a"]},"_rev":"2-c","v":"c"}"#)?,
         replicated,
     )?;
-    let got = db.get("d", None)?;
+    let got = db.get(&admin(), "d", None)?;
     assert_eq!((got.rev.to_string(), got.body), ("2-c".to_string(), br#"{"v":"c"}"#.to_vec()));
     let (live, deleted) = got.info.tree.conflicts();
     assert_eq!((live.len(), deleted.len()), (1, 0));
@@ -71,7 +71,11 @@ fn replicated_branches_keep_conflicts_and_pick_couchdbs_winner() -> Result<()> {
         )?,
         replicated,
     )?;
-    assert_eq!(db.get("d", None)?.rev.to_string(), "2-b", "a live leaf beats a deleted one");
+    assert_eq!(
+        db.get(&admin(), "d", None)?.rev.to_string(),
+        "2-b",
+        "a live leaf beats a deleted one"
+    );
     Ok(())
 }
 
@@ -81,7 +85,7 @@ fn changes_list_each_document_once_at_its_latest_seq() -> Result<()> {
     let rev = db.put(&admin(), doc(r#"{"_id":"a"}"#)?, WriteOptions::default())?;
     db.put(&admin(), doc(r#"{"_id":"b"}"#)?, WriteOptions::default())?;
     db.delete(&admin(), "a", Some(rev))?;
-    let mut changes = db.changes(ChangesQuery::default())?;
+    let mut changes = db.changes(&admin(), ChangesQuery::default())?;
     let rows: Vec<(u64, String, bool)> = changes
         .by_ref()
         .map(|r| r.map(|r| (r.seq, r.id, r.deleted)))
@@ -143,14 +147,14 @@ fn global_all_docs_offset_of_a_partitioned_database_counts_the_rows_before() -> 
     let many =
         (0..1100).map(|i| doc(&format!(r#"{{"_id":"m:{i:04}"}}"#))).collect::<Result<_>>()?;
     db.update_docs(&admin(), many, WriteOptions::default())?;
-    let rev = db.get("b:2", None)?.rev;
+    let rev = db.get(&admin(), "b:2", None)?.rev;
     db.put(
         &admin(),
         doc(&format!(r#"{{"_id":"b:2","_rev":"{rev}","_deleted":true}}"#))?,
         Default::default(),
     )?;
     let live: Vec<String> = db
-        .all_docs(&AllDocsQuery::default(), None)?
+        .all_docs(&admin(), &AllDocsQuery::default(), None)?
         .rows
         .map(|r| Ok(r?.id))
         .collect::<Result<_>>()?;
@@ -189,7 +193,7 @@ fn global_all_docs_offset_of_a_partitioned_database_counts_the_rows_before() -> 
                     .iter()
                     .filter(|id| if descending { id.as_str() > start } else { id.as_str() < start })
                     .count() as u64;
-                let got = db.all_docs(&query, None)?;
+                let got = db.all_docs(&admin(), &query, None)?;
                 assert_eq!(got.total_rows, 1110);
                 assert_eq!(
                     got.offset,

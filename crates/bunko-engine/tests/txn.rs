@@ -59,8 +59,8 @@ fn a_transaction_commits_across_databases_at_once() -> Result<()> {
         written.iter().map(|w| (w.db.as_str(), w.id.as_str())).collect::<Vec<_>>(),
         [("a", "x"), ("b", "y")]
     );
-    assert_eq!(engine.db("a")?.get("x", None)?.body, br#"{"n":2}"#);
-    assert_eq!(engine.db("b")?.get("y", None)?.body, br#"{"from":"x"}"#);
+    assert_eq!(engine.db("a")?.get(&admin(), "x", None)?.body, br#"{"n":2}"#);
+    assert_eq!(engine.db("b")?.get(&admin(), "y", None)?.body, br#"{"from":"x"}"#);
     Ok(())
 }
 
@@ -95,7 +95,7 @@ fn the_second_of_two_conflicting_transactions_fails() -> Result<()> {
     put(
         &engine,
         "a",
-        json!({"_id": "x", "_rev": engine.db("a")?.get("x", None)?.rev.to_string(), "n": 5}),
+        json!({"_id": "x", "_rev": engine.db("a")?.get(&admin(), "x", None)?.rev.to_string(), "n": 5}),
     )?;
     assert!(matches!(first.commit(), Err(Error::TxnConflict(_))));
     assert!(matches!(second.commit(), Err(Error::TxnConflict(_))));
@@ -113,7 +113,7 @@ fn a_transaction_that_only_read_commits_after_others_wrote() -> Result<()> {
     put(
         &engine,
         "a",
-        json!({"_id": "x", "_rev": engine.db("a")?.get("x", None)?.rev.to_string(), "n": 2}),
+        json!({"_id": "x", "_rev": engine.db("a")?.get(&admin(), "x", None)?.rev.to_string(), "n": 2}),
     )?;
     put(&engine, "a", json!({"_id": "y"}))?;
     // It saw one consistent snapshot and wrote nothing: nothing to conflict with.
@@ -135,7 +135,7 @@ fn a_phantom_in_a_scanned_range_forces_a_retry() -> Result<()> {
     let books = retry.ids("a", "book-", "book.")?;
     retry.put("b", doc(json!({"_id": "count", "books": books.len()}))?)?;
     retry.commit()?;
-    assert_eq!(engine.db("b")?.get("count", None)?.body, br#"{"books":2}"#);
+    assert_eq!(engine.db("b")?.get(&admin(), "count", None)?.body, br#"{"books":2}"#);
     Ok(())
 }
 
@@ -216,7 +216,7 @@ fn concurrent_transfers_keep_the_total() -> Result<()> {
     }
     let mut total = 0;
     for (db, id) in &accounts {
-        let body: Value = serde_json::from_slice(&engine.db(db)?.get(id, None)?.body)?;
+        let body: Value = serde_json::from_slice(&engine.db(db)?.get(&admin(), id, None)?.body)?;
         total += body["balance"].as_i64().ok_or("balance")?;
     }
     assert_eq!(total, 600, "money was created or lost");

@@ -35,7 +35,7 @@ async fn get_all(
     q: RawQuery,
 ) -> ApiResult<Response> {
     let db = open(&st, &ctx, &db, Access::Member)?;
-    run(db, Params::parse(q.0.as_deref()), None, None, Some(client.0)).await
+    run(ctx.0, db, Params::parse(q.0.as_deref()), None, None, Some(client.0)).await
 }
 
 async fn post_all(
@@ -47,7 +47,7 @@ async fn post_all(
     body: RawBody,
 ) -> ApiResult<Response> {
     let db = open(&st, &ctx, &db, Access::Member)?;
-    run(db, post_params_required(q.0.as_deref(), &body)?, None, None, Some(client.0)).await
+    run(ctx.0, db, post_params_required(q.0.as_deref(), &body)?, None, None, Some(client.0)).await
 }
 
 async fn get_design(
@@ -57,7 +57,7 @@ async fn get_design(
     q: RawQuery,
 ) -> ApiResult<Response> {
     let db = open(&st, &ctx, &db, Access::Member)?;
-    run(db, Params::parse(q.0.as_deref()), Some("_design/".into()), None, None).await
+    run(ctx.0, db, Params::parse(q.0.as_deref()), Some("_design/".into()), None, None).await
 }
 
 async fn post_design(
@@ -69,7 +69,7 @@ async fn post_design(
 ) -> ApiResult<Response> {
     let db = open(&st, &ctx, &db, Access::Member)?;
     let p = post_params_required(q.0.as_deref(), &body)?;
-    run(db, p, Some("_design/".into()), None, None).await
+    run(ctx.0, db, p, Some("_design/".into()), None, None).await
 }
 
 /// The query string plus the members of a POST body.
@@ -89,6 +89,7 @@ pub fn post_params_required(query: Option<&str>, body: &RawBody) -> ApiResult<Pa
 /// Runs an `_all_docs` query over ids starting with `prefix`; `partition` names the
 /// partition whose counters give `total_rows`; `client` asks (for the advisor).
 pub async fn run(
+    reader: UserCtx,
     db: Arc<Database>,
     p: Params,
     prefix: Option<String>,
@@ -113,12 +114,12 @@ pub async fn run(
         let keys = keys.into_iter().skip(skip).take(limit).collect();
         let docs = Included { include_docs, attachments };
         let scope = Scope { prefix, partition, client };
-        return run_keys(db, keys, docs, opts, scope).await;
+        return run_keys(reader, db, keys, docs, opts, scope).await;
     }
     let query = range_query(&p, prefix)?;
     let started = {
         let db = db.clone();
-        blocking(move || Ok(db.all_docs(&query, partition.as_deref())?)).await?
+        blocking(move || Ok(db.all_docs(&reader, &query, partition.as_deref())?)).await?
     };
     let mut head = json!({"total_rows": started.total_rows, "offset": started.offset});
     if update_seq {
@@ -204,6 +205,7 @@ struct Scope {
 }
 
 async fn run_keys(
+    reader: UserCtx,
     db: Arc<Database>,
     keys: Vec<Value>,
     docs: Included,
@@ -217,7 +219,7 @@ async fn run_keys(
             Some(p) => db.partition_stats(p)?.doc_count,
             None => db.info().stats.doc_count,
         };
-        let rows = db.all_docs_keys(&ids, docs.include_docs, client.as_ref())?;
+        let rows = db.all_docs_keys(&reader, &ids, docs.include_docs, client.as_ref())?;
         let rows = rows
             .into_iter()
             .map(|row| row.map(|row| with_data(&db, row, docs.attachments)).transpose());

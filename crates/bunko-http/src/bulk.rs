@@ -125,7 +125,7 @@ async fn bulk_get(
         db.observe_lookup("_bulk_get", &ids, Some(&client));
         let mut out = Vec::with_capacity(requests.len());
         for request in &requests {
-            out.push(bulk_get_one(&db, request, &opts, latest, attachments)?);
+            out.push(bulk_get_one(&ctx, &db, request, &opts, latest, attachments)?);
         }
         Ok(out)
     })
@@ -137,6 +137,7 @@ async fn bulk_get(
 }
 
 fn bulk_get_one(
+    reader: &UserCtx,
     db: &bunko_engine::Database,
     request: &Value,
     opts: &DocOpts,
@@ -166,8 +167,8 @@ fn bulk_get_one(
             }
         };
         let found = match revs {
-            Some(revs) => db.open_revs(&id, Some(revs), latest),
-            None => db.open_revs(&id, None, latest),
+            Some(revs) => db.open_revs(reader, &id, Some(revs), latest),
+            None => db.open_revs(reader, &id, None, latest),
         };
         match found {
             Ok(found) => {

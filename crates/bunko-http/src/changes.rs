@@ -41,6 +41,8 @@ enum Feed {
 
 /// A parsed `_changes` request.
 struct Request {
+    /// Who reads: documents are shown as they may see them.
+    reader: UserCtx,
     feed: Feed,
     query: ChangesQuery,
     opts: DocOpts,
@@ -73,7 +75,7 @@ async fn post_changes(
 
 fn start(db: Arc<Database>, p: Params, ctx: &UserCtx, method: &str) -> ApiResult<Response> {
     let filter = filter(&db, &p, ctx, method)?;
-    let mut request = parse(&db, &p)?;
+    let mut request = parse(&db, &p, ctx)?;
     request.query.filter = filter;
     let content_type = match request.feed {
         Feed::EventSource => "text/event-stream",
@@ -88,7 +90,7 @@ fn start(db: Arc<Database>, p: Params, ctx: &UserCtx, method: &str) -> ApiResult
     Ok(response)
 }
 
-fn parse(db: &Database, p: &Params) -> ApiResult<Request> {
+fn parse(db: &Database, p: &Params, reader: &UserCtx) -> ApiResult<Request> {
     let feed = match p.str("feed").unwrap_or("normal") {
         "normal" => Feed::Normal,
         "longpoll" => Feed::Longpoll,
@@ -127,6 +129,7 @@ fn parse(db: &Database, p: &Params) -> ApiResult<Request> {
     };
     let attachments = query.include_docs && p.flag("attachments")?;
     Ok(Request {
+        reader: reader.clone(),
         feed,
         query,
         opts: DocOpts { conflicts: p.flag("conflicts")?, ..Default::default() },
@@ -257,7 +260,7 @@ fn emit(
     sink: &mut Sink,
     first: &mut bool,
 ) -> Result<(u64, u64), Gone> {
-    let mut changes = db.changes(req.query.clone()).map_err(log)?;
+    let mut changes = db.changes(&req.reader, req.query.clone()).map_err(log)?;
     let mut count = 0;
     for row in changes.by_ref() {
         let mut row = row.map_err(log)?;

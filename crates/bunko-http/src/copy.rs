@@ -70,9 +70,9 @@ pub async fn copy(
         .unwrap_or_default();
     let rev = Params::parse(query.as_deref()).str("rev").map(str::parse::<RevId>).transpose()?;
     let db = open_for_read(&state, &ctx, &db_name, &id)?;
-    let source = db.clone();
+    let (source, reader) = (db.clone(), ctx.clone());
     let body = blocking(move || {
-        let mut doc = source.get(&id, rev.as_ref())?;
+        let mut doc = source.get(&reader, &id, rev.as_ref())?;
         crate::attachment::inline(&source, &mut doc, 0)?;
         Ok(render::doc_json(&doc, &DocOpts::default()))
     })

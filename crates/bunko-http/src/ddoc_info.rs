@@ -25,7 +25,7 @@ pub async fn info(
 ) -> ApiResult<Response> {
     let db = open(&st, &ctx, &db, Access::Member)?;
     let ddoc = format!("_design/{id}");
-    let (doc, seq) = blocking(move || Ok((db.get(&ddoc, None)?, db.update_seq()))).await?;
+    let (doc, seq) = blocking(move || Ok((db.get(&ctx, &ddoc, None)?, db.update_seq()))).await?;
     let body: Map<String, Value> = serde_json::from_slice(&doc.body).unwrap_or_default();
     let language = body.get("language").and_then(Value::as_str).unwrap_or("javascript");
     let mut hasher = Sha256::new();

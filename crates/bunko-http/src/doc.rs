@@ -234,8 +234,8 @@ async fn read_doc(
         let latest = p.flag("latest")?;
         if crate::multipart::accepts_mixed(&headers) {
             let found = {
-                let (db, id) = (db.clone(), id.clone());
-                blocking(move || Ok(db.open_revs(&id, revs, latest)?)).await?
+                let (db, id, ctx) = (db.clone(), id.clone(), ctx.clone());
+                blocking(move || Ok(db.open_revs(&ctx, &id, revs, latest)?)).await?
             };
             // CouchDB sends every attachment but those `atts_since` already has.
             let since = match (&atts_since, found.iter().find_map(open_doc)) {
@@ -245,7 +245,7 @@ async fn read_doc(
             return Ok(crate::multipart::open_revs_mixed(db, found, opts, since));
         }
         let found = blocking(move || {
-            let mut found = db.open_revs(&id, revs, latest)?;
+            let mut found = db.open_revs(&ctx, &id, revs, latest)?;
             if attachments {
                 for entry in &mut found {
                     if let OpenRev::Ok(doc) = entry {
@@ -260,10 +260,10 @@ async fn read_doc(
     }
     let mut rev = p.str("rev").map(str::parse::<RevId>).transpose()?;
     if let (Some(old), true) = (&rev, p.flag("latest")?) {
-        let (db, id, old) = (db.clone(), id.clone(), old.clone());
-        let leaves = blocking(move || Ok(db.open_revs(&id, Some(vec![old]), true)?)).await?;
+        let (db, id, old, ctx) = (db.clone(), id.clone(), old.clone(), ctx.clone());
+        let leaves = blocking(move || Ok(db.open_revs(&ctx, &id, Some(vec![old]), true)?)).await?;
         rev = leaves.into_iter().find_map(|l| match l {
-            OpenRev::Ok(doc) => Some(doc.rev),
+            OpenRev::Ok(doc) => Some(doc.stored_rev.unwrap_or(doc.rev)),
             OpenRev::Missing(_) => None,
         });
     }
@@ -272,9 +272,9 @@ async fn read_doc(
     let doc = if plain {
         // Two point lookups, served from fjall's caches in the common case: cheaper here
         // than the hop to a blocking thread and back (issue 20, docs/performance.md).
-        db.get(&id, rev.as_ref())?
+        db.get(&ctx, &id, rev.as_ref())?
     } else {
-        read_full(db, id, rev, with_revs_info, atts_since, attachments).await?
+        read_full(ctx, db, id, rev, with_revs_info, atts_since, attachments).await?
     };
     let etag = format!("\"{}\"", doc.rev);
     if if_none_match(&headers, &etag) {
@@ -291,6 +291,7 @@ async fn read_doc(
 /// A document with its `revs_info` or attachments, read on a blocking thread (attachment
 /// bodies can be large).
 async fn read_full(
+    reader: UserCtx,
     db: Arc<Database>,
     id: String,
     rev: Option<RevId>,
@@ -299,7 +300,7 @@ async fn read_full(
     attachments: bool,
 ) -> ApiResult<bunko_engine::read::DocOut> {
     blocking(move || {
-        let mut doc = db.get(&id, rev.as_ref())?;
+        let mut doc = db.get(&reader, &id, rev.as_ref())?;
         if with_revs_info {
             db.fill_revs_info(&mut doc)?;
         }

@@ -39,7 +39,7 @@ async fn find_route(
     body: RawBody,
 ) -> ApiResult<Response> {
     let db = open(&st, &ctx, &db, Access::Member)?;
-    find(db, None, body, client.0).await
+    find(ctx.0, db, None, body, client.0).await
 }
 
 async fn explain_route(
@@ -63,6 +63,7 @@ pub struct Request {
 
 /// `_find`, for the database or one partition of it, asked by `client`.
 pub async fn find(
+    reader: UserCtx,
     db: Arc<Database>,
     partition: Option<String>,
     body: RawBody,
@@ -71,7 +72,7 @@ pub async fn find(
     let req = parse(body.request_object()?, partition)?;
     let started = Instant::now();
     let query = FindQuery { client: Some(client), ..req.query.clone() };
-    let result = blocking(move || Ok(db.find(&query)?)).await?;
+    let result = blocking(move || Ok(db.find(&reader, &query)?)).await?;
     Ok(render::json(StatusCode::OK, find_json(&req, result, started)))
 }
 

@@ -89,6 +89,8 @@ async fn bare() -> ApiError {
 
 /// One request under `/{db}/_partition/`, split into the partition and what follows it.
 struct PartitionRequest {
+    /// Who reads.
+    reader: UserCtx,
     db: Arc<Database>,
     partition: String,
     params: Params,
@@ -127,13 +129,13 @@ async fn dispatch(
         .get_u64("query_server_config", "partition_query_limit")
         .unwrap_or(PARTITION_QUERY_LIMIT);
     let (partition, client) = (partition.to_string(), client.0);
-    let req = PartitionRequest { db, partition, params, limit, client };
+    let req = PartitionRequest { reader: ctx.0, db, partition, params, limit, client };
     match (tail.as_slice(), &method) {
         (["_all_docs"], &Method::GET) => all_docs(req, None).await,
         (["_all_docs"], &Method::POST) => all_docs(req, Some(body)).await,
         (["_all_docs"], _) => Err(method_not_allowed("GET,HEAD,POST")),
         (["_find"], &Method::POST) => {
-            find::find(req.db, Some(req.partition), body, req.client).await
+            find::find(req.reader, req.db, Some(req.partition), body, req.client).await
         }
         (["_explain"], &Method::POST) => find::explain(req.db, Some(req.partition), body).await,
         (["_find" | "_explain"], _) => Err(method_not_allowed("POST")),
@@ -145,7 +147,7 @@ async fn dispatch(
             params.remove("partition");
             check_limit(&params, req.limit)?;
             let (ddoc, view) = (format!("_design/{ddoc}"), view.to_string());
-            crate::view::query(req.db, ddoc, view, params, Some(req.partition)).await
+            crate::view::query(req.reader, req.db, ddoc, view, params, Some(req.partition)).await
         }
         (["_design", _, "_view", _], _) => Err(method_not_allowed("GET,POST")),
         (["_design", ddoc, "_search", index], &Method::GET | &Method::POST) => {
@@ -158,7 +160,8 @@ async fn dispatch(
             params.remove("partition");
             let (db, index) = (req.db, index.to_string());
             let partition = Some(req.partition);
-            crate::search::search(&st, db, ddoc, index, params, drilldown, partition).await
+            crate::search::search(&st, (req.reader, db), ddoc, index, params, drilldown, partition)
+                .await
         }
         (["_design", _, "_search", _], _) => Err(method_not_allowed("GET,POST")),
         _ => Err(ApiError::not_found("missing")),
@@ -218,7 +221,7 @@ async fn info(
 
 /// `_all_docs` over the partition's ids.
 async fn all_docs(req: PartitionRequest, body: Option<RawBody>) -> ApiResult<Response> {
-    let PartitionRequest { db, partition, params, limit, client } = req;
+    let PartitionRequest { reader, db, partition, params, limit, client } = req;
     let mut params = params;
     if let Some(body) = body {
         params.merge_json(&body.request_object()?);
@@ -226,7 +229,7 @@ async fn all_docs(req: PartitionRequest, body: Option<RawBody>) -> ApiResult<Res
     params.remove("partition");
     check_limit(&params, limit)?;
     let prefix = format!("{partition}:");
-    all_docs::run(db, params, Some(prefix), Some(partition), Some(client)).await
+    all_docs::run(reader, db, params, Some(prefix), Some(partition), Some(client)).await
 }
 
 /// A partition query's `limit` may not exceed `max` (`partition_query_limit`).

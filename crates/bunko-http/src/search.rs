@@ -44,7 +44,7 @@ async fn get_search(
 ) -> ApiResult<Response> {
     let db = open(&st, &ctx, &db, Access::Member)?;
     let drilldown = drilldowns(q.0.as_deref());
-    search(&st, db, &ddoc, index, Params::parse(q.0.as_deref()), drilldown, None).await
+    search(&st, (ctx.0, db), &ddoc, index, Params::parse(q.0.as_deref()), drilldown, None).await
 }
 
 /// Every `drilldown` of a query string (the parameter may repeat).
@@ -63,14 +63,14 @@ async fn post_search(
     let db = open(&st, &ctx, &db, Access::Member)?;
     let mut params = Params::parse(q.0.as_deref());
     params.merge_json(&body.object_or_empty()?);
-    search(&st, db, &ddoc, index, params, drilldowns(q.0.as_deref()), None).await
+    search(&st, (ctx.0, db), &ddoc, index, params, drilldowns(q.0.as_deref()), None).await
 }
 
 /// Runs one search; `drilldown` lists a query string's repeated `drilldown`s, `partition`
-/// is the partition of a `/_partition/{p}/` route.
+/// is the partition of a `/_partition/{p}/` route; `reader` reads `db`.
 pub async fn search(
     st: &State,
-    db: Arc<Database>,
+    (reader, db): (UserCtx, Arc<Database>),
     ddoc: &str,
     index: String,
     params: Params,
@@ -82,8 +82,10 @@ pub async fn search(
         q.set_drilldowns(&drilldown)?;
     }
     let (search, ddoc) = (st.search.clone(), format!("_design/{ddoc}"));
-    let answer =
-        blocking(move || Ok(search.search(&db, &ddoc, &index, &q, partition.as_deref())?)).await?;
+    let answer = blocking(move || {
+        Ok(search.search(&reader, &db, &ddoc, &index, &q, partition.as_deref())?)
+    })
+    .await?;
     Ok(render::json(StatusCode::OK, answer))
 }
 
@@ -122,7 +124,7 @@ async fn geo(
     let params = Params::parse(q.0.as_deref());
     let q = GeoQuery::parse(&|name| params.str(name).map(str::to_string))?;
     let (search, ddoc) = (st.search.clone(), format!("_design/{ddoc}"));
-    let answer = blocking(move || Ok(search.geo(&db, &ddoc, &index, &q)?)).await?;
+    let answer = blocking(move || Ok(search.geo(&ctx, &db, &ddoc, &index, &q)?)).await?;
     Ok(render::json(StatusCode::OK, answer))
 }
 

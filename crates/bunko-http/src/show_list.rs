@@ -61,9 +61,8 @@ async fn show(
         call.headers.get_all(header::ACCEPT).iter().map(|v| v.as_bytes()).collect();
     let accept = (!accepts.is_empty()).then(|| accepts.join(&b", "[..]));
     let etag = {
-        let (db, ddoc, id, roles) = (db.clone(), ddoc.clone(), id.clone(), ctx.roles.clone());
-        blocking(move || Ok(show_etag(&db, &ddoc, id.as_deref(), accept.as_deref(), &roles)))
-            .await?
+        let (db, ddoc, id, ctx) = (db.clone(), ddoc.clone(), id.clone(), ctx.clone());
+        blocking(move || Ok(show_etag(&db, &ctx, &ddoc, id.as_deref(), accept.as_deref()))).await?
     };
     let matches = etag.as_ref().is_some_and(|etag| {
         let given = call.headers.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok());
@@ -72,7 +71,7 @@ async fn show(
     let response = if matches {
         None
     } else {
-        Some(blocking(move || Ok(db.run_show(&ddoc, &name, id.as_deref(), &req)?)).await?)
+        Some(blocking(move || Ok(db.run_show(&ctx, &ddoc, &name, id.as_deref(), &req)?)).await?)
     };
     let mut out = match response {
         Some(response) => respond(&response, StatusCode::OK),
@@ -92,12 +91,13 @@ async fn show(
 /// show then fails).
 fn show_etag(
     db: &Database,
+    reader: &UserCtx,
     ddoc: &str,
     id: Option<&str>,
     accept: Option<&[u8]>,
-    roles: &[String],
 ) -> Option<String> {
-    let rev_etag = |id: &str| db.get(id, None).ok().map(|doc| format!("\"{}\"", doc.rev));
+    let roles = &reader.roles;
+    let rev_etag = |id: &str| db.get(reader, id, None).ok().map(|doc| format!("\"{}\"", doc.rev));
     let ddoc_etag = rev_etag(&format!("_design/{ddoc}"))?;
     let mut term = etf::Writer::new();
     term.tuple_header(5).binary(ddoc_etag.as_bytes());
@@ -161,7 +161,7 @@ async fn list(
         // CouchDB lists `_all_docs` rows too (`couch_mrview_show`).
         let range = crate::all_docs::range_query(&params, None)?;
         let mut response = blocking(move || {
-            let all = db.all_docs(&range, None)?;
+            let all = db.all_docs(&ctx, &range, None)?;
             let head = crate::view::head_json(Some(all.total_rows), Some(all.offset), None);
             let rows: Vec<Value> = all
                 .rows
@@ -177,8 +177,14 @@ async fn list(
         return Ok(list_response(&mut response));
     }
     let mut response = blocking(move || {
-        let result =
-            bunko_views::query_view(&db, &format!("_design/{view_ddoc}"), &view, &query, None)?;
+        let result = bunko_views::query_view(
+            &ctx,
+            &db,
+            &format!("_design/{view_ddoc}"),
+            &view,
+            &query,
+            None,
+        )?;
         let head = crate::view::head_json(result.total_rows, result.offset, result.update_seq);
         let rows: Vec<Value> = result
             .rows

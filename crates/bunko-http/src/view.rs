@@ -53,7 +53,7 @@ async fn get_view(
     q: RawQuery,
 ) -> ApiResult<Response> {
     let db = open(&st, &ctx, &db, Access::Member)?;
-    query(db, format!("_design/{ddoc}"), view, Params::parse(q.0.as_deref()), None).await
+    query(ctx.0, db, format!("_design/{ddoc}"), view, Params::parse(q.0.as_deref()), None).await
 }
 
 async fn post_view(
@@ -70,13 +70,14 @@ async fn post_view(
         return Err(ApiError::bad_request("`keys` member must be an array."));
     }
     params.merge_json(&body);
-    query(db, format!("_design/{ddoc}"), view, params, None).await
+    query(ctx.0, db, format!("_design/{ddoc}"), view, params, None).await
 }
 
 /// Runs one view query and renders the answer. The query and the answer's first
 /// `FIRST` bytes are done in one blocking task: a short answer (the usual key lookup)
 /// goes out whole, and only a longer one streams the rest from another.
 pub async fn query(
+    reader: UserCtx,
     db: Arc<Database>,
     ddoc: String,
     view: String,
@@ -97,7 +98,7 @@ pub async fn query(
     let attachments = q.include_docs && params.flag("attachments")?;
     let (first, rest) = blocking(move || {
         let ViewResult { total_rows, offset, update_seq, mut rows } =
-            bunko_views::query_view(&db, &ddoc, &view, &q, partition.as_deref())?;
+            bunko_views::query_view(&reader, &db, &ddoc, &view, &q, partition.as_deref())?;
         let head = head_json(total_rows, offset, update_seq).to_string();
         let mut out = Vec::with_capacity(1024);
         out.extend_from_slice(head.strip_suffix('}').unwrap_or(&head).as_bytes());
@@ -197,7 +198,10 @@ async fn post_queries(
     let results = blocking(move || {
         let mut out = Vec::with_capacity(parsed.len());
         for (q, opts) in &parsed {
-            out.push(result_json(bunko_views::query_view(&db, &ddoc, &view, q, None)?, opts)?);
+            out.push(result_json(
+                bunko_views::query_view(&ctx, &db, &ddoc, &view, q, None)?,
+                opts,
+            )?);
         }
         Ok(out)
     })

@@ -107,14 +107,17 @@ pub(crate) fn refresh(engine: &Engine, user: &mut Option<UserCtx>, seen: &mut Op
         return;
     }
     *seen = Some(seq);
-    let found = users.get(&format!("{USER_PREFIX}{name}"), None).ok().filter(|d| !d.deleted);
+    let found = users
+        .get(&UserCtx::system(), &format!("{USER_PREFIX}{name}"), None)
+        .ok()
+        .filter(|d| !d.deleted);
     let body = found.and_then(|d| serde_json::from_slice::<Value>(&d.body).ok());
     *user = body.map(|body| UserCtx { name: Some(name), roles: roles_of(&body) });
 }
 
 fn user_credentials(engine: &Engine, name: &str) -> Option<Credentials> {
     let users = engine.get_db(&engine.users_db_name())?;
-    let doc = users.get(&format!("{USER_PREFIX}{name}"), None).ok()?;
+    let doc = users.get(&UserCtx::system(), &format!("{USER_PREFIX}{name}"), None).ok()?;
     let body: Value = serde_json::from_slice(&doc.body).ok()?;
     let keys = ScramKeys::from_user_doc(&body)?;
     let ctx = UserCtx { name: Some(name.to_string()), roles: roles_of(&body) };

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bunko_engine::changes::ChangesQuery;
+use bunko_engine::security::UserCtx;
 use serde_json::{Map, Value};
 
 use crate::job::unix_now;
@@ -75,7 +76,8 @@ impl Replicator {
     ) -> bunko_engine::Result<Vec<Changed>> {
         let query = ChangesQuery { since, include_docs: true, ..Default::default() };
         let mut out = Vec::new();
-        for row in db.changes(query)? {
+        // The replicator reads its documents whole, credentials included.
+        for row in db.changes(&UserCtx::system(), query)? {
             let row = row?;
             let body = match (&row.doc, row.deleted) {
                 (Some(doc), false) => serde_json::from_slice(&doc.body).ok(),

@@ -49,7 +49,7 @@ pub fn record(engine: &Engine, doc_id: &str, ended: &Ended) {
     let ctx = UserCtx { name: None, roles: vec!["_admin".into(), REPLICATOR_ROLE.into()] };
     for _ in 0..5 {
         let Some(db) = engine.get_db(REPLICATOR_DB) else { return };
-        let Ok(doc) = db.get(doc_id, None) else { return };
+        let Ok(doc) = db.get(&ctx, doc_id, None) else { return };
         let Ok(mut body) = serde_json::from_slice::<Map<String, Value>>(&doc.body) else { return };
         if doc.deleted || !update(&mut body, ended) {
             return;

@@ -42,6 +42,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Weak};
 
 use bunko_engine::changes::{ChangesFilter, ChangesQuery};
+use bunko_engine::security::UserCtx;
 use bunko_engine::{Database, Error, Result};
 use bunko_indexer::{Task, Update};
 use parking_lot::Mutex;
@@ -97,9 +98,11 @@ impl Search {
         Ok(index)
     }
 
-    /// Answers a search; `partition` is the partition of a `/_partition/{p}/` route.
+    /// Answers a search; `partition` is the partition of a `/_partition/{p}/` route;
+    /// `include_docs` shows documents as `reader` sees them.
     pub fn search(
         self: &Arc<Self>,
+        reader: &UserCtx,
         db: &Arc<Database>,
         ddoc: &str,
         name: &str,
@@ -126,7 +129,7 @@ impl Search {
                 std::thread::spawn(move || log(index.update(&db)));
             }
         }
-        query::run(&index, q, partition, &|id| load_doc(db, id))
+        query::run(&index, q, partition, &|id| load_doc(db, reader, id))
     }
 
     /// `GET /{db}/_design/{ddoc}/_search_info/{index}`.
@@ -176,6 +179,7 @@ impl Search {
     /// Answers `GET /{db}/_design/{ddoc}/_geo/{index}`.
     pub fn geo(
         self: &Arc<Self>,
+        reader: &UserCtx,
         db: &Arc<Database>,
         ddoc: &str,
         name: &str,
@@ -190,7 +194,7 @@ impl Search {
                 std::thread::spawn(move || log(index.update(&db)));
             }
         }
-        geo::run(&index, q, &|id| load_doc(db, id))
+        geo::run(&index, q, &|id| load_doc(db, reader, id))
     }
 
     /// `GET /{db}/_design/{ddoc}/_geo_info/{index}`.
@@ -341,9 +345,9 @@ fn round(search: &Weak<Search>, db: &Weak<Database>, id: u64) -> bool {
     true
 }
 
-/// A document as `include_docs` shows it, with `_id` and `_rev`.
-fn load_doc(db: &Database, id: &str) -> Option<Value> {
-    let doc = db.get(id, None).ok().filter(|d| !d.deleted)?;
+/// A document as `include_docs` shows it to `reader`, with `_id` and `_rev`.
+fn load_doc(db: &Database, reader: &UserCtx, id: &str) -> Option<Value> {
+    let doc = db.get(reader, id, None).ok().filter(|d| !d.deleted)?;
     let mut body: Map<String, Value> = serde_json::from_slice(&doc.body).ok()?;
     let mut out = Map::new();
     out.insert("_id".into(), json!(doc.id));
@@ -360,7 +364,8 @@ fn log(result: Result<()>) {
 
 /// The body of design document `ddoc`, or `404 not_found`.
 fn design_body(db: &Database, ddoc: &str) -> Result<Map<String, Value>> {
-    let doc = db.get(ddoc, None).map_err(|_| Error::NotFound("missing".into()))?;
+    let doc =
+        db.get(&UserCtx::system(), ddoc, None).map_err(|_| Error::NotFound("missing".into()))?;
     if doc.deleted {
         return Err(Error::NotFound("deleted".into()));
     }
@@ -378,7 +383,7 @@ fn design_docs(db: &Database) -> Result<Vec<(String, Map<String, Value>)>> {
         filter: ChangesFilter::Design,
     };
     let mut out = Vec::new();
-    for row in db.changes(query)? {
+    for row in db.changes(&UserCtx::system(), query)? {
         let row = row?;
         if let Some(doc) = row.doc.filter(|d| !d.deleted)
             && let Ok(body) = serde_json::from_slice(&doc.body)

@@ -35,7 +35,7 @@ fn phrases_keep_word_order() -> Result<()> {
     let search = Search::new(None);
     let run = |q: &str| -> Result<Vec<String>> {
         let query = SearchQuery::parse(&|n| (n == "q").then(|| q.to_string()))?;
-        Ok(ids(&search.search(&db, "_design/s", "i", &query, None)?))
+        Ok(ids(&search.search(&UserCtx::admin("t"), &db, "_design/s", "i", &query, None)?))
     };
     assert_eq!(run("\"giant panda\"")?, ["p"]);
     assert_eq!(run("\"panda giant\"")?, ["q"]);

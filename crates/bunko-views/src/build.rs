@@ -599,7 +599,14 @@ mod tests {
         batch.put(old(entries::VIEW_BACK).str("a").finish(), records::encode(&vec![(0u64, row)]));
         db.store().commit(batch)?;
 
-        let r = query_view(&db, "_design/d", "v", &ViewQuery::default(), None)?;
+        let r = query_view(
+            &bunko_engine::security::UserCtx::system(),
+            &db,
+            "_design/d",
+            "v",
+            &ViewQuery::default(),
+            None,
+        )?;
         assert_eq!(r.total_rows, Some(1));
         let keys: Vec<Value> = r.rows.map(|row| row.map(|r| r.key)).collect::<Result<_>>()?;
         assert_eq!(keys, vec![json!(1)]);
@@ -623,14 +630,21 @@ mod tests {
             put(&db, json!({"_id": format!("d{n:04}"), "n": n}))?;
         }
         let total = |db: &Database| -> Result<(Option<u64>, usize)> {
-            let r = query_view(db, "_design/d", "v", &ViewQuery::default(), None)?;
+            let r = query_view(
+                &bunko_engine::security::UserCtx::system(),
+                db,
+                "_design/d",
+                "v",
+                &ViewQuery::default(),
+                None,
+            )?;
             Ok((r.total_rows, r.rows.count()))
         };
         // n % 3 rows per document: 833 documents emit 1 row and 833 emit 2.
         assert_eq!(total(&db)?, (Some(2499), 2499));
         for n in (0..2500).step_by(2) {
             let id = format!("d{n:04}");
-            let rev = db.get(&id, None)?.rev;
+            let rev = db.get(&bunko_engine::security::UserCtx::system(), &id, None)?.rev;
             if n % 4 == 0 {
                 db.delete(&admin(), &id, Some(rev))?;
             } else {

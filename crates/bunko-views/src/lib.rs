@@ -345,7 +345,7 @@ mod tests {
         put(&db, json!({"_id": "b", "n": 2}))?;
         assert_eq!(background_seq(&db, db.update_seq()), db.update_seq(), "updated after a write");
         let q = ViewQuery { update: Update::False, ..ViewQuery::default() };
-        let r = query_view(&db, "_design/d", "v", &q, None)?;
+        let r = query_view(&UserCtx::system(), &db, "_design/d", "v", &q, None)?;
         assert_eq!(r.total_rows, Some(2));
         Ok(())
     }

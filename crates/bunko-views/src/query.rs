@@ -30,6 +30,7 @@ use crate::order::Cut;
 use crate::{GroupDef, Index, Update, ViewDef, registry};
 use bunko_engine::Database;
 use bunko_engine::read::DocOut;
+use bunko_engine::security::UserCtx;
 use bunko_engine::{Error, Result};
 
 /// A view query's parameters, parsed.
@@ -130,8 +131,10 @@ fn parse_error(reason: &str) -> Error {
     Error::QueryParse(reason.to_string())
 }
 
-/// Answers a view query; `partition` is the partition of a `/_partition/{p}/` route.
+/// Answers a view query; `partition` is the partition of a `/_partition/{p}/` route;
+/// `include_docs` shows documents as `reader` sees them (`bunko_engine::read_gate`).
 pub fn query_view(
+    reader: &UserCtx,
     db: &Database,
     ddoc: &str,
     view: &str,
@@ -170,7 +173,7 @@ pub fn query_view(
             let snapshot = db.store().snapshot();
             reduce_query(&index, &view_def, &snapshot, &base, q, grouping)?
         }
-        None => map_query(db, &index, &view_def, &base, q, partition.is_some())?,
+        None => map_query(reader, db, &index, &view_def, &base, q, partition.is_some())?,
     };
     if q.update_seq {
         result.update_seq = Some(index.seq());
@@ -207,6 +210,7 @@ fn catch_up(db: &Database, index: &Index) -> Result<()> {
 }
 
 fn map_query(
+    reader: &UserCtx,
     db: &Database,
     index: &Index,
     view: &ViewDef,
@@ -261,11 +265,11 @@ fn map_query(
     let rest =
         ranges.flat_map(move |(range, _)| Iter::new(snapshot.clone(), range, descending, page));
     let entries = head.into_iter().flatten().chain(rest.map(|entry| Ok(entry?)));
-    let docs = if q.include_docs { db.arc() } else { None };
+    let docs = if q.include_docs { db.arc().map(|db| (db, reader.clone())) } else { None };
     let rows = entries.skip(skip).take(limit).map(move |entry: Result<_>| {
         let (_, value) = entry?;
         let (key, id, value) = decode_row(&value)?;
-        let doc = docs.as_ref().map(|db| row_doc(db, &id, &value));
+        let doc = docs.as_ref().map(|(db, reader)| row_doc(db, reader, &id, &value));
         Ok(ViewRow { id: Some(id), key, value, doc, error: None })
     });
     Ok(ViewResult {
@@ -277,8 +281,8 @@ fn map_query(
 }
 
 /// The document a row links to: the `_id` (and `_rev`) of an object value, else the
-/// emitting document.
-fn row_doc(db: &Database, id: &str, value: &Value) -> Option<DocOut> {
+/// emitting document, as `reader` sees it.
+fn row_doc(db: &Database, reader: &UserCtx, id: &str, value: &Value) -> Option<DocOut> {
     let linked = value.as_object().and_then(|v| v.get("_id")).and_then(Value::as_str);
     let (id, rev) = match linked {
         Some(linked) => {
@@ -288,7 +292,7 @@ fn row_doc(db: &Database, id: &str, value: &Value) -> Option<DocOut> {
         }
         None => (id, None),
     };
-    db.get(id, rev.as_ref()).ok().filter(|d| !d.deleted)
+    db.get(reader, id, rev.as_ref()).ok().filter(|d| !d.deleted)
 }
 
 fn reduce_query(
@@ -460,7 +464,7 @@ mod tests {
         view: &str,
         q: &ViewQuery,
     ) -> Result<(Vec<ViewRow>, Option<u64>, Option<u64>)> {
-        let r = query_view(db, "_design/d", view, q, None)?;
+        let r = query_view(&UserCtx::system(), db, "_design/d", view, q, None)?;
         let (offset, total) = (r.offset, r.total_rows);
         Ok((r.rows.collect::<Result<_>>()?, offset, total))
     }
@@ -512,7 +516,7 @@ mod tests {
             ViewQuery { start_key: Some(json!(0)), end_key: Some(json!(9)), ..Default::default() };
         let (sum, _, _) = run(&db, "sum", &q)?;
         assert_eq!(sum.first().map(|r| r.value.clone()), Some(json!(6)));
-        let info = db.get("d0", None)?;
+        let info = db.get(&bunko_engine::security::UserCtx::system(), "d0", None)?;
         db.delete(&admin(), "d0", Some(info.rev))?;
         let (rows, _, total) = run(&db, "by_n", &ViewQuery::default())?;
         assert_eq!(total, Some(5));
@@ -539,21 +543,30 @@ mod tests {
             end_key_doc_id: Some("x3".into()),
             ..Default::default()
         };
-        assert_eq!(ids(query_view(&db, "_design/a", "k", &q, None)?), vec!["x2", "x3"]);
+        assert_eq!(
+            ids(query_view(&UserCtx::system(), &db, "_design/a", "k", &q, None)?),
+            vec!["x2", "x3"]
+        );
         let q = ViewQuery { inclusive_end: false, ..q };
-        assert_eq!(ids(query_view(&db, "_design/b", "k", &q, None)?), vec!["x2"]);
+        assert_eq!(
+            ids(query_view(&UserCtx::system(), &db, "_design/b", "k", &q, None)?),
+            vec!["x2"]
+        );
         let q = ViewQuery {
             start_key: Some(json!("x")),
             start_key_doc_id: Some("x2".into()),
             descending: true,
             ..Default::default()
         };
-        assert_eq!(ids(query_view(&db, "_design/a", "k", &q, None)?), vec!["x2", "x1"]);
+        assert_eq!(
+            ids(query_view(&UserCtx::system(), &db, "_design/a", "k", &q, None)?),
+            vec!["x2", "x1"]
+        );
         assert_eq!(registry(&db).all().len(), 1, "identical design documents share one index");
-        let a = db.get("_design/a", None)?;
+        let a = db.get(&bunko_engine::security::UserCtx::system(), "_design/a", None)?;
         db.delete(&admin(), "_design/a", Some(a.rev))?;
         assert_eq!(view_cleanup(&db)?, 0, "_design/b still uses the index");
-        let b = db.get("_design/b", None)?;
+        let b = db.get(&bunko_engine::security::UserCtx::system(), "_design/b", None)?;
         db.delete(&admin(), "_design/b", Some(b.rev))?;
         assert_eq!(view_cleanup(&db)?, 1);
         let left = db.snapshot().scan(&prefix_range(&[entries::VIEW_ROW]), false, 10)?;

@@ -233,7 +233,7 @@ fn changing(path: &str, c: &Compared, t: &Thresholds) -> Option<Finding> {
 }
 
 fn read(db: &Database, id: &str) -> Option<Source> {
-    let doc = db.get(id, None).ok()?;
+    let doc = db.get_stored(id, None).ok()?;
     match serde_json::from_slice(&doc.body).ok()? {
         Value::Object(fields) => Some(Source { fields, generation: doc.rev.pos }),
         _ => None,

@@ -22,7 +22,7 @@ pub fn check(db: &Database, sample: &Sample, t: &Thresholds, max_doc: u64) -> Re
     let mut examples = Vec::new();
     let mut dominant: Vec<String> = Vec::new();
     for (size, id) in sample.largest.iter().filter(|(s, _)| *s >= threshold) {
-        let fields = match db.get(id, None) {
+        let fields = match db.get_stored(id, None) {
             Ok(doc) => field_sizes(&doc.body),
             Err(_) => Vec::new(),
         };

@@ -39,6 +39,7 @@ use crate::database::Database;
 use crate::index::text::TextIndexDef;
 use crate::index::{Index, entries};
 use crate::keys::{self, Key};
+use crate::security::UserCtx;
 use crate::{Error, Result, records};
 pub use outcome::covers;
 use outcome::{covered_doc, invalid_index, no_usable_index, warnings};
@@ -241,8 +242,9 @@ impl Database {
         }
     }
 
-    /// Runs a query.
-    pub fn find(&self, query: &FindQuery) -> Result<FindResult> {
+    /// Runs a query over the documents as `reader` sees them (`crate::read_gate`).
+    pub fn find(&self, reader: &UserCtx, query: &FindQuery) -> Result<FindResult> {
+        let sight = self.sight(reader)?;
         let planned = self.explain(query)?;
         if planned.plan.choice == Choice::Nothing {
             return Err(no_usable_index(self.is_partitioned(), query.partition.is_some()));
@@ -252,14 +254,16 @@ impl Database {
                 Some((text::BOOKMARK_NUM, key)) => text_offset(&key),
                 _ => 0,
             };
-            return self.text_result(query, def, offset, planned.plan.clone());
+            return self.text_result(query, def, offset, planned.plan.clone(), sight);
         }
         let Planned { indexes: candidates, plan, scanned, .. } = planned;
         let index = plan.index().and_then(|i| candidates.get(i).cloned());
-        let covering = index.as_deref().is_some_and(|i| covers(i, query));
+        // A covered query answers from index entries; a reader who may not see whole
+        // documents gets them read and passed through the read gate instead.
+        let covering = sight.is_whole() && index.as_deref().is_some_and(|i| covers(i, query));
         let snapshot = self.store.snapshot();
         let after = self.decode_bookmark(query)?.map(|(_, key)| key);
-        let mut run = Run::new(query, after);
+        let mut run = Run::new(query, after, sight);
         if !query.selector.is_noop() {
             for range in &scanned {
                 let done = match &index {
@@ -480,9 +484,14 @@ impl Database {
         if deleted {
             return Ok(None);
         }
-        let rev = rev.to_string();
-        let Some(body) = snap.get(&Key::Rev(db, id, &rev).encode())? else { return Ok(None) };
+        let Some(body) = snap.get(&Key::Rev(db, id, &rev.to_string()).encode())? else {
+            return Ok(None);
+        };
         run.stats.docs_examined += 1;
+        let Some((rev, body)) = run.sight.body(id, info, rev, false, body)? else {
+            return Ok(None);
+        };
+        let rev = rev.to_string();
         if query.dialect == Dialect::Mongo {
             return Ok(mongo::matching_doc(id, &body, run.selector));
         }

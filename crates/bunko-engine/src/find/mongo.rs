@@ -29,14 +29,17 @@ use super::mongo_index::MongoScan;
 use super::{FindQuery, FindResult};
 use crate::database::Database;
 use crate::keys::Key;
+use crate::security::UserCtx;
 use crate::{Error, Result};
 use bunko_query::plan::{Choice, Plan};
 
 impl Database {
     /// Runs a MongoDB-dialect query ([`FindQuery::dialect`] must be [`Dialect::Mongo`],
-    /// with no Mango `sort`), ordered by `order` (per-field directions) when given.
+    /// with no Mango `sort`), ordered by `order` (per-field directions) when given, over the
+    /// documents as `reader` sees them (`crate::read_gate`).
     pub fn find_mongo(
         &self,
+        reader: &UserCtx,
         query: &FindQuery,
         order: &[(FieldPath, Direction)],
     ) -> Result<FindResult> {
@@ -45,17 +48,17 @@ impl Database {
         }
         let hint = query.use_index.as_ref().map(|(name, _)| name.as_str());
         if let Some(scan) = self.mongo_plan(&query.selector, hint)? {
-            return self.find_mongo_indexed(query, order, &scan);
+            return self.find_mongo_indexed(reader, query, order, &scan);
         }
         if let Some(scan) = hint.is_none().then(|| self.mongo_sort_plan(order)).flatten() {
-            return self.find_mongo_indexed(query, order, &scan);
+            return self.find_mongo_indexed(reader, query, order, &scan);
         }
         let query = &FindQuery { use_index: None, ..query.clone() };
         if order.is_empty() {
-            return self.find(query);
+            return self.find(reader, query);
         }
         let all = FindQuery { skip: 0, limit: usize::MAX, ..query.clone() };
-        let mut result = self.find(&all)?;
+        let mut result = self.find(reader, &all)?;
         let views: Vec<Value> = result.docs.iter().map(ejson::match_view).collect();
         let mut order_of: Vec<usize> = (0..views.len()).collect();
         order_of.sort_by(|&a, &b| compare(order, &views[a], &views[b]));
@@ -75,12 +78,14 @@ impl Database {
     /// [`Database::find_mongo`] over the index `scan` chose.
     fn find_mongo_indexed(
         &self,
+        reader: &UserCtx,
         query: &FindQuery,
         order: &[(FieldPath, Direction)],
         scan: &MongoScan,
     ) -> Result<FindResult> {
         let in_order = order.is_empty() || scan.sorted;
-        let (mut docs, mut stats) = self.scan_mongo_index(query, scan, in_order)?;
+        let sight = self.sight(reader)?;
+        let (mut docs, mut stats) = self.scan_mongo_index(query, scan, in_order, &sight)?;
         if !in_order {
             let views: Vec<Value> = docs.iter().map(ejson::match_view).collect();
             let mut order_of: Vec<usize> = (0..views.len()).collect();

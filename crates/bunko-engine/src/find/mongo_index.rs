@@ -130,14 +130,16 @@ impl Database {
     }
 
     /// Runs a MongoDB query over the index of `scan`: every matching document (in index
-    /// order, each once), at most `limit` after `skip` when `stop_early`.
-    pub fn scan_mongo_index(
+    /// order, each once, as `sight` shows it), at most `limit` after `skip` when `stop_early`.
+    pub(crate) fn scan_mongo_index(
         &self,
         query: &FindQuery,
         scan: &MongoScan,
         stop_early: bool,
+        sight: &crate::read_gate::Sight,
     ) -> Result<(Vec<Value>, ExecStats)> {
-        let mut stream = IndexStream::new(self, &self.store.snapshot(), scan, &query.selector);
+        let snapshot = self.store.snapshot();
+        let mut stream = IndexStream::new(self, &snapshot, scan, &query.selector, sight.clone());
         let wanted = query.skip.saturating_add(query.limit);
         let mut docs = Vec::new();
         for doc in stream.by_ref() {

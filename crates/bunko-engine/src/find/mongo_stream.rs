@@ -29,6 +29,8 @@ use super::{ExecStats, FindQuery};
 use crate::database::Database;
 use crate::index::{Index, entries};
 use crate::keys::{self, Key};
+use crate::read_gate::Sight;
+use crate::security::UserCtx;
 use crate::{Result, records};
 
 /// Matching documents, in their MongoDB form.
@@ -39,9 +41,11 @@ const PAGE: usize = 256;
 
 impl Database {
     /// The documents `query` selects (Mongo dialect; its `skip`, `limit` and index hint),
-    /// ordered by `order`, read from `snap` as the stream is consumed.
+    /// ordered by `order`, read from `snap` as the stream is consumed, as `reader` sees them
+    /// (`crate::read_gate`).
     pub fn stream_mongo(
         &self,
+        reader: &UserCtx,
         snap: &Snapshot,
         query: &FindQuery,
         order: &[(FieldPath, Direction)],
@@ -52,15 +56,16 @@ impl Database {
             None if hint.is_none() => self.mongo_sort_plan(order),
             None => None,
         };
+        let sight = self.sight(reader)?;
         let in_order = order.is_empty() || scan.as_ref().is_some_and(|s| s.sorted);
         let counts = Arc::new(Examined::default());
         let docs: MongoDocs = match &scan {
             Some(scan) => {
-                let mut stream = IndexStream::new(self, snap, scan, &query.selector);
+                let mut stream = IndexStream::new(self, snap, scan, &query.selector, sight);
                 stream.counts = Some(counts.clone());
                 Box::new(stream)
             }
-            None => Box::new(self.doc_stream(snap, &query.selector, counts.clone())),
+            None => Box::new(self.doc_stream(snap, &query.selector, counts.clone(), sight)),
         };
         let docs = if in_order { docs } else { sorted(docs, order)? };
         Ok(Box::new(Logged {
@@ -79,6 +84,7 @@ impl Database {
         snap: &Snapshot,
         selector: &Selector,
         counts: Arc<Examined>,
+        sight: Sight,
     ) -> impl Iterator<Item = Result<Value>> + Send + 'static {
         let db = self.id();
         let range = id_range(db, selector).unwrap_or_else(|| keys::doc_range(db));
@@ -93,9 +99,14 @@ impl Database {
                 if deleted || kind(&id) != DocKind::Normal {
                     return Ok(None);
                 }
-                let body = snap.get(&Key::Rev(db, &id, &rev.to_string()).encode())?;
+                let Some(body) = snap.get(&Key::Rev(db, &id, &rev.to_string()).encode())? else {
+                    return Ok(None);
+                };
                 counts.docs.fetch_add(1, Ordering::Relaxed);
-                Ok(body.and_then(|body| matching_doc(&id, &body, &selector)))
+                let Some((_, body)) = sight.body(&id, &info, rev, false, body)? else {
+                    return Ok(None);
+                };
+                Ok(matching_doc(&id, &body, &selector))
             };
             read().transpose()
         })
@@ -123,6 +134,8 @@ pub(super) struct IndexStream {
     reverse: bool,
     entries: Option<Iter>,
     seen: HashSet<String>,
+    /// What the reader sees of the documents.
+    sight: Sight,
     pub stats: ExecStats,
     /// Also counted here for a logged stream.
     counts: Option<Arc<Examined>>,
@@ -179,7 +192,13 @@ impl Drop for Logged {
 }
 
 impl IndexStream {
-    pub fn new(db: &Database, snap: &Snapshot, scan: &MongoScan, selector: &Selector) -> Self {
+    pub fn new(
+        db: &Database,
+        snap: &Snapshot,
+        scan: &MongoScan,
+        selector: &Selector,
+        sight: Sight,
+    ) -> Self {
         let mut ranges = scan.storage_ranges(db.id());
         if scan.reverse {
             ranges.reverse();
@@ -192,6 +211,7 @@ impl IndexStream {
             reverse: scan.reverse,
             entries: None,
             seen: HashSet::new(),
+            sight,
             stats: ExecStats::default(),
             counts: None,
         }
@@ -218,6 +238,9 @@ impl IndexStream {
         if let Some(counts) = &self.counts {
             counts.docs.fetch_add(1, Ordering::Relaxed);
         }
+        let Some((_, body)) = self.sight.body(&id, &info, rev, false, body)? else {
+            return Ok(None);
+        };
         Ok(matching_doc(&id, &body, &self.selector))
     }
 }

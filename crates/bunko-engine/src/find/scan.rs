@@ -16,6 +16,8 @@ use crate::keys::Key;
 /// The state of one query run: the page being filled and the counters.
 pub(super) struct Run<'a> {
     pub selector: &'a Selector,
+    /// What the reader sees of the documents (`crate::read_gate`).
+    pub sight: crate::read_gate::Sight,
     skip: usize,
     limit: usize,
     pub docs: Vec<Value>,
@@ -28,9 +30,14 @@ pub(super) struct Run<'a> {
 }
 
 impl<'a> Run<'a> {
-    pub fn new(query: &'a FindQuery, after: Option<Vec<u8>>) -> Self {
+    pub fn new(
+        query: &'a FindQuery,
+        after: Option<Vec<u8>>,
+        sight: crate::read_gate::Sight,
+    ) -> Self {
         Run {
             selector: &query.selector,
+            sight,
             skip: query.skip,
             limit: query.limit,
             docs: Vec::new(),

@@ -85,13 +85,14 @@ impl Database {
         query: &FindQuery,
         def: &TextIndexDef,
         offset: usize,
+        sight: crate::read_gate::Sight,
     ) -> Result<(Vec<Value>, usize, ExecStats)> {
         let search = self.text.get().cloned().ok_or_else(unavailable)?;
         let db = self.arc().ok_or_else(|| Error::NotFound("Database does not exist.".into()))?;
         let text = Text::from_selector(&query.selector);
         let sort = sort_fields(query)?;
         let limited = FindQuery { limit: query.limit.min(MAX_LIMIT), ..query.clone() };
-        let mut run = Run::new(&limited, None);
+        let mut run = Run::new(&limited, None, sight);
         let mut offset = offset;
         if text.is_empty() {
             return Ok((Vec::new(), offset, run.stats));
@@ -155,8 +156,9 @@ impl Database {
         def: &TextIndexDef,
         offset: usize,
         plan: bunko_query::plan::Plan,
+        sight: crate::read_gate::Sight,
     ) -> Result<FindResult> {
-        let (docs, offset, mut stats) = self.find_text(query, def, offset)?;
+        let (docs, offset, mut stats) = self.find_text(query, def, offset, sight)?;
         stats.results_returned = docs.len() as u64;
         let bytes = postcard::to_stdvec(&(BOOKMARK_NUM, (offset as u64).to_be_bytes().to_vec()))
             .unwrap_or_default();

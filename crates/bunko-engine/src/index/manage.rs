@@ -125,7 +125,7 @@ impl Database {
         &self,
         id: &str,
     ) -> Result<(Option<bunko_doc::RevId>, Map<String, Value>)> {
-        let doc = match self.get(id, None) {
+        let doc = match self.get_stored(id, None) {
             Ok(doc) => doc,
             Err(Error::NotFound(_)) => return Ok((None, Map::new())),
             Err(err) => return Err(err),

@@ -308,7 +308,7 @@ impl Database {
     }
 
     fn load_mongo_ddoc(&self) -> Result<(Option<bunko_doc::RevId>, Map<String, Value>)> {
-        match self.get(DDOC, None) {
+        match self.get_stored(DDOC, None) {
             Ok(doc) => {
                 let body: Map<String, Value> = serde_json::from_slice(&doc.body)
                     .map_err(|e| Error::Corrupt(format!("{DDOC}: {e}")))?;

@@ -347,7 +347,7 @@ impl Database {
             ..Default::default()
         };
         let mut out = Vec::new();
-        for row in self.all_docs(&query, None)?.rows {
+        for row in self.all_docs(&UserCtx::system(), &query, None)?.rows {
             let row = row?;
             if let Some(doc) = row.doc.filter(|d| !d.deleted)
                 && let Ok(body) = serde_json::from_slice(&doc.body)

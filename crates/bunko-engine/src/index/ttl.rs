@@ -56,7 +56,7 @@ impl Database {
     fn delete_expired(&self, ids: Vec<String>) -> Result<usize> {
         let mut tombstones = Vec::new();
         for id in ids {
-            if let Ok(doc) = self.get(&id, None) {
+            if let Ok(doc) = self.get_stored(&id, None) {
                 let rev = Some(doc.rev);
                 tombstones.push(ParsedDoc {
                     id: Some(id),

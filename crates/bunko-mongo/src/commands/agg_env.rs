@@ -105,7 +105,7 @@ impl AggEnv {
         reads: Option<Vec<String>>,
     ) -> Result<Docs<'static>, MongoError> {
         let Some(db) = self.readable(ns)? else { return Ok(Box::new(std::iter::empty())) };
-        let docs = db.stream_mongo(&self.snap, query, order)?;
+        let docs = db.stream_mongo(&self.user, &self.snap, query, order)?;
         Ok(Box::new(docs.map(move |doc| match doc {
             Ok(Value::Object(mut fields)) => {
                 if let Some(keep) = &reads {
@@ -137,11 +137,7 @@ impl AggEnv {
         for d in docs {
             let (mut parsed, id) = prepare(&Bson::Document(d))?;
             let doc_id = ejson::doc_id(&id);
-            parsed.rev = match db.get(&doc_id, None) {
-                Ok(current) => Some(current.rev),
-                Err(Error::NotFound(_)) => None,
-                Err(err) => return Err(err.into()),
-            };
+            parsed.rev = db.current_rev(&doc_id)?;
             db.put(&self.user, parsed, self.write_options)?;
         }
         Ok(())

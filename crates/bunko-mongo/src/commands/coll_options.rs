@@ -19,7 +19,8 @@ pub(crate) const DDOC: &str = "_design/mongodb";
 
 /// The collection's options (empty when none were set).
 pub(crate) fn read(db: &Database) -> Document {
-    let Ok(found) = db.get(DDOC, None) else { return Document::new() };
+    // The options are the server's to read (they shape every command on the collection).
+    let Ok(found) = db.get(&UserCtx::system(), DDOC, None) else { return Document::new() };
     if found.deleted {
         return Document::new();
     }
@@ -111,7 +112,7 @@ fn split(validator: &Document) -> Result<(Option<Document>, Document), MongoErro
 /// database admins write the design document. It is written even with no changes, as
 /// MongoDB records every `collMod` (change streams report it as `modify`).
 pub(crate) fn write(db: &Database, user: &UserCtx, changes: Document) -> Result<(), MongoError> {
-    let (rev, mut body) = match db.get(DDOC, None) {
+    let (rev, mut body) = match db.get(user, DDOC, None) {
         Ok(found) if !found.deleted => {
             let body =
                 serde_json::from_slice::<Map<String, Value>>(&found.body).unwrap_or_default();

@@ -253,13 +253,14 @@ pub(super) fn delete_limit(statement: &Document) -> Result<usize, MongoError> {
 /// Runs a query in the Mongo dialect with the index name a `hint` gave: the matching
 /// documents, in MongoDB form.
 pub(super) fn run_hinted(
+    user: &bunko_engine::security::UserCtx,
     db: &Database,
     mut query: FindQuery,
     order: &[(FieldPath, Direction)],
     hint: Option<String>,
 ) -> Result<Vec<Document>, MongoError> {
     query.use_index = hint.map(|h| (h, None));
-    let result = db.find_mongo(&query, order)?;
+    let result = db.find_mongo(user, &query, order)?;
     Ok(result.docs.iter().filter_map(Value::as_object).map(ejson::from_json).collect())
 }
 
@@ -288,7 +289,8 @@ pub(super) fn find(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoE
         return Ok(cursor_reply(0, &ns.full(), "firstBatch", Vec::new()));
     };
     let hint = super::indexes::hint(&db, command.get("hint"))?;
-    let mut pager = Pager::new(db, selector, &order, (skip, limit), projection, hint)?;
+    let mut pager =
+        Pager::new(super::admin::user(ctx), db, selector, &order, (skip, limit), projection, hint)?;
     let (first, more) = match batch {
         0 => (Vec::new(), true),
         n => pager.next(n)?,
@@ -331,7 +333,9 @@ pub(super) fn count(ctx: &mut Ctx, command: &Document) -> Result<Document, Mongo
     };
     let Some(db) = readable_db(ctx, &ns, "count")? else { return Ok(doc! {"n": 0}) };
     let hint = super::indexes::hint(&db, command.get("hint"))?;
-    let n = run_hinted(&db, mongo_query(selector, skip, limit), &[], hint)?.len();
+    let n =
+        run_hinted(&super::admin::user(ctx), &db, mongo_query(selector, skip, limit), &[], hint)?
+            .len();
     Ok(doc! {"n": n as i32})
 }
 
@@ -392,14 +396,15 @@ fn delete_one_statement(
     let limit = delete_limit(statement)?;
     let Some(db) = db else { return Ok(0) };
     let hint = super::indexes::hint(db, statement.get("hint"))?;
-    let matched = run_hinted(db, mongo_query(selector, 0, limit), &[], hint)?;
+    let matched =
+        run_hinted(&super::admin::user(ctx), db, mongo_query(selector, 0, limit), &[], hint)?;
     let mut tombstones = Vec::with_capacity(matched.len());
     for doc in matched {
         let id = ejson::doc_id(doc.get("_id").unwrap_or(&Bson::Null));
-        let Ok(current) = db.get(&id, None) else { continue };
+        let Ok(Some(current)) = db.current_rev(&id) else { continue };
         tombstones.push(ParsedDoc {
             id: Some(id),
-            rev: Some(current.rev),
+            rev: Some(current),
             deleted: true,
             ..Default::default()
         });
@@ -423,7 +428,9 @@ pub(super) fn distinct(ctx: &mut Ctx, command: &Document) -> Result<Document, Mo
     let path: Vec<&str> = key.split('.').collect();
     let mut values: Vec<(Value, Bson)> = Vec::new();
     let hint = super::indexes::hint(&db, command.get("hint"))?;
-    for doc in run_hinted(&db, mongo_query(selector, 0, usize::MAX), &[], hint)? {
+    for doc in
+        run_hinted(&super::admin::user(ctx), &db, mongo_query(selector, 0, usize::MAX), &[], hint)?
+    {
         let mut reached = Vec::new();
         reach(&Bson::Document(doc), &path, &mut reached);
         for value in reached {

@@ -67,7 +67,10 @@ pub(super) fn explain(ctx: &mut Ctx, command: &Document) -> Result<Document, Mon
     reply.insert("queryPlanner", planner(&target, winning, rejected));
     if verbosity != "queryPlanner" {
         let run = (selector, &order[..], hint, blocking);
-        reply.insert("executionStats", execution(&db, &target, run, &access)?);
+        reply.insert(
+            "executionStats",
+            execution(&super::admin::user(ctx), &db, &target, run, &access)?,
+        );
     }
     reply.insert("command", inner.clone());
     Ok(reply)
@@ -302,6 +305,7 @@ type Run<'o> = (
 
 /// Runs the query read-only and reports what it examined.
 fn execution(
+    user: &bunko_engine::security::UserCtx,
     db: &Database,
     target: &Explained,
     (selector, order, hint, blocking): Run,
@@ -311,7 +315,7 @@ fn execution(
     let mut query = mongo_query(selector, target.skip, limit);
     query.use_index = hint.map(|h| (h, None));
     let started = std::time::Instant::now();
-    let result = db.find_mongo(&query, order)?;
+    let result = db.find_mongo(user, &query, order)?;
     let millis = number(started.elapsed().as_millis() as u64);
     let n = result.docs.len() as i32;
     let (keys, docs) = match &result.index {

@@ -15,7 +15,7 @@ use std::collections::HashSet;
 
 use bson::{Bson, Document, doc};
 use bunko_doc::{RevId, ejson};
-use bunko_engine::{Database, Error, Transaction};
+use bunko_engine::{Database, Transaction};
 use bunko_query::{Direction, FieldPath};
 use serde_json::Value;
 
@@ -146,11 +146,7 @@ fn check_current(
     if !txn.held.take(&db.name(), id) {
         return Err(conflict());
     }
-    let current = match db.get(id, None) {
-        Ok(doc) => Some(doc.rev),
-        Err(Error::NotFound(_)) => None,
-        Err(err) => return Err(err.into()),
-    };
+    let current = db.current_rev(id)?;
     if current.as_ref() != seen.filter(|r| r.pos > 0) {
         return Err(conflict());
     }

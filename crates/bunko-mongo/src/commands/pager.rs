@@ -10,6 +10,7 @@ use bson::Document;
 use bunko_doc::ejson;
 use bunko_engine::Database;
 use bunko_engine::find::FindQuery;
+use bunko_engine::security::UserCtx;
 use bunko_query::{Direction, FieldPath, Selector};
 use serde_json::Value;
 
@@ -22,6 +23,8 @@ const DEFAULT_PAGE: usize = 1000;
 
 /// The source of a `find`'s batches.
 pub(super) struct Pager {
+    /// Who reads (the engine shows them the documents they may see).
+    user: UserCtx,
     db: Arc<Database>,
     query: FindQuery,
     projection: Option<Projection>,
@@ -37,6 +40,7 @@ impl Pager {
     /// A pager over `selector` (`(skip, limit)`, the index `hint` names); sorted by `order`
     /// if given. An answer from an index is computed at once, like a sorted one.
     pub fn new(
+        user: UserCtx,
         db: Arc<Database>,
         selector: Selector,
         order: &[(FieldPath, Direction)],
@@ -48,10 +52,17 @@ impl Pager {
         query.use_index = hint.map(|h| (h, None));
         let hint = query.use_index.as_ref().map(|(h, _)| h.as_str());
         let indexed = db.mongo_plan(&query.selector, hint)?.is_some();
-        let mut pager =
-            Pager { db, query, projection, remaining: limit, buffer: VecDeque::new(), done: false };
+        let mut pager = Pager {
+            user,
+            db,
+            query,
+            projection,
+            remaining: limit,
+            buffer: VecDeque::new(),
+            done: false,
+        };
         if !order.is_empty() || indexed {
-            let result = pager.db.find_mongo(&pager.query, order)?;
+            let result = pager.db.find_mongo(&pager.user, &pager.query, order)?;
             pager.buffer = result.docs.iter().filter_map(|d| pager.convert(d)).collect();
             pager.done = true;
         }
@@ -73,7 +84,7 @@ impl Pager {
         while self.buffer.len() < want && !self.done {
             let page = (want - self.buffer.len()).min(self.remaining);
             let query = FindQuery { limit: page, ..self.query.clone() };
-            let result = self.db.find_mongo(&query, &[])?;
+            let result = self.db.find_mongo(&self.user, &query, &[])?;
             let fetched = result.docs.len();
             let converted: Vec<Document> =
                 result.docs.iter().filter_map(|d| self.convert(d)).collect();

@@ -89,7 +89,13 @@ fn statement_run(ctx: &Ctx, ns: &Namespace, statement: &Document) -> Result<Outc
     let hint = super::indexes::hint(&db, statement.get("hint"))?;
     // MongoDB 8's `sort` picks which document a single update changes.
     let order = query::sort(&doc_of(statement, "sort")?)?;
-    let matches = run_hinted(&db, mongo_query(selector.clone(), 0, limit), &order, hint)?;
+    let matches = run_hinted(
+        &super::admin::user(ctx),
+        &db,
+        mongo_query(selector.clone(), 0, limit),
+        &order,
+        hint,
+    )?;
     if matches.is_empty() && upsert {
         let (id, _) = insert_upsert(ctx, &db, &filter, &update)?;
         return Ok(Outcome { matched: 0, changed: 0, upserted: Some(id) });
@@ -170,8 +176,12 @@ pub(super) fn parse_update(
 }
 
 /// The stored document `id` in its MongoDB form, with its current revision.
-fn current(db: &Database, id: &str) -> Result<Option<(Document, bunko_doc::RevId)>, MongoError> {
-    let doc = match db.get(id, None) {
+fn current(
+    user: &bunko_engine::security::UserCtx,
+    db: &Database,
+    id: &str,
+) -> Result<Option<(Document, bunko_doc::RevId)>, MongoError> {
+    let doc = match db.get(user, id, None) {
         Ok(doc) => doc,
         Err(Error::NotFound(_)) => return Ok(None),
         Err(err) => return Err(err.into()),
@@ -206,7 +216,9 @@ fn modify(
 ) -> Result<Option<(Document, Document, bool)>, MongoError> {
     let id = ejson::doc_id(found.get("_id").unwrap_or(&Bson::Null));
     for _ in 0..RETRIES {
-        let Some((before, rev)) = current(db, &id)? else { return Ok(None) };
+        let Some((before, rev)) = current(&super::admin::user(ctx), db, &id)? else {
+            return Ok(None);
+        };
         if !matches(selector, &before) {
             return Ok(None);
         }
@@ -363,7 +375,10 @@ pub(super) fn find_and_modify(ctx: &mut Ctx, command: &Document) -> Result<Docum
     let hint = super::indexes::hint(&db, spec.hint.as_ref())?;
     for _ in 0..RETRIES {
         let query = mongo_query(selector.clone(), 0, 1);
-        let Some(found) = run_hinted(&db, query, order, hint.clone())?.into_iter().next() else {
+        let Some(found) = run_hinted(&super::admin::user(ctx), &db, query, order, hint.clone())?
+            .into_iter()
+            .next()
+        else {
             break;
         };
         let Some(update) = update else {
@@ -393,7 +408,7 @@ pub(super) fn find_and_modify(ctx: &mut Ctx, command: &Document) -> Result<Docum
 /// Deletes the document `found` at its current revision; whether it was deleted.
 fn remove_found(ctx: &Ctx, db: &Database, found: &Document) -> Result<bool, MongoError> {
     let id = ejson::doc_id(found.get("_id").unwrap_or(&Bson::Null));
-    let Some((_, rev)) = current(db, &id)? else { return Ok(false) };
+    let Some((_, rev)) = current(&super::admin::user(ctx), db, &id)? else { return Ok(false) };
     let tombstone = ParsedDoc { id: Some(id), rev: Some(rev), deleted: true, ..Default::default() };
     match db.put(&user(ctx), tombstone, WriteOptions::default()) {
         Ok(_) => Ok(true),

@@ -284,7 +284,11 @@ fn fetch(ctx: &Ctx, name: &str) -> Result<(bunko_doc::RevId, Map<String, Value>)
             format!("Could not find user \"{name}\" for db \"{}\"", ctx.db),
         )
     };
-    let found = match users(ctx)?.get(&format!("{USER_PREFIX}{name}"), None) {
+    let found = match users(ctx)?.get(
+        &bunko_engine::security::UserCtx::system(),
+        &format!("{USER_PREFIX}{name}"),
+        None,
+    ) {
         Ok(found) if !found.deleted => found,
         Ok(_) | Err(Error::NotFound(_)) => return Err(not_found()),
         Err(err) => return Err(err.into()),
@@ -304,7 +308,8 @@ pub(super) fn all_users(ctx: &Ctx) -> Result<Vec<(String, Body)>, MongoError> {
         ..Default::default()
     };
     let mut out = Vec::new();
-    for row in users(ctx)?.all_docs(&query, None)?.rows {
+    for row in users(ctx)?.all_docs(&bunko_engine::security::UserCtx::system(), &query, None)?.rows
+    {
         let row = row?;
         let (Some(name), Some(doc)) = (row.id.strip_prefix(USER_PREFIX), row.doc) else {
             continue;

@@ -52,6 +52,7 @@ mod persistence;
 mod procedures;
 mod purge;
 mod raw_targets;
+mod read_escalation;
 mod replication;
 mod rewrites;
 mod search;

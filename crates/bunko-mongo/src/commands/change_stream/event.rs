@@ -18,6 +18,8 @@ use crate::names::Namespace;
 /// What an event is rendered with.
 pub(super) struct Render<'a> {
     pub db: &'a Database,
+    /// Who watches: `fullDocument` lookups show documents as they may see them.
+    pub user: &'a bunko_engine::security::UserCtx,
     pub ns: &'a Namespace,
     pub full: FullMode,
     pub before: BeforeMode,
@@ -115,7 +117,7 @@ impl Render<'_> {
     fn full_document(&self, id: &str, post: Option<Document>) -> Result<Option<Bson>, MongoError> {
         let doc = match self.full {
             FullMode::Default => return Ok(None),
-            FullMode::UpdateLookup => match self.db.get(id, None) {
+            FullMode::UpdateLookup => match self.db.get(self.user, id, None) {
                 Ok(found) if !found.deleted => stored_doc(id, &found.body),
                 Ok(_) | Err(bunko_engine::Error::NotFound(_)) => None,
                 Err(err) => return Err(err.into()),

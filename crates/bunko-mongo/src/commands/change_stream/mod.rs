@@ -455,6 +455,7 @@ impl Stream {
         let options = coll_options::read(db);
         let render = event::Render {
             db,
+            user: &self.user,
             ns,
             full: self.full,
             before: self.before,
