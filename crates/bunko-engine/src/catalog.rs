@@ -255,8 +255,15 @@ impl Engine {
     /// Deletes a database as `ctx`, a server admin; its keys are removed in the background.
     pub fn delete_db(&self, ctx: &UserCtx, name: &str) -> Result<()> {
         crate::gate::admit_server_admin(ctx)?;
-        let _guard = self.catalog.lock();
-        self.drop_locked(name)
+        let guard = self.catalog.lock();
+        self.drop_locked(name)?;
+        drop(guard);
+        // CouchDB's auth cache restarts on such an event and then follows the configured
+        // authentication database, making sure it holds `_design/_auth`.
+        if let Some(users) = self.get_db(&self.users_db_name()) {
+            crate::users::ensure_auth_ddoc(&users, ctx);
+        }
+        Ok(())
     }
 
     /// Renames a database as `ctx`, a server admin (MongoDB's `renameCollection`). Its keys

@@ -324,7 +324,12 @@ impl Engine {
         self.logins().set_admins(config.admins.clone());
         self.logins().set_lockout(config.lockout.clone());
         drop(guard);
-        if let Some(users) = self.get_db(&config.users_db) {
+        // A newly named authentication database gets `_design/_auth` (and with it the
+        // users-database rules, `user_doc`) when the server next follows it: after a
+        // database is deleted or at start-up, as CouchDB's auth cache restarts
+        // (`Engine::delete_db`). Until then an admin may load user documents into it.
+        let renamed = key == "authentication_db";
+        if let (false, Some(users)) = (renamed, self.get_db(&config.users_db)) {
             crate::users::ensure_auth_ddoc(&users, ctx);
         }
         Ok(old)

@@ -17,14 +17,16 @@ use crate::{Error, Result};
 /// The password schemes a stored user document may name.
 const SCHEMES: [&str; 3] = ["simple", "pbkdf2", "simple+pbkdf2"];
 
-/// Checks a write of `new` (after password hashing) over the current document `old`.
+/// Checks a write of `new` (after password hashing; `deleted`) over the current document
+/// `old`. Without `shaped` (the database holds no `_design/_auth`, whose validation function
+/// these rules are in CouchDB) only the rules on roles and names apply.
 pub(crate) fn validate(
     ctx: &UserCtx,
     security: &Security,
     id: &str,
-    new: &Map<String, Value>,
-    deleted: bool,
+    (new, deleted): (&Map<String, Value>, bool),
     old: Option<&Map<String, Value>>,
+    shaped: bool,
 ) -> Result<()> {
     let old_name = old.and_then(|o| o.get("name"));
     if deleted {
@@ -34,11 +36,17 @@ pub(crate) fn validate(
         }
         return forbidden("Only admins may delete other user docs.");
     }
-    let name = shape(id, new)?;
+    let name = if shaped {
+        shape(id, new)?
+    } else {
+        new.get("name").and_then(Value::as_str).unwrap_or_default()
+    };
     if old.is_some() && old_name != new.get("name") {
         return forbidden("Usernames can not be changed.");
     }
-    check_password_fields(new)?;
+    if shaped {
+        check_password_fields(new)?;
+    }
     if !security.is_admin(ctx) {
         check_own_roles(ctx, name, new, old)?;
     }
@@ -226,7 +234,10 @@ mod tests {
             ),
         ];
         for (body, expected) in cases {
-            assert_eq!(reason(validate(&bob, &sec, id, &doc(body.clone()), false, None)), expected);
+            assert_eq!(
+                reason(validate(&bob, &sec, id, (&doc(body.clone()), false), None, true)),
+                expected
+            );
         }
     }
 
@@ -235,15 +246,18 @@ mod tests {
         let admin = UserCtx::admin("root");
         let sec = admin_only();
         let body = json!({"type": "user", "name": "eve", "roles": ["_admin"]});
-        let got = validate(&admin, &sec, "org.couchdb.user:eve", &doc(body), false, None);
+        let got = validate(&admin, &sec, "org.couchdb.user:eve", (&doc(body), false), None, true);
         assert_eq!(reason(got), "No system roles (starting with underscore) in users db.");
         let metrics = json!({"type": "user", "name": "eve", "roles": ["_metrics"]});
-        assert!(validate(&admin, &sec, "org.couchdb.user:eve", &doc(metrics), false, None).is_ok());
+        assert!(
+            validate(&admin, &sec, "org.couchdb.user:eve", (&doc(metrics), false), None, true)
+                .is_ok()
+        );
         let under = json!({"type": "user", "name": "_eve", "roles": []});
-        let got = validate(&admin, &sec, "org.couchdb.user:_eve", &doc(under), false, None);
+        let got = validate(&admin, &sec, "org.couchdb.user:_eve", (&doc(under), false), None, true);
         assert_eq!(reason(got), "Username may not start with underscore.");
         let colon = json!({"type": "user", "name": "a:b", "roles": []});
-        let got = validate(&admin, &sec, "org.couchdb.user:a:b", &doc(colon), false, None);
+        let got = validate(&admin, &sec, "org.couchdb.user:a:b", (&doc(colon), false), None, true);
         assert_eq!(reason(got), "Character `:` is not allowed in usernames.");
     }
 
@@ -254,14 +268,15 @@ mod tests {
         let id = "org.couchdb.user:bob";
         let old = doc(json!({"type": "user", "name": "bob", "roles": ["reader", "a"]}));
         let same = doc(json!({"type": "user", "name": "bob", "roles": ["a", "reader"]}));
-        assert!(validate(&bob, &sec, id, &same, false, Some(&old)).is_ok());
+        assert!(validate(&bob, &sec, id, (&same, false), Some(&old), true).is_ok());
         let more = doc(json!({"type": "user", "name": "bob", "roles": ["a", "reader", "x"]}));
         assert_eq!(
-            reason(validate(&bob, &sec, id, &more, false, Some(&old))),
+            reason(validate(&bob, &sec, id, (&more, false), Some(&old), true)),
             "Only _admin may edit roles"
         );
         let renamed = doc(json!({"type": "user", "name": "bobby", "roles": []}));
-        let got = validate(&bob, &sec, "org.couchdb.user:bobby", &renamed, false, Some(&old));
+        let got =
+            validate(&bob, &sec, "org.couchdb.user:bobby", (&renamed, false), Some(&old), true);
         assert_eq!(reason(got), "Usernames can not be changed.");
     }
 
@@ -270,9 +285,32 @@ mod tests {
         let sec = Security::parse(r#"{"admins":{"names":["dba"]}}"#).unwrap_or_default();
         let old = doc(json!({"type": "user", "name": "bob", "roles": []}));
         let id = "org.couchdb.user:bob";
-        assert!(validate(&user("bob", &[]), &sec, id, &Map::new(), true, Some(&old)).is_ok());
-        let got = validate(&user("dba", &[]), &sec, id, &Map::new(), true, Some(&old));
+        assert!(
+            validate(&user("bob", &[]), &sec, id, (&Map::new(), true), Some(&old), true).is_ok()
+        );
+        let got = validate(&user("dba", &[]), &sec, id, (&Map::new(), true), Some(&old), true);
         assert_eq!(reason(got), "Only admins may delete other user docs.");
-        assert!(validate(&UserCtx::admin("r"), &sec, id, &Map::new(), true, Some(&old)).is_ok());
+        assert!(
+            validate(&UserCtx::admin("r"), &sec, id, (&Map::new(), true), Some(&old), true).is_ok()
+        );
+    }
+
+    /// A database just named the authentication database, still without `_design/_auth`
+    /// (CouchDB's `security_validation_test.exs` loads users into one): documents of any
+    /// shape, but still no roles from a user and no system roles from anyone.
+    #[test]
+    fn without_the_auth_design_document_only_the_role_rules_hold() {
+        let sec = Security::default();
+        let id = "org.couchdb.user:tom";
+        let admin = UserCtx::admin("r");
+        let untyped = doc(json!({"name": "tom", "roles": [], "password_scheme": "pbkdf2"}));
+        assert!(validate(&admin, &sec, id, (&untyped, false), None, false).is_ok());
+        assert!(validate(&admin, &sec, id, (&untyped, false), None, true).is_err());
+        let system = doc(json!({"name": "tom", "roles": ["_admin"]}));
+        let got = validate(&admin, &sec, id, (&system, false), None, false);
+        assert_eq!(reason(got), "No system roles (starting with underscore) in users db.");
+        let roles = doc(json!({"name": "tom", "roles": ["boss"]}));
+        let got = validate(&user("tom", &[]), &sec, id, (&roles, false), None, false);
+        assert_eq!(reason(got), "Only _admin may set roles");
     }
 }

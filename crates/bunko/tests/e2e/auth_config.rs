@@ -54,6 +54,37 @@ fn the_authentication_database_follows_the_config_and_holds_the_auth_design_doc(
     assert!(anon["info"].get("authenticated").is_none(), "{anon}");
 }
 
+/// An existing database named the authentication database takes user documents of any
+/// shape until it holds `_design/_auth`, which it gets when the server next follows it
+/// (after a database is deleted), as CouchDB's auth cache restarts; CouchDB's
+/// `security_validation_test.exs` loads its users that way. The role rules hold throughout.
+#[test]
+fn an_existing_database_named_for_logins_gets_the_auth_rules_once_followed() {
+    let s = Server::start_with(&FAST_HASH, &[]);
+    s.create_db("kaiin");
+    set(&s, "chttpd_auth", "authentication_db", "kaiin");
+    assert_eq!(s.get("/kaiin/_design/_auth").0, 404, "not followed yet");
+    let untyped = json!({"_id": "org.couchdb.user:jiro", "name": "jiro", "roles": [],
+                         "password": "kawa"});
+    assert_eq!(s.post("/kaiin", &untyped).0, 201);
+    let stored = s.get_doc("kaiin", "org.couchdb.user:jiro");
+    assert!(stored.get("password").is_none() && stored["derived_key"].is_string(), "{stored}");
+    let (status, session) = session_as(&s, "jiro", "kawa");
+    assert_eq!((status, &session["userCtx"]["name"]), (200, &json!("jiro")), "{session}");
+    let mut own = stored.clone();
+    own["roles"] = json!(["_admin"]);
+    let put =
+        send(s.user_req(Method::PUT, "/kaiin/org.couchdb.user:jiro", "jiro", "kawa").json(&own));
+    assert_error(put, 403, "forbidden", "Only _admin may edit roles");
+
+    s.create_db("tmp");
+    assert_eq!(s.delete("/tmp").0, 200);
+    let auth = s.get_doc("kaiin", "_design/_auth");
+    assert!(auth["validate_doc_update"].is_string(), "{auth}");
+    let saburo = json!({"_id": "org.couchdb.user:saburo", "name": "saburo", "roles": []});
+    assert_error(s.post("/kaiin", &saburo), 403, "forbidden", "doc.type must be user");
+}
+
 #[test]
 fn a_user_whose_document_has_conflicts_cannot_log_in() {
     let s = Server::start_with(&FAST_HASH, &[]);
