@@ -50,7 +50,7 @@ enum Rule {
 impl Database {
     /// What `reader` sees of this database's documents.
     pub fn sight(&self, reader: &UserCtx) -> Result<Sight> {
-        let replicator = self.name() == REPLICATOR_DB || self.name().ends_with("/_replicator");
+        let replicator = self.name() == REPLICATOR_DB;
         if !replicator && !self.is_users_db() {
             return Ok(Sight(Rule::Whole));
         }

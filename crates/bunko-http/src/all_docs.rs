@@ -34,7 +34,7 @@ async fn get_all(
     Path(db): Path<String>,
     q: RawQuery,
 ) -> ApiResult<Response> {
-    let db = open(&st, &ctx, &db, Access::Member)?;
+    let db = open(&st, &ctx, &db, Access::List)?;
     run(ctx.0, db, Params::parse(q.0.as_deref()), None, None, Some(client.0)).await
 }
 
@@ -46,7 +46,7 @@ async fn post_all(
     q: RawQuery,
     body: RawBody,
 ) -> ApiResult<Response> {
-    let db = open(&st, &ctx, &db, Access::Member)?;
+    let db = open(&st, &ctx, &db, Access::List)?;
     run(ctx.0, db, post_params_required(q.0.as_deref(), &body)?, None, None, Some(client.0)).await
 }
 

@@ -58,7 +58,7 @@ async fn get_changes(
     Path(db): Path<String>,
     q: RawQuery,
 ) -> ApiResult<Response> {
-    let db = open(&st, &ctx, &db, Access::Member)?;
+    let db = open(&st, &ctx, &db, Access::List)?;
     start(db, Params::parse(q.0.as_deref()), &ctx, "GET")
 }
 
@@ -69,7 +69,7 @@ async fn post_changes(
     q: RawQuery,
     body: RawBody,
 ) -> ApiResult<Response> {
-    let db = open(&st, &ctx, &db, Access::Member)?;
+    let db = open(&st, &ctx, &db, Access::List)?;
     start(db, post_params(q.0.as_deref(), &body)?, &ctx, "POST")
 }
 

@@ -23,16 +23,24 @@ use crate::{State, UserCtx, blocking, doc, render};
 pub enum Access {
     /// Read and write documents.
     Member,
+    /// List every document (`_all_docs`, `_changes`): members, but only server admins in
+    /// `_replicator` and `_users`, as CouchDB's `chttpd_auth_request` decides by path
+    /// before it opens the database.
+    List,
     /// Change security, design documents, settings.
     Admin,
 }
 
 /// The database `name`, if the user has `access` to it.
 pub fn open(state: &State, ctx: &UserCtx, name: &str, access: Access) -> ApiResult<Arc<Database>> {
+    let system = matches!(name, "_replicator" | "_users");
+    if access == Access::List && system && !ctx.is_server_admin() {
+        return Err(ApiError::unauthorized("You are not a server admin."));
+    }
     let db = state.engine.db(name)?;
     let security = Security::parse(&db.security())?;
     match access {
-        Access::Member => security.check_member(ctx)?,
+        Access::Member | Access::List => security.check_member(ctx)?,
         Access::Admin => security.check_admin(ctx)?,
     }
     Ok(db)
