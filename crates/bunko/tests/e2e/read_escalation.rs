@@ -130,6 +130,24 @@ fn another_members_replication_credentials_stay_hidden_on_every_read_path() {
     }
 }
 
+/// Replicating `_replicator` away: mallory's replication reads it through this server
+/// as mallory, so whatever arrives carries no credentials (the feed itself is for server
+/// admins, so nothing does).
+#[test]
+fn a_members_replication_of_the_replicator_database_carries_no_credentials() {
+    let s = start();
+    s.create_db("loot");
+    assert_eq!(s.put("/loot/_security", &json!({"members": {"names": ["mallory"]}})).0, 200);
+    let at = |db: &str| {
+        s.base().replacen("http://", &format!("http://mallory:{PASSWORD}@"), 1) + "/" + db
+    };
+    let body = json!({"source": at("_replicator"), "target": at("loot")});
+    let (status, answer) = send(as_user(&s, Method::POST, "/_replicate", "mallory").json(&body));
+    assert_eq!(status, 401, "the source's feed is refused: {answer}");
+    let (_, copied) = text(s.req(Method::GET, "/loot/_all_docs?include_docs=true"));
+    assert!(SECRETS.iter().all(|secret| !copied.contains(secret)), "{status} {answer}: {copied}");
+}
+
 #[test]
 fn the_owner_and_the_admin_see_the_credentials_and_others_cannot_overwrite() {
     let s = start();
