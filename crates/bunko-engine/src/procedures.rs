@@ -38,7 +38,7 @@
 //! let review = json!({"_id": "review-786", "product_id": "widget", "review_text": "Amazing!"});
 //! let newest = engine.call_procedure(&me, "shop", "shop", "addReview", &review)?;
 //! assert_eq!(newest, json!(1));
-//! assert_eq!(shop.get("widget", None)?.body, br#"{"reviews":["review-786"]}"#);
+//! assert_eq!(shop.get(&me, "widget", None)?.body, br#"{"reviews":["review-786"]}"#);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 

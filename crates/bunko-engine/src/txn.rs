@@ -53,7 +53,7 @@
 //! txn.put("books", from_value(book, &Default::default())?)?;
 //! let written = txn.commit()?;
 //! assert_eq!(written.len(), 2);
-//! let count = publishers.get("mspress", None)?;
+//! let count = publishers.get(&me, "mspress", None)?;
 //! assert_eq!(count.body, br#"{"countOfBooks":1}"#);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
