@@ -16,6 +16,7 @@ use bunko_engine::users::USER_PREFIX;
 use bunko_engine::{Database, WriteOptions};
 use serde_json::json;
 
+use crate::attachment::AttOpts;
 use crate::body::RawBody;
 use crate::copy::copy;
 use crate::db::{Access, open};
@@ -225,6 +226,7 @@ async fn read_doc(
     let p = Params::parse(query.as_deref());
     let opts = DocOpts::from_params(&p)?;
     let attachments = p.flag("attachments")?;
+    let encoding = p.flag("att_encoding_info")?;
     let atts_since = match p.str("atts_since") {
         Some(text) => Some(parse_open_revs(text)?.unwrap_or_default()),
         None => None,
@@ -246,11 +248,10 @@ async fn read_doc(
         }
         let found = blocking(move || {
             let mut found = db.open_revs(&id, revs, latest)?;
-            if attachments {
-                for entry in &mut found {
-                    if let OpenRev::Ok(doc) = entry {
-                        crate::attachment::inline(&db, doc, 0)?;
-                    }
+            let shown = AttOpts { data: attachments, since: 0, encoding };
+            for entry in &mut found {
+                if let OpenRev::Ok(doc) = entry {
+                    crate::attachment::show(&db, doc, shown)?;
                 }
             }
             Ok(found)
@@ -268,13 +269,14 @@ async fn read_doc(
         });
     }
     let with_revs_info = opts.revs_info;
-    let plain = !with_revs_info && atts_since.is_none() && !attachments;
+    let shown = AttOpts { data: attachments || atts_since.is_some(), since: 0, encoding };
+    let plain = !with_revs_info && !shown.data && !shown.encoding;
     let doc = if plain {
         // Two point lookups, served from fjall's caches in the common case: cheaper here
         // than the hop to a blocking thread and back (issue 20, docs/performance.md).
         db.get(&id, rev.as_ref())?
     } else {
-        read_full(db, id, rev, with_revs_info, atts_since, attachments).await?
+        read_full(db, id, rev, with_revs_info, atts_since, shown).await?
     };
     let etag = format!("\"{}\"", doc.rev);
     if if_none_match(&headers, &etag) {
@@ -296,7 +298,7 @@ async fn read_full(
     rev: Option<RevId>,
     with_revs_info: bool,
     atts_since: Option<Vec<RevId>>,
-    attachments: bool,
+    mut shown: AttOpts,
 ) -> ApiResult<bunko_engine::read::DocOut> {
     blocking(move || {
         let mut doc = db.get(&id, rev.as_ref())?;
@@ -304,11 +306,9 @@ async fn read_full(
             db.fill_revs_info(&mut doc)?;
         }
         if let Some(since) = &atts_since {
-            let since = crate::attachment::since_pos(&doc, since);
-            crate::attachment::inline(&db, &mut doc, since)?;
-        } else if attachments {
-            crate::attachment::inline(&db, &mut doc, 0)?;
+            shown.since = crate::attachment::since_pos(&doc, since);
         }
+        crate::attachment::show(&db, &mut doc, shown)?;
         Ok(doc)
     })
     .await

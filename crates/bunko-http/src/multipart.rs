@@ -23,6 +23,7 @@ use futures::StreamExt;
 use std::sync::Arc;
 
 use crate::State;
+use crate::attachment::Following;
 use crate::body::RawBody;
 use crate::error::{ApiError, ApiResult};
 use crate::receive::{OffRuntime, receive};
@@ -103,10 +104,11 @@ pub async fn read_related(
         })?;
         if gzip {
             // CouchDB's replicator pushes the compressible attachments it stores gzipped:
-            // inflated here (at most the request limit; the engine then checks
-            // `max_attachment_size`), digested as the gzipped bytes came, as CouchDB does.
+            // kept so and digested as they came, as CouchDB does (inflated only to count
+            // what they stand for, at most the request limit; the engine then checks
+            // `max_attachment_size`).
             let encoded = field.bytes().await.map_err(multer_error)?;
-            att.body = att::from_gzip(&att.name, &encoded, limit as u64)?;
+            att.body = att::from_gzip(&att.name, encoded.to_vec(), limit as u64)?;
             continue;
         }
         let upload = db.upload(&att.name, &att.content_type);
@@ -164,7 +166,10 @@ pub fn open_revs_mixed(
         for entry in found {
             match entry {
                 OpenRev::Ok(mut doc) => {
-                    let atts = crate::attachment::follows(&mut doc, since);
+                    let atts = crate::attachment::follows(&db, &mut doc, since).map_err(|err| {
+                        tracing::error!(err = %err.parts().2, "open_revs answer failed");
+                        Gone
+                    })?;
                     write_doc(sink, &db, &doc, &opts, &atts, &inner)?;
                 }
                 OpenRev::Missing(rev) => {
@@ -189,7 +194,7 @@ fn write_doc(
     db: &Database,
     doc: &DocOut,
     opts: &DocOpts,
-    atts: &[bunko_engine::attachments::AttMeta],
+    atts: &[Following],
     boundary: &str,
 ) -> Result<(), Gone> {
     let json = render::doc_json(doc, opts);
@@ -204,11 +209,15 @@ fn write_doc(
     sink.write(head.as_bytes())?;
     sink.write(&json)?;
     sink.write(format!("\r\n--{boundary}").as_bytes())?;
-    for att in atts {
+    for Following { meta: att, gzip_length } in atts {
+        // As CouchDB's `couch_httpd_multipart:atts_to_mp`: the bytes as stored.
         let head = format!(
             "\r\nContent-Disposition: attachment; filename=\"{}\"\r\nContent-Type: {}\r\n\
-             Content-Length: {}\r\n\r\n",
-            att.name, att.content_type, att.length
+             Content-Length: {}{}\r\n\r\n",
+            att.name,
+            att.content_type,
+            gzip_length.unwrap_or(att.length),
+            if gzip_length.is_some() { "\r\nContent-Encoding: gzip" } else { "" },
         );
         sink.write(head.as_bytes())?;
         for chunk in db.attachment_chunks(&att.md5) {
@@ -242,7 +251,7 @@ mod tests {
         let boundary = Some("abc".to_string());
         let (doc, uploads) = read_related(&db, boundary, body, 1 << 20, parse).await?;
         assert_eq!(uploads.len(), 1);
-        assert_eq!(uploads[0].md5, bunko_doc::att::md5(b"hi"));
+        assert_eq!(uploads[0].encoded.md5, bunko_doc::att::md5(b"hi"));
         let atts = doc.attachments.unwrap_or_default();
         assert!(matches!(atts[0].body, AttBody::Staged { length: 2, .. }));
         Ok(())
