@@ -11,6 +11,7 @@ use axum::routing::get;
 use axum::{Extension, Router};
 use bunko_doc::RevId;
 use bunko_doc::body::{self, ParsedDoc};
+use bunko_engine::attachments::of_body;
 use bunko_engine::read::OpenRev;
 use bunko_engine::users::USER_PREFIX;
 use bunko_engine::{Database, WriteOptions};
@@ -234,7 +235,7 @@ async fn read_doc(
     if let Some(open_revs) = p.str("open_revs") {
         let revs = parse_open_revs(open_revs)?;
         let latest = p.flag("latest")?;
-        if crate::multipart::accepts_mixed(&headers) {
+        if crate::multipart::accepts(&headers, "mixed") {
             let found = {
                 let (db, id) = (db.clone(), id.clone());
                 blocking(move || Ok(db.open_revs(&id, revs, latest)?)).await?
@@ -271,6 +272,23 @@ async fn read_doc(
     let with_revs_info = opts.revs_info;
     let shown = AttOpts { data: attachments || atts_since.is_some(), since: 0, encoding };
     let plain = !with_revs_info && !shown.data && !shown.encoding;
+    if shown.data && !head && crate::multipart::accepts(&headers, "related") {
+        let (db2, id, rev, atts_since) = (db.clone(), id.clone(), rev.clone(), atts_since.clone());
+        let found = blocking(move || {
+            let mut doc = db2.get(&id, rev.as_ref())?;
+            if with_revs_info {
+                db2.fill_revs_info(&mut doc)?;
+            }
+            let since = atts_since.map_or(0, |s| crate::attachment::since_pos(&doc, &s));
+            Ok((doc, since))
+        })
+        .await?;
+        let (doc, since) = found;
+        if !of_body(&doc.body).is_empty() {
+            let etag = format!("\"{}\"", doc.rev);
+            return Ok(with_etag(crate::multipart::doc_related(db, doc, &opts, since)?, &etag));
+        }
+    }
     let doc = if plain {
         // Two point lookups, served from fjall's caches in the common case: cheaper here
         // than the hop to a blocking thread and back (issue 20, docs/performance.md).

@@ -8,7 +8,10 @@
 //! - **`multipart/mixed` answers** to `GET /{db}/{doc}?open_revs=…` with
 //!   `Accept: multipart/mixed` (`chttpd_db:send_docs_multipart`): one part per revision,
 //!   plain JSON, or a nested `multipart/related` with the attachments' bytes streamed from
-//!   their chunks, so memory does not grow with them.
+//!   their chunks, so memory does not grow with them. Bodies stored gzipped go as stored,
+//!   with `Content-Encoding: gzip` (CouchDB's `encode_multipart_stream`).
+//! - **`multipart/related` answers** to `GET /{db}/{doc}?attachments=true` with `Accept:
+//!   multipart/related` (`chttpd_db:send_doc_efficiently`), with their `Content-Length`.
 
 use axum::body::{Body, Bytes};
 use axum::extract::{FromRequest, Request};
@@ -141,13 +144,16 @@ fn boundary(content_type: &str) -> Option<String> {
     })
 }
 
-/// Whether the client asked for `multipart/mixed` (as CouchDB's replicator does).
-pub fn accepts_mixed(headers: &HeaderMap) -> bool {
+/// Whether the client's `Accept` names `multipart/{kind}`: `mixed` (as CouchDB's
+/// replicator asks for `open_revs`) or `related` (CouchDB also answers so to `*/*`; Bunko
+/// keeps JSON for clients that do not name it).
+pub fn accepts(headers: &HeaderMap, kind: &str) -> bool {
+    let wanted = format!("multipart/{kind}");
     headers
         .get_all(header::ACCEPT)
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .any(|v| v.to_ascii_lowercase().contains("multipart/mixed"))
+        .any(|v| v.to_ascii_lowercase().contains(&wanted))
 }
 
 /// The `open_revs` answer as `multipart/mixed`; attachments added after generation
@@ -202,30 +208,76 @@ fn write_doc(
         sink.write(b"\r\nContent-Type: application/json\r\n\r\n")?;
         return sink.write(&json);
     }
-    let head = format!(
-        "\r\nContent-Type: multipart/related; boundary=\"{boundary}\"\r\n\r\n\
-         --{boundary}\r\nContent-Type: application/json\r\n\r\n"
-    );
+    let head = format!("\r\nContent-Type: multipart/related; boundary=\"{boundary}\"\r\n\r\n");
     sink.write(head.as_bytes())?;
-    sink.write(&json)?;
+    write_related(sink, db, &json, atts, boundary)
+}
+
+/// A `multipart/related` body: the document's JSON, then each attachment that follows it,
+/// as stored (`couch_httpd_multipart:encode_multipart_stream`).
+fn write_related(
+    sink: &mut Sink,
+    db: &Database,
+    json: &[u8],
+    atts: &[Following],
+    boundary: &str,
+) -> Result<(), Gone> {
+    sink.write(format!("--{boundary}\r\nContent-Type: application/json\r\n\r\n").as_bytes())?;
+    sink.write(json)?;
     sink.write(format!("\r\n--{boundary}").as_bytes())?;
-    for Following { meta: att, gzip_length } in atts {
-        // As CouchDB's `couch_httpd_multipart:atts_to_mp`: the bytes as stored.
-        let head = format!(
-            "\r\nContent-Disposition: attachment; filename=\"{}\"\r\nContent-Type: {}\r\n\
-             Content-Length: {}{}\r\n\r\n",
-            att.name,
-            att.content_type,
-            gzip_length.unwrap_or(att.length),
-            if gzip_length.is_some() { "\r\nContent-Encoding: gzip" } else { "" },
-        );
-        sink.write(head.as_bytes())?;
-        for chunk in db.attachment_chunks(&att.md5) {
+    for att in atts {
+        sink.write(part_head(att).as_bytes())?;
+        for chunk in db.attachment_chunks(&att.meta.md5) {
             sink.write(&chunk.map_err(|_| Gone)?)?;
         }
         sink.write(format!("\r\n--{boundary}").as_bytes())?;
     }
     sink.write(b"--")
+}
+
+/// The head of an attachment's part (`couch_httpd_multipart:atts_to_mp`): the bytes as
+/// stored, so a gzipped body says so.
+fn part_head(Following { meta, gzip_length }: &Following) -> String {
+    format!(
+        "\r\nContent-Disposition: attachment; filename=\"{}\"\r\nContent-Type: {}\r\n\
+         Content-Length: {}{}\r\n\r\n",
+        meta.name,
+        meta.content_type,
+        gzip_length.unwrap_or(meta.length),
+        if gzip_length.is_some() { "\r\nContent-Encoding: gzip" } else { "" },
+    )
+}
+
+/// A document with attachments and `attachments=true` as `multipart/related`
+/// (`chttpd_db:send_doc_efficiently`): the JSON with `follows` stubs, then the attachments
+/// added after generation `since`, with the whole length in `Content-Length`.
+pub fn doc_related(
+    db: Arc<Database>,
+    mut doc: DocOut,
+    opts: &DocOpts,
+    since: u64,
+) -> ApiResult<Response> {
+    let atts = crate::attachment::follows(&db, &mut doc, since)?;
+    let boundary = hex::encode(rand::Rng::random::<[u8; 16]>(&mut rand::rng()));
+    let json = render::doc_json(&doc, opts);
+    // `--B`, the JSON part's head and the JSON, `\r\n--B`, the parts, `--`.
+    let mut length = (json.len() + 2 * boundary.len() + 44) as u64;
+    for att in &atts {
+        let body = att.gzip_length.unwrap_or(att.meta.length);
+        length += (part_head(att).len() + boundary.len() + 4) as u64 + body;
+    }
+    let content_type = format!("multipart/related; boundary=\"{boundary}\"");
+    let mut response = stream::response(StatusCode::OK, "multipart/related", move |sink| {
+        write_related(sink, &db, &json, &atts, &boundary)
+    });
+    for (name, value) in
+        [(header::CONTENT_TYPE, content_type), (header::CONTENT_LENGTH, length.to_string())]
+    {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            response.headers_mut().insert(name, value);
+        }
+    }
+    Ok(response)
 }
 
 #[cfg(test)]
