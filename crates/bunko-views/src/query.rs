@@ -276,18 +276,12 @@ fn map_query(
     })
 }
 
-/// The document a row links to: the `_id` (and `_rev`) of an object value, else the
-/// emitting document.
+/// The document a row links to: the `_id` and `_rev` of an object value, each defaulting
+/// to the emitting document and its winner (`couch_mrview_util:docid_rev`).
 fn row_doc(db: &Database, id: &str, value: &Value) -> Option<DocOut> {
-    let linked = value.as_object().and_then(|v| v.get("_id")).and_then(Value::as_str);
-    let (id, rev) = match linked {
-        Some(linked) => {
-            let rev =
-                value.get("_rev").and_then(Value::as_str).and_then(|r| r.parse::<RevId>().ok());
-            (linked, rev)
-        }
-        None => (id, None),
-    };
+    let member = |name: &str| value.as_object().and_then(|v| v.get(name)).and_then(Value::as_str);
+    let id = member("_id").unwrap_or(id);
+    let rev = member("_rev").and_then(|r| r.parse::<RevId>().ok());
     db.get(id, rev.as_ref()).ok().filter(|d| !d.deleted)
 }
 

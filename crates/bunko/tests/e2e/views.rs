@@ -128,6 +128,25 @@ fn linked_documents_and_include_docs() {
     assert_eq!(rows[3]["doc"], Value::Null, "a missing linked document is null");
 }
 
+/// An emitted `{"_rev": …}` without `_id` loads that revision of the emitting document,
+/// as CouchDB's `couch_mrview_util:docid_rev` (`view_include_docs_test.exs`).
+#[test]
+fn an_emitted_rev_alone_loads_that_revision_of_the_emitting_document() {
+    let s = Server::start();
+    assert_eq!(s.put_empty("/shoko").0, 201);
+    let first = s.put_doc("shoko", "0", &json!({"title": "吾輩は猫である", "integer": 0}));
+    let edit = json!({"_rev": first, "title": "吾輩は猫である", "integer": 100, "prev": first});
+    let second = s.put_doc("shoko", "0", &edit);
+    let map = "function(doc) { if (doc.prev) emit(doc._id, {'_rev': doc.prev}); \
+               else emit(doc._id, {'_rev': doc._rev}); }";
+    assert_eq!(s.put("/shoko/_design/test", &json!({"views": {"with_prev": {"map": map}}})).0, 201);
+    let (_, body) = s.get("/shoko/_design/test/_view/with_prev?include_docs=true");
+    let doc = &body["rows"][0]["doc"];
+    assert_eq!(doc["_rev"], json!(first), "{body}");
+    assert_eq!((doc["integer"].clone(), doc.get("prev")), (json!(0), None));
+    assert_ne!(first, second);
+}
+
 #[test]
 fn reducers_rereduce_and_group_levels() {
     let s = Server::start();
