@@ -356,13 +356,10 @@ fn check(q: &ViewQuery, view: &ViewDef) -> Result<Option<Grouping>> {
 
 /// The byte ranges a query scans, in answer order.
 fn ranges(def: &GroupDef, base: &[u8], q: &ViewQuery) -> Result<Vec<Range>> {
-    let with_key = |key: &Value| {
-        let mut bytes = base.to_vec();
-        entries::push_key(&mut bytes, key, def.raw);
-        bytes
-    };
     if let Some(keys) = &q.keys {
-        return Ok(keys.iter().map(|k| prefix_range(&with_key(k))).collect());
+        // Each key is a `key=` query of its own, document id bounds included
+        // (`couch_mrview_util:key_opts`).
+        return Ok(keys.iter().map(|k| key_range(def, base, q, Some(k), Some(k))).collect());
     }
     let (start, end) = match &q.key {
         Some(key) => (Some(key), Some(key)),
@@ -379,6 +376,23 @@ fn ranges(def: &GroupDef, base: &[u8], q: &ViewQuery) -> Result<Vec<Range>> {
             )));
         }
     }
+    Ok(vec![key_range(def, base, q, start, end)])
+}
+
+/// The range of rows from key `start` (and `startkey_docid`) to `end` (and `endkey_docid`),
+/// either open, in scan order as `q` asks.
+fn key_range(
+    def: &GroupDef,
+    base: &[u8],
+    q: &ViewQuery,
+    start: Option<&Value>,
+    end: Option<&Value>,
+) -> Range {
+    let with_key = |key: &Value| {
+        let mut bytes = base.to_vec();
+        entries::push_key(&mut bytes, key, def.raw);
+        bytes
+    };
     let whole = prefix_range(base);
     let start_docid = q.start_key_doc_id.as_deref().filter(|_| start.is_some());
     let end_docid = q.end_key_doc_id.as_deref().filter(|_| end.is_some());
@@ -413,8 +427,7 @@ fn ranges(def: &GroupDef, base: &[u8], q: &ViewQuery) -> Result<Vec<Range>> {
             }
         }
     };
-    let range = if q.descending { (last, first) } else { (first, last) };
-    Ok(vec![range])
+    if q.descending { (last, first) } else { (first, last) }
 }
 
 /// Above every row key that starts with `bytes` followed by a document id (whose escaped

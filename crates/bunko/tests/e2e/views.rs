@@ -147,6 +147,39 @@ fn an_emitted_rev_alone_loads_that_revision_of_the_emitting_document() {
     assert_ne!(first, second);
 }
 
+/// `keys` queries take `startkey_docid`/`endkey_docid` for every key, as CouchDB's
+/// `couch_mrview_util:key_opts` (`view_multi_key_design_test.exs`).
+#[test]
+fn keys_are_bounded_by_startkey_docid_and_endkey_docid() {
+    let s = Server::start();
+    assert_eq!(s.put_empty("/shoko").0, 201);
+    let docs = (0..30).map(|i| json!({"_id": i.to_string(), "integer": i})).collect();
+    bulk(&s, "shoko", docs);
+    let map = "function(doc) { emit(0, doc.integer); emit(1, doc.integer); emit(2, doc.integer); }";
+    assert_eq!(
+        s.put("/shoko/_design/test", &json!({"views": {"multi_emit": {"map": map}}})).0,
+        201
+    );
+    let view = "/shoko/_design/test/_view/multi_emit";
+    let rows = |body: &Value| -> Vec<(Value, Value)> {
+        let rows = body["rows"].as_array().cloned().unwrap_or_default();
+        rows.iter().map(|r| (r["key"].clone(), r["value"].clone())).collect()
+    };
+    let want: Vec<(Value, Value)> = [(0, 21), (0, 22), (0, 23), (2, 21), (2, 22), (2, 23)]
+        .map(|(k, v)| (json!(k), json!(v)))
+        .into();
+    let bounds = "startkey_docid=21&endkey_docid=23";
+    let (_, posted) = s.post(&format!("{view}?{bounds}"), &json!({"keys": [0, 2]}));
+    assert_eq!(rows(&posted), want, "{posted}");
+    let (_, got) = s.get(&format!("{view}?{bounds}&keys=%5B0,2%5D"));
+    assert_eq!(rows(&got), want, "{got}");
+    let (_, got) = s.get(&format!("{view}?skip=2&limit=3&startkey_docid=13&keys=%5B0%5D"));
+    assert_eq!(rows(&got), [15, 16, 17].map(|v| (json!(0), json!(v))).to_vec(), "{got}");
+    let (_, got) =
+        s.get(&format!("{view}?descending=true&startkey_docid=27&endkey_docid=25&keys=%5B1%5D"));
+    assert_eq!(rows(&got), [27, 26, 25].map(|v| (json!(1), json!(v))).to_vec(), "{got}");
+}
+
 #[test]
 fn reducers_rereduce_and_group_levels() {
     let s = Server::start();
