@@ -22,14 +22,19 @@ pub struct DocOut {
     pub info: DocInfo,
     /// `_revs_info`, when asked for ([`Database::fill_revs_info`]).
     pub revs_info: Option<Vec<(RevId, &'static str)>>,
+    /// The database's `revs_limit` when read: `_revisions` shows no more (CouchDB's
+    /// `couch_db:make_doc`), even before the tree is stemmed to it.
+    pub revs_limit: usize,
 }
 
 impl DocOut {
-    /// `_revisions`: this revision's ancestry, newest first, as hashes.
+    /// `_revisions`: this revision's ancestry, newest first, as hashes, at most
+    /// `revs_limit` of them.
     pub fn revisions(&self) -> (u64, Vec<String>) {
         let path =
             self.info.tree.find(&self.rev).map(|i| self.info.tree.path(i)).unwrap_or_default();
-        (self.rev.pos, path.iter().map(|n| n.rev.hash.clone()).collect())
+        let ids = path.iter().take(self.revs_limit).map(|n| n.rev.hash.clone()).collect();
+        (self.rev.pos, ids)
     }
 }
 
@@ -46,7 +51,9 @@ pub enum OpenRev {
 impl Database {
     /// The document's winning revision, or `rev` if given. `404 missing`/`deleted`.
     pub fn get(&self, id: &str, rev: Option<&RevId>) -> Result<DocOut> {
-        get_in(self.store.as_ref(), self.id(), id, rev)
+        let mut doc = get_in(self.store.as_ref(), self.id(), id, rev)?;
+        doc.revs_limit = self.revs_limit() as usize;
+        Ok(doc)
     }
 
     /// Fills `doc.revs_info`: each ancestor is `available` while its body is stored (until
@@ -97,9 +104,10 @@ impl Database {
             Some(revs) => revs,
         };
         let mut out = Vec::new();
+        let limit = self.revs_limit() as usize;
         for rev in dedup(wanted) {
             match get_in(snapshot.as_ref(), self.id(), id, Some(&rev)) {
-                Ok(doc) => out.push(OpenRev::Ok(doc)),
+                Ok(doc) => out.push(OpenRev::Ok(DocOut { revs_limit: limit, ..doc })),
                 Err(Error::NotFound(_)) => out.push(OpenRev::Missing(rev)),
                 Err(err) => return Err(err),
             }
@@ -161,7 +169,15 @@ pub(crate) fn get_in(read: &dyn Read, db: u64, id: &str, rev: Option<&RevId>) ->
         },
     };
     let body = read.get(&Key::Rev(db, id, &rev.to_string()).encode())?.ok_or_else(missing)?;
-    Ok(DocOut { id: id.to_string(), rev, deleted, body, info, revs_info: None })
+    Ok(DocOut {
+        id: id.to_string(),
+        rev,
+        deleted,
+        body,
+        info,
+        revs_info: None,
+        revs_limit: usize::MAX,
+    })
 }
 
 fn leaf_descendants(info: &DocInfo, rev: &RevId) -> Vec<RevId> {
