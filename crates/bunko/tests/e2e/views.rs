@@ -180,6 +180,36 @@ fn keys_are_bounded_by_startkey_docid_and_endkey_docid() {
     assert_eq!(rows(&got), [27, 26, 25].map(|v| (json!(1), json!(v))).to_vec(), "{got}");
 }
 
+/// Raw collation is a view's own option (`"options": {"collation": "raw"}` in the view,
+/// CouchDB's `couch_mrview_util:maybe_define_less_fun`): that view sorts in Erlang term
+/// order while its neighbour keeps CouchDB's collation (`view_collation_raw_test.exs`).
+#[test]
+fn raw_collation_is_a_views_own_option() {
+    let s = Server::start();
+    assert_eq!(s.put_empty("/shoko").0, 201);
+    let keys = [json!("b"), json!("B"), json!(1), json!(null), json!({"a": 1}), json!(["a"])];
+    let docs =
+        keys.iter().enumerate().map(|(i, k)| json!({"_id": i.to_string(), "k": k})).collect();
+    bulk(&s, "shoko", docs);
+    let map = "function(doc) { emit(doc.k, null); }";
+    let ddoc = json!({"views": {
+        "raw": {"map": map, "options": {"collation": "raw"}},
+        "plain": {"map": map}
+    }});
+    assert_eq!(s.put("/shoko/_design/c", &ddoc).0, 201);
+    let order = |path: &str| -> Vec<Value> {
+        let (_, body) = s.get(path);
+        body["rows"].as_array().into_iter().flatten().map(|r| r["key"].clone()).collect()
+    };
+    let raw = [json!(1), json!(null), json!({"a": 1}), json!(["a"]), json!("B"), json!("b")];
+    assert_eq!(order("/shoko/_design/c/_view/raw"), raw);
+    let plain = [json!(null), json!(1), json!("b"), json!("B"), json!(["a"]), json!({"a": 1})];
+    assert_eq!(order("/shoko/_design/c/_view/plain"), plain);
+    // Ranges and `inclusive_end` follow the view's own order.
+    let range = "/shoko/_design/c/_view/raw?startkey=%22B%22&endkey=%22b%22&inclusive_end=false";
+    assert_eq!(order(range), [json!("B")]);
+}
+
 #[test]
 fn reducers_rereduce_and_group_levels() {
     let s = Server::start();
