@@ -135,12 +135,11 @@ impl GroupDef {
             .views
             .iter()
             .map(|v| {
-                let mut view = json!([v.name, sources.get(v.map), v.reduce]);
                 // Only a view's own raw collation is added, so older signatures stay.
-                if self.maps.get(v.map).is_some_and(|m| m.raw && !self.raw) {
-                    view.as_array_mut().map(|parts| parts.push(json!("raw")));
+                match self.maps.get(v.map).is_some_and(|m| m.raw && !self.raw) {
+                    true => json!([v.name, sources.get(v.map), v.reduce, "raw"]),
+                    false => json!([v.name, sources.get(v.map), v.reduce]),
                 }
-                view
             })
             .collect();
         md5_hex(&json!([
