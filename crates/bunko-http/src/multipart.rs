@@ -144,16 +144,17 @@ fn boundary(content_type: &str) -> Option<String> {
     })
 }
 
-/// Whether the client's `Accept` names `multipart/{kind}`: `mixed` (as CouchDB's
-/// replicator asks for `open_revs`) or `related` (CouchDB also answers so to `*/*`; Bunko
-/// keeps JSON for clients that do not name it).
+/// Whether the client's `Accept` takes `multipart/{kind}`: `mixed` (as CouchDB's
+/// replicator asks for `open_revs`) or `related`. CouchDB also answers multipart to `*/*`
+/// and to no `Accept` at all; Bunko does so only for clients that name a multipart type
+/// besides `*/*` (as CouchDB's test suite sends `multipart/related,*/*`), and answers
+/// JSON to the others.
 pub fn accepts(headers: &HeaderMap, kind: &str) -> bool {
     let wanted = format!("multipart/{kind}");
-    headers
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .any(|v| v.to_ascii_lowercase().contains(&wanted))
+    headers.get_all(header::ACCEPT).iter().filter_map(|v| v.to_str().ok()).any(|v| {
+        let v = v.to_ascii_lowercase();
+        v.contains(&wanted) || (v.contains("multipart/") && v.contains("*/*"))
+    })
 }
 
 /// The `open_revs` answer as `multipart/mixed`; attachments added after generation

@@ -136,6 +136,15 @@ fn attachments_true_answers_multipart_related_to_clients_that_ask() {
     want.extend_from_slice(format!("\r\n--{boundary}--").as_bytes());
     assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(&want));
     assert_eq!(got.len(), 853);
+    // `open_revs` with the same `Accept` answers `multipart/mixed`, as CouchDB's (which
+    // reads the `*/*`).
+    let resp = s
+        .req(Method::GET, "/shoko/mp?open_revs=all")
+        .header("Accept", "multipart/related,*/*;")
+        .send()
+        .expect("request");
+    let content_type = resp.headers()["content-type"].to_str().unwrap_or_default().to_string();
+    assert!(content_type.starts_with("multipart/mixed; boundary="), "{content_type}");
     // Without asking for it, the answer is JSON with the data inline.
     let (_, json) = s.get("/shoko/mp?attachments=true");
     assert_eq!(json["_attachments"]["foo.txt"]["data"], "dGhpcyBpcyAyMSBjaGFycyBsb25n");
