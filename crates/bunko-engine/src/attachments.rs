@@ -16,18 +16,25 @@
 //!   under an upload token, and the document's commit adds an `AttAlias(db, md5)` naming
 //!   it ([`crate::upload`]); readers follow the alias.
 //!
+//! - **Gzip.** A body of a compressible type (`[attachments]` settings, [`gzip::Policy`])
+//!   is stored gzipped as CouchDB stores it, and an `AttGzip(db, md5)` key in the same
+//!   commit says so and gives the gzip's length (CouchDB's `encoding`/`encoded_length`);
+//!   [`Database::attachment_reader`] inflates it for clients that want the bytes sent. A
+//!   body without that key (every one written before gzip storage) is read as stored.
+//!
 //! The revision id covers the attachments as CouchDB's `couch_db:new_revid` does: the
 //! `(name, content_type, md5)` of each, in reverse order ([`bunko_doc::RevId::next_with`]).
-//! Bunko stores every attachment as sent (`encoding` identity); CouchDB gzips
-//! compressible types and digests the gzipped bytes, and Bunko digests them the same way
-//! ([`att::digest`]), so digests and revision ids are CouchDB's. The digest is also the
+//! The digest is the MD5 of the bytes stored (the gzip for a compressible type), byte for
+//! byte CouchDB's, so digests and revision ids are CouchDB's. The digest is also the
 //! chunks' address.
 
 use std::collections::HashSet;
+use std::io::Read;
 
 use bunko_doc::RevId;
 use bunko_doc::att::{self, AttBody, AttIn};
 use bunko_doc::body::ParsedDoc;
+use bunko_doc::gzip;
 use bunko_storage::{Batch, Iter};
 use serde_json::{Map, Value, json};
 
@@ -106,6 +113,38 @@ pub(crate) fn with_atts(mut body: Vec<u8>, atts: &[AttMeta]) -> Vec<u8> {
     body
 }
 
+/// Records that the body `md5` is stored gzipped (`gzip_length` bytes of gzip).
+fn mark_gzip(batch: &mut Batch, db: u64, md5: &[u8; 16], gzip_length: Option<u64>) {
+    if let Some(length) = gzip_length {
+        batch.put(Key::AttGzip(db, md5).encode(), crate::records::encode(&length));
+    }
+}
+
+/// The chunks of a stored body as one stream of bytes.
+struct ChunkReader {
+    chunks: Box<dyn Iterator<Item = Result<Vec<u8>>> + Send>,
+    current: Vec<u8>,
+    at: usize,
+}
+
+impl Read for ChunkReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.at == self.current.len() {
+            match self.chunks.next() {
+                Some(chunk) => {
+                    self.current = chunk.map_err(std::io::Error::other)?;
+                    self.at = 0;
+                }
+                None => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.current.len() - self.at);
+        buf[..n].copy_from_slice(&self.current[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
+}
+
 /// What a revision id covers of one attachment: name, content type, MD5.
 pub type AttHash<'a> = (&'a str, &'a str, [u8; 16]);
 
@@ -150,7 +189,8 @@ impl Database {
         let Some(atts) = &doc.attachments else { return Ok(resolved) };
         let id = doc.id.as_deref().unwrap_or_default();
         let stored = parent.map(of_body).unwrap_or_default();
-        let max = self.config.get().max_attachment_size;
+        let config = self.config.get();
+        let (max, policy) = (config.max_attachment_size, &config.att_gzip);
         for AttIn { name, content_type, revpos: sent_revpos, body } in atts {
             // CouchDB's `set_new_att_revpos` gives new data the new generation in an
             // interactive edit; a replicated write keeps what the source said.
@@ -163,31 +203,35 @@ impl Database {
                 revpos,
             };
             let meta = match body {
-                AttBody::Data { bytes, md5 } => {
+                AttBody::Data { bytes } => {
                     if bytes.len() as u64 > max {
                         return Err(Error::AttachmentTooLarge(name.clone()));
                     }
-                    let known = written.contains(md5) || resolved.new.contains(md5);
-                    if !known && !self.has_att_body(md5, bytes.len() as u64)? {
-                        for (n, chunk) in bytes.chunks(CHUNK).enumerate() {
-                            let key = Key::AttChunk(self.id(), md5, n as u64).encode();
-                            resolved.chunks.put(key, chunk.to_vec());
-                        }
-                        resolved.new.push(*md5);
-                        resolved.added += bytes.len() as u64;
-                    }
-                    meta_of(md5, bytes.len() as u64)
+                    let (encoded, stored) = gzip::encode(policy, content_type, bytes);
+                    self.stage_body(&mut resolved, written, &encoded, &stored)?;
+                    meta_of(&encoded.md5, encoded.length)
                 }
-                AttBody::Staged { token, md5, length } => {
+                AttBody::Gzipped { bytes, length } => {
+                    if *length > max {
+                        return Err(Error::AttachmentTooLarge(name.clone()));
+                    }
+                    let md5 = att::md5(bytes);
+                    let gzip_length = Some(bytes.len() as u64);
+                    let encoded = gzip::Encoded { md5, length: *length, gzip_length };
+                    self.stage_body(&mut resolved, written, &encoded, bytes)?;
+                    meta_of(&md5, *length)
+                }
+                AttBody::Staged { token, md5, length, gzip_length } => {
                     if *length > max {
                         return Err(Error::AttachmentTooLarge(name.clone()));
                     }
                     let known = written.contains(md5) || resolved.new.contains(md5);
-                    if !known && !self.has_att_body(md5, *length)? {
+                    if !known && !self.has_att_body(md5, gzip_length.unwrap_or(*length))? {
                         // The chunks are stored already, under the upload's token.
                         resolved.chunks.put(Key::AttAlias(self.id(), md5).encode(), token.to_vec());
+                        mark_gzip(&mut resolved.chunks, self.id(), md5, *gzip_length);
                         resolved.new.push(*md5);
-                        resolved.added += length;
+                        resolved.added += gzip_length.unwrap_or(*length);
                     }
                     meta_of(md5, *length)
                 }
@@ -222,6 +266,30 @@ impl Database {
             resolved.metas.push(meta);
         }
         Ok(resolved)
+    }
+
+    /// Adds the chunks of a body in memory (`stored`, gzipped when `encoded` says so) to
+    /// the write, unless stored already or written earlier in this commit (`written`).
+    fn stage_body(
+        &self,
+        resolved: &mut Resolved,
+        written: &HashSet<[u8; 16]>,
+        encoded: &gzip::Encoded,
+        stored: &[u8],
+    ) -> Result<()> {
+        let md5 = &encoded.md5;
+        let known = written.contains(md5) || resolved.new.contains(md5);
+        if known || self.has_att_body(md5, stored.len() as u64)? {
+            return Ok(());
+        }
+        for (n, chunk) in stored.chunks(CHUNK).enumerate() {
+            let key = Key::AttChunk(self.id(), md5, n as u64).encode();
+            resolved.chunks.put(key, chunk.to_vec());
+        }
+        mark_gzip(&mut resolved.chunks, self.id(), md5, encoded.gzip_length);
+        resolved.new.push(*md5);
+        resolved.added += stored.len() as u64;
+        Ok(())
     }
 
     /// Whether the body with this digest is stored (an empty one always is).
@@ -259,12 +327,32 @@ impl Database {
         Box::new(Iter::new(snapshot, range, false, 4).map(|entry| Ok(entry?.1)))
     }
 
-    /// A whole attachment body (for inline `attachments=true`).
+    /// The length of the gzip the body `md5` is stored as; `None` when it is stored as it
+    /// came (CouchDB's `encoding` and `encoded_length`).
+    pub fn attachment_gzip(&self, md5: &[u8; 16]) -> Result<Option<u64>> {
+        match self.store.get(&Key::AttGzip(self.id(), md5).encode())? {
+            Some(value) => Ok(Some(crate::records::decode(&value)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The body `md5` as a reader: the bytes as stored, or with `decode` the bytes they
+    /// stand for (a gzipped body inflated as it is read, a chunk at a time).
+    pub fn attachment_reader(&self, md5: &[u8; 16], decode: bool) -> Result<Box<dyn Read + Send>> {
+        let chunks =
+            ChunkReader { chunks: self.attachment_chunks(md5), current: Vec::new(), at: 0 };
+        Ok(match decode && self.attachment_gzip(md5)?.is_some() {
+            true => Box::new(gzip::decoder(chunks)),
+            false => Box::new(chunks),
+        })
+    }
+
+    /// A whole attachment body as it was sent (for inline `attachments=true`).
     pub fn attachment_data(&self, md5: &[u8; 16]) -> Result<Vec<u8>> {
         let mut out = Vec::new();
-        for chunk in self.attachment_chunks(md5) {
-            out.extend_from_slice(&chunk?);
-        }
+        self.attachment_reader(md5, true)?
+            .read_to_end(&mut out)
+            .map_err(|err| Error::Corrupt(format!("attachment body: {err}")))?;
         Ok(out)
     }
 
@@ -353,5 +441,61 @@ impl Database {
             doc.attachments = Some(att::parse(stubs)?);
         }
         Ok(doc)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use bunko_doc::body::ParsedDoc;
+    use bunko_storage::Store;
+
+    use super::*;
+    use crate::{Config, Engine};
+
+    fn with_text(id: &str, text: &[u8]) -> ParsedDoc {
+        let mut doc = ParsedDoc { id: Some(id.to_string()), ..Default::default() };
+        doc.attachments = Some(vec![AttIn {
+            name: "a.txt".to_string(),
+            content_type: "text/plain".to_string(),
+            revpos: None,
+            body: AttBody::Data { bytes: text.to_vec() },
+        }]);
+        doc
+    }
+
+    /// A compressible body is stored gzipped and read back inflated; its gzip mark goes
+    /// with it at compaction; a body without a mark (every one written before gzip
+    /// storage) reads as stored.
+    #[test]
+    fn gzip_marks_go_with_their_bodies_and_unmarked_bodies_read_as_stored() -> Result<()> {
+        let store: Arc<dyn Store> = Arc::new(bunko_storage::Memory::new());
+        let engine = Engine::open(store.clone(), Config::default())?;
+        let admin = UserCtx::admin("t");
+        let db = engine.create_db(&admin, "atts", false)?;
+        let text = b"hello world ".repeat(1000);
+        let rev = db.put(&admin, with_text("d", &text), WriteOptions::default())?;
+        let meta = db.attachment("d", None, "a.txt")?;
+        assert_eq!(meta.md5, att::digest("text/plain", &text));
+        let gzip_length = db.attachment_gzip(&meta.md5)?.unwrap_or_default();
+        assert!(gzip_length > 0 && gzip_length < 200, "{gzip_length}");
+        assert_eq!(db.attachment_data(&meta.md5)?, text);
+        let stored: usize =
+            db.attachment_chunks(&meta.md5).map(|c| c.map(|c| c.len())).sum::<Result<_>>()?;
+        assert_eq!(stored as u64, gzip_length);
+
+        let old = [7u8; 16];
+        let mut batch = Batch::new();
+        batch.put(Key::AttChunk(db.id(), &old, 0).encode(), b"as it came".to_vec());
+        store.apply(batch)?;
+        assert_eq!(db.attachment_gzip(&old)?, None);
+        assert_eq!(db.attachment_data(&old)?, b"as it came");
+
+        db.delete(&admin, "d", Some(rev))?;
+        db.compact()?;
+        assert_eq!(db.attachment_gzip(&meta.md5)?, None);
+        assert!(store.scan(&keys::att_gzip_range(db.id()), false, 10)?.is_empty());
+        Ok(())
     }
 }

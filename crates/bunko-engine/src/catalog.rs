@@ -46,6 +46,9 @@ pub struct Config {
     pub lockout: crate::login::LockoutConfig,
     /// Largest attachment body in bytes (CouchDB's `[couchdb] max_attachment_size`).
     pub max_attachment_size: u64,
+    /// Which attachments are stored gzipped (CouchDB's `[attachments] compressible_types`
+    /// and `compression_level`).
+    pub att_gzip: bunko_doc::gzip::Policy,
     /// Most documents one `_purge` request may name (CouchDB 3.4's
     /// `[purge] max_document_id_number`, 100).
     pub purge_max_ids: u64,
@@ -77,6 +80,7 @@ impl Default for Config {
             admins: Vec::new(),
             lockout: crate::login::LockoutConfig::default(),
             max_attachment_size: 1 << 30,
+            att_gzip: bunko_doc::gzip::Policy::default(),
             purge_max_ids: 100,
             purge_max_revs: 1000,
             users_db: crate::users::USERS_DB.to_string(),

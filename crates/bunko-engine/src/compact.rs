@@ -15,7 +15,7 @@
 //! lock: the documents changed since the snapshot (their `Seq` entries) are read again
 //! and their attachments spared, and no write can slip in before the removal is applied.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -133,10 +133,19 @@ impl Database {
         orphans.retain(|digest, _| !crate::upload::is_live(digest));
         let mut batch = Batch::new();
         let mut freed = 0;
-        // An alias whose token's chunks go goes with them.
+        // An alias whose token's chunks go goes with them, and so does the gzip mark of
+        // a body that goes.
+        let mut gone: HashSet<Vec<u8>> = orphans.keys().cloned().collect();
         for entry in Iter::new(self.store.snapshot(), keys::att_alias_range(db), false, 64) {
             let (key, token) = entry?;
             if orphans.contains_key(&token) {
+                gone.insert(keys::decode_att_alias(&key)?);
+                batch.delete(key);
+            }
+        }
+        for entry in Iter::new(self.store.snapshot(), keys::att_gzip_range(db), false, 64) {
+            let (key, _) = entry?;
+            if gone.contains(&keys::decode_att_gzip(&key)?) {
                 batch.delete(key);
             }
         }

@@ -25,6 +25,7 @@
 //! | `0x14` | `PurgedLimit(db)` | `purged_infos_limit` (postcard `u64`; absent = 1000) |
 //! | `0x15` | geo index `(db, sig, …)` | written by `bunko-search` (its `geo_store.rs`); the engine only drops it with the database |
 //! | `0x16` | `AttAlias(db, digest)` | the 16-byte token whose `AttChunk`s hold the body of this MD5 (a streamed upload, [`crate::upload`]) |
+//! | `0x17` | `AttGzip(db, digest)` | the body of this MD5 is stored gzipped: the length of its gzip (postcard `u64`); absent = stored as it is |
 //! | `0x20` | spill entry `(spill, key…)` | a query operator's temporary data ([`crate::spill`]); removed when it ends and at start-up |
 //!
 //! Tags `0x0D`–`0x0F` belong to the views built above the engine (`bunko-views` writes and
@@ -60,6 +61,7 @@ const PURGED_LIMIT: u8 = 0x14;
 /// The keys of Cloudant Geo indexes, which `bunko-search` writes (`geo_store.rs`).
 pub const GEO: u8 = 0x15;
 const ATT_ALIAS: u8 = 0x16;
+const ATT_GZIP: u8 = 0x17;
 const SPILL: u8 = 0x20;
 
 /// Reserved for `bunko-views`: the checkpoint of a map index, `(db, sig)`.
@@ -95,6 +97,10 @@ pub enum Key<'a> {
     /// Where the body whose MD5 is `digest` is stored when it was streamed in: its value
     /// is the upload's token, the digest its `AttChunk` keys carry instead.
     AttAlias(u64, &'a [u8]),
+    /// Marks the body whose MD5 is `digest` as stored gzipped; its value is the length of
+    /// the gzip. Bodies without one (all those written before it existed) are stored as
+    /// they came.
+    AttGzip(u64, &'a [u8]),
 }
 
 impl Key<'_> {
@@ -118,6 +124,7 @@ impl Key<'_> {
             Key::Purge(db, pseq) => KeyWriter::new(PURGE).u64(db).u64(pseq).finish(),
             Key::PurgedLimit(db) => KeyWriter::new(PURGED_LIMIT).u64(db).finish(),
             Key::AttAlias(db, digest) => KeyWriter::new(ATT_ALIAS).u64(db).bytes(digest).finish(),
+            Key::AttGzip(db, digest) => KeyWriter::new(ATT_GZIP).u64(db).bytes(digest).finish(),
             Key::AttChunk(db, digest, n) => {
                 KeyWriter::new(ATT_CHUNK).u64(db).bytes(digest).u64(n).finish()
             }
@@ -186,6 +193,7 @@ pub fn all_db_ranges(db: u64) -> Vec<Range> {
         PART_STATS,
         ATT_CHUNK,
         ATT_ALIAS,
+        ATT_GZIP,
         EVENT,
         PURGE,
         PURGED_LIMIT,
@@ -231,12 +239,32 @@ pub fn att_alias_range(db: u64) -> Range {
     prefix_range(&KeyWriter::new(ATT_ALIAS).u64(db).finish())
 }
 
-/// Decodes the digest of an `AttChunk` key.
-pub fn decode_att_chunk(key: &[u8]) -> Result<Vec<u8>> {
+/// The range of every `AttGzip` of database `db`.
+pub fn att_gzip_range(db: u64) -> Range {
+    prefix_range(&KeyWriter::new(ATT_GZIP).u64(db).finish())
+}
+
+/// Decodes the digest of an `AttGzip` key.
+pub fn decode_att_gzip(key: &[u8]) -> Result<Vec<u8>> {
+    decode_att_digest(key, ATT_GZIP)
+}
+
+/// Decodes the digest of an `AttAlias` key.
+pub fn decode_att_alias(key: &[u8]) -> Result<Vec<u8>> {
+    decode_att_digest(key, ATT_ALIAS)
+}
+
+/// The digest of a key `tag | db | digest …`.
+fn decode_att_digest(key: &[u8], tag: u8) -> Result<Vec<u8>> {
     let mut r = KeyReader::new(key);
-    expect_tag(&mut r, ATT_CHUNK)?;
+    expect_tag(&mut r, tag)?;
     r.u64().map_err(corrupt)?;
     r.bytes().map_err(corrupt)
+}
+
+/// Decodes the digest of an `AttChunk` key.
+pub fn decode_att_chunk(key: &[u8]) -> Result<Vec<u8>> {
+    decode_att_digest(key, ATT_CHUNK)
 }
 
 /// The range of a database's `IdxMeta` records.

@@ -26,13 +26,18 @@ pub struct DocOut {
     /// The stored revision when the read gate showed a changed body under a made-up `rev`
     /// (`crate::read_gate`).
     pub stored_rev: Option<RevId>,
+    /// The database's `revs_limit` when read: `_revisions` shows no more (CouchDB's
+    /// `couch_db:make_doc`), even before the tree is stemmed to it.
+    pub revs_limit: usize,
 }
 
 impl DocOut {
-    /// `_revisions`: this revision's ancestry, newest first, as hashes.
+    /// `_revisions`: this revision's ancestry, newest first, as hashes, at most
+    /// `revs_limit` of them.
     pub fn revisions(&self) -> (u64, Vec<String>) {
         let path = self.path();
-        let mut hashes: Vec<String> = path.iter().map(|n| n.rev.hash.clone()).collect();
+        let mut hashes: Vec<String> =
+            path.iter().take(self.revs_limit).map(|n| n.rev.hash.clone()).collect();
         if let Some(first) = hashes.first_mut() {
             first.clone_from(&self.rev.hash);
         }
@@ -66,7 +71,8 @@ impl Database {
     /// (`crate::read_gate`). `404 missing`/`deleted`.
     pub fn get(&self, reader: &UserCtx, id: &str, rev: Option<&RevId>) -> Result<DocOut> {
         let sight = self.sight(reader)?;
-        sight.apply(get_in(self.store.as_ref(), self.id(), id, rev)?)
+        let doc = get_in(self.store.as_ref(), self.id(), id, rev)?;
+        sight.apply(DocOut { revs_limit: self.revs_limit() as usize, ..doc })
     }
 
     /// The document as stored, for the engine's own reads.
@@ -131,9 +137,10 @@ impl Database {
             Some(revs) => revs,
         };
         let mut out = Vec::new();
+        let limit = self.revs_limit() as usize;
         for rev in dedup(wanted) {
-            match get_in(snapshot.as_ref(), self.id(), id, Some(&rev)).and_then(|d| sight.apply(d))
-            {
+            let read = get_in(snapshot.as_ref(), self.id(), id, Some(&rev));
+            match read.and_then(|d| sight.apply(DocOut { revs_limit: limit, ..d })) {
                 Ok(doc) => out.push(OpenRev::Ok(doc)),
                 Err(Error::NotFound(_)) => out.push(OpenRev::Missing(rev)),
                 Err(err) => return Err(err),
@@ -196,7 +203,16 @@ pub(crate) fn get_in(read: &dyn Read, db: u64, id: &str, rev: Option<&RevId>) ->
         },
     };
     let body = read.get(&Key::Rev(db, id, &rev.to_string()).encode())?.ok_or_else(missing)?;
-    Ok(DocOut { id: id.to_string(), rev, deleted, body, info, revs_info: None, stored_rev: None })
+    Ok(DocOut {
+        id: id.to_string(),
+        rev,
+        deleted,
+        body,
+        info,
+        revs_info: None,
+        stored_rev: None,
+        revs_limit: usize::MAX,
+    })
 }
 
 fn leaf_descendants(info: &DocInfo, rev: &RevId) -> Vec<RevId> {

@@ -99,7 +99,9 @@ impl Sight {
             return Ok(Some((rev.clone(), body)));
         }
         let (id, rev, info) = (id.to_string(), rev.clone(), info.clone());
-        let doc = DocOut { id, rev, deleted, body, info, revs_info: None, stored_rev: None };
+        let revs_limit = usize::MAX;
+        let doc =
+            DocOut { id, rev, deleted, body, info, revs_info: None, stored_rev: None, revs_limit };
         Ok(self.apply_listed(doc)?.map(|doc| (doc.rev, doc.body)))
     }
 
@@ -203,7 +205,8 @@ mod tests {
         let rev = tree.nodes().last().map(|n| n.rev.clone()).unwrap_or_else(|| panic!("revs"));
         let info = DocInfo { seq: 1, tree, size: 0 };
         let body = body.as_bytes().to_vec();
-        DocOut { id: id.into(), rev, deleted: false, body, info, revs_info: None, stored_rev: None }
+        let (revs_info, stored_rev, revs_limit) = (None, None, usize::MAX);
+        DocOut { id: id.into(), rev, deleted: false, body, info, revs_info, stored_rev, revs_limit }
     }
 
     /// CouchDB 3.4.3 showed this document (`owner` admin) to another member as below,

@@ -187,6 +187,10 @@ impl Settings {
         };
         config.max_attachment_size =
             unlimited("couchdb", "max_attachment_size", defaults.max_attachment_size);
+        config.att_gzip = bunko_doc::gzip::Policy::new(
+            self.get("attachments", "compressible_types").as_deref(),
+            self.get("attachments", "compression_level").as_deref(),
+        );
         config.max_partition_size =
             int("couchdb", "max_partition_size").unwrap_or(defaults.max_partition_size);
         config.purge_max_ids = unlimited("purge", "max_document_id_number", defaults.purge_max_ids);

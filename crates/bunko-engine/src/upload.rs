@@ -23,7 +23,8 @@
 use std::collections::HashSet;
 use std::sync::{Arc, LazyLock, Mutex};
 
-use bunko_doc::att::{AttBody, Digester};
+use bunko_doc::att::AttBody;
+use bunko_doc::gzip::{Encoded, Encoder};
 use bunko_storage::{Batch, Store};
 
 use crate::attachments::CHUNK;
@@ -55,8 +56,7 @@ pub struct Upload {
     chunks: Chunks,
     name: String,
     max: u64,
-    buf: Vec<u8>,
-    md5: Digester,
+    encoder: Encoder,
     length: u64,
     count: u64,
 }
@@ -64,20 +64,20 @@ pub struct Upload {
 /// A received attachment body, stored under its token.
 pub struct Uploaded {
     chunks: Chunks,
-    pub md5: [u8; 16],
-    pub length: u64,
+    pub encoded: Encoded,
 }
 
 impl Uploaded {
     /// The attachment body to put in a written document.
     pub fn body(&self) -> AttBody {
-        AttBody::Staged { token: self.chunks.token, md5: self.md5, length: self.length }
+        let Encoded { md5, length, gzip_length } = self.encoded;
+        AttBody::Staged { token: self.chunks.token, md5, length, gzip_length }
     }
 }
 
 impl Database {
-    /// Starts receiving the body of attachment `name` of `content_type` (which decides its
-    /// digest: CouchDB's gzip digest for compressible types, `att::digest`).
+    /// Starts receiving the body of attachment `name` of `content_type` (which decides
+    /// whether it is stored gzipped: `[attachments]` settings, `bunko_doc::gzip`).
     pub fn upload(&self, name: &str, content_type: &str) -> Upload {
         let token: [u8; 16] = rand::random();
         LIVE.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).insert(token);
@@ -86,8 +86,7 @@ impl Database {
             chunks,
             name: name.to_string(),
             max: self.config.get().max_attachment_size,
-            buf: Vec::with_capacity(CHUNK),
-            md5: Digester::new(content_type),
+            encoder: Encoder::new(&self.config.get().att_gzip, content_type),
             length: 0,
             count: 0,
         }
@@ -96,45 +95,50 @@ impl Database {
 
 impl Upload {
     /// Takes the next bytes of the body.
-    pub fn write(&mut self, mut bytes: &[u8]) -> Result<()> {
+    pub fn write(&mut self, bytes: &[u8]) -> Result<()> {
         self.length += bytes.len() as u64;
         if self.length > self.max {
             return Err(Error::AttachmentTooLarge(self.name.clone()));
         }
-        self.md5.update(bytes);
-        while !bytes.is_empty() {
-            let take = (CHUNK - self.buf.len()).min(bytes.len());
-            self.buf.extend_from_slice(&bytes[..take]);
-            bytes = &bytes[take..];
-            if self.buf.len() == CHUNK {
-                self.flush()?;
-            }
+        self.encoder.write(bytes);
+        while self.encoder.output().len() >= CHUNK {
+            let rest = self.encoder.output().split_off(CHUNK);
+            let chunk = std::mem::replace(self.encoder.output(), rest);
+            self.flush(chunk)?;
         }
         Ok(())
     }
 
     /// The body is complete.
-    pub fn finish(mut self) -> Result<Uploaded> {
-        if !self.buf.is_empty() {
-            self.flush()?;
+    pub fn finish(self) -> Result<Uploaded> {
+        let Upload { mut chunks, mut encoder, mut count, .. } = self;
+        let mut stored = std::mem::take(encoder.output());
+        let (encoded, tail) = encoder.finish();
+        stored.extend_from_slice(&tail);
+        for chunk in stored.chunks(CHUNK) {
+            chunks.put(count, chunk.to_vec())?;
+            count += 1;
         }
-        let md5 = self.md5.finish();
-        self.chunks.md5 = Some(md5);
-        Ok(Uploaded { chunks: self.chunks, md5, length: self.length })
+        chunks.md5 = Some(encoded.md5);
+        Ok(Uploaded { chunks, encoded })
     }
 
-    fn flush(&mut self) -> Result<()> {
-        let chunk = std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK));
-        let key = Key::AttChunk(self.chunks.db, &self.chunks.token, self.count).encode();
-        let mut batch = Batch::new();
-        batch.put(key, chunk);
-        self.chunks.store.apply(batch)?;
+    fn flush(&mut self, chunk: Vec<u8>) -> Result<()> {
+        self.chunks.put(self.count, chunk)?;
         self.count += 1;
         Ok(())
     }
 }
 
 impl Chunks {
+    /// Stores chunk `n` (without waiting for a sync: the document's commit syncs it).
+    fn put(&self, n: u64, chunk: Vec<u8>) -> Result<()> {
+        let mut batch = Batch::new();
+        batch.put(Key::AttChunk(self.db, &self.token, n).encode(), chunk);
+        self.store.apply(batch)?;
+        Ok(())
+    }
+
     /// Whether a committed alias names these chunks.
     fn kept(&self) -> Result<bool> {
         let Some(md5) = self.md5 else { return Ok(false) };
@@ -201,8 +205,8 @@ mod tests {
         drop(receive()?);
         assert!(chunk_sizes(store.as_ref(), db.id())?.is_empty());
         let uploaded = receive()?;
-        assert_eq!(uploaded.length, body.len() as u64);
-        assert_eq!(uploaded.md5, bunko_doc::att::md5(&body));
+        assert_eq!(uploaded.encoded.length, body.len() as u64);
+        assert_eq!(uploaded.encoded.md5, bunko_doc::att::md5(&body));
         assert_eq!(chunk_sizes(store.as_ref(), db.id())?, vec![CHUNK, CHUNK, 100]);
         let mut doc = ParsedDoc { id: Some("d".to_string()), ..Default::default() };
         doc.attachments = Some(vec![bunko_doc::att::AttIn {

@@ -13,6 +13,7 @@ use bunko_engine::advisor::Client;
 use bunko_engine::all_docs::{AllDocsQuery, Row};
 use serde_json::{Value, json};
 
+use crate::attachment::AttOpts;
 use crate::body::RawBody;
 use crate::db::{Access, open};
 use crate::error::{ApiError, ApiResult};
@@ -98,7 +99,7 @@ pub async fn run(
 ) -> ApiResult<Response> {
     let include_docs = p.flag("include_docs")?;
     // `attachments=true` inlines attachment data in the included documents.
-    let attachments = include_docs && p.flag("attachments")?;
+    let attachments = AttOpts::included(include_docs, &p)?;
     let opts = DocOpts { conflicts: p.flag("conflicts")?, ..Default::default() };
     let update_seq = p.flag("update_seq")?;
     if let Some(keys) = p.json("keys")? {
@@ -188,11 +189,11 @@ fn string_param(p: &Params, names: &[&str]) -> ApiResult<Option<String>> {
 #[derive(Clone, Copy)]
 struct Included {
     include_docs: bool,
-    attachments: bool,
+    attachments: AttOpts,
 }
 
-/// A row whose document, if any, gets its attachments' data inline when asked.
-fn with_data(db: &Database, mut row: Row, attachments: bool) -> bunko_engine::Result<Row> {
+/// A row whose document, if any, shows its attachments as asked.
+fn with_data(db: &Database, mut row: Row, attachments: AttOpts) -> bunko_engine::Result<Row> {
     crate::attachment::inline_included(db, row.doc.as_mut(), attachments)?;
     Ok(row)
 }

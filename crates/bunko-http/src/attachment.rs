@@ -1,6 +1,10 @@
 //! Attachment routes, `GET/HEAD/PUT/DELETE /{db}/{doc}/{name}` (also under `_design/`),
 //! and inline attachment data in documents (`attachments=true`, `atts_since`).
 //!
+//! Attachments stored gzipped (`bunko_doc::gzip`) go to clients whose `Accept-Encoding`
+//! takes gzip as stored, with `Content-Encoding: gzip`, and to the others inflated as they
+//! stream; `Range` gets the whole of them, as in CouchDB.
+//!
 //! Downloads stream chunk by chunk from a storage snapshot ([`crate::stream`]), so memory
 //! does not grow with the attachment; `Range: bytes=a-b` answers `206` with that slice
 //! (several ranges: `206 multipart/byteranges`, as CouchDB), and
@@ -17,6 +21,7 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Router};
 use bunko_doc::RevId;
 use bunko_doc::att::{self, DEFAULT_TYPE};
+use std::io::Read;
 use std::sync::Arc;
 
 use bunko_engine::Database;
@@ -122,10 +127,19 @@ async fn download(
 ) -> ApiResult<Response> {
     let db = open_for_read(&state, &ctx, &db_name, &id)?;
     let rev = Params::parse(query.as_deref()).str("rev").map(str::parse::<RevId>).transpose()?;
-    let meta = {
+    let (meta, gzip_length) = {
         let db = db.clone();
-        blocking(move || Ok(db.attachment(&id, rev.as_ref(), &name)?)).await?
+        blocking(move || {
+            let meta = db.attachment(&id, rev.as_ref(), &name)?;
+            let gzip_length = db.attachment_gzip(&meta.md5)?;
+            Ok((meta, gzip_length))
+        })
+        .await?
     };
+    // Stored gzipped, it is sent so to clients that accept gzip, inflated to the others,
+    // and never in ranges (`chttpd_db:db_attachment_req`).
+    let send_gzip = gzip_length.is_some() && accepts_gzip(&headers);
+    let length = if send_gzip { gzip_length.unwrap_or(meta.length) } else { meta.length };
     let etag = format!("\"{}\"", att::digest_base64(&meta.md5));
     let matches = headers
         .get(header::IF_NONE_MATCH)
@@ -134,7 +148,7 @@ async fn download(
     if matches {
         return Ok(with_headers(StatusCode::NOT_MODIFIED.into_response(), &[("etag", &etag)]));
     }
-    let ranges = match ranges(&headers, meta.length) {
+    let ranges = match ranges(&headers, length) {
         Ok(ranges) => ranges,
         Err(Unsatisfiable) => {
             let response = ApiError::Other(
@@ -143,29 +157,35 @@ async fn download(
                 "Requested range not satisfiable".to_string(),
             )
             .into_response();
-            let all = format!("bytes */{}", meta.length);
+            let all = format!("bytes */{length}");
             return Ok(with_headers(response, &[("content-range", &all)]));
         }
     };
     let (status, start, end) = match ranges.as_slice() {
+        _ if gzip_length.is_some() => (StatusCode::OK, 0, length),
         [(first, last)] => (StatusCode::PARTIAL_CONTENT, *first, last + 1),
         [_, _, ..] => return Ok(byteranges(db, meta, ranges)),
-        [] => (StatusCode::OK, 0, meta.length),
+        [] => (StatusCode::OK, 0, length),
     };
     let md5 = meta.md5;
-    let response = stream::response(status, "application/octet-stream", move |sink| {
-        write_slice(sink, &db, &md5, start, end)
-    });
-    let length = (end - start).to_string();
+    let inflate = gzip_length.is_some() && !send_gzip;
+    let response =
+        stream::response(status, "application/octet-stream", move |sink| match inflate {
+            true => write_inflated(sink, &db, &md5),
+            false => write_slice(sink, &db, &md5, start, end),
+        });
     let mut extra = vec![
         ("content-type", meta.content_type.clone()),
-        ("content-length", length),
-        ("accept-ranges", "bytes".to_string()),
+        ("content-length", (end - start).to_string()),
+        ("accept-ranges", if gzip_length.is_some() { "none" } else { "bytes" }.to_string()),
         ("etag", etag),
         ("cache-control", "must-revalidate".to_string()),
     ];
+    if send_gzip {
+        extra.push(("content-encoding", "gzip".to_string()));
+    }
     if status == StatusCode::PARTIAL_CONTENT {
-        extra.push(("content-range", format!("bytes {start}-{}/{}", end - 1, meta.length)));
+        extra.push(("content-range", format!("bytes {start}-{}/{length}", end - 1)));
     }
     let pairs: Vec<(&str, &str)> = extra.iter().map(|(k, v)| (*k, v.as_str())).collect();
     Ok(with_headers(response, &pairs))
@@ -195,6 +215,49 @@ fn write_slice(
         sink.write(&chunk[lo..hi])?;
     }
     Ok(())
+}
+
+/// Writes a gzipped body inflated, a piece at a time.
+fn write_inflated(
+    sink: &mut stream::Sink,
+    db: &Database,
+    md5: &[u8; 16],
+) -> Result<(), stream::Gone> {
+    let mut reader = db.attachment_reader(md5, true).map_err(|_| stream::Gone)?;
+    let mut buf = vec![0; bunko_engine::attachments::CHUNK];
+    loop {
+        match reader.read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(n) => sink.write(buf.get(..n).unwrap_or_default())?,
+            Err(err) => {
+                tracing::error!(%err, "inflating a stored attachment failed");
+                return Err(stream::Gone);
+            }
+        }
+    }
+}
+
+/// Whether `Accept-Encoding` accepts gzip (by name or `*`, with a `q` above 0), as
+/// mochiweb's `accepted_encodings` reads it.
+fn accepts_gzip(headers: &HeaderMap) -> bool {
+    let mut named = None;
+    let mut any = false;
+    for value in headers.get_all(header::ACCEPT_ENCODING).iter().filter_map(|v| v.to_str().ok()) {
+        for item in value.split(',') {
+            let mut params = item.split(';');
+            let coding = params.next().unwrap_or_default().trim().to_ascii_lowercase();
+            let q = params
+                .filter_map(|p| p.trim().strip_prefix("q="))
+                .find_map(|q| q.trim().parse::<f32>().ok())
+                .unwrap_or(1.0);
+            match coding.as_str() {
+                "gzip" => named = Some(q > 0.0),
+                "*" => any = q > 0.0,
+                _ => {}
+            }
+        }
+    }
+    named.unwrap_or(any)
 }
 
 /// Several ranges: `206 multipart/byteranges`, one part per range, as CouchDB's
@@ -281,15 +344,42 @@ fn parse_range_header(spec: &str) -> Option<Vec<(Option<u64>, Option<u64>)>> {
         .collect()
 }
 
-/// Inlines the attachments' data of a row's included document when `attachments=true`
-/// asked for it (`_all_docs` and view rows).
+/// How a document's attachments are shown: their data (`attachments=true`, of those
+/// added after generation `since`: `atts_since`) and how they are stored
+/// (`att_encoding_info=true`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AttOpts {
+    pub data: bool,
+    pub since: u64,
+    pub encoding: bool,
+}
+
+impl AttOpts {
+    /// The data of every attachment.
+    pub fn data() -> AttOpts {
+        AttOpts { data: true, ..AttOpts::default() }
+    }
+
+    /// The options of an included document's (`_all_docs`, views, `_changes`): none
+    /// unless `include_docs` (CouchDB reads them only then).
+    pub fn included(include_docs: bool, p: &crate::params::Params) -> ApiResult<AttOpts> {
+        Ok(AttOpts {
+            data: include_docs && p.flag("attachments")?,
+            since: 0,
+            encoding: include_docs && p.flag("att_encoding_info")?,
+        })
+    }
+}
+
+/// Shows the attachments of a row's included document as `opts` asks (`_all_docs`,
+/// view rows).
 pub(crate) fn inline_included(
     db: &Database,
     doc: Option<&mut DocOut>,
-    attachments: bool,
+    opts: AttOpts,
 ) -> bunko_engine::Result<()> {
-    if let (true, Some(doc)) = (attachments, doc) {
-        inline(db, doc, 0).map_err(|e| {
+    if let Some(doc) = doc {
+        show(db, doc, opts).map_err(|e| {
             bunko_engine::Error::Corrupt(format!("attachment data: {}", e.parts().2))
         })?;
     }
@@ -299,6 +389,15 @@ pub(crate) fn inline_included(
 /// Replaces the stubs of `doc` by inline data (`attachments=true`): all of them, or with
 /// `since` (the generation `atts_since` names), those added after it.
 pub fn inline(db: &Database, doc: &mut DocOut, since: u64) -> ApiResult<()> {
+    show(db, doc, AttOpts { data: true, since, encoding: false })
+}
+
+/// Shows the attachments of `doc` as `opts` asks: stubs, or data, followed by `encoding`
+/// and `encoded_length` for those stored gzipped when asked (`couch_att:to_json`).
+pub fn show(db: &Database, doc: &mut DocOut, opts: AttOpts) -> ApiResult<()> {
+    if !opts.data && !opts.encoding {
+        return Ok(());
+    }
     let atts = of_body(&doc.body);
     if atts.is_empty() {
         return Ok(());
@@ -308,7 +407,13 @@ pub fn inline(db: &Database, doc: &mut DocOut, since: u64) -> ApiResult<()> {
     };
     let mut out = Map::new();
     for meta in atts {
-        let value = if meta.revpos > since { with_data(db, &meta)? } else { meta.stub_json() };
+        let mut value = match opts.data && meta.revpos > opts.since {
+            true => with_data(db, &meta)?,
+            false => meta.stub_json(),
+        };
+        if opts.encoding {
+            add_encoding(&mut value, db.attachment_gzip(&meta.md5)?);
+        }
         out.insert(meta.name.clone(), value);
     }
     body.insert("_attachments".to_string(), Value::Object(out));
@@ -316,20 +421,31 @@ pub fn inline(db: &Database, doc: &mut DocOut, since: u64) -> ApiResult<()> {
     Ok(())
 }
 
+/// Appends `"encoding": "gzip"` and `encoded_length` to an attachment stored gzipped.
+fn add_encoding(value: &mut Value, gzip_length: Option<u64>) {
+    if let (Some(gzip_length), Value::Object(props)) = (gzip_length, value) {
+        props.insert("encoding".to_string(), json!("gzip"));
+        props.insert("encoded_length".to_string(), json!(gzip_length));
+    }
+}
+
 /// Marks the attachments of `doc` added after generation `since` as `"follows": true`
-/// (the others stay stubs) and returns them, in order, for a multipart answer.
-pub fn follows(doc: &mut DocOut, since: u64) -> Vec<AttMeta> {
+/// (the others stay stubs), every one with its `encoding` when stored gzipped, and
+/// returns those that follow, in order, with the length of their gzip if any: a multipart
+/// answer sends them as stored (`chttpd_db:send_docs_multipart`).
+pub fn follows(db: &Database, doc: &mut DocOut, since: u64) -> ApiResult<Vec<Following>> {
     let atts = of_body(&doc.body);
     let Ok(Value::Object(mut body)) = serde_json::from_slice::<Value>(&doc.body) else {
-        return Vec::new();
+        return Ok(Vec::new());
     };
     if atts.is_empty() {
-        return Vec::new();
+        return Ok(Vec::new());
     }
     let mut out = Map::new();
     let mut sent = Vec::new();
     for meta in atts {
-        let value = if meta.revpos > since {
+        let gzip_length = db.attachment_gzip(&meta.md5)?;
+        let mut value = if meta.revpos > since {
             let mut value = json!({
                 "content_type": meta.content_type,
                 "revpos": meta.revpos,
@@ -337,22 +453,30 @@ pub fn follows(doc: &mut DocOut, since: u64) -> Vec<AttMeta> {
                 "length": meta.length,
                 "follows": true,
             });
-            // The part carries the bytes as stored, not gzipped: CouchDB checks a `follows`
-            // digest against the MD5 of those (`couch_util:check_md5`), so a gzip digest
-            // is left out and the receiver digests the bytes itself.
-            if att::compressible(&meta.content_type) {
+            // A body stored as it came (written before Bunko stored gzip) has a gzip
+            // digest that is not the MD5 of the bytes sent, which CouchDB checks
+            // (`couch_util:check_md5`): left out, so the receiver digests them itself.
+            if gzip_length.is_none() && att::compressible(&meta.content_type) {
                 value.as_object_mut().map(|v| v.shift_remove("digest"));
             }
-            sent.push(meta.clone());
+            sent.push(Following { meta: meta.clone(), gzip_length });
             value
         } else {
             meta.stub_json()
         };
+        add_encoding(&mut value, gzip_length);
         out.insert(meta.name.clone(), value);
     }
     body.insert("_attachments".to_string(), Value::Object(out));
     doc.body = serde_json::to_vec(&Value::Object(body)).unwrap_or_default();
-    sent
+    Ok(sent)
+}
+
+/// An attachment whose bytes follow in a multipart answer, as stored: gzipped
+/// (`gzip_length` bytes) or as they came.
+pub struct Following {
+    pub meta: AttMeta,
+    pub gzip_length: Option<u64>,
 }
 
 /// An attachment with its data, as CouchDB inlines it (no `length`, no `stub`).

@@ -18,6 +18,7 @@ use bunko_engine::changes::{ChangeRow, ChangesFilter, ChangesQuery};
 use serde_json::{Value, json};
 
 use crate::all_docs::post_params;
+use crate::attachment::AttOpts;
 use crate::body::RawBody;
 use crate::db::{Access, open};
 use crate::encoding::Unbuffered;
@@ -46,8 +47,8 @@ struct Request {
     feed: Feed,
     query: ChangesQuery,
     opts: DocOpts,
-    /// `attachments=true` with `include_docs`: attachment data inline.
-    attachments: bool,
+    /// `attachments=true` or `att_encoding_info=true` with `include_docs`.
+    attachments: AttOpts,
     heartbeat: Option<Duration>,
     timeout: Duration,
 }
@@ -127,7 +128,7 @@ fn parse(db: &Database, p: &Params, reader: &UserCtx) -> ApiResult<Request> {
         },
         filter: ChangesFilter::All,
     };
-    let attachments = query.include_docs && p.flag("attachments")?;
+    let attachments = AttOpts::included(query.include_docs, p)?;
     Ok(Request {
         reader: reader.clone(),
         feed,
@@ -264,8 +265,8 @@ fn emit(
     let mut count = 0;
     for row in changes.by_ref() {
         let mut row = row.map_err(log)?;
-        if let (true, Some(doc)) = (req.attachments, row.doc.as_mut()) {
-            crate::attachment::inline(db, doc, 0).map_err(|_| Gone)?;
+        if let Some(doc) = row.doc.as_mut() {
+            crate::attachment::show(db, doc, req.attachments).map_err(|_| Gone)?;
         }
         let line = row_json(&row, &req.opts);
         match req.feed {

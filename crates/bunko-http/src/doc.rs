@@ -11,11 +11,13 @@ use axum::routing::get;
 use axum::{Extension, Router};
 use bunko_doc::RevId;
 use bunko_doc::body::{self, ParsedDoc};
+use bunko_engine::attachments::of_body;
 use bunko_engine::read::OpenRev;
 use bunko_engine::users::USER_PREFIX;
 use bunko_engine::{Database, WriteOptions};
 use serde_json::json;
 
+use crate::attachment::AttOpts;
 use crate::body::RawBody;
 use crate::copy::copy;
 use crate::db::{Access, open};
@@ -225,6 +227,7 @@ async fn read_doc(
     let p = Params::parse(query.as_deref());
     let opts = DocOpts::from_params(&p)?;
     let attachments = p.flag("attachments")?;
+    let encoding = p.flag("att_encoding_info")?;
     let atts_since = match p.str("atts_since") {
         Some(text) => Some(parse_open_revs(text)?.unwrap_or_default()),
         None => None,
@@ -232,7 +235,7 @@ async fn read_doc(
     if let Some(open_revs) = p.str("open_revs") {
         let revs = parse_open_revs(open_revs)?;
         let latest = p.flag("latest")?;
-        if crate::multipart::accepts_mixed(&headers) {
+        if crate::multipart::accepts(&headers, "mixed") {
             let found = {
                 let (db, id, ctx) = (db.clone(), id.clone(), ctx.clone());
                 blocking(move || Ok(db.open_revs(&ctx, &id, revs, latest)?)).await?
@@ -246,11 +249,10 @@ async fn read_doc(
         }
         let found = blocking(move || {
             let mut found = db.open_revs(&ctx, &id, revs, latest)?;
-            if attachments {
-                for entry in &mut found {
-                    if let OpenRev::Ok(doc) = entry {
-                        crate::attachment::inline(&db, doc, 0)?;
-                    }
+            let shown = AttOpts { data: attachments, since: 0, encoding };
+            for entry in &mut found {
+                if let OpenRev::Ok(doc) = entry {
+                    crate::attachment::show(&db, doc, shown)?;
                 }
             }
             Ok(found)
@@ -268,13 +270,32 @@ async fn read_doc(
         });
     }
     let with_revs_info = opts.revs_info;
-    let plain = !with_revs_info && atts_since.is_none() && !attachments;
+    let shown = AttOpts { data: attachments || atts_since.is_some(), since: 0, encoding };
+    let plain = !with_revs_info && !shown.data && !shown.encoding;
+    if shown.data && !head && crate::multipart::accepts(&headers, "related") {
+        let (db2, id, rev, atts_since) = (db.clone(), id.clone(), rev.clone(), atts_since.clone());
+        let reader = ctx.clone();
+        let found = blocking(move || {
+            let mut doc = db2.get(&reader, &id, rev.as_ref())?;
+            if with_revs_info {
+                db2.fill_revs_info(&mut doc)?;
+            }
+            let since = atts_since.map_or(0, |s| crate::attachment::since_pos(&doc, &s));
+            Ok((doc, since))
+        })
+        .await?;
+        let (doc, since) = found;
+        if !of_body(&doc.body).is_empty() {
+            let etag = format!("\"{}\"", doc.rev);
+            return Ok(with_etag(crate::multipart::doc_related(db, doc, &opts, since)?, &etag));
+        }
+    }
     let doc = if plain {
         // Two point lookups, served from fjall's caches in the common case: cheaper here
         // than the hop to a blocking thread and back (issue 20, docs/performance.md).
         db.get(&ctx, &id, rev.as_ref())?
     } else {
-        read_full(ctx, db, id, rev, with_revs_info, atts_since, attachments).await?
+        read_full(ctx, db, id, rev, with_revs_info, atts_since, shown).await?
     };
     let etag = format!("\"{}\"", doc.rev);
     if if_none_match(&headers, &etag) {
@@ -297,7 +318,7 @@ async fn read_full(
     rev: Option<RevId>,
     with_revs_info: bool,
     atts_since: Option<Vec<RevId>>,
-    attachments: bool,
+    mut shown: AttOpts,
 ) -> ApiResult<bunko_engine::read::DocOut> {
     blocking(move || {
         let mut doc = db.get(&reader, &id, rev.as_ref())?;
@@ -305,11 +326,9 @@ async fn read_full(
             db.fill_revs_info(&mut doc)?;
         }
         if let Some(since) = &atts_since {
-            let since = crate::attachment::since_pos(&doc, since);
-            crate::attachment::inline(&db, &mut doc, since)?;
-        } else if attachments {
-            crate::attachment::inline(&db, &mut doc, 0)?;
+            shown.since = crate::attachment::since_pos(&doc, since);
         }
+        crate::attachment::show(&db, &mut doc, shown)?;
         Ok(doc)
     })
     .await

@@ -1,14 +1,14 @@
 //! Headers every answer carries as CouchDB 3.4's do (`chttpd`): `Server`,
 //! `X-CouchDB-Body-Time`, the request's
 //! `X-Couch-Request-ID` (the client's own if it is a valid one, else ten random hex digits),
-//! and absolute `Location`s. A handler names a created resource by its path
+//! `Content-Length: 0` on a `304`, and absolute `Location`s. A handler names a created resource by its path
 //! ([`created_at`]); [`middleware`] turns it into `scheme://host/path` as CouchDB's
 //! `absolute_uri` does: the host from `X-Forwarded-Host` (or the header named by
 //! `chttpd/x_forwarded_host`), else `Host`; `https` when `X-Forwarded-Ssl: on` or
 //! `X-Forwarded-Proto: https` (header names from `x_forwarded_ssl`, `x_forwarded_proto`).
 
 use axum::extract::{Request, State as AxState};
-use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::Response;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
@@ -64,6 +64,14 @@ pub async fn middleware(AxState(state): AxState<State>, req: Request, next: Next
     headers.insert(BODY_TIME, HeaderValue::from_static("0"));
     if let Ok(value) = HeaderValue::from_str(&nonce) {
         headers.insert(REQUEST_ID, value);
+    }
+    // CouchDB says a `304` is empty (clients check it). Hyper leaves the header out when
+    // the body is known to be empty, so the body is an empty stream of unknown length
+    // (hyper then sends no body at all, as a `304` must).
+    if response.status() == StatusCode::NOT_MODIFIED {
+        response.headers_mut().insert(header::CONTENT_LENGTH, HeaderValue::from_static("0"));
+        let empty = futures::stream::empty::<Result<axum::body::Bytes, std::convert::Infallible>>();
+        *response.body_mut() = axum::body::Body::from_stream(empty);
     }
     response
 }

@@ -8,7 +8,10 @@
 //! - **`multipart/mixed` answers** to `GET /{db}/{doc}?open_revs=…` with
 //!   `Accept: multipart/mixed` (`chttpd_db:send_docs_multipart`): one part per revision,
 //!   plain JSON, or a nested `multipart/related` with the attachments' bytes streamed from
-//!   their chunks, so memory does not grow with them.
+//!   their chunks, so memory does not grow with them. Bodies stored gzipped go as stored,
+//!   with `Content-Encoding: gzip` (CouchDB's `encode_multipart_stream`).
+//! - **`multipart/related` answers** to `GET /{db}/{doc}?attachments=true` with `Accept:
+//!   multipart/related` (`chttpd_db:send_doc_efficiently`), with their `Content-Length`.
 
 use axum::body::{Body, Bytes};
 use axum::extract::{FromRequest, Request};
@@ -23,6 +26,7 @@ use futures::StreamExt;
 use std::sync::Arc;
 
 use crate::State;
+use crate::attachment::Following;
 use crate::body::RawBody;
 use crate::error::{ApiError, ApiResult};
 use crate::receive::{OffRuntime, receive};
@@ -103,10 +107,11 @@ pub async fn read_related(
         })?;
         if gzip {
             // CouchDB's replicator pushes the compressible attachments it stores gzipped:
-            // inflated here (at most the request limit; the engine then checks
-            // `max_attachment_size`), digested as the gzipped bytes came, as CouchDB does.
+            // kept so and digested as they came, as CouchDB does (inflated only to count
+            // what they stand for, at most the request limit; the engine then checks
+            // `max_attachment_size`).
             let encoded = field.bytes().await.map_err(multer_error)?;
-            att.body = att::from_gzip(&att.name, &encoded, limit as u64)?;
+            att.body = att::from_gzip(&att.name, encoded.to_vec(), limit as u64)?;
             continue;
         }
         let upload = db.upload(&att.name, &att.content_type);
@@ -139,13 +144,17 @@ fn boundary(content_type: &str) -> Option<String> {
     })
 }
 
-/// Whether the client asked for `multipart/mixed` (as CouchDB's replicator does).
-pub fn accepts_mixed(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .any(|v| v.to_ascii_lowercase().contains("multipart/mixed"))
+/// Whether the client's `Accept` takes `multipart/{kind}`: `mixed` (as CouchDB's
+/// replicator asks for `open_revs`) or `related`. CouchDB also answers multipart to `*/*`
+/// and to no `Accept` at all; Bunko does so only for clients that name a multipart type
+/// besides `*/*` (as CouchDB's test suite sends `multipart/related,*/*`), and answers
+/// JSON to the others.
+pub fn accepts(headers: &HeaderMap, kind: &str) -> bool {
+    let wanted = format!("multipart/{kind}");
+    headers.get_all(header::ACCEPT).iter().filter_map(|v| v.to_str().ok()).any(|v| {
+        let v = v.to_ascii_lowercase();
+        v.contains(&wanted) || (v.contains("multipart/") && v.contains("*/*"))
+    })
 }
 
 /// The `open_revs` answer as `multipart/mixed`; attachments added after generation
@@ -164,7 +173,10 @@ pub fn open_revs_mixed(
         for entry in found {
             match entry {
                 OpenRev::Ok(mut doc) => {
-                    let atts = crate::attachment::follows(&mut doc, since);
+                    let atts = crate::attachment::follows(&db, &mut doc, since).map_err(|err| {
+                        tracing::error!(err = %err.parts().2, "open_revs answer failed");
+                        Gone
+                    })?;
                     write_doc(sink, &db, &doc, &opts, &atts, &inner)?;
                 }
                 OpenRev::Missing(rev) => {
@@ -189,7 +201,7 @@ fn write_doc(
     db: &Database,
     doc: &DocOut,
     opts: &DocOpts,
-    atts: &[bunko_engine::attachments::AttMeta],
+    atts: &[Following],
     boundary: &str,
 ) -> Result<(), Gone> {
     let json = render::doc_json(doc, opts);
@@ -197,26 +209,76 @@ fn write_doc(
         sink.write(b"\r\nContent-Type: application/json\r\n\r\n")?;
         return sink.write(&json);
     }
-    let head = format!(
-        "\r\nContent-Type: multipart/related; boundary=\"{boundary}\"\r\n\r\n\
-         --{boundary}\r\nContent-Type: application/json\r\n\r\n"
-    );
+    let head = format!("\r\nContent-Type: multipart/related; boundary=\"{boundary}\"\r\n\r\n");
     sink.write(head.as_bytes())?;
-    sink.write(&json)?;
+    write_related(sink, db, &json, atts, boundary)
+}
+
+/// A `multipart/related` body: the document's JSON, then each attachment that follows it,
+/// as stored (`couch_httpd_multipart:encode_multipart_stream`).
+fn write_related(
+    sink: &mut Sink,
+    db: &Database,
+    json: &[u8],
+    atts: &[Following],
+    boundary: &str,
+) -> Result<(), Gone> {
+    sink.write(format!("--{boundary}\r\nContent-Type: application/json\r\n\r\n").as_bytes())?;
+    sink.write(json)?;
     sink.write(format!("\r\n--{boundary}").as_bytes())?;
     for att in atts {
-        let head = format!(
-            "\r\nContent-Disposition: attachment; filename=\"{}\"\r\nContent-Type: {}\r\n\
-             Content-Length: {}\r\n\r\n",
-            att.name, att.content_type, att.length
-        );
-        sink.write(head.as_bytes())?;
-        for chunk in db.attachment_chunks(&att.md5) {
+        sink.write(part_head(att).as_bytes())?;
+        for chunk in db.attachment_chunks(&att.meta.md5) {
             sink.write(&chunk.map_err(|_| Gone)?)?;
         }
         sink.write(format!("\r\n--{boundary}").as_bytes())?;
     }
     sink.write(b"--")
+}
+
+/// The head of an attachment's part (`couch_httpd_multipart:atts_to_mp`): the bytes as
+/// stored, so a gzipped body says so.
+fn part_head(Following { meta, gzip_length }: &Following) -> String {
+    format!(
+        "\r\nContent-Disposition: attachment; filename=\"{}\"\r\nContent-Type: {}\r\n\
+         Content-Length: {}{}\r\n\r\n",
+        meta.name,
+        meta.content_type,
+        gzip_length.unwrap_or(meta.length),
+        if gzip_length.is_some() { "\r\nContent-Encoding: gzip" } else { "" },
+    )
+}
+
+/// A document with attachments and `attachments=true` as `multipart/related`
+/// (`chttpd_db:send_doc_efficiently`): the JSON with `follows` stubs, then the attachments
+/// added after generation `since`, with the whole length in `Content-Length`.
+pub fn doc_related(
+    db: Arc<Database>,
+    mut doc: DocOut,
+    opts: &DocOpts,
+    since: u64,
+) -> ApiResult<Response> {
+    let atts = crate::attachment::follows(&db, &mut doc, since)?;
+    let boundary = hex::encode(rand::Rng::random::<[u8; 16]>(&mut rand::rng()));
+    let json = render::doc_json(&doc, opts);
+    // `--B`, the JSON part's head and the JSON, `\r\n--B`, the parts, `--`.
+    let mut length = (json.len() + 2 * boundary.len() + 44) as u64;
+    for att in &atts {
+        let body = att.gzip_length.unwrap_or(att.meta.length);
+        length += (part_head(att).len() + boundary.len() + 4) as u64 + body;
+    }
+    let content_type = format!("multipart/related; boundary=\"{boundary}\"");
+    let mut response = stream::response(StatusCode::OK, "multipart/related", move |sink| {
+        write_related(sink, &db, &json, &atts, &boundary)
+    });
+    for (name, value) in
+        [(header::CONTENT_TYPE, content_type), (header::CONTENT_LENGTH, length.to_string())]
+    {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            response.headers_mut().insert(name, value);
+        }
+    }
+    Ok(response)
 }
 
 #[cfg(test)]
@@ -242,7 +304,7 @@ mod tests {
         let boundary = Some("abc".to_string());
         let (doc, uploads) = read_related(&db, boundary, body, 1 << 20, parse).await?;
         assert_eq!(uploads.len(), 1);
-        assert_eq!(uploads[0].md5, bunko_doc::att::md5(b"hi"));
+        assert_eq!(uploads[0].encoded.md5, bunko_doc::att::md5(b"hi"));
         let atts = doc.attachments.unwrap_or_default();
         assert!(matches!(atts[0].body, AttBody::Staged { length: 2, .. }));
         Ok(())

@@ -147,6 +147,7 @@ mod tests {
             info: DocInfo { seq: 7, tree, size: 0 },
             revs_info: None,
             stored_rev: None,
+            revs_limit: usize::MAX,
         };
         let plain = doc_json(&doc, &DocOpts::default());
         assert_eq!(plain, br#"{"_id":"a\"b","_rev":"1-abc","x":1.50,"y":[1]}"#);

@@ -20,6 +20,7 @@ use bunko_engine::Database;
 use bunko_views::{Update, ViewInfo, ViewQuery, ViewResult, ViewRow};
 use serde_json::{Map, Value, json};
 
+use crate::attachment::AttOpts;
 use crate::body::RawBody;
 use crate::db::{Access, open};
 use crate::error::{ApiError, ApiResult};
@@ -95,7 +96,7 @@ pub async fn query(
     };
     let opts = DocOpts { conflicts: params.flag("conflicts")?, ..Default::default() };
     // `attachments=true` inlines attachment data in the included documents.
-    let attachments = q.include_docs && params.flag("attachments")?;
+    let attachments = AttOpts::included(q.include_docs, &params)?;
     let (first, rest) = blocking(move || {
         let ViewResult { total_rows, offset, update_seq, mut rows } =
             bunko_views::query_view(&reader, &db, &ddoc, &view, &q, partition.as_deref())?;
@@ -137,8 +138,12 @@ pub async fn query(
     }))
 }
 
-/// A row whose included document gets its attachments' data inline when asked.
-fn with_data(db: &Database, mut row: ViewRow, attachments: bool) -> bunko_engine::Result<ViewRow> {
+/// A row whose included document shows its attachments as asked.
+fn with_data(
+    db: &Database,
+    mut row: ViewRow,
+    attachments: AttOpts,
+) -> bunko_engine::Result<ViewRow> {
     crate::attachment::inline_included(db, row.doc.as_mut().and_then(Option::as_mut), attachments)?;
     Ok(row)
 }

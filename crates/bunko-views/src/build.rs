@@ -480,11 +480,12 @@ impl<'a> PageWrite<'a> {
             None => Vec::new(),
         };
         let partition = if self.def.partitioned { partition_of(id) } else { None };
+        let raw = self.def.maps.iter().any(|m| m.sig == sig && m.raw);
         let mut new: BackIndex = Vec::new();
         if !self.def.partitioned || partition.is_some() {
             let base = entries::row_base(self.db, sig, partition);
             for (n, (key, value)) in rows.into_iter().enumerate() {
-                let row_key = entries::row_key(&base, &key, self.def.raw, id, n as u64);
+                let row_key = entries::row_key(&base, &key, raw, id, n as u64);
                 if row_key.len() > MAX_ROW_KEY {
                     tracing::warn!(sig, "view key too long, row skipped");
                     continue;

@@ -39,6 +39,9 @@ pub struct MapDef {
     /// Hex MD5 of everything that changes the rows (see the module docs).
     pub sig: String,
     pub source: String,
+    /// Raw collation: the view's `options.collation == "raw"` (CouchDB's, per view), or
+    /// the design document's (which Bunko also reads).
+    pub raw: bool,
 }
 
 /// The views of one design document.
@@ -55,7 +58,7 @@ pub struct GroupDef {
     pub partitioned: bool,
     pub include_design: bool,
     pub local_seq: bool,
-    /// `options.collation == "raw"`.
+    /// The design document's `options.collation == "raw"` (every view raw).
     pub raw: bool,
     /// The background indexer keeps the group current (CouchDB's `autoupdate`, which
     /// `false` or `{"views": false}` turns off); queries still update it.
@@ -71,19 +74,24 @@ impl GroupDef {
             return None;
         }
         let views = body.get("views")?.as_object()?;
-        let mut sources: BTreeMap<String, (String, Option<String>)> = BTreeMap::new();
+        let options = body.get("options").and_then(Value::as_object);
+        let flag = |name: &str| options.and_then(|o| o.get(name)).and_then(Value::as_bool);
+        let raw = is_raw(body.get("options"));
+        // name → ((map source, raw collation), reduce)
+        let mut sources: BTreeMap<String, ((String, bool), Option<String>)> = BTreeMap::new();
         for (name, view) in views {
             if name == "lib" {
                 continue;
             }
             let Some(map) = view.get("map").and_then(Value::as_str) else { continue };
             let reduce = view.get("reduce").and_then(Value::as_str).map(str::to_string);
-            sources.insert(name.clone(), (map.to_string(), reduce));
+            let map_raw = raw || is_raw(view.get("options"));
+            sources.insert(name.clone(), ((map.to_string(), map_raw), reduce));
         }
         if sources.is_empty() {
             return None;
         }
-        let maps: Vec<String> =
+        let maps: Vec<(String, bool)> =
             sources.values().map(|(m, _)| m.clone()).collect::<BTreeSet<_>>().into_iter().collect();
         let views = sources
             .iter()
@@ -93,9 +101,6 @@ impl GroupDef {
                 reduce: reduce.clone(),
             })
             .collect();
-        let options = body.get("options").and_then(Value::as_object);
-        let flag = |name: &str| options.and_then(|o| o.get(name)).and_then(Value::as_bool);
-        let raw = options.and_then(|o| o.get("collation")).and_then(Value::as_str) == Some("raw");
         let mut def = GroupDef {
             sig: String::new(),
             language: language.to_string(),
@@ -108,7 +113,7 @@ impl GroupDef {
             raw,
             autoupdate: autoupdate(body),
         };
-        def.maps = maps.into_iter().map(|source| def.map_def(source)).collect();
+        def.maps = maps.into_iter().map(|(source, raw)| def.map_def(source, raw)).collect();
         def.sig = def.signature();
         Some(def)
     }
@@ -118,31 +123,51 @@ impl GroupDef {
         self.views.iter().find(|v| v.name == name)
     }
 
-    /// The map index of `source` in this group.
-    fn map_def(&self, source: String) -> MapDef {
-        let term = json!([MAP_SIG_VERSION, self.language, source, self.row_options()]);
-        MapDef { sig: md5_hex(&term), source }
+    /// The map index of `source` in this group, collated raw or not.
+    fn map_def(&self, source: String, raw: bool) -> MapDef {
+        let term = json!([MAP_SIG_VERSION, self.language, source, self.row_options(raw)]);
+        MapDef { sig: md5_hex(&term), source, raw }
     }
 
     fn signature(&self) -> String {
         let sources: Vec<&str> = self.maps.iter().map(|m| m.source.as_str()).collect();
-        let views: Vec<Value> =
-            self.views.iter().map(|v| json!([v.name, sources.get(v.map), v.reduce])).collect();
-        md5_hex(&json!([self.language, sources, views, self.row_options(), self.autoupdate]))
+        let views: Vec<Value> = self
+            .views
+            .iter()
+            .map(|v| {
+                // Only a view's own raw collation is added, so older signatures stay.
+                match self.maps.get(v.map).is_some_and(|m| m.raw && !self.raw) {
+                    true => json!([v.name, sources.get(v.map), v.reduce, "raw"]),
+                    false => json!([v.name, sources.get(v.map), v.reduce]),
+                }
+            })
+            .collect();
+        md5_hex(&json!([
+            self.language,
+            sources,
+            views,
+            self.row_options(self.raw),
+            self.autoupdate
+        ]))
     }
 
-    /// What besides the map source changes the rows: `views.lib`, the options and the
-    /// collator version.
-    fn row_options(&self) -> Value {
+    /// What besides the map source changes the rows: `views.lib`, the options, the
+    /// collation (`raw`) and the collator version.
+    fn row_options(&self, raw: bool) -> Value {
         json!([
             self.lib.as_ref().map(canonical),
             self.partitioned,
             self.include_design,
             self.local_seq,
-            self.raw,
+            raw,
             bunko_doc::collate::COLLATION_VERSION,
         ])
     }
+}
+
+/// Whether `options` (of a view, or of the design document) ask for raw collation.
+fn is_raw(options: Option<&Value>) -> bool {
+    options.and_then(|o| o.get("collation")).and_then(Value::as_str) == Some("raw")
 }
 
 /// CouchDB's `autoupdate` member: `false`, or an object whose `views` is `false`, stops

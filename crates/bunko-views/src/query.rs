@@ -27,7 +27,7 @@ use serde_json::Value;
 use crate::build::{design_group, spawn_view_update, update_view, view_index};
 use crate::entries;
 use crate::order::Cut;
-use crate::{GroupDef, Index, Update, ViewDef, registry};
+use crate::{Index, Update, ViewDef, registry};
 use bunko_engine::Database;
 use bunko_engine::read::DocOut;
 use bunko_engine::security::UserCtx;
@@ -218,7 +218,7 @@ fn map_query(
     q: &ViewQuery,
     in_partition: bool,
 ) -> Result<ViewResult> {
-    let mut ranges = ranges(&index.def, base, q)?;
+    let mut ranges = ranges(raw_collation(index, view), base, q)?;
     if q.descending && q.keys.is_some() {
         // CouchDB 3.4 answers a map query's `keys` in reverse order when descending
         // (`fabric_view_map` reverses them); reduce queries keep the given order.
@@ -280,18 +280,13 @@ fn map_query(
     })
 }
 
-/// The document a row links to: the `_id` (and `_rev`) of an object value, else the
-/// emitting document, as `reader` sees it.
+/// The document a row links to, as `reader` sees it: the `_id` and `_rev` of an object
+/// value, each defaulting to the emitting document and its winner
+/// (`couch_mrview_util:docid_rev`).
 fn row_doc(db: &Database, reader: &UserCtx, id: &str, value: &Value) -> Option<DocOut> {
-    let linked = value.as_object().and_then(|v| v.get("_id")).and_then(Value::as_str);
-    let (id, rev) = match linked {
-        Some(linked) => {
-            let rev =
-                value.get("_rev").and_then(Value::as_str).and_then(|r| r.parse::<RevId>().ok());
-            (linked, rev)
-        }
-        None => (id, None),
-    };
+    let member = |name: &str| value.as_object().and_then(|v| v.get(name)).and_then(Value::as_str);
+    let id = member("_id").unwrap_or(id);
+    let rev = member("_rev").and_then(|r| r.parse::<RevId>().ok());
     db.get(reader, id, rev.as_ref()).ok().filter(|d| !d.deleted)
 }
 
@@ -303,12 +298,13 @@ fn reduce_query(
     q: &ViewQuery,
     grouping: Grouping,
 ) -> Result<ViewResult> {
-    let collation = if index.def.raw { Collation::Raw } else { Collation::Unicode };
+    let raw = raw_collation(index, view);
+    let collation = if raw { Collation::Raw } else { Collation::Unicode };
     let mut groups = Vec::new();
     // Multi-key reduce queries are grouped exactly (`check`), each key's rows on
     // their own.
     let mut reducer = crate::reduce::Grouper::new(index, view, grouping, collation)?;
-    for range in ranges(&index.def, base, q)? {
+    for range in ranges(raw, base, q)? {
         for entry in Iter::new(snapshot.clone(), range, q.descending, 256) {
             let (_, value) = entry?;
             reducer.push(decode_row(&value)?, &mut groups)?;
@@ -365,21 +361,23 @@ fn check(q: &ViewQuery, view: &ViewDef) -> Result<Option<Grouping>> {
 }
 
 /// The byte ranges a query scans, in answer order.
-fn ranges(def: &GroupDef, base: &[u8], q: &ViewQuery) -> Result<Vec<Range>> {
-    let with_key = |key: &Value| {
-        let mut bytes = base.to_vec();
-        entries::push_key(&mut bytes, key, def.raw);
-        bytes
-    };
+/// Whether `view`'s rows are collated raw.
+fn raw_collation(index: &Index, view: &ViewDef) -> bool {
+    index.def.maps.get(view.map).is_some_and(|m| m.raw)
+}
+
+fn ranges(raw: bool, base: &[u8], q: &ViewQuery) -> Result<Vec<Range>> {
     if let Some(keys) = &q.keys {
-        return Ok(keys.iter().map(|k| prefix_range(&with_key(k))).collect());
+        // Each key is a `key=` query of its own, document id bounds included
+        // (`couch_mrview_util:key_opts`).
+        return Ok(keys.iter().map(|k| key_range(raw, base, q, Some(k), Some(k))).collect());
     }
     let (start, end) = match &q.key {
         Some(key) => (Some(key), Some(key)),
         None => (q.start_key.as_ref(), q.end_key.as_ref()),
     };
     if let (Some(s), Some(e)) = (start, end) {
-        let collation = if def.raw { Collation::Raw } else { Collation::Unicode };
+        let collation = if raw { Collation::Raw } else { Collation::Unicode };
         let wrong = if q.descending { Ordering::Less } else { Ordering::Greater };
         if collation.compare(s, e) == wrong {
             let flag = if q.descending { "false" } else { "true" };
@@ -389,6 +387,23 @@ fn ranges(def: &GroupDef, base: &[u8], q: &ViewQuery) -> Result<Vec<Range>> {
             )));
         }
     }
+    Ok(vec![key_range(raw, base, q, start, end)])
+}
+
+/// The range of rows from key `start` (and `startkey_docid`) to `end` (and `endkey_docid`),
+/// either open, in scan order as `q` asks.
+fn key_range(
+    raw: bool,
+    base: &[u8],
+    q: &ViewQuery,
+    start: Option<&Value>,
+    end: Option<&Value>,
+) -> Range {
+    let with_key = |key: &Value| {
+        let mut bytes = base.to_vec();
+        entries::push_key(&mut bytes, key, raw);
+        bytes
+    };
     let whole = prefix_range(base);
     let start_docid = q.start_key_doc_id.as_deref().filter(|_| start.is_some());
     let end_docid = q.end_key_doc_id.as_deref().filter(|_| end.is_some());
@@ -423,8 +438,7 @@ fn ranges(def: &GroupDef, base: &[u8], q: &ViewQuery) -> Result<Vec<Range>> {
             }
         }
     };
-    let range = if q.descending { (last, first) } else { (first, last) };
-    Ok(vec![range])
+    if q.descending { (last, first) } else { (first, last) }
 }
 
 /// Above every row key that starts with `bytes` followed by a document id (whose escaped

@@ -290,16 +290,16 @@ fn multipart_related_uploads_and_multipart_mixed_open_revs() {
     assert!(content_type.starts_with("multipart/mixed; boundary=\""), "{content_type}");
     let text = String::from_utf8_lossy(&resp.bytes().expect("body")).into_owned();
     assert!(text.contains("Content-Type: multipart/related; boundary="), "{text}");
-    // The text part goes as stored, not gzipped, so its gzip digest is left out (CouchDB
-    // would check it against the MD5 of the bytes that follow).
+    // The text part goes as stored, gzipped, with its digest (the MD5 of those bytes) and
+    // CouchDB's `encoding`, as `chttpd_db:send_docs_multipart` sends it.
     assert!(
-        text.contains(
-            r#""a.txt":{"content_type":"text/plain","revpos":1,"length":11,"follows":true}"#
-        ),
+        text.contains(&format!(
+            r#""a.txt":{{"content_type":"text/plain","revpos":1,"digest":"{HELLO_DIGEST}","length":11,"follows":true,"encoding":"gzip","encoded_length":31}}"#
+        )),
         "{text}"
     );
     assert!(text.contains(r#""b.bin":{"content_type":"application/octet-stream","revpos":1,"digest":"md5-uV9n9h67A2GWIteY9F/C0w==","length":3,"follows":true}"#), "{text}");
-    assert!(text.contains("Content-Disposition: attachment; filename=\"a.txt\"\r\nContent-Type: text/plain\r\nContent-Length: 11\r\n\r\nhello world\r\n--"), "{text}");
+    assert!(text.contains("Content-Disposition: attachment; filename=\"a.txt\"\r\nContent-Type: text/plain\r\nContent-Length: 31\r\nContent-Encoding: gzip\r\n\r\n\u{1f}\u{fffd}"), "{text}");
     assert!(
         text.contains(&format!(
             "Content-Type: application/json; error=\"true\"\r\n\r\n{{\"missing\":\"{missing}\"}}"
@@ -319,10 +319,10 @@ fn multipart_related_uploads_and_multipart_mixed_open_revs() {
 }
 
 /// CouchDB's replicator pushes a compressible attachment as CouchDB stores it: gzipped,
-/// with `"encoding": "gzip"` (`couch_replicator_api_wrap:update_doc`). Bunko inflates it
-/// and keeps the digest of the gzip, so the document is the source's to the byte.
+/// with `"encoding": "gzip"` (`couch_replicator_api_wrap:update_doc`). Bunko stores it as
+/// it came, with the digest of the gzip, so the document is the source's to the byte.
 #[test]
-fn gzipped_parts_from_couchdbs_replicator_are_inflated() {
+fn gzipped_parts_from_couchdbs_replicator_are_stored_as_they_came() {
     let s = setup();
     // CouchDB 3.4.3's stored gzip of "ドキュメント" (text/plain) and its stub.
     let gzip: [u8; 39] = [
@@ -508,7 +508,7 @@ fn multipart_uploads_stream_and_enforce_the_attachment_limit() {
 fn several_ranges_answer_multipart_byteranges() {
     let s = setup();
     let body = "吾輩は猫である。名前はまだ無い。".as_bytes().to_vec();
-    let (status, _) = put_att(&s, "/db/neko/text", "text/plain", body.clone());
+    let (status, _) = put_att(&s, "/db/neko/text", "application/x-neko", body.clone());
     assert_eq!(status, 201);
     let got = raw_get(&s, "/db/neko/text", &[("Range", "bytes=0-8,-6")]);
     assert_eq!(got.status(), 206);
@@ -520,11 +520,11 @@ fn several_ranges_answer_multipart_byteranges() {
         .to_string();
     let len = body.len();
     let mut want = format!(
-        "--{boundary}\r\nContent-Type: text/plain\r\nContent-Range: bytes 0-8/{len}\r\n\r\n"
+        "--{boundary}\r\nContent-Type: application/x-neko\r\nContent-Range: bytes 0-8/{len}\r\n\r\n"
     )
     .into_bytes();
     want.extend_from_slice(&body[..9]);
-    want.extend(format!("\r\n--{boundary}\r\nContent-Type: text/plain\r\nContent-Range: bytes {}-{}/{len}\r\n\r\n", len - 6, len - 1).into_bytes());
+    want.extend(format!("\r\n--{boundary}\r\nContent-Type: application/x-neko\r\nContent-Range: bytes {}-{}/{len}\r\n\r\n", len - 6, len - 1).into_bytes());
     want.extend_from_slice(&body[len - 6..]);
     want.extend(format!("\r\n--{boundary}--").into_bytes());
     assert_eq!(got.bytes().expect("body").as_ref(), want.as_slice());

@@ -1,7 +1,8 @@
 //! Attachment answers CouchDB's Elixir suite checks (issue 16; the expected answers were
 //! taken from CouchDB 3.4.3): multipart parts without any header line, the `Location` of a
 //! standalone upload, `missing_rev` for a revision the document does not have, stubs whose
-//! `revpos` is not the stored one, and `attachments=true` on view rows.
+//! `revpos` is not the stored one, `attachments=true` on view rows, and a document with
+//! `attachments=true` as `multipart/related`.
 
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -83,4 +84,68 @@ fn view_rows_carry_attachment_data_with_attachments_true() {
     let att = &full["rows"][0]["doc"]["_attachments"]["foo.txt"];
     assert_eq!(att["data"], "aGVsbG8=", "{full}");
     assert!(att.get("stub").is_none(), "{full}");
+}
+
+/// `GET /{db}/{doc}?attachments=true` with `Accept: multipart/related` answers the
+/// document and its attachments as `multipart/related`, byte for byte CouchDB 3.4.3's
+/// answer but for the random boundary (`attachments_multipart_test.exs`).
+#[test]
+fn attachments_true_answers_multipart_related_to_clients_that_ask() {
+    let s = setup();
+    let doc = r#"{"body":"This is a body.","_attachments":{"foo.txt":{"follows":true,"content_type":"application/test","length":21},"bar.txt":{"follows":true,"content_type":"text/plain","length":20}}}"#;
+    let body = format!(
+        "--abc123\r\ncontent-type: application/json\r\n\r\n{doc}\r\n--abc123\r\n\r\n\
+         this is 21 chars long\r\n--abc123\r\n\r\nthis is 20 chars lon\r\n--abc123--"
+    );
+    let put = s
+        .req(Method::PUT, "/shoko/mp")
+        .header("Content-Type", "multipart/related;boundary=\"abc123\"")
+        .body(body);
+    assert_eq!(send(put).0, 201);
+    let resp = s
+        .req(Method::GET, "/shoko/mp?attachments=true")
+        .header("Accept", "multipart/related,*/*;")
+        .send()
+        .expect("request");
+    let header = |name: &str| resp.headers()[name].to_str().unwrap_or_default().to_string();
+    let content_type = header("content-type");
+    let boundary = content_type
+        .strip_prefix("multipart/related; boundary=\"")
+        .and_then(|b| b.strip_suffix('"'))
+        .unwrap_or_else(|| panic!("{content_type}"))
+        .to_string();
+    assert_eq!(boundary.len(), 32);
+    assert_eq!(header("content-length"), "853");
+    assert_eq!(header("etag"), "\"1-5b037e1919fbc0bd9f71b0fc8a60f951\"");
+    let got = resp.bytes().expect("body");
+    let want = concat!(
+        "--B\r\nContent-Type: application/json\r\n\r\n",
+        r#"{"_id":"mp","_rev":"1-5b037e1919fbc0bd9f71b0fc8a60f951","body":"This is a body.","_attachments":{"foo.txt":{"content_type":"application/test","revpos":1,"digest":"md5-P4hg4DHgYbmaLO7SG5Wisw==","length":21,"follows":true},"bar.txt":{"content_type":"text/plain","revpos":1,"digest":"md5-bmXC6adig4mlCT+G/28DXg==","length":20,"follows":true,"encoding":"gzip","encoded_length":38}}}"#,
+        "\r\n--B\r\nContent-Disposition: attachment; filename=\"foo.txt\"\r\n",
+        "Content-Type: application/test\r\nContent-Length: 21\r\n\r\nthis is 21 chars long\r\n--B",
+        "\r\nContent-Disposition: attachment; filename=\"bar.txt\"\r\nContent-Type: text/plain\r\n",
+        "Content-Length: 38\r\nContent-Encoding: gzip\r\n\r\n",
+    )
+    .replace("--B", &format!("--{boundary}"));
+    let mut want = want.into_bytes();
+    // CouchDB's stored gzip of "this is 20 chars lon".
+    want.extend_from_slice(
+        b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03+\xc9\xc8,V\x00\"#\x03\x85\xe4",
+    );
+    want.extend_from_slice(b"\x8c\xc4\xa2b\x85\x9c\xfc<\x00t,>G\x14\x00\x00\x00");
+    want.extend_from_slice(format!("\r\n--{boundary}--").as_bytes());
+    assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(&want));
+    assert_eq!(got.len(), 853);
+    // `open_revs` with the same `Accept` answers `multipart/mixed`, as CouchDB's (which
+    // reads the `*/*`).
+    let resp = s
+        .req(Method::GET, "/shoko/mp?open_revs=all")
+        .header("Accept", "multipart/related,*/*;")
+        .send()
+        .expect("request");
+    let content_type = resp.headers()["content-type"].to_str().unwrap_or_default().to_string();
+    assert!(content_type.starts_with("multipart/mixed; boundary="), "{content_type}");
+    // Without asking for it, the answer is JSON with the data inline.
+    let (_, json) = s.get("/shoko/mp?attachments=true");
+    assert_eq!(json["_attachments"]["foo.txt"]["data"], "dGhpcyBpcyAyMSBjaGFycyBsb25n");
 }

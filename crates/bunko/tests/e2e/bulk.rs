@@ -439,6 +439,27 @@ fn revs_limit_stems_old_revisions_from_the_history() {
     assert_eq!(doc["_revisions"]["ids"].as_array().map(Vec::len), Some(5), "{doc}");
 }
 
+/// A `revs_limit` lowered after the edits shows at once: `_revisions` (of `GET` and
+/// `open_revs`) lists at most that many ids, as CouchDB's `couch_db:make_doc` reads them,
+/// before and after compaction (`rev_stemming_test.exs`).
+#[test]
+fn a_lowered_revs_limit_shortens_revisions_at_once() {
+    let s = setup();
+    let mut rev = s.put_doc("db", "bar", &json!({"count": 0}));
+    for n in 1..6 {
+        rev = s.put_doc("db", "bar", &json!({"_rev": rev, "count": n}));
+    }
+    let ids = |path: &str| s.get(path).1["_revisions"]["ids"].as_array().map(Vec::len);
+    assert_eq!(ids("/db/bar?revs=true"), Some(6));
+    assert_eq!(s.raw(Method::PUT, "/db/_revs_limit", "5"), (200, json!({"ok": true})));
+    assert_eq!(ids("/db/bar?revs=true"), Some(5));
+    let (_, revs) = s.get(&format!("/db/bar?revs=true&open_revs=%5B%22{rev}%22%5D"));
+    assert_eq!(revs[0]["ok"]["_revisions"]["ids"].as_array().map(Vec::len), Some(5), "{revs}");
+    let compact = s.req(Method::POST, "/db/_compact").header("Content-Type", "application/json");
+    assert_eq!(send(compact).0, 202);
+    assert_eq!(ids("/db/bar?revs=true"), Some(5));
+}
+
 #[test]
 fn security_defaults_to_admin_only_and_round_trips() {
     // CouchDB 3: [couchdb] default_security = admin_only (couch_db_updater).

@@ -78,6 +78,20 @@ fn both_replicators_copy_attachments_and_conflicts_with_a_real_couchdb() {
     assert_eq!(contents(&bunko, "pushed"), source);
     let (_, got) = couch(Method::GET, &format!("{bunko}/pushed/files/guide.txt"), None);
     assert_eq!(got, Value::String(text.clone()));
+    // Both store the text gzipped, the same gzip (`encoded_length`, digest); CouchDB's
+    // replicator pulls it from Bunko gzipped (`open_revs` multipart) and stores it so.
+    let stored = |base: &str, db: &str| {
+        let url = format!("{base}/{db}/files?att_encoding_info=true");
+        couch(Method::GET, &url, None).1["_attachments"].clone()
+    };
+    let on_couchdb = stored(&couchdb, &db);
+    assert_eq!(on_couchdb["guide.txt"]["encoding"], "gzip", "{on_couchdb}");
+    assert_eq!(stored(&bunko, "pulled"), on_couchdb);
+    assert_eq!(stored(&bunko, "pushed"), on_couchdb);
+    replicate(&couchdb, format!("{bunko}/pulled"), format!("{couchdb}/{db}_from_bunko"));
+    assert_eq!(stored(&couchdb, &format!("{db}_from_bunko")), on_couchdb);
+    let url = format!("{couchdb}/{db}_from_bunko/files/guide.txt");
+    assert_eq!(couch(Method::GET, &url, None).1, Value::String(text.clone()));
 
     // The same revision edited on both sides, then CouchDB's replicator both ways (its
     // second run updates its `_local` checkpoint on Bunko).
@@ -99,7 +113,7 @@ fn both_replicators_copy_attachments_and_conflicts_with_a_real_couchdb() {
     // Bunko pushes into a new CouchDB database.
     replicate(&bunko, "pushed".into(), format!("{couchdb}/{db}_back"));
     assert_eq!(contents(&couchdb, &format!("{db}_back")), both);
-    for name in [db.clone(), format!("{db}_back")] {
+    for name in [db.clone(), format!("{db}_back"), format!("{db}_from_bunko")] {
         couch(Method::DELETE, &format!("{couchdb}/{name}"), None);
     }
 }

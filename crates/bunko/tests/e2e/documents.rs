@@ -442,6 +442,8 @@ fn etag_is_the_quoted_rev_and_if_none_match_gives_304() {
         .send()
         .unwrap();
     assert_eq!(resp.status().as_u16(), 304);
+    // CouchDB 3.4.3 says so (`basics_test.exs` checks it).
+    assert_eq!(resp.headers().get("content-length").map(|v| v.as_bytes()), Some(&b"0"[..]));
     assert!(resp.bytes().unwrap().is_empty(), "304 has no body");
     // A weak ETag matches too (CouchDB's `etag_match`, `etags_head_test.exs`).
     let weak = s.req(Method::GET, "/db/thomas").header("If-None-Match", format!("W/\"{rev}\""));

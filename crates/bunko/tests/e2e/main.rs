@@ -11,6 +11,7 @@ mod advisor;
 mod all_docs;
 mod attachments;
 mod attachments_couch;
+mod attachments_gzip;
 mod auth;
 mod auth_config;
 mod bad_input;

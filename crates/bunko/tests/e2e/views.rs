@@ -128,6 +128,88 @@ fn linked_documents_and_include_docs() {
     assert_eq!(rows[3]["doc"], Value::Null, "a missing linked document is null");
 }
 
+/// An emitted `{"_rev": …}` without `_id` loads that revision of the emitting document,
+/// as CouchDB's `couch_mrview_util:docid_rev` (`view_include_docs_test.exs`).
+#[test]
+fn an_emitted_rev_alone_loads_that_revision_of_the_emitting_document() {
+    let s = Server::start();
+    assert_eq!(s.put_empty("/shoko").0, 201);
+    let first = s.put_doc("shoko", "0", &json!({"title": "吾輩は猫である", "integer": 0}));
+    let edit = json!({"_rev": first, "title": "吾輩は猫である", "integer": 100, "prev": first});
+    let second = s.put_doc("shoko", "0", &edit);
+    let map = "function(doc) { if (doc.prev) emit(doc._id, {'_rev': doc.prev}); \
+               else emit(doc._id, {'_rev': doc._rev}); }";
+    assert_eq!(s.put("/shoko/_design/test", &json!({"views": {"with_prev": {"map": map}}})).0, 201);
+    let (_, body) = s.get("/shoko/_design/test/_view/with_prev?include_docs=true");
+    let doc = &body["rows"][0]["doc"];
+    assert_eq!(doc["_rev"], json!(first), "{body}");
+    assert_eq!((doc["integer"].clone(), doc.get("prev")), (json!(0), None));
+    assert_ne!(first, second);
+}
+
+/// `keys` queries take `startkey_docid`/`endkey_docid` for every key, as CouchDB's
+/// `couch_mrview_util:key_opts` (`view_multi_key_design_test.exs`).
+#[test]
+fn keys_are_bounded_by_startkey_docid_and_endkey_docid() {
+    let s = Server::start();
+    assert_eq!(s.put_empty("/shoko").0, 201);
+    let docs = (0..30).map(|i| json!({"_id": i.to_string(), "integer": i})).collect();
+    bulk(&s, "shoko", docs);
+    let map = "function(doc) { emit(0, doc.integer); emit(1, doc.integer); emit(2, doc.integer); }";
+    assert_eq!(
+        s.put("/shoko/_design/test", &json!({"views": {"multi_emit": {"map": map}}})).0,
+        201
+    );
+    let view = "/shoko/_design/test/_view/multi_emit";
+    let rows = |body: &Value| -> Vec<(Value, Value)> {
+        let rows = body["rows"].as_array().cloned().unwrap_or_default();
+        rows.iter().map(|r| (r["key"].clone(), r["value"].clone())).collect()
+    };
+    let want: Vec<(Value, Value)> = [(0, 21), (0, 22), (0, 23), (2, 21), (2, 22), (2, 23)]
+        .map(|(k, v)| (json!(k), json!(v)))
+        .into();
+    let bounds = "startkey_docid=21&endkey_docid=23";
+    let (_, posted) = s.post(&format!("{view}?{bounds}"), &json!({"keys": [0, 2]}));
+    assert_eq!(rows(&posted), want, "{posted}");
+    let (_, got) = s.get(&format!("{view}?{bounds}&keys=%5B0,2%5D"));
+    assert_eq!(rows(&got), want, "{got}");
+    let (_, got) = s.get(&format!("{view}?skip=2&limit=3&startkey_docid=13&keys=%5B0%5D"));
+    assert_eq!(rows(&got), [15, 16, 17].map(|v| (json!(0), json!(v))).to_vec(), "{got}");
+    let (_, got) =
+        s.get(&format!("{view}?descending=true&startkey_docid=27&endkey_docid=25&keys=%5B1%5D"));
+    assert_eq!(rows(&got), [27, 26, 25].map(|v| (json!(1), json!(v))).to_vec(), "{got}");
+}
+
+/// Raw collation is a view's own option (`"options": {"collation": "raw"}` in the view,
+/// CouchDB's `couch_mrview_util:maybe_define_less_fun`): that view sorts in Erlang term
+/// order while its neighbour keeps CouchDB's collation (`view_collation_raw_test.exs`).
+#[test]
+fn raw_collation_is_a_views_own_option() {
+    let s = Server::start();
+    assert_eq!(s.put_empty("/shoko").0, 201);
+    let keys = [json!("b"), json!("B"), json!(1), json!(null), json!({"a": 1}), json!(["a"])];
+    let docs =
+        keys.iter().enumerate().map(|(i, k)| json!({"_id": i.to_string(), "k": k})).collect();
+    bulk(&s, "shoko", docs);
+    let map = "function(doc) { emit(doc.k, null); }";
+    let ddoc = json!({"views": {
+        "raw": {"map": map, "options": {"collation": "raw"}},
+        "plain": {"map": map}
+    }});
+    assert_eq!(s.put("/shoko/_design/c", &ddoc).0, 201);
+    let order = |path: &str| -> Vec<Value> {
+        let (_, body) = s.get(path);
+        body["rows"].as_array().into_iter().flatten().map(|r| r["key"].clone()).collect()
+    };
+    let raw = [json!(1), json!(null), json!({"a": 1}), json!(["a"]), json!("B"), json!("b")];
+    assert_eq!(order("/shoko/_design/c/_view/raw"), raw);
+    let plain = [json!(null), json!(1), json!("b"), json!("B"), json!(["a"]), json!({"a": 1})];
+    assert_eq!(order("/shoko/_design/c/_view/plain"), plain);
+    // Ranges and `inclusive_end` follow the view's own order.
+    let range = "/shoko/_design/c/_view/raw?startkey=%22B%22&endkey=%22b%22&inclusive_end=false";
+    assert_eq!(order(range), [json!("B")]);
+}
+
 #[test]
 fn reducers_rereduce_and_group_levels() {
     let s = Server::start();
