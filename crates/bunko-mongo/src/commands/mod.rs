@@ -43,6 +43,7 @@ mod update_golden;
 mod users;
 mod users_info;
 mod validator_tree;
+mod views;
 
 use bson::{Bson, Document, doc};
 
@@ -174,7 +175,7 @@ const TABLE: &[Command] = &[
     Command { name: "getLog", aliases: &[], public: false, fields: None, run: handshake::get_log },
     Command { name: "listDatabases", aliases: &[], public: false, fields: Some(&["filter", "nameOnly", "authorizedDatabases"]), run: admin::list_databases },
     Command { name: "listCollections", aliases: &[], public: false, fields: Some(&["filter", "nameOnly", "authorizedCollections", "cursor"]), run: admin::list_collections },
-    Command { name: "create", aliases: &[], public: false, fields: Some(&["writeConcern", "validator", "validationLevel", "validationAction", "changeStreamPreAndPostImages"]), run: admin::create },
+    Command { name: "create", aliases: &[], public: false, fields: Some(&["writeConcern", "validator", "validationLevel", "validationAction", "changeStreamPreAndPostImages", "viewOn", "pipeline"]), run: admin::create },
     Command { name: "collMod", aliases: &[], public: false, fields: Some(&["writeConcern", "validator", "validationLevel", "validationAction", "changeStreamPreAndPostImages"]), run: admin::coll_mod },
     Command { name: "drop", aliases: &[], public: false, fields: Some(&["writeConcern"]), run: admin::drop },
     Command { name: "dropDatabase", aliases: &[], public: false, fields: Some(&["writeConcern"]), run: admin::drop_database },
@@ -309,7 +310,13 @@ pub(crate) fn run(
         _ => None,
     };
     let mut reply = bunko_query::collation::with(collation, || {
-        if txn.in_txn || ends_txn {
+        let view = match txn.in_txn || ends_txn {
+            false => views::run(&mut ctx, entry.name, command)?,
+            true => None,
+        };
+        if let Some(reply) = view {
+            Ok(reply)
+        } else if txn.in_txn || ends_txn {
             session::in_transaction(&mut ctx, entry.name, &txn, command)
         } else if snapshot_read(command) {
             session::snapshot_read(&mut ctx, entry.name, command)

@@ -71,9 +71,13 @@ pub(super) fn create(token: Document, db: &Database, ns: &Namespace) -> Document
             description = options_of(&ddoc_body(ev.body.as_deref()));
         }
     }
-    description.insert("idIndex", id_index());
+    let view = description.contains_key("viewOn");
+    if !view {
+        description.insert("idIndex", id_index());
+    }
     let mut out = event::header(token, "create", ns, ms, 0);
     out.insert("collectionUUID", uuid(db.id()));
+    out.insert("nsType", if view { "view" } else { "collection" });
     out.insert("operationDescription", description);
     out
 }
