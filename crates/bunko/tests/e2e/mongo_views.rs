@@ -49,6 +49,7 @@ for write in [lambda: v.insert_one({"x": 1}), lambda: v.update_one({}, {"$set": 
 out["list"] = sorted([(x["name"], x["type"], x.get("options", {}).get("viewOn")) for x in db.list_collections()])
 out["names"] = sorted(db.list_collection_names())
 out["books"] = db.books.count_documents({})
+out["estimated_max"] = [db.books.estimated_document_count(maxTimeMS=6000), v.estimated_document_count(maxTimeMS=6000)]
 print(json.dumps(out, default=str))
 "#;
     let Some(out) = python(&server, script) else { return };
@@ -80,6 +81,7 @@ print(json.dumps(out, default=str))
     );
     assert_eq!(out["names"], json!(["books", "late_soseki", "soseki"]));
     assert_eq!(out["books"], json!(4));
+    assert_eq!(out["estimated_max"], json!([4, 3]));
     // Over HTTP the view is a database whose design document holds the definition.
     let ddoc = server.get_doc("library$soseki", "_design/mongodb");
     assert_eq!(ddoc["options"]["viewOn"], json!("books"), "{ddoc}");
