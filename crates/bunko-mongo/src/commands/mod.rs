@@ -280,9 +280,9 @@ pub(crate) fn run(
             return Err(err);
         }
     }
-    let close_after = if txn.txn_number.is_some() && !txn.in_txn && RETRYABLE.contains(&entry.name)
-    {
-        match server.fail_points.check_primary_write() {
+    let retryable = txn.txn_number.is_some() && !txn.in_txn && RETRYABLE.contains(&entry.name);
+    let close_after = if retryable && !session::done_before(server, session, &txn) {
+        match server.fail_points.check_primary_write(statements(command)) {
             Some(crate::fail_point::PrimaryWriteFailure::Fail(err)) => return Err(err),
             Some(crate::fail_point::PrimaryWriteFailure::CloseBefore) => {
                 session.close = true;
@@ -332,6 +332,16 @@ pub(crate) fn run(
     ctx.session.close |= close_after;
     reply.insert("ok", 1.0);
     Ok((reply, plain))
+}
+
+/// How many statements a write command holds (`insert`'s documents, `update`'s and
+/// `delete`'s statements, `bulkWrite`'s operations; `findAndModify` is one).
+fn statements(command: &Document) -> u64 {
+    let list = ["documents", "updates", "deletes", "ops"].iter().find_map(|f| command.get(*f));
+    match list {
+        Some(Bson::Array(items)) => items.len() as u64,
+        _ => 1,
+    }
 }
 
 /// Whether a command outside a transaction asks for a snapshot read.

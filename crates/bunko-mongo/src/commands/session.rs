@@ -74,8 +74,25 @@ impl Fields {
 }
 
 fn key(ctx: &Ctx, lsid: &[u8]) -> Key {
-    let user = ctx.session.user.as_ref().map(|u| u.name.clone().unwrap_or_default());
+    key_of(ctx.session, lsid)
+}
+
+fn key_of(session: &crate::Session, lsid: &[u8]) -> Key {
+    let user = session.user.as_ref().map(|u| u.name.clone().unwrap_or_default());
     (lsid.to_vec(), user.unwrap_or_default())
+}
+
+/// Whether the retryable write `fields` names is done already: its retry answers the first
+/// reply without writing, so the fail points on writes do not fire for it.
+pub(super) fn done_before(
+    server: &crate::Server,
+    session: &crate::Session,
+    fields: &Fields,
+) -> bool {
+    let (Some(lsid), Some(n)) = (&fields.lsid, fields.txn_number) else { return false };
+    let found = server.sessions.get(key_of(session, lsid));
+    let found = found.lock();
+    found.number == n && found.retried.is_some()
 }
 
 fn too_old(n: i64, current: i64) -> MongoError {
