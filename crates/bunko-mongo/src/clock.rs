@@ -5,7 +5,9 @@
 //! It is a BSON timestamp, seconds since the epoch and a counter within the second, as
 //! MongoDB's oplog times are: every write command [`ticks`](Clock::tick) it, once done, to the later of
 //! the wall clock's second and one past the last tick, so it never goes back and two writes
-//! never share a time. A read reports the time of the last write it may have seen. Nor
+//! never share a time. Writes over HTTP advance it too: a command first
+//! [observes](Clock::observe) whether any database was written since the last one. A read
+//! reports the time of the last write it may have seen. Nor
 //! does it go back across a restart: it starts past the last write the store journaled
 //! ([`Clock::after`]), whatever the wall clock says. The
 //! `$clusterTime` signature is MongoDB's unsigned one (keyId 0, a zero hash), which drivers
@@ -20,11 +22,13 @@ use bunko_engine::Engine;
 pub struct Clock {
     /// `seconds << 32 | increment` of the last write.
     last: AtomicU64,
+    /// The engine's count of database updates last seen ([`Clock::observe`]).
+    seen: AtomicU64,
 }
 
 impl Default for Clock {
     fn default() -> Self {
-        Clock { last: AtomicU64::new(wall() << 32 | 1) }
+        Clock { last: AtomicU64::new(wall() << 32 | 1), seen: AtomicU64::new(0) }
     }
 }
 
@@ -48,7 +52,7 @@ impl Clock {
     fn after_ms(last_ms: Option<u64>) -> Clock {
         let stored = last_ms.map_or(0, |ms| (ms / 1000).min(u64::from(u32::MAX)));
         let start = (wall() << 32 | 1).max(stored << 32 | RESTART_INCREMENT);
-        Clock { last: AtomicU64::new(start) }
+        Clock { last: AtomicU64::new(start), seen: AtomicU64::new(0) }
     }
 }
 
@@ -72,6 +76,15 @@ impl Clock {
     /// The time of the last write.
     pub fn now(&self) -> Timestamp {
         timestamp(self.last.load(Ordering::Acquire))
+    }
+
+    /// Advances the clock if the engine's databases were written since the last call
+    /// (`updates`: the engine's count of database updates, which writes over HTTP advance
+    /// too), so those writes have a cluster time as well.
+    pub fn observe(&self, updates: u64) {
+        if self.seen.swap(updates, Ordering::AcqRel) != updates {
+            self.tick();
+        }
     }
 
     /// Advances the clock for a write; the write's time.
@@ -128,6 +141,19 @@ mod tests {
         assert_eq!(reply.get_timestamp("operationTime").ok(), Some(b));
         let cluster = reply.get_document("$clusterTime").expect("clusterTime");
         assert_eq!(cluster.get_timestamp("clusterTime").ok(), Some(b));
+    }
+
+    #[test]
+    fn observed_updates_advance_the_clock_once() {
+        let clock = Clock::default();
+        let start = value(clock.now());
+        clock.observe(7);
+        let once = value(clock.now());
+        clock.observe(7);
+        assert!(once > start);
+        assert_eq!(value(clock.now()), once);
+        clock.observe(8);
+        assert!(value(clock.now()) > once);
     }
 
     #[test]

@@ -294,6 +294,8 @@ pub(crate) fn run(
     } else {
         false
     };
+    // Writes over HTTP since the last command have a cluster time too.
+    server.clock.observe(bunko_engine::db_updates::global().last_seq());
     // A write advances the cluster time when it is done (also when it failed part-way), so
     // a snapshot taken at a cluster time holds every write up to it.
     let _tick = crate::clock::TickAfter(writes(entry.name, command).then_some(&server.clock));
