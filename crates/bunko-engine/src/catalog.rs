@@ -325,6 +325,29 @@ impl Engine {
         Ok(value)
     }
 
+    /// The values of the server-wide records whose name starts with `prefix` (a front
+    /// end's state that must survive restarts, such as MongoDB's retryable-write replies).
+    pub fn metas(&self, prefix: &str) -> Result<Vec<Vec<u8>>> {
+        let range = keys::meta_prefix(prefix);
+        let entries = bunko_storage::Iter::new(self.store.snapshot(), range, false, 256);
+        entries.map(|entry| Ok(entry?.1)).collect()
+    }
+
+    /// Sets (`Some`) or removes the server-wide record `name`. The change is applied at
+    /// once and made durable by the next synced commit (its caller's own write, synced
+    /// before, comes first): it waits for no sync of its own, so a crash may lose it, but
+    /// not a clean restart.
+    pub fn set_meta(&self, name: &str, value: Option<Vec<u8>>) -> Result<()> {
+        let mut batch = Batch::new();
+        let key = Key::Meta(name).encode();
+        match value {
+            Some(value) => batch.put(key, value),
+            None => batch.delete(key),
+        }
+        self.store.apply(batch)?;
+        Ok(())
+    }
+
     fn resume_drops(&self) -> Result<()> {
         let snapshot = self.store.snapshot();
         for entry in bunko_storage::Iter::new(snapshot, keys::dropped_range(), false, 256) {

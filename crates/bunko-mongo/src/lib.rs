@@ -25,6 +25,7 @@ mod fail_point;
 pub mod names;
 mod projection;
 mod query;
+mod retried;
 mod sessions;
 mod snapshots;
 mod ttl;
@@ -87,6 +88,7 @@ pub struct Server {
 impl Server {
     pub fn new(engine: Arc<Engine>, config: MongoConfig) -> Arc<Server> {
         let clock = clock::Clock::after(&engine);
+        retried::forget_expired(&engine);
         Arc::new(Server {
             engine,
             auth: auth::Auth::default(),
