@@ -51,6 +51,11 @@ struct View {
 /// The definition of `ns`, if it is a view.
 fn view(ctx: &Ctx, ns: &Namespace) -> Option<View> {
     let db = ctx.server.engine.get_db(&ns.engine_name())?;
+    // Every read and write asks: the design document is parsed only when it names a view.
+    let found = db.get(coll_options::DDOC, None).ok()?;
+    if found.deleted || !found.body.windows(8).any(|w| w == b"\"viewOn\"") {
+        return None;
+    }
     let options = coll_options::read(&db);
     let on = options.get_str("viewOn").ok()?.to_string();
     let pipeline = options.get_array("pipeline").cloned().unwrap_or_default();
