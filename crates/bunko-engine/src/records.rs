@@ -214,4 +214,22 @@ mod tests {
         assert_eq!(Stats::decode(&encode(&new))?, new);
         Ok(())
     }
+
+    #[test]
+    fn catalog_entries_and_journal_records_written_before_their_new_fields_still_read() -> Result<()>
+    {
+        let old = encode(&(7_u64, "shop$books", 1_u64, false, 1000_u64, "{}"));
+        let meta = DbMeta::decode(&old)?;
+        assert_eq!((meta.id, meta.name.as_str(), meta.renamed), (7, "shop$books", None));
+        let renamed = Some(Renamed { from: "shop$drafts".into(), seq: 4, dropped: Some(2) });
+        let new = DbMeta { renamed: renamed.clone(), ..meta };
+        assert_eq!(DbMeta::decode(&encode(&new))?.renamed, renamed);
+        let rev = RevId { pos: 2, hash: "ab".into() };
+        let old = encode(&("d1", rev.clone(), 1234_u64));
+        let record = ChangeRecord::decode(&old)?;
+        assert_eq!((record.id.as_str(), record.ms, record.replacement), ("d1", 1234, false));
+        let new = ChangeRecord { replacement: true, ..record };
+        assert!(ChangeRecord::decode(&encode(&new))?.replacement);
+        Ok(())
+    }
 }
