@@ -122,7 +122,7 @@ impl Engine {
         let hooks = crate::hooks::Hooks::default();
         for entry in bunko_storage::Iter::new(store.snapshot(), keys::db_range(), false, 256) {
             let (_, value) = entry?;
-            let meta: DbMeta = records::decode(&value)?;
+            let meta = DbMeta::decode(&value)?;
             let (config, clients, text, hooks) =
                 (config.clone(), clients.clone(), text.clone(), hooks.clone());
             let db = Database::load(store.clone(), config, clients, meta, text, hooks)?;
@@ -238,6 +238,7 @@ impl Engine {
             security: security.unwrap_or_else(|| {
                 r#"{"members":{"roles":["_admin"]},"admins":{"roles":["_admin"]}}"#.to_string()
             }),
+            renamed: None,
         };
         let mut batch = Batch::new();
         batch.put(Key::Db(name).encode(), records::encode(&meta));
@@ -271,20 +272,23 @@ impl Engine {
     }
 
     /// Renames a database as `ctx`, a server admin (MongoDB's `renameCollection`). Its keys
-    /// are keyed by its id, so only the catalog entry moves. An existing `to` is
-    /// `412 file_exists` unless `drop_target`, which deletes it first.
+    /// are keyed by its id, so only the catalog entry moves, recording the rename
+    /// ([`crate::records::Renamed`]). An existing `to` is `412 file_exists` unless
+    /// `drop_target`, which deletes it first.
     pub fn rename_db(&self, ctx: &UserCtx, from: &str, to: &str, drop_target: bool) -> Result<()> {
         crate::gate::admit_server_admin(ctx)?;
         validate_db_name(to)?;
         let _guard = self.catalog.lock();
         let db = self.db(from)?;
-        if self.get_db(to).is_some() {
+        let mut dropped = None;
+        if let Some(target) = self.get_db(to) {
             if !drop_target {
                 return Err(Error::FileExists);
             }
             self.drop_locked(to)?;
+            dropped = Some(target.id());
         }
-        db.rename(to)?;
+        db.rename(to, dropped)?;
         let mut dbs = self.dbs.write();
         dbs.remove(from);
         dbs.insert(to.to_string(), db);
@@ -330,6 +334,29 @@ impl Engine {
         batch.put(key, value.clone());
         self.store.commit(batch)?;
         Ok(value)
+    }
+
+    /// The values of the server-wide records whose name starts with `prefix` (a front
+    /// end's state that must survive restarts, such as MongoDB's retryable-write replies).
+    pub fn metas(&self, prefix: &str) -> Result<Vec<Vec<u8>>> {
+        let range = keys::meta_prefix(prefix);
+        let entries = bunko_storage::Iter::new(self.store.snapshot(), range, false, 256);
+        entries.map(|entry| Ok(entry?.1)).collect()
+    }
+
+    /// Sets (`Some`) or removes the server-wide record `name`. The change is applied at
+    /// once and made durable by the next synced commit (its caller's own write, synced
+    /// before, comes first): it waits for no sync of its own, so a crash may lose it, but
+    /// not a clean restart.
+    pub fn set_meta(&self, name: &str, value: Option<Vec<u8>>) -> Result<()> {
+        let mut batch = Batch::new();
+        let key = Key::Meta(name).encode();
+        match value {
+            Some(value) => batch.put(key, value),
+            None => batch.delete(key),
+        }
+        self.store.apply(batch)?;
+        Ok(())
     }
 
     fn resume_drops(&self) -> Result<()> {

@@ -152,6 +152,11 @@ impl Database {
         self.meta.read().clone()
     }
 
+    /// The database's last rename, if it was renamed.
+    pub fn renamed(&self) -> Option<crate::records::Renamed> {
+        self.meta.read().renamed.clone()
+    }
+
     pub fn info(&self) -> DbInfo {
         let writer = self.writer.lock();
         let meta = self.meta.read();
@@ -232,13 +237,15 @@ impl Database {
         Ok(())
     }
 
-    /// Moves the catalog entry to `to` (the caller holds the catalog lock).
-    pub(crate) fn rename(&self, to: &str) -> Result<()> {
+    /// Moves the catalog entry to `to`, recording the rename (the caller holds the catalog
+    /// lock; `dropped`: the database dropped to make room).
+    pub(crate) fn rename(&self, to: &str, dropped: Option<u64>) -> Result<()> {
         let writer = self.lock_writer()?;
         let mut meta = self.meta.read().clone();
         let mut batch = Batch::new();
         batch.delete(Key::Db(&meta.name).encode());
-        meta.name = to.to_string();
+        let from = std::mem::replace(&mut meta.name, to.to_string());
+        meta.renamed = Some(crate::records::Renamed { from, seq: writer.seq, dropped });
         batch.put(Key::Db(to).encode(), records::encode(&meta));
         let ticket = self.store.apply(batch)?;
         *self.meta.write() = meta;

@@ -19,7 +19,7 @@ use bunko_storage::{Iter, Read, Snapshot};
 use crate::database::Database;
 use crate::keys::{self, Key};
 use crate::read::doc_info_in;
-use crate::records::{self, ChangeRecord};
+use crate::records::ChangeRecord;
 use crate::{Error, Result};
 
 /// What preceded an event's revision.
@@ -47,6 +47,8 @@ pub struct ChangeEvent {
     /// The revision's body (compact JSON); `None` if it is no longer stored.
     pub body: Option<Vec<u8>>,
     pub before: Before,
+    /// The write replaced the whole document (MongoDB's `replaceOne`).
+    pub replacement: bool,
 }
 
 /// A batch of events and the seq they reach; `None` when writes after the asked position
@@ -76,7 +78,7 @@ impl Database {
                 return Ok(None);
             }
             reached = seq;
-            let record: ChangeRecord = records::decode(&value)?;
+            let record = ChangeRecord::decode(&value)?;
             events.push(event(snapshot.as_ref(), db, seq, record)?);
         }
         if events.is_empty() && reached == since && self.lost(&snapshot, since, durable + 1)? {
@@ -91,13 +93,22 @@ impl Database {
         let mut before = 0;
         for entry in Iter::new(self.snapshot(), keys::event_range(self.id()), false, 256) {
             let (key, value) = entry?;
-            let record: ChangeRecord = records::decode(&value)?;
+            let record = ChangeRecord::decode(&value)?;
             if record.ms >= ms {
                 break;
             }
             before = keys::decode_event(&key)?;
         }
         Ok(before)
+    }
+
+    /// When the last journaled write was made (ms since the Unix epoch), if any: where a
+    /// clock that must not go back across restarts (MongoDB's cluster time) resumes.
+    pub fn last_write_ms(&self) -> Result<Option<u64>> {
+        let entry = Iter::new(self.snapshot(), keys::event_range(self.id()), true, 1).next();
+        let Some(entry) = entry else { return Ok(None) };
+        let (_, value) = entry?;
+        Ok(Some(ChangeRecord::decode(&value)?.ms))
     }
 
     /// Removes the journal entries up to `seq` (`_compact`, which removes the bodies the
@@ -125,11 +136,12 @@ impl Database {
 }
 
 fn event(read: &dyn Read, db: u64, seq: u64, record: ChangeRecord) -> Result<ChangeEvent> {
-    let ChangeRecord { id, rev, ms } = record;
+    let ChangeRecord { id, rev, ms, replacement } = record;
     if rev.pos == ChangeRecord::PURGED {
         // Purged whole: nothing of it is left to show.
         let before = Before::Unavailable;
-        return Ok(ChangeEvent { seq, id, rev, deleted: true, ms, body: None, before });
+        let (deleted, body) = (true, None);
+        return Ok(ChangeEvent { seq, id, rev, deleted, ms, body, before, replacement });
     }
     let info = doc_info_in(read, db, &id)?;
     let tree = info.as_ref().map(|i| &i.tree);
@@ -146,7 +158,7 @@ fn event(read: &dyn Read, db: u64, seq: u64, record: ChangeRecord) -> Result<Cha
         },
     };
     let body = rev_body(read, db, &id, &rev)?;
-    Ok(ChangeEvent { seq, id, rev, deleted, ms, body, before })
+    Ok(ChangeEvent { seq, id, rev, deleted, ms, body, before, replacement })
 }
 
 fn rev_body(read: &dyn Read, db: u64, id: &str, rev: &RevId) -> Result<Option<Vec<u8>>> {

@@ -137,6 +137,11 @@ pub fn db_range() -> Range {
     prefix_range(&[DB])
 }
 
+/// The range of the `Meta` records whose name starts with `prefix`.
+pub fn meta_prefix(prefix: &str) -> Range {
+    prefix_range(&KeyWriter::new(META).bytes_prefix(prefix.as_bytes()))
+}
+
 /// The range of all `Dropped` markers.
 pub fn dropped_range() -> Range {
     prefix_range(&[DROPPED])

@@ -18,6 +18,42 @@ pub struct DbMeta {
     pub revs_limit: u64,
     /// The `_security` object as JSON text.
     pub security: String,
+    /// The database's last rename (MongoDB's `renameCollection`), if it was renamed.
+    pub renamed: Option<Renamed>,
+}
+
+/// A [`DbMeta`] written before renames were recorded.
+#[derive(Deserialize)]
+struct DbMetaV1 {
+    id: u64,
+    name: String,
+    created_us: u64,
+    partitioned: bool,
+    revs_limit: u64,
+    security: String,
+}
+
+impl DbMeta {
+    /// Decodes a record of any version (an older one, without `renamed`, is told apart by
+    /// its length).
+    pub fn decode(bytes: &[u8]) -> Result<Self> {
+        decode::<DbMeta>(bytes).or_else(|_| {
+            let DbMetaV1 { id, name, created_us, partitioned, revs_limit, security } =
+                decode(bytes)?;
+            Ok(DbMeta { id, name, created_us, partitioned, revs_limit, security, renamed: None })
+        })
+    }
+}
+
+/// What a rename did, kept in the renamed database's catalog entry so that MongoDB change
+/// streams resumed after a restart still report it: the old name, the database's last seq
+/// before the rename (later writes are under the new name), and the id of the database a
+/// `dropTarget` rename dropped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Renamed {
+    pub from: String,
+    pub seq: u64,
+    pub dropped: Option<u64>,
 }
 
 /// A document: its revision tree and the seq of its latest change.
@@ -38,12 +74,22 @@ impl DocInfo {
 /// One entry of the change journal: which revision of which document a write made, and
 /// when (milliseconds since the Unix epoch). A `_purge` that removes a whole document
 /// journals it with [`ChangeRecord::PURGED`] (`0-`, never a written revision), which
-/// change streams show as a `delete`.
+/// change streams show as a `delete`. `replacement`: the write replaced the whole document
+/// (MongoDB's `replaceOne`), which change streams report as `replace`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ChangeRecord {
     pub id: String,
     pub rev: RevId,
     pub ms: u64,
+    pub replacement: bool,
+}
+
+/// A [`ChangeRecord`] written before `replacement` was journaled.
+#[derive(Deserialize)]
+struct ChangeRecordV1 {
+    id: String,
+    rev: RevId,
+    ms: u64,
 }
 
 impl ChangeRecord {
@@ -56,7 +102,17 @@ impl ChangeRecord {
             id: id.to_string(),
             rev: RevId { pos: Self::PURGED, hash: String::new() },
             ms,
+            replacement: false,
         }
+    }
+
+    /// Decodes a record of any version (postcard records carry no field names, so an
+    /// older record, without `replacement`, is told apart by its length).
+    pub fn decode(bytes: &[u8]) -> Result<Self> {
+        decode::<ChangeRecord>(bytes).or_else(|_| {
+            let ChangeRecordV1 { id, rev, ms } = decode(bytes)?;
+            Ok(ChangeRecord { id, rev, ms, replacement: false })
+        })
     }
 }
 
@@ -156,6 +212,24 @@ mod tests {
         assert_eq!(Stats::decode(&old)?, want);
         let new = Stats { writes: 9, ..want };
         assert_eq!(Stats::decode(&encode(&new))?, new);
+        Ok(())
+    }
+
+    #[test]
+    fn catalog_entries_and_journal_records_written_before_their_new_fields_still_read() -> Result<()>
+    {
+        let old = encode(&(7_u64, "shop$books", 1_u64, false, 1000_u64, "{}"));
+        let meta = DbMeta::decode(&old)?;
+        assert_eq!((meta.id, meta.name.as_str(), meta.renamed), (7, "shop$books", None));
+        let renamed = Some(Renamed { from: "shop$drafts".into(), seq: 4, dropped: Some(2) });
+        let new = DbMeta { renamed: renamed.clone(), ..meta };
+        assert_eq!(DbMeta::decode(&encode(&new))?.renamed, renamed);
+        let rev = RevId { pos: 2, hash: "ab".into() };
+        let old = encode(&("d1", rev.clone(), 1234_u64));
+        let record = ChangeRecord::decode(&old)?;
+        assert_eq!((record.id.as_str(), record.ms, record.replacement), ("d1", 1234, false));
+        let new = ChangeRecord { replacement: true, ..record };
+        assert!(ChangeRecord::decode(&encode(&new))?.replacement);
         Ok(())
     }
 }

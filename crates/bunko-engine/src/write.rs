@@ -40,11 +40,20 @@ pub struct WriteOptions {
     /// `validate_doc_update` functions still are). Only for database admins; anyone else
     /// is refused ([`Error::Forbidden`]).
     pub bypass_document_validation: bool,
+    /// MongoDB's replacement of a whole document (`replaceOne`, `findAndModify` with a
+    /// replacement): the change journal records it, so change streams report `replace`
+    /// (the revisions alone cannot tell it from an update that keeps some fields).
+    pub replacement: bool,
 }
 
 impl Default for WriteOptions {
     fn default() -> Self {
-        Self { new_edits: true, all_or_nothing: false, bypass_document_validation: false }
+        Self {
+            new_edits: true,
+            all_or_nothing: false,
+            bypass_document_validation: false,
+            replacement: false,
+        }
     }
 }
 
@@ -297,7 +306,7 @@ impl Database {
                 stats.active += atts.added;
                 seq += 1;
                 outcome.info.seq = seq;
-                add_to_batch(batch, db, &id, old.as_ref(), &outcome);
+                add_to_batch(batch, db, &id, old.as_ref(), &outcome, opts.replacement);
                 let was_live = old.as_ref().map(|o| o.winner().map(|(_, d)| !d)).transpose()?;
                 ids.record(&id, was_live, !outcome.info.winner()?.1);
                 self.track_winner(&mut pending, &indexes, batch, &id, old.as_ref(), &outcome)?;
@@ -668,7 +677,14 @@ pub(crate) fn active_size(info: &DocInfo) -> u64 {
     info.size + 40 * info.tree.nodes().len() as u64
 }
 
-fn add_to_batch(batch: &mut Batch, db: u64, id: &str, old: Option<&DocInfo>, o: &Outcome) {
+fn add_to_batch(
+    batch: &mut Batch,
+    db: u64,
+    id: &str,
+    old: Option<&DocInfo>,
+    o: &Outcome,
+    replacement: bool,
+) {
     batch.put(Key::Doc(db, id).encode(), records::encode(&o.info));
     batch.put(Key::Rev(db, id, &o.rev.to_string()).encode(), o.body.clone());
     for rev in &o.stemmed {
@@ -679,7 +695,7 @@ fn add_to_batch(batch: &mut Batch, db: u64, id: &str, old: Option<&DocInfo>, o: 
     }
     batch.put(Key::Seq(db, o.info.seq).encode(), id.as_bytes().to_vec());
     let ms = crate::catalog::now_us() / 1000;
-    let record = records::ChangeRecord { id: id.to_string(), rev: o.rev.clone(), ms };
+    let record = records::ChangeRecord { id: id.to_string(), rev: o.rev.clone(), ms, replacement };
     batch.put(Key::Event(db, o.info.seq).encode(), records::encode(&record));
 }
 

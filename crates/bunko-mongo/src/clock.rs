@@ -5,23 +5,54 @@
 //! It is a BSON timestamp, seconds since the epoch and a counter within the second, as
 //! MongoDB's oplog times are: every write command [`ticks`](Clock::tick) it, once done, to the later of
 //! the wall clock's second and one past the last tick, so it never goes back and two writes
-//! never share a time. A read reports the time of the last write it may have seen. The
+//! never share a time. Writes over HTTP advance it too: a command first
+//! [observes](Clock::observe) whether any database was written since the last one. A read
+//! reports the time of the last write it may have seen. Nor
+//! does it go back across a restart: it starts past the last write the store journaled
+//! ([`Clock::after`]), whatever the wall clock says. The
 //! `$clusterTime` signature is MongoDB's unsigned one (keyId 0, a zero hash), which drivers
 //! send back unchanged; a server without keys does not check it.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bson::{Binary, Document, Timestamp, doc, spec::BinarySubtype};
+use bunko_engine::Engine;
 
 /// The cluster time of one server.
 pub struct Clock {
     /// `seconds << 32 | increment` of the last write.
     last: AtomicU64,
+    /// The engine's count of database updates last seen ([`Clock::observe`]).
+    seen: AtomicU64,
 }
 
 impl Default for Clock {
     fn default() -> Self {
-        Clock { last: AtomicU64::new(wall() << 32 | 1) }
+        Clock { last: AtomicU64::new(wall() << 32 | 1), seen: AtomicU64::new(0) }
+    }
+}
+
+/// The increment a restarted clock takes in the second of the last stored write: past any
+/// tick a server could have made within that second.
+const RESTART_INCREMENT: u64 = 1 << 31;
+
+impl Clock {
+    /// A clock that starts past the last write of the databases of `engine` (the newest
+    /// entry of their change journals), so the cluster time a client saw before a restart
+    /// is never reported again (nor an earlier one).
+    pub fn after(engine: &Engine) -> Clock {
+        let last_ms = engine
+            .db_names()
+            .iter()
+            .filter_map(|name| engine.get_db(name)?.last_write_ms().ok().flatten())
+            .max();
+        Clock::after_ms(last_ms)
+    }
+
+    fn after_ms(last_ms: Option<u64>) -> Clock {
+        let stored = last_ms.map_or(0, |ms| (ms / 1000).min(u64::from(u32::MAX)));
+        let start = (wall() << 32 | 1).max(stored << 32 | RESTART_INCREMENT);
+        Clock { last: AtomicU64::new(start), seen: AtomicU64::new(0) }
     }
 }
 
@@ -45,6 +76,15 @@ impl Clock {
     /// The time of the last write.
     pub fn now(&self) -> Timestamp {
         timestamp(self.last.load(Ordering::Acquire))
+    }
+
+    /// Advances the clock if the engine's databases were written since the last call
+    /// (`updates`: the engine's count of database updates, which writes over HTTP advance
+    /// too), so those writes have a cluster time as well.
+    pub fn observe(&self, updates: u64) {
+        if self.seen.swap(updates, Ordering::AcqRel) != updates {
+            self.tick();
+        }
     }
 
     /// Advances the clock for a write; the write's time.
@@ -101,5 +141,30 @@ mod tests {
         assert_eq!(reply.get_timestamp("operationTime").ok(), Some(b));
         let cluster = reply.get_document("$clusterTime").expect("clusterTime");
         assert_eq!(cluster.get_timestamp("clusterTime").ok(), Some(b));
+    }
+
+    #[test]
+    fn observed_updates_advance_the_clock_once() {
+        let clock = Clock::default();
+        let start = value(clock.now());
+        clock.observe(7);
+        let once = value(clock.now());
+        clock.observe(7);
+        assert!(once > start);
+        assert_eq!(value(clock.now()), once);
+        clock.observe(8);
+        assert!(value(clock.now()) > once);
+    }
+
+    #[test]
+    fn a_restarted_clock_starts_past_the_last_stored_write() {
+        let ahead_s = wall() + 3600;
+        let clock = Clock::after_ms(Some(ahead_s * 1000 + 250));
+        let now = clock.now();
+        assert_eq!((u64::from(now.time), u64::from(now.increment)), (ahead_s, RESTART_INCREMENT));
+        assert!(value(clock.tick()) > value(now));
+        let past = Clock::after_ms(Some(1000));
+        assert!(u64::from(past.now().time) >= wall() - 1);
+        assert_eq!(past.now().increment, 1);
     }
 }

@@ -51,6 +51,13 @@ impl<T> Cursors<T> {
         id
     }
 
+    /// Files cursor `id` under the namespace `ns` (a view's cursor reads its collection).
+    pub fn rename(&self, id: i64, ns: String) {
+        if let Some(cursor) = self.open.lock().get_mut(&id) {
+            cursor.ns = ns;
+        }
+    }
+
     /// Whether `id` is open here.
     pub fn owns(&self, id: i64) -> bool {
         self.open.lock().contains_key(&id)

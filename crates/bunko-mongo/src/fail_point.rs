@@ -12,7 +12,7 @@
 //! `blockConnection` with `blockTimeMS`). `onPrimaryTransactionalWrite` fails retryable
 //! writes: the connection is closed before the answer (`closeConnection`, by default), after
 //! the write is done, or, with `failBeforeCommitExceptionCode`, without doing it (an open
-//! connection gets that error). MongoDB counts it per statement; Bunko per command.
+//! connection gets that error), counted per statement as in MongoDB.
 //! `failGetMoreAfterCursorCheckout` is `failCommand` on `getMore` (sharing its one slot).
 
 use std::time::Duration;
@@ -195,11 +195,17 @@ impl FailPoints {
 
 /// `onPrimaryTransactionalWrite` for a retryable write about to run.
 impl FailPoints {
-    pub fn check_primary_write(&self) -> Option<PrimaryWriteFailure> {
+    /// Counted per statement, as MongoDB counts it: a command of `statements` statements
+    /// uses up as many of the `skip` count, and fails if a statement is left after it
+    /// (the whole command: with `closeConnection` after the write, as MongoDB, whose
+    /// retry then finds every statement done; before it, also the statements ahead of the
+    /// failing one are not written, where MongoDB writes them).
+    pub fn check_primary_write(&self, statements: u64) -> Option<PrimaryWriteFailure> {
         let mut slot = self.primary_write.lock();
         let point = slot.as_mut()?;
-        if point.skip > 0 {
-            point.skip -= 1;
+        let skipped = point.skip.min(statements.max(1));
+        point.skip -= skipped;
+        if skipped == statements.max(1) {
             return None;
         }
         let failure = match (point.close, point.code) {

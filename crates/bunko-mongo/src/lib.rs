@@ -25,6 +25,7 @@ mod fail_point;
 pub mod names;
 mod projection;
 mod query;
+mod retried;
 mod sessions;
 mod snapshots;
 mod ttl;
@@ -73,8 +74,6 @@ pub struct Server {
     auth: auth::Auth,
     cursors: cursors::Cursors,
     streams: commands::change_stream::registry::Streams,
-    renames: commands::change_stream::Renames,
-    replaced: commands::change_stream::Replaced,
     sessions: sessions::Sessions,
     config: MongoConfig,
     started: Instant,
@@ -88,13 +87,13 @@ pub struct Server {
 
 impl Server {
     pub fn new(engine: Arc<Engine>, config: MongoConfig) -> Arc<Server> {
+        let clock = clock::Clock::after(&engine);
+        retried::forget_expired(&engine);
         Arc::new(Server {
             engine,
             auth: auth::Auth::default(),
             cursors: cursors::Cursors::new(config.cursor_timeout),
             streams: commands::change_stream::registry::Streams::new(config.cursor_timeout),
-            renames: commands::change_stream::Renames::default(),
-            replaced: commands::change_stream::Replaced::default(),
             sessions: sessions::Sessions::default(),
             config,
             started: Instant::now(),
@@ -102,7 +101,7 @@ impl Server {
             next_conn: AtomicI64::new(1),
             open: AtomicU64::new(0),
             fail_points: fail_point::FailPoints::default(),
-            clock: clock::Clock::default(),
+            clock,
             snapshots: snapshots::History::default(),
         })
     }

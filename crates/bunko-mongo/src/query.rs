@@ -43,10 +43,17 @@ pub fn collation_of(doc: &Document) -> Result<Option<Arc<Collation>>, MongoError
 /// Parses a MongoDB filter. `$expr`, `$jsonSchema`, and `$and`/`$or`/`$nor` clauses
 /// holding them become [`Predicate`]s beside the selector tree; the rest is the tree.
 pub fn selector(filter: &Document) -> Result<Selector, MongoError> {
+    selector_in(filter, true)
+}
+
+/// [`selector`]; `top`: `filter` is a command's whole filter, not a clause of a `$and`,
+/// `$or` or `$nor` (whose `$expr` a `$lookup` binds its `let` into only when it runs).
+fn selector_in(filter: &Document, top: bool) -> Result<Selector, MongoError> {
     let mut plain = Document::new();
     let mut extra = Vec::new();
     for (key, value) in filter {
         match key.as_str() {
+            "$expr" if top => extra.push(Predicate::Expr(Arc::new(defined(Expr::parse(value)?)?))),
             "$expr" => extra.push(Predicate::Expr(Arc::new(Expr::parse(value)?))),
             "$jsonSchema" => extra.push(Predicate::Schema(Arc::new(json_schema(value)?))),
             "$and" | "$or" | "$nor" if needs_predicate(value) => {
@@ -62,6 +69,18 @@ pub fn selector(filter: &Document) -> Result<Selector, MongoError> {
         selector = selector.with_predicate(predicate);
     }
     Ok(selector)
+}
+
+/// A filter's top-level `$expr`, refused when it reads a variable nobody defines (MongoDB's
+/// `Use of undefined variable`, 17276, when the filter is parsed, not per document): a
+/// command's `let` variables are bound into it beforehand, and the expression is tried
+/// once on an empty document, where only an undefined variable is an error that counts.
+fn defined(expr: Expr) -> Result<Expr, MongoError> {
+    let mut vars = bunko_query::expr::Vars::new(&Document::new(), bson::DateTime::now());
+    match expr.eval(&mut vars) {
+        Err(err) if err.code == 17276 => Err(err.into()),
+        _ => Ok(expr),
+    }
 }
 
 /// A `$jsonSchema` argument, checked as MongoDB does.
@@ -93,7 +112,7 @@ fn logical(op: &str, clauses: &Bson) -> Result<Predicate, MongoError> {
     let parts = items
         .iter()
         .map(|item| match item {
-            Bson::Document(d) => Ok(Predicate::Selector(Box::new(selector(d)?))),
+            Bson::Document(d) => Ok(Predicate::Selector(Box::new(selector_in(d, false)?))),
             _ => Err(MongoError::bad_value(format!("{op} argument's entries must be objects"))),
         })
         .collect::<Result<Vec<_>, _>>()?;

@@ -73,9 +73,12 @@ impl History {
 /// A snapshot taken now and the cluster time of the last write it holds: the clock read
 /// before and after it agree, so no write finished in between.
 fn fresh(clock: &Clock, engine: &Engine) -> (Timestamp, Snapshot) {
+    let updates = || bunko_engine::db_updates::global().last_seq();
     loop {
+        clock.observe(updates());
         let before = clock.now();
         let snapshot = engine.snapshot();
+        clock.observe(updates());
         if value(clock.now()) == value(before) {
             return (before, snapshot);
         }

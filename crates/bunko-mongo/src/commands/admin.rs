@@ -90,8 +90,12 @@ pub(super) fn list_collections(ctx: &mut Ctx, command: &Document) -> Result<Docu
     let entries = colls
         .into_iter()
         .map(|(name, db)| {
+            let options = coll_options::read(&db);
+            if options.contains_key("viewOn") {
+                return doc! {"name": name, "type": "view", "options": options, "info": {"readOnly": true}};
+            }
             doc! {
-                "name": name, "type": "collection", "options": coll_options::read(&db),
+                "name": name, "type": "collection", "options": options,
                 "info": {"readOnly": false},
                 "idIndex": {"v": 2, "key": {"_id": 1}, "name": "_id_"},
             }
@@ -99,13 +103,16 @@ pub(super) fn list_collections(ctx: &mut Ctx, command: &Document) -> Result<Docu
         .collect();
     let mut entries = filtered(entries, &doc_of(command, "filter")?)?;
     if name_only {
-        let keep = |d: Document| doc! {"name": d.get("name").cloned().unwrap_or(Bson::Null), "type": "collection"};
+        let keep = |d: Document| doc! {"name": d.get("name").cloned().unwrap_or(Bson::Null), "type": d.get("type").cloned().unwrap_or(Bson::Null)};
         entries = entries.into_iter().map(keep).collect();
     }
     Ok(cursor_reply(0, &format!("{}.$cmd.listCollections", ctx.db), "firstBatch", entries))
 }
 
 pub(super) fn create(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
+    if command.contains_key("viewOn") || command.contains_key("pipeline") {
+        return super::views::create(ctx, command);
+    }
     let ns = namespace(ctx, command)?;
     let options = coll_options::from_command(command)?;
     let db = match ctx.server.engine.create_db(&user(ctx), &ns.engine_name(), false) {

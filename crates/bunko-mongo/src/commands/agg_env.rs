@@ -45,12 +45,20 @@ pub(super) struct AggEnv {
 }
 
 pub(super) fn to_expr(err: MongoError) -> ExprError {
-    ExprError::new(err.code, err.code_name, err.errmsg)
+    let extra = err.extra.as_deref().cloned();
+    let out = ExprError::new(err.code, err.code_name, err.errmsg);
+    match extra {
+        Some(extra) => out.with_extra(&extra),
+        None => out,
+    }
 }
 
 pub(crate) fn from_expr(err: ExprError) -> MongoError {
     let name = if err.code_name == "Location" { location_name(err.code) } else { err.code_name };
-    MongoError::new(err.code, name, err.message)
+    let mut out = MongoError::new(err.code, name, err.message);
+    let extra = err.extra.and_then(|bytes| Document::from_reader(bytes.as_slice()).ok());
+    out.extra = extra.map(Box::new);
+    out
 }
 
 /// MongoDB names an unnamed error code `Location<code>`. The names must be `'static`: each

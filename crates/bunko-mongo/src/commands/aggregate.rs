@@ -17,7 +17,8 @@
 //! memory limit (`MongoConfig::agg_memory_limit`, 100 MiB as MongoDB) spills to the
 //! engine's temporary keys (`bunko_query::agg::spill`) when `allowDiskUse` is true (the
 //! default, as MongoDB 6+) and fails with `QueryExceededMemoryLimitNoDiskUseAllowed` (292)
-//! when it is false. `maxTimeMS`, `hint` are accepted; `collation` must be the `simple` one.
+//! when it is false. `maxTimeMS`, `hint` are accepted; `collation` applies to the whole
+//! pipeline (string comparisons in `$match` and the pushed-down query).
 
 use std::iter::Peekable;
 use std::sync::Arc;
@@ -56,7 +57,7 @@ impl<'c> Request<'c> {
                 "'pipeline' option must be specified as an array",
             ));
         };
-        check_collation(command)?;
+        crate::query::collation_of(command)?;
         let explain = bool_of(command, "explain", false)?;
         let cursor = match command.get("cursor") {
             Some(Bson::Document(c)) => Some(c),
@@ -129,7 +130,18 @@ impl<'c> Request<'c> {
     }
 }
 
+/// `aggregate`, under the command's `collation` (its string comparisons: `$match`, the
+/// pushed-down query, and each later batch the cursor computes).
 pub(super) fn aggregate(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
+    let collation = crate::query::collation_of(command)?;
+    bunko_query::collation::with(collation.clone(), || run(ctx, command, collation))
+}
+
+fn run(
+    ctx: &mut Ctx,
+    command: &Document,
+    collation: Option<Arc<bunko_query::collation::Collation>>,
+) -> Result<Document, MongoError> {
     let request = Request::parse(ctx, command)?;
     if request.is_change_stream() {
         return super::change_stream::open(ctx, command);
@@ -163,7 +175,9 @@ pub(super) fn aggregate(ctx: &mut Ctx, command: &Document) -> Result<Document, M
     let id = match more {
         false => 0,
         true => {
-            let next = Box::new(move |n| pull(&mut docs, n));
+            let next = Box::new(move |n| {
+                bunko_query::collation::with(collation.clone(), || pull(&mut docs, n))
+            });
             ctx.server.cursors.open(ns.clone(), ctx.session.user.clone(), next)
         }
     };
@@ -219,18 +233,6 @@ fn observe(ctx: &Ctx, request: &Request) {
         .map(|d| serde_json::Value::Object(bunko_doc::ejson::to_json(d)))
         .collect();
     db.observe_pipeline(&stages);
-}
-
-/// `collation`: only the `simple` (binary) one.
-fn check_collation(command: &Document) -> Result<(), MongoError> {
-    let collation = doc_of(command, "collation")?;
-    match collation.get("locale") {
-        None if collation.is_empty() => Ok(()),
-        Some(Bson::String(l)) if l == "simple" => Ok(()),
-        _ => {
-            Err(MongoError::not_implemented("collations other than 'simple' are not supported yet"))
-        }
-    }
 }
 
 /// `$$NOW` and the command's `let` variables.

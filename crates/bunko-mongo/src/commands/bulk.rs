@@ -50,10 +50,15 @@ struct Counts {
 pub(super) type Runner<'r> = dyn FnMut(&mut Ctx, &Document) -> Result<Document, MongoError> + 'r;
 
 pub(super) fn bulk_write(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
-    let mut plain = |ctx: &mut Ctx, command: &Document| match command.keys().next() {
-        Some(k) if k == "insert" => crud::insert(ctx, command),
-        Some(k) if k == "update" => update::update(ctx, command),
-        _ => crud::delete(ctx, command),
+    let mut plain = |ctx: &mut Ctx, command: &Document| {
+        let name = command.keys().next().map_or("delete", String::as_str);
+        // A view refuses the operation (`CommandNotSupportedOnView`).
+        super::views::run(ctx, name, command)?;
+        match name {
+            "insert" => crud::insert(ctx, command),
+            "update" => update::update(ctx, command),
+            _ => crud::delete(ctx, command),
+        }
     };
     run_bulk(ctx, command, &mut plain, false)
 }

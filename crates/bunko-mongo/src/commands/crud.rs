@@ -333,10 +333,23 @@ pub(super) fn count(ctx: &mut Ctx, command: &Document) -> Result<Document, Mongo
     };
     let Some(db) = readable_db(ctx, &ns, "count")? else { return Ok(doc! {"n": 0}) };
     let hint = super::indexes::hint(&db, command.get("hint"))?;
+    let started = std::time::Instant::now();
     let n =
         run_hinted(&super::admin::user(ctx), &db, mongo_query(selector, skip, limit), &[], hint)?
             .len();
+    within_max_time(command, started)?;
     Ok(doc! {"n": n as i32})
+}
+
+/// `maxTimeMS` (`0`: none) of a command that ran from `started`: past it the command fails
+/// with MongoDB's `MaxTimeMSExpired` (50) instead of answering (it is checked when the
+/// command is done, not while it runs).
+fn within_max_time(command: &Document, started: std::time::Instant) -> Result<(), MongoError> {
+    let Some(ms) = non_negative(command, "maxTimeMS")? else { return Ok(()) };
+    if ms == 0 || started.elapsed().as_millis() <= ms as u128 {
+        return Ok(());
+    }
+    Err(MongoError::new(50, "MaxTimeMSExpired", "operation exceeded time limit"))
 }
 
 pub(super) fn delete(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {

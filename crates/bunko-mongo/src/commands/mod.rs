@@ -43,6 +43,7 @@ mod update_golden;
 mod users;
 mod users_info;
 mod validator_tree;
+mod views;
 
 use bson::{Bson, Document, doc};
 
@@ -174,14 +175,14 @@ const TABLE: &[Command] = &[
     Command { name: "getLog", aliases: &[], public: false, fields: None, run: handshake::get_log },
     Command { name: "listDatabases", aliases: &[], public: false, fields: Some(&["filter", "nameOnly", "authorizedDatabases"]), run: admin::list_databases },
     Command { name: "listCollections", aliases: &[], public: false, fields: Some(&["filter", "nameOnly", "authorizedCollections", "cursor"]), run: admin::list_collections },
-    Command { name: "create", aliases: &[], public: false, fields: Some(&["writeConcern", "validator", "validationLevel", "validationAction", "changeStreamPreAndPostImages"]), run: admin::create },
+    Command { name: "create", aliases: &[], public: false, fields: Some(&["writeConcern", "validator", "validationLevel", "validationAction", "changeStreamPreAndPostImages", "viewOn", "pipeline"]), run: admin::create },
     Command { name: "collMod", aliases: &[], public: false, fields: Some(&["writeConcern", "validator", "validationLevel", "validationAction", "changeStreamPreAndPostImages"]), run: admin::coll_mod },
     Command { name: "drop", aliases: &[], public: false, fields: Some(&["writeConcern"]), run: admin::drop },
     Command { name: "dropDatabase", aliases: &[], public: false, fields: Some(&["writeConcern"]), run: admin::drop_database },
     Command { name: "insert", aliases: &[], public: false, fields: Some(&["bypassDocumentValidation", "documents", "ordered", "writeConcern", "txnNumber"]), run: crud::insert },
     Command { name: "find", aliases: &[], public: false, fields: Some(&["filter", "projection", "sort", "skip", "limit", "batchSize", "singleBatch", "readConcern", "allowDiskUse", "hint", "collation"]), run: crud::find },
     Command { name: "delete", aliases: &[], public: false, fields: Some(&["deletes", "ordered", "writeConcern", "txnNumber"]), run: crud::delete },
-    Command { name: "count", aliases: &[], public: false, fields: Some(&["query", "limit", "skip", "readConcern", "hint", "collation"]), run: crud::count },
+    Command { name: "count", aliases: &[], public: false, fields: Some(&["query", "limit", "skip", "readConcern", "hint", "collation", "maxTimeMS"]), run: crud::count },
     Command { name: "update", aliases: &[], public: false, fields: Some(&["bypassDocumentValidation", "updates", "ordered", "writeConcern", "txnNumber"]), run: update::update },
     Command { name: "findAndModify", aliases: &["findandmodify"], public: false, fields: Some(&["bypassDocumentValidation", "query", "sort", "remove", "update", "new", "fields", "upsert", "arrayFilters", "hint", "collation", "writeConcern", "txnNumber"]), run: update::find_and_modify },
     Command { name: "distinct", aliases: &[], public: false, fields: Some(&["key", "query", "readConcern", "hint", "collation"]), run: crud::distinct },
@@ -279,9 +280,9 @@ pub(crate) fn run(
             return Err(err);
         }
     }
-    let close_after = if txn.txn_number.is_some() && !txn.in_txn && RETRYABLE.contains(&entry.name)
-    {
-        match server.fail_points.check_primary_write() {
+    let retryable = txn.txn_number.is_some() && !txn.in_txn && RETRYABLE.contains(&entry.name);
+    let close_after = if retryable && !session::done_before(server, session, &txn) {
+        match server.fail_points.check_primary_write(statements(command)) {
             Some(crate::fail_point::PrimaryWriteFailure::Fail(err)) => return Err(err),
             Some(crate::fail_point::PrimaryWriteFailure::CloseBefore) => {
                 session.close = true;
@@ -293,6 +294,8 @@ pub(crate) fn run(
     } else {
         false
     };
+    // Writes over HTTP since the last command have a cluster time too.
+    server.clock.observe(bunko_engine::db_updates::global().last_seq());
     // A write advances the cluster time when it is done (also when it failed part-way), so
     // a snapshot taken at a cluster time holds every write up to it.
     let _tick = crate::clock::TickAfter(writes(entry.name, command).then_some(&server.clock));
@@ -309,7 +312,13 @@ pub(crate) fn run(
         _ => None,
     };
     let mut reply = bunko_query::collation::with(collation, || {
-        if txn.in_txn || ends_txn {
+        let view = match txn.in_txn || ends_txn {
+            false => views::run(&mut ctx, entry.name, command)?,
+            true => None,
+        };
+        if let Some(reply) = view {
+            Ok(reply)
+        } else if txn.in_txn || ends_txn {
             session::in_transaction(&mut ctx, entry.name, &txn, command)
         } else if snapshot_read(command) {
             session::snapshot_read(&mut ctx, entry.name, command)
@@ -325,6 +334,16 @@ pub(crate) fn run(
     ctx.session.close |= close_after;
     reply.insert("ok", 1.0);
     Ok((reply, plain))
+}
+
+/// How many statements a write command holds (`insert`'s documents, `update`'s and
+/// `delete`'s statements, `bulkWrite`'s operations; `findAndModify` is one).
+fn statements(command: &Document) -> u64 {
+    let list = ["documents", "updates", "deletes", "ops"].iter().find_map(|f| command.get(*f));
+    match list {
+        Some(Bson::Array(items)) => items.len() as u64,
+        _ => 1,
+    }
 }
 
 /// Whether a command outside a transaction asks for a snapshot read.

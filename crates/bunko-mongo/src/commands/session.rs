@@ -74,8 +74,29 @@ impl Fields {
 }
 
 fn key(ctx: &Ctx, lsid: &[u8]) -> Key {
-    let user = ctx.session.user.as_ref().map(|u| u.name.clone().unwrap_or_default());
+    key_of(ctx.session, lsid)
+}
+
+fn key_of(session: &crate::Session, lsid: &[u8]) -> Key {
+    let user = session.user.as_ref().map(|u| u.name.clone().unwrap_or_default());
     (lsid.to_vec(), user.unwrap_or_default())
+}
+
+/// Whether the retryable write `fields` names is done already: its retry answers the first
+/// reply without writing, so the fail points on writes do not fire for it.
+pub(super) fn done_before(
+    server: &crate::Server,
+    session: &crate::Session,
+    fields: &Fields,
+) -> bool {
+    let (Some(lsid), Some(n)) = (&fields.lsid, fields.txn_number) else { return false };
+    let key = key_of(session, lsid);
+    let found = server.sessions.get(key.clone());
+    let found = found.lock();
+    if found.number < 0 {
+        return crate::retried::load(&server.engine, &key).is_some_and(|(number, _)| number == n);
+    }
+    found.number == n && found.retried.is_some()
 }
 
 fn too_old(n: i64, current: i64) -> MongoError {
@@ -300,9 +321,17 @@ pub(super) fn retryable(
     run: impl FnOnce(&mut Ctx) -> Result<Document, MongoError>,
 ) -> Result<Document, MongoError> {
     let (Some(lsid), Some(n)) = (&fields.lsid, fields.txn_number) else { return run(ctx) };
-    let session = ctx.server.sessions.get(key(ctx, lsid));
+    let key = key(ctx, lsid);
+    let session = ctx.server.sessions.get(key.clone());
     let mut session = session.lock();
     session.touch();
+    if session.number < 0
+        && let Some((number, reply)) = crate::retried::load(&ctx.server.engine, &key)
+    {
+        // The session's last retryable write before a restart of the server.
+        session.number = number;
+        session.retried = Some(reply);
+    }
     if n < session.number {
         return Err(MongoError::new(
             225,
@@ -332,6 +361,7 @@ pub(super) fn retryable(
     session.retried = None;
     let mut reply = run(ctx)?;
     reply.insert("ok", 1.0);
+    crate::retried::store(&ctx.server.engine, &key, n, &reply);
     session.retried = Some(reply.clone());
     reply.remove("ok");
     Ok(reply)
@@ -353,6 +383,7 @@ pub(super) fn end_sessions(ctx: &mut Ctx, command: &Document) -> Result<Document
         }
     }
     ctx.server.sessions.end(&keys);
+    crate::retried::forget(&ctx.server.engine, &keys);
     Ok(Document::new())
 }
 

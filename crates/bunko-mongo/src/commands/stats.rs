@@ -97,17 +97,8 @@ pub(super) fn rename_collection(ctx: &mut Ctx, command: &Document) -> Result<Doc
     }
     let user = super::admin::user(ctx);
     let engine = &ctx.server.engine;
-    let (source, target) = (engine.get_db(&from.engine_name()), engine.get_db(&to.engine_name()));
-    let seq = source.as_ref().map(|db| db.update_seq());
     match engine.rename_db(&user, &from.engine_name(), &to.engine_name(), drop_target) {
-        Ok(()) => {
-            if let (Some(db), Some(seq)) = (source, seq) {
-                let dropped = target.map(|t| t.id());
-                let renamed = super::change_stream::Renamed { from, seq, dropped };
-                ctx.server.renames.note(db.id(), renamed);
-            }
-            Ok(Document::new())
-        }
+        Ok(()) => Ok(Document::new()),
         Err(Error::NotFound(_)) => Err(MongoError::namespace_not_found(format!(
             "Source collection {} does not exist",
             from.full()

@@ -230,13 +230,10 @@ fn modify(
         let (mut parsed, _) = prepare(&Bson::Document(after.clone()))?;
         parsed.id = Some(id.clone());
         parsed.rev = Some(rev);
-        match db.put(&user(ctx), parsed, ctx.write_options()) {
-            Ok(rev) => {
-                if matches!(update, Update::Replace(_)) {
-                    ctx.server.replaced.note(db.id(), &id, &rev.to_string());
-                }
-                return Ok(Some((before, after, true)));
-            }
+        let replacement = matches!(update, Update::Replace(_));
+        let opts = bunko_engine::WriteOptions { replacement, ..ctx.write_options() };
+        match db.put(&user(ctx), parsed, opts) {
+            Ok(_) => return Ok(Some((before, after, true))),
             Err(Error::Conflict) => continue,
             Err(err) => return Err(err.into()),
         }

@@ -280,11 +280,13 @@ impl Merge {
             let new = match &self.when_matched {
                 WhenMatched::KeepExisting => continue,
                 WhenMatched::Fail => {
+                    let key = doc! {"keyPattern": {"_id": 1}, "keyValue": {"_id": id.clone()}};
                     return Err(ExprError::new(
                         11000,
                         "DuplicateKey",
                         format!("$merge failed due to a DuplicateKey error: {{ _id: {id} }}"),
-                    ));
+                    )
+                    .with_extra(&key));
                 }
                 WhenMatched::Replace => d,
                 WhenMatched::Merge => {

@@ -42,11 +42,19 @@ pub struct ExprError {
     pub code: i32,
     pub code_name: &'static str,
     pub message: String,
+    /// More fields of the error reply, as BSON bytes (a duplicate key's `keyPattern` and
+    /// `keyValue`).
+    pub extra: Option<Vec<u8>>,
 }
 
 impl ExprError {
     pub fn new(code: i32, code_name: &'static str, message: impl Into<String>) -> Self {
-        Self { code, code_name, message: message.into() }
+        Self { code, code_name, message: message.into(), extra: None }
+    }
+
+    /// The same error with the reply fields `extra`.
+    pub fn with_extra(self, extra: &Document) -> Self {
+        Self { extra: extra.to_vec().ok(), ..self }
     }
 
     /// An operator's argument error: MongoDB reports most as a `Location<code>`.

@@ -95,6 +95,11 @@ fn arity(op: &str, args: &Args, min: usize, max: usize) -> Result<()> {
     Ok(())
 }
 
+/// `$rand: {}`: a double in [0, 1), drawn anew at each evaluation.
+fn random(_: &'static str, _: &Args, _: &mut Vars) -> Result<Bson> {
+    Ok(Bson::Double(rand::random::<f64>()))
+}
+
 fn any(_: &str, _: &Args) -> Result<()> {
     Ok(())
 }
@@ -138,6 +143,7 @@ static TABLE: &[Op] = &[
     eager!("$log10", 1, 1, arith::log10),
     eager!("$log", 2, 2, arith::log),
     eager!("$pow", 2, 2, arith::pow),
+    lazy!("$rand", true, |op, a| check_named(op, a, &[], &[]), random),
     eager!("$round", 1, 2, arith::round),
     eager!("$trunc", 1, 2, arith::trunc),
     // comparison

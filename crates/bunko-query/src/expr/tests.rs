@@ -277,3 +277,15 @@ fn decimal_arithmetic_stays_decimal() -> Result<(), ExprError> {
     assert_eq!(code(bson!({"$divide": [dec("1"), dec("0")]})), 16608);
     Ok(())
 }
+
+#[test]
+fn rand_is_a_double_in_the_unit_interval() -> Result<(), ExprError> {
+    for _ in 0..100 {
+        match eval(bson!({"$rand": {}}), Document::new())? {
+            Bson::Double(x) => assert!((0.0..1.0).contains(&x), "{x}"),
+            other => panic!("not a double: {other}"),
+        }
+    }
+    assert!(Expr::parse(&bson!({"$rand": {"seed": 1}})).is_err());
+    Ok(())
+}

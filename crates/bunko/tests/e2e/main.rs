@@ -48,6 +48,7 @@ mod mongo_txn;
 mod mongo_update;
 mod mongo_users;
 mod mongo_validation;
+mod mongo_views;
 mod partitions;
 mod persistence;
 mod procedures;

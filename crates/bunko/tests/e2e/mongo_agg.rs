@@ -647,3 +647,22 @@ print(json.dumps({
     assert_eq!(out["union_tail"], json!([10000, 10001, 10002, 10003, 10004]));
     assert_eq!(out["refused"], json!(292));
 }
+
+/// Issue 13: `$merge` with `whenMatched: "fail"` answers MongoDB's duplicate key error with
+/// the `keyPattern` and `keyValue` drivers and Mongoose read.
+#[test]
+fn merge_fail_reports_the_duplicate_key() {
+    let server = Server::start();
+    let script = r#"
+c = client()
+c.shop.test.insert_many([{"_id": 1, "x": 1}, {"_id": 2, "x": 1}])
+try:
+    c.shop.aggregate([{"$documents": [{"_id": 2, "x": 1}]}, {"$merge": {"into": "test", "whenMatched": "fail"}}])
+    out = None
+except OperationFailure as e:
+    out = {"code": e.code, "keyPattern": e.details.get("keyPattern"), "keyValue": e.details.get("keyValue")}
+print(json.dumps(out))
+"#;
+    let Some(out) = python(&server, script) else { return };
+    assert_eq!(out, json!({"code": 11000, "keyPattern": {"_id": 1}, "keyValue": {"_id": 2}}));
+}

@@ -90,3 +90,42 @@ print(json.dumps({"ok": True}))
     // The same documents over HTTP.
     assert_eq!(s.get_doc("shop%24products", "p9")["stock"], json!(9));
 }
+
+/// Issue 13: a filter's `$expr` reading a variable nobody defined is MongoDB's
+/// `Use of undefined variable` (17276) for that operation, whether or not a document is
+/// there to evaluate it on; with the variable in `let` it runs.
+#[test]
+fn an_undefined_variable_in_expr_fails_its_operation() {
+    let server = Server::start();
+    let script = r#"
+from pymongo import DeleteOne
+from pymongo.errors import ClientBulkWriteException
+c = client()
+coll = c.shop.items
+coll.insert_many([{"_id": 1}, {"_id": 2}, {"_id": 3}])
+expr = {"$expr": {"$eq": ["$_id", "$$id2"]}}
+out = {}
+try:
+    c.bulk_write([DeleteOne({"_id": 1}, namespace="shop.items"), DeleteOne(expr, namespace="shop.items"),
+                  DeleteOne({"_id": 3}, namespace="shop.items")], ordered=False)
+except ClientBulkWriteException as e:
+    out["bulk"] = [(w["idx"], w["code"]) for w in e.write_errors]
+    out["deleted"] = e.partial_result.deleted_count
+try:
+    coll.find_one(expr)
+except OperationFailure as e:
+    out["find"] = [e.code, str(e).split(",")[0]]
+try:
+    c.shop.empty.find_one(expr)
+except OperationFailure as e:
+    out["empty"] = e.code
+out["let"] = [d["_id"] for d in coll.find(expr, let={"id2": 2})]
+print(json.dumps(out))
+"#;
+    let Some(out) = python(&server, script) else { return };
+    assert_eq!(
+        out,
+        json!({"bulk": [[1, 17276]], "deleted": 2, "find": [17276, "Use of undefined variable: id2"],
+               "empty": 17276, "let": [2]})
+    );
+}

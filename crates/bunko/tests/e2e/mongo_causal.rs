@@ -170,3 +170,31 @@ print(json.dumps({"inserted": r.inserted_count, "modified": r.modified_count,
                "batched": [0, 1, 2, 3, 4], "orders": ["o1"], "sold": true})
     );
 }
+
+/// Issue 13: a write over HTTP advances the cluster time too, so a snapshot read after it
+/// gets a new time and sees it (not the snapshot kept for the time before it).
+#[test]
+fn writes_over_http_advance_the_cluster_time() {
+    let server = Server::start();
+    let script = r#"
+c = client()
+c.shop.books.insert_one({"_id": "m1"})
+with c.start_session(snapshot=True) as s:
+    n = len(list(c.shop.books.find({}, session=s)))
+t = c.admin.command("ping")["operationTime"]
+print(json.dumps({"n": n, "t": [t.time, t.inc]}))
+"#;
+    let Some(before) = python(&server, script) else { return };
+    server.put_doc("shop$books", "h1", &json!({"title": "こころ"}));
+    let script = r#"
+c = client()
+t = c.admin.command("ping")["operationTime"]
+with c.start_session(snapshot=True) as s:
+    n = len(list(c.shop.books.find({}, session=s)))
+print(json.dumps({"n": n, "t": [t.time, t.inc]}))
+"#;
+    let after = python(&server, script).expect("pymongo ran before");
+    assert_eq!((before["n"].as_u64(), after["n"].as_u64()), (Some(1), Some(2)));
+    let time = |v: &serde_json::Value| (v["t"][0].as_u64(), v["t"][1].as_u64());
+    assert!(time(&after) > time(&before), "{before} {after}");
+}

@@ -60,3 +60,26 @@ print(json.dumps(out))
                "hits": [4, 5, 6], "bad_strength": 2, "no_locale": 2, "case_first": 238})
     );
 }
+
+/// Issue 13: `aggregate` (and so `countDocuments`) takes a collation too: the pushed-down
+/// `$match`, a `$match` after other stages and the batches `getMore` computes later all
+/// compare strings under it.
+#[test]
+fn aggregate_and_count_documents_compare_under_the_collation() {
+    let server = Server::start();
+    let script = r#"
+c = client()
+coll = c.shop.words
+coll.insert_many([{"_id": i, "w": w} for i, w in enumerate(["すし", "Sushi", "sushi", "SUSHI", "ramen"] * 10)])
+col = {"locale": "en", "strength": 2}
+out = {
+    "pushed": len(list(coll.aggregate([{"$match": {"w": "sushi"}}], collation=col, batchSize=2))),
+    "later": len(list(coll.aggregate([{"$sort": {"_id": -1}}, {"$match": {"w": "SuShI"}}], collation=col, batchSize=2))),
+    "count": coll.count_documents({"w": "SUSHI"}, collation=col),
+    "simple": coll.count_documents({"w": "SUSHI"}),
+}
+print(json.dumps(out))
+"#;
+    let Some(out) = python(&server, script) else { return };
+    assert_eq!(out, json!({"pushed": 30, "later": 30, "count": 30, "simple": 10}));
+}

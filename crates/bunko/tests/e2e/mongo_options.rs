@@ -76,6 +76,16 @@ assert seen.names.count("insert") == 2 and books.count_documents({}) == 1, seen.
 fp(configureFailPoint="onPrimaryTransactionalWrite", mode={"times": 1})
 books.insert_one({"_id": 2})
 assert books.count_documents({}) == 2
+# Counted per statement (issue 13): `skip: 2` passes a 1-statement insert and the first of
+# a 2-statement update, and fails (after its write) the update, which pymongo retries.
+from pymongo import InsertOne, UpdateOne
+seen.names.clear()
+fp(configureFailPoint="onPrimaryTransactionalWrite", mode={"skip": 2})
+books.bulk_write([InsertOne({"_id": 5, "x": 0}), UpdateOne({"_id": 1}, {"$inc": {"x": 1}}), UpdateOne({"_id": 5}, {"$inc": {"x": 1}})])
+fp(configureFailPoint="onPrimaryTransactionalWrite", mode="off")
+assert seen.names.count("insert") == 1 and seen.names.count("update") == 2, seen.names
+assert [d.get("x") for d in books.find({"_id": {"$in": [1, 5]}}, sort=[("_id", 1)])] == [1, 1]
+books.delete_one({"_id": 5})
 # Not retryable, and labels as named: the error reaches the application.
 fp(configureFailPoint="failCommand", mode={"times": 1}, data={"failCommands": ["find"], "errorCode": 2, "errorLabels": []})
 assert code_of(lambda: books.find_one()) == 2

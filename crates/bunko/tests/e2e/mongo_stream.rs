@@ -374,3 +374,69 @@ print(json.dumps(out, default=str))
     assert_eq!(out["replaced"], "delete");
     assert_eq!(out["fatal"], json!([280, true]));
 }
+
+/// Issue 13: what a stream reports must not depend on the server having run since the
+/// writes: a rename (old name, position, `dropTarget`) and a replacement that keeps a field
+/// are stored with the writes, so streams resumed after a restart still report them; and
+/// the cluster time never goes back across the restart.
+#[test]
+fn renames_and_replacements_are_reported_after_a_restart_and_the_cluster_time_goes_on() {
+    let mut server = Server::start();
+    let script = r#"
+import faulthandler; faulthandler.dump_traceback_later(60, exit=True)
+c = client()
+db = c.shop
+db.drafts.insert_one({"_id": "d1", "title": "坊っちゃん", "n": 1})
+db.published.insert_one({"_id": "old"})
+with db.drafts.watch() as coll_stream, db.watch() as db_stream:
+    db.drafts.insert_one({"_id": "d0"})
+    coll_stream.next(); db_stream.next()
+    out = {"coll": coll_stream.resume_token, "db": db_stream.resume_token}
+db.drafts.replace_one({"_id": "d1"}, {"title": "坊っちゃん", "n": 2})
+db.drafts.insert_one({"_id": "d2"})
+c.admin.command("renameCollection", "shop.drafts", to="shop.published", dropTarget=True)
+last = db.published.insert_one({"_id": "d3"})
+out["time"] = [c.admin.command("ping")["operationTime"].time, c.admin.command("ping")["operationTime"].inc]
+print(json.dumps(out, default=str))
+"#;
+    let Some(got) = python(&server, script) else { return };
+    assert!(server.terminate());
+    server.restart();
+    let script = format!(
+        r#"
+import faulthandler; faulthandler.dump_traceback_later(60, exit=True)
+c = client()
+db = c.shop
+def strip(e):
+    out = {{k: e[k] for k in ("operationType", "ns", "to") if k in e}}
+    if "documentKey" in e: out["id"] = e["documentKey"]["_id"]
+    if "operationDescription" in e: out["dropTarget"] = "dropTarget" in e["operationDescription"]
+    return out
+out = {{}}
+with db.watch(resume_after={db}, show_expanded_events=True) as s:
+    out["db"] = [strip(s.next()) for _ in range(4)]
+with c.shop.drafts.watch(resume_after={coll}) as s:
+    out["coll"] = [strip(s.next()) for _ in range(4)]
+    out["coll_alive"] = s.alive
+t = c.admin.command("ping")["operationTime"]
+out["time"] = [t.time, t.inc]
+print(json.dumps(out))
+"#,
+        db = got["db"],
+        coll = got["coll"],
+    );
+    let Some(out) = python(&server, &script) else { return };
+    let drafts = json!({"db": "shop", "coll": "drafts"});
+    let published = json!({"db": "shop", "coll": "published"});
+    let replace = json!({"operationType": "replace", "ns": drafts, "id": "d1"});
+    let insert = json!({"operationType": "insert", "ns": drafts, "id": "d2"});
+    let rename = json!({"operationType": "rename", "ns": drafts, "to": published});
+    let mut expanded = rename.clone();
+    expanded["dropTarget"] = json!(true);
+    let after = json!({"operationType": "insert", "ns": published, "id": "d3"});
+    assert_eq!(out["db"], json!([replace, insert, expanded, after]), "{out}");
+    assert_eq!(out["coll"], json!([replace, insert, rename, {"operationType": "invalidate"}]));
+    assert_eq!(out["coll_alive"], false);
+    let time = |v: &serde_json::Value| (v[0].as_u64(), v[1].as_u64());
+    assert!(time(&out["time"]) > time(&got["time"]), "{out} {got}");
+}

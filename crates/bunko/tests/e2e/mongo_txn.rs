@@ -399,3 +399,45 @@ print(json.dumps(out))
                "aborted": false, "exists": [48, []], "existing_index": [263, []]})
     );
 }
+
+/// Issue 13: a retryable write retried after a restart of the server is answered from its
+/// stored reply, not done again (an `$inc` applies once).
+#[test]
+fn a_retryable_write_retried_after_a_restart_is_not_done_again() {
+    let mut server = Server::start();
+    let script = r#"
+from bson import Int64
+c = client()
+c.shop.counters.insert_one({"_id": "visits", "n": 0})
+s = c.start_session()
+inc = {"update": "counters", "updates": [{"q": {"_id": "visits"}, "u": {"$inc": {"n": 1}}}], "txnNumber": Int64(7)}
+first = c.shop.command(inc, session=s)
+print(json.dumps({"lsid": s.session_id["id"].hex(), "n": first["n"], "nModified": first["nModified"]}))
+"#;
+    let Some(first) = python(&server, script) else { return };
+    assert_eq!((&first["n"], &first["nModified"]), (&json!(1), &json!(1)));
+    assert!(server.terminate());
+    server.restart();
+    let script = format!(
+        r#"
+from bson import Int64, Binary
+c = client()
+s = c.start_session()
+s.session_id  # materializes the server session, whose id the test then sets
+s._server_session.session_id = {{"id": Binary(bytes.fromhex("{lsid}"), 4)}}
+inc = {{"update": "counters", "updates": [{{"q": {{"_id": "visits"}}, "u": {{"$inc": {{"n": 1}}}}}}], "txnNumber": Int64(7)}}
+again = c.shop.command(inc, session=s)
+out = {{"n": again["n"], "nModified": again["nModified"], "value": c.shop.counters.find_one()["n"]}}
+try:
+    c.shop.command(dict(inc, txnNumber=Int64(6)), session=s)
+except OperationFailure as e:
+    out["older"] = e.code
+c.shop.command(dict(inc, txnNumber=Int64(8)), session=s)
+out["next"] = c.shop.counters.find_one()["n"]
+print(json.dumps(out))
+"#,
+        lsid = first["lsid"].as_str().unwrap_or_default()
+    );
+    let out = python(&server, &script).expect("pymongo ran before the restart");
+    assert_eq!(out, json!({"n": 1, "nModified": 1, "value": 1, "older": 225, "next": 2}));
+}

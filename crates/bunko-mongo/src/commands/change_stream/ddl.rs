@@ -12,15 +12,12 @@
 //! `collectionUUID` is derived from the engine database's numeric id, stable across
 //! restarts and renames.
 
-use std::collections::HashMap;
-
 use bson::spec::BinarySubtype;
 use bson::{Binary, Bson, Document, doc};
 use bunko_doc::ejson;
 use bunko_engine::Database;
 use bunko_engine::events::{Before, ChangeEvent};
 use bunko_engine::index::mongo::{DDOC, defs_from};
-use parking_lot::Mutex;
 use serde_json::{Map, Value};
 
 use super::event;
@@ -74,9 +71,13 @@ pub(super) fn create(token: Document, db: &Database, ns: &Namespace) -> Document
             description = options_of(&ddoc_body(ev.body.as_deref()));
         }
     }
-    description.insert("idIndex", id_index());
+    let view = description.contains_key("viewOn");
+    if !view {
+        description.insert("idIndex", id_index());
+    }
     let mut out = event::header(token, "create", ns, ms, 0);
     out.insert("collectionUUID", uuid(db.id()));
+    out.insert("nsType", if view { "view" } else { "collection" });
     out.insert("operationDescription", description);
     out
 }
@@ -128,27 +129,19 @@ pub(super) fn events(token: &Document, id: u64, ns: &Namespace, ev: &ChangeEvent
     out
 }
 
-/// What `renameCollection` did, kept while the server runs so that streams can tell it: the
-/// old name, the source's last seq before the rename (its later writes are under the new
-/// name) and the engine database id of the collection `dropTarget` dropped.
+/// What the last `renameCollection` of a collection did, from its catalog entry (so it
+/// survives restarts): the old name, the last seq before the rename (later writes are
+/// under the new name) and the engine id of the collection `dropTarget` dropped.
 #[derive(Debug, Clone)]
-pub(crate) struct Renamed {
+pub(super) struct Renamed {
     pub from: Namespace,
     pub seq: u64,
     pub dropped: Option<u64>,
 }
 
-/// The renames made since the server started, by the renamed collection's engine id.
-#[derive(Default)]
-pub(crate) struct Renames(Mutex<HashMap<u64, Renamed>>);
-
-impl Renames {
-    pub(crate) fn note(&self, id: u64, renamed: Renamed) {
-        self.0.lock().insert(id, renamed);
-    }
-
-    /// What the last rename of `id` did, if the server saw it.
-    pub(crate) fn get(&self, id: u64) -> Option<Renamed> {
-        self.0.lock().get(&id).cloned()
-    }
+/// The last rename of the collection `db`, if it was renamed from a MongoDB name.
+pub(super) fn renamed(db: &Database) -> Option<Renamed> {
+    let last = db.renamed()?;
+    let from = Namespace::from_engine(&last.from)?;
+    Some(Renamed { from, seq: last.seq, dropped: last.dropped })
 }

@@ -27,8 +27,6 @@ pub(super) struct Render<'a> {
     pub images: bool,
     /// `showExpandedEvents`: events carry `collectionUUID`.
     pub expanded: bool,
-    /// The revisions replacements made (reported as `replace`).
-    pub replaced: &'a super::Replaced,
 }
 
 /// The MongoDB document of a stored body (`_id` first).
@@ -75,11 +73,7 @@ impl Render<'_> {
             (_, true) => "delete",
             (Before::Nothing | Before::Deleted, false) => "insert",
             (Before::Unavailable, false) => "replace",
-            (Before::Body(_), false)
-                if self.replaced.contains(self.db.id(), &ev.id, &ev.rev.to_string()) =>
-            {
-                "replace"
-            }
+            (Before::Body(_), false) if ev.replacement => "replace",
             (Before::Body(_), false) => match (&old, &new) {
                 (Some(old), Some(new)) if !Diff::between(old, new).is_replacement(old, new) => {
                     "update"

@@ -15,7 +15,6 @@ mod ddl;
 mod diff;
 mod event;
 pub(crate) mod registry;
-mod replaced;
 mod steps;
 mod token;
 
@@ -31,8 +30,6 @@ use super::{Ctx, admin, coll_options, int_of};
 use crate::Server;
 use crate::error::MongoError;
 use crate::names::Namespace;
-pub(crate) use ddl::{Renamed, Renames};
-pub(crate) use replaced::Replaced;
 use token::Token;
 
 /// `fullDocument`.
@@ -93,10 +90,11 @@ pub(crate) fn open(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoE
     let mut stream = Stream::new(ctx, scope, spec)?;
     stream.steps = pipeline.iter().skip(1).map(steps::parse).collect::<Result<_, _>>()?;
     let size = batch_size(command)?;
-    let (batch, _) = stream.next(ctx.server, size)?;
+    let (batch, alive) = stream.next(ctx.server, size)?;
     let resume = stream.token.to_doc();
     let user = ctx.session.user.clone();
-    let id = ctx.server.streams.open(ns_text.clone(), user, stream);
+    // A stream invalidated in its first batch has no cursor left to read.
+    let id = if alive { ctx.server.streams.open(ns_text.clone(), user, stream) } else { 0 };
     Ok(
         doc! {"cursor": {"id": id, "ns": ns_text, "firstBatch": batch, "postBatchResumeToken": resume}},
     )
@@ -321,7 +319,7 @@ impl Stream {
             self.token.horizon = self.token.horizon.max(*id);
             // Renamed since it was last read (or, not read yet, renamed after `since`):
             // writes made before the rename are reported under the old name.
-            let renamed = server.renames.get(*id);
+            let renamed = ddl::renamed(db);
             let old = match self.names.get(id) {
                 Some(old) => Some(old.clone()),
                 None => renamed.as_ref().filter(|r| r.seq > since).map(|r| r.from.clone()),
@@ -329,11 +327,11 @@ impl Stream {
             if let Some(old) = old.filter(|old| old != ns) {
                 let until = renamed.map(|r| r.seq);
                 let left = limit.saturating_sub(batch.len()) as u64;
-                self.read(server, db, &old, since, left, until, &mut batch)?;
+                self.read(db, &old, since, left, until, &mut batch)?;
                 if until.is_some_and(|u| self.token.seqs.get(id).is_some_and(|s| *s < u)) {
                     break;
                 }
-                self.push(self.renamed(server, *id, &old, ns), &mut batch)?;
+                self.push(self.renamed(db, &old, ns), &mut batch)?;
             }
             self.names.insert(*id, ns.clone());
             let since = self.token.seqs.get(id).copied().unwrap_or(since);
@@ -341,21 +339,21 @@ impl Stream {
             if left == 0 {
                 break;
             }
-            self.read(server, db, ns, since, left as u64, None, &mut batch)?;
+            self.read(db, ns, since, left as u64, None, &mut batch)?;
         }
         Ok((batch, true))
     }
 
     /// A `rename` event: the collection `from` (engine id `id`) is now `to`
     /// (`renameCollection`, which keeps the engine database and its id).
-    fn renamed(&self, server: &Server, id: u64, from: &Namespace, to: &Namespace) -> Document {
+    fn renamed(&self, db: &Database, from: &Namespace, to: &Namespace) -> Document {
         let mut event = event::header(self.token.to_doc(), "rename", from, event::now_ms(), 0);
         let target = doc! {"db": &to.db, "coll": &to.coll};
         event.insert("to", target.clone());
         if self.expanded {
-            event.insert("collectionUUID", ddl::uuid(id));
+            event.insert("collectionUUID", ddl::uuid(db.id()));
             let mut description = doc! {"to": target};
-            if let Some(dropped) = server.renames.get(id).and_then(|r| r.dropped) {
+            if let Some(dropped) = ddl::renamed(db).and_then(|r| r.dropped) {
                 description.insert("dropTarget", ddl::uuid(dropped));
             }
             event.insert("operationDescription", description);
@@ -379,7 +377,7 @@ impl Stream {
         }
         let (mut any, mut drop) = (None, false);
         for id in gone {
-            let Some(ns) = self.names.get(&id).cloned() else {
+            let Some(ns) = self.last_name(server, id) else {
                 self.token.seqs.remove(&id);
                 continue;
             };
@@ -387,9 +385,9 @@ impl Stream {
                 Some((to, db)) => {
                     // Its writes before the rename first, under the old name.
                     let since = self.token.seqs.get(&id).copied().unwrap_or_default();
-                    let until = server.renames.get(id).map(|r| r.seq);
-                    self.read(server, &db, &ns, since, 1000, until, batch)?;
-                    self.renamed(server, id, &ns, &to)
+                    let until = ddl::renamed(&db).map(|r| r.seq);
+                    self.read(&db, &ns, since, 1000, until, batch)?;
+                    self.renamed(&db, &ns, &to)
                 }
                 None => {
                     drop = true;
@@ -429,12 +427,22 @@ impl Stream {
         Ok(())
     }
 
+    /// The name under which the stream last read the database `id`: the one it read, or,
+    /// for a stream resumed from a token, the name the database had before a rename the
+    /// stream has not reported.
+    fn last_name(&self, server: &Server, id: u64) -> Option<Namespace> {
+        if let Some(ns) = self.names.get(&id) {
+            return Some(ns.clone());
+        }
+        let since = self.token.seqs.get(&id).copied().unwrap_or_default();
+        let (_, db) = renamed_to(&server.engine, id)?;
+        ddl::renamed(&db).filter(|r| r.seq > since).map(|r| r.from)
+    }
+
     /// Reads the events of `db` (named `ns`) after `since`, at most `limit`, and none past
     /// `until`.
-    #[allow(clippy::too_many_arguments)]
     fn read(
         &mut self,
-        server: &Server,
         db: &Arc<Database>,
         ns: &Namespace,
         since: u64,
@@ -461,7 +469,6 @@ impl Stream {
             before: self.before,
             images: coll_options::images(&options),
             expanded: self.expanded,
-            replaced: &server.replaced,
         };
         for ev in events.iter().take_while(|ev| until.is_none_or(|u| ev.seq <= u)) {
             self.token.seqs.insert(db.id(), ev.seq);
