@@ -14,6 +14,8 @@
 //! | `_purge`, `purged_infos_limit` | [`Database::purge`], [`Database::set_purged_infos_limit`] | server admins (CouchDB's `chttpd_auth_request`) |
 //! | databases | [`crate::Engine::create_db`], [`crate::Engine::delete_db`] | server admins; a MongoDB collection `P$coll` ([`crate::namespace`]) is also created by a user holding the role `db.readWrite` or `db.dbOwner` of its MongoDB database (`P` = `enc(db)`), with that database's roles in its `_security` |
 //!
+//! What a reader sees of a document is its twin, the read gate ([`crate::read_gate`]).
+//!
 //! Document writes are checked twice: [`Database::admit_doc`] before the writer lock
 //! (cheap, and before any password is hashed), and the `_users` rules under the lock,
 //! where the document's current revision cannot change underneath the check.
