@@ -378,20 +378,40 @@ impl Database {
         body: AttBody,
     ) -> Result<RevId> {
         self.admit_attachment(ctx, id, name)?;
-        let mut doc = self.editable(id, rev.as_ref())?;
-        let atts = doc.attachments.get_or_insert_with(Vec::new);
-        atts.retain(|a| a.name != name);
-        // First, as CouchDB's `chttpd_db:db_attachment_req` puts it (the order is hashed).
-        atts.insert(
-            0,
-            AttIn {
-                name: name.to_string(),
-                content_type: content_type.to_string(),
-                revpos: None,
-                body,
-            },
-        );
-        doc.rev = rev;
+        let att = AttIn {
+            name: name.to_string(),
+            content_type: content_type.to_string(),
+            revpos: None,
+            body,
+        };
+        self.put_with_attachments(ctx, id, None, rev, vec![att])
+    }
+
+    /// A new revision with `atts` added first (CouchDB's `chttpd_db` puts new ones first;
+    /// the order is hashed), replacing those of the same names: of `doc` (an HTML form's
+    /// `_doc`), else of revision `rev` of the document (a new document without one), as
+    /// `ctx`. `PUT /{db}/{id}/{name}` and `POST /{db}/{id}` as `multipart/form-data`.
+    pub fn put_with_attachments(
+        &self,
+        ctx: &UserCtx,
+        id: &str,
+        doc: Option<ParsedDoc>,
+        rev: Option<RevId>,
+        mut atts: Vec<AttIn>,
+    ) -> Result<RevId> {
+        for att in &atts {
+            att::validate_name(&att.name)?;
+        }
+        let mut doc = match doc {
+            Some(doc) => doc,
+            None => ParsedDoc { rev: rev.clone(), ..self.editable(id, rev.as_ref())? },
+        };
+        doc.id = Some(id.to_string());
+        let kept = doc.attachments.take().unwrap_or_default();
+        let replaced = |a: &AttIn| atts.iter().any(|new| new.name == a.name);
+        let kept: Vec<AttIn> = kept.into_iter().filter(|a| !replaced(a)).collect();
+        atts.extend(kept);
+        doc.attachments = Some(atts);
         self.put(ctx, doc, WriteOptions::default())
     }
 

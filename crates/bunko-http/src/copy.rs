@@ -2,12 +2,13 @@
 //! (at `?rev=`, else its winning revision), attachments included, written as the document
 //! the `Destination` header names (`id` or `id?rev=…` to overwrite that revision), as an
 //! ordinary write of the requesting user. `201` with `Location` and `ETag`, as CouchDB
-//! answers. A `POST` there is CouchDB's HTML form upload, which Bunko does not serve
-//! (`415` unless `multipart/form-data`, then `501`); any other method is `405`.
+//! answers. A `POST` there is CouchDB's HTML form upload (`form.rs`); any other method
+//! is `405`.
 
 use axum::Extension;
-use axum::extract::{MatchedPath, Path, RawQuery, State as AxState};
-use axum::http::{HeaderMap, Method, StatusCode};
+use axum::extract::{MatchedPath, Path, RawQuery, Request, State as AxState};
+use axum::http::request::Parts;
+use axum::http::{Method, StatusCode};
 use axum::response::Response;
 use bunko_doc::RevId;
 use bunko_engine::WriteOptions;
@@ -24,23 +25,16 @@ use crate::{State, UserCtx, blocking};
 pub async fn copy(
     AxState(state): AxState<State>,
     Extension(ctx): Extension<UserCtx>,
-    method: Method,
     matched: MatchedPath,
     Path((db_name, id)): Path<(String, String)>,
     RawQuery(query): RawQuery,
-    headers: HeaderMap,
+    request: Request,
 ) -> ApiResult<Response> {
+    let (Parts { method, headers, .. }, body) = request.into_parts();
+    let design = matched.as_str().starts_with("/{db}/_design/");
+    let id = if design { format!("_design/{id}") } else { id };
     if method == Method::POST {
-        // CouchDB takes only HTML form uploads here, which Bunko does not serve.
-        let form = headers.get("content-type").and_then(|v| v.to_str().ok());
-        if !form.is_some_and(|t| t.starts_with("multipart/form-data")) {
-            return Err(ApiError::Other(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "bad_content_type",
-                "Content-Type must be multipart/form-data".into(),
-            ));
-        }
-        return Err(ApiError::not_implemented("HTML form uploads are not supported"));
+        return crate::form::upload(&state, ctx, &db_name, id, &headers, body).await;
     }
     if method.as_str() != "COPY" {
         return Err(ApiError::Other(
@@ -49,8 +43,6 @@ pub async fn copy(
             "Only DELETE,GET,HEAD,POST,PUT,COPY allowed".into(),
         ));
     }
-    let design = matched.as_str().starts_with("/{db}/_design/");
-    let id = if design { format!("_design/{id}") } else { id };
     let destination = headers.get("destination").and_then(|v| v.to_str().ok());
     let destination = destination
         .ok_or_else(|| ApiError::bad_request("Destination header is mandatory for COPY."))?;

@@ -42,6 +42,7 @@ pub mod encoding;
 pub mod error;
 pub mod explain;
 pub mod find;
+mod form;
 pub mod headers;
 pub mod index;
 pub mod jsonp;

@@ -1,8 +1,8 @@
 //! Attachment answers CouchDB's Elixir suite checks (issue 16; the expected answers were
 //! taken from CouchDB 3.4.3): multipart parts without any header line, the `Location` of a
 //! standalone upload, `missing_rev` for a revision the document does not have, stubs whose
-//! `revpos` is not the stored one, `attachments=true` on view rows, and a document with
-//! `attachments=true` as `multipart/related`.
+//! `revpos` is not the stored one, `attachments=true` on view rows, a document with
+//! `attachments=true` as `multipart/related`, and HTML form uploads.
 
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -148,4 +148,46 @@ fn attachments_true_answers_multipart_related_to_clients_that_ask() {
     // Without asking for it, the answer is JSON with the data inline.
     let (_, json) = s.get("/shoko/mp?attachments=true");
     assert_eq!(json["_attachments"]["foo.txt"]["data"], "dGhpcyBpcyAyMSBjaGFycyBsb25n");
+}
+
+/// `POST /{db}/{doc}` as `multipart/form-data` (a browser's form upload): the files of
+/// `_attachments` are added to the revision `_rev` names; the `Referer` must be this host.
+/// Every answer is CouchDB 3.4.3's (`attachments_test.exs`).
+#[test]
+fn html_form_uploads_add_attachments() {
+    let s = setup();
+    let (_, created) = s.put("/shoko/form", &json!({"title": "吾輩は猫である"}));
+    assert_eq!(created["rev"], "1-08d92b71f1c0faf80198b88c17c0e3a7");
+    let form = "------TF\r\nContent-Disposition: form-data; name=\"_rev\"\r\n\r\n\
+                1-08d92b71f1c0faf80198b88c17c0e3a7\r\n------TF\r\nContent-Disposition: \
+                form-data; name=\"_attachments\"; filename=\"file.txt\"\r\nContent-Type: \
+                text/plain\r\n\r\ncontents of file.txt\r\n\r\n------TF--";
+    let post = |referer: Option<&str>| {
+        let mut req = s
+            .req(Method::POST, "/shoko/form")
+            .header("Content-Type", "multipart/form-data; boundary=----TF");
+        if let Some(referer) = referer {
+            req = req.header("Referer", referer);
+        }
+        send(req.body(form))
+    };
+    assert_error(post(None), 400, "bad_request", "Referer header required.");
+    let elsewhere = post(Some("http://elsewhere:1"));
+    assert_error(elsewhere, 400, "bad_request", "Referer header must match host.");
+    let (status, posted) = post(Some(s.base()));
+    assert_eq!(status, 201, "{posted}");
+    assert_eq!(
+        posted,
+        json!({"ok": true, "id": "form", "rev": "2-0ba2237848c88556fa1196a9b65ac4e8"})
+    );
+    let (_, doc) = s.get("/shoko/form?att_encoding_info=true");
+    assert_eq!(doc["title"], "吾輩は猫である");
+    assert_eq!(
+        doc["_attachments"],
+        json!({"file.txt": {"content_type": "text/plain", "revpos": 2,
+                            "digest": "md5-TDLlICUJ4ZX/9jeDRiyarw==", "length": 22,
+                            "stub": true, "encoding": "gzip", "encoded_length": 42}})
+    );
+    let text = s.req(Method::GET, "/shoko/form/file.txt").send().expect("request");
+    assert_eq!(text.text().expect("body"), "contents of file.txt\r\n");
 }

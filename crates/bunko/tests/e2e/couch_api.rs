@@ -227,8 +227,10 @@ fn copy_writes_the_document_under_the_destination() {
     assert_eq!(absolute["reason"], "Destination URL must be relative.");
     let underscore = copy("b1", Some("_invalid")).json::<Value>().expect("json");
     assert_eq!(underscore["reason"], "Only reserved document ids may start with underscore.");
-    let form =
-        s.req(Method::POST, "/db/baz").header("Content-Type", "application/x-www-form-urlencoded");
+    let form = s
+        .req(Method::POST, "/db/baz")
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .header("Referer", format!("{}/db", s.base()));
     let refused = send(form.body("a=1"));
     assert_error(refused, 415, "bad_content_type", "Content-Type must be multipart/form-data");
     let patch = send(s.req(Method::PATCH, "/db/b1"));
