@@ -180,7 +180,7 @@ pub fn query_view(
 
 /// Whether query `q` of view `view` of design document `ddoc` is a short read of rows
 /// already built: the group is known in memory and covers the database's update seq, the
-/// view is read without reduce, documents are not included and at most [`SHORT`] rows
+/// view is read without reduce, documents are not included and at most `SHORT` rows
 /// are asked for. Such a query reads a few cached keys, cheaper than a hop to a blocking
 /// thread; anything else may update the view or read much.
 pub fn is_short_read(db: &Database, ddoc: &str, view: &str, q: &ViewQuery) -> bool {
