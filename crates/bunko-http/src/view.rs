@@ -75,8 +75,10 @@ async fn post_view(
 }
 
 /// Runs one view query and renders the answer. The query and the answer's first
-/// `FIRST` bytes are done in one blocking task: a short answer (the usual key lookup)
-/// goes out whole, and only a longer one streams the rest from another.
+/// `FIRST` bytes are done in one task: a short answer (the usual key lookup) goes out
+/// whole, and only a longer one streams the rest from another. That task runs on the
+/// async worker for a short read of a current view (`bunko_views::is_short_read`: a few
+/// cached keys, cheaper than the hop), on a blocking thread otherwise.
 pub async fn query(
     reader: UserCtx,
     db: Arc<Database>,
@@ -97,7 +99,8 @@ pub async fn query(
     let opts = DocOpts { conflicts: params.flag("conflicts")?, ..Default::default() };
     // `attachments=true` inlines attachment data in the included documents.
     let attachments = AttOpts::included(q.include_docs, &params)?;
-    let (first, rest) = blocking(move || {
+    let inline = bunko_views::is_short_read(&db, &ddoc, &view, &q);
+    let first_part = move || {
         let ViewResult { total_rows, offset, update_seq, mut rows } =
             bunko_views::query_view(&reader, &db, &ddoc, &view, &q, partition.as_deref())?;
         let head = head_json(total_rows, offset, update_seq).to_string();
@@ -114,8 +117,8 @@ pub async fn query(
             written += 1;
         }
         Ok((out, Some((db, rows, opts, written))))
-    })
-    .await?;
+    };
+    let (first, rest) = if inline { first_part()? } else { blocking(first_part).await? };
     let Some((db, rows, opts, written)) = rest else {
         return Ok(render::json_bytes(StatusCode::OK, first));
     };

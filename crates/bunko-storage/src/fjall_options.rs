@@ -28,8 +28,9 @@
 //! already in tables (fjall rotates a journal only past 64 MB, a constant of fjall's, and
 //! has no call to rotate it sooner), and tables replaced by a compaction until a memtable
 //! rotation finds no snapshot older than the compaction (or the store closes).
-//! `_compact` ([`crate::Store::reclaim`]) flushes, compacts every table into the last level
-//! and seals one more memtable, so usually only the active journal is left beside live data.
+//! `_compact` ([`crate::Store::reclaim`]) pushes the active journal past fjall's mark
+//! (`journal.rs`), flushes (which seals and deletes it), compacts every table into the last
+//! level and seals one more memtable, so that little but live data is left.
 //!
 //! Keyspace settings (memtable size, compression) are stored by fjall when the keyspace is
 //! created and kept when it is reopened: a store created with other values keeps them,

@@ -47,6 +47,7 @@ mod fjall_options;
 mod fjall_store;
 mod format;
 mod group;
+mod journal;
 mod memory;
 mod value;
 

@@ -43,6 +43,7 @@ use crate::purge::apply_view_purges;
 use crate::{GroupDef, Index, MapIndex, Progress, Registry, order, registry, runtime};
 use bunko_engine::Database;
 use bunko_engine::keys::{self, Key};
+use bunko_engine::purge::purge_seq_in;
 use bunko_engine::{Error, Result, records};
 use bunko_indexer::Background;
 
@@ -228,22 +229,27 @@ pub fn update_view(db: &Database, index: &Index) -> Result<()> {
         // `_view_cleanup` removed an index of this (no longer used) group meanwhile.
         return Ok(());
     }
-    apply_view_purges(db, index)?;
-    let mut build = GroupBuild { db, index, compiled: &mut compiled, applied: None };
+    let purged = apply_view_purges(db, index)?;
+    let mut build = GroupBuild { db, index, compiled: &mut compiled, applied: None, purged };
     bunko_indexer::run(&mut build, &index.activity, SYNC_EVERY)
 }
 
 /// Maps and applies one page of `step`, its documents shared among the `views`
 /// workers; the applied batch's ticket, the changes it read and whether more steps are
-/// needed, or `None` when there is nothing to do.
+/// needed, or `None` when there is nothing to do. `purged` is the purge seq the step's
+/// map indexes have applied (`apply_view_purges`).
 fn update_step(
     db: &Database,
     index: &Index,
     views: &mut [CompiledViews],
     step: &Step,
+    purged: u64,
 ) -> Result<Option<(Ticket, u64, bool)>> {
     let db_id = db.id();
     let snapshot = db.store().snapshot();
+    // A purge after the applied one may have left rows of a document written again since
+    // as a first revision: then every document's back-index is read (`PageDoc::unseen`).
+    let trust_unseen = purge_seq_in(snapshot.as_ref(), db_id)? == purged;
     let most = db.view_page_docs(PAGE_COST).clamp(MIN_SHARE, BATCH);
     let page = snapshot.scan(&step.range(db_id), false, most)?;
     let (seq, more) = match (page.last(), step.upto) {
@@ -261,12 +267,14 @@ fn update_step(
         let workers: Vec<_> = parts
             .map(|(part, views)| {
                 let (snapshot, targets) = (&snapshot, &targets);
-                scope.spawn(move || map_share(db, snapshot, index, views, targets, step, part))
+                let page = Page { snapshot, step, trust_unseen };
+                scope.spawn(move || map_share(db, &page, index, views, targets, part))
             })
             .collect();
         let mut shares = Vec::with_capacity(workers.len() + 1);
         if let Some((part, views)) = first {
-            shares.push(map_share(db, &snapshot, index, views, &targets, step, part));
+            let page = Page { snapshot: &snapshot, step, trust_unseen };
+            shares.push(map_share(db, &page, index, views, &targets, part));
         }
         shares.extend(
             workers
@@ -299,15 +307,23 @@ fn update_step(
     Ok(Some((ticket, page.len() as u64, more)))
 }
 
+/// What the workers of one page share.
+struct Page<'a> {
+    snapshot: &'a Snapshot,
+    step: &'a Step,
+    /// Whether no purge came after the one the step's map indexes applied, so that a
+    /// document's [`PageDoc::unseen`] holds.
+    trust_unseen: bool,
+}
+
 /// One worker's part of a page: reads the documents of `part`, maps them through the
 /// step's map indexes and prepares their rows' writes.
 fn map_share(
     db: &Database,
-    snapshot: &Snapshot,
+    page: &Page,
     index: &Index,
     views: &CompiledViews,
     targets: &[&Arc<MapIndex>],
-    step: &Step,
     part: &[bunko_storage::Entry],
 ) -> Result<Share> {
     let db_id = db.id();
@@ -315,19 +331,20 @@ fn map_share(
     for (key, id) in part {
         let change = keys::decode_seq(key)?;
         let id = String::from_utf8(id.clone()).map_err(|e| Error::Corrupt(e.to_string()))?;
-        let input = map_input(snapshot, db_id, &index.def, &id, change)?;
-        docs.push((id, input));
+        docs.push(PageDoc::read(page.snapshot, db_id, &index.def, id, change)?);
     }
-    let inputs: Vec<&str> = docs.iter().filter_map(|(_, d)| d.as_deref()).collect();
-    let mut outputs = views.map_batch_json_select(&step.maps, &inputs)?.into_iter();
-    let mut write = PageWrite::new(db_id, snapshot, &index.def);
+    let inputs: Vec<&str> = docs.iter().filter_map(|d| d.input.as_deref()).collect();
+    let mut outputs = views.map_batch_json_select(&page.step.maps, &inputs)?.into_iter();
+    let mut write = PageWrite::new(db_id, page.snapshot, &index.def);
     let mut rows = vec![(0, 0); targets.len()];
-    for (id, input) in &docs {
-        let output = input.as_ref().and_then(|_| outputs.next()).unwrap_or_default();
+    for doc in &docs {
+        let output = doc.input.as_ref().and_then(|_| outputs.next()).unwrap_or_default();
         output.trace(&index.def.sig);
         let mut emitted = output.rows.into_iter();
+        let unseen = page.trust_unseen && doc.unseen;
         for (map, count) in targets.iter().zip(rows.iter_mut()) {
-            write.replace_rows(&map.sig, count, id, emitted.next().unwrap_or_default())?;
+            let new = emitted.next().unwrap_or_default();
+            write.replace_rows(&map.sig, count, &doc.id, new, unseen)?;
         }
     }
     Ok(Share { batch: write.batch, changes: write.changes, rows })
@@ -410,6 +427,8 @@ struct GroupBuild<'a> {
     compiled: &'a mut Vec<CompiledViews>,
     /// The last applied page's ticket, to sync.
     applied: Option<Ticket>,
+    /// The purge seq the group's map indexes applied before the first page.
+    purged: u64,
 }
 
 impl bunko_indexer::Build for GroupBuild<'_> {
@@ -421,7 +440,8 @@ impl bunko_indexer::Build for GroupBuild<'_> {
 
     fn step(&mut self) -> Result<Option<bunko_indexer::Page>> {
         let step = Step::plan(self.index);
-        let Some((ticket, changes, more)) = update_step(self.db, self.index, self.compiled, &step)?
+        let Some((ticket, changes, more)) =
+            update_step(self.db, self.index, self.compiled, &step, self.purged)?
         else {
             return Ok(None);
         };
@@ -466,18 +486,23 @@ impl<'a> PageWrite<'a> {
     }
 
     /// Moves one document's rows in map index `sig` from its back-index to `rows`, adding
-    /// to `count` the rows `(added, removed)`.
+    /// to `count` the rows `(added, removed)`. With `unseen` the document is known to have
+    /// no back-index ([`PageDoc::unseen`]), which is then not read.
     pub(crate) fn replace_rows(
         &mut self,
         sig: &str,
         count: &mut (u64, u64),
         id: &str,
         rows: bunko_js::Rows,
+        unseen: bool,
     ) -> Result<()> {
         let back_key = entries::back_key(self.db, sig, id);
-        let old: BackIndex = match self.snapshot.get(&back_key)? {
-            Some(bytes) => records::decode(&bytes)?,
-            None => Vec::new(),
+        let old: BackIndex = match unseen {
+            true => Vec::new(),
+            false => match self.snapshot.get(&back_key)? {
+                Some(bytes) => records::decode(&bytes)?,
+                None => Vec::new(),
+            },
         };
         let partition = if self.def.partitioned { partition_of(id) } else { None };
         let raw = self.def.maps.iter().any(|m| m.sig == sig && m.raw);
@@ -526,21 +551,45 @@ fn design_body(snapshot: &Snapshot, db: u64, id: &str) -> Result<Option<Map<Stri
     Ok(body.and_then(|b| serde_json::from_slice::<Map<String, Value>>(&b).ok()))
 }
 
+/// One document of a page, as read for mapping.
+struct PageDoc {
+    id: String,
+    /// What the map functions get ([`map_input`]); `None`: nothing to map.
+    input: Option<String>,
+    /// Whether no map index of the step can hold rows of the document: its revision tree
+    /// is one first revision, so it had one state only, written at its seq, after the
+    /// step's checkpoint. (A document purged and then written again also starts over at a
+    /// first revision; its old rows are gone once `apply_view_purges` ran, which is why
+    /// `Page::trust_unseen` requires that no purge came after.)
+    unseen: bool,
+}
+
+impl PageDoc {
+    /// Reads document `id` (changed at `seq`) from `snapshot`.
+    fn read(snapshot: &Snapshot, db: u64, def: &GroupDef, id: String, seq: u64) -> Result<Self> {
+        let mut doc = PageDoc { id, input: None, unseen: false };
+        if kind(&doc.id) == DocKind::Design && (!def.include_design || def.partitioned) {
+            return Ok(doc);
+        }
+        let Some(info) = snapshot.get(&Key::Doc(db, &doc.id).encode())? else { return Ok(doc) };
+        let info: records::DocInfo = records::decode(&info)?;
+        doc.unseen = matches!(info.tree.nodes(), [only] if only.rev.pos == 1);
+        doc.input = map_input(snapshot, db, def, &doc.id, &info, seq)?;
+        Ok(doc)
+    }
+}
+
 /// The document a map function sees, as JSON text: the winning body with `_id`, `_rev`,
 /// `_conflicts` (if any) and `_local_seq` (with `options.local_seq`). `None` when the
-/// document is deleted or gone, or is a design document the group does not include.
+/// document is deleted or its body gone.
 fn map_input(
     snapshot: &Snapshot,
     db: u64,
     def: &GroupDef,
     id: &str,
+    info: &records::DocInfo,
     seq: u64,
 ) -> Result<Option<String>> {
-    if kind(id) == DocKind::Design && (!def.include_design || def.partitioned) {
-        return Ok(None);
-    }
-    let Some(info) = snapshot.get(&Key::Doc(db, id).encode())? else { return Ok(None) };
-    let info: records::DocInfo = records::decode(&info)?;
     let (rev, deleted) = info.winner()?;
     if deleted {
         return Ok(None);
@@ -618,6 +667,46 @@ mod tests {
             let all = db.store().scan(&prefix_range(&[tag]), false, 10)?;
             assert_eq!(all.len(), 1, "tag {tag:#x} keeps the map index's key");
         }
+        Ok(())
+    }
+
+    /// The keys of view `v` of `_design/d`, as a query returns them.
+    fn view_keys(db: &Database) -> Result<Vec<Value>> {
+        let r = query_view(
+            &bunko_engine::security::UserCtx::system(),
+            db,
+            "_design/d",
+            "v",
+            &ViewQuery::default(),
+            None,
+        )?;
+        r.rows.map(|row| row.map(|r| r.key)).collect()
+    }
+
+    /// A document purged and written again is a first revision again, which the build
+    /// takes as never mapped (no back-index read): right only once the purge is applied.
+    /// Here the purge comes after the update applied purges, as when it races a build.
+    #[test]
+    fn a_document_purged_and_written_again_loses_its_old_rows() -> Result<()> {
+        let engine = Engine::open(Arc::new(Memory::new()), Config::default())?;
+        let db = engine.create_db(&admin(), "v", false)?;
+        let map = "function(d) { emit(d.題名, null); }";
+        put(&db, json!({"_id": "_design/d", "views": {"v": {"map": map}}}))?;
+        put(&db, json!({"_id": "本", "題名": "旧版"}))?;
+        put(&db, json!({"_id": "他", "題名": "別冊"}))?;
+        assert_eq!(view_keys(&db)?, vec![json!("別冊"), json!("旧版")]);
+        let Some(def) = design_group(&db, "_design/d")? else { panic!("the design doc has views") };
+        let index = view_index(&db, def)?;
+        let purged = db.purge_seq()?;
+        let rev = db.get(&bunko_engine::security::UserCtx::system(), "本", None)?.rev;
+        db.purge(&admin(), vec![("本".to_string(), vec![rev])])?;
+        put(&db, json!({"_id": "本", "題名": "新版"}))?;
+        {
+            let mut compiled = index.build.lock();
+            let step = Step::plan(&index);
+            assert!(update_step(&db, &index, &mut compiled, &step, purged)?.is_some());
+        }
+        assert_eq!(view_keys(&db)?, vec![json!("別冊"), json!("新版")]);
         Ok(())
     }
 

@@ -65,8 +65,8 @@ pub use def::{GroupDef, MapDef, ViewDef};
 pub use entries::MapMeta;
 pub use info::ViewInfo;
 pub use info::view_info;
-pub use query::query_view;
 pub use query::{ViewQuery, ViewResult, ViewRow};
+pub use query::{is_short_read, query_view};
 
 /// One map index: its rows are keyed by `sig` ([`entries`]).
 #[derive(Debug)]

@@ -43,14 +43,14 @@ fn purge_checkpoint(
 }
 
 /// Brings every map index of `index` to the database's purge seq (the caller holds
-/// their build locks).
-pub(crate) fn apply_view_purges(db: &Database, index: &Index) -> Result<()> {
+/// their build locks), and returns that purge seq.
+pub(crate) fn apply_view_purges(db: &Database, index: &Index) -> Result<u64> {
     let snapshot = db.store().snapshot();
     let latest = purge_seq_in(snapshot.as_ref(), db.id())?;
     for map in &index.maps {
         apply_map_purges(db, index, map, &snapshot, latest)?;
     }
-    Ok(())
+    Ok(latest)
 }
 
 fn apply_map_purges(
@@ -76,7 +76,7 @@ fn apply_map_purges(
     let mut write = PageWrite::new(db_id, snapshot, &index.def);
     let mut count = (0, 0);
     for id in &ids {
-        write.replace_rows(&map.sig, &mut count, id, Default::default())?;
+        write.replace_rows(&map.sig, &mut count, id, Default::default(), false)?;
     }
     meta.rows = meta.rows.saturating_sub(count.1);
     let mut batch = write.batch;

@@ -181,6 +181,28 @@ pub fn query_view(
     Ok(result)
 }
 
+/// Whether query `q` of view `view` of design document `ddoc` is a short read of rows
+/// already built: the group is known in memory and covers the database's update seq, the
+/// view is read without reduce, documents are not included and at most `SHORT` rows
+/// are asked for. Such a query reads a few cached keys, cheaper than a hop to a blocking
+/// thread; anything else may update the view or read much.
+pub fn is_short_read(db: &Database, ddoc: &str, view: &str, q: &ViewQuery) -> bool {
+    let views = registry(db);
+    let Some(index) = views.designs.get(ddoc).and_then(|sig| views.get(&sig)) else {
+        return false;
+    };
+    let map_only = index.def.view(view).is_some_and(|v| v.reduce.is_none());
+    let short = q.limit.is_some_and(|l| l <= SHORT) && q.skip <= SHORT && q.keys.is_none();
+    let target = db.update_seq();
+    let current = index.caught_up.load(AtomicOrdering::Acquire) >= target
+        || index.seq() >= target
+        || q.update == Update::False;
+    (map_only || q.reduce == Some(false)) && short && !q.include_docs && current
+}
+
+/// Most rows of a query [`is_short_read`] accepts.
+const SHORT: u64 = 100;
+
 /// The index of design document `ddoc`'s views (`404 missing_named_view` if it has
 /// none), through the registry's memory of design documents when it can.
 fn view_group(db: &Database, ddoc: &str) -> Result<Arc<Index>> {
@@ -471,6 +493,34 @@ mod tests {
     use crate::testing::{admin, put};
     use crate::{query_view, view_cleanup};
     use bunko_engine::{Config, Engine};
+
+    /// Only a short map read of a view that covers every change skips the blocking pool.
+    #[test]
+    fn short_reads_are_map_lookups_of_a_current_view() -> Result<()> {
+        let engine = Engine::open(Arc::new(Memory::new()), Config::default())?;
+        let db = engine.create_db(&admin(), "v", false)?;
+        let views = json!({"v": {"map": "function(d) { emit(d.著者, 1); }"},
+                           "r": {"map": "function(d) { emit(d.著者, 1); }", "reduce": "_sum"}});
+        put(&db, json!({"_id": "_design/d", "views": views}))?;
+        put(&db, json!({"_id": "一", "著者": "漱石"}))?;
+        let lookup =
+            ViewQuery { key: Some(json!("漱石")), limit: Some(25), ..Default::default() };
+        assert!(!is_short_read(&db, "_design/d", "v", &lookup), "not yet known in memory");
+        run(&db, "v", &lookup)?;
+        assert!(is_short_read(&db, "_design/d", "v", &lookup));
+        let docs = ViewQuery { include_docs: true, ..lookup.clone() };
+        let long = ViewQuery { limit: Some(10_000), ..lookup.clone() };
+        let unlimited = ViewQuery { limit: None, ..lookup.clone() };
+        for q in [&docs, &long, &unlimited] {
+            assert!(!is_short_read(&db, "_design/d", "v", q), "{q:?}");
+        }
+        assert!(!is_short_read(&db, "_design/d", "r", &lookup), "reduces");
+        let unreduced = ViewQuery { reduce: Some(false), ..lookup.clone() };
+        assert!(is_short_read(&db, "_design/d", "r", &unreduced));
+        let stale = ViewQuery { update: Update::False, ..lookup.clone() };
+        assert!(is_short_read(&db, "_design/d", "v", &stale));
+        Ok(())
+    }
 
     /// The answer's rows and its offset and total.
     fn run(
