@@ -244,3 +244,21 @@ fn transfer(
     }
     txn.commit().map(drop)
 }
+
+/// `Transaction::apply` makes the writes visible at once; `Applied::durable` resolves with
+/// them once their sync is done, without a thread waiting (issue 20 point 3).
+#[tokio::test]
+async fn an_applied_transaction_is_acknowledged_once_durable() -> Result<()> {
+    let engine = engine(Config::default())?;
+    let mut txn = engine.begin(&admin());
+    txn.put("a", doc(json!({"_id": "x", "n": 1}))?)?;
+    txn.put("b", doc(json!({"_id": "y", "n": 2}))?)?;
+    let applied = txn.apply()?;
+    assert!(engine.db("a")?.get("x", None).is_ok(), "visible once applied");
+    let written = applied.durable().await?;
+    assert_eq!(written.iter().map(|w| w.id.as_str()).collect::<Vec<_>>(), ["x", "y"]);
+    assert_eq!(engine.db("b")?.get("y", None)?.rev, written[1].rev);
+    // A transaction that wrote nothing has nothing to wait for.
+    assert!(engine.begin(&admin()).apply()?.durable().await?.is_empty());
+    Ok(())
+}
