@@ -45,10 +45,8 @@ pub enum OpenRev {
 
 impl Database {
     /// The document's winning revision, or `rev` if given. `404 missing`/`deleted`.
-    /// Both lookups (the `Doc` record, then the body) read one snapshot: the body is
-    /// that of the revision the record names, and the store opens one snapshot, not two.
     pub fn get(&self, id: &str, rev: Option<&RevId>) -> Result<DocOut> {
-        get_in(self.snapshot().as_ref(), self.id(), id, rev)
+        get_in(self.store.as_ref(), self.id(), id, rev)
     }
 
     /// Fills `doc.revs_info`: each ancestor is `available` while its body is stored (until
