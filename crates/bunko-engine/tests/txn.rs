@@ -254,10 +254,11 @@ async fn an_applied_transaction_is_acknowledged_once_durable() -> Result<()> {
     txn.put("a", doc(json!({"_id": "x", "n": 1}))?)?;
     txn.put("b", doc(json!({"_id": "y", "n": 2}))?)?;
     let applied = txn.apply()?;
-    assert!(engine.db("a")?.get("x", None).is_ok(), "visible once applied");
+    assert!(engine.begin(&admin()).get("a", "x")?.is_some(), "visible once applied");
     let written = applied.durable().await?;
     assert_eq!(written.iter().map(|w| w.id.as_str()).collect::<Vec<_>>(), ["x", "y"]);
-    assert_eq!(engine.db("b")?.get("y", None)?.rev, written[1].rev);
+    let y = engine.begin(&admin()).get("b", "y")?.ok_or("y missing")?;
+    assert_eq!(y.rev, written[1].rev);
     // A transaction that wrote nothing has nothing to wait for.
     assert!(engine.begin(&admin()).apply()?.durable().await?.is_empty());
     Ok(())
