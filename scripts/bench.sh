@@ -126,10 +126,12 @@ Bunko and, when \`COUCH_URL\` is given, against a CouchDB on the same machine, o
 other. The workloads and what they measure are described in \`crates/bunko-bench/src/workloads/\`
 (one module each). Throughput is closed-loop: every client sends its next request as soon as
 the previous one answered. Latencies are per request (per \`_bulk_docs\` batch for \`load\`).
-Peak RSS and CPU time are the server's, read from \`/proc\` during each case; for \`limit\` and
-\`baseline\` they are bunko-bench's own process. \`CPU ms/1k\` is that CPU time per 1,000
-items of the case's unit (documents, requests or rows): what the work costs, not only how
-fast it went. The \`load\` rows in MB are one database's size
+Peak RSS and CPU time are the server's, read from \`/proc\` during each case; for \`limit\`
+they are bunko-bench's own process, for \`baseline\` its bare server's threads (RSS: the
+process). \`CPU ms/1k\` is that CPU time per 1,000 items of the case's unit (documents,
+requests or rows): what the work costs, not only how fast it went. \`client CPU ms/1k\` is
+the same for bunko-bench's HTTP clients (the load generator), which share the machine's
+cores with the server. The \`load\` rows in MB are one database's size
 on disk after its 200k documents, as loaded and after compaction: CouchDB's \`sizes.file\`, and
 for Bunko the growth of its data directory (\`crates/bunko-bench/src/workloads/disk.rs\`).
 

@@ -60,6 +60,9 @@ pub struct Row {
     pub server_cpu_s: Option<f64>,
     #[serde(default)]
     pub server_cores: Option<f64>,
+    /// CPU seconds the load generator (bunko-bench's client threads) spent in the case.
+    #[serde(default)]
+    pub client_cpu_s: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
 }
@@ -85,6 +88,7 @@ impl Row {
             server_peak_rss_mb: None,
             server_cpu_s: None,
             server_cores: None,
+            client_cpu_s: None,
             note: None,
         }
     }
@@ -112,6 +116,7 @@ impl Row {
             row.server_peak_rss_mb = Some(usage.peak_rss_mb);
             row.server_cpu_s = Some(usage.cpu_secs);
             row.server_cores = Some(usage.cores);
+            row.client_cpu_s = usage.client_cpu_secs;
             if !usage.peak_reset {
                 row = row.note("peak RSS since server start (VmHWM could not be reset)");
             }
@@ -142,8 +147,12 @@ impl Row {
     /// The server's CPU time per 1,000 items (documents, requests or rows: what the
     /// throughput counts), in milliseconds: what a case costs, not only how fast it runs.
     pub fn cpu_ms_per_1k(&self) -> Option<f64> {
-        let cpu = self.server_cpu_s?;
-        (self.items > 0).then(|| cpu * 1e6 / self.items as f64)
+        per_1k(self.server_cpu_s?, self.items)
+    }
+
+    /// The same for the load generator's CPU time.
+    pub fn client_cpu_ms_per_1k(&self) -> Option<f64> {
+        per_1k(self.client_cpu_s?, self.items)
     }
 
     /// Adds a remark (joined with `; ` to earlier ones).
@@ -154,6 +163,11 @@ impl Row {
         });
         self
     }
+}
+
+/// Milliseconds per 1,000 of `items` for `cpu` seconds.
+fn per_1k(cpu: f64, items: u64) -> Option<f64> {
+    (items > 0).then(|| cpu * 1e6 / items as f64)
 }
 
 fn ms(value: Option<f64>) -> String {
@@ -180,10 +194,11 @@ fn cells(row: &Row) -> Vec<String> {
             _ => "-".to_string(),
         },
         num(row.cpu_ms_per_1k(), 1),
+        num(row.client_cpu_ms_per_1k(), 1),
     ]
 }
 
-const HEADERS: [&str; 11] = [
+const HEADERS: [&str; 12] = [
     "case",
     "throughput",
     "p50 ms",
@@ -195,6 +210,7 @@ const HEADERS: [&str; 11] = [
     "peak RSS MB",
     "CPU s (cores)",
     "CPU ms/1k",
+    "client CPU ms/1k",
 ];
 
 /// A plain-text table of one workload's rows; skipped and failed cases follow as lines.
@@ -462,6 +478,18 @@ mod tests {
         assert!(compare(&[a], &[]).contains("| 150.0 |"));
         let sized = Row::size("load", "disk", 10.0, 5);
         assert_eq!(sized.cpu_ms_per_1k(), None);
+    }
+
+    #[test]
+    fn client_cpu_is_its_own_column() {
+        let mut a = row("read", "point GET, 32 connections", 1000.0, "bunko");
+        a.items = 10_000;
+        a.server_cpu_s = Some(1.0);
+        a.client_cpu_s = Some(2.5);
+        assert_eq!(a.client_cpu_ms_per_1k(), Some(250.0));
+        let table = markdown_table("bunko", "read", &[a]);
+        assert!(table.contains("| CPU ms/1k | client CPU ms/1k | note |"), "{table}");
+        assert!(table.contains("| 100.0 | 250.0 |"), "{table}");
     }
 
     #[test]

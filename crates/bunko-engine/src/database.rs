@@ -352,13 +352,14 @@ pub(crate) struct Part<'a> {
     pub ids: IdChanges,
 }
 
-/// Applies `batch`, which holds the writes of every part, as one atomic commit; releases
-/// the writer locks before waiting for the sync, as [`Database::commit_locked`] does.
-pub(crate) fn commit_parts(
+/// Applies `batch`, which holds the writes of every part, as one atomic commit, and
+/// releases the writer locks; the caller waits for the returned ticket's sync and then
+/// calls [`Database::notify_durable`] with each part's seq.
+pub(crate) fn apply_parts(
     store: &Arc<dyn Store>,
     parts: Vec<Part<'_>>,
     batch: Batch,
-) -> Result<()> {
+) -> Result<Ticket> {
     let locked: Vec<_> = parts.iter().map(|part| part.db.ids.lock()).collect();
     let ticket = match store.apply(batch) {
         Ok(ticket) => ticket,
@@ -370,15 +371,9 @@ pub(crate) fn commit_parts(
     for (locked, part) in locked.into_iter().zip(&parts) {
         locked.record(store.as_ref(), part.db.id(), &part.ids);
     }
-    let mut durable = Vec::with_capacity(parts.len());
     for mut part in parts {
         part.writer.seq = part.seq;
         part.writer.stats = part.stats;
-        durable.push((part.db, part.seq));
     }
-    store.sync(ticket)?;
-    for (db, seq) in durable {
-        db.notify_durable(seq);
-    }
-    Ok(())
+    Ok(ticket)
 }

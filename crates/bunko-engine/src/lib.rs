@@ -91,6 +91,6 @@ mod write;
 pub use catalog::{Config, Engine, remove_range};
 pub use database::{Database, DbInfo};
 pub use error::{Error, Result};
-pub use txn::{Transaction, TxnDoc, TxnWrite};
+pub use txn::{Applied, Transaction, TxnDoc, TxnWrite};
 pub use uuids::Uuids;
 pub use write::{DocResult, WriteOptions, Written};

@@ -17,8 +17,11 @@
 //! 3. **Stage** each database's writes exactly as a single write would be
 //!    (`Database::stage`: revision checks, the write gate, `validate_doc_update`, counters,
 //!    index entries) into **one** batch; any document failing fails the transaction.
-//! 4. **Apply** that batch as one storage commit, release the locks, and wait for the
-//!    group-committed sync ([`crate::database::commit_parts`]).
+//! 4. **Apply** that batch as one storage commit ([`crate::database::apply_parts`]) and
+//!    release the locks; then wait for the group-committed sync: [`Transaction::commit`]
+//!    blocks, while [`Transaction::apply`] returns an [`Applied`] whose
+//!    [`Applied::durable`] future an async caller awaits without holding a thread, as a
+//!    single write's [`crate::Written`] does.
 //!
 //! Writes inside a transaction follow CouchDB's rules: an update names the `_rev` it edits,
 //! and each written document gets a new revision and a `_changes` entry, so replication
@@ -64,15 +67,15 @@ use std::time::Instant;
 
 use bunko_doc::RevId;
 use bunko_doc::body::ParsedDoc;
-use bunko_storage::{Batch, Read, Snapshot};
+use bunko_storage::{Batch, Read, Snapshot, Store, Ticket};
 use serde_json::{Map, Value};
 
 use crate::catalog::Engine;
-use crate::database::{Database, Part, commit_parts};
+use crate::database::{Database, Part, apply_parts};
 use crate::read::doc_info_in;
 use crate::scope::Scope;
 use crate::security::UserCtx;
-use crate::write::{Checks, WriteOptions};
+use crate::write::{AfterCommit, Checks, WriteOptions};
 use crate::{Error, Result, keys};
 
 /// A document as a transaction reads it.
@@ -91,6 +94,49 @@ pub struct TxnWrite {
     pub db: String,
     pub id: String,
     pub rev: RevId,
+}
+
+/// A transaction applied (visible to readers) but not yet durable, from
+/// [`Transaction::apply`]. Its writes may be reported only once [`Applied::durable`] or
+/// [`Applied::sync`] returned them.
+#[must_use = "a transaction is acknowledged only once durable"]
+pub struct Applied {
+    written: Vec<TxnWrite>,
+    pending: Option<Pending>,
+}
+
+/// What an applied transaction waits for, and what follows its sync in each database.
+struct Pending {
+    store: Arc<dyn Store>,
+    ticket: Ticket,
+    after: Vec<(Arc<Database>, u64, AfterCommit)>,
+}
+
+impl Applied {
+    /// Waits, without holding a thread, until the commit is durable; returns the writes.
+    pub async fn durable(self) -> Result<Vec<TxnWrite>> {
+        if let Some(pending) = &self.pending {
+            pending.store.durable(pending.ticket).await?;
+        }
+        Ok(self.finish())
+    }
+
+    /// As [`Applied::durable`], blocking the calling thread.
+    pub fn sync(self) -> Result<Vec<TxnWrite>> {
+        if let Some(pending) = &self.pending {
+            pending.store.sync(pending.ticket)?;
+        }
+        Ok(self.finish())
+    }
+
+    /// What follows a sync: wake `_changes` feeds, start background work.
+    fn finish(self) -> Vec<TxnWrite> {
+        for (db, seq, work) in self.pending.into_iter().flat_map(|p| p.after) {
+            db.notify_durable(seq);
+            db.after_commit(work);
+        }
+        self.written
+    }
 }
 
 /// What a transaction saw of one document.
@@ -306,12 +352,19 @@ impl Transaction<'_> {
         self.put(db, doc)
     }
 
-    /// Validates and commits everything in one storage commit; see the module docs.
+    /// Validates and commits everything in one storage commit, and returns once it is
+    /// durable; see the module docs.
     pub fn commit(self) -> Result<Vec<TxnWrite>> {
+        self.apply()?.sync()
+    }
+
+    /// [`Transaction::commit`] up to the apply: the writes are visible but not yet
+    /// durable; [`Applied::durable`] (or [`Applied::sync`]) says when they are.
+    pub fn apply(self) -> Result<Applied> {
         self.check_alive()?;
         if self.dbs.values().all(|t| t.writes.is_empty()) {
             // It read one snapshot and wrote nothing: serializable at that snapshot's point.
-            return Ok(Vec::new());
+            return Ok(Applied { written: Vec::new(), pending: None });
         }
         let ctx = self.ctx;
         let opts = WriteOptions::default();
@@ -329,6 +382,7 @@ impl Transaction<'_> {
         }
         let mut batch = Batch::new();
         let (mut parts, mut written, mut after) = (Vec::new(), Vec::new(), Vec::new());
+        let mut dbs = Vec::with_capacity(locked.len());
         for (touched, checks, docs, writer) in locked {
             let db = touched.db.as_ref();
             let docs = if docs.iter().all(|(_, d)| d.is_ok()) && db.has_triggers()? {
@@ -346,15 +400,21 @@ impl Transaction<'_> {
                 })?;
                 written.push(TxnWrite { db: db.name(), id: result.id, rev });
             }
-            after.push((db, staged.plan));
+            after.push(staged.plan);
+            dbs.push((touched.db.clone(), staged.seq));
             parts.push(Part { db, writer, seq: staged.seq, stats: staged.stats, ids: staged.ids });
         }
-        let after: Vec<_> = after.into_iter().map(|(db, plan)| (db, db.install(plan))).collect();
-        commit_parts(self.engine.store(), parts, batch)?;
-        for (db, work) in after {
-            db.after_commit(work);
-        }
-        Ok(written)
+        let after: Vec<_> = dbs
+            .into_iter()
+            .zip(after)
+            .map(|((db, seq), plan)| {
+                let work = db.install(plan);
+                (db, seq, work)
+            })
+            .collect();
+        let store = self.engine.store().clone();
+        let ticket = apply_parts(&store, parts, batch)?;
+        Ok(Applied { written, pending: Some(Pending { store, ticket, after }) })
     }
 
     /// Lends database `db` of this transaction to a procedure (`procedures.rs`).

@@ -244,3 +244,22 @@ fn transfer(
     }
     txn.commit().map(drop)
 }
+
+/// `Transaction::apply` makes the writes visible at once; `Applied::durable` resolves with
+/// them once their sync is done, without a thread waiting (issue 20 point 3).
+#[tokio::test]
+async fn an_applied_transaction_is_acknowledged_once_durable() -> Result<()> {
+    let engine = engine(Config::default())?;
+    let mut txn = engine.begin(&admin());
+    txn.put("a", doc(json!({"_id": "x", "n": 1}))?)?;
+    txn.put("b", doc(json!({"_id": "y", "n": 2}))?)?;
+    let applied = txn.apply()?;
+    assert!(engine.begin(&admin()).get("a", "x")?.is_some(), "visible once applied");
+    let written = applied.durable().await?;
+    assert_eq!(written.iter().map(|w| w.id.as_str()).collect::<Vec<_>>(), ["x", "y"]);
+    let y = engine.begin(&admin()).get("b", "y")?.ok_or("y missing")?;
+    assert_eq!(y.rev, written[1].rev);
+    // A transaction that wrote nothing has nothing to wait for.
+    assert!(engine.begin(&admin()).apply()?.durable().await?.is_empty());
+    Ok(())
+}

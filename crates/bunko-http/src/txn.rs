@@ -48,7 +48,7 @@ pub async fn post(
     let limits = state.engine.config().limits;
     let writes = parse_writes(&request, &limits)?;
     let expects = parse_expects(&request)?;
-    let written = blocking(move || {
+    let applied = blocking(move || {
         let mut txn = state.engine.begin(&ctx);
         for e in expects {
             txn.expect(&e.db, &e.id, e.rev)?;
@@ -56,9 +56,11 @@ pub async fn post(
         for w in writes {
             txn.put(&w.db, w.doc)?;
         }
-        Ok(txn.commit()?)
+        Ok(txn.apply()?)
     })
     .await?;
+    // The sync is awaited here, on the runtime: no blocking thread waits for the disk.
+    let written = applied.durable().await?;
     let results: Vec<Value> = written
         .into_iter()
         .map(|w| json!({"db": w.db, "id": w.id, "rev": w.rev.to_string()}))

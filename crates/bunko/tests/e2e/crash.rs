@@ -19,17 +19,30 @@ type Acked = Arc<Mutex<BTreeMap<String, String>>>;
 /// Documents per `_bulk_docs` request in [`Writes::Bulk`].
 const BULK: usize = 10;
 
-/// How the creators write: one `PUT` per document, or `_bulk_docs` requests.
+/// How the creators write: one `PUT` per document, `_bulk_docs` requests, or
+/// `POST /_transaction` requests.
 #[derive(Clone, Copy)]
 enum Writes {
     Put,
     Bulk,
+    Txn,
 }
 
 /// A new IoT reading document of writer `w`.
 fn reading(w: usize, i: usize) -> serde_json::Value {
     json!({"deviceID": format!("device-{w}"), "infrastructureID": "bridge-9876", "seq": i,
         "reading": {"temperature": {"value": i % 40, "unit": "c"}}})
+}
+
+/// [`BULK`] new readings of writer `w`, with ids `{id}-0`, `{id}-1`, …
+fn batch(w: usize, i: usize, id: &str) -> Vec<serde_json::Value> {
+    (0..BULK)
+        .map(|k| {
+            let mut doc = reading(w, i);
+            doc["_id"] = json!(format!("{id}-{k}"));
+            doc
+        })
+        .collect()
 }
 
 /// Spawns writer threads that create new IoT reading documents until `stop` is set or the
@@ -58,14 +71,16 @@ fn spawn_creators(
                         }
                         Writes::Bulk => {
                             attempts += BULK;
-                            let docs: Vec<_> = (0..BULK)
-                                .map(|k| {
-                                    let mut doc = reading(w, i);
-                                    doc["_id"] = json!(format!("{id}-{k}"));
-                                    doc
-                                })
-                                .collect();
+                            let docs = batch(w, i, &id);
                             http.post(format!("{base}/iot/_bulk_docs")).json(&json!({"docs": docs}))
+                        }
+                        Writes::Txn => {
+                            attempts += BULK;
+                            let docs: Vec<_> = batch(w, i, &id)
+                                .into_iter()
+                                .map(|doc| json!({"db": "iot", "doc": doc}))
+                                .collect();
+                            http.post(format!("{base}/_transaction")).json(&json!({"docs": docs}))
                         }
                     };
                     let resp = request.basic_auth(ADMIN, Some(ADMIN_PASSWORD)).send();
@@ -74,9 +89,9 @@ fn spawn_creators(
                         break;
                     }
                     let Ok(v) = resp.json::<serde_json::Value>() else { break };
-                    let rows = match v.as_array() {
-                        Some(rows) => rows.clone(),
-                        None => vec![json!({"id": id, "rev": v["rev"]})],
+                    let rows = match (v.as_array(), v["results"].as_array()) {
+                        (Some(rows), _) | (None, Some(rows)) => rows.clone(),
+                        (None, None) => vec![json!({"id": id, "rev": v["rev"]})],
                     };
                     for row in rows {
                         if let (Some(id), Some(rev)) = (row["id"].as_str(), row["rev"].as_str()) {
@@ -99,6 +114,12 @@ fn kill9_during_concurrent_creates_loses_no_acknowledged_document() {
 #[test]
 fn kill9_during_concurrent_bulk_docs_loses_no_acknowledged_document() {
     creates_survive_kill9(Writes::Bulk);
+}
+
+/// `POST /_transaction` awaits its sync on the async runtime too (issue 20 point 3).
+#[test]
+fn kill9_during_concurrent_transactions_loses_no_acknowledged_document() {
+    creates_survive_kill9(Writes::Txn);
 }
 
 fn creates_survive_kill9(writes: Writes) {
