@@ -7,6 +7,7 @@
 //! - [`rev`]: revision ids `N-<32 hex>`, computed deterministically.
 //! - [`keycode`]: the order-preserving byte encoding every storage key is built with.
 //! - [`collate`]: CouchDB's view and raw collation of JSON, and its order-preserving encoding.
+//! - [`fields`]: reads only some top-level members of a stored JSON body.
 //!
 //! Nothing here knows about storage: `bunko-engine` composes these pieces into keys and
 //! records.
@@ -17,6 +18,7 @@ pub mod collate;
 pub mod ejson;
 pub mod error;
 pub mod etf;
+pub mod fields;
 pub mod id;
 pub mod keycode;
 pub mod rev;

@@ -23,7 +23,7 @@ pub use bunko_storage::Snapshot;
 use bunko_storage::{Iter, Range};
 use serde_json::Value;
 
-use super::mongo::{compare, id_range, matching_doc};
+use super::mongo::{compare, id_range, matching_fields, parse_list};
 use super::mongo_index::MongoScan;
 use super::{ExecStats, FindQuery};
 use crate::database::Database;
@@ -39,13 +39,18 @@ const PAGE: usize = 256;
 
 impl Database {
     /// The documents `query` selects (Mongo dialect; its `skip`, `limit` and index hint),
-    /// ordered by `order`, read from `snap` as the stream is consumed.
+    /// ordered by `order`, read from `snap` as the stream is consumed. With `wanted`, a
+    /// document holds `_id` and at least those top-level members (and those the filter and
+    /// sort read): the other members of the stored body are not parsed.
     pub fn stream_mongo(
         &self,
         snap: &Snapshot,
         query: &FindQuery,
         order: &[(FieldPath, Direction)],
+        wanted: Option<&[String]>,
     ) -> Result<MongoDocs> {
+        let parse: Option<Arc<[String]>> =
+            parse_list(&query.selector, order, wanted).map(Into::into);
         let hint = query.use_index.as_ref().map(|(name, _)| name.as_str());
         let scan = match self.mongo_plan(&query.selector, hint)? {
             Some(scan) => Some(scan),
@@ -58,9 +63,10 @@ impl Database {
             Some(scan) => {
                 let mut stream = IndexStream::new(self, snap, scan, &query.selector);
                 stream.counts = Some(counts.clone());
+                stream.parse = parse;
                 Box::new(stream)
             }
-            None => Box::new(self.doc_stream(snap, &query.selector, counts.clone())),
+            None => Box::new(self.doc_stream(snap, &query.selector, parse, counts.clone())),
         };
         let docs = if in_order { docs } else { sorted(docs, order)? };
         Ok(Box::new(Logged {
@@ -78,6 +84,7 @@ impl Database {
         &self,
         snap: &Snapshot,
         selector: &Selector,
+        parse: Option<Arc<[String]>>,
         counts: Arc<Examined>,
     ) -> impl Iterator<Item = Result<Value>> + Send + 'static {
         let db = self.id();
@@ -95,7 +102,7 @@ impl Database {
                 }
                 let body = snap.get(&Key::Rev(db, &id, &rev.to_string()).encode())?;
                 counts.docs.fetch_add(1, Ordering::Relaxed);
-                Ok(body.and_then(|body| matching_doc(&id, &body, &selector)))
+                Ok(body.and_then(|body| matching_fields(&id, &body, &selector, parse.as_deref())))
             };
             read().transpose()
         })
@@ -126,6 +133,8 @@ pub(super) struct IndexStream {
     pub stats: ExecStats,
     /// Also counted here for a logged stream.
     counts: Option<Arc<Examined>>,
+    /// The only top-level members to parse ([`matching_fields`]); `None`: all.
+    parse: Option<Arc<[String]>>,
 }
 
 /// Keys and documents a stream examined, shared with its [`Logged`] wrapper.
@@ -194,6 +203,7 @@ impl IndexStream {
             seen: HashSet::new(),
             stats: ExecStats::default(),
             counts: None,
+            parse: None,
         }
     }
 
@@ -218,7 +228,7 @@ impl IndexStream {
         if let Some(counts) = &self.counts {
             counts.docs.fetch_add(1, Ordering::Relaxed);
         }
-        Ok(matching_doc(&id, &body, &self.selector))
+        Ok(matching_fields(&id, &body, &self.selector, self.parse.as_deref()))
     }
 }
 
