@@ -57,7 +57,7 @@ pub fn selector(filter: &Document) -> Result<Selector, MongoError> {
             }
         }
     }
-    let mut selector = Selector::parse(&selector_json(&plain)?)?;
+    let mut selector = Selector::parse_mongo(&selector_json(&plain)?)?;
     for predicate in extra {
         selector = selector.with_predicate(predicate);
     }
@@ -142,7 +142,7 @@ fn expr(filter: &Document) -> Result<Map<String, Value>, MongoError> {
                 return Err(MongoError::bad_value(format!("unknown top level operator: {op}")));
             }
             field => {
-                out.insert(field.to_string(), cond(value)?);
+                out.insert(field.to_string(), cond(field, value)?);
             }
         }
     }
@@ -150,9 +150,11 @@ fn expr(filter: &Document) -> Result<Map<String, Value>, MongoError> {
 }
 
 /// The condition on one field.
-fn cond(value: &Bson) -> Result<Value, MongoError> {
+fn cond(field: &str, value: &Bson) -> Result<Value, MongoError> {
     match value {
-        Bson::Document(d) if d.keys().next().is_some_and(|k| k.starts_with('$')) => operators(d),
+        Bson::Document(d) if d.keys().next().is_some_and(|k| k.starts_with('$')) => {
+            operators(field, d)
+        }
         Bson::RegularExpression(re) => {
             Ok(json!({"$regex": regex(re.pattern.as_str(), re.options.as_str())?}))
         }
@@ -163,7 +165,7 @@ fn cond(value: &Bson) -> Result<Value, MongoError> {
     }
 }
 
-fn operators(ops: &Document) -> Result<Value, MongoError> {
+fn operators(field: &str, ops: &Document) -> Result<Value, MongoError> {
     let mut out = Map::new();
     let options = match ops.get("$options") {
         Some(Bson::String(o)) => Some(o.as_str()),
@@ -196,19 +198,21 @@ fn operators(ops: &Document) -> Result<Value, MongoError> {
             "$options" if ops.contains_key("$regex") => continue,
             "$options" => return Err(MongoError::bad_value("$options needs a $regex")),
             "$not" => match arg {
-                Bson::Document(d) => operators(d)?,
-                Bson::RegularExpression(_) => cond(arg)?,
+                Bson::Document(d) => operators(field, d)?,
+                Bson::RegularExpression(_) => cond(field, arg)?,
                 _ => return Err(MongoError::bad_value("$not needs a regex or a document")),
             },
             "$elemMatch" => match arg {
                 Bson::Document(d) if d.keys().next().is_some_and(|k| k.starts_with('$')) => {
-                    operators(d)?
+                    operators(field, d)?
                 }
                 Bson::Document(d) => Value::Object(expr(d)?),
                 _ => return Err(MongoError::bad_value("$elemMatch needs an Object")),
             },
-            "$geoWithin" | "$geoIntersects" | "$near" | "$nearSphere" | "$bitsAllSet"
-            | "$bitsAnySet" | "$bitsAllClear" | "$bitsAnyClear" => {
+            "$bitsAllSet" | "$bitsAnySet" | "$bitsAllClear" | "$bitsAnyClear" => {
+                crate::bit_mask::positions(field, op, arg)?
+            }
+            "$geoWithin" | "$geoIntersects" | "$near" | "$nearSphere" => {
                 return Err(MongoError::not_implemented(format!("{op} is not supported yet")));
             }
             other => return Err(MongoError::bad_value(format!("unknown operator: {other}"))),

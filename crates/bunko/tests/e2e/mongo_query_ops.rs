@@ -1,0 +1,87 @@
+//! MongoDB query operators the Mongo dialect gained in issue 13's later sessions, through
+//! pymongo: the bitwise operators (`$bitsAllSet`, `$bitsAnySet`, `$bitsAllClear`,
+//! `$bitsAnyClear`) on MongoDB's documented examples (numbers, BinData, position lists),
+//! in `find`, `$match`, `$not`, and a collection validator with its `errInfo`.
+
+use serde_json::json;
+
+use crate::harness::Server;
+use crate::mongo::python;
+
+/// MongoDB's documented examples of the four bitwise operators, answered as the manual
+/// shows, plus sign extension, fractions, arrays and the errors for bad bitmasks.
+#[test]
+fn bitwise_operators_answer_mongodbs_documented_examples() {
+    let server = Server::start();
+    let script = r#"
+db = client().acme
+db.collection.insert_many([
+    {"_id": 1, "a": 54, "binaryValueofA": "00110110"},
+    {"_id": 2, "a": 20, "binaryValueofA": "00010100"},
+    {"_id": 3, "a": 20.0, "binaryValueofA": "00010100"},
+    {"_id": 4, "a": Binary(base64.b64decode("Zg==")), "binaryValueofA": "01100110"},
+])
+db.more.insert_many([{"_id": "neg", "a": Int64(-5)}, {"_id": "pos", "a": 5}, {"_id": "frac", "a": 5.5},
+                     {"_id": "arr", "a": [1, 6]}, {"_id": "str", "a": "54"}, {"_id": "none"}])
+def ids(coll, flt):
+    return [d["_id"] for d in coll.find(flt).sort("_id", 1)]
+b = lambda s: Binary(base64.b64decode(s))
+out = {}
+for op, masks in {
+    "$bitsAllSet": [[1, 5], 50, b("MC==")],
+    "$bitsAnySet": [[1, 5], 35, b("MC==")],
+    "$bitsAllClear": [[1, 5], 35, b("IA==")],
+    "$bitsAnyClear": [[1, 5], 35, b("MC==")],
+}.items():
+    out[op] = [ids(db.collection, {"a": {op: m}}) for m in masks]
+out["sign"] = [ids(db.more, {"a": {"$bitsAllSet": [200]}}), ids(db.more, {"a": {"$bitsAllClear": [200]}})]
+out["array"] = ids(db.more, {"a": {"$bitsAllSet": [1, 2]}})
+out["not"] = ids(db.more, {"a": {"$not": {"$bitsAnySet": 1}}})
+out["match"] = [d["_id"] for d in db.collection.aggregate([{"$match": {"a": {"$bitsAllSet": 4}}}, {"$sort": {"_id": 1}}])]
+def err(flt):
+    try:
+        list(db.collection.find(flt))
+        return None
+    except OperationFailure as e:
+        return [e.code, e.details.get("errmsg")]
+out["errors"] = [err({"a": {"$bitsAllClear": "123"}}), err({"a": {"$bitsAllClear": 1.2}}),
+                 err({"a": {"$bitsAllClear": -1}}), err({"a": {"$bitsAllSet": [0, -1]}})]
+db.create_collection("flags", validator={"f": {"$bitsAllSet": [0, 2]}})
+db.flags.insert_one({"_id": 1, "f": 5})
+try:
+    db.flags.insert_one({"_id": 2, "f": 4})
+    out["refused"] = None
+except WriteError as e:
+    out["refused"] = [e.code, e.details.get("errInfo")]
+out["flags"] = ids(db.flags, {})
+print(json.dumps(out, default=str))
+"#;
+    let script = format!("import base64\nfrom pymongo.errors import WriteError\n{script}");
+    let Some(out) = python(&server, &script) else { return };
+    // The manual's answers (54 = 0b00110110, 20 = 0b00010100, "Zg==" = 0b01100110).
+    assert_eq!(out["$bitsAllSet"], json!([[1, 4], [1], [1]]));
+    assert_eq!(out["$bitsAnySet"], json!([[1, 4], [1, 4], [1, 2, 3, 4]]));
+    assert_eq!(out["$bitsAllClear"], json!([[2, 3], [2, 3], [2, 3]]));
+    assert_eq!(out["$bitsAnyClear"], json!([[2, 3], [1, 2, 3, 4], [2, 3, 4]]));
+    assert_eq!(out["sign"], json!([["neg"], ["arr", "pos"]]), "numbers are sign-extended");
+    assert_eq!(out["array"], json!(["arr"]), "an array element matches (6 = 0b110)");
+    // `$not` matches what the condition does not: no odd number (in the array: 1), and
+    // values no bit test matches (a fraction, a string, a missing field).
+    assert_eq!(out["not"], json!(["frac", "none", "str"]));
+    assert_eq!(out["match"], json!([1, 2, 3, 4]));
+    assert_eq!(
+        out["errors"],
+        json!([
+            [2, "a takes an Array, a number, or a BinData but received: $bitsAllClear: \"123\""],
+            [9, "Expected an integer: $bitsAllClear: 1.2"],
+            [9, "Expected a non-negative number in: $bitsAllClear: -1"],
+            [2, "Failed to parse bit position. Expected a non-negative number in: 1: -1"],
+        ])
+    );
+    assert_eq!(out["refused"][0], 121);
+    let details = &out["refused"][1]["details"];
+    assert_eq!(details["operatorName"], "$bitsAllSet", "{details}");
+    assert_eq!(details["reason"], "bitwise operator failed to match", "{details}");
+    assert_eq!(details["consideredValue"], 4, "{details}");
+    assert_eq!(out["flags"], json!([1]));
+}
