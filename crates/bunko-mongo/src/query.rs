@@ -176,9 +176,11 @@ fn operators(field: &str, ops: &Document) -> Result<Value, MongoError> {
         let value = match op.as_str() {
             "$eq" | "$ne" | "$gt" | "$gte" | "$lt" | "$lte" | "$size" | "$mod" => literal(arg),
             "$in" | "$nin" | "$all" => match arg {
-                Bson::Array(items)
-                    if items.iter().any(|i| matches!(i, Bson::RegularExpression(_))) =>
-                {
+                Bson::Array(items) if op == "$in" && items.iter().any(is_regex) => {
+                    out.insert("$or".to_string(), in_regexes(items)?);
+                    continue;
+                }
+                Bson::Array(items) if items.iter().any(is_regex) => {
                     return Err(MongoError::not_implemented(format!(
                         "regular expressions in {op} are not supported yet"
                     )));
@@ -220,6 +222,30 @@ fn operators(field: &str, ops: &Document) -> Result<Value, MongoError> {
         out.insert(op.clone(), value);
     }
     Ok(Value::Object(out))
+}
+
+fn is_regex(v: &Bson) -> bool {
+    matches!(v, Bson::RegularExpression(_))
+}
+
+/// `$in` holding regular expressions as the `$or` of one `$regex` per expression and an
+/// `$in` of the other values, on the same field (a value, or an array element, matches
+/// when it equals a value or a regex matches it, as in MongoDB).
+fn in_regexes(items: &[Bson]) -> Result<Value, MongoError> {
+    let mut any = Vec::new();
+    let mut values = Vec::new();
+    for item in items {
+        match item {
+            Bson::RegularExpression(re) => {
+                any.push(json!({"$regex": regex(re.pattern.as_str(), re.options.as_str())?}));
+            }
+            other => values.push(literal(other)),
+        }
+    }
+    if !values.is_empty() {
+        any.push(json!({"$in": values}));
+    }
+    Ok(Value::Array(any))
 }
 
 /// A value as the stored documents are matched.

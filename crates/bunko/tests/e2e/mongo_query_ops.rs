@@ -85,3 +85,60 @@ print(json.dumps(out, default=str))
     assert_eq!(details["consideredValue"], 4, "{details}");
     assert_eq!(out["flags"], json!([1]));
 }
+
+/// An anchored regex (`/^abc/`, no `i` flag) is an index range over the strings with that
+/// prefix, and `$in` with regexes matches as MongoDB's (a value or a regex) and scans the
+/// union of its points and prefix ranges; `explain` shows the bounds. Every answer equals
+/// the collection scan's (`hint: {$natural: 1}`).
+#[test]
+fn anchored_regexes_and_in_with_regexes_use_index_ranges() {
+    let server = Server::start();
+    let script = r#"
+db = client().acme
+names = ["東京タワー", "東京駅", "東北", "Tokyo", "Tokio", "tokyo", "Toky", "Osaka", "Ōsaka", "京都"]
+db.places.insert_many([{"_id": i, "name": n, "tags": [n[:1], "x"]} for i, n in enumerate(names)])
+db.places.insert_one({"_id": 99, "name": 7})
+db.places.create_index("name")
+def run(flt):
+    got = sorted(d["_id"] for d in db.places.find(flt))
+    scan = sorted(d["_id"] for d in db.places.find(flt).hint([("$natural", 1)]))
+    assert got == scan, (flt, got, scan)
+    ix = db.places.find(flt).explain()["queryPlanner"]["winningPlan"]
+    ix = ix.get("inputStage", ix)
+    return [got, ix["stage"], ix.get("indexBounds", {}).get("name")]
+out = {
+    "prefix": run({"name": {"$regex": "^東京"}}),
+    "literal": run({"name": Regex("^Tok")}),
+    "quantified": run({"name": {"$regex": "^Toky?"}}),
+    "case": run({"name": {"$regex": "^tok", "$options": "i"}}),
+    "unanchored": run({"name": {"$regex": "kyo"}}),
+    "in": run({"name": {"$in": [Regex("^Os"), "京都", Regex("^東北$")]}}),
+    "in_unanchored": run({"name": {"$in": [Regex("sak"), "京都"]}}),
+    "in_array": run({"tags": {"$in": [Regex("^東"), "O"]}}),
+    "nin": code_of(lambda: list(db.places.find({"name": {"$nin": [Regex("^T")]}}))),
+}
+print(json.dumps(out))
+"#;
+    let Some(out) = python(&server, script) else { return };
+    assert_eq!(out["prefix"], json!([[0, 1], "IXSCAN", ["[\"東京\", \"東亭\")"]]));
+    assert_eq!(out["literal"], json!([[3, 4, 6], "IXSCAN", ["[\"Tok\", \"Tol\")"]]));
+    assert_eq!(out["quantified"], json!([[3, 4, 6], "IXSCAN", ["[\"Tok\", \"Tol\")"]]));
+    assert_eq!(out["case"][0], json!([3, 4, 5, 6]));
+    assert_eq!(out["case"][1], "COLLSCAN", "a case-insensitive regex has no prefix range");
+    assert_eq!(
+        (&out["unanchored"][0], &out["unanchored"][1]),
+        (&json!([3, 5]), &json!("COLLSCAN"))
+    );
+    assert_eq!(
+        out["in"],
+        json!([
+            [2, 7, 9],
+            "IXSCAN",
+            ["[\"Os\", \"Ot\")", "[\"京都\", \"京都\"]", "[\"東北\", \"東匘\")"]
+        ])
+    );
+    let unanchored = (&out["in_unanchored"][0], &out["in_unanchored"][1]);
+    assert_eq!(unanchored, (&json!([7, 8, 9]), &json!("COLLSCAN")));
+    assert_eq!(out["in_array"][0], json!([0, 1, 2, 7]), "an array element matches");
+    assert_eq!(out["nin"], 238, "$nin with regexes is refused, not ignored");
+}
