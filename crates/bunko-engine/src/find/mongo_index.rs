@@ -384,7 +384,9 @@ fn storage_ranges(base: &[u8], bounds: &[FieldBounds]) -> Vec<Range> {
             FieldBounds::Union(parts) => {
                 let mut ranges: Vec<Range> = prefixes
                     .iter()
-                    .flat_map(|p| parts.iter().flat_map(|part| storage_ranges(p, &[part.clone()])))
+                    .flat_map(|p| {
+                        parts.iter().flat_map(|part| storage_ranges(p, std::slice::from_ref(part)))
+                    })
                     .collect();
                 ranges.sort_by(|a, b| start_of(a).cmp(&start_of(b)));
                 return ranges;
