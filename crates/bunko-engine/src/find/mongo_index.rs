@@ -4,8 +4,9 @@
 //! indexable condition in the filter's top-level `$and` (an equality on a non-array value,
 //! `$in` of such values, a range `$gt`/`$gte`/`$lt`/`$lte` on a number, string, date or
 //! ObjectId, an anchored regex `/^abc/` without the `i` flag as the range of strings with
-//! that prefix, also inside `$elemMatch`), or when `hint` names it. Sparse and partial indexes
-//! (which lack some documents) are used only when hinted. The index fields are walked in
+//! that prefix, also inside `$elemMatch`), or when `hint` names it. Sparse and partial
+//! indexes (which lack some documents) are used unhinted only when the filter implies that
+//! every match is in them ([`holds_every_match`]). The index fields are walked in
 //! order: equalities (each `$in` value is its own range) fix a field and move on; a range
 //! bounds the next field and ends the walk. Among candidates the one with the most fixed
 //! fields, then a range, then fewer fields wins; the others are `rejectedPlans`.
@@ -99,7 +100,7 @@ impl Database {
         }
         let mut ranked: Vec<(Arc<Index>, Vec<FieldBounds>)> = indexes
             .into_iter()
-            .filter(|i| plannable(i))
+            .filter(|i| plannable(i) || holds_every_match(i, selector))
             .map(|i| {
                 let bounds = field_bounds(i.compiled.paths(), &conds);
                 (i, bounds)
@@ -161,6 +162,22 @@ impl Database {
 /// documents).
 fn plannable(index: &Index) -> bool {
     index.def.mongo.as_ref().is_some_and(|s| !s.sparse && s.partial.is_none())
+}
+
+/// Whether a sparse or partial index holds every document `selector` can match: the
+/// query implies the partial filter (`bunko_query::plan::implies`), and, for a sparse
+/// index, a value (not `null`) at one of its fields, as MongoDB plans them unhinted.
+fn holds_every_match(index: &Index, selector: &Selector) -> bool {
+    let Some(spec) = &index.def.mongo else { return false };
+    let partial_ok = match (&spec.partial, index.compiled.partial()) {
+        (None, _) => true,
+        (Some(_), Some(filter)) => bunko_query::plan::implies(selector, filter),
+        (Some(_), None) => false,
+    };
+    let paths = index.compiled.paths();
+    let sparse_ok =
+        !spec.sparse || paths.iter().any(|p| bunko_query::plan::requires_value(selector, p));
+    partial_ok && sparse_ok
 }
 
 /// How good an index's bounds are, best first: most fixed fields, then a range, then

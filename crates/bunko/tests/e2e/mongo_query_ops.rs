@@ -142,3 +142,48 @@ print(json.dumps(out))
     assert_eq!(out["in_array"][0], json!([0, 1, 2, 7]), "an array element matches");
     assert_eq!(out["nin"], 238, "$nin with regexes is refused, not ignored");
 }
+
+/// A partial index is used without a hint when the query implies its filter, and a sparse
+/// index when the query needs a value at its field, as MongoDB plans them; otherwise the
+/// query reads the collection. Answers equal the collection scan's.
+#[test]
+fn partial_and_sparse_indexes_serve_queries_that_imply_their_filter() {
+    let server = Server::start();
+    let script = r#"
+db = client().acme
+db.restaurants.insert_many([{"_id": i, "cuisine": ["和食", "中華", "洋食"][i % 3], "rating": i % 10,
+                              "nick": ("n%d" % i) if i % 4 == 0 else None} for i in range(60)])
+db.restaurants.create_index("cuisine", partialFilterExpression={"rating": {"$gt": 5}})
+db.restaurants.create_index("nick", sparse=True)
+def run(flt):
+    got = sorted(d["_id"] for d in db.restaurants.find(flt))
+    scan = sorted(d["_id"] for d in db.restaurants.find(flt).hint([("$natural", 1)]))
+    assert got == scan, (flt, got, scan)
+    plan = db.restaurants.find(flt).explain()["queryPlanner"]["winningPlan"]
+    ix = plan.get("inputStage", plan)
+    return [len(got), ix["stage"], ix.get("indexName"), ix.get("isPartial"), ix.get("isSparse")]
+print(json.dumps({
+    "implied": run({"cuisine": "和食", "rating": {"$gte": 8}}),
+    "equal": run({"cuisine": "中華", "rating": {"$gt": 5}}),
+    "in": run({"cuisine": "洋食", "rating": {"$in": [7, 9]}}),
+    "not_implied": run({"cuisine": "和食", "rating": {"$gte": 5}}),
+    "no_rating": run({"cuisine": "和食"}),
+    "sparse": run({"nick": {"$gte": "n2"}}),
+    "sparse_null": run({"nick": None}),
+}))
+"#;
+    let Some(out) = python(&server, script) else { return };
+    let ixscan = |n: u64, name: &str, partial: bool, sparse: bool| {
+        json!([n, "IXSCAN", name, partial, sparse])
+    };
+    // 和食 is i % 3 == 0, with rating i % 10 of 8 or 9: 9, 18, 39, 48.
+    assert_eq!(out["implied"], ixscan(4, "cuisine_1", true, false));
+    // 中華 (i % 3 == 1) rated 6 to 9: 7, 16, 19, 28, 37, 46, 49, 58.
+    assert_eq!(out["equal"], ixscan(8, "cuisine_1", true, false));
+    assert_eq!(out["in"][1], "IXSCAN");
+    assert_eq!(out["not_implied"][1], "COLLSCAN", "rating 5 is not in the partial index");
+    assert_eq!(out["no_rating"][1], "COLLSCAN");
+    // Nicknames of every fourth document from "n2" on (by bytes: "n12" sorts before it).
+    assert_eq!(out["sparse"], ixscan(12, "nick_1", false, true));
+    assert_eq!(out["sparse_null"][1], "COLLSCAN", "null matches documents a sparse index lacks");
+}
