@@ -86,6 +86,17 @@ print(json.dumps(out, default=str))
     assert_eq!(out["flags"], json!([1]));
 }
 
+/// `planned(coll, filter)`: the sorted `_id`s the filter finds (checked equal to the
+/// collection scan's, `hint: {$natural: 1}`) and the winning plan's scan stage.
+const PLANNED: &str = r#"
+def planned(coll, flt):
+    got = sorted(d["_id"] for d in coll.find(flt))
+    scan = sorted(d["_id"] for d in coll.find(flt).hint([("$natural", 1)]))
+    assert got == scan, (flt, got, scan)
+    plan = coll.find(flt).explain()["queryPlanner"]["winningPlan"]
+    return got, plan.get("inputStage", plan)
+"#;
+
 /// An anchored regex (`/^abc/`, no `i` flag) is an index range over the strings with that
 /// prefix, and `$in` with regexes matches as MongoDB's (a value or a regex) and scans the
 /// union of its points and prefix ranges; `explain` shows the bounds. Every answer equals
@@ -100,11 +111,7 @@ db.places.insert_many([{"_id": i, "name": n, "tags": [n[:1], "x"]} for i, n in e
 db.places.insert_one({"_id": 99, "name": 7})
 db.places.create_index("name")
 def run(flt):
-    got = sorted(d["_id"] for d in db.places.find(flt))
-    scan = sorted(d["_id"] for d in db.places.find(flt).hint([("$natural", 1)]))
-    assert got == scan, (flt, got, scan)
-    ix = db.places.find(flt).explain()["queryPlanner"]["winningPlan"]
-    ix = ix.get("inputStage", ix)
+    got, ix = planned(db.places, flt)
     return [got, ix["stage"], ix.get("indexBounds", {}).get("name")]
 out = {
     "prefix": run({"name": {"$regex": "^東京"}}),
@@ -119,7 +126,7 @@ out = {
 }
 print(json.dumps(out))
 "#;
-    let Some(out) = python(&server, script) else { return };
+    let Some(out) = python(&server, &format!("{PLANNED}{script}")) else { return };
     assert_eq!(out["prefix"], json!([[0, 1], "IXSCAN", ["[\"東京\", \"東亭\")"]]));
     assert_eq!(out["literal"], json!([[3, 4, 6], "IXSCAN", ["[\"Tok\", \"Tol\")"]]));
     assert_eq!(out["quantified"], json!([[3, 4, 6], "IXSCAN", ["[\"Tok\", \"Tol\")"]]));
@@ -156,11 +163,7 @@ db.restaurants.insert_many([{"_id": i, "cuisine": ["和食", "中華", "洋食"]
 db.restaurants.create_index("cuisine", partialFilterExpression={"rating": {"$gt": 5}})
 db.restaurants.create_index("nick", sparse=True)
 def run(flt):
-    got = sorted(d["_id"] for d in db.restaurants.find(flt))
-    scan = sorted(d["_id"] for d in db.restaurants.find(flt).hint([("$natural", 1)]))
-    assert got == scan, (flt, got, scan)
-    plan = db.restaurants.find(flt).explain()["queryPlanner"]["winningPlan"]
-    ix = plan.get("inputStage", plan)
+    got, ix = planned(db.restaurants, flt)
     return [len(got), ix["stage"], ix.get("indexName"), ix.get("isPartial"), ix.get("isSparse")]
 print(json.dumps({
     "implied": run({"cuisine": "和食", "rating": {"$gte": 8}}),
@@ -172,7 +175,7 @@ print(json.dumps({
     "sparse_null": run({"nick": None}),
 }))
 "#;
-    let Some(out) = python(&server, script) else { return };
+    let Some(out) = python(&server, &format!("{PLANNED}{script}")) else { return };
     let ixscan = |n: u64, name: &str, partial: bool, sparse: bool| {
         json!([n, "IXSCAN", name, partial, sparse])
     };
