@@ -190,3 +190,51 @@ print(json.dumps({
     assert_eq!(out["sparse"], ixscan(12, "nick_1", false, true));
     assert_eq!(out["sparse_null"][1], "COLLSCAN", "null matches documents a sparse index lacks");
 }
+
+/// `find_one({_id: x})` is one point read (issue 13's point-read gap): the same answer as
+/// the general path (`hint: {$natural: 1}`) for string, ObjectId and UUID ids, with a
+/// projection, for a missing or deleted document, for a document written over HTTP, and
+/// under a collation (which the point read leaves to the general path: same types, same
+/// field order).
+#[test]
+fn find_by_id_is_a_point_read_with_the_general_paths_answer() {
+    let server = Server::start();
+    server.put("/acme$people", &json!({}));
+    server.put_doc("acme$people", "http-1", &json!({"name": "佐藤", "n": 1}));
+    let script = r#"
+import uuid
+from bson.binary import Binary, UuidRepresentation
+db = client().acme
+oid, uid = ObjectId(), Binary.from_uuid(uuid.uuid4())
+db.people.insert_many([{"_id": "a", "name": "A", "n": Int64(2), "tags": ["x"]}, {"_id": oid, "name": "O"},
+                       {"_id": uid, "name": "U"}, {"_id": "_under", "name": "_"}, {"_id": "gone"}])
+db.people.delete_one({"_id": "gone"})
+def both(flt, **kw):
+    fast = db.people.find_one(flt, **kw)
+    slow = next(iter(db.people.find(flt, **kw).hint([("$natural", 1)]).limit(1)), None)
+    same = (fast is None and slow is None) or bson.encode(fast) == bson.encode(slow)
+    assert same, (flt, fast, slow)  # the same types and field order
+    return json.loads(json_util.dumps(fast))
+from bson import json_util
+print(json.dumps({
+    "string": both({"_id": "a"}),
+    "oid": both({"_id": oid})["name"],
+    "uuid": both({"_id": uid})["name"],
+    "under": both({"_id": "_under"}),
+    "projected": both({"_id": "a"}, projection={"name": 1, "_id": 0}),
+    "missing": both({"_id": "nope"}),
+    "deleted": both({"_id": "gone"}),
+    "http": both({"_id": "http-1"}),
+    "collated": both({"_id": "A"}, collation={"locale": "en", "strength": 2}),
+    "count": len(list(db.people.find({"_id": "a"}, batch_size=1))),
+}))
+"#;
+    let Some(out) = python(&server, script) else { return };
+    assert_eq!(out["string"], json!({"_id": "a", "name": "A", "n": 2, "tags": ["x"]}));
+    assert_eq!((&out["oid"], &out["uuid"]), (&json!("O"), &json!("U")));
+    assert_eq!(out["under"], json!({"_id": "_under", "name": "_"}));
+    assert_eq!(out["projected"], json!({"name": "A"}));
+    assert_eq!((&out["missing"], &out["deleted"]), (&json!(null), &json!(null)));
+    assert_eq!(out["http"], json!({"_id": "http-1", "name": "佐藤", "n": 1}));
+    assert_eq!(out["count"], 1);
+}
