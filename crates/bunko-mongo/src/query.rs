@@ -9,8 +9,9 @@
 //! JSON types. `$expr` (the aggregation evaluator, `bunko_query::expr`) and `$jsonSchema`
 //! (`bunko_query::schema`), at the top level or inside `$and`/`$or`/`$nor`, are
 //! [`Predicate`]s beside the selector tree. Operators the Mongo dialect does not have yet
-//! (`$where`, `$text`, geo) are `NotImplemented`; unknown ones are `BadValue` with
-//! MongoDB's `unknown operator` message.
+//! (`$where`, `$geoWithin`, `$geoIntersects`) are `NotImplemented`; `$text` and `$near`,
+//! which need an index no collection has, get MongoDB's errors for a missing index; unknown
+//! ones are `BadValue` with MongoDB's `unknown operator` message.
 
 use std::sync::Arc;
 
@@ -135,7 +136,16 @@ fn expr(filter: &Document) -> Result<Map<String, Value>, MongoError> {
                     "{key} in a collection validator is not supported yet, except a top-level $jsonSchema"
                 )));
             }
-            "$where" | "$text" | "$sampleRate" => {
+            // No `$text` query can find a text index (the Mongo front end builds none): the
+            // error MongoDB gives a `$text` query on a collection without one.
+            "$text" => {
+                return Err(MongoError::new(
+                    27,
+                    "IndexNotFound",
+                    "text index required for $text query",
+                ));
+            }
+            "$where" | "$sampleRate" => {
                 return Err(MongoError::not_implemented(format!("{key} is not supported yet")));
             }
             op if op.starts_with('$') => {
@@ -214,7 +224,17 @@ fn operators(field: &str, ops: &Document) -> Result<Value, MongoError> {
             "$bitsAllSet" | "$bitsAnySet" | "$bitsAllClear" | "$bitsAnyClear" => {
                 crate::bit_mask::positions(field, op, arg)?
             }
-            "$geoWithin" | "$geoIntersects" | "$near" | "$nearSphere" => {
+            // No geospatial index exists (the Mongo front end builds none): `$near` gets the
+            // planner error MongoDB gives without one; `$geoWithin`/`$geoIntersects`, which
+            // MongoDB answers by a scan, are not evaluated yet.
+            "$near" | "$nearSphere" => {
+                return Err(MongoError::new(
+                    291,
+                    "NoQueryExecutionPlans",
+                    "error processing query: planner returned error :: caused by :: unable to find index for $geoNear query",
+                ));
+            }
+            "$geoWithin" | "$geoIntersects" => {
                 return Err(MongoError::not_implemented(format!("{op} is not supported yet")));
             }
             other => return Err(MongoError::bad_value(format!("unknown operator: {other}"))),
@@ -389,6 +409,13 @@ mod tests {
         let unknown = selector(&doc! {"a": {"$foo": 1}}).err();
         assert_eq!(unknown.map(|e| (e.code, e.errmsg)), Some((2, "unknown operator: $foo".into())));
         assert_eq!(selector(&doc! {"$where": "1"}).err().map(|e| e.code), Some(238));
+        // Text and geo queries are refused as MongoDB refuses them without an index.
+        let refused = |f: Document| selector(&f).err().map(|e| (e.code, e.code_name));
+        assert_eq!(refused(doc! {"$text": {"$search": "猫"}}), Some((27, "IndexNotFound")));
+        let near = doc! {"loc": {"$near": {"$geometry": {"type": "Point", "coordinates": [0, 0]}}}};
+        assert_eq!(refused(near), Some((291, "NoQueryExecutionPlans")));
+        let within = doc! {"loc": {"$geoWithin": {"$centerSphere": [[0, 0], 1]}}};
+        assert_eq!(refused(within), Some((238, "NotImplemented")));
         assert!(matches(doc! {"oid": {"$type": "objectId"}}, person.clone())?);
         assert!(matches(doc! {"age": {"$type": "number"}, "name": {"$type": 2}}, person.clone())?);
         assert!(!matches(doc! {"addr": {"$type": "objectId"}}, person.clone())?);
