@@ -8,6 +8,7 @@
 //! - [`keycode`]: the order-preserving byte encoding every storage key is built with.
 //! - [`collate`]: CouchDB's view and raw collation of JSON, and its order-preserving encoding.
 //! - [`att`] and [`gzip`]: attachments as clients send them, and how they are stored.
+//! - [`fields`]: reads only some top-level members of a stored JSON body.
 //!
 //! Nothing here knows about storage: `bunko-engine` composes these pieces into keys and
 //! records.
@@ -18,6 +19,7 @@ pub mod collate;
 pub mod ejson;
 pub mod error;
 pub mod etf;
+pub mod fields;
 pub mod gzip;
 pub mod id;
 pub mod keycode;

@@ -158,7 +158,7 @@ impl MongoRule {
         if level == "off" {
             return Ok(None);
         }
-        let selector = Selector::parse(selector)
+        let selector = Selector::parse_mongo(selector)
             .map_err(|e| Error::Corrupt(format!("{MONGO_DDOC} validator: {e}")))?;
         let warn = rule.get("action").and_then(Value::as_str) == Some("warn");
         let schema = match rule.get("schema") {
@@ -219,7 +219,7 @@ impl MongoRule {
             (Some(tree), _) => {
                 let view = ejson::match_view(&Value::Object(with_id));
                 let matches = |selector: &Value| {
-                    Selector::parse(selector).is_ok_and(|s| s.matches(&view, Dialect::Mongo))
+                    Selector::parse_mongo(selector).is_ok_and(|s| s.matches(&view, Dialect::Mongo))
                 };
                 bunko_query::schema::query_details(tree, &doc, &matches)
             }

@@ -16,6 +16,7 @@
 //!    survives every bad command.
 
 pub mod auth;
+mod bit_mask;
 mod clock;
 mod commands;
 mod conn;

@@ -9,8 +9,9 @@
 //! JSON types. `$expr` (the aggregation evaluator, `bunko_query::expr`) and `$jsonSchema`
 //! (`bunko_query::schema`), at the top level or inside `$and`/`$or`/`$nor`, are
 //! [`Predicate`]s beside the selector tree. Operators the Mongo dialect does not have yet
-//! (`$where`, `$text`, geo) are `NotImplemented`; unknown ones are `BadValue` with
-//! MongoDB's `unknown operator` message.
+//! (`$where`, `$geoWithin`, `$geoIntersects`) are `NotImplemented`; `$text` and `$near`,
+//! which need an index no collection has, get MongoDB's errors for a missing index; unknown
+//! ones are `BadValue` with MongoDB's `unknown operator` message.
 
 use std::sync::Arc;
 
@@ -64,7 +65,7 @@ fn selector_in(filter: &Document, top: bool) -> Result<Selector, MongoError> {
             }
         }
     }
-    let mut selector = Selector::parse(&selector_json(&plain)?)?;
+    let mut selector = Selector::parse_mongo(&selector_json(&plain)?)?;
     for predicate in extra {
         selector = selector.with_predicate(predicate);
     }
@@ -154,14 +155,23 @@ fn expr(filter: &Document) -> Result<Map<String, Value>, MongoError> {
                     "{key} in a collection validator is not supported yet, except a top-level $jsonSchema"
                 )));
             }
-            "$where" | "$text" | "$sampleRate" => {
+            // No `$text` query can find a text index (the Mongo front end builds none): the
+            // error MongoDB gives a `$text` query on a collection without one.
+            "$text" => {
+                return Err(MongoError::new(
+                    27,
+                    "IndexNotFound",
+                    "text index required for $text query",
+                ));
+            }
+            "$where" | "$sampleRate" => {
                 return Err(MongoError::not_implemented(format!("{key} is not supported yet")));
             }
             op if op.starts_with('$') => {
                 return Err(MongoError::bad_value(format!("unknown top level operator: {op}")));
             }
             field => {
-                out.insert(field.to_string(), cond(value)?);
+                out.insert(field.to_string(), cond(field, value)?);
             }
         }
     }
@@ -169,9 +179,11 @@ fn expr(filter: &Document) -> Result<Map<String, Value>, MongoError> {
 }
 
 /// The condition on one field.
-fn cond(value: &Bson) -> Result<Value, MongoError> {
+fn cond(field: &str, value: &Bson) -> Result<Value, MongoError> {
     match value {
-        Bson::Document(d) if d.keys().next().is_some_and(|k| k.starts_with('$')) => operators(d),
+        Bson::Document(d) if d.keys().next().is_some_and(|k| k.starts_with('$')) => {
+            operators(field, d)
+        }
         Bson::RegularExpression(re) => {
             Ok(json!({"$regex": regex(re.pattern.as_str(), re.options.as_str())?}))
         }
@@ -182,7 +194,7 @@ fn cond(value: &Bson) -> Result<Value, MongoError> {
     }
 }
 
-fn operators(ops: &Document) -> Result<Value, MongoError> {
+fn operators(field: &str, ops: &Document) -> Result<Value, MongoError> {
     let mut out = Map::new();
     let options = match ops.get("$options") {
         Some(Bson::String(o)) => Some(o.as_str()),
@@ -193,9 +205,11 @@ fn operators(ops: &Document) -> Result<Value, MongoError> {
         let value = match op.as_str() {
             "$eq" | "$ne" | "$gt" | "$gte" | "$lt" | "$lte" | "$size" | "$mod" => literal(arg),
             "$in" | "$nin" | "$all" => match arg {
-                Bson::Array(items)
-                    if items.iter().any(|i| matches!(i, Bson::RegularExpression(_))) =>
-                {
+                Bson::Array(items) if op == "$in" && items.iter().any(is_regex) => {
+                    out.insert("$or".to_string(), in_regexes(items)?);
+                    continue;
+                }
+                Bson::Array(items) if items.iter().any(is_regex) => {
                     return Err(MongoError::not_implemented(format!(
                         "regular expressions in {op} are not supported yet"
                     )));
@@ -215,19 +229,31 @@ fn operators(ops: &Document) -> Result<Value, MongoError> {
             "$options" if ops.contains_key("$regex") => continue,
             "$options" => return Err(MongoError::bad_value("$options needs a $regex")),
             "$not" => match arg {
-                Bson::Document(d) => operators(d)?,
-                Bson::RegularExpression(_) => cond(arg)?,
+                Bson::Document(d) => operators(field, d)?,
+                Bson::RegularExpression(_) => cond(field, arg)?,
                 _ => return Err(MongoError::bad_value("$not needs a regex or a document")),
             },
             "$elemMatch" => match arg {
                 Bson::Document(d) if d.keys().next().is_some_and(|k| k.starts_with('$')) => {
-                    operators(d)?
+                    operators(field, d)?
                 }
                 Bson::Document(d) => Value::Object(expr(d)?),
                 _ => return Err(MongoError::bad_value("$elemMatch needs an Object")),
             },
-            "$geoWithin" | "$geoIntersects" | "$near" | "$nearSphere" | "$bitsAllSet"
-            | "$bitsAnySet" | "$bitsAllClear" | "$bitsAnyClear" => {
+            "$bitsAllSet" | "$bitsAnySet" | "$bitsAllClear" | "$bitsAnyClear" => {
+                crate::bit_mask::positions(field, op, arg)?
+            }
+            // No geospatial index exists (the Mongo front end builds none): `$near` gets the
+            // planner error MongoDB gives without one; `$geoWithin`/`$geoIntersects`, which
+            // MongoDB answers by a scan, are not evaluated yet.
+            "$near" | "$nearSphere" => {
+                return Err(MongoError::new(
+                    291,
+                    "NoQueryExecutionPlans",
+                    "error processing query: planner returned error :: caused by :: unable to find index for $geoNear query",
+                ));
+            }
+            "$geoWithin" | "$geoIntersects" => {
                 return Err(MongoError::not_implemented(format!("{op} is not supported yet")));
             }
             other => return Err(MongoError::bad_value(format!("unknown operator: {other}"))),
@@ -235,6 +261,30 @@ fn operators(ops: &Document) -> Result<Value, MongoError> {
         out.insert(op.clone(), value);
     }
     Ok(Value::Object(out))
+}
+
+fn is_regex(v: &Bson) -> bool {
+    matches!(v, Bson::RegularExpression(_))
+}
+
+/// `$in` holding regular expressions as the `$or` of one `$regex` per expression and an
+/// `$in` of the other values, on the same field (a value, or an array element, matches
+/// when it equals a value or a regex matches it, as in MongoDB).
+fn in_regexes(items: &[Bson]) -> Result<Value, MongoError> {
+    let mut any = Vec::new();
+    let mut values = Vec::new();
+    for item in items {
+        match item {
+            Bson::RegularExpression(re) => {
+                any.push(json!({"$regex": regex(re.pattern.as_str(), re.options.as_str())?}));
+            }
+            other => values.push(literal(other)),
+        }
+    }
+    if !values.is_empty() {
+        any.push(json!({"$in": values}));
+    }
+    Ok(Value::Array(any))
 }
 
 /// A value as the stored documents are matched.
@@ -378,6 +428,13 @@ mod tests {
         let unknown = selector(&doc! {"a": {"$foo": 1}}).err();
         assert_eq!(unknown.map(|e| (e.code, e.errmsg)), Some((2, "unknown operator: $foo".into())));
         assert_eq!(selector(&doc! {"$where": "1"}).err().map(|e| e.code), Some(238));
+        // Text and geo queries are refused as MongoDB refuses them without an index.
+        let refused = |f: Document| selector(&f).err().map(|e| (e.code, e.code_name));
+        assert_eq!(refused(doc! {"$text": {"$search": "猫"}}), Some((27, "IndexNotFound")));
+        let near = doc! {"loc": {"$near": {"$geometry": {"type": "Point", "coordinates": [0, 0]}}}};
+        assert_eq!(refused(near), Some((291, "NoQueryExecutionPlans")));
+        let within = doc! {"loc": {"$geoWithin": {"$centerSphere": [[0, 0], 1]}}};
+        assert_eq!(refused(within), Some((238, "NotImplemented")));
         assert!(matches(doc! {"oid": {"$type": "objectId"}}, person.clone())?);
         assert!(matches(doc! {"age": {"$type": "number"}, "name": {"$type": 2}}, person.clone())?);
         assert!(!matches(doc! {"addr": {"$type": "objectId"}}, person.clone())?);

@@ -45,5 +45,5 @@ pub use error::Error;
 pub use fields::Fields;
 pub use index_keys::index_keys;
 pub use path::FieldPath;
-pub use selector::{Cond, Dialect, Node, Pattern, Predicate, Selector};
+pub use selector::{BitTest, Cond, Dialect, Node, Pattern, Predicate, Selector, positions_of};
 pub use sort::{Direction, Sort};

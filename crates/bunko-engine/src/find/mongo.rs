@@ -121,13 +121,47 @@ impl Database {
 
 /// The document `id` (stored body `body`) in its MongoDB form, if it matches.
 pub(super) fn matching_doc(id: &str, body: &[u8], selector: &Selector) -> Option<Value> {
+    matching_fields(id, body, selector, None)
+}
+
+/// [`matching_doc`] holding only `_id` and the top-level members `parse` names (all with
+/// `None`): the others are skipped unparsed ([`bunko_doc::fields`]). `parse` must hold
+/// every member the selector reads.
+pub(super) fn matching_fields(
+    id: &str,
+    body: &[u8],
+    selector: &Selector,
+    parse: Option<&[String]>,
+) -> Option<Value> {
     let mut doc = Map::new();
     doc.insert("_id".to_string(), ejson::value_to_json(&ejson::id_value(id)));
-    if let Ok(Value::Object(fields)) = serde_json::from_slice::<Value>(body) {
-        doc.extend(fields);
-    }
+    let fields = match parse {
+        Some(names) => bunko_doc::fields::parse_fields(body, names),
+        None => match serde_json::from_slice::<Value>(body) {
+            Ok(Value::Object(fields)) => Some(fields),
+            _ => None,
+        },
+    };
+    doc.extend(fields.unwrap_or_default());
     let doc = Value::Object(doc);
     selector.matches(&ejson::match_view(&doc), Dialect::Mongo).then_some(doc)
+}
+
+/// The top-level members to parse for a query over `selector` sorted by `order` whose
+/// caller needs only `wanted` (`None`: the whole document, or a selector that may read it).
+pub(super) fn parse_list(
+    selector: &Selector,
+    order: &[(FieldPath, Direction)],
+    wanted: Option<&[String]>,
+) -> Option<Vec<String>> {
+    let mut names = selector.reads()?;
+    let sorted = order.iter().filter_map(|(path, _)| path.segments().first());
+    for name in wanted?.iter().chain(sorted) {
+        if !names.contains(name) {
+            names.push(name.clone());
+        }
+    }
+    Some(names)
 }
 
 /// The one document an `_id` equality names (strings and non-numeric values only: numbers

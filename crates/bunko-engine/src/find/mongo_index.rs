@@ -3,8 +3,10 @@
 //! Planning, in MongoDB's terms: an index is a candidate when its first field has an
 //! indexable condition in the filter's top-level `$and` (an equality on a non-array value,
 //! `$in` of such values, a range `$gt`/`$gte`/`$lt`/`$lte` on a number, string, date or
-//! ObjectId, also inside `$elemMatch`), or when `hint` names it. Sparse and partial indexes
-//! (which lack some documents) are used only when hinted. The index fields are walked in
+//! ObjectId, an anchored regex `/^abc/` without the `i` flag as the range of strings with
+//! that prefix, also inside `$elemMatch`), or when `hint` names it. Sparse and partial
+//! indexes (which lack some documents) are used unhinted only when the filter implies that
+//! every match is in them ([`holds_every_match`]). The index fields are walked in
 //! order: equalities (each `$in` value is its own range) fix a field and move on; a range
 //! bounds the next field and ends the walk. Among candidates the one with the most fixed
 //! fields, then a range, then fewer fields wins; the others are `rejectedPlans`.
@@ -37,7 +39,13 @@ const MAX_RANGES: usize = 256;
 #[derive(Debug, Clone)]
 enum FieldBounds {
     Points(Vec<Value>),
-    Range { lower: Option<(Value, bool)>, upper: Option<(Value, bool)>, class: Class },
+    Range {
+        lower: Option<(Value, bool)>,
+        upper: Option<(Value, bool)>,
+        class: Class,
+    },
+    /// Any of several points and ranges (`$in` holding anchored regexes); ends the walk.
+    Union(Vec<FieldBounds>),
     All,
 }
 
@@ -92,7 +100,7 @@ impl Database {
         }
         let mut ranked: Vec<(Arc<Index>, Vec<FieldBounds>)> = indexes
             .into_iter()
-            .filter(|i| plannable(i))
+            .filter(|i| plannable(i) || holds_every_match(i, selector))
             .map(|i| {
                 let bounds = field_bounds(i.compiled.paths(), &conds);
                 (i, bounds)
@@ -158,11 +166,28 @@ fn plannable(index: &Index) -> bool {
     index.def.mongo.as_ref().is_some_and(|s| !s.sparse && s.partial.is_none())
 }
 
+/// Whether a sparse or partial index holds every document `selector` can match: the
+/// query implies the partial filter (`bunko_query::plan::implies`), and, for a sparse
+/// index, a value (not `null`) at one of its fields, as MongoDB plans them unhinted.
+fn holds_every_match(index: &Index, selector: &Selector) -> bool {
+    let Some(spec) = &index.def.mongo else { return false };
+    let partial_ok = match (&spec.partial, index.compiled.partial()) {
+        (None, _) => true,
+        (Some(_), Some(filter)) => bunko_query::plan::implies(selector, filter),
+        (Some(_), None) => false,
+    };
+    let paths = index.compiled.paths();
+    let sparse_ok =
+        !spec.sparse || paths.iter().any(|p| bunko_query::plan::requires_value(selector, p));
+    partial_ok && sparse_ok
+}
+
 /// How good an index's bounds are, best first: most fixed fields, then a range, then
 /// fewer fields.
 fn rank(bounds: &[FieldBounds]) -> (std::cmp::Reverse<usize>, bool, usize) {
     let fixed = bounds.iter().take_while(|f| matches!(f, FieldBounds::Points(_))).count();
-    let ranged = bounds.iter().any(|f| matches!(f, FieldBounds::Range { .. }));
+    let ranged =
+        bounds.iter().any(|f| matches!(f, FieldBounds::Range { .. } | FieldBounds::Union(_)));
     (std::cmp::Reverse(fixed), !ranged, bounds.len())
 }
 
@@ -192,6 +217,10 @@ fn top_level(root: &Node) -> Vec<(FieldPath, Cond)> {
     };
     let mut out = Vec::new();
     for node in nodes {
+        if let Some((path, conds)) = one_path_or(node) {
+            out.push((path, Cond::ElemMatch(Box::new(Node::Or(conds)))));
+            continue;
+        }
         if let Node::Field(path, cond) = node {
             out.push((path.clone(), cond.clone()));
             if let Cond::ElemMatch(inner) = cond {
@@ -203,6 +232,25 @@ fn top_level(root: &Node) -> Vec<(FieldPath, Cond)> {
         }
     }
     out
+}
+
+/// An `$or` whose every branch is a condition on the same path (what `$in` with regexes
+/// becomes), as that path and the branches (each a root-path condition): the planner files
+/// it as an `$elemMatch` of an `$or` (a form no filter has at the top level of a
+/// path's conditions) and [`bounds_of`] reads it as a union.
+fn one_path_or(node: &Node) -> Option<(FieldPath, Vec<Node>)> {
+    let Node::Or(children) = node else { return None };
+    let mut path: Option<&FieldPath> = None;
+    let mut conds = Vec::new();
+    for child in children {
+        let Node::Field(p, cond) = child else { return None };
+        if path.is_some_and(|q| q != p) {
+            return None;
+        }
+        path = Some(p);
+        conds.push(Node::Field(FieldPath::root(), cond.clone()));
+    }
+    Some((path?.clone(), conds))
 }
 
 fn field_bounds(paths: &[FieldPath], conds: &[(FieldPath, Cond)]) -> Vec<FieldBounds> {
@@ -229,6 +277,42 @@ fn field_bounds(paths: &[FieldPath], conds: &[(FieldPath, Cond)]) -> Vec<FieldBo
 }
 
 fn bounds_of(conds: &[&Cond]) -> FieldBounds {
+    let bounds = single_bounds(conds);
+    if !matches!(bounds, FieldBounds::All) {
+        return bounds;
+    }
+    conds.iter().find_map(|c| union_bounds(c)).unwrap_or(FieldBounds::All)
+}
+
+/// The union a one-path `$or` ([`one_path_or`]) bounds the field to, if every branch
+/// bounds it.
+fn union_bounds(cond: &Cond) -> Option<FieldBounds> {
+    let Cond::ElemMatch(node) = cond else { return None };
+    let Node::Or(branches) = node.as_ref() else { return None };
+    let mut parts = Vec::new();
+    for branch in branches {
+        let Node::Field(path, cond) = branch else { return None };
+        if !path.is_root() {
+            return None;
+        }
+        match single_bounds(&[cond]) {
+            FieldBounds::All => return None,
+            part => parts.push(part),
+        }
+    }
+    let low = |b: &FieldBounds| match b {
+        FieldBounds::Points(values) => values.first().cloned(),
+        FieldBounds::Range { lower, .. } => lower.as_ref().map(|(v, _)| v.clone()),
+        _ => None,
+    };
+    parts.sort_by(|a, b| match (low(a), low(b)) {
+        (Some(a), Some(b)) => bunko_query::bson_order::compare(&a, &b),
+        (a, b) => a.is_some().cmp(&b.is_some()),
+    });
+    Some(FieldBounds::Union(parts))
+}
+
+fn single_bounds(conds: &[&Cond]) -> FieldBounds {
     let point = |v: &Value| !v.is_array();
     for cond in conds {
         match cond {
@@ -243,14 +327,18 @@ fn bounds_of(conds: &[&Cond]) -> FieldBounds {
         }
     }
     let mut range: Option<FieldBounds> = None;
-    for cond in conds {
-        let (value, lower, inclusive) = match cond {
-            Cond::Gt(v) => (v, true, false),
-            Cond::Gte(v) => (v, true, true),
-            Cond::Lt(v) => (v, false, false),
-            Cond::Lte(v) => (v, false, true),
-            _ => continue,
-        };
+    let sides = |cond: &Cond| -> Vec<(Value, bool, bool)> {
+        match cond {
+            Cond::Gt(v) => vec![(v.clone(), true, false)],
+            Cond::Gte(v) => vec![(v.clone(), true, true)],
+            Cond::Lt(v) => vec![(v.clone(), false, false)],
+            Cond::Lte(v) => vec![(v.clone(), false, true)],
+            Cond::Regex(pattern) => prefix_bounds(pattern.literal_prefix()),
+            _ => Vec::new(),
+        }
+    };
+    for (value, lower, inclusive) in conds.iter().flat_map(|c| sides(c)) {
+        let value = &value;
         let c = class(value);
         if !matches!(c, Class::Number | Class::String | Class::Date | Class::ObjectId) {
             continue;
@@ -273,6 +361,25 @@ fn bounds_of(conds: &[&Cond]) -> FieldBounds {
     range.unwrap_or(FieldBounds::All)
 }
 
+/// The range of strings an anchored regex (`/^abc/`, no `i` or `m` flag) can match: from
+/// its literal prefix (included) to the prefix with its last character incremented
+/// (excluded), as MongoDB bounds it (`["abc", "abd")`). Strings order by bytes, which is
+/// code point order in UTF-8. No prefix: no bounds.
+fn prefix_bounds(prefix: Option<&str>) -> Vec<(Value, bool, bool)> {
+    let Some(prefix) = prefix else { return Vec::new() };
+    let mut lower = vec![(Value::String(prefix.to_string()), true, true)];
+    let mut chars: Vec<char> = prefix.chars().collect();
+    while let Some(last) = chars.pop() {
+        let next = (u32::from(last) + 1..=u32::from(char::MAX)).find_map(char::from_u32);
+        if let Some(next) = next {
+            chars.push(next);
+            lower.push((Value::String(chars.into_iter().collect()), false, false));
+            break;
+        }
+    }
+    lower
+}
+
 /// The storage ranges of the bounds, in key order.
 fn storage_ranges(base: &[u8], bounds: &[FieldBounds]) -> Vec<Range> {
     let mut prefixes = vec![base.to_vec()];
@@ -293,10 +400,28 @@ fn storage_ranges(base: &[u8], bounds: &[FieldBounds]) -> Vec<Range> {
             FieldBounds::Range { lower, upper, class } => {
                 return prefixes.iter().map(|p| bounded(p, lower, upper, *class)).collect();
             }
+            FieldBounds::Union(parts) => {
+                let mut ranges: Vec<Range> = prefixes
+                    .iter()
+                    .flat_map(|p| {
+                        parts.iter().flat_map(|part| storage_ranges(p, std::slice::from_ref(part)))
+                    })
+                    .collect();
+                ranges.sort_by(|a, b| start_of(a).cmp(&start_of(b)));
+                return ranges;
+            }
             FieldBounds::All => break,
         }
     }
     prefixes.iter().map(|p| prefix_range(p)).collect()
+}
+
+/// A range's start key (`Unbounded` first).
+fn start_of(range: &Range) -> Option<&Vec<u8>> {
+    match &range.0 {
+        Bound::Included(k) | Bound::Excluded(k) => Some(k),
+        Bound::Unbounded => None,
+    }
 }
 
 fn bounded(
@@ -340,6 +465,7 @@ fn bounds_text(b: &FieldBounds) -> Vec<String> {
             let close = if hi_in { "]" } else { ")" };
             vec![format!("{open}{lo}, {hi}{close}")]
         }
+        FieldBounds::Union(parts) => parts.iter().flat_map(bounds_text).collect(),
         FieldBounds::All => vec!["[MinKey, MaxKey]".to_string()],
     }
 }

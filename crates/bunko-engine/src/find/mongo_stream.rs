@@ -23,7 +23,7 @@ pub use bunko_storage::Snapshot;
 use bunko_storage::{Iter, Range};
 use serde_json::Value;
 
-use super::mongo::{compare, id_range, matching_doc};
+use super::mongo::{compare, id_range, matching_fields, parse_list};
 use super::mongo_index::MongoScan;
 use super::{ExecStats, FindQuery};
 use crate::database::Database;
@@ -42,14 +42,19 @@ const PAGE: usize = 256;
 impl Database {
     /// The documents `query` selects (Mongo dialect; its `skip`, `limit` and index hint),
     /// ordered by `order`, read from `snap` as the stream is consumed, as `reader` sees them
-    /// (`crate::read_gate`).
+    /// (`crate::read_gate`). With `wanted`, a document holds `_id` and at least those
+    /// top-level members (and those the filter and sort read): the other members of the
+    /// stored body are not parsed.
     pub fn stream_mongo(
         &self,
         reader: &UserCtx,
         snap: &Snapshot,
         query: &FindQuery,
         order: &[(FieldPath, Direction)],
+        wanted: Option<&[String]>,
     ) -> Result<MongoDocs> {
+        let parse: Option<Arc<[String]>> =
+            parse_list(&query.selector, order, wanted).map(Into::into);
         let hint = query.use_index.as_ref().map(|(name, _)| name.as_str());
         let scan = match self.mongo_plan(&query.selector, hint)? {
             Some(scan) => Some(scan),
@@ -63,9 +68,10 @@ impl Database {
             Some(scan) => {
                 let mut stream = IndexStream::new(self, snap, scan, &query.selector, sight);
                 stream.counts = Some(counts.clone());
+                stream.parse = parse;
                 Box::new(stream)
             }
-            None => Box::new(self.doc_stream(snap, &query.selector, counts.clone(), sight)),
+            None => Box::new(self.doc_stream(snap, &query.selector, parse, counts.clone(), sight)),
         };
         let docs = if in_order { docs } else { sorted(docs, order)? };
         Ok(Box::new(Logged {
@@ -83,6 +89,7 @@ impl Database {
         &self,
         snap: &Snapshot,
         selector: &Selector,
+        parse: Option<Arc<[String]>>,
         counts: Arc<Examined>,
         sight: Sight,
     ) -> impl Iterator<Item = Result<Value>> + Send + 'static {
@@ -106,7 +113,7 @@ impl Database {
                 let Some((_, body)) = sight.body(&id, &info, rev, false, body)? else {
                     return Ok(None);
                 };
-                Ok(matching_doc(&id, &body, &selector))
+                Ok(matching_fields(&id, &body, &selector, parse.as_deref()))
             };
             read().transpose()
         })
@@ -139,6 +146,8 @@ pub(super) struct IndexStream {
     pub stats: ExecStats,
     /// Also counted here for a logged stream.
     counts: Option<Arc<Examined>>,
+    /// The only top-level members to parse ([`matching_fields`]); `None`: all.
+    parse: Option<Arc<[String]>>,
 }
 
 /// Keys and documents a stream examined, shared with its [`Logged`] wrapper.
@@ -214,6 +223,7 @@ impl IndexStream {
             sight,
             stats: ExecStats::default(),
             counts: None,
+            parse: None,
         }
     }
 
@@ -241,7 +251,7 @@ impl IndexStream {
         let Some((_, body)) = self.sight.body(&id, &info, rev, false, body)? else {
             return Ok(None);
         };
-        Ok(matching_doc(&id, &body, &self.selector))
+        Ok(matching_fields(&id, &body, &self.selector, self.parse.as_deref()))
     }
 }
 

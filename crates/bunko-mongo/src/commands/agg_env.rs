@@ -80,6 +80,18 @@ pub(super) fn matches(selector: &Selector, doc: &Document) -> bool {
     selector.matches(&ejson::match_view(&Value::Object(ejson::to_json(doc))), Dialect::Mongo)
 }
 
+/// A `$match` stage's test of `filter`: converts only the members the filter reads.
+pub(super) fn matcher(filter: &Document) -> Result<Matcher, ExprError> {
+    let selector = selector(filter).map_err(to_expr)?;
+    let reads = selector.reads();
+    Ok(Arc::new(move |d: &Document| {
+        let Some(names) = &reads else { return matches(&selector, d) };
+        let read = d.iter().filter(|(name, _)| names.contains(name));
+        let json = read.map(|(name, v)| (name.clone(), ejson::value_to_json(v))).collect();
+        selector.matches(&ejson::match_view(&Value::Object(json)), Dialect::Mongo)
+    }))
+}
+
 impl AggEnv {
     /// The environment of `ctx`'s command, reading from a snapshot taken now.
     pub fn new(ctx: &Ctx, allow_disk_use: bool) -> AggEnv {
@@ -113,7 +125,7 @@ impl AggEnv {
         reads: Option<Vec<String>>,
     ) -> Result<Docs<'static>, MongoError> {
         let Some(db) = self.readable(ns)? else { return Ok(Box::new(std::iter::empty())) };
-        let docs = db.stream_mongo(&self.user, &self.snap, query, order)?;
+        let docs = db.stream_mongo(&self.user, &self.snap, query, order, reads.as_deref())?;
         Ok(Box::new(docs.map(move |doc| match doc {
             Ok(Value::Object(mut fields)) => {
                 if let Some(keep) = &reads {
@@ -220,8 +232,7 @@ impl Env for AggEnv {
     }
 
     fn matcher(&self, filter: &Document) -> Result<Matcher, ExprError> {
-        let selector = selector(filter).map_err(to_expr)?;
-        Ok(Arc::new(move |d: &Document| matches(&selector, d)))
+        matcher(filter)
     }
 
     fn find(&self, coll: &str, filter: &Document) -> Result<Vec<Document>, ExprError> {

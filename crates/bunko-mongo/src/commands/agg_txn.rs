@@ -14,7 +14,7 @@ use bunko_query::{Direction, FieldPath};
 use parking_lot::Mutex;
 
 use super::Ctx;
-use super::agg_env::{from_expr, matches, selector, to_expr};
+use super::agg_env::{from_expr, to_expr};
 use super::aggregate::{Request, order_of};
 use super::crud::readable_db;
 use super::in_txn::matching;
@@ -67,8 +67,7 @@ impl Env for TxnEnv<'_, '_> {
     }
 
     fn matcher(&self, filter: &Document) -> Result<Matcher, ExprError> {
-        let selector = selector(filter).map_err(to_expr)?;
-        Ok(Arc::new(move |d: &Document| matches(&selector, d)))
+        super::agg_env::matcher(filter)
     }
 
     fn find(&self, coll: &str, filter: &Document) -> Result<Vec<Document>, ExprError> {

@@ -277,6 +277,9 @@ pub(super) fn non_negative(command: &Document, field: &str) -> Result<Option<usi
 }
 
 pub(super) fn find(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
+    if let Some(reply) = super::point_read::find(ctx, command)? {
+        return Ok(reply);
+    }
     let ns = namespace(ctx, command)?;
     let selector = query::selector(&doc_of(command, "filter")?)?;
     let projection = Projection::parse(&doc_of(command, "projection")?)?;

@@ -26,11 +26,13 @@
 //! the index field `a.x` it names, because multikey entries pair the fields of one array
 //! element. For `_all_docs` the one range bounds the document id.
 
+mod implies;
 mod ranges;
 
 use crate::path::FieldPath;
 use crate::selector::Selector;
 
+pub use implies::{implies, requires_value};
 pub use ranges::{Bound, KeyRange, MAX_RANGES, indexable, view_keys};
 
 /// The kind of an index.

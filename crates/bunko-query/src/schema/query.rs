@@ -11,7 +11,8 @@
 //!
 //! A failing leaf reports `operatorName`, `specifiedAs`, `reason` (`comparison failed`,
 //! `field was missing`, ...) and the `consideredValue` at its path (`consideredValues` when
-//! the path crossed arrays; `consideredType` for `$type`). `$all` and `$elemMatch` consider
+//! the path crossed arrays, at most 10 of them, then `consideredValuesTruncated: true`;
+//! `consideredType` for `$type`). `$all` and `$elemMatch` consider
 //! the array itself (no traversal of a last array); `$elemMatch` on a value that is not an
 //! array, and a bit operator (`$bitsAllSet`, ...) on one that is neither a number nor
 //! binary data, report `type did not match` with `consideredType` and `expectedType(s)`, as
@@ -24,6 +25,11 @@ use bunko_doc::ejson;
 use serde_json::Value;
 
 use crate::expr::value::type_name;
+
+/// The most values a leaf lists as `consideredValues` (MongoDB's
+/// `internalQueryMaxDocValidationErrorConsideredValues`); past it the list is cut and
+/// `consideredValuesTruncated: true` follows.
+const MAX_CONSIDERED: usize = 10;
 
 /// `errInfo.details` for `doc` failing the validator `tree`; `None` when it does not fail.
 pub fn query_details(
@@ -112,6 +118,15 @@ impl Explainer<'_> {
             "$size" | "$all" | "$elemMatch" => Some(reached(&root, &path, false)),
             _ => Some(reached(&root, &path, true)),
         };
+        // MongoDB reports at most `internalQueryMaxDocValidationErrorConsideredValues` (10).
+        let mut truncated = false;
+        let values = values.map(|found| {
+            found.map(|mut found| {
+                truncated = found.len() > MAX_CONSIDERED;
+                found.truncate(MAX_CONSIDERED);
+                found
+            })
+        });
         match &values {
             Some(None) => {
                 out.insert("reason", "field was missing");
@@ -128,6 +143,9 @@ impl Explainer<'_> {
             [one] => out.insert("consideredValue", one.clone()),
             many => out.insert("consideredValues", many.to_vec()),
         };
+        if truncated {
+            out.insert("consideredValuesTruncated", true);
+        }
         if name == "$type" {
             considered_types(&values, &mut out);
         }
@@ -244,5 +262,27 @@ fn walk(v: &Bson, path: &[&str], expand: bool, out: &mut Vec<Bson>) -> bool {
             any
         }
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bson::bson;
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn considered_values_stop_at_ten_as_mongodbs() {
+        let leaf = |path: &str| json!({"op": "$gt", "path": path, "specifiedAs": {path: {"$gt": 100}}, "selector": {}});
+        let doc = doc! {"a": (0..12).collect::<Vec<i32>>(), "b": [1, 2]};
+        let fails = |_: &Value| false;
+        let long = query_details(&leaf("a"), &doc, &fails).unwrap_or_default();
+        let ten: Vec<Bson> = (0..10).map(Bson::Int32).collect();
+        assert_eq!(long.get("consideredValues"), Some(&Bson::Array(ten)));
+        assert_eq!(long.get("consideredValuesTruncated"), Some(&Bson::Boolean(true)));
+        let short = query_details(&leaf("b"), &doc, &fails).unwrap_or_default();
+        assert_eq!(short.get("consideredValues"), Some(&bson!([1, 2])));
+        assert_eq!(short.get("consideredValuesTruncated"), None);
     }
 }

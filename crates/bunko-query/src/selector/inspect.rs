@@ -37,6 +37,24 @@ impl Selector {
         out
     }
 
+    /// The top-level members a document needs for the selector to be evaluated on it
+    /// (the first segment of every path it names, `$expr` included), each once; `None`
+    /// when it may read the whole document (`$jsonSchema`, `$$ROOT` in `$expr`, a
+    /// condition on the document itself). `_id` is left to the caller.
+    pub fn reads(&self) -> Option<Vec<String>> {
+        let mut out = Vec::new();
+        for path in self.referenced_fields() {
+            let first = path.segments().first()?;
+            if !out.contains(first) {
+                out.push(first.clone());
+            }
+        }
+        match &self.expr {
+            Some(predicate) => predicate.reads(&mut out).then_some(out),
+            None => Some(out),
+        }
+    }
+
     /// Whether every document the selector matches has `field`, so an index that holds
     /// only documents with the field may answer the query (`mango_selector:
     /// has_required_fields`): some top-level condition other than `$exists: false` names

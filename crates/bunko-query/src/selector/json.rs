@@ -62,6 +62,7 @@ fn cond(cond: &Cond) -> Value {
         Cond::AllMatch(sub) => ("$allMatch", node(sub)),
         Cond::KeyMapMatch(sub) => ("$keyMapMatch", node(sub)),
         Cond::Text(v) => ("$text", v.clone()),
+        Cond::Bits(test, positions) => (test.name(), json!(positions)),
         Cond::Not(inner) => ("$not", self::cond(inner)),
     };
     let mut map = Map::new();

@@ -90,6 +90,7 @@ pub(super) fn cond(cond: &Cond, v: &Value, order: Order) -> bool {
             .as_object()
             .is_some_and(|map| map.keys().any(|k| node(sub, &Value::String(k.clone()), order))),
         Cond::Text(_) => true,
+        Cond::Bits(test, positions) => test.matches(positions, v),
         Cond::Not(inner) => !self::cond(inner, v, order),
     }
 }

@@ -17,6 +17,7 @@
 //! which documents match, e.g. `{"$not": {"b": 1}}` there also matches elements without `b`).
 //! `json` renders the tree back as CouchDB shows a normalized selector in `_explain`.
 
+mod bits;
 mod inspect;
 mod json;
 mod matching;
@@ -30,6 +31,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+pub use self::bits::{BitTest, positions_of};
 pub use self::pattern::Pattern;
 pub use self::predicate::Predicate;
 use crate::error::Error;
@@ -113,6 +115,9 @@ pub enum Cond {
     /// `$text` (held under the field `$default`, as CouchDB normalizes it): a phrase a text
     /// index searches. Matching trusts the index, so it is true for every document.
     Text(Value),
+    /// MongoDB's bitwise operators on the sorted bit positions they name (Mongo dialect
+    /// only: [`Selector::parse_mongo`]).
+    Bits(BitTest, Vec<u64>),
     /// A negated condition that has no inverse operator. Like every condition but
     /// `$exists: false`, it needs the field to be present.
     Not(Box<Cond>),
@@ -121,7 +126,14 @@ pub enum Cond {
 impl Selector {
     /// Parses and normalizes a selector, failing as CouchDB would. `{}` matches everything.
     pub fn parse(selector: &Value) -> Result<Self, Error> {
-        let root = parse::selector(selector)?;
+        let root = parse::selector(selector, false)?;
+        Ok(Self { root, expr: None })
+    }
+
+    /// [`Selector::parse`] also taking the operators only the MongoDB dialect has (the
+    /// bitwise ones, with a list of bit positions), as the MongoDB front end writes them.
+    pub fn parse_mongo(selector: &Value) -> Result<Self, Error> {
+        let root = parse::selector(selector, true)?;
         Ok(Self { root, expr: None })
     }
 

@@ -83,6 +83,7 @@ fn cond(cond: &Cond, reached: &[&Value]) -> bool {
         Cond::Lte(arg) => (missing && arg.is_null()) || compare(arg, Ordering::is_le),
         Cond::Gte(arg) => (missing && arg.is_null()) || compare(arg, Ordering::is_ge),
         Cond::Type(name) => any(&|v| class(v).name() == name),
+        Cond::Bits(test, positions) => any(&|v| test.matches(positions, v)),
         // Only Mango selectors parse `$text`.
         Cond::Text(_) => false,
         Cond::Mod { .. } | Cond::Regex(_) | Cond::BeginsWith(_) => {

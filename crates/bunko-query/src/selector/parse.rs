@@ -19,13 +19,13 @@
 use serde_json::{Number, Value};
 
 use super::normalize;
-use super::{Cond, Node, Pattern};
+use super::{BitTest, Cond, Node, Pattern};
 use crate::error::Error;
 use crate::path::FieldPath;
 use crate::term::integer_parts;
 
 /// Parses and normalizes a whole selector.
-pub(super) fn selector(value: &Value) -> Result<Node, Error> {
+pub(super) fn selector(value: &Value, mongo: bool) -> Result<Node, Error> {
     let map = match value {
         Value::Object(map) => map,
         other => return Err(Error::InvalidSelectorJson(other.clone())),
@@ -33,7 +33,7 @@ pub(super) fn selector(value: &Value) -> Result<Node, Error> {
     if map.is_empty() {
         return Ok(Node::Empty);
     }
-    let mut parser = Parser::default();
+    let mut parser = Parser { path_error: None, mongo };
     let tree = parser.expr(value, "")?;
     let root = normalize::normalize(tree);
     if matches!(&root, Node::Field(path, _) if path.is_root()) {
@@ -45,10 +45,11 @@ pub(super) fn selector(value: &Value) -> Result<Node, Error> {
     }
 }
 
-#[derive(Default)]
 struct Parser {
     /// The first invalid field name met, reported if no operator is invalid.
     path_error: Option<Error>,
+    /// Whether the MongoDB dialect's own operators are taken.
+    mongo: bool,
 }
 
 const UNSUPPORTED: [&str; 5] = ["$where", "$geoWithin", "$geoIntersects", "$near", "$nearSphere"];
@@ -141,6 +142,10 @@ impl Parser {
             "$beginsWith" => {
                 Cond::BeginsWith(string(arg).ok_or_else(|| Error::InvalidOperator(key.into()))?)
             }
+            op if self.mongo && BitTest::of(op).is_some() => {
+                let test = BitTest::of(op).ok_or_else(|| Error::InvalidOperator(op.into()))?;
+                Cond::Bits(test, positions(arg).ok_or_else(|| Error::bad_arg(key, arg))?)
+            }
             op if UNSUPPORTED.contains(&op) => return Err(Error::NotSupported(op.into())),
             op => return Err(Error::InvalidOperator(op.into())),
         };
@@ -188,6 +193,14 @@ fn size(arg: &Value) -> Option<u64> {
         return Some(0);
     }
     Some(digits.parse().unwrap_or(u64::MAX))
+}
+
+/// A list of bit positions (non-negative integers), sorted, each once.
+fn positions(arg: &Value) -> Option<Vec<u64>> {
+    let mut out = arg.as_array()?.iter().map(Value::as_u64).collect::<Option<Vec<u64>>>()?;
+    out.sort_unstable();
+    out.dedup();
+    Some(out)
 }
 
 /// `[divisor, remainder]`, both integer-form and within 64 bits, divisor not 0.

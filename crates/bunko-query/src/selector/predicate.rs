@@ -37,4 +37,24 @@ impl Predicate {
             Predicate::Nor(ps) => !ps.iter().any(|p| p.matches(json, bson)),
         }
     }
+
+    /// Adds the top-level members it reads to `out` ([`Selector::reads`]); `false` if it
+    /// may read any.
+    pub fn reads(&self, out: &mut Vec<String>) -> bool {
+        match self {
+            Predicate::Expr(e) => e.reads(out),
+            Predicate::Schema(_) => false,
+            Predicate::Selector(s) => s.reads().is_some_and(|names| {
+                names.into_iter().for_each(|n| {
+                    if !out.contains(&n) {
+                        out.push(n)
+                    }
+                });
+                true
+            }),
+            Predicate::And(ps) | Predicate::Or(ps) | Predicate::Nor(ps) => {
+                ps.iter().all(|p| p.reads(out))
+            }
+        }
+    }
 }

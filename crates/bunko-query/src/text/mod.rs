@@ -284,7 +284,7 @@ fn cond(path: &[String], c: &Cond) -> Text {
             exists(path),
             Some(Box::new(Text::Or(vs.iter().map(|v| in_item(path, v)).collect()))),
         ),
-        Cond::Exists(true) | Cond::Type(_) | Cond::KeyMapMatch(_) => *exists(path),
+        Cond::Exists(true) | Cond::Type(_) | Cond::KeyMapMatch(_) | Cond::Bits(..) => *exists(path),
         Cond::Exists(false) => Text::Not(exists(path), None),
         Cond::BeginsWith(s) => Text::Field(
             TextField { path: path.to_vec(), kind: Kind::String },

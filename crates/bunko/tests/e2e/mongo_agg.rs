@@ -666,3 +666,48 @@ print(json.dumps(out))
     let Some(out) = python(&server, script) else { return };
     assert_eq!(out, json!({"code": 11000, "keyPattern": {"_id": 1}, "keyValue": {"_id": 2}}));
 }
+
+/// A `$match` + `$group` over a collection parses only the members the filter and the
+/// group read (issue 14, point 3): answers are the same whatever the filter reads
+/// (`$expr`, a nested path, `$jsonSchema`, which may read every member, a field name with
+/// an escape), for BSON-only types, and for a `$match` after the `$group`.
+#[test]
+fn group_reads_only_the_fields_it_needs_with_the_same_answer() {
+    let server = Server::start();
+    let script = r#"
+db = client().acme
+docs = []
+for i in range(40):
+    docs.append({"_id": i, "pad": "x" * 500, "deviceID": "d%d" % (i % 4), "big": bson.int64.Int64(10**12 + i),
+                 "dec": bson.decimal128.Decimal128("%d.5" % i), "s\u00e9": {"t": i % 2, "u": [i, i + 1]},
+                 "type": "reading" if i % 5 else "other", "when": datetime.datetime(2024, 1, 1 + i % 3)})
+db.r.insert_many(docs)
+def run(*stages):
+    return list(db.r.aggregate(list(stages) + [{"$sort": {"_id": 1}}]))
+grp = {"$group": {"_id": "$deviceID", "n": {"$sum": 1}, "big": {"$max": "$big"}, "dec": {"$sum": "$dec"}}}
+print(json.dumps({
+    "plain": run({"$match": {"type": "reading"}}, grp),
+    "expr": run({"$match": {"$expr": {"$lt": ["$big", 10**12 + 20]}}}, grp),
+    "nested": run({"$match": {"s\u00e9.u": {"$in": [3, 4]}, "s\u00e9.t": 1}}, grp),
+    "schema": run({"$match": {"$jsonSchema": {"required": ["pad"], "properties": {"pad": {"maxLength": 10}}}}}, grp),
+    "after": run({"$match": {"when": {"$gte": datetime.datetime(2024, 1, 2)}}}, grp, {"$match": {"n": {"$gt": 6}}}),
+    "dates": run({"$group": {"_id": {"$dayOfMonth": "$when"}, "last": {"$max": "$when"}}}),
+}, default=str))
+"#;
+    let Some(out) = python(&server, script) else { return };
+    let group = |n: i64, big: i64, dec: &str| json!({"n": n, "big": big, "dec": dec});
+    let with_id = |id: &str, mut g: serde_json::Value| {
+        g["_id"] = json!(id);
+        g
+    };
+    // Readings are the ids not divisible by 5: device d0 holds 4, 8, 12, ... 36 (8 of 10).
+    assert_eq!(out["plain"][0], with_id("d0", group(8, 1_000_000_000_036, "164.0")));
+    assert_eq!(out["plain"].as_array().map(Vec::len), Some(4));
+    assert_eq!(out["expr"][1], with_id("d1", group(5, 1_000_000_000_017, "47.5")));
+    assert_eq!(out["nested"], json!([with_id("d3", group(1, 1_000_000_000_003, "3.5"))]));
+    assert_eq!(out["schema"], json!([]));
+    // Days 2 and 3 are the ids with i % 3 != 0: d1 and d2 hold 7 of them, d0 and d3 6.
+    let after = out["after"].as_array().map(|a| a.iter().map(|g| g["_id"].clone()).collect());
+    assert_eq!(after, Some(vec![json!("d1"), json!("d2")]), "{}", out["after"]);
+    assert_eq!(out["dates"][2], json!({"_id": 3, "last": "2024-01-03 00:00:00"}));
+}

@@ -341,9 +341,8 @@ def refusals(db, cases):
 
 /// `errInfo.details` of `$all` and `$elemMatch`, as MongoDB's `doc_validation_error.cpp`
 /// reports them: the array itself is considered (no traversal), each operator's reason, and
-/// a type mismatch (`consideredType`, `expectedType`) for an `$elemMatch` on a non-array.
-/// (The bit operators are not in Bunko's query language yet: a validator using one is
-/// refused with `NotImplemented`, checked last.)
+/// a type mismatch (`consideredType`, `expectedType`) for an `$elemMatch` on a non-array,
+/// and the bitwise operators' (`expectedTypes` of a number or BinData).
 #[test]
 fn array_operator_refusals_report_their_reasons() {
     let server = Server::start();
@@ -357,9 +356,10 @@ cases = [
     ({"items": {"$elemMatch": {"$gt": 3}}}, {"_id": 1, "items": 5}),
     ({"tags": {"$not": {"$all": ["猫"]}}}, {"_id": 1, "tags": ["猫"]}),
     ({"tags": {"$all": ["猫"]}}, {"_id": 1}),
+    ({"flags": {"$bitsAllSet": [1, 5]}}, {"_id": 1, "flags": 2}),
+    ({"flags": {"$bitsAllSet": [1, 5]}}, {"_id": 1, "flags": "x"}),
 ]
 out = [e and e["details"] for e in refusals(db, cases)]
-out.append(code_of(lambda: db.create_collection("bits", validator={"flags": {"$bitsAllSet": [1, 5]}})))
 print(json_util.dumps(out))
 "#;
     let Some(out) = python(&server, &script) else { return };
@@ -375,7 +375,11 @@ print(json_util.dumps(out))
         {"operatorName": "$not", "details": {"operatorName": "$all", "specifiedAs": {"tags": {"$all": ["猫"]}},
             "reason": "array did contain all specified values", "consideredValue": ["猫"]}},
         {"operatorName": "$all", "specifiedAs": {"tags": {"$all": ["猫"]}}, "reason": "field was missing"},
-        238,
+        {"operatorName": "$bitsAllSet", "specifiedAs": {"flags": {"$bitsAllSet": [1, 5]}},
+            "reason": "bitwise operator failed to match", "consideredValue": 2},
+        {"operatorName": "$bitsAllSet", "specifiedAs": {"flags": {"$bitsAllSet": [1, 5]}},
+            "reason": "type did not match", "consideredType": "string",
+            "expectedTypes": ["binData", "decimal", "double", "int", "long"], "consideredValue": "x"},
     ]);
     assert_eq!(out, expected);
 }

@@ -1,0 +1,82 @@
+//! `find` by `_id` alone (`find_one({_id: x})`, the commonest read): one point read of the
+//! document through the engine's `get`, after the same read check as every `find`,
+//! without planning, matching or a cursor, as MongoDB's `IDHACK` does.
+//!
+//! Taken only when nothing else could change the answer: the filter is exactly `{_id: v}`
+//! with `v` a string, an ObjectId or binary data (values whose document id is one-to-one,
+//! unlike numbers, which equal across types, or documents, which may hold operators), and
+//! the command has no sort, skip, hint, collation, `min`/`max`, tailable or snapshot read.
+//! Any other `find` takes the general path (`super::crud::find`).
+
+use bson::{Bson, Document, doc};
+use bunko_doc::ejson;
+use bunko_engine::Error;
+use serde_json::{Map, Value};
+
+use super::crud::readable_db;
+use super::{Ctx, cursor_reply, namespace};
+use crate::error::MongoError;
+use crate::projection::Projection;
+
+/// Fields of a `find` that the point read honours (or that do not change its answer).
+const PLAIN: &[&str] = &[
+    "find",
+    "filter",
+    "projection",
+    "limit",
+    "batchSize",
+    "singleBatch",
+    "readConcern",
+    "allowDiskUse",
+    "$db",
+    "lsid",
+    "$clusterTime",
+    "$readPreference",
+    "maxTimeMS",
+    "comment",
+];
+
+/// The reply of a `find` by `_id`, or `None` when the command needs the general path.
+pub(super) fn find(ctx: &mut Ctx, command: &Document) -> Result<Option<Document>, MongoError> {
+    let Some(id) = plain_id(command) else { return Ok(None) };
+    let ns = namespace(ctx, command)?;
+    let projection = match command.get("projection") {
+        None | Some(Bson::Null) => None,
+        Some(Bson::Document(spec)) => Projection::parse(spec)?,
+        Some(_) => return Ok(None),
+    };
+    let Some(db) = readable_db(ctx, &ns, "find")? else {
+        return Ok(Some(cursor_reply(0, &ns.full(), "firstBatch", Vec::new())));
+    };
+    let found = match db.get(&super::admin::user(ctx), &ejson::doc_id(id), None) {
+        Ok(doc) => serde_json::from_slice::<Map<String, Value>>(&doc.body).ok().map(|body| {
+            let mut out = doc! {"_id": ejson::id_value(&doc.id)};
+            out.extend(ejson::from_json(&body));
+            match &projection {
+                Some(p) => p.apply(&out),
+                None => out,
+            }
+        }),
+        Err(Error::NotFound(_)) => None,
+        Err(err) => return Err(err.into()),
+    };
+    Ok(Some(cursor_reply(0, &ns.full(), "firstBatch", found.into_iter().collect())))
+}
+
+/// The `_id` of a plain `find({_id: v})`.
+fn plain_id(command: &Document) -> Option<&Bson> {
+    if bunko_query::collation::active() || command.keys().any(|k| !PLAIN.contains(&k.as_str())) {
+        return None;
+    }
+    let concern = command.get_document("readConcern").ok();
+    if concern.is_some_and(|c| c.keys().any(|k| k != "level" && k != "afterClusterTime"))
+        || concern.and_then(|c| c.get_str("level").ok()).is_some_and(|l| l == "snapshot")
+        || matches!(command.get("batchSize"), Some(Bson::Int32(0) | Bson::Int64(0)))
+        || !matches!(command.get("limit"), None | Some(Bson::Int32(0..) | Bson::Int64(0..)))
+    {
+        return None;
+    }
+    let filter = command.get_document("filter").ok()?;
+    let (Some(id), 1) = (filter.get("_id"), filter.len()) else { return None };
+    matches!(id, Bson::String(_) | Bson::ObjectId(_) | Bson::Binary(_)).then_some(id)
+}
