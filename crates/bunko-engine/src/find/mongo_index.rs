@@ -6,7 +6,7 @@
 //! ObjectId, an anchored regex `/^abc/` without the `i` flag as the range of strings with
 //! that prefix, also inside `$elemMatch`), or when `hint` names it. Sparse and partial
 //! indexes (which lack some documents) are used unhinted only when the filter implies that
-//! every match is in them ([`holds_every_match`]). The index fields are walked in
+//! every match is in them (`holds_every_match`). The index fields are walked in
 //! order: equalities (each `$in` value is its own range) fix a field and move on; a range
 //! bounds the next field and ends the walk. Among candidates the one with the most fixed
 //! fields, then a range, then fewer fields wins; the others are `rejectedPlans`.
