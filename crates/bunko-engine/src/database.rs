@@ -48,6 +48,8 @@ pub struct Database {
     pub(crate) building: AtomicBool,
     /// The query log and index use counts the advisor reads (in memory only).
     pub(crate) observed: crate::advisor::Observed,
+    /// Queries that read documents by `_id` (MongoDB's `_id_` index in `$indexStats`).
+    pub id_accesses: crate::index::Accesses,
     /// The search service that answers text-index queries, if one is registered.
     pub(crate) text: crate::find::text::Hook,
     /// Each client's last query, shared by the engine's databases (the advisor's rule 8).
@@ -110,6 +112,7 @@ impl Database {
             building: AtomicBool::new(false),
             compactions: Default::default(),
             observed: Default::default(),
+            id_accesses: Default::default(),
             text,
             clients,
             me: me.clone(),

@@ -286,13 +286,23 @@ impl Database {
         Ok(FindResult { docs: run.docs, bookmark, warning, stats, index, plan, scanned })
     }
 
-    /// Logs a query run for the advisor, and remembers it as its client's last query.
+    /// Logs a query run for the advisor, and remembers it as its client's last query; counts
+    /// the use of its index (or of the `_id` index, for a MongoDB query by `_id`).
     pub(crate) fn observe_query(
         &self,
         query: &FindQuery,
         index: Option<&Index>,
         stats: &ExecStats,
     ) {
+        match index {
+            Some(index) => index.accesses.record(),
+            None if query.dialect == Dialect::Mongo
+                && mongo::id_range(self.id(), &query.selector).is_some() =>
+            {
+                self.id_accesses.record();
+            }
+            None => {}
+        }
         let shape = self.observed.record(query, index, stats);
         if let Some(client) = &query.client {
             self.clients.queried(client, self.weak(), shape);

@@ -22,6 +22,7 @@
 //! `0x0A | db | num | [partition] | collate(value)… | doc_id → [[values…], doc_id, [whole…]]`
 //! (`docs/architecture/keys.md`).
 
+pub mod accesses;
 pub mod build;
 pub mod def;
 pub mod entries;
@@ -37,6 +38,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
 
+pub use accesses::Accesses;
 pub use def::{IndexDef, IndexField};
 pub use maintain::{DdocChanges, Winner};
 
@@ -61,12 +63,15 @@ pub struct Index {
     state: RwLock<IndexMeta>,
     /// Documents the builder has read so far in this process.
     built: AtomicU64,
+    /// Queries that used the index since it was loaded or created (`$indexStats`).
+    pub accesses: Accesses,
 }
 
 impl Index {
     pub fn new(def: IndexDef, meta: IndexMeta) -> Result<Self, String> {
         let compiled = entries::Compiled::new(&def)?;
-        Ok(Index { def, compiled, state: RwLock::new(meta), built: AtomicU64::new(0) })
+        let (state, built) = (RwLock::new(meta), AtomicU64::new(0));
+        Ok(Index { def, compiled, state, built, accesses: Accesses::default() })
     }
 
     pub fn num(&self) -> u64 {

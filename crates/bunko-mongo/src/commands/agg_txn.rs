@@ -1,8 +1,9 @@
 //! `aggregate` inside a multi-document transaction: the collection and every collection a
 //! `$lookup`/`$unionWith`/`$graphLookup` reads are read through the transaction (its
 //! snapshot plus its own buffered writes, `in_txn::matching`); the answer is computed
-//! whole and handed out in `cursor.batchSize` batches, as `find` does in a transaction. `$out`, `$merge` and
-//! `$changeStream` are `OperationNotSupportedInTransaction` (263), as in MongoDB.
+//! whole and handed out in `cursor.batchSize` batches, as `find` does in a transaction. `$out`, `$merge`,
+//! `$changeStream`, `$collStats` and `$indexStats` are `OperationNotSupportedInTransaction` (263), as
+//! in MongoDB.
 
 use std::sync::Arc;
 
@@ -96,8 +97,8 @@ pub(super) fn aggregate(
     command: &Document,
 ) -> Result<Document, MongoError> {
     let request = Request::parse(ctx, command)?;
-    if request.is_change_stream() {
-        return Err(not_in_txn("$changeStream"));
+    if let Some(stage @ ("$changeStream" | "$collStats" | "$indexStats")) = request.first_stage() {
+        return Err(not_in_txn(stage));
     }
     let txn_env =
         Arc::new(TxnEnv { ctx, txn: Mutex::new(txn), allow_disk_use: request.allow_disk_use });

@@ -89,10 +89,15 @@ impl<'c> Request<'c> {
         Ok(Request { stages, explain, batch, collectionless, ns, allow_disk_use })
     }
 
+    /// The name of the pipeline's first stage.
+    pub fn first_stage(&self) -> Option<&str> {
+        let first = self.stages.first().and_then(|s| s.as_document());
+        first.and_then(|d| d.keys().next()).map(String::as_str)
+    }
+
     /// Whether the pipeline opens a change stream.
     pub fn is_change_stream(&self) -> bool {
-        let first = self.stages.first().and_then(|s| s.as_document());
-        first.is_some_and(|d| d.contains_key("$changeStream"))
+        self.first_stage() == Some("$changeStream")
     }
 
     /// Runs the pipeline: the explain document, or the stream of result documents.
@@ -146,9 +151,10 @@ fn run(
     if request.is_change_stream() {
         return super::change_stream::open(ctx, command);
     }
-    let stats = match super::coll_stats_stage::rewrite(ctx, &request.ns, request.stages)? {
-        Some(stages) => Some(stages),
-        None => super::local_sessions_stage::rewrite(ctx, request.stages, request.collectionless)?,
+    let stats = match request.first_stage() {
+        Some("$collStats") => super::coll_stats_stage::rewrite(ctx, &request.ns, request.stages)?,
+        Some("$indexStats") => super::index_stats_stage::rewrite(ctx, &request.ns, request.stages)?,
+        _ => super::local_sessions_stage::rewrite(ctx, request.stages, request.collectionless)?,
     };
     let request = match &stats {
         Some(stages) => Request { stages, collectionless: true, ..request },

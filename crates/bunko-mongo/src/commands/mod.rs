@@ -27,6 +27,7 @@ mod cursor;
 mod explain;
 mod handshake;
 mod in_txn;
+mod index_stats_stage;
 mod indexes;
 mod let_vars;
 mod local_sessions_stage;

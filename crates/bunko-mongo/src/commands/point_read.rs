@@ -48,6 +48,7 @@ pub(super) fn find(ctx: &mut Ctx, command: &Document) -> Result<Option<Document>
     let Some(db) = readable_db(ctx, &ns, "find")? else {
         return Ok(Some(cursor_reply(0, &ns.full(), "firstBatch", Vec::new())));
     };
+    db.id_accesses.record();
     let found = match db.get(&super::admin::user(ctx), &ejson::doc_id(id), None) {
         Ok(doc) => serde_json::from_slice::<Map<String, Value>>(&doc.body).ok().map(|body| {
             let mut out = doc! {"_id": ejson::id_value(&doc.id)};

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use bson::{Bson, Document};
 
+use super::granularity::Granularity;
 use super::spill;
 use super::stream::map_docs;
 use super::{Docs, EnvRef, Source};
@@ -255,6 +256,15 @@ pub struct BucketAuto {
     group_by: Expr,
     buckets: usize,
     output: Vec<(String, AccSpec)>,
+    granularity: Option<Granularity>,
+}
+
+/// A `$bucketAuto` bucket being filled: its bounds, size and accumulators.
+struct Filling {
+    min: Bson,
+    max: Bson,
+    count: usize,
+    accs: Vec<Acc>,
 }
 
 impl BucketAuto {
@@ -269,19 +279,16 @@ impl BucketAuto {
                 ));
             }
         };
-        if spec.contains_key("granularity") {
-            return Err(ExprError::new(
-                238,
-                "NotImplemented",
-                "$bucketAuto 'granularity' is not supported yet",
-            ));
-        }
-        Ok(BucketAuto { group_by, buckets, output: output_of(spec, "$bucketAuto")? })
+        let granularity = spec.get("granularity").map(Granularity::parse).transpose()?;
+        let output = output_of(spec, "$bucketAuto")?;
+        Ok(BucketAuto { group_by, buckets, output, granularity })
     }
 
-    /// Buckets of the documents of `input`: sorted by their `groupBy` value (through a
-    /// spill past the memory budget), then cut into buckets of about the same size as the
-    /// sorted stream is read, so only one bucket's accumulators are held.
+    /// Buckets of the documents of `input`, as MongoDB cuts them: sorted by their `groupBy`
+    /// value (through a spill past the memory budget), then read in order, each bucket
+    /// taking `round(n / buckets)` documents (the last bucket all that remain) plus those
+    /// after them with the same value, or, with a granularity, those below its maximum
+    /// rounded up. Only one bucket's accumulators are held.
     pub fn open<'a>(
         &self,
         input: Docs<'a>,
@@ -289,61 +296,98 @@ impl BucketAuto {
         vars: &Vars,
     ) -> Result<Vec<Document>> {
         let (group_by, v) = (self.group_by.clone(), vars.clone());
+        let checked = self.granularity.is_some();
         let keyed = map_docs(input, move |d| {
-            Ok(bson::doc! {"v": or_null(group_by.eval(&mut v.with_doc(&d))?), "d": d})
+            let value = or_null(group_by.eval(&mut v.with_doc(&d))?);
+            if checked {
+                Granularity::check(&value)?;
+            }
+            Ok(bson::doc! {"v": value, "d": d})
         });
         let order: spill::Order = Arc::new(|a, b| compare(value_of(a), value_of(b)));
-        let (n, sorted) = spill::sort_by(keyed, order, env.as_ref(), "$bucketAuto")?;
-        let per = n.div_ceil(self.buckets).max(1);
+        let (n, mut sorted) = spill::sort_by(keyed, order, env.as_ref(), "$bucketAuto")?;
+        let per = ((n as f64) / (self.buckets as f64)).round().max(1.0) as usize;
         let mut out = Vec::new();
-        let mut open: Option<(usize, Bson, Bson, Vec<Acc>)> = None;
-        for rec in sorted {
-            let rec = rec?;
-            let v = value_of(&rec).clone();
-            let d = match rec.get("d") {
-                Some(Bson::Document(d)) => d,
-                _ => continue,
-            };
-            let mut vars = vars.with_doc(d);
-            // A bucket takes at least `per` documents, and never splits equal values.
-            if let Some((count, _, last, _)) = &open
-                && *count >= per
-                && compare(last, &v).is_ne()
-                && let Some(done) = open.take()
-            {
-                out.push(self.finish(done, v.clone()));
+        let mut next = sorted.next().transpose()?;
+        let mut previous_max: Option<Bson> = None;
+        while let Some(first) = next.take() {
+            let last_bucket = out.len() + 1 == self.buckets;
+            let mut bucket = self.start(&first, vars)?;
+            self.add(&mut bucket, &first, vars)?;
+            while bucket.count < per || last_bucket {
+                let Some(rec) = sorted.next().transpose()? else { break };
+                self.add(&mut bucket, &rec, vars)?;
             }
-            let (count, _, last, accs) = match &mut open {
-                Some(o) => o,
-                None => {
-                    let accs = self
-                        .output
-                        .iter()
-                        .map(|(_, a)| a.start(&mut vars))
-                        .collect::<Result<_>>()?;
-                    open.insert((0, v.clone(), v.clone(), accs))
+            next = sorted.next().transpose()?;
+            let Some(granularity) = &self.granularity else {
+                // Equal values stay in one bucket; the maximum is the next bucket's minimum.
+                while let Some(rec) = next.take_if(|r| compare(value_of(r), &bucket.max).is_eq()) {
+                    self.add(&mut bucket, &rec, vars)?;
+                    next = sorted.next().transpose()?;
                 }
+                if let Some(rec) = &next {
+                    bucket.max = value_of(rec).clone();
+                }
+                out.push(self.finish(bucket));
+                continue;
             };
-            for ((_, spec), acc) in self.output.iter().zip(accs.iter_mut()) {
-                spec.feed(acc, &mut vars)?;
+            let boundary = granularity.round_up(&bucket.max)?;
+            while let Some(rec) = next.take_if(|r| compare(&boundary, value_of(r)).is_gt()) {
+                self.add(&mut bucket, &rec, vars)?;
+                next = sorted.next().transpose()?;
             }
-            *count += 1;
-            *last = v;
-        }
-        if let Some(done) = open {
-            let max = done.2.clone();
-            out.push(self.finish(done, max));
+            bucket.min = match previous_max.take() {
+                Some(max) => max,
+                None => granularity.round_down(value_of(&first))?,
+            };
+            bucket.max = match &next {
+                Some(rec) if to_f64(&boundary) == Some(0.0) => {
+                    granularity.round_down(value_of(rec))?
+                }
+                _ => boundary,
+            };
+            previous_max = Some(bucket.max.clone());
+            out.push(self.finish(bucket));
         }
         Ok(out)
     }
 
+    /// A bucket whose first record is `rec`.
+    fn start(&self, rec: &Document, vars: &Vars) -> Result<Filling> {
+        let empty = Document::new();
+        let mut vars = vars.with_doc(record_doc(rec).unwrap_or(&empty));
+        let accs = self.output.iter().map(|(_, a)| a.start(&mut vars)).collect::<Result<_>>()?;
+        let v = value_of(rec).clone();
+        Ok(Filling { min: v.clone(), max: v, count: 0, accs })
+    }
+
+    /// Adds the document of sort record `rec` to `bucket`.
+    fn add(&self, bucket: &mut Filling, rec: &Document, vars: &Vars) -> Result<()> {
+        bucket.max = value_of(rec).clone();
+        bucket.count += 1;
+        let Some(d) = record_doc(rec) else { return Ok(()) };
+        let mut vars = vars.with_doc(d);
+        for ((_, spec), acc) in self.output.iter().zip(bucket.accs.iter_mut()) {
+            spec.feed(acc, &mut vars)?;
+        }
+        Ok(())
+    }
+
     /// A bucket's output document.
-    fn finish(&self, (_, min, _, accs): (usize, Bson, Bson, Vec<Acc>), max: Bson) -> Document {
-        let mut out = bson::doc! {"_id": {"min": min, "max": max}};
-        for ((name, _), acc) in self.output.iter().zip(accs) {
+    fn finish(&self, bucket: Filling) -> Document {
+        let mut out = bson::doc! {"_id": {"min": bucket.min, "max": bucket.max}};
+        for ((name, _), acc) in self.output.iter().zip(bucket.accs) {
             out.insert(name.clone(), acc.finish());
         }
         out
+    }
+}
+
+/// The document of a `$bucketAuto` sort record.
+fn record_doc(rec: &Document) -> Option<&Document> {
+    match rec.get("d") {
+        Some(Bson::Document(d)) => Some(d),
+        _ => None,
     }
 }
 

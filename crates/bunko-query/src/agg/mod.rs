@@ -19,6 +19,7 @@
 //! `lookup` and `join` the stages that read or write other collections; `spill` keeps `$sort` and
 //! `$group` within [`Env::memory_limit`], spilling to temporary storage past it.
 
+mod granularity;
 mod group;
 mod join;
 mod lookup;
@@ -142,8 +143,6 @@ pub struct Pushdown {
 
 /// A stage name MongoDB has but Bunko does not implement yet.
 const NOT_YET: &[&str] = &[
-    "$collStats",
-    "$indexStats",
     "$geoNear",
     "$setWindowFields",
     "$densify",
@@ -154,7 +153,6 @@ const NOT_YET: &[&str] = &[
     "$vectorSearch",
     "$planCacheStats",
     "$listSessions",
-    "$listLocalSessions",
     "$currentOp",
     "$shardedDataDistribution",
     "$listSearchIndexes",
@@ -393,10 +391,11 @@ fn parse_stage(name: &str, arg: &Bson, env: Option<&dyn Env>) -> Result<Stage> {
             }
         },
         "$merge" => Stage::Merge(join::Merge::parse(arg, env)?),
-        "$changeStream" => {
+        // Run by the front end when first (it turns them into `$documents`); anywhere else:
+        first @ ("$changeStream" | "$collStats" | "$indexStats" | "$listLocalSessions") => {
             return Err(ExprError::location(
                 40602,
-                "$changeStream is only valid as the first stage in a pipeline",
+                format!("{first} is only valid as the first stage in a pipeline"),
             ));
         }
         n if NOT_YET.contains(&n) => {

@@ -459,6 +459,97 @@ fn a_bucket_auto_past_the_budget_sorts_through_the_spill() -> Result<()> {
     Ok(())
 }
 
+/// MongoDB's manual, `$bucketAuto`, *Comparing Different Granularities*: `things` with
+/// `_id` 0 to 99, `{groupBy: "$_id", buckets: 5, granularity: <g>}` (values, types, order).
+#[test]
+fn bucket_auto_granularities_as_the_manual_shows_them() -> Result<()> {
+    let things: Vec<Document> = (0..100).map(|i| doc! {"_id": i}).collect();
+    let buckets = |granularity: Option<&str>| -> Result<Vec<(Bson, Bson, i32)>> {
+        let mut spec = doc! {"groupBy": "$_id", "buckets": 5};
+        if let Some(g) = granularity {
+            spec.insert("granularity", g);
+        }
+        let out = run(&Mem::default(), things.clone(), bson!([{"$bucketAuto": spec}]))?;
+        let bounds = |b: &Document| -> Option<(Bson, Bson, i32)> {
+            let id = b.get_document("_id").ok()?;
+            Some((id.get("min")?.clone(), id.get("max")?.clone(), b.get_i32("count").ok()?))
+        };
+        Ok(out.iter().filter_map(bounds).collect())
+    };
+    let (i, f) = (Bson::Int32, Bson::Double);
+    let none: Vec<(Bson, Bson, i32)> =
+        [(0, 20), (20, 40), (40, 60), (60, 80), (80, 99)].map(|(a, b)| (i(a), i(b), 20)).into();
+    assert_eq!(buckets(None)?, none);
+    let series = |rows: &[(f64, f64, i32)]| -> Vec<(Bson, Bson, i32)> {
+        // The first minimum is the smallest value itself (0 rounds to 0): an int.
+        let min = |k: usize, m: f64| if k == 0 { i(0) } else { f(m) };
+        rows.iter().enumerate().map(|(k, (a, b, n))| (min(k, *a), f(*b), *n)).collect()
+    };
+    let r20 = [(0., 20., 20), (20., 40., 20), (40., 63., 23), (63., 90., 27), (90., 100., 10)];
+    assert_eq!(buckets(Some("R20"))?, series(&r20));
+    let e24 = [(0., 20., 20), (20., 43., 23), (43., 68., 25), (68., 91., 23), (91., 100., 9)];
+    assert_eq!(buckets(Some("E24"))?, series(&e24));
+    let one_two_five = [(0., 20., 20), (20., 50., 30), (50., 100., 50)];
+    assert_eq!(buckets(Some("1-2-5"))?, series(&one_two_five));
+    // Powers of two of an int are ints (`$pow` of ints).
+    let powers = vec![(i(0), i(32), 32), (i(32), i(64), 32), (i(64), i(128), 36)];
+    assert_eq!(buckets(Some("POWERSOF2"))?, powers);
+    Ok(())
+}
+
+/// MongoDB's manual, `$bucketAuto` *Example* (`artwork` by Decimal128 `price`, and years
+/// with a missing one as `null` inside `$facet`), and the size rule: `round(n / buckets)`
+/// documents a bucket, the last one taking the rest (101 values in 5 buckets: 20 each, then
+/// 21, as MongoDB's forum answer shows).
+#[test]
+fn bucket_auto_sizes_and_decimal_boundaries_as_mongodb_cuts_them() -> Result<()> {
+    let dec = |s: &str| s.parse::<bson::Decimal128>().map(Bson::Decimal128).unwrap_or(Bson::Null);
+    let prices = ["199.99", "280.00", "76.04", "167.30", "483.00", "385.00", "159.00", "118.42"];
+    let years = [Some(1926), Some(1902), Some(1925), None, Some(1931), Some(1913), None, Some(1918)];
+    let artwork: Vec<Document> = prices
+        .iter()
+        .zip(years)
+        .enumerate()
+        .map(|(k, (p, y))| {
+            let mut d = doc! {"_id": k as i32 + 1, "price": dec(p)};
+            if let Some(y) = y {
+                d.insert("year", y);
+            }
+            d
+        })
+        .collect();
+    let out = run(
+        &Mem::default(),
+        artwork,
+        bson!([{"$facet": {
+            "price": [{"$bucketAuto": {"groupBy": "$price", "buckets": 4}}],
+            "year": [{"$bucketAuto": {"groupBy": "$year", "buckets": 3,
+                "output": {"count": {"$sum": 1}, "years": {"$push": "$year"}}}}],
+        }}]),
+    )?;
+    let price: Vec<Bson> = [("76.04", "159.00"), ("159.00", "199.99"), ("199.99", "385.00"), ("385.00", "483.00")]
+        .iter()
+        .map(|(a, b)| bson!({"_id": {"min": dec(a), "max": dec(b)}, "count": 2}))
+        .collect();
+    assert_eq!(out[0].get_array("price").ok(), Some(&price));
+    let year = bson!([
+        {"_id": {"min": null, "max": 1913}, "count": 3, "years": [1902]},
+        {"_id": {"min": 1913, "max": 1926}, "count": 3, "years": [1913, 1918, 1925]},
+        {"_id": {"min": 1926, "max": 1931}, "count": 2, "years": [1926, 1931]},
+    ]);
+    assert_eq!(out[0].get("year"), Some(&year));
+    let things: Vec<Document> = (1..=101).map(|i| doc! {"_id": i}).collect();
+    let out = run(&Mem::default(), things, bson!([{"$bucketAuto": {"groupBy": "$_id", "buckets": 5}}]))?;
+    let counts: Vec<i32> = out.iter().filter_map(|b| b.get_i32("count").ok()).collect();
+    assert_eq!(counts, [20, 20, 20, 20, 21]);
+    assert_eq!(out[4].get("_id"), Some(&bson!({"min": 81, "max": 101})));
+    let bad = |spec: Bson| run(&Mem::default(), vec![doc! {"_id": "a"}], bson!([{"$bucketAuto": spec}]));
+    let code = |r: Result<Vec<Document>>| r.err().map(|e| e.code);
+    assert_eq!(code(bad(bson!({"groupBy": "$_id", "buckets": 2, "granularity": "R7"}))), Some(40257));
+    assert_eq!(code(bad(bson!({"groupBy": "$_id", "buckets": 2, "granularity": "R5"}))), Some(40258));
+    Ok(())
+}
+
 /// A/B micro-benchmark of `$group`'s per-document cost (issue 14, point 3), not a check:
 /// 200k IoT readings of 1 kB (the bench's `agg` workload: 4000 devices) handed over as the
 /// engine hands them to `[{$match: {type: "reading"}}, {$group: {_id: "$deviceID", avg:
