@@ -505,7 +505,8 @@ fn bucket_auto_granularities_as_the_manual_shows_them() -> Result<()> {
 fn bucket_auto_sizes_and_decimal_boundaries_as_mongodb_cuts_them() -> Result<()> {
     let dec = |s: &str| s.parse::<bson::Decimal128>().map(Bson::Decimal128).unwrap_or(Bson::Null);
     let prices = ["199.99", "280.00", "76.04", "167.30", "483.00", "385.00", "159.00", "118.42"];
-    let years = [Some(1926), Some(1902), Some(1925), None, Some(1931), Some(1913), None, Some(1918)];
+    let years =
+        [Some(1926), Some(1902), Some(1925), None, Some(1931), Some(1913), None, Some(1918)];
     let artwork: Vec<Document> = prices
         .iter()
         .zip(years)
@@ -527,10 +528,11 @@ fn bucket_auto_sizes_and_decimal_boundaries_as_mongodb_cuts_them() -> Result<()>
                 "output": {"count": {"$sum": 1}, "years": {"$push": "$year"}}}}],
         }}]),
     )?;
-    let price: Vec<Bson> = [("76.04", "159.00"), ("159.00", "199.99"), ("199.99", "385.00"), ("385.00", "483.00")]
-        .iter()
-        .map(|(a, b)| bson!({"_id": {"min": dec(a), "max": dec(b)}, "count": 2}))
-        .collect();
+    let price: Vec<Bson> =
+        [("76.04", "159.00"), ("159.00", "199.99"), ("199.99", "385.00"), ("385.00", "483.00")]
+            .iter()
+            .map(|(a, b)| bson!({"_id": {"min": dec(a), "max": dec(b)}, "count": 2}))
+            .collect();
     assert_eq!(out[0].get_array("price").ok(), Some(&price));
     let year = bson!([
         {"_id": {"min": null, "max": 1913}, "count": 3, "years": [1902]},
@@ -539,14 +541,22 @@ fn bucket_auto_sizes_and_decimal_boundaries_as_mongodb_cuts_them() -> Result<()>
     ]);
     assert_eq!(out[0].get("year"), Some(&year));
     let things: Vec<Document> = (1..=101).map(|i| doc! {"_id": i}).collect();
-    let out = run(&Mem::default(), things, bson!([{"$bucketAuto": {"groupBy": "$_id", "buckets": 5}}]))?;
+    let out =
+        run(&Mem::default(), things, bson!([{"$bucketAuto": {"groupBy": "$_id", "buckets": 5}}]))?;
     let counts: Vec<i32> = out.iter().filter_map(|b| b.get_i32("count").ok()).collect();
     assert_eq!(counts, [20, 20, 20, 20, 21]);
     assert_eq!(out[4].get("_id"), Some(&bson!({"min": 81, "max": 101})));
-    let bad = |spec: Bson| run(&Mem::default(), vec![doc! {"_id": "a"}], bson!([{"$bucketAuto": spec}]));
+    let bad =
+        |spec: Bson| run(&Mem::default(), vec![doc! {"_id": "a"}], bson!([{"$bucketAuto": spec}]));
     let code = |r: Result<Vec<Document>>| r.err().map(|e| e.code);
-    assert_eq!(code(bad(bson!({"groupBy": "$_id", "buckets": 2, "granularity": "R7"}))), Some(40257));
-    assert_eq!(code(bad(bson!({"groupBy": "$_id", "buckets": 2, "granularity": "R5"}))), Some(40258));
+    assert_eq!(
+        code(bad(bson!({"groupBy": "$_id", "buckets": 2, "granularity": "R7"}))),
+        Some(40257)
+    );
+    assert_eq!(
+        code(bad(bson!({"groupBy": "$_id", "buckets": 2, "granularity": "R5"}))),
+        Some(40258)
+    );
     Ok(())
 }
 

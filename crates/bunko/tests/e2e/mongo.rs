@@ -471,6 +471,10 @@ raw = c.shop.get_collection("items", codec_options=bson.CodecOptions(document_cl
 # int32, double, int64 on the wire.
 assert [bson.decode(raw.raw)[k].__class__.__name__ for k in ("n", "x")] == ["int", "float"]
 assert c.shop.items.find_one({"tags": "b", "n": 1.0})["_id"] == "i1"
+# A database written over HTTP answers aggregate as any collection does.
+got = list(c.shop.items.aggregate([{"$match": {"tags": "a"}}, {"$unwind": "$tags"},
+    {"$group": {"_id": "$_id", "tags": {"$push": "$tags"}, "big": {"$max": "$big"}}}]))
+assert got == [{"_id": "i1", "tags": ["a", "b"], "big": 3000000000}], got
 r = c.shop.items.update_one({"_id": "i1"}, {"$inc": {"n": 1}})
 assert r.modified_count == 1
 assert c.admin.command("listDatabases", filter={"name": {"$regex": "^sh"}}, nameOnly=True)["databases"] == [{"name": "shop"}]

@@ -711,3 +711,65 @@ print(json.dumps({
     assert_eq!(after, Some(vec![json!("d1"), json!("d2")]), "{}", out["after"]);
     assert_eq!(out["dates"][2], json!({"_id": 3, "last": "2024-01-03 00:00:00"}));
 }
+
+/// `$indexStats` (MongoDB's manual example: `orders` with two compound indexes, one query
+/// each): one document per index in MongoDB's shape, `accesses.ops` counting the operations
+/// whose plan used the index — `find`, `aggregate`, `count`, `update`, `delete`, and reads
+/// by a string `_id` for `_id_` — and starting again from zero after a restart of the
+/// server.
+#[test]
+fn index_stats_count_index_use_until_a_restart() {
+    let mut server = Server::start();
+    let script = r#"
+import datetime
+c = client()
+orders = c.shop.orders
+orders.insert_many([
+    {"_id": 1, "item": "abc", "price": 12, "quantity": 2, "type": "apparel"},
+    {"_id": 2, "item": "jkl", "price": 20, "quantity": 1, "type": "electronics"},
+    {"_id": 3, "item": "abc", "price": 10, "quantity": 5, "type": "apparel"},
+])
+orders.create_index([("item", 1), ("quantity", 1)])
+orders.create_index([("type", 1), ("item", 1)])
+before = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None) - datetime.timedelta(seconds=5)
+assert len(list(orders.find({"type": "apparel"}))) == 2
+assert [d["_id"] for d in orders.find({"item": "abc"}).sort("quantity", 1)] == [1, 3]
+stats = {s["name"]: s for s in orders.aggregate([{"$indexStats": {}}])}
+assert set(stats) == {"_id_", "item_1_quantity_1", "type_1_item_1"}, stats
+s = stats["item_1_quantity_1"]
+assert list(s.keys()) == ["name", "key", "host", "accesses", "spec"], s
+assert s["key"] == {"item": 1, "quantity": 1} and s["spec"] == {"v": 2, "key": {"item": 1, "quantity": 1}, "name": "item_1_quantity_1"}, s
+assert isinstance(s["accesses"]["ops"], bson.int64.Int64) and s["accesses"]["ops"] == 1, s
+assert s["accesses"]["since"] >= before and ":" in s["host"], s
+assert stats["type_1_item_1"]["accesses"]["ops"] == 1 and stats["_id_"]["accesses"]["ops"] == 0, stats
+# Every kind of operation whose plan reads an index counts; reads by _id count for _id_.
+list(orders.aggregate([{"$match": {"type": "apparel"}}, {"$group": {"_id": None, "n": {"$sum": 1}}}]))
+assert orders.count_documents({"type": "apparel"}) == 2
+orders.update_one({"type": "electronics"}, {"$set": {"price": 21}})
+orders.delete_many({"item": "nothing"})
+orders.insert_one({"_id": "x1", "item": "xyz", "price": 5})
+assert orders.find_one({"_id": "x1"})["price"] == 5
+assert [d["_id"] for d in orders.find({"_id": "x1", "price": {"$gt": 1}})] == ["x1"]
+ops = {s["name"]: s["accesses"]["ops"] for s in orders.aggregate([
+    {"$indexStats": {}}, {"$sort": {"name": 1}}, {"$project": {"name": 1, "accesses.ops": 1}}])}
+assert ops == {"_id_": 2, "item_1_quantity_1": 2, "type_1_item_1": 4}, ops
+assert list(c.shop.nothing.aggregate([{"$indexStats": {}}])) == []
+assert code_of(lambda: list(orders.aggregate([{"$match": {}}, {"$indexStats": {}}]))) == 40602
+assert code_of(lambda: list(orders.aggregate([{"$indexStats": {"x": 1}}]))) == 28803
+with c.start_session() as session:
+    session.start_transaction()
+    assert code_of(lambda: list(orders.aggregate([{"$indexStats": {}}], session=session))) == 263
+    session.abort_transaction()
+print(json.dumps({"ok": True}))
+"#;
+    assert_eq!(python(&server, script), Some(json!({"ok": true})));
+    assert!(server.terminate());
+    server.restart();
+    let script = r#"
+stats = list(client().shop.orders.aggregate([{"$indexStats": {}}]))
+assert sorted(s["name"] for s in stats) == ["_id_", "item_1_quantity_1", "type_1_item_1"], stats
+assert all(s["accesses"]["ops"] == 0 for s in stats), stats
+print(json.dumps({"ok": True}))
+"#;
+    assert_eq!(python(&server, script), Some(json!({"ok": true})));
+}
