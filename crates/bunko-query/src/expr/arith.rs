@@ -138,7 +138,11 @@ pub fn multiply(_: &str, args: &[Bson]) -> Result<Bson> {
     Ok(total)
 }
 
-fn two_numbers<'a>(op: &str, code: i32, args: &'a [Bson]) -> Result<Option<(&'a Bson, &'a Bson)>> {
+pub(super) fn two_numbers<'a>(
+    op: &str,
+    code: i32,
+    args: &'a [Bson],
+) -> Result<Option<(&'a Bson, &'a Bson)>> {
     let [a, b] = args else { return Ok(None) };
     if is_nullish(a) || is_nullish(b) {
         return Ok(None);
@@ -174,7 +178,7 @@ pub fn modulo(op: &str, args: &[Bson]) -> Result<Bson> {
 }
 
 /// A one-argument numeric operator: null for null, an error for a non-number.
-fn unary(op: &str, args: &[Bson], f: impl Fn(&Bson) -> Result<Bson>) -> Result<Bson> {
+pub(super) fn unary(op: &str, args: &[Bson], f: impl Fn(&Bson) -> Result<Bson>) -> Result<Bson> {
     let v = args.first().unwrap_or(&Bson::Null);
     if is_nullish(v) {
         return Ok(Bson::Null);
@@ -198,7 +202,7 @@ fn keep_width(v: &Bson, f: fn(f64) -> f64) -> Bson {
 }
 
 /// A float function whose result is a double (decimal for a decimal operand).
-fn float_result(v: &Bson, x: f64) -> Bson {
+pub(super) fn float_result(v: &Bson, x: f64) -> Bson {
     if matches!(v, Bson::Decimal128(_)) { decimal(x) } else { Bson::Double(x) }
 }
 

@@ -20,6 +20,7 @@
 pub mod accum;
 mod arith;
 mod array;
+mod bits;
 mod boolean;
 mod compare;
 mod cond;
@@ -29,6 +30,7 @@ mod object;
 mod ops;
 mod reads;
 mod string;
+mod trig;
 mod types;
 pub mod value;
 mod zone;

@@ -7,7 +7,7 @@
 use bson::Bson;
 
 use super::{Args, Expr, ExprError, Result, Vars};
-use super::{arith, array, boolean, compare, cond, date, object, string, types};
+use super::{arith, array, bits, boolean, compare, cond, date, object, string, trig, types};
 
 /// A lazy operator: its arguments unevaluated.
 pub type LazyFn = fn(&'static str, &Args, &mut Vars) -> Result<Bson>;
@@ -146,6 +146,27 @@ static TABLE: &[Op] = &[
     lazy!("$rand", true, |op, a| check_named(op, a, &[], &[]), random),
     eager!("$round", 1, 2, arith::round),
     eager!("$trunc", 1, 2, arith::trunc),
+    // trigonometry
+    eager!("$sin", 1, 1, trig::unary_trig),
+    eager!("$cos", 1, 1, trig::unary_trig),
+    eager!("$tan", 1, 1, trig::unary_trig),
+    eager!("$asin", 1, 1, trig::unary_trig),
+    eager!("$acos", 1, 1, trig::unary_trig),
+    eager!("$atan", 1, 1, trig::unary_trig),
+    eager!("$atan2", 2, 2, trig::atan2),
+    eager!("$sinh", 1, 1, trig::unary_trig),
+    eager!("$cosh", 1, 1, trig::unary_trig),
+    eager!("$tanh", 1, 1, trig::unary_trig),
+    eager!("$asinh", 1, 1, trig::unary_trig),
+    eager!("$acosh", 1, 1, trig::unary_trig),
+    eager!("$atanh", 1, 1, trig::unary_trig),
+    eager!("$degreesToRadians", 1, 1, trig::unary_trig),
+    eager!("$radiansToDegrees", 1, 1, trig::unary_trig),
+    // bitwise
+    eager!("$bitAnd", 0, N, bits::fold),
+    eager!("$bitOr", 0, N, bits::fold),
+    eager!("$bitXor", 0, N, bits::fold),
+    eager!("$bitNot", 1, 1, bits::not),
     // comparison
     eager!("$cmp", 2, 2, compare::cmp),
     eager!("$eq", 2, 2, compare::cmp),

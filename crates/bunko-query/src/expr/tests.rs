@@ -289,3 +289,60 @@ fn rand_is_a_double_in_the_unit_interval() -> Result<(), ExprError> {
     assert!(Expr::parse(&bson!({"$rand": {"seed": 1}})).is_err());
     Ok(())
 }
+
+/// MongoDB's manual, `$bitAnd`/`$bitOr`/`$bitXor`/`$bitNot`: the `switches` collection
+/// (`a`, `b` as ints; `$bitAnd` of ints is an int, with a long a long).
+#[test]
+fn bitwise_operators_on_the_manuals_switches() -> Result<(), ExprError> {
+    let switches = [(0, 127), (2, 3), (3, 5)];
+    let of = |op: &str| -> Result<Vec<Bson>, ExprError> {
+        let e = bson!({ op: ["$a", "$b"] });
+        switches.iter().map(|(a, b)| eval(e.clone(), doc! {"a": a, "b": b})).collect()
+    };
+    assert_eq!(of("$bitAnd")?, [0, 2, 1].map(Bson::Int32));
+    assert_eq!(of("$bitOr")?, [127, 3, 7].map(Bson::Int32));
+    assert_eq!(of("$bitXor")?, [127, 1, 6].map(Bson::Int32));
+    let not: Vec<Bson> = switches
+        .iter()
+        .map(|(a, _)| eval(bson!({"$bitNot": "$a"}), doc! {"a": a}))
+        .collect::<Result<_, _>>()?;
+    assert_eq!(not, [-1, -3, -4].map(Bson::Int32));
+    assert_eq!(eval(bson!({"$bitAnd": [3_i64, 5]}), doc! {})?, Bson::Int64(1));
+    assert_eq!(eval(bson!({"$bitNot": 0_i64}), doc! {})?, Bson::Int64(-1));
+    assert_eq!(eval(bson!({"$bitOr": [1, "$missing"]}), doc! {})?, Bson::Null);
+    assert_eq!(eval(bson!({"$bitAnd": []}), doc! {})?, Bson::Int32(-1));
+    assert_eq!(code(bson!({"$bitAnd": [1, 1.5]})), 14);
+    assert_eq!(code(bson!({"$bitNot": 1.5})), 14);
+    assert_eq!(code(bson!({"$bitNot": "a"})), 28765);
+    Ok(())
+}
+
+/// Trigonometry: doubles out (Decimal128 for a Decimal128), null for null, MongoDB's
+/// domain errors (50989) with its text.
+#[test]
+fn trigonometry_keeps_types_and_domains() -> Result<(), ExprError> {
+    let pi = std::f64::consts::PI;
+    assert_eq!(eval(bson!({"$sin": 0}), doc! {})?, Bson::Double(0.0));
+    assert_eq!(eval(bson!({"$cos": 0}), doc! {})?, Bson::Double(1.0));
+    assert_eq!(eval(bson!({"$degreesToRadians": 180}), doc! {})?, Bson::Double(pi));
+    assert_eq!(eval(bson!({"$radiansToDegrees": pi}), doc! {})?, Bson::Double(180.0));
+    assert_eq!(eval(bson!({"$atan2": [1, 1]}), doc! {})?, Bson::Double(pi / 4.0));
+    assert_eq!(eval(bson!({"$acosh": 1}), doc! {})?, Bson::Double(0.0));
+    assert_eq!(eval(bson!({"$atanh": 1}), doc! {})?, Bson::Double(f64::INFINITY));
+    assert_eq!(eval(bson!({"$tanh": "$missing"}), doc! {})?, Bson::Null);
+    let dec = "0".parse::<bson::Decimal128>().map(Bson::Decimal128).unwrap_or(Bson::Null);
+    assert!(matches!(eval(bson!({"$sinh": dec}), doc! {})?, Bson::Decimal128(_)));
+    let err = eval(bson!({"$acos": 2}), doc! {}).err();
+    assert_eq!(
+        err.map(|e| (e.code, e.message)),
+        Some((50989, "cannot apply $acos to 2, value must be in [-1,1]".to_string()))
+    );
+    let err = eval(bson!({"$sin": f64::INFINITY}), doc! {}).err();
+    assert_eq!(
+        err.map(|e| e.message),
+        Some("cannot apply $sin to inf, value must be in (-inf,inf)".to_string())
+    );
+    assert_eq!(code(bson!({"$sin": "a"})), 28765);
+    assert_eq!(code(bson!({"$atan2": [1, "a"]})), 51044);
+    Ok(())
+}
