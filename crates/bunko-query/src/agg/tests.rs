@@ -560,6 +560,150 @@ fn bucket_auto_sizes_and_decimal_boundaries_as_mongodb_cuts_them() -> Result<()>
     Ok(())
 }
 
+/// MongoDB's manual, `$graphLookup`: the `employees` reporting chain, and the `airports`
+/// example with `maxDepth` and `depthField` (depths are longs). MongoDB promises no order
+/// inside the `as` array, so each is compared sorted.
+#[test]
+fn graph_lookup_as_the_manual_shows_it() -> Result<()> {
+    let employees = vec![
+        doc! {"_id": 1, "name": "Dev"},
+        doc! {"_id": 2, "name": "Eliot", "reportsTo": "Dev"},
+        doc! {"_id": 3, "name": "Ron", "reportsTo": "Eliot"},
+        doc! {"_id": 4, "name": "Andrew", "reportsTo": "Eliot"},
+        doc! {"_id": 5, "name": "Asya", "reportsTo": "Ron"},
+        doc! {"_id": 6, "name": "Dan", "reportsTo": "Andrew"},
+    ];
+    let mut env = Mem::default();
+    env.0.insert("employees".into(), employees.clone());
+    let out = run(
+        &env,
+        employees,
+        bson!([{"$graphLookup": {"from": "employees", "startWith": "$reportsTo",
+            "connectFromField": "reportsTo", "connectToField": "name", "as": "reportingHierarchy"}}]),
+    )?;
+    let chain = |d: &Document| -> Vec<String> {
+        let mut names: Vec<String> = d
+            .get_array("reportingHierarchy")
+            .map(|a| a.iter().filter_map(|e| e.as_document()?.get_str("name").ok()))
+            .into_iter()
+            .flatten()
+            .map(str::to_string)
+            .collect();
+        names.sort();
+        names
+    };
+    let chains: Vec<Vec<String>> = out.iter().map(chain).collect();
+    let want: Vec<Vec<&str>> = vec![
+        vec![],
+        vec!["Dev"],
+        vec!["Dev", "Eliot"],
+        vec!["Dev", "Eliot"],
+        vec!["Dev", "Eliot", "Ron"],
+        vec!["Andrew", "Dev", "Eliot"],
+    ];
+    assert_eq!(chains, want);
+    let airports = vec![
+        doc! {"_id": 0, "airport": "JFK", "connects": ["BOS", "ORD"]},
+        doc! {"_id": 1, "airport": "BOS", "connects": ["JFK", "PWM"]},
+        doc! {"_id": 2, "airport": "ORD", "connects": ["JFK"]},
+        doc! {"_id": 3, "airport": "PWM", "connects": ["BOS", "LHR"]},
+        doc! {"_id": 4, "airport": "LHR", "connects": ["PWM"]},
+    ];
+    env.0.insert("airports".into(), airports);
+    let travelers = vec![
+        doc! {"_id": 1, "name": "Dev", "nearestAirport": "JFK"},
+        doc! {"_id": 2, "name": "Eliot", "nearestAirport": "JFK"},
+        doc! {"_id": 3, "name": "Jeff", "nearestAirport": "BOS"},
+    ];
+    let out = run(
+        &env,
+        travelers,
+        bson!([{"$graphLookup": {"from": "airports", "startWith": "$nearestAirport",
+            "connectFromField": "connects", "connectToField": "airport", "maxDepth": 2,
+            "depthField": "numConnections", "as": "destinations"}}]),
+    )?;
+    let reach = |d: &Document| -> Vec<(String, Bson)> {
+        let mut r: Vec<(String, Bson)> = d
+            .get_array("destinations")
+            .map(|a| {
+                a.iter()
+                    .filter_map(Bson::as_document)
+                    .filter_map(|x| {
+                        Some((
+                            x.get_str("airport").ok()?.to_string(),
+                            x.get("numConnections")?.clone(),
+                        ))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        r.sort_by(|a, b| a.0.cmp(&b.0));
+        r
+    };
+    let l = Bson::Int64;
+    let from_jfk = vec![
+        ("BOS".into(), l(1)),
+        ("JFK".into(), l(0)),
+        ("ORD".into(), l(1)),
+        ("PWM".into(), l(2)),
+    ];
+    let from_bos = vec![
+        ("BOS".into(), l(0)),
+        ("JFK".into(), l(1)),
+        ("LHR".into(), l(2)),
+        ("ORD".into(), l(2)),
+        ("PWM".into(), l(1)),
+    ];
+    assert_eq!(
+        out.iter().map(reach).collect::<Vec<_>>(),
+        vec![from_jfk.clone(), from_jfk, from_bos]
+    );
+    Ok(())
+}
+
+/// MongoDB's manual, `$replaceRoot`/`$replaceWith` (`produce`: the embedded `in_stock`
+/// document becomes the document; a `$mergeObjects` default for a missing one) and
+/// `$sample` (`size` distinct documents of the input; all of them when it has fewer).
+#[test]
+fn replace_root_and_sample_as_the_manual_shows_them() -> Result<()> {
+    let produce = vec![
+        doc! {"_id": 1, "fruit": ["apples", "oranges"], "in_stock": {"oranges": 20, "apples": 60},
+        "on_order": {"oranges": 35, "apples": 75}},
+        doc! {"_id": 2, "vegetables": ["beets", "yams"], "in_stock": {"beets": 130, "yams": 200},
+        "on_order": {"beets": 90, "yams": 145}},
+    ];
+    let out = run(&Mem::default(), produce, bson!([{"$replaceRoot": {"newRoot": "$in_stock"}}]))?;
+    assert_eq!(out, vec![doc! {"oranges": 20, "apples": 60}, doc! {"beets": 130, "yams": 200}]);
+    let people = vec![
+        doc! {"_id": 1, "name": "Arlene", "age": 34, "pets": {"dogs": 2, "cats": 1}},
+        doc! {"_id": 2, "name": "Sam", "age": 41, "pets": {"cats": 1, "fish": 3}},
+        doc! {"_id": 3, "name": "Maria", "age": 25},
+    ];
+    let stages = bson!([{"$replaceWith": {"$mergeObjects": [
+        {"dogs": 0, "cats": 0, "birds": 0, "fish": 0}, "$pets"]}}]);
+    let out = run(&Mem::default(), people.clone(), stages)?;
+    assert_eq!(
+        out,
+        vec![
+            doc! {"dogs": 2, "cats": 1, "birds": 0, "fish": 0},
+            doc! {"dogs": 0, "cats": 1, "birds": 0, "fish": 3},
+            doc! {"dogs": 0, "cats": 0, "birds": 0, "fish": 0},
+        ]
+    );
+    let bad = run(&Mem::default(), people.clone(), bson!([{"$replaceRoot": {"newRoot": "$pets"}}]));
+    assert_eq!(bad.err().map(|e| e.code), Some(40228));
+    let users: Vec<Document> = (1..=7).map(|i| doc! {"_id": i, "name": format!("u{i}")}).collect();
+    let out = run(&Mem::default(), users.clone(), bson!([{"$sample": {"size": 3}}]))?;
+    let mut ids: Vec<i32> = out.iter().filter_map(|d| d.get_i32("_id").ok()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 3, "{out:?}");
+    assert!(out.iter().all(|d| users.contains(d)), "{out:?}");
+    let out = run(&Mem::default(), users.clone(), bson!([{"$sample": {"size": 10}}]))?;
+    assert_eq!(out.len(), 7);
+    Ok(())
+}
+
 /// A/B micro-benchmark of `$group`'s per-document cost (issue 14, point 3), not a check:
 /// 200k IoT readings of 1 kB (the bench's `agg` workload: 4000 devices) handed over as the
 /// engine hands them to `[{$match: {type: "reading"}}, {$group: {_id: "$deviceID", avg:
