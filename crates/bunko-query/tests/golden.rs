@@ -9,10 +9,15 @@
 //!   (`implies_exists` maps the field names to check to the answers).
 //! - `errors.json`: `{selector | sort | fields, error, reason}`.
 //! - `index_keys.json`: `{doc, fields, keys}`.
+//! - `expr.json`: aggregation expressions on MongoDB's documented examples: `{expr, doc?,
+//!   result, type}` (relaxed Extended JSON, and the result's `$type` name, so that int,
+//!   long, double and decimal are told apart) or `{expr, doc?, error}` (the error code).
 
 use std::fs;
 use std::path::PathBuf;
 
+use bson::{Bson, DateTime, Document};
+use bunko_query::expr::{Expr, Vars};
 use bunko_query::{Dialect, Error, FieldPath, Fields, Selector, Sort, index_keys};
 use serde_json::{Map, Value, json};
 
@@ -108,6 +113,36 @@ fn index_keys_golden() -> Result<()> {
         let keys = index_keys(&case["doc"], &fields);
         let mut out = case.clone();
         set(&mut out, "keys", Value::Array(keys.into_iter().map(Value::Array).collect()))?;
+        Ok(out)
+    })
+}
+
+#[test]
+fn expr_golden() -> Result<()> {
+    golden("expr.json", |case| {
+        let expr = Bson::try_from(case["expr"].clone())?;
+        let doc = match case.get("doc") {
+            Some(d) => {
+                Document::try_from(serde_json::from_value::<Map<String, Value>>(d.clone())?)?
+            }
+            None => Document::new(),
+        };
+        let mut out = case.clone();
+        let map = out.as_object_mut().ok_or("a case must be an object")?;
+        let evaluated =
+            Expr::parse(&expr).and_then(|e| e.eval(&mut Vars::new(&doc, DateTime::from_millis(0))));
+        match evaluated {
+            Ok(v) => {
+                map.remove("error");
+                map.insert("type".into(), json!(bunko_query::expr::value::type_name(&v)));
+                map.insert("result".into(), v.into_relaxed_extjson());
+            }
+            Err(e) => {
+                map.remove("result");
+                map.remove("type");
+                map.insert("error".into(), json!(e.code));
+            }
+        }
         Ok(out)
     })
 }

@@ -704,6 +704,39 @@ fn replace_root_and_sample_as_the_manual_shows_them() -> Result<()> {
     Ok(())
 }
 
+/// MongoDB's manual, the `gamescores` examples of `$bottomN`, `$minN`, `$firstN`, `$lastN`
+/// and `$stdDevSamp` as `$group` accumulators (values, types and order).
+#[test]
+fn n_accumulators_on_the_manuals_gamescores() -> Result<()> {
+    let scores = [("A", "G1", 31), ("B", "G1", 33), ("C", "G1", 99), ("D", "G1", 1)]
+        .into_iter()
+        .chain([("A", "G2", 10), ("B", "G2", 14), ("C", "G2", 66), ("D", "G2", 80)])
+        .map(|(p, g, s)| doc! {"playerId": format!("Player{p}"), "gameId": g, "score": s})
+        .collect();
+    let out = run(
+        &Mem::default(),
+        scores,
+        bson!([
+            {"$group": {"_id": "$gameId",
+                "bottom": {"$bottomN": {"output": ["$playerId", "$score"], "sortBy": {"score": -1}, "n": 3}},
+                "min": {"$minN": {"input": ["$score", "$playerId"], "n": 3}},
+                "first": {"$firstN": {"input": "$playerId", "n": 2}},
+                "last": {"$lastN": {"input": "$score", "n": 2}},
+                "sd": {"$stdDevSamp": "$score"}}},
+            {"$sort": {"_id": 1}},
+        ]),
+    )?;
+    let g1 = out.first().cloned().unwrap_or_default();
+    assert_eq!(g1.get("bottom"), Some(&bson!([["PlayerB", 33], ["PlayerA", 31], ["PlayerD", 1]])));
+    assert_eq!(g1.get("min"), Some(&bson!([[1, "PlayerD"], [31, "PlayerA"], [33, "PlayerB"]])));
+    assert_eq!(g1.get("first"), Some(&bson!(["PlayerA", "PlayerB"])));
+    assert_eq!(g1.get("last"), Some(&bson!([99, 1])));
+    let sd = |d: &Document| d.get_f64("sd").unwrap_or(f64::NAN);
+    assert!((sd(&g1) - 41.34408462323641).abs() < 1e-9, "{g1}");
+    assert!(out.get(1).is_some_and(|g2| (sd(g2) - 35.7164761233057).abs() < 1e-9), "{out:?}");
+    Ok(())
+}
+
 /// A/B micro-benchmark of `$group`'s per-document cost (issue 14, point 3), not a check:
 /// 200k IoT readings of 1 kB (the bench's `agg` workload: 4000 devices) handed over as the
 /// engine hands them to `[{$match: {type: "reading"}}, {$group: {_id: "$deviceID", avg:

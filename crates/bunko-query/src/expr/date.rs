@@ -95,7 +95,8 @@ pub fn part(op: &str, args: &Args, vars: &mut Vars) -> Result<Bson> {
         "$dayOfYear" => i64::from(at.ordinal()),
         "$week" => i64::from(at.sunday_based_week()),
         "$isoWeek" => i64::from(at.iso_week()),
-        "$isoWeekYear" => i64::from(at.to_iso_week_date().0),
+        // MongoDB's ISO year is a long (its time zone answers a `long long`).
+        "$isoWeekYear" => return Ok(Bson::Int64(i64::from(at.to_iso_week_date().0))),
         _ => i64::from(at.weekday().number_from_monday()),
     };
     Ok(int_or_long(v))
