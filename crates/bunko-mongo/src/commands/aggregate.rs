@@ -17,8 +17,9 @@
 //! memory limit (`MongoConfig::agg_memory_limit`, 100 MiB as MongoDB) spills to the
 //! engine's temporary keys (`bunko_query::agg::spill`) when `allowDiskUse` is true (the
 //! default, as MongoDB 6+) and fails with `QueryExceededMemoryLimitNoDiskUseAllowed` (292)
-//! when it is false. `maxTimeMS`, `hint` are accepted; `collation` applies to the whole
-//! pipeline (string comparisons in `$match` and the pushed-down query).
+//! when it is false. `hint` (an index name or key pattern, as `find` takes it) picks the
+//! index of the pushed-down query; `maxTimeMS` is accepted; `collation` applies to the
+//! whole pipeline (string comparisons in `$match` and the pushed-down query).
 
 use std::iter::Peekable;
 use std::sync::Arc;
@@ -160,11 +161,16 @@ fn run(
         Some(stages) => Request { stages, collectionless: true, ..request },
         None => request,
     };
+    let hint = match readable_db(ctx, &request.ns, "aggregate")? {
+        Some(db) if !request.collectionless => super::indexes::hint(&db, command.get("hint"))?,
+        _ => None,
+    };
     let agg = Arc::new(AggEnv::new(ctx, request.allow_disk_use));
     let env: EnvRef<'static> = agg.clone();
     let input = |push: &Pushdown| -> Result<Source<'static>, MongoError> {
         let limit = push.limit.unwrap_or(usize::MAX);
-        let query = mongo_query(selector(&push.filter)?, push.skip, limit);
+        let mut query = mongo_query(selector(&push.filter)?, push.skip, limit);
+        query.use_index = hint.clone().map(|name| (name, None));
         let (agg, ns, order) = (agg.clone(), request.ns.clone(), order_of(push)?);
         let reads = push.reads.clone();
         Ok(Arc::new(move || agg.stream(&ns, &query, &order, reads.clone()).map_err(to_expr)))

@@ -750,9 +750,11 @@ orders.delete_many({"item": "nothing"})
 orders.insert_one({"_id": "x1", "item": "xyz", "price": 5})
 assert orders.find_one({"_id": "x1"})["price"] == 5
 assert [d["_id"] for d in orders.find({"_id": "x1", "price": {"$gt": 1}})] == ["x1"]
+# An aggregate's hint decides the index its pushed-down $match reads.
+assert len(list(orders.aggregate([{"$match": {"item": "abc"}}], hint="type_1_item_1"))) == 2
 ops = {s["name"]: s["accesses"]["ops"] for s in orders.aggregate([
     {"$indexStats": {}}, {"$sort": {"name": 1}}, {"$project": {"name": 1, "accesses.ops": 1}}])}
-assert ops == {"_id_": 2, "item_1_quantity_1": 2, "type_1_item_1": 4}, ops
+assert ops == {"_id_": 2, "item_1_quantity_1": 2, "type_1_item_1": 5}, ops
 assert list(c.shop.nothing.aggregate([{"$indexStats": {}}])) == []
 assert code_of(lambda: list(orders.aggregate([{"$match": {}}, {"$indexStats": {}}]))) == 40602
 assert code_of(lambda: list(orders.aggregate([{"$indexStats": {"x": 1}}]))) == 28803
