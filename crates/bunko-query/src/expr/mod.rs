@@ -28,6 +28,7 @@ mod date;
 mod decimal;
 mod object;
 mod ops;
+mod parts;
 mod reads;
 mod string;
 mod trig;

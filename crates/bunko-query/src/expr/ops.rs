@@ -7,7 +7,7 @@
 use bson::Bson;
 
 use super::{Args, Expr, ExprError, Result, Vars};
-use super::{arith, array, bits, boolean, compare, cond, date, object, string, trig, types};
+use super::{arith, array, bits, boolean, compare, cond, date, object, parts, string, trig, types};
 
 /// A lazy operator: its arguments unevaluated.
 pub type LazyFn = fn(&'static str, &Args, &mut Vars) -> Result<Bson>;
@@ -246,6 +246,11 @@ static TABLE: &[Op] = &[
     lazy!("$getField", true, object::check_get_field, object::get_field),
     lazy!("$setField", true, |op, a| check_named(op, a, &["field", "input", "value"], &["field", "input", "value"]), object::set_field),
     lazy!("$unsetField", true, |op, a| check_named(op, a, &["field", "input"], &["field", "input"]), object::unset_field),
+    // sizes and timestamp parts
+    eager!("$bsonSize", 1, 1, parts::bson_size),
+    eager!("$binarySize", 1, 1, parts::binary_size),
+    eager!("$tsSecond", 1, 1, parts::timestamp_part),
+    eager!("$tsIncrement", 1, 1, parts::timestamp_part),
     // type
     eager!("$type", 1, 1, types::type_),
     eager!("$isNumber", 1, 1, types::is_number_),
