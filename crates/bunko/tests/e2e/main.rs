@@ -44,6 +44,7 @@ mod mongo_escalation;
 mod mongo_index;
 mod mongo_options;
 mod mongo_query_ops;
+mod mongo_sha1;
 mod mongo_stream;
 mod mongo_txn;
 mod mongo_update;
