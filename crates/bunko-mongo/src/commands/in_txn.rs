@@ -196,6 +196,7 @@ fn insert(ctx: &mut Ctx, txn: &mut Txn, command: &Document) -> Result<Document, 
     };
     bool_of(command, "ordered", true)?;
     let db = create_with(ctx, txn, &ns)?;
+    super::capped::refuse_in_txn(&db, &ns)?;
     for item in items {
         insert_one(txn, &db, &ns, item)?;
     }
@@ -211,6 +212,11 @@ fn find(ctx: &mut Ctx, txn: &mut Txn, command: &Document) -> Result<Document, Mo
     let limit = non_negative(command, "limit")?.filter(|&l| l > 0).unwrap_or(usize::MAX);
     let batch = non_negative(command, "batchSize")?.unwrap_or(DEFAULT_BATCH);
     let single = bool_of(command, "singleBatch", false)?;
+    if bool_of(command, "tailable", false)? {
+        return Err(MongoError::not_implemented(
+            "tailable cursors are not supported in a transaction",
+        ));
+    }
     let Some(db) = txn_db(ctx, txn, &ns, "find")? else {
         return Ok(cursor_reply(0, &ns.full(), "firstBatch", Vec::new()));
     };
@@ -281,6 +287,7 @@ fn update(ctx: &mut Ctx, txn: &mut Txn, command: &Document) -> Result<Document, 
             (true, None) => create_with(ctx, txn, &ns)?,
             (false, None) => continue,
         };
+        super::capped::refuse_in_txn(&db, &ns)?;
         let limit = if multi { usize::MAX } else { 1 };
         let order = query::sort(&doc_of(statement, "sort")?)?;
         let found = matching(txn, &db.name(), &filter, &order, 0, limit)?;
@@ -315,6 +322,9 @@ fn delete(ctx: &mut Ctx, txn: &mut Txn, command: &Document) -> Result<Document, 
     };
     bool_of(command, "ordered", true)?;
     let db = txn_db(ctx, txn, &ns, "delete")?;
+    if let Some(db) = &db {
+        super::capped::refuse_in_txn(db, &ns)?;
+    }
     let mut deleted = 0;
     for statement in statements {
         let Bson::Document(statement) = statement else {
@@ -351,6 +361,7 @@ fn find_and_modify(
         (true, None) => create_with(ctx, txn, &spec.ns)?,
         (false, None) => return Ok(nothing_modified()),
     };
+    super::capped::refuse_in_txn(&db, &spec.ns)?;
     let (ns, filter, return_new, upsert) = (&spec.ns, &spec.filter, spec.return_new, spec.upsert);
     let shown = |d: Document| spec.shown(d);
     let found = matching(txn, &db.name(), filter, &spec.order, 0, 1)?.into_iter().next();

@@ -37,6 +37,7 @@ mod mango_text;
 mod mongo;
 mod mongo_agg;
 mod mongo_bulk;
+mod mongo_capped;
 mod mongo_causal;
 mod mongo_collation;
 mod mongo_collections;
