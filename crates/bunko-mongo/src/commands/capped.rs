@@ -174,6 +174,13 @@ pub(crate) fn insert(
 ) -> usize {
     let mut written = 0;
     for (index, doc, id) in docs {
+        if ctx.bypass_document_validation {
+            let err = MongoError::not_implemented(
+                "bypassDocumentValidation is not supported on capped collections yet",
+            );
+            errors.push(super::crud::write_error(index, &err));
+            break;
+        }
         match insert_one(ctx, db, ns, cap, doc, &id) {
             Ok(()) => written += 1,
             Err(err) => {

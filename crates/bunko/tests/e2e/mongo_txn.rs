@@ -398,7 +398,7 @@ with c.start_session() as s:
     shop.carts.update_one({"_id": 1}, {"$inc": {"n": 1}}, session=s)
     shop.carts.insert_one({"_id": 2, "n": 5}, session=s)
     shop.carts.delete_one({"_id": 2}, session=s)
-    seen = list(shop.carts.find({}, session=s))
+    seen = [list(shop.carts.find({}, session=s)), shop.carts.count_documents({}, session=s)]
     outside = ["carts" in shop.list_collection_names(), shop.carts.count_documents({})]
     out["implicit_before"] = [seen, outside, failure(lambda: shop.create_collection("carts", session=s))]
 with c.start_session() as s:
@@ -423,7 +423,7 @@ print(json.dumps(out))
         result,
         json!({"before": [[], []], "after": [["orders"], ["_id_", "customer_1"]],
                "aborted": false, "exists": [48, []], "existing_index": [263, []],
-               "implicit_before": [[{"_id": 1, "n": 2}], [false, 0], [48, []]],
+               "implicit_before": [[[{"_id": 1, "n": 2}], 1], [false, 0], [48, []]],
                "implicit_after": [true, [{"_id": 1, "n": 1}]],
                "implicit_aborted": false,
                "raced": [[112, ["TransientTransactionError"]], [{"_id": 9}]]})
