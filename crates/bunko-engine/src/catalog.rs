@@ -220,16 +220,41 @@ impl Engine {
 
     /// Creates a database as `ctx`, a server admin (`412 file_exists` if it exists).
     pub fn create_db(&self, ctx: &UserCtx, name: &str, partitioned: bool) -> Result<Arc<Database>> {
+        let mut next_id = self.catalog.lock();
+        let meta = self.new_meta(ctx, name, partitioned, &next_id)?;
+        let mut batch = Batch::new();
+        batch.put(Key::Db(name).encode(), records::encode(&meta));
+        batch.put(Key::Meta(NEXT_DB_ID).encode(), records::encode(&(*next_id + 1)));
+        self.store.commit(batch)?;
+        *next_id += 1;
+        let db = self.load(meta)?;
+        self.dbs.write().insert(name.to_string(), db.clone());
+        drop(next_id);
+        crate::db_updates::global().note("created", name);
+        if db.is_users_db() {
+            crate::users::ensure_auth_ddoc(&db, ctx);
+        }
+        Ok(db)
+    }
+
+    /// The catalog record of a new database `name`, checked as `ctx` may create it, with
+    /// the next free id (the caller holds the catalog lock, `next_id`).
+    fn new_meta(
+        &self,
+        ctx: &UserCtx,
+        name: &str,
+        partitioned: bool,
+        next_id: &u64,
+    ) -> Result<DbMeta> {
         let security = crate::gate::admit_create_db(ctx, name)?;
         validate_db_name(name)?;
         if partitioned && name.starts_with('_') {
             return Err(Error::BadRequest("Cannot partition a system database".to_string()));
         }
-        let mut next_id = self.catalog.lock();
         if self.dbs.read().contains_key(name) {
             return Err(Error::FileExists);
         }
-        let meta = DbMeta {
+        Ok(DbMeta {
             id: *next_id,
             name: name.to_string(),
             created_us: now_us(),
@@ -239,22 +264,59 @@ impl Engine {
                 r#"{"members":{"roles":["_admin"]},"admins":{"roles":["_admin"]}}"#.to_string()
             }),
             renamed: None,
-        };
+        })
+    }
+
+    fn load(&self, meta: DbMeta) -> Result<Arc<Database>> {
+        let (live, clients) = (self.settings.live().clone(), self.clients.clone());
+        let (text, hooks) = (self.text.clone(), self.hooks.clone());
+        Database::load(self.store.clone(), live, clients, meta, text, hooks)
+    }
+
+    /// A database that a transaction creates ([`crate::Transaction::create_db`]): checked
+    /// as [`Engine::create_db`] checks, with its own id, but in no catalog until
+    /// [`Engine::attach`] writes it in the transaction's commit.
+    pub(crate) fn prepare_db(&self, ctx: &UserCtx, name: &str) -> Result<Arc<Database>> {
+        let mut next_id = self.catalog.lock();
+        let meta = self.new_meta(ctx, name, false, &next_id)?;
         let mut batch = Batch::new();
-        batch.put(Key::Db(name).encode(), records::encode(&meta));
         batch.put(Key::Meta(NEXT_DB_ID).encode(), records::encode(&(*next_id + 1)));
         self.store.commit(batch)?;
         *next_id += 1;
-        let (live, clients) = (self.settings.live().clone(), self.clients.clone());
-        let (text, hooks) = (self.text.clone(), self.hooks.clone());
-        let db = Database::load(self.store.clone(), live, clients, meta, text, hooks)?;
-        self.dbs.write().insert(name.to_string(), db.clone());
-        drop(next_id);
-        crate::db_updates::global().note("created", name);
-        if db.is_users_db() {
-            crate::users::ensure_auth_ddoc(&db, ctx);
-        }
+        let db = self.load(meta)?;
+        db.set_pending(true);
         Ok(db)
+    }
+
+    /// Puts the catalog records of `created` (from [`Engine::prepare_db`]) into `batch`,
+    /// under the catalog lock it returns; a name someone else created meanwhile is a
+    /// conflict. [`Engine::attached`] then registers them once the batch is applied.
+    pub(crate) fn attach(
+        &self,
+        created: &[Arc<Database>],
+        batch: &mut Batch,
+    ) -> Result<parking_lot::MutexGuard<'_, u64>> {
+        let guard = self.catalog.lock();
+        for db in created {
+            let meta = db.meta();
+            if self.dbs.read().contains_key(&meta.name) {
+                return Err(Error::TxnConflict(format!(
+                    "database {} was created meanwhile",
+                    meta.name
+                )));
+            }
+            batch.put(Key::Db(&meta.name).encode(), records::encode(&meta));
+        }
+        Ok(guard)
+    }
+
+    /// Registers the databases [`Engine::attach`] wrote, their batch applied.
+    pub(crate) fn attached(&self, created: &[Arc<Database>]) {
+        for db in created {
+            db.set_pending(false);
+            self.dbs.write().insert(db.name().to_string(), db.clone());
+            crate::db_updates::global().note("created", &db.name());
+        }
     }
 
     /// Deletes a database as `ctx`, a server admin; its keys are removed in the background.

@@ -30,6 +30,9 @@ pub struct Database {
     /// The latest durable update seq, for `_changes` feeds to wait on.
     changes: watch::Sender<u64>,
     dropped: AtomicBool,
+    /// Created by a transaction that has not committed yet: in no catalog, so a change of
+    /// its catalog record stays in memory until the commit writes it.
+    pending: AtomicBool,
     /// The Mango indexes, maintained by every write.
     pub(crate) indexes: Registry,
     /// The order statistics of document ids (`_all_docs` `offset` and `skip`).
@@ -103,6 +106,7 @@ impl Database {
             writer: Mutex::new(Writer { seq, stats }),
             changes,
             dropped: AtomicBool::new(false),
+            pending: AtomicBool::new(false),
             indexes: Registry::default(),
             ids: Default::default(),
             extensions: Default::default(),
@@ -227,10 +231,19 @@ impl Database {
         self.update_meta(|meta| meta.revs_limit = limit)
     }
 
+    /// Marks a database created by an open transaction (see `Engine::prepare_db`).
+    pub(crate) fn set_pending(&self, pending: bool) {
+        self.pending.store(pending, Ordering::Release);
+    }
+
     fn update_meta(&self, change: impl FnOnce(&mut DbMeta)) -> Result<()> {
         let writer = self.lock_writer()?;
         let mut meta = self.meta.read().clone();
         change(&mut meta);
+        if self.pending.load(Ordering::Acquire) {
+            *self.meta.write() = meta;
+            return Ok(());
+        }
         let mut batch = Batch::new();
         batch.put(Key::Db(&meta.name).encode(), records::encode(&meta));
         let ticket = self.store.apply(batch)?;

@@ -232,6 +232,8 @@ pub struct Transaction<'e> {
     dbs: BTreeMap<u64, Touched>,
     /// Bytes of buffered document bodies.
     size: usize,
+    /// The databases it creates ([`Transaction::create_db`]).
+    created: Vec<Arc<Database>>,
 }
 
 impl Engine {
@@ -264,6 +266,7 @@ impl<'e> Transaction<'e> {
             began: Instant::now(),
             dbs: BTreeMap::new(),
             size: 0,
+            created: Vec::new(),
         }
     }
 }
@@ -306,6 +309,27 @@ impl Transaction<'_> {
             }
         }
         ids
+    }
+
+    /// Creates database `name` with this transaction, under [`Engine::create_db`]'s rules:
+    /// the transaction reads and writes it at once, everyone else sees it (with the
+    /// transaction's documents) from the commit on, and an abort leaves nothing. A
+    /// database of that name created meanwhile by someone else fails the commit
+    /// ([`Error::TxnConflict`]). Changes of its `_security` before the commit are kept
+    /// with it.
+    pub fn create_db(&mut self, name: &str) -> Result<Arc<Database>> {
+        self.check_alive()?;
+        if self.created_db(name).is_some() || self.engine.get_db(name).is_some() {
+            return Err(Error::FileExists);
+        }
+        let db = self.engine.prepare_db(&self.ctx, name)?;
+        self.created.push(db.clone());
+        Ok(db)
+    }
+
+    /// The database `name` if this transaction creates it.
+    pub fn created_db(&self, name: &str) -> Option<Arc<Database>> {
+        self.created.iter().find(|db| db.name() == name).cloned()
     }
 
     /// Buffers a write (an update names its `_rev`, as any CouchDB write does; a document
@@ -362,7 +386,7 @@ impl Transaction<'_> {
     /// durable; [`Applied::durable`] (or [`Applied::sync`]) says when they are.
     pub fn apply(self) -> Result<Applied> {
         self.check_alive()?;
-        if self.dbs.values().all(|t| t.writes.is_empty()) {
+        if self.created.is_empty() && self.dbs.values().all(|t| t.writes.is_empty()) {
             // It read one snapshot and wrote nothing: serializable at that snapshot's point.
             return Ok(Applied { written: Vec::new(), pending: None });
         }
@@ -374,13 +398,19 @@ impl Transaction<'_> {
             let docs = touched.db.prepare_all(&checks, &ctx, touched.writes.clone(), opts);
             prepared.push((touched, checks, docs));
         }
+        // The catalog lock (for the databases it creates) comes before the writer locks,
+        // as when a database is dropped.
+        let mut batch = Batch::new();
+        let catalog = match self.created.is_empty() {
+            true => None,
+            false => Some(self.engine.attach(&self.created, &mut batch)?),
+        };
         let mut locked = Vec::with_capacity(prepared.len());
         for (touched, checks, docs) in prepared {
             let writer = touched.db.lock_writer()?;
             validate(touched, writer.seq)?;
             locked.push((touched, checks, docs, writer));
         }
-        let mut batch = Batch::new();
         let (mut parts, mut written, mut after) = (Vec::new(), Vec::new(), Vec::new());
         let mut dbs = Vec::with_capacity(locked.len());
         for (touched, checks, docs, writer) in locked {
@@ -414,6 +444,8 @@ impl Transaction<'_> {
             .collect();
         let store = self.engine.store().clone();
         let ticket = apply_parts(&store, parts, batch)?;
+        self.engine.attached(&self.created);
+        drop(catalog);
         Ok(Applied { written, pending: Some(Pending { store, ticket, after }) })
     }
 
@@ -450,7 +482,10 @@ impl Transaction<'_> {
 
     /// The state kept for database `name`, registering it on first use.
     fn touch(&mut self, name: &str) -> Result<&mut Touched> {
-        let db = self.engine.db(name)?;
+        let db = match self.created_db(name) {
+            Some(db) => db,
+            None => self.engine.db(name)?,
+        };
         if self.dbs.contains_key(&db.id()) {
             return self.dbs.get_mut(&db.id()).ok_or_else(crate::error::missing);
         }

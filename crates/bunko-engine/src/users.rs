@@ -8,7 +8,7 @@
 
 use bunko_doc::body::ParsedDoc;
 use rand::Rng;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use sha2::Sha256;
 
 use crate::database::Database;
@@ -25,12 +25,23 @@ pub const USER_PREFIX: &str = "org.couchdb.user:";
 /// Hashes the `password` of a document written to `_users` (before the writer lock: PBKDF2
 /// is slow). Who may write it, and what it may hold, is decided by the write gate
 /// ([`crate::gate`], [`crate::user_doc`]).
-pub(crate) fn prepare(db: &Database, doc: &mut ParsedDoc, iterations: u32) -> Result<()> {
+///
+/// The SCRAM credentials are the server's to derive: a write without a `password` by
+/// someone who is not an admin of `_users` keeps those of the revision it edits (what the
+/// client sent in their place is ignored), or none if it changes the PBKDF2 fields (the
+/// credentials would then stand for another password than the document's).
+pub(crate) fn prepare(
+    db: &Database,
+    admin: bool,
+    doc: &mut ParsedDoc,
+    iterations: u32,
+) -> Result<()> {
     if !db.is_users_db() || doc.deleted {
         return Ok(());
     }
     let password = match doc.body.get("password") {
-        None | Some(Value::Null) => return Ok(()),
+        None | Some(Value::Null) if admin => return Ok(()),
+        None | Some(Value::Null) => return keep_scram(db, doc),
         Some(Value::String(password)) => password.clone(),
         Some(_) => return Err(Error::Forbidden("doc.password must be a string".to_string())),
     };
@@ -39,8 +50,34 @@ pub(crate) fn prepare(db: &Database, doc: &mut ParsedDoc, iterations: u32) -> Re
     Ok(())
 }
 
+/// Sets the SCRAM credentials of `doc` (written without a password) to those of the
+/// revision it edits, unless its PBKDF2 fields differ from that revision's.
+fn keep_scram(db: &Database, doc: &mut ParsedDoc) -> Result<()> {
+    let fields = [crate::scram::FIELD, crate::scram::FIELD_SHA1];
+    let mut edited = Map::new();
+    if let (Some(id), Some(rev)) = (&doc.id, &doc.rev) {
+        match db.get_stored(id, Some(rev)) {
+            Ok(found) => {
+                edited = serde_json::from_slice(&found.body).unwrap_or_default();
+            }
+            // The write then fails as a conflict; keep nothing meanwhile.
+            Err(Error::NotFound(_)) => {}
+            Err(err) => return Err(err),
+        }
+    }
+    let hash_fields = ["password_scheme", "pbkdf2_prf", "iterations", "salt", "derived_key"];
+    let same_hash = hash_fields.iter().all(|f| doc.body.get(*f) == edited.get(*f));
+    for field in fields {
+        match edited.get(field).filter(|_| same_hash) {
+            Some(value) => doc.body.insert(field.to_string(), value.clone()),
+            None => doc.body.shift_remove(field),
+        };
+    }
+    Ok(())
+}
+
 /// The fields a new password replaces (CouchDB's `remove_password_fields`).
-const PASSWORD_FIELDS: [&str; 9] = [
+const PASSWORD_FIELDS: [&str; 10] = [
     "password",
     "password_sha",
     "password_scheme",
@@ -50,10 +87,12 @@ const PASSWORD_FIELDS: [&str; 9] = [
     "derived_key",
     "preserve_salt",
     crate::scram::FIELD,
+    crate::scram::FIELD_SHA1,
 ];
 
 /// Replaces the password fields of `doc` with a new salt and PBKDF2-SHA256 derived key, and
-/// a SCRAM-SHA-256 credential of its own ([`crate::scram`]).
+/// SCRAM-SHA-256 and SCRAM-SHA-1 credentials of their own ([`crate::scram`]; SHA-1's is
+/// derived with the user's `name`, so a document without one gets none).
 fn hash_into(doc: &mut ParsedDoc, password: &str, iterations: u32) {
     for field in PASSWORD_FIELDS {
         doc.body.shift_remove(field);
@@ -69,6 +108,10 @@ fn hash_into(doc: &mut ParsedDoc, password: &str, iterations: u32) {
         (crate::scram::FIELD, crate::scram::ScramKeys::new(password).to_json()),
     ] {
         doc.body.insert(field.to_string(), value);
+    }
+    if let Some(name) = doc.body.get("name").and_then(Value::as_str) {
+        let keys = crate::scram::Mechanism::Sha1.new_keys(name, password);
+        doc.body.insert(crate::scram::FIELD_SHA1.to_string(), keys.to_json());
     }
 }
 
@@ -129,5 +172,65 @@ pub(crate) fn ensure_auth_ddoc(db: &Database, ctx: &UserCtx) {
         .and_then(|doc| db.put(ctx, doc, WriteOptions::default()));
     if let Err(err) = written {
         tracing::warn!("cannot write {AUTH_DDOC} into {}: {err}", db.name());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use bunko_doc::body::from_value;
+    use bunko_storage::Memory;
+
+    use super::*;
+    use crate::scram::{FIELD, FIELD_SHA1};
+    use crate::{Config, Engine};
+
+    fn body(db: &Database, id: &str) -> Result<(String, Map<String, Value>)> {
+        let doc = db.get(&UserCtx::system(), id, None)?;
+        let body = serde_json::from_slice(&doc.body).map_err(|e| Error::Corrupt(e.to_string()))?;
+        Ok((doc.rev.to_string(), body))
+    }
+
+    /// The SCRAM credentials are derived by the server when a password is set; a user
+    /// writing their own document without one cannot replace them, and a PBKDF2 hash they
+    /// set themselves drops them.
+    #[test]
+    fn scram_credentials_come_from_a_password_only() -> Result<()> {
+        let engine = Engine::open(Arc::new(Memory::new()), Config::default())?;
+        let admin = UserCtx::admin("root");
+        let users = engine.create_db(&admin, USERS_DB, false)?;
+        let id = "org.couchdb.user:bob";
+        let new = json!({"_id": id, "name": "bob", "type": "user", "roles": [], "password": "pw"});
+        users.put(&admin, from_value(new, &Default::default())?, WriteOptions::default())?;
+        let (rev, mut stored) = body(&users, id)?;
+        let original = (stored[FIELD].clone(), stored[FIELD_SHA1].clone());
+        assert!(original.0.is_object() && original.1.is_object(), "{stored:?}");
+        assert!(!stored.contains_key("password"));
+
+        let bob = UserCtx { name: Some("bob".into()), roles: vec![] };
+        let forged =
+            json!({"salt": "AAAA", "iterations": 1, "stored_key": "AAAA", "server_key": "AAAA"});
+        stored.insert(FIELD_SHA1.into(), forged.clone());
+        stored.insert(FIELD.into(), forged.clone());
+        stored.insert("_id".into(), json!(id));
+        stored.insert("_rev".into(), json!(rev));
+        let planted = from_value(Value::Object(stored.clone()), &Default::default())?;
+        users.put(&bob, planted, WriteOptions::default())?;
+        let (rev, mut kept) = body(&users, id)?;
+        assert_eq!((kept[FIELD].clone(), kept[FIELD_SHA1].clone()), original);
+
+        kept.insert("derived_key".into(), json!("00"));
+        kept.insert(FIELD_SHA1.into(), forged);
+        kept.insert("_id".into(), json!(id));
+        kept.insert("_rev".into(), json!(rev));
+        users.put(
+            &bob,
+            from_value(Value::Object(kept), &Default::default())?,
+            Default::default(),
+        )?;
+        let (_, rehashed) = body(&users, id)?;
+        assert!(!rehashed.contains_key(FIELD) && !rehashed.contains_key(FIELD_SHA1));
+        Ok(())
     }
 }

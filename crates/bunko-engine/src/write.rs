@@ -574,7 +574,10 @@ impl Database {
                     Ok(())
                 }
             })
-            .and_then(|()| users::prepare(self, &mut doc, self.config.get().pbkdf2_iterations))
+            .and_then(|()| {
+                let iterations = self.config.get().pbkdf2_iterations;
+                users::prepare(self, security.is_admin(ctx), &mut doc, iterations)
+            })
             .and_then(|()| {
                 let replication = self.name() == crate::replicator_doc::REPLICATOR_DB
                     && kind(&id) == DocKind::Normal

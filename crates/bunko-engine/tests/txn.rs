@@ -263,3 +263,42 @@ async fn an_applied_transaction_is_acknowledged_once_durable() -> Result<()> {
     assert!(engine.begin(&admin()).apply()?.durable().await?.is_empty());
     Ok(())
 }
+
+/// Issue 13: a database created by a transaction exists for it at once and for everyone at
+/// its commit (catalog entry, documents and `_security` together, and after a restart);
+/// an abort leaves nothing; a database of that name created meanwhile fails the commit.
+#[test]
+fn a_database_created_by_a_transaction_appears_with_its_commit() -> Result<()> {
+    let store = Arc::new(Memory::new());
+    let engine = Engine::open(store.clone(), Config::default())?;
+    let mut txn = engine.begin(&admin());
+    let created = txn.create_db("c")?;
+    assert!(matches!(txn.create_db("c"), Err(Error::FileExists)));
+    created.set_security(&admin(), r#"{"members":{"roles":["c.readWrite"]}}"#.into())?;
+    txn.put("c", doc(json!({"_id": "x", "n": 1}))?)?;
+    assert_eq!(read(&mut txn, "c", "x")?["n"], json!(1));
+    assert!(engine.get_db("c").is_none(), "invisible before the commit");
+    txn.commit()?;
+    let c = engine.db("c")?;
+    assert_eq!(c.security(), r#"{"members":{"roles":["c.readWrite"]}}"#);
+    assert!(c.get(&admin(), "x", None).is_ok());
+
+    let mut aborted = engine.begin(&admin());
+    aborted.create_db("d")?;
+    aborted.put("d", doc(json!({"_id": "y"}))?)?;
+    drop(aborted);
+    assert!(engine.get_db("d").is_none());
+
+    let mut raced = engine.begin(&admin());
+    raced.create_db("e")?;
+    raced.put("e", doc(json!({"_id": "z"}))?)?;
+    engine.create_db(&admin(), "e", false)?;
+    assert!(matches!(raced.commit(), Err(Error::TxnConflict(_))));
+    assert_eq!(engine.db("e")?.update_seq(), 0);
+
+    drop(engine);
+    let reopened = Engine::open(store, Config::default())?;
+    assert!(reopened.db("c")?.get(&admin(), "x", None).is_ok());
+    assert!(reopened.get_db("d").is_none());
+    Ok(())
+}

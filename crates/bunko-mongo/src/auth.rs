@@ -1,12 +1,15 @@
-//! Authentication: SCRAM-SHA-256 (RFC 7677, as MongoDB runs it through `saslStart` and
-//! `saslContinue`) against the same users as the HTTP API.
+//! Authentication: SCRAM-SHA-256 (RFC 7677) and SCRAM-SHA-1 (RFC 5802 with MongoDB's
+//! password digest), as MongoDB runs them through `saslStart` and `saslContinue`, against
+//! the same users as the HTTP API.
 //!
-//! - Server admins (configured with a password) get a credential with a random salt and
-//!   15,000 iterations (MongoDB's default) when the server starts.
-//! - `_users` users: the `scram_sha_256` credential the engine stores beside CouchDB's PBKDF2
-//!   fields whenever a password is set ([`bunko_engine::scram`]): `StoredKey` and
-//!   `ServerKey` only, which check a proof but cannot make one. A user document without it
-//!   (replicated from CouchDB, or older) cannot log in here until its password is set again.
+//! - Server admins (configured with a password) get a credential per mechanism with a
+//!   random salt and MongoDB's default iterations (15,000 and 10,000) on first use.
+//! - `_users` users: the `scram_sha_256` and `scram_sha_1` credentials the engine stores
+//!   beside CouchDB's PBKDF2 fields whenever a password is set ([`bunko_engine::scram`]):
+//!   `StoredKey` and `ServerKey` only, which check a proof but cannot make one. A user
+//!   document without one (replicated from CouchDB, or written before it existed: SCRAM-SHA-1
+//!   came later than SCRAM-SHA-256) fails that mechanism with `AuthenticationFailed` until
+//!   its password is set again.
 //!
 //! An unknown user gets a well-formed exchange with a salt derived from the name, and then
 //! `AuthenticationFailed`, so that user names cannot be probed.
@@ -19,16 +22,13 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use bunko_engine::Engine;
 use bunko_engine::login::constant_time_eq;
-use bunko_engine::scram::{ITERATIONS, ScramKeys, hmac};
+use bunko_engine::scram::{Mechanism, ScramKeys, hmac};
 use bunko_engine::security::UserCtx;
 use bunko_engine::users::{USER_PREFIX, roles_of};
 use rand::Rng;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use crate::error::MongoError;
-
-pub const MECHANISM: &str = "SCRAM-SHA-256";
 
 /// What SCRAM needs of a user: their keys, and who they are (`None` for the decoy).
 #[derive(Clone)]
@@ -37,10 +37,14 @@ struct Credentials {
     ctx: Option<UserCtx>,
 }
 
+/// A configured admin's name and a mechanism's name.
+type AdminKey = (String, &'static str);
+
 /// The users the MongoDB front end knows: server admins, then `_users`.
 pub struct Auth {
-    /// Admin name → (their configured password, its credential), derived on first use.
-    admins: Mutex<HashMap<String, (String, Credentials)>>,
+    /// (Admin name, mechanism) → (their configured password, its credential), derived on
+    /// first use.
+    admins: Mutex<HashMap<AdminKey, (String, Credentials)>>,
     secret: [u8; 32],
 }
 
@@ -53,37 +57,49 @@ impl Default for Auth {
 impl Auth {
     /// The credential of `name`: a server admin as the engine knows them now (so one added
     /// or removed through `_config` is at once), then `_users`, else a decoy.
-    fn credentials(&self, engine: &Engine, name: &str) -> Credentials {
+    fn credentials(&self, engine: &Engine, name: &str, mech: Mechanism) -> Credentials {
         let admins = engine.logins().admins();
         if let Some((_, secret)) = admins.iter().find(|(n, _)| n == name) {
-            return self.admin_credentials(name, secret);
+            return self.admin_credentials(name, secret, mech);
         }
-        user_credentials(engine, name).unwrap_or_else(|| self.decoy(name))
+        user_credentials(engine, name, mech).unwrap_or_else(|| self.decoy(name, mech))
+    }
+
+    /// The mechanisms `name` can log in with (`hello`'s `saslSupportedMechs`): both for a
+    /// server admin with a password and a user document with both credentials, else
+    /// SCRAM-SHA-256 only (also for an unknown name, so that names cannot be probed).
+    pub fn mechanisms(&self, engine: &Engine, name: &str) -> Vec<&'static str> {
+        let sha1 = self.credentials(engine, name, Mechanism::Sha1).ctx.is_some();
+        let mechs = if sha1 { &Mechanism::ALL[..] } else { &Mechanism::ALL[..1] };
+        mechs.iter().map(|m| m.name()).collect()
     }
 
     /// An admin configured with a plain password gets a credential derived from it (and
     /// kept while the password stays). One stored as CouchDB's `-pbkdf2-` hash (added through
     /// `_config`) has no SCRAM credential: the hash must not serve as one.
-    fn admin_credentials(&self, name: &str, secret: &str) -> Credentials {
+    fn admin_credentials(&self, name: &str, secret: &str, mech: Mechanism) -> Credentials {
         if secret.starts_with("-pbkdf2") || secret.starts_with("-hashed-") {
-            return self.decoy(name);
+            return self.decoy(name, mech);
         }
         let mut admins = self.admins.lock();
-        if let Some((known, creds)) = admins.get(name)
+        let key = (name.to_string(), mech.name());
+        if let Some((known, creds)) = admins.get(&key)
             && known == secret
         {
             return creds.clone();
         }
-        let creds = Credentials { keys: ScramKeys::new(secret), ctx: Some(UserCtx::admin(name)) };
-        admins.insert(name.to_string(), (secret.to_string(), creds.clone()));
+        let keys = mech.new_keys(name, secret);
+        let creds = Credentials { keys, ctx: Some(UserCtx::admin(name)) };
+        admins.insert(key, (secret.to_string(), creds.clone()));
         creds
     }
 
-    /// Credentials no proof matches, with a stable salt per name.
-    fn decoy(&self, name: &str) -> Credentials {
-        let salt = hmac(&self.secret, name.as_bytes()).get(..16).unwrap_or_default().to_vec();
-        let keys =
-            ScramKeys { salt, iterations: ITERATIONS, stored_key: vec![], server_key: vec![] };
+    /// Credentials no proof matches, with a stable salt per name and mechanism.
+    fn decoy(&self, name: &str, mech: Mechanism) -> Credentials {
+        let seed = format!("{}:{name}", mech.name());
+        let salt = hmac(&self.secret, seed.as_bytes()).get(..16).unwrap_or_default().to_vec();
+        let iterations = mech.iterations();
+        let keys = ScramKeys { salt, iterations, stored_key: vec![], server_key: vec![] };
         Credentials { keys, ctx: None }
     }
 }
@@ -115,11 +131,11 @@ pub(crate) fn refresh(engine: &Engine, user: &mut Option<UserCtx>, seen: &mut Op
     *user = body.map(|body| UserCtx { name: Some(name), roles: roles_of(&body) });
 }
 
-fn user_credentials(engine: &Engine, name: &str) -> Option<Credentials> {
+fn user_credentials(engine: &Engine, name: &str, mech: Mechanism) -> Option<Credentials> {
     let users = engine.get_db(&engine.users_db_name())?;
     let doc = users.get(&UserCtx::system(), &format!("{USER_PREFIX}{name}"), None).ok()?;
     let body: Value = serde_json::from_slice(&doc.body).ok()?;
-    let keys = ScramKeys::from_user_doc(&body)?;
+    let keys = ScramKeys::from_user_doc_as(&body, mech)?;
     let ctx = UserCtx { name: Some(name.to_string()), roles: roles_of(&body) };
     Some(Credentials { keys, ctx: Some(ctx) })
 }
@@ -131,6 +147,7 @@ pub struct Conversation {
     client_first_bare: String,
     server_first: String,
     nonce: String,
+    mech: Mechanism,
     creds: Credentials,
     /// Set once the proof was verified; the next (empty) step finishes.
     verified: Option<UserCtx>,
@@ -152,13 +169,13 @@ impl Auth {
         mechanism: &str,
         payload: &[u8],
     ) -> Result<(Conversation, Vec<u8>), MongoError> {
-        if mechanism != MECHANISM {
+        let Some(mech) = Mechanism::from_name(mechanism) else {
             return Err(MongoError::new(
                 334,
                 "MechanismUnavailable",
                 format!("Received authentication for mechanism {mechanism} which is not enabled"),
             ));
-        }
+        };
         let text = std::str::from_utf8(payload).map_err(|_| MongoError::auth_failed())?;
         let bare = text.strip_prefix("n,,").ok_or_else(|| {
             MongoError::bad_value("SCRAM: only 'n,,' (no channel binding, no authzid) is supported")
@@ -175,7 +192,7 @@ impl Auth {
         let (Some(name), Some(client_nonce)) = (name, client_nonce) else {
             return Err(MongoError::bad_value("SCRAM: malformed client-first message"));
         };
-        let creds = self.credentials(engine, &name);
+        let creds = self.credentials(engine, &name, mech);
         let nonce = format!("{client_nonce}{}", STANDARD.encode(rand::rng().random::<[u8; 24]>()));
         let server_first = format!(
             "r={nonce},s={},i={}",
@@ -188,6 +205,7 @@ impl Auth {
             client_first_bare: bare.to_string(),
             server_first,
             nonce,
+            mech,
             creds,
             verified: None,
         };
@@ -213,16 +231,16 @@ impl Conversation {
         let (Some(ctx), true, true) = (creds.ctx.clone(), nonce_ok, binding_ok) else {
             return Err(MongoError::auth_failed());
         };
-        let stored_key = &creds.keys.stored_key;
-        let signature = hmac(stored_key, auth_message.as_bytes());
+        let (mech, stored_key) = (self.mech, &creds.keys.stored_key);
+        let signature = mech.hmac(stored_key, auth_message.as_bytes());
         if proof.len() != signature.len() {
             return Err(MongoError::auth_failed());
         }
         let recovered: Vec<u8> = proof.iter().zip(&signature).map(|(p, s)| p ^ s).collect();
-        if !constant_time_eq(&Sha256::digest(&recovered), stored_key) {
+        if !constant_time_eq(&mech.hash(&recovered), stored_key) {
             return Err(MongoError::auth_failed());
         }
-        let server_signature = hmac(&creds.keys.server_key, auth_message.as_bytes());
+        let server_signature = mech.hmac(&creds.keys.server_key, auth_message.as_bytes());
         let payload = format!("v={}", STANDARD.encode(server_signature)).into_bytes();
         if skip_empty {
             return Ok(Step { payload, done: true, user: Some(ctx) });
@@ -247,6 +265,7 @@ mod tests {
             client_first_bare: "n=user,r=rOprNGfwEbeRWgbNEkqO".to_string(),
             server_first: "r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096".to_string(),
             nonce: "rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0".to_string(),
+            mech: Mechanism::Sha256,
             creds,
             verified: None,
         };

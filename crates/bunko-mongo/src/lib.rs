@@ -9,9 +9,9 @@
 //!    `Unauthorized` (13) on a connection that has not authenticated unless it is part of the
 //!    handshake, and checks the fields every command may carry (`$db`, `lsid`, ...).
 //! 3. Data is reached only through engine methods that take the connection's `UserCtx`, so
-//!    the write gate applies exactly as over HTTP ([`auth`]: SCRAM-SHA-256 against the same
-//!    users). A collection `db.coll` is one engine database ([`names`]); documents are stored
-//!    as JSON text with Extended JSON wrappers (`bunko_doc::ejson`).
+//!    the write gate applies exactly as over HTTP ([`auth`]: SCRAM-SHA-256 and SCRAM-SHA-1
+//!    against the same users). A collection `db.coll` is one engine database ([`names`]);
+//!    documents are stored as JSON text with Extended JSON wrappers (`bunko_doc::ejson`).
 //! 4. Every failure becomes `{ok: 0, errmsg, code, codeName}` in [`error`]; the connection
 //!    survives every bad command.
 
@@ -75,6 +75,8 @@ pub struct Server {
     auth: auth::Auth,
     cursors: cursors::Cursors,
     streams: commands::change_stream::registry::Streams,
+    /// Open tailable cursors on capped collections.
+    tails: commands::capped::Tails,
     sessions: sessions::Sessions,
     config: MongoConfig,
     started: Instant,
@@ -95,6 +97,7 @@ impl Server {
             auth: auth::Auth::default(),
             cursors: cursors::Cursors::new(config.cursor_timeout),
             streams: commands::change_stream::registry::Streams::new(config.cursor_timeout),
+            tails: commands::capped::Tails::new(config.cursor_timeout),
             sessions: sessions::Sessions::default(),
             config,
             started: Instant::now(),

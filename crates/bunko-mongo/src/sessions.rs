@@ -73,8 +73,8 @@ impl Drop for Held {
 pub struct OpenTxn {
     pub txn: Transaction<'static>,
     pub held: Held,
-    /// `create` and `createIndexes` commands given in the transaction (with their `$db`),
-    /// run when it commits.
+    /// `createIndexes` commands given in the transaction (with their `$db`), run once it
+    /// has committed.
     pub ddl: Vec<(String, Document)>,
 }
 

@@ -114,7 +114,8 @@ pub(super) fn create(ctx: &mut Ctx, command: &Document) -> Result<Document, Mong
         return super::views::create(ctx, command);
     }
     let ns = namespace(ctx, command)?;
-    let options = coll_options::from_command(command)?;
+    let mut options = super::capped::options(command)?;
+    options.extend(coll_options::from_command(command)?);
     let db = match ctx.server.engine.create_db(&user(ctx), &ns.engine_name(), false) {
         Ok(db) => db,
         // MongoDB 7+ accepts creating an existing collection with the same options.

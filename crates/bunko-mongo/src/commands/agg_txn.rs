@@ -47,8 +47,12 @@ impl TxnEnv<'_, '_> {
         skip: usize,
         limit: usize,
     ) -> Result<Vec<Document>, MongoError> {
-        let Some(db) = readable_db(self.ctx, ns, "aggregate")? else { return Ok(Vec::new()) };
         let mut txn = self.txn.lock();
+        // A collection the transaction itself creates is read like the others.
+        let created = || txn.created_db(&ns.engine_name());
+        let Some(db) = readable_db(self.ctx, ns, "aggregate")?.or_else(created) else {
+            return Ok(Vec::new());
+        };
         let found = matching(&mut txn, &db.name(), filter, order, skip, limit)?;
         Ok(found.into_iter().map(|f| f.doc).collect())
     }

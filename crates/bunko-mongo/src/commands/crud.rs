@@ -70,7 +70,10 @@ pub(super) fn insert(ctx: &mut Ctx, command: &Document) -> Result<Document, Mong
     if ordered && let Some(first) = errors.first().and_then(|e| e.get_i32("index").ok()) {
         docs.retain(|(index, _, _)| (*index as i32) < first);
     }
-    let written = write(ctx, &db, &ns, docs, ordered, &mut errors)?;
+    let written = match super::capped::of(&db) {
+        Some(cap) => super::capped::insert(ctx, &db, (&ns, cap), docs, ordered, &mut errors),
+        None => write(ctx, &db, &ns, docs, ordered, &mut errors)?,
+    };
     errors.sort_by_key(|e| e.get_i32("index").unwrap_or_default());
     let mut reply = doc! {"n": written as i32};
     if !errors.is_empty() {
@@ -291,6 +294,20 @@ pub(super) fn find(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoE
     let Some(db) = readable_db(ctx, &ns, "find")? else {
         return Ok(cursor_reply(0, &ns.full(), "firstBatch", Vec::new()));
     };
+    let tailable = bool_of(command, "tailable", false)?;
+    if let Some(cap) = natural(&db, command, tailable, &order)? {
+        let request = super::capped::Request {
+            selector,
+            projection,
+            skip,
+            limit,
+            descending: cap,
+            tailable,
+            await_data: bool_of(command, "awaitData", false)?,
+        };
+        let scan = super::capped::Scan::new(super::admin::user(ctx), db, request);
+        return super::capped::open(ctx, &ns, scan, batch, single);
+    }
     let hint = super::indexes::hint(&db, command.get("hint"))?;
     let mut pager =
         Pager::new(super::admin::user(ctx), db, selector, &order, (skip, limit), projection, hint)?;
@@ -307,6 +324,48 @@ pub(super) fn find(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoE
         ctx.server.cursors.open(ns.full(), ctx.session.user.clone(), next)
     };
     Ok(cursor_reply(id, &ns.full(), "firstBatch", first))
+}
+
+/// Whether a `find` on `db` reads a capped collection in natural order (`Some(descending)`):
+/// unsorted or sorted by `$natural` (a `$natural` hint too). `tailable` needs a capped
+/// collection and natural order, as in MongoDB.
+fn natural(
+    db: &Database,
+    command: &Document,
+    tailable: bool,
+    order: &[(FieldPath, Direction)],
+) -> Result<Option<bool>, MongoError> {
+    let sort = doc_of(command, "sort")?;
+    let by_natural = match (sort.len(), order.first()) {
+        (1, Some((_, dir))) if sort.contains_key("$natural") => Some(*dir == Direction::Desc),
+        _ => None,
+    };
+    if super::bool_of(command, "awaitData", false)? && !tailable {
+        return Err(MongoError::failed_to_parse(
+            "Cannot set 'awaitData' without also setting 'tailable'",
+        ));
+    }
+    let capped = super::capped::of(db).is_some();
+    if tailable && !capped {
+        return Err(MongoError::bad_value(format!(
+            "error processing query: ns={} tailable cursor requested on non capped collection",
+            db.name()
+        )));
+    }
+    if tailable && (by_natural == Some(true) || (by_natural.is_none() && !order.is_empty())) {
+        return Err(MongoError::bad_value(
+            "error processing query: cannot use tailable option with a sort other than {$natural: 1}",
+        ));
+    }
+    let hinted =
+        matches!(command.get("hint"), Some(Bson::Document(h)) if h.contains_key("$natural"));
+    match (capped, by_natural) {
+        (true, Some(descending)) => Ok(Some(descending)),
+        (true, None) if order.is_empty() && (hinted || !command.contains_key("hint")) => {
+            Ok(Some(false))
+        }
+        _ => Ok(None),
+    }
 }
 
 /// Up to `size` documents (`0`: no count limit) and at most 16 MiB of them (at least one).

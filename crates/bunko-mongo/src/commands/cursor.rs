@@ -51,6 +51,9 @@ pub(super) fn get_more(ctx: &mut Ctx, command: &Document) -> Result<Document, Mo
     if ctx.server.streams.owns(id) {
         return super::change_stream::get_more(ctx, id, &ns, command);
     }
+    if ctx.server.tails.owns(id) {
+        return super::capped::get_more(ctx, id, &ns, command);
+    }
     let size = int_of(command, "batchSize")?.map_or(0, |n| usize::try_from(n).unwrap_or(0));
     let user = ctx.session.user.as_ref();
     let (batch, alive) = ctx.server.cursors.next(id, user, &ns, size)?;
@@ -69,7 +72,11 @@ pub(super) fn kill_cursors(ctx: &mut Ctx, command: &Document) -> Result<Document
         let Bson::Int64(id) = id else {
             return Err(MongoError::type_mismatch("cursor ids must be longs"));
         };
-        if ctx.server.cursors.kill(*id, user) || ctx.server.streams.kill(*id, user) {
+        let server = ctx.server;
+        if server.cursors.kill(*id, user)
+            || server.streams.kill(*id, user)
+            || server.tails.kill(*id, user)
+        {
             killed.push(*id)
         } else {
             missing.push(*id)

@@ -67,8 +67,10 @@ fn topology(
         ctx.session.compressors = chosen.iter().map(|(_, c)| *c).collect();
         reply.insert("compression", chosen.into_iter().map(|(n, _)| n).collect::<Vec<_>>());
     }
-    if command.contains_key("saslSupportedMechs") {
-        reply.insert("saslSupportedMechs", vec![crate::auth::MECHANISM]);
+    if let Ok(user) = command.get_str("saslSupportedMechs") {
+        // `db.user`: users are server-wide, so the database part is not looked at.
+        let name = user.split_once('.').map_or(user, |(_, name)| name);
+        reply.insert("saslSupportedMechs", ctx.server.auth.mechanisms(&ctx.server.engine, name));
     }
     if let Some(Bson::Document(spec)) = command.get("speculativeAuthenticate") {
         // The driver's first SCRAM step, answered in the hello reply; if it fails the
@@ -120,7 +122,7 @@ fn parameters(ctx: &Ctx) -> Document {
     let lifetime = ctx.server.engine.config().txn_lifetime.as_secs();
     doc! {
         "featureCompatibilityVersion": {"version": "8.0"},
-        "authenticationMechanisms": [crate::auth::MECHANISM],
+        "authenticationMechanisms": ["SCRAM-SHA-1", "SCRAM-SHA-256"],
         "requireApiVersion": false,
         // Test commands (`configureFailPoint`) only on a server started for tests.
         "enableTestCommands": ctx.server.config.test_commands,

@@ -12,6 +12,7 @@
 //! in its first batch.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use bson::{Bson, Document, doc};
 use bunko_doc::{RevId, ejson};
@@ -19,7 +20,7 @@ use bunko_engine::{Database, Transaction};
 use bunko_query::{Direction, FieldPath};
 use serde_json::Value;
 
-use super::admin::open_or_create;
+use super::admin::user;
 use super::crud::{delete_limit, non_negative, prepare, reach, readable_db};
 use super::update::{FindAndModify, matches, nothing_modified, statement_parts, upserted};
 use super::{Ctx, bool_of, cursor_reply, doc_of, int_of, namespace};
@@ -194,7 +195,8 @@ fn insert(ctx: &mut Ctx, txn: &mut Txn, command: &Document) -> Result<Document, 
         ));
     };
     bool_of(command, "ordered", true)?;
-    let db = open_or_create(ctx, &ns)?;
+    let db = create_with(ctx, txn, &ns)?;
+    super::capped::refuse_in_txn(&db, &ns)?;
     for item in items {
         insert_one(txn, &db, &ns, item)?;
     }
@@ -210,7 +212,12 @@ fn find(ctx: &mut Ctx, txn: &mut Txn, command: &Document) -> Result<Document, Mo
     let limit = non_negative(command, "limit")?.filter(|&l| l > 0).unwrap_or(usize::MAX);
     let batch = non_negative(command, "batchSize")?.unwrap_or(DEFAULT_BATCH);
     let single = bool_of(command, "singleBatch", false)?;
-    let Some(db) = readable_db(ctx, &ns, "find")? else {
+    if bool_of(command, "tailable", false)? {
+        return Err(MongoError::not_implemented(
+            "tailable cursors are not supported in a transaction",
+        ));
+    }
+    let Some(db) = txn_db(ctx, txn, &ns, "find")? else {
         return Ok(cursor_reply(0, &ns.full(), "firstBatch", Vec::new()));
     };
     let found = matching(txn, &db.name(), &filter, &order, skip, limit)?;
@@ -227,7 +234,7 @@ fn count(ctx: &mut Ctx, txn: &mut Txn, command: &Document) -> Result<Document, M
         Some(0) | None => usize::MAX,
         Some(n) => usize::try_from(n.unsigned_abs()).unwrap_or(usize::MAX),
     };
-    let Some(db) = readable_db(ctx, &ns, "count")? else { return Ok(doc! {"n": 0}) };
+    let Some(db) = txn_db(ctx, txn, &ns, "count")? else { return Ok(doc! {"n": 0}) };
     let n = matching(txn, &db.name(), &filter, &[], skip, limit)?.len();
     Ok(doc! {"n": n as i32})
 }
@@ -238,7 +245,7 @@ fn distinct(ctx: &mut Ctx, txn: &mut Txn, command: &Document) -> Result<Document
         MongoError::failed_to_parse("BSON field 'distinct.key' is missing but a required field")
     })?;
     let filter = doc_of(command, "query")?;
-    let Some(db) = readable_db(ctx, &ns, "distinct")? else {
+    let Some(db) = txn_db(ctx, txn, &ns, "distinct")? else {
         return Ok(doc! {"values": []});
     };
     let path: Vec<&str> = key.split('.').collect();
@@ -275,11 +282,12 @@ fn update(ctx: &mut Ctx, txn: &mut Txn, command: &Document) -> Result<Document, 
             ));
         }
         let (filter, update, multi, upsert) = statement_parts(statement)?;
-        let db = match (upsert, readable_db(ctx, &ns, "update")?) {
+        let db = match (upsert, txn_db(ctx, txn, &ns, "update")?) {
             (_, Some(db)) => db,
-            (true, None) => open_or_create(ctx, &ns)?,
+            (true, None) => create_with(ctx, txn, &ns)?,
             (false, None) => continue,
         };
+        super::capped::refuse_in_txn(&db, &ns)?;
         let limit = if multi { usize::MAX } else { 1 };
         let order = query::sort(&doc_of(statement, "sort")?)?;
         let found = matching(txn, &db.name(), &filter, &order, 0, limit)?;
@@ -313,7 +321,10 @@ fn delete(ctx: &mut Ctx, txn: &mut Txn, command: &Document) -> Result<Document, 
         ));
     };
     bool_of(command, "ordered", true)?;
-    let db = readable_db(ctx, &ns, "delete")?;
+    let db = txn_db(ctx, txn, &ns, "delete")?;
+    if let Some(db) = &db {
+        super::capped::refuse_in_txn(db, &ns)?;
+    }
     let mut deleted = 0;
     for statement in statements {
         let Bson::Document(statement) = statement else {
@@ -345,7 +356,12 @@ fn find_and_modify(
             "option 'hint' of findAndModify is not supported in transactions yet",
         ));
     }
-    let Some(db) = spec.target(ctx)? else { return Ok(nothing_modified()) };
+    let db = match (spec.upsert, txn_db(ctx, txn, &spec.ns, "findAndModify")?) {
+        (_, Some(db)) => db,
+        (true, None) => create_with(ctx, txn, &spec.ns)?,
+        (false, None) => return Ok(nothing_modified()),
+    };
+    super::capped::refuse_in_txn(&db, &spec.ns)?;
     let (ns, filter, return_new, upsert) = (&spec.ns, &spec.filter, spec.return_new, spec.upsert);
     let shown = |d: Document| spec.shown(d);
     let found = matching(txn, &db.name(), filter, &spec.order, 0, 1)?.into_iter().next();
@@ -375,11 +391,34 @@ fn find_and_modify(
     }
 }
 
-/// Whether the transaction's own `create` names `ns`.
-fn pending(txn: &Txn, ns: &Namespace) -> bool {
-    txn.ddl
-        .iter()
-        .any(|(db, c)| db == &ns.db && c.get_str("create").is_ok_and(|coll| coll == ns.coll))
+/// The collection `ns` as the transaction sees it: an existing one the user may read, or
+/// one the transaction creates.
+fn txn_db(
+    ctx: &Ctx,
+    txn: &Txn,
+    ns: &Namespace,
+    command: &str,
+) -> Result<Option<Arc<Database>>, MongoError> {
+    match readable_db(ctx, ns, command)? {
+        Some(db) => Ok(Some(db)),
+        None => Ok(txn.created_db(&ns.engine_name())),
+    }
+}
+
+/// The collection `ns`, created with the transaction when missing (as MongoDB 4.4+ does
+/// for an insert, an upsert or `createIndexes` in a transaction): it appears with the
+/// commit, with the `_security` a collection created outside a transaction gets, and not
+/// at all on an abort.
+fn create_with(ctx: &Ctx, txn: &mut Txn, ns: &Namespace) -> Result<Arc<Database>, MongoError> {
+    if let Some(db) = ctx.server.engine.get_db(&ns.engine_name()) {
+        return Ok(db);
+    }
+    if let Some(db) = txn.created_db(&ns.engine_name()) {
+        return Ok(db);
+    }
+    let db = txn.create_db(&ns.engine_name())?;
+    super::roles::grant(&db, &user(ctx))?;
+    Ok(db)
 }
 
 /// `create` in a transaction (MongoDB 4.4+): the collection is created when the transaction
@@ -391,19 +430,21 @@ fn create(ctx: &mut Ctx, txn: &mut Txn, command: &Document) -> Result<Document, 
             "option '{option}' of create is not supported in a transaction"
         )));
     }
-    if ctx.server.engine.get_db(&ns.engine_name()).is_some() || pending(txn, &ns) {
+    let name = ns.engine_name();
+    if ctx.server.engine.get_db(&name).is_some() || txn.created_db(&name).is_some() {
         return Err(MongoError::new(
             48,
             "NamespaceExists",
             format!("Collection {} already exists.", ns.full()),
         ));
     }
-    txn.ddl.push((ns.db.clone(), doc! {"create": &ns.coll}));
+    create_with(ctx, txn, &ns)?;
     Ok(Document::new())
 }
 
 /// `createIndexes` in a transaction (MongoDB 4.4+): only on a collection that does not
-/// exist yet or that the transaction creates; the indexes are built when it commits.
+/// exist yet (it is then created with the transaction) or that the transaction creates;
+/// the indexes are built when it commits.
 fn create_indexes(
     ctx: &mut Ctx,
     txn: &mut Txn,
@@ -415,7 +456,7 @@ fn create_indexes(
             "BSON field 'createIndexes.indexes' is missing but a required field",
         ));
     };
-    let created_here = pending(txn, &ns);
+    let created_here = txn.created_db(&ns.engine_name()).is_some();
     if ctx.server.engine.get_db(&ns.engine_name()).is_some() && !created_here {
         return Err(MongoError::new(
             263,
@@ -426,6 +467,7 @@ fn create_indexes(
             ),
         ));
     }
+    create_with(ctx, txn, &ns)?;
     let count = indexes.len() as i32;
     txn.ddl.push((ns.db.clone(), doc! {"createIndexes": &ns.coll, "indexes": indexes.clone()}));
     Ok(doc! {
@@ -451,15 +493,13 @@ const SESSION_ARGS: &[&str] = &[
     "apiDeprecationErrors",
 ];
 
-/// Runs the `create` and `createIndexes` commands of a committing transaction, in order.
+/// Runs the `createIndexes` commands of a committed transaction, in order (their
+/// collections were created by the commit).
 pub(super) fn run_ddl(ctx: &mut Ctx, ddl: &[(String, Document)]) -> Result<(), MongoError> {
     for (db, command) in ddl {
         let (server, session) = (ctx.server, &mut *ctx.session);
         let mut sub = Ctx { server, session, db: db.clone(), bypass_document_validation: false };
-        match command.keys().next().map(String::as_str) {
-            Some("create") => super::admin::create(&mut sub, command)?,
-            _ => super::indexes::create_indexes(&mut sub, command)?,
-        };
+        super::indexes::create_indexes(&mut sub, command)?;
     }
     Ok(())
 }

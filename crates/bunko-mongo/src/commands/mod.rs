@@ -19,6 +19,7 @@ mod agg_env;
 mod agg_txn;
 mod aggregate;
 mod bulk;
+pub(crate) mod capped;
 pub(crate) mod change_stream;
 mod coll_options;
 mod coll_stats_stage;
@@ -177,12 +178,12 @@ const TABLE: &[Command] = &[
     Command { name: "getLog", aliases: &[], public: false, fields: None, run: handshake::get_log },
     Command { name: "listDatabases", aliases: &[], public: false, fields: Some(&["filter", "nameOnly", "authorizedDatabases"]), run: admin::list_databases },
     Command { name: "listCollections", aliases: &[], public: false, fields: Some(&["filter", "nameOnly", "authorizedCollections", "cursor"]), run: admin::list_collections },
-    Command { name: "create", aliases: &[], public: false, fields: Some(&["writeConcern", "validator", "validationLevel", "validationAction", "changeStreamPreAndPostImages", "viewOn", "pipeline"]), run: admin::create },
+    Command { name: "create", aliases: &[], public: false, fields: Some(&["writeConcern", "capped", "size", "max", "validator", "validationLevel", "validationAction", "changeStreamPreAndPostImages", "viewOn", "pipeline"]), run: admin::create },
     Command { name: "collMod", aliases: &[], public: false, fields: Some(&["writeConcern", "validator", "validationLevel", "validationAction", "changeStreamPreAndPostImages"]), run: admin::coll_mod },
     Command { name: "drop", aliases: &[], public: false, fields: Some(&["writeConcern"]), run: admin::drop },
     Command { name: "dropDatabase", aliases: &[], public: false, fields: Some(&["writeConcern"]), run: admin::drop_database },
     Command { name: "insert", aliases: &[], public: false, fields: Some(&["bypassDocumentValidation", "documents", "ordered", "writeConcern", "txnNumber"]), run: crud::insert },
-    Command { name: "find", aliases: &[], public: false, fields: Some(&["filter", "projection", "sort", "skip", "limit", "batchSize", "singleBatch", "readConcern", "allowDiskUse", "hint", "collation"]), run: crud::find },
+    Command { name: "find", aliases: &[], public: false, fields: Some(&["filter", "projection", "sort", "skip", "limit", "batchSize", "singleBatch", "readConcern", "allowDiskUse", "hint", "collation", "tailable", "awaitData"]), run: crud::find },
     Command { name: "delete", aliases: &[], public: false, fields: Some(&["deletes", "ordered", "writeConcern", "txnNumber"]), run: crud::delete },
     Command { name: "count", aliases: &[], public: false, fields: Some(&["query", "limit", "skip", "readConcern", "hint", "collation", "maxTimeMS"]), run: crud::count },
     Command { name: "update", aliases: &[], public: false, fields: Some(&["bypassDocumentValidation", "updates", "ordered", "writeConcern", "txnNumber"]), run: update::update },
@@ -462,7 +463,7 @@ pub(crate) fn namespace(
     }
 }
 
-fn type_of(value: Option<&Bson>) -> String {
+pub(crate) fn type_of(value: Option<&Bson>) -> String {
     value.map(|v| format!("{:?}", v.element_type())).unwrap_or_default().to_lowercase()
 }
 

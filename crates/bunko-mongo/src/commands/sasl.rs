@@ -1,4 +1,4 @@
-//! Authentication commands: `saslStart` and `saslContinue` (SCRAM-SHA-256, `auth.rs`), the
+//! Authentication commands: `saslStart` and `saslContinue` (SCRAM-SHA-256 and SCRAM-SHA-1, `auth.rs`), the
 //! `speculativeAuthenticate` first step inside `hello`, and `logout`. A successful exchange
 //! sets the connection's user; a failed one leaves the connection unauthenticated.
 

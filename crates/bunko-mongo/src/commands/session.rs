@@ -279,12 +279,13 @@ fn finish(
     match (std::mem::replace(&mut session.txn, Txn::Aborted), commit) {
         (Txn::Open(open), true) => {
             let OpenTxn { txn, held, ddl } = *open;
-            // Collections and indexes the transaction created appear with its commit.
-            in_txn::run_ddl(ctx, &ddl)?;
+            // Collections the transaction created appear with its commit, their indexes
+            // right after it.
             let committed = txn.commit();
             drop(held);
             committed.map_err(commit_error)?;
             session.txn = Txn::Committed;
+            in_txn::run_ddl(ctx, &ddl)?;
             Ok(Document::new())
         }
         (Txn::Open(_), false) => Ok(Document::new()),

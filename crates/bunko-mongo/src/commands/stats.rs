@@ -20,9 +20,9 @@ pub(super) fn scale_of(command: &Document) -> Result<i64, MongoError> {
 }
 
 /// The documents of a collection: the database's, without `_design/mongodb` (the index
-/// definitions; other design documents written over HTTP still count).
+/// definitions and options; other design documents written over HTTP still count).
 pub(super) fn doc_count(db: &Database) -> u64 {
-    let defs = u64::from(!db.mongo_indexes().is_empty());
+    let defs = u64::from(db.current_rev(super::coll_options::DDOC).is_ok_and(|r| r.is_some()));
     db.info().stats.doc_count.saturating_sub(defs)
 }
 
@@ -54,7 +54,7 @@ pub(super) fn coll_stats(ctx: &mut Ctx, command: &Document) -> Result<Document, 
     let (count, size, storage) = (doc_count(&db), stats.external, stats.active);
     let (index_sizes, total_index) = index_sizes(&db, scale)?;
     let avg = clamp(size.checked_div(count).unwrap_or(0));
-    Ok(doc! {
+    let mut reply = doc! {
         "ns": ns.full(),
         "size": clamp(size) / scale,
         "count": clamp(count),
@@ -67,7 +67,9 @@ pub(super) fn coll_stats(ctx: &mut Ctx, command: &Document) -> Result<Document, 
         "totalSize": clamp(storage) / scale + total_index,
         "indexSizes": index_sizes,
         "scaleFactor": scale,
-    })
+    };
+    super::capped::stats(&db, &mut reply);
+    Ok(reply)
 }
 
 /// `renameCollection: "db.from", to: "db.to", dropTarget`: run on `admin`; the engine

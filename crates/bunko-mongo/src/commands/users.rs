@@ -6,7 +6,7 @@
 //! the connection's user through the engine, so the write gate and the users-database rules
 //! decide (only server admins create users or change roles; a user may change their own
 //! password, as over HTTP). The password is hashed on write as any `_users` password is,
-//! with the SCRAM-SHA-256 credential beside CouchDB's PBKDF2 fields, so the new user logs
+//! with the SCRAM-SHA-256 and SCRAM-SHA-1 credentials beside CouchDB's PBKDF2 fields, so the new user logs
 //! in over both protocols at once. MongoDB's own fields live under `mongodb`: the database
 //! the user was created on (users created over HTTP belong to `admin`), `userId` and
 //! `customData`. Names are server-wide, so a name exists on one database only. Roles are
@@ -220,8 +220,12 @@ pub(super) fn info(name: &str, body: &Map<String, Value>, custom: bool) -> Docum
     }
     let roles: Vec<Document> = mongo_roles(body).iter().map(Role::to_doc).collect();
     out.insert("roles", roles);
-    let scram = body.contains_key(bunko_engine::scram::FIELD);
-    out.insert("mechanisms", if scram { vec!["SCRAM-SHA-256"] } else { vec![] });
+    let mechanisms: Vec<&str> = bunko_engine::scram::Mechanism::ALL
+        .into_iter()
+        .filter(|m| body.contains_key(m.field()))
+        .map(|m| m.name())
+        .collect();
+    out.insert("mechanisms", mechanisms);
     let others = couch_roles(body);
     if !others.is_empty() {
         out.insert("couchdbRoles", others);
@@ -390,18 +394,24 @@ fn custom_data(command: &Document) -> Result<Option<Value>, MongoError> {
     }
 }
 
-/// `mechanisms` (only SCRAM-SHA-256), `digestPassword` (only the server's digest) and
+/// `mechanisms` (both SCRAM mechanisms: a password set through Bunko always gets both
+/// credentials), `digestPassword` (only the server's digest) and
 /// `authenticationRestrictions` (none).
 fn check_options(command: &Document) -> Result<(), MongoError> {
     if let Some(Bson::Array(mechs)) = command.get("mechanisms") {
+        let mut listed = Vec::new();
         for mech in mechs {
-            match mech.as_str() {
-                Some("SCRAM-SHA-256") => {}
-                Some("SCRAM-SHA-1") => {
-                    return Err(MongoError::not_implemented("SCRAM-SHA-1 is not supported"));
+            match mech.as_str().and_then(bunko_engine::scram::Mechanism::from_name) {
+                Some(m) => listed.push(m),
+                None => {
+                    return Err(MongoError::bad_value(format!("Unknown auth mechanism '{mech}'")));
                 }
-                _ => return Err(MongoError::bad_value(format!("Unknown auth mechanism '{mech}'"))),
             }
+        }
+        if bunko_engine::scram::Mechanism::ALL.iter().any(|m| !listed.contains(m)) {
+            return Err(MongoError::not_implemented(
+                "mechanisms must list both SCRAM-SHA-256 and SCRAM-SHA-1: a password gets both credentials",
+            ));
         }
     }
     if !bool_of(command, "digestPassword", true)? {

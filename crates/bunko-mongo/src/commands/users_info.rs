@@ -97,7 +97,7 @@ fn server_admin(name: &str) -> Document {
         "user": name,
         "db": "admin",
         "roles": [{"role": "root", "db": "admin"}],
-        "mechanisms": ["SCRAM-SHA-256"],
+        "mechanisms": ["SCRAM-SHA-256", "SCRAM-SHA-1"],
     }
 }
 

@@ -362,9 +362,11 @@ print(json.dumps({"limit": limit, "next": next_op, "commit": commit, "items": li
     assert_eq!(result, json!({"limit": 1, "next": aborted, "commit": aborted, "items": []}));
 }
 
-/// `create` and `createIndexes` inside a transaction (MongoDB 4.4+): the collection and its
-/// index appear when the transaction commits, not before, and not at all if it aborts;
-/// an existing collection is `NamespaceExists` (48) and takes no new index (263).
+/// `create`, `createIndexes` and an insert into a missing collection inside a transaction
+/// (MongoDB 4.4+): the collection, its documents and its index appear when the transaction
+/// commits, not before, and not at all if it aborts (the transaction itself reads and
+/// writes it at once); an existing collection is `NamespaceExists` (48) and takes no new
+/// index (263).
 #[test]
 fn collections_and_indexes_created_in_a_transaction_appear_at_commit() {
     let server = Server::start();
@@ -390,13 +392,41 @@ with c.start_session() as s:
 with c.start_session() as s:
     s.start_transaction()
     out["existing_index"] = failure(lambda: shop.orders.create_index("day", session=s))
+with c.start_session() as s:
+    s.start_transaction()
+    shop.carts.insert_one({"_id": 1, "n": 1}, session=s)
+    shop.carts.update_one({"_id": 1}, {"$inc": {"n": 1}}, session=s)
+    shop.carts.insert_one({"_id": 2, "n": 5}, session=s)
+    shop.carts.delete_one({"_id": 2}, session=s)
+    seen = [list(shop.carts.find({}, session=s)), shop.carts.count_documents({}, session=s)]
+    outside = ["carts" in shop.list_collection_names(), shop.carts.count_documents({})]
+    out["implicit_before"] = [seen, outside, failure(lambda: shop.create_collection("carts", session=s))]
+with c.start_session() as s:
+    s.start_transaction()
+    shop.carts.insert_one({"_id": 1, "n": 1}, session=s)
+    s.commit_transaction()
+out["implicit_after"] = ["carts" in shop.list_collection_names(), list(shop.carts.find())]
+with c.start_session() as s:
+    s.start_transaction()
+    shop.wishes.insert_one({"_id": 1}, session=s)
+    s.abort_transaction()
+out["implicit_aborted"] = "wishes" in shop.list_collection_names()
+with c.start_session() as s:
+    s.start_transaction()
+    shop.raced.insert_one({"_id": 1}, session=s)
+    shop.raced.insert_one({"_id": 9})
+    out["raced"] = [failure(lambda: s.commit_transaction()), list(shop.raced.find())]
 print(json.dumps(out))
 "#;
     let Some(result) = run(&server, script) else { return };
     assert_eq!(
         result,
         json!({"before": [[], []], "after": [["orders"], ["_id_", "customer_1"]],
-               "aborted": false, "exists": [48, []], "existing_index": [263, []]})
+               "aborted": false, "exists": [48, []], "existing_index": [263, []],
+               "implicit_before": [[[{"_id": 1, "n": 2}], 1], [false, 0], [48, []]],
+               "implicit_after": [true, [{"_id": 1, "n": 1}]],
+               "implicit_aborted": false,
+               "raced": [[112, ["TransientTransactionError"]], [{"_id": 9}]]})
     );
 }
 

@@ -25,7 +25,7 @@ bob_info = info[0]
 assert bob_info["userId"].subtype == 4, bob_info
 del bob_info["userId"]
 assert bob_info == {"_id": "shop.bob", "user": "bob", "db": "shop", "customData": {"team": "books", "since": 2024},
-                    "roles": [{"role": "readWrite", "db": "shop"}], "mechanisms": ["SCRAM-SHA-256"]}, bob_info
+                    "roles": [{"role": "readWrite", "db": "shop"}], "mechanisms": ["SCRAM-SHA-256", "SCRAM-SHA-1"]}, bob_info
 assert admin.shop.command("usersInfo", {"user": "bob", "db": "shop"}, showCustomData=False)["users"][0].get("customData") is None
 assert [u["user"] for u in admin.shop.command("usersInfo", 1)["users"]] == ["bob"]
 assert admin.other.command("usersInfo", 1)["users"] == []

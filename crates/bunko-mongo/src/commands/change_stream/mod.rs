@@ -20,7 +20,7 @@ mod token;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bson::{Bson, Document, doc};
 use bunko_engine::security::UserCtx;
@@ -108,9 +108,7 @@ pub(crate) fn get_more(
     ns: &str,
     command: &Document,
 ) -> Result<Document, MongoError> {
-    let wait = int_of(command, "maxTimeMS")?.map_or(1000, |ms| ms.clamp(0, 60_000) as u64);
-    let until =
-        *ctx.session.await_until.get_or_insert(Instant::now() + Duration::from_millis(wait));
+    let until = registry::deadline(ctx, command)?;
     let size = int_of(command, "batchSize")?.map_or(0, |n| usize::try_from(n).unwrap_or(0));
     let server = ctx.server;
     let user = ctx.session.user.clone();

@@ -20,6 +20,18 @@ pub(crate) struct Wait {
     pub until: Instant,
 }
 
+/// When a `getMore` that waits for news stops waiting: its `maxTimeMS` (1 s by default, at
+/// most 60 s) after it first ran (a command run again after a wait keeps its deadline).
+pub(crate) fn deadline(
+    ctx: &mut crate::commands::Ctx,
+    command: &bson::Document,
+) -> Result<Instant, crate::error::MongoError> {
+    let wait =
+        crate::commands::int_of(command, "maxTimeMS")?.map_or(1000, |ms| ms.clamp(0, 60_000));
+    let wait = Duration::from_millis(u64::try_from(wait).unwrap_or(0));
+    Ok(*ctx.session.await_until.get_or_insert(Instant::now() + wait))
+}
+
 /// How often a stream whose scope can gain collections looks for them while waiting.
 const POLL: Duration = Duration::from_millis(200);
 

@@ -1,0 +1,489 @@
+//! Capped collections (`create` with `capped: true, size, max`) and tailable cursors on them.
+//!
+//! - **Options**: `capped`, `size` (rounded as MongoDB rounds it: at least 4096, else up to a
+//!   multiple of 256) and `max` are the collection's options ([`super::coll_options`]), set by
+//!   `create` only; `listCollections` and `collStats` report them.
+//! - **Natural order** of a capped collection is its `_changes` order: the engine keeps one
+//!   sequence entry per document, at its last write. Updates of its documents are refused
+//!   (`NotImplemented`: they would move the document to the end), so natural order is the
+//!   insertion order, as in MongoDB. Deletes are allowed (MongoDB 5+).
+//! - **Capping**: a document inserted over MongoDB is written in one engine transaction with
+//!   the removal of the oldest documents while the collection would hold more than `max`
+//!   documents or more than `size` bytes (`collStats`' `size`: the stored bodies). The
+//!   removals are ordinary deletions: `_changes`, change streams, replication and the HTTP
+//!   API see them as such. Writes over HTTP are not capped.
+//! - **Tailable cursors** (`find` with `tailable`, and `awaitData`) hold a position (the
+//!   sequence number of the last document returned) and stay open at the end of the
+//!   collection; a `getMore` reads what was inserted since. With `awaitData` a `getMore` that
+//!   finds nothing waits (up to `maxTimeMS`, 1 s by default) for a commit to the collection
+//!   (the engine's notification the `_changes` longpoll waits on, `Database::subscribe`),
+//!   without holding a thread. A cursor whose last document was removed meanwhile is dead:
+//!   `CappedPositionLost` (136).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bson::{Bson, Document, doc};
+use bunko_doc::body::ParsedDoc;
+use bunko_doc::ejson;
+use bunko_engine::changes::ChangesQuery;
+use bunko_engine::security::UserCtx;
+use bunko_engine::{Database, Error};
+use bunko_query::Selector;
+use parking_lot::Mutex;
+
+use super::admin::user;
+use super::change_stream::registry::{Wait, Wake};
+use super::crud::take_batch;
+use super::{Ctx, cursor_reply, int_of};
+use crate::error::MongoError;
+use crate::names::Namespace;
+use crate::projection::Projection;
+
+/// A capped collection's limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Cap {
+    pub size: i64,
+    pub max: Option<i64>,
+}
+
+/// The limits of `db` if it is a capped collection.
+pub(crate) fn of(db: &Database) -> Option<Cap> {
+    from_options(&super::coll_options::read(db))
+}
+
+fn from_options(options: &Document) -> Option<Cap> {
+    if !matches!(options.get("capped"), Some(Bson::Boolean(true))) {
+        return None;
+    }
+    let size = number(options.get("size")?)? as i64;
+    let max = options.get("max").and_then(number).map(|m| m as i64).filter(|m| *m > 0);
+    Some(Cap { size, max })
+}
+
+fn number(value: &Bson) -> Option<f64> {
+    match value {
+        Bson::Int32(n) => Some(f64::from(*n)),
+        Bson::Int64(n) => Some(*n as f64),
+        Bson::Double(d) => Some(*d),
+        Bson::Decimal128(d) => d.to_string().parse().ok(),
+        _ => None,
+    }
+}
+
+/// `create`'s `capped`, `size` and `max`, checked as MongoDB checks them: the options to
+/// store (`{capped: true, size, max}`, `size` rounded), or none for a collection that is not
+/// capped.
+pub(crate) fn options(command: &Document) -> Result<Document, MongoError> {
+    let field = |name: &str| {
+        match command.get(name) {
+        None | Some(Bson::Null) => Ok(None),
+        Some(value) => number(value).map(Some).ok_or_else(|| {
+            MongoError::type_mismatch(format!(
+                "BSON field 'create.{name}' is the wrong type '{}', expected types '[long, int, decimal, double]'",
+                super::type_of(Some(value))
+            ))
+        }),
+    }
+    };
+    let capped = match command.get("capped") {
+        None | Some(Bson::Null) => false,
+        Some(Bson::Boolean(b)) => *b,
+        Some(_) => field("capped")?.is_some_and(|n| n != 0.0),
+    };
+    let (size, max) = (field("size")?, field("max")?);
+    if let Some(size) = size.filter(|s| *s < 1.0) {
+        return Err(MongoError::new(
+            51024,
+            "Location51024",
+            format!("BSON field 'size' value must be >= 1, actual value '{size}'"),
+        ));
+    }
+    if capped && size.is_none() {
+        return Err(invalid_options("the 'size' field is required when 'capped' is true"));
+    }
+    if !capped && (size.is_some() || max.is_some()) {
+        return Err(invalid_options(
+            "the 'capped' field needs to be true when either the 'size' or 'max' fields are present",
+        ));
+    }
+    let Some(size) = size else { return Ok(Document::new()) };
+    let size = size.ceil() as i64;
+    let rounded = if size <= 4096 { 4096 } else { (size + 255) / 256 * 256 };
+    let mut out = doc! {"capped": true, "size": int(rounded)};
+    if let Some(max) = max {
+        out.insert("max", int(max as i64));
+    }
+    Ok(out)
+}
+
+fn int(n: i64) -> Bson {
+    i32::try_from(n).map_or(Bson::Int64(n), Bson::Int32)
+}
+
+fn invalid_options(msg: &str) -> MongoError {
+    MongoError::new(72, "InvalidOptions", msg)
+}
+
+/// `collStats`' capped fields.
+pub(crate) fn stats(db: &Database, reply: &mut Document) {
+    let Some(cap) = of(db) else { return };
+    reply.insert("capped", true);
+    reply.insert("maxSize", int(cap.size));
+    if let Some(max) = cap.max {
+        reply.insert("max", int(max));
+    }
+}
+
+/// Refuses an update of a capped collection's documents (see the module docs).
+pub(crate) fn refuse_update(db: &Database, ns: &Namespace) -> Result<(), MongoError> {
+    match of(db) {
+        Some(_) => Err(MongoError::not_implemented(format!(
+            "updates of documents in the capped collection {} are not supported yet",
+            ns.full()
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Refuses writes to a capped collection inside a transaction, as MongoDB does.
+pub(crate) fn refuse_in_txn(db: &Database, ns: &Namespace) -> Result<(), MongoError> {
+    match of(db) {
+        Some(_) => Err(MongoError::new(
+            263,
+            "OperationNotSupportedInTransaction",
+            format!(
+                "Collection '{}' is a capped collection. Writes in transactions are not allowed on capped collections.",
+                ns.full()
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Writes the documents of an `insert` into capped collection `db` one at a time, each with
+/// the removals it makes necessary; `ordered`: none after the first failure.
+pub(crate) fn insert(
+    ctx: &Ctx,
+    db: &Database,
+    (ns, cap): (&Namespace, Cap),
+    docs: Vec<(usize, ParsedDoc, Bson)>,
+    ordered: bool,
+    errors: &mut Vec<Document>,
+) -> usize {
+    let mut written = 0;
+    for (index, doc, id) in docs {
+        if ctx.bypass_document_validation {
+            let err = MongoError::not_implemented(
+                "bypassDocumentValidation is not supported on capped collections yet",
+            );
+            errors.push(super::crud::write_error(index, &err));
+            break;
+        }
+        match insert_one(ctx, db, ns, cap, doc, &id) {
+            Ok(()) => written += 1,
+            Err(err) => {
+                errors.push(super::crud::write_error(index, &err));
+                if ordered {
+                    break;
+                }
+            }
+        }
+    }
+    written
+}
+
+/// The first sequence number worth reading for the oldest document (every entry before it
+/// is a removed document's), kept per collection while the server runs.
+#[derive(Default)]
+struct Oldest(Mutex<u64>);
+
+fn insert_one(
+    ctx: &Ctx,
+    db: &Database,
+    ns: &Namespace,
+    cap: Cap,
+    doc: ParsedDoc,
+    id: &Bson,
+) -> Result<(), MongoError> {
+    let (name, key) = (db.name(), doc.id.clone().unwrap_or_default());
+    let size = doc.body_json().len() as i64;
+    if size > cap.size {
+        return Err(MongoError::bad_value(format!(
+            "document is larger than capped size {size} > {}",
+            cap.size
+        )));
+    }
+    let user = user(ctx);
+    // Two inserts that remove the same oldest document conflict: the later one retries.
+    for _ in 0..32 {
+        let mut txn = ctx.server.engine.begin(&user);
+        if txn.get(&name, &key)?.is_some() {
+            return Err(MongoError::duplicate_key(&ns.full(), &id.to_string()));
+        }
+        txn.put(&name, doc.clone())?;
+        let evicted = evict(&mut txn, db, cap, size)?;
+        match txn.commit() {
+            Ok(_) => {
+                if let Some(seq) = evicted {
+                    let oldest = db.extension(Oldest::default);
+                    let mut since = oldest.0.lock();
+                    *since = (*since).max(seq);
+                }
+                return Ok(());
+            }
+            Err(Error::TxnConflict(_)) => continue,
+            Err(err) => return Err(err.into()),
+        }
+    }
+    Err(MongoError::write_conflict("capped collection insert kept conflicting"))
+}
+
+/// Buffers in `txn` the removal of the oldest documents of `db` while it would be past `cap`
+/// with `adding` more bytes and one more document; returns the sequence number of the last
+/// one removed.
+fn evict(
+    txn: &mut bunko_engine::Transaction<'_>,
+    db: &Database,
+    cap: Cap,
+    adding: i64,
+) -> Result<Option<u64>, MongoError> {
+    let mut count = super::stats::doc_count(db) as i64 + 1;
+    let mut size = db.info().stats.external as i64 + adding;
+    let over = |count: i64, size: i64| size > cap.size || cap.max.is_some_and(|m| count > m);
+    if !over(count, size) {
+        return Ok(None);
+    }
+    let since = *db.extension(Oldest::default).0.lock();
+    let query = ChangesQuery { since, ..Default::default() };
+    let mut last = None;
+    for row in db.changes(&UserCtx::system(), query)? {
+        let row = row?;
+        if row.deleted || row.id.starts_with("_design/") {
+            continue;
+        }
+        // Read through the transaction, so that a concurrent removal is a conflict.
+        let Some(found) = txn.get(&db.name(), &row.id)? else { continue };
+        txn.delete(&db.name(), &row.id, found.rev)?;
+        (count, size, last) = (count - 1, size - row.info.size as i64, Some(row.seq));
+        if !over(count, size) {
+            break;
+        }
+    }
+    Ok(last)
+}
+
+/// A `find` on a capped collection in natural order: unsorted, `{$natural: 1}` or
+/// `{$natural: -1}` (not tailable).
+pub(crate) struct Scan {
+    user: UserCtx,
+    db: Arc<Database>,
+    selector: Selector,
+    projection: Option<Projection>,
+    skip: usize,
+    /// Documents still to return (the `limit` left).
+    remaining: usize,
+    descending: bool,
+    /// The sequence number and id of the last document read (the cursor's position).
+    last: Option<(u64, String)>,
+    /// Reading past the end waits for more (a tailable cursor).
+    pub tailable: bool,
+    pub await_data: bool,
+    buffer: VecDeque<Document>,
+    done: bool,
+}
+
+/// What `find` asked of a natural-order read.
+pub(crate) struct Request {
+    pub selector: Selector,
+    pub projection: Option<Projection>,
+    pub skip: usize,
+    pub limit: usize,
+    pub descending: bool,
+    pub tailable: bool,
+    pub await_data: bool,
+}
+
+impl Scan {
+    pub(crate) fn new(user: UserCtx, db: Arc<Database>, request: Request) -> Scan {
+        Scan {
+            user,
+            db,
+            selector: request.selector,
+            projection: request.projection,
+            skip: request.skip,
+            remaining: request.limit,
+            descending: request.descending,
+            last: None,
+            tailable: request.tailable,
+            await_data: request.await_data,
+            buffer: VecDeque::new(),
+            done: false,
+        }
+    }
+
+    /// The next batch (`size` documents, 0: as many as fit in 16 MiB) and whether the cursor
+    /// stays open. A tailable cursor stays open at the end of the collection.
+    pub(crate) fn next(&mut self, size: usize) -> Result<(Vec<Document>, bool), MongoError> {
+        self.check_position()?;
+        let want = if size == 0 { 1000 } else { size };
+        while self.buffer.len() < want && !self.done && self.remaining > 0 {
+            self.read(want - self.buffer.len())?;
+        }
+        let batch = take_batch(&mut self.buffer, size);
+        let more = !self.buffer.is_empty() || (!self.done && self.remaining > 0);
+        let alive = more || (self.tailable && self.remaining > 0);
+        // A tailable cursor reads again from its position next time.
+        self.done &= !self.tailable;
+        Ok((batch, alive))
+    }
+
+    /// Reads up to `want` more matching documents after the position (`$natural: -1`: all
+    /// of them at once, newest first).
+    fn read(&mut self, want: usize) -> Result<(), MongoError> {
+        let page = want.max(64) as u64;
+        let query = ChangesQuery {
+            since: self.last.as_ref().map_or(0, |(seq, _)| *seq),
+            descending: self.descending,
+            include_docs: true,
+            limit: (!self.descending).then_some(page),
+            ..Default::default()
+        };
+        let mut rows = 0;
+        for row in self.db.changes(&self.user, query)? {
+            let row = row?;
+            rows += 1;
+            self.last = Some((row.seq, row.id.clone()));
+            if let Some(found) = self.matching(row) {
+                self.buffer.push_back(found);
+                self.remaining -= 1;
+                if self.remaining == 0 {
+                    break;
+                }
+            }
+        }
+        self.done = self.descending || rows < page || self.remaining == 0;
+        Ok(())
+    }
+
+    /// The document of `row` as the client sees it, if it is one the query returns.
+    fn matching(&mut self, row: bunko_engine::changes::ChangeRow) -> Option<Document> {
+        let doc = row.doc.filter(|_| !row.deleted && !row.id.starts_with("_design/"))?;
+        let body = serde_json::from_slice::<serde_json::Map<_, _>>(&doc.body).ok()?;
+        let mut found = doc! {"_id": ejson::id_value(&row.id)};
+        found.extend(ejson::from_json(&body));
+        if !super::update::matches(&self.selector, &found) {
+            return None;
+        }
+        if self.skip > 0 {
+            self.skip -= 1;
+            return None;
+        }
+        Some(match &self.projection {
+            Some(p) => p.apply(&found),
+            None => found,
+        })
+    }
+
+    /// A tailable cursor whose last document was removed (or written again) since is dead.
+    fn check_position(&self) -> Result<(), MongoError> {
+        let Some((seq, id)) = self.last.as_ref().filter(|_| self.tailable) else { return Ok(()) };
+        let query =
+            ChangesQuery { since: seq.saturating_sub(1), limit: Some(1), ..Default::default() };
+        let first = self.db.changes(&UserCtx::system(), query)?.next().transpose()?;
+        match first {
+            // The entry is still at its place: the document was not written (or removed) since.
+            Some(row) if row.seq == *seq && row.id == *id => Ok(()),
+            _ => Err(MongoError::new(
+                136,
+                "CappedPositionLost",
+                format!(
+                    "CollectionScan died due to position in capped collection being deleted. Last seen record id: RecordId({seq})"
+                ),
+            )),
+        }
+    }
+}
+
+/// Opens the cursor of a natural-order `find` and answers its first batch.
+pub(crate) fn open(
+    ctx: &Ctx,
+    ns: &Namespace,
+    mut scan: Scan,
+    batch: usize,
+    single: bool,
+) -> Result<Document, MongoError> {
+    let (first, alive) = match batch {
+        0 if !scan.tailable => (Vec::new(), true),
+        n => scan.next(n)?,
+    };
+    let id = match (alive && !single, scan.tailable) {
+        (false, _) => 0,
+        (true, true) => ctx.server.tails.open(ns.full(), ctx.session.user.clone(), scan),
+        (true, false) => {
+            let next = Box::new(move |n| scan.next(n));
+            ctx.server.cursors.open(ns.full(), ctx.session.user.clone(), next)
+        }
+    };
+    Ok(cursor_reply(id, &ns.full(), "firstBatch", first))
+}
+
+/// `getMore` on a tailable cursor: what was inserted since its last batch, or (nothing yet,
+/// `awaitData`, time left) a request to wait for a commit to the collection and run again.
+pub(crate) fn get_more(
+    ctx: &mut Ctx,
+    id: i64,
+    ns: &str,
+    command: &Document,
+) -> Result<Document, MongoError> {
+    let size = int_of(command, "batchSize")?.map_or(0, |n| usize::try_from(n).unwrap_or(0));
+    let user = ctx.session.user.clone();
+    let step = ctx.server.tails.step(id, user.as_ref(), ns, |scan| {
+        // Subscribed before reading, so that a commit right after the read wakes the wait.
+        let wake = scan.await_data.then(|| scan.db.subscribe());
+        let (batch, alive) = scan.next(size)?;
+        Ok(((batch, wake), alive))
+    })?;
+    let ((batch, wake), alive) = step;
+    if let (true, true, Some(receiver)) = (batch.is_empty(), alive, wake) {
+        let until = super::change_stream::registry::deadline(ctx, command)?;
+        if Instant::now() < until {
+            let wake = Wake { receivers: vec![receiver], poll: false };
+            ctx.session.wait = Some(Wait { wake, until });
+            return Ok(Document::new());
+        }
+    }
+    ctx.session.await_until = None;
+    Ok(cursor_reply(if alive { id } else { 0 }, ns, "nextBatch", batch))
+}
+
+/// Open tailable cursors, in the same registry type as `find` cursors.
+pub(crate) type Tails = crate::cursors::Cursors<Scan>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `create`'s capped options: MongoDB's rounding and its errors.
+    #[test]
+    fn create_options_are_checked_and_rounded() {
+        let code = |command: Document| options(&command).err().map(|e| e.code);
+        assert_eq!(
+            options(&doc! {"create": "c", "capped": true, "size": 1000}).ok(),
+            Some(doc! {"capped": true, "size": 4096})
+        );
+        assert_eq!(
+            options(&doc! {"create": "c", "capped": true, "size": 5000, "max": 3}).ok(),
+            Some(doc! {"capped": true, "size": 5120, "max": 3})
+        );
+        assert_eq!(options(&doc! {"create": "c"}).ok(), Some(Document::new()));
+        assert_eq!(code(doc! {"create": "c", "capped": true}), Some(72));
+        assert_eq!(code(doc! {"create": "c", "capped": true, "max": 5}), Some(72));
+        assert_eq!(code(doc! {"create": "c", "size": 5000}), Some(72));
+        assert_eq!(code(doc! {"create": "c", "capped": true, "size": 0}), Some(51024));
+        assert_eq!(code(doc! {"create": "c", "capped": true, "size": "x"}), Some(14));
+        let cap = from_options(&doc! {"capped": true, "size": 4096, "max": 3});
+        assert_eq!(cap, Some(Cap { size: 4096, max: Some(3) }));
+    }
+}
