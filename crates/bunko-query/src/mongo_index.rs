@@ -129,6 +129,38 @@ fn leaf_values(value: &Value, rest: &[String]) -> Vec<Value> {
     }
 }
 
+/// MongoDB's `multiKeyPaths` of a document: for each indexed field, the (0-based) path
+/// components at which the document holds an array (`a.b` over `{a: [{b: [1]}]}` gives
+/// `[0, 1]`; an empty array counts, as in MongoDB). All empty: the keys cross no array.
+pub fn multikey_paths(doc: &Value, fields: &[FieldPath]) -> Vec<Vec<usize>> {
+    fields
+        .iter()
+        .map(|field| {
+            let mut found = Vec::new();
+            array_components(doc, field.segments(), 0, &mut found);
+            found.sort_unstable();
+            found.dedup();
+            found
+        })
+        .collect()
+}
+
+/// Adds to `found` the components from `depth` on where `value` (the value at the first
+/// `depth` segments) reaches an array.
+fn array_components(value: &Value, segments: &[String], depth: usize, found: &mut Vec<usize>) {
+    let Some(segment) = segments.get(depth) else { return };
+    let Some(next) = value.as_object().and_then(|m| m.get(segment)) else { return };
+    match next {
+        Value::Array(items) => {
+            found.push(depth);
+            for item in items {
+                array_components(item, segments, depth + 1, found);
+            }
+        }
+        other => array_components(other, segments, depth + 1, found),
+    }
+}
+
 /// Appends the order-preserving encoding of a value (in its matching form).
 pub fn encode(value: &Value, out: &mut Vec<u8>) {
     let class = class(value);
@@ -264,6 +296,11 @@ mod tests {
             vec![vec![json!(1), json!(5)], vec![json!(2), json!(5)], vec![json!(3), json!(5)]]
         );
         assert_eq!(keys(&json!({"a": []}), &paths(&["a"]))?, vec![vec![json!(null)]]);
+        let nested = json!({"a": [{"b": [1]}, {"b": 2}], "c": {"d": []}, "e": 1});
+        assert_eq!(
+            multikey_paths(&nested, &paths(&["a.b", "c.d", "e", "x.y"])),
+            vec![vec![0, 1], vec![1], vec![], vec![]]
+        );
         let parallel = keys(&json!({"a": [1], "b": [2]}), &paths(&["a", "b"])).err();
         assert_eq!(
             parallel.map(|p| p.to_string()),

@@ -28,6 +28,7 @@ use super::mongo_stream::IndexStream;
 use super::{ExecStats, FindQuery};
 use crate::database::Database;
 use crate::index::{Index, entries};
+use crate::security::UserCtx;
 use crate::{Error, Result};
 
 /// The `hint` that asks for a collection scan.
@@ -54,8 +55,8 @@ enum FieldBounds {
 pub struct MongoScan {
     pub index: Arc<Index>,
     bounds: Vec<FieldBounds>,
-    /// The other candidate indexes (`rejectedPlans`).
-    pub rejected: Vec<Arc<Index>>,
+    /// The other candidate indexes with their bounds (`rejectedPlans`).
+    pub rejected: Vec<MongoScan>,
     /// The scan runs backwards (a descending sort served by the index).
     pub reverse: bool,
     /// The scan yields documents in the query's sort order ([`Database::mongo_sort_plan`]).
@@ -63,6 +64,11 @@ pub struct MongoScan {
 }
 
 impl MongoScan {
+    /// A forward scan of `index` within `bounds`, with no rejected plans.
+    fn unsorted(index: Arc<Index>, bounds: Vec<FieldBounds>) -> Self {
+        MongoScan { index, bounds, rejected: Vec::new(), reverse: false, sorted: false }
+    }
+
     /// The storage ranges of the index entries the scan reads, in ascending order.
     pub(super) fn storage_ranges(&self, db: u64) -> Vec<Range> {
         storage_ranges(&entries::prefix(db, self.index.num(), None), &self.bounds)
@@ -110,7 +116,7 @@ impl Database {
         ranked.sort_by_key(|(i, b)| (rank(b), i.def.name.clone()));
         let mut ranked = ranked.into_iter();
         let Some((index, bounds)) = ranked.next() else { return Ok(None) };
-        let rejected = ranked.map(|(i, _)| i).collect();
+        let rejected = ranked.map(|(index, bounds)| MongoScan::unsorted(index, bounds)).collect();
         Ok(Some(MongoScan { index, bounds, rejected, reverse: false, sorted: false }))
     }
 
@@ -135,6 +141,33 @@ impl Database {
         let bounds = vec![FieldBounds::All; index.def.fields.len()];
         let reverse = *first == Direction::Desc;
         Some(MongoScan { index, bounds, rejected: Vec::new(), reverse, sorted: true })
+    }
+
+    /// Runs the plan `scan` read-only for a trial period, as MongoDB's multi-planner runs
+    /// every candidate plan: until `max_results` documents matched `selector`, `max_keys`
+    /// index keys were read, or the scan ended. For `explain`'s `allPlansExecution`.
+    pub fn trial_mongo_scan(
+        &self,
+        reader: &UserCtx,
+        selector: &Selector,
+        scan: &MongoScan,
+        (max_results, max_keys): (u64, u64),
+    ) -> Result<ExecStats> {
+        let snapshot = self.store.snapshot();
+        let sight = self.sight(reader)?;
+        let mut stream = IndexStream::new(self, &snapshot, scan, selector, sight);
+        stream.budget = Some(max_keys);
+        let mut returned = 0;
+        while returned < max_results {
+            match stream.next() {
+                Some(doc) => {
+                    doc?;
+                    returned += 1;
+                }
+                None => break,
+            }
+        }
+        Ok(ExecStats { results_returned: returned, ..stream.stats })
     }
 
     /// Runs a MongoDB query over the index of `scan`: every matching document (in index

@@ -65,23 +65,40 @@ impl Compiled {
         id: &str,
         doc: &Value,
     ) -> BTreeSet<(Vec<u8>, Vec<u8>)> {
+        self.indexed(db, num, id, doc).0
+    }
+
+    /// [`Compiled::entries`], and for a MongoDB index the document's multikey paths
+    /// (`bunko_query::mongo_index::multikey_paths`; empty when it has no entries).
+    pub fn indexed(
+        &self,
+        db: u64,
+        num: u64,
+        id: &str,
+        doc: &Value,
+    ) -> (BTreeSet<(Vec<u8>, Vec<u8>)>, Vec<Vec<usize>>) {
         let mut out = BTreeSet::new();
         if let Some(spec) = &self.mongo {
             let form = super::mongo::match_form(id, doc);
             let keys = super::mongo::doc_keys(spec, &self.paths, self.partial.as_ref(), &form);
-            for values in keys.unwrap_or_default() {
-                out.insert(super::mongo::entry(db, num, id, &values));
+            let keys = keys.unwrap_or_default();
+            for values in &keys {
+                out.insert(super::mongo::entry(db, num, id, values));
             }
-            return out;
+            let paths = match keys.is_empty() {
+                true => Vec::new(),
+                false => bunko_query::mongo_index::multikey_paths(&form, &self.paths),
+            };
+            return (out, paths);
         }
         if let Some(partial) = &self.partial
             && !partial.matches(doc, Dialect::Mango)
         {
-            return out;
+            return (out, Vec::new());
         }
         let partition = if self.partitioned { id.split_once(':').map(|(p, _)| p) } else { None };
         if self.partitioned && partition.is_none() {
-            return out;
+            return (out, Vec::new());
         }
         let whole: Vec<Vec<&Value>> = self
             .paths
@@ -100,7 +117,7 @@ impl Compiled {
             let value = serde_json::to_vec(&(&values, id, &whole)).unwrap_or_default();
             out.insert((key, value));
         }
-        out
+        (out, Vec::new())
     }
 }
 

@@ -162,3 +162,110 @@ print(json.dumps(sorted(d["_id"] for d in log.find({}))))
     let (status, _) = server.get("/app%24sessions/old1");
     assert_eq!(status, 404);
 }
+
+/// The `IXSCAN` of a winning plan (under `FETCH`, and `LIMIT`/`SKIP`/`SORT` if any).
+const IXSCAN_OF: &str = r#"
+def ixscan_of(plan):
+    while plan.get("stage") != "IXSCAN":
+        plan = plan["inputStage"]
+    return plan
+"#;
+
+#[test]
+fn explain_reports_multikey_indexes_from_the_first_array_on_and_after_a_restart() {
+    let mut server = Server::start();
+    let script = format!(
+        "{IXSCAN_OF}{}",
+        r#"
+c = client()
+t = c.app.tagged
+t.create_index("tags")
+t.insert_many([{"_id": i, "tags": f"t{i}"} for i in range(5)])
+def mk(coll, q):
+    ix = ixscan_of(coll.find(q).explain()["queryPlanner"]["winningPlan"])
+    return [ix["isMultiKey"], ix["multiKeyPaths"]]
+out = {"scalars": mk(t, {"tags": "t1"})}
+t.insert_one({"_id": 9, "tags": ["t1", "t2"]})
+out["array"] = mk(t, {"tags": "t1"})
+t.delete_one({"_id": 9})
+out["after_delete"] = mk(t, {"tags": "t1"})
+s = c.app.school
+s.insert_one({"_id": "S1", "links": [{"target": "C1", "doc_type": "class"}]})
+s.create_index([("links.target", 1), ("links.doc_type", 1)])
+s.create_index([("name", 1)])
+out["built"] = mk(s, {"links.target": "C1"})
+out["plain"] = mk(s, {"name": "x"})
+print(json.dumps(out))
+"#
+    );
+    let Some(result) = python(&server, &script) else { return };
+    assert_eq!(result["scalars"], json!([false, {"tags": []}]));
+    assert_eq!(result["array"], json!([true, {"tags": ["tags"]}]));
+    assert_eq!(result["after_delete"], json!([true, {"tags": ["tags"]}]), "kept, as MongoDB");
+    let links = json!({"links.target": ["links"], "links.doc_type": ["links"]});
+    assert_eq!(result["built"], json!([true, links]));
+    assert_eq!(result["plain"], json!([false, {"name": []}]));
+    server.kill9();
+    server.restart();
+    let script = format!(
+        "{IXSCAN_OF}{}",
+        r#"
+c = client()
+def mk(coll, q):
+    ix = ixscan_of(coll.find(q).explain()["queryPlanner"]["winningPlan"])
+    return [ix["isMultiKey"], ix["multiKeyPaths"]]
+print(json.dumps([mk(c.app.tagged, {"tags": "t1"}), mk(c.app.school, {"links.target": "C1"}),
+                  mk(c.app.school, {"name": "x"})]))
+"#
+    );
+    let Some(result) = python(&server, &script) else { return };
+    assert_eq!(
+        result,
+        json!([[true, {"tags": ["tags"]}], [true, links], [false, {"name": []}]]),
+        "the multikey state is stored"
+    );
+}
+
+#[test]
+fn all_plans_execution_runs_every_candidate_for_a_trial() {
+    let server = Server::start();
+    let script = format!(
+        "{IXSCAN_OF}{}",
+        r#"
+c = client()
+t = c.app.pairs
+t.insert_many([{"_id": i, "a": i % 3, "b": i % 100} for i in range(300)])
+t.create_index("a")
+t.create_index("b")
+found = sorted(d["_id"] for d in t.find({"a": 1, "b": 2}))
+plan = c.app.command("explain", {"find": "pairs", "filter": {"a": 1, "b": 2}}, verbosity="allPlansExecution")
+qp = plan["queryPlanner"]
+rejected = [ixscan_of(p) for p in qp["rejectedPlans"]]
+trials = [[ixscan_of(p["executionStages"])["indexName"], p["nReturned"], p["totalKeysExamined"],
+           p["totalDocsExamined"], p["executionStages"]["stage"]] for p in plan["executionStats"]["allPlansExecution"]]
+limited = c.app.command("explain", {"find": "pairs", "filter": {"a": 1, "b": {"$gte": 0}}, "limit": 5},
+                        verbosity="allPlansExecution")["executionStats"]["allPlansExecution"]
+stats_only = c.app.command("explain", {"find": "pairs", "filter": {"a": 1, "b": 2}}, verbosity="executionStats")
+single = c.app.command("explain", {"find": "pairs", "filter": {"a": 1}}, verbosity="allPlansExecution")
+print(json.dumps({
+    "found": found,
+    "winner": ixscan_of(qp["winningPlan"])["indexName"],
+    "rejected": [[r["indexName"], r["indexBounds"]] for r in rejected],
+    "trials": trials,
+    "limited": [[ixscan_of(p["executionStages"])["indexName"], p["nReturned"], p["executionStages"]["stage"]] for p in limited],
+    "stats_only": "allPlansExecution" in stats_only["executionStats"],
+    "single": single["executionStats"]["allPlansExecution"],
+}))
+"#
+    );
+    let Some(result) = python(&server, &script) else { return };
+    assert_eq!(result["found"], json!([202]));
+    assert_eq!(result["winner"], "a_1");
+    assert_eq!(result["rejected"], json!([["b_1", {"b": ["[2, 2]"]}]]));
+    // a_1 reads its 100 keys (a = 1) and finds one match; b_1 reads 3 keys (b = 2).
+    assert_eq!(result["trials"], json!([["a_1", 1, 100, 100, "FETCH"], ["b_1", 1, 3, 3, "FETCH"]]));
+    // With a limit the trial stops at it: 5 matches for a = 1 in a_1's first keys.
+    assert_eq!(result["limited"], json!([["a_1", 5, "LIMIT"], ["b_1", 5, "LIMIT"]]));
+    assert_eq!(result["stats_only"], false);
+    assert_eq!(result["single"], json!([]));
+}
