@@ -21,6 +21,8 @@
 //! widens a scan, since every document read is matched again); strings as their bytes with
 //! `0x00` escaped and a `0x00 0x00` terminator; objects and arrays element by element.
 
+use bson::Bson;
+use bunko_doc::ejson;
 use serde_json::{Map, Value};
 
 use crate::bson_order::{Class, class, number};
@@ -161,6 +163,32 @@ fn array_components(value: &Value, segments: &[String], depth: usize, found: &mu
     }
 }
 
+/// A value's hash as MongoDB's hashed indexes hold it (`bunko_doc::bson_hash`), as a
+/// number; `value` is in its matching form (numbers plain, dates `{"$date": ms}`).
+pub fn hashed(value: &Value) -> Value {
+    Value::from(bunko_doc::bson_hash::hash64(&dated(ejson::value_from_json(value))))
+}
+
+/// A BSON value read from the matching form, with its dates (`{"$date": ms}` there,
+/// which reads back as an object) as dates again.
+fn dated(value: Bson) -> Bson {
+    match value {
+        Bson::Document(doc) => {
+            let ms = match (doc.len(), doc.get("$date")) {
+                (1, Some(Bson::Int32(ms))) => Some(i64::from(*ms)),
+                (1, Some(Bson::Int64(ms))) => Some(*ms),
+                _ => None,
+            };
+            match ms {
+                Some(ms) => Bson::DateTime(bson::DateTime::from_millis(ms)),
+                None => Bson::Document(doc.into_iter().map(|(k, v)| (k, dated(v))).collect()),
+            }
+        }
+        Bson::Array(items) => Bson::Array(items.into_iter().map(dated).collect()),
+        other => other,
+    }
+}
+
 /// Appends the order-preserving encoding of a value (in its matching form).
 pub fn encode(value: &Value, out: &mut Vec<u8>) {
     let class = class(value);
@@ -280,6 +308,17 @@ mod tests {
         }
         assert_eq!(encode_key(&[json!(2)]), encode_key(&[json!(2.0)]));
         assert_eq!(encode_key(&[json!(0)]), encode_key(&[json!(-0.0)]));
+    }
+
+    #[test]
+    fn hashed_values_are_mongodb_hashes_of_the_matching_form() {
+        assert_eq!(hashed(&json!(42)), json!(-944302157085130861_i64));
+        assert_eq!(hashed(&json!(42.7)), hashed(&json!(42)));
+        assert_eq!(hashed(&json!("string to hash")), json!(763543691661428748_i64));
+        let date = bunko_doc::bson_hash::hash64(&Bson::DateTime(bson::DateTime::from_millis(5)));
+        assert_eq!(hashed(&json!({"$date": 5})), json!(date));
+        assert_ne!(hashed(&json!({"$date": 5})), hashed(&json!(5)));
+        assert_ne!(hashed(&json!({"d": {"$date": 5}})), hashed(&json!({"d": 5})));
     }
 
     #[test]

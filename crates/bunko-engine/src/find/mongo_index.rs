@@ -11,6 +11,10 @@
 //! bounds the next field and ends the walk. Among candidates the one with the most fixed
 //! fields, then a range, then fewer fields wins; the others are `rejectedPlans`.
 //!
+//! On the hashed field of a hashed index, equalities and `$in` values become points of their
+//! hashes (`bunko_query::mongo_index::hashed`, in hash order) and ranges bound nothing; a
+//! sort is not served by an index whose hashed field is among its leading fields.
+//!
 //! A range's bounds stay inside the bound value's type class (MongoDB's type bracketing:
 //! `{$gt: 5}` matches numbers only). Every document an index names is read once and
 //! matched against the whole filter, so an index only narrows what is read.
@@ -99,7 +103,7 @@ impl Database {
                     "error processing query: planner returned error :: caused by :: hint provided does not correspond to an existing index".into(),
                 ));
             };
-            let bounds = field_bounds(index.compiled.paths(), &conds);
+            let bounds = field_bounds(index.compiled.paths(), &conds, hashed_at(index));
             let index = index.clone();
             let rejected = Vec::new();
             return Ok(Some(MongoScan { index, bounds, rejected, reverse: false, sorted: false }));
@@ -108,7 +112,7 @@ impl Database {
             .into_iter()
             .filter(|i| plannable(i) || holds_every_match(i, selector))
             .map(|i| {
-                let bounds = field_bounds(i.compiled.paths(), &conds);
+                let bounds = field_bounds(i.compiled.paths(), &conds, hashed_at(&i));
                 (i, bounds)
             })
             .filter(|(_, b)| !matches!(b.first(), Some(FieldBounds::All) | None))
@@ -135,6 +139,7 @@ impl Database {
             let paths = i.compiled.paths();
             i.is_ready()
                 && i.def.mongo.as_ref().is_some_and(|s| !s.sparse && s.partial.is_none())
+                && hashed_at(i).is_none_or(|h| h >= order.len())
                 && paths.len() >= order.len()
                 && order.iter().zip(paths).all(|((p, _), q)| p == q)
         })?;
@@ -193,6 +198,11 @@ impl Database {
     }
 }
 
+/// The position of a hashed index's hashed field.
+fn hashed_at(index: &Index) -> Option<usize> {
+    index.def.mongo.as_ref().and_then(|s| s.hashed)
+}
+
 /// Whether the planner considers `index` unhinted (sparse and partial indexes lack some
 /// documents).
 fn plannable(index: &Index) -> bool {
@@ -233,7 +243,7 @@ pub(crate) fn would_choose(
 ) -> bool {
     let conds = top_level(selector.root());
     let ranked = |paths: &[FieldPath]| {
-        let bounds = field_bounds(paths, &conds);
+        let bounds = field_bounds(paths, &conds, None);
         (!matches!(bounds.first(), Some(FieldBounds::All) | None)).then(|| rank(&bounds))
     };
     let Some(mine) = ranked(fields) else { return false };
@@ -286,13 +296,20 @@ fn one_path_or(node: &Node) -> Option<(FieldPath, Vec<Node>)> {
     Some((path?.clone(), conds))
 }
 
-fn field_bounds(paths: &[FieldPath], conds: &[(FieldPath, Cond)]) -> Vec<FieldBounds> {
+/// The bounds of each index field (`hashed`: the position of a hashed field, whose
+/// equalities become points of their hashes and whose ranges bound nothing).
+fn field_bounds(
+    paths: &[FieldPath],
+    conds: &[(FieldPath, Cond)],
+    hashed: Option<usize>,
+) -> Vec<FieldBounds> {
     let mut out = Vec::new();
     let mut ranges = 1usize;
     let mut walking = true;
-    for path in paths {
+    for (i, path) in paths.iter().enumerate() {
         let on: Vec<&Cond> = conds.iter().filter(|(p, _)| p == path).map(|(_, c)| c).collect();
         let bounds = if walking { bounds_of(&on) } else { FieldBounds::All };
+        let bounds = if hashed == Some(i) { hash_bounds(bounds) } else { bounds };
         match &bounds {
             FieldBounds::Points(values) if ranges * values.len() <= MAX_RANGES => {
                 ranges *= values.len();
@@ -307,6 +324,17 @@ fn field_bounds(paths: &[FieldPath], conds: &[(FieldPath, Cond)]) -> Vec<FieldBo
         out.push(bounds);
     }
     out
+}
+
+/// The bounds of a hashed field: the hashes of its points, in key order (a hashed index
+/// holds no order of the values, so a range reads all of it).
+fn hash_bounds(bounds: FieldBounds) -> FieldBounds {
+    let FieldBounds::Points(values) = bounds else { return FieldBounds::All };
+    let mut hashes: Vec<i64> =
+        values.iter().filter_map(|v| bunko_query::mongo_index::hashed(v).as_i64()).collect();
+    hashes.sort_unstable();
+    hashes.dedup();
+    FieldBounds::Points(hashes.into_iter().map(Value::from).collect())
 }
 
 fn bounds_of(conds: &[&Cond]) -> FieldBounds {

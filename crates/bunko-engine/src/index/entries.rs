@@ -25,6 +25,9 @@ use super::IndexDef;
 /// Tag of index entry keys.
 pub const IDX: u8 = 0x0A;
 
+/// The entries (key, value) of one document in one index, sorted and distinct.
+pub type Entries = BTreeSet<(Vec<u8>, Vec<u8>)>;
+
 /// An index definition made ready for matching and key extraction.
 #[derive(Debug)]
 pub struct Compiled {
@@ -58,25 +61,13 @@ impl Compiled {
     }
 
     /// The sorted, distinct entry keys (with values) of one document body.
-    pub fn entries(
-        &self,
-        db: u64,
-        num: u64,
-        id: &str,
-        doc: &Value,
-    ) -> BTreeSet<(Vec<u8>, Vec<u8>)> {
+    pub fn entries(&self, db: u64, num: u64, id: &str, doc: &Value) -> Entries {
         self.indexed(db, num, id, doc).0
     }
 
     /// [`Compiled::entries`], and for a MongoDB index the document's multikey paths
     /// (`bunko_query::mongo_index::multikey_paths`; empty when it has no entries).
-    pub fn indexed(
-        &self,
-        db: u64,
-        num: u64,
-        id: &str,
-        doc: &Value,
-    ) -> (BTreeSet<(Vec<u8>, Vec<u8>)>, Vec<Vec<usize>>) {
+    pub fn indexed(&self, db: u64, num: u64, id: &str, doc: &Value) -> (Entries, Vec<Vec<usize>>) {
         let mut out = BTreeSet::new();
         if let Some(spec) = &self.mongo {
             let form = super::mongo::match_form(id, doc);

@@ -4,7 +4,9 @@
 //! unless an index scan yields the order (its `direction` then says which way), `SKIP`,
 //! `LIMIT`; `rejectedPlans`), and with verbosity `executionStats` or `allPlansExecution` (the
 //! default) the query run read-only for `executionStats` (`nReturned`, `totalKeysExamined`,
-//! `totalDocsExamined`, `executionStages`). Writes are planned and counted, never applied.
+//! `totalDocsExamined`, `executionStages`). `IXSCAN` shows the index's multikey state
+//! (`isMultiKey`, `multiKeyPaths`); `allPlansExecution` runs every candidate plan for
+//! MongoDB's trial period (`all_plans`). Writes are planned and counted, never applied.
 
 use bson::{Bson, Document, doc};
 use bunko_engine::Database;
@@ -213,10 +215,7 @@ fn planner(target: &Explained, winning: Document, rejected: Vec<Document>) -> Do
 /// The `IXSCAN` stage under its `FETCH`.
 fn ixscan(index: &Index, scan: Option<&MongoScan>) -> Document {
     let spec = index.def.mongo.clone();
-    let key: Document = spec
-        .as_ref()
-        .map(|s| s.key.iter().map(|(f, d)| (f.clone(), Bson::Int32(*d))).collect())
-        .unwrap_or_default();
+    let key: Document = spec.as_ref().map(super::indexes::key_pattern).unwrap_or_default();
     let bounds: Document = scan
         .map(|s| {
             s.index_bounds()

@@ -269,3 +269,96 @@ print(json.dumps({
     assert_eq!(result["stats_only"], false);
     assert_eq!(result["single"], json!([]));
 }
+
+#[test]
+fn hashed_indexes_hold_mongodb_hashes_and_serve_equalities() {
+    let server = Server::start();
+    let script = format!(
+        "{IXSCAN_OF}{}",
+        r#"
+import hashlib, struct
+from pymongo.errors import WriteError, BulkWriteError
+def h(v):
+    # MongoDB's BSONElementHasher, computed here independently: seed, canonical type, value.
+    if isinstance(v, int):
+        data = struct.pack("<iiq", 0, 10, v)
+    else:
+        b = v.encode()
+        data = struct.pack("<iii", 0, 15, len(b) + 1) + b + b"\0"
+    return struct.unpack("<q", hashlib.md5(data).digest()[:8])[0]
+def iv(n):
+    return f"[{n}, {n}]"
+c = client()
+t = c.app.hashed
+t.insert_many([{"_id": i, "a": i, "s": f"s{i}"} for i in range(20)] + [{"_id": 100, "a": 3.1}, {"_id": 101, "s": "string to hash"}])
+out = {"name": t.create_index([("a", "hashed")])}
+t.create_index([("s", "hashed")])
+out["list"] = [i["key"] for i in t.list_indexes()]
+e = t.find({"a": 3}).explain()
+ix = ixscan_of(e["queryPlanner"]["winningPlan"])
+out["eq"] = [sorted(d["_id"] for d in t.find({"a": 3})), ix["indexName"], ix["keyPattern"], ix["indexBounds"],
+             ix["isMultiKey"], ix["multiKeyPaths"], e["executionStats"]["totalKeysExamined"], e["executionStats"]["totalDocsExamined"]]
+out["expect_eq"] = {"a": [iv(h(3))]}
+out["hash42"] = ixscan_of(t.find({"a": 42}).explain()["queryPlanner"]["winningPlan"])["indexBounds"]
+out["in"] = [sorted(d["_id"] for d in t.find({"a": {"$in": [1, 2]}})),
+             ixscan_of(t.find({"a": {"$in": [1, 2]}}).explain()["queryPlanner"]["winningPlan"])["indexBounds"]]
+out["expect_in"] = {"a": [iv(x) for x in sorted([h(1), h(2)])]}
+out["str"] = [[d["_id"] for d in t.find({"s": "string to hash"})],
+              ixscan_of(t.find({"s": "string to hash"}).explain()["queryPlanner"]["winningPlan"])["indexBounds"]]
+out["range"] = [len(list(t.find({"a": {"$gt": 15}}))), t.find({"a": {"$gt": 15}}).explain()["queryPlanner"]["winningPlan"]["stage"]]
+out["hint"] = len(list(t.find({}).hint([("a", "hashed")])))
+out["unique"] = code_of(lambda: t.create_index([("u", "hashed")], unique=True))
+out["two"] = code_of(lambda: t.create_index([("x", "hashed"), ("y", "hashed")]))
+try:
+    t.insert_one({"_id": 200, "a": [1, 2]})
+    out["array"] = None
+except WriteError as err:
+    out["array"] = [err.code, err.details["errmsg"]]
+t.create_index([("b", 1), ("c.d", "hashed")])
+t.insert_one({"_id": 300, "b": 1, "c": {"d": "x"}})
+ce = ixscan_of(t.find({"b": 1, "c.d": "x"}).explain()["queryPlanner"]["winningPlan"])
+out["compound"] = [[d["_id"] for d in t.find({"b": 1, "c.d": "x"})], ce["indexName"], ce["keyPattern"], ce["indexBounds"]]
+out["expect_compound"] = {"b": ["[1, 1]"], "c.d": [iv(h("x"))]}
+try:
+    t.insert_one({"_id": 301, "b": 2, "c": [{"d": "y"}]})
+    out["nested_array"] = None
+except WriteError as err:
+    out["nested_array"] = [err.code, err.details["errmsg"]]
+out["kept_out"] = t.count_documents({"_id": {"$in": [200, 301]}})
+c.app.arrays.insert_one({"a": [1]})
+out["build"] = code_of(lambda: c.app.arrays.create_index([("a", "hashed")]))
+c.app.drop_h.create_index([("a", "hashed")])
+c.app.command("dropIndexes", "drop_h", index={"a": "hashed"})
+out["dropped"] = [i["name"] for i in c.app.drop_h.list_indexes()]
+print(json.dumps(out))
+"#
+    );
+    let Some(r) = python(&server, &script) else { return };
+    assert_eq!(r["name"], "a_hashed");
+    assert_eq!(r["list"], json!([{"_id": 1}, {"a": "hashed"}, {"s": "hashed"}]));
+    // 3 and 3.1 share a hash (numbers hash as their truncated integer): two keys read, one match.
+    assert_eq!(
+        r["eq"],
+        json!([[3], "a_hashed", {"a": "hashed"}, r["expect_eq"], false, {"a": []}, 2, 2])
+    );
+    // MongoDB's own check value: 42 hashes to -944302157085130861.
+    assert_eq!(r["hash42"], json!({"a": ["[-944302157085130861, -944302157085130861]"]}));
+    assert_eq!(r["in"], json!([[1, 2], r["expect_in"]]));
+    // The `$toHashedIndexKey` reference example: "string to hash" hashes to 763543691661428748.
+    assert_eq!(r["str"], json!([[101], {"s": ["[763543691661428748, 763543691661428748]"]}]));
+    assert_eq!(r["range"], json!([4, "COLLSCAN"]), "a hashed index holds no order");
+    assert_eq!(r["hint"], 22);
+    assert_eq!(r["unique"], 16764);
+    assert_eq!(r["two"], 31303);
+    let array =
+        "Error: hashed indexes do not currently support array values. Found array at path: ";
+    assert_eq!(r["array"], json!([16766, format!("{array}a")]));
+    assert_eq!(
+        r["compound"],
+        json!([[300], "b_1_c.d_hashed", {"b": 1, "c.d": "hashed"}, r["expect_compound"]])
+    );
+    assert_eq!(r["nested_array"], json!([16766, format!("{array}c")]));
+    assert_eq!(r["kept_out"], 0);
+    assert_eq!(r["build"], 16766);
+    assert_eq!(r["dropped"], json!(["_id_"]));
+}
