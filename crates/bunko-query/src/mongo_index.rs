@@ -19,7 +19,9 @@
 //! numbers as an order-preserving f64 (so int32, int64, double and Decimal128 of equal
 //! value have one key; integers beyond 2^53 share keys with their neighbours, which only
 //! widens a scan, since every document read is matched again); strings as their bytes with
-//! `0x00` escaped and a `0x00 0x00` terminator; objects and arrays element by element.
+//! `0x00` escaped and a `0x00 0x00` terminator (under a collation, [`crate::collation::with`],
+//! their ICU4X sort keys the same way: a collated index); objects and arrays element by
+//! element.
 
 use bson::Bson;
 use bunko_doc::ejson;
@@ -195,8 +197,8 @@ pub fn encode(value: &Value, out: &mut Vec<u8>) {
     out.push(class as u8 + 1);
     match (class, value) {
         (Class::Number, _) => encode_f64(number(value), out),
-        (Class::String, Value::String(s)) => encode_str(s, out),
-        (Class::String, Value::Object(m)) => encode_str(wrapped_str(m), out),
+        (Class::String, Value::String(s)) => encode_string(s, out),
+        (Class::String, Value::Object(m)) => encode_string(wrapped_str(m), out),
         (Class::Object, Value::Object(map)) => {
             for (k, v) in map {
                 out.push(1);
@@ -254,8 +256,21 @@ fn encode_f64(d: f64, out: &mut Vec<u8>) {
     out.extend_from_slice(&ordered.max(1).to_be_bytes());
 }
 
+/// A string value: its bytes, or its sort key under this thread's collation (a collated
+/// index's keys are computed inside `crate::collation::with` its collation).
+fn encode_string(s: &str, out: &mut Vec<u8>) {
+    match crate::collation::sort_key(s) {
+        Some(key) => encode_bytes(&key, out),
+        None => encode_str(s, out),
+    }
+}
+
 fn encode_str(s: &str, out: &mut Vec<u8>) {
-    for &b in s.as_bytes() {
+    encode_bytes(s.as_bytes(), out);
+}
+
+fn encode_bytes(bytes: &[u8], out: &mut Vec<u8>) {
+    for &b in bytes {
         out.push(b);
         if b == 0 {
             out.push(0xFF);

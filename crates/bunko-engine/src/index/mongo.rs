@@ -54,6 +54,10 @@ pub struct MongoSpec {
     /// The position in [`MongoSpec::key`] of the field given as `"hashed"` (its entry then
     /// holds `1`): the index holds that field's hash (`bunko_doc::bson_hash`).
     pub hashed: Option<usize>,
+    /// The index's collation with every field filled in
+    /// (`bunko_query::collation::Collation::full_spec`); `None`: simple (binary). Its string
+    /// keys are the collation's sort keys.
+    pub collation: Option<Map<String, Value>>,
 }
 
 impl MongoSpec {
@@ -95,6 +99,7 @@ fn def_from(ddoc: &str, name: &str, spec: &Value) -> Option<IndexDef> {
             partial: spec.get("partialFilterExpression").filter(|s| !s.is_null()).cloned(),
             expire_after_seconds: spec.get("expireAfterSeconds").and_then(Value::as_i64),
             hashed,
+            collation: spec.get("collation").and_then(Value::as_object).cloned(),
         }),
     })
 }
@@ -107,6 +112,9 @@ fn to_json(def: &IndexDef, spec: &MongoSpec) -> Value {
     }
     if let Some(ttl) = spec.expire_after_seconds {
         out["expireAfterSeconds"] = json!(ttl);
+    }
+    if let Some(collation) = &spec.collation {
+        out["collation"] = Value::Object(collation.clone());
     }
     out
 }
@@ -193,36 +201,53 @@ impl Database {
         let form = |w: &Winner| {
             w.as_ref().map(|(rev, body, _)| match_form(id, &entries::mango_doc(id, rev, body)))
         };
-        let (old_doc, new_doc) = (form(old), form(new));
+        let docs = (form(old), form(new));
         for index in indexes.iter().filter(|i| i.covers(id)) {
             let Some(spec) = &index.def.mongo else { continue };
-            let compiled = &index.compiled;
-            let keys_of = |doc: &Option<Value>| match doc {
-                Some(d) => doc_keys(spec, compiled.paths(), compiled.partial(), d),
-                None => Ok(Vec::new()),
-            };
-            let after = keys_of(&new_doc)?;
-            if !spec.unique {
-                continue;
+            // Keys of a collated index hold its collation's sort keys.
+            bunko_query::collation::with(index.compiled.collation(), || {
+                self.check_index(index, spec, unique, id, &docs)
+            })?;
+        }
+        Ok(())
+    }
+
+    /// [`Database::check_mongo_indexes`] for one index, a document going from `docs.0` to
+    /// `docs.1` (MongoDB matching forms).
+    fn check_index(
+        &self,
+        index: &Index,
+        spec: &MongoSpec,
+        unique: &mut UniqueKeys,
+        id: &str,
+        (old_doc, new_doc): &(Option<Value>, Option<Value>),
+    ) -> Result<()> {
+        let compiled = &index.compiled;
+        let keys_of = |doc: &Option<Value>| match doc {
+            Some(d) => doc_keys(spec, compiled.paths(), compiled.partial(), d),
+            None => Ok(Vec::new()),
+        };
+        let after = keys_of(new_doc)?;
+        if !spec.unique {
+            return Ok(());
+        }
+        let before = keys_of(old_doc).unwrap_or_default();
+        let (db, num) = (self.id(), index.num());
+        for values in before.iter().filter(|v| !after.contains(v)) {
+            unique.released.insert(entry(db, num, id, values).0);
+            unique.added.remove(&key_prefix(db, num, values));
+        }
+        for values in after.iter().filter(|v| !before.contains(v)) {
+            let prefix = key_prefix(db, num, values);
+            if self.key_taken(unique, &prefix, id)? {
+                let key = spec.key.iter().map(|(f, _)| f.clone()).zip(values.clone());
+                return Err(Error::DuplicateKey {
+                    db: self.name(),
+                    index: index.def.name.clone(),
+                    key: key.collect(),
+                });
             }
-            let before = keys_of(&old_doc).unwrap_or_default();
-            let (db, num) = (self.id(), index.num());
-            for values in before.iter().filter(|v| !after.contains(v)) {
-                unique.released.insert(entry(db, num, id, values).0);
-                unique.added.remove(&key_prefix(db, num, values));
-            }
-            for values in after.iter().filter(|v| !before.contains(v)) {
-                let prefix = key_prefix(db, num, values);
-                if self.key_taken(unique, &prefix, id)? {
-                    let key = spec.key.iter().map(|(f, _)| f.clone()).zip(values.clone());
-                    return Err(Error::DuplicateKey {
-                        db: self.name(),
-                        index: index.def.name.clone(),
-                        key: key.collect(),
-                    });
-                }
-                unique.added.insert(prefix, id.to_string());
-            }
+            unique.added.insert(prefix, id.to_string());
         }
         Ok(())
     }
@@ -302,10 +327,24 @@ impl Database {
     /// Checks a new index against the documents already stored: parallel arrays, and for a
     /// `unique` index a key two documents share (MongoDB refuses to build both).
     fn check_existing(&self, def: &IndexDef) -> Result<()> {
-        let Some(spec) = &def.mongo else { return Ok(()) };
+        if def.mongo.is_none() {
+            return Ok(());
+        }
         let compiled = entries::Compiled::new(def).map_err(Error::BadRequest)?;
+        let docs = self.mongo_docs()?;
+        bunko_query::collation::with(compiled.collation(), || self.check_docs(def, &compiled, docs))
+    }
+
+    /// [`Database::check_existing`] over `docs`, under the index's collation.
+    fn check_docs(
+        &self,
+        def: &IndexDef,
+        compiled: &entries::Compiled,
+        docs: Vec<(String, Value)>,
+    ) -> Result<()> {
+        let Some(spec) = &def.mongo else { return Ok(()) };
         let mut seen: HashMap<Vec<u8>, String> = HashMap::new();
-        for (id, doc) in self.mongo_docs()? {
+        for (id, doc) in docs {
             let keys = doc_keys(spec, compiled.paths(), compiled.partial(), &doc)?;
             for values in keys {
                 let encoded = mongo_index::encode_key(&values);

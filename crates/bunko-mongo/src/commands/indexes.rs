@@ -126,7 +126,8 @@ fn parse_spec(spec: &Bson) -> Result<IndexDef, MongoError> {
         ));
     }
     for field in spec.keys() {
-        let known = ["key", "name", "v", "unique", "sparse", "partialFilterExpression"];
+        let known =
+            ["key", "name", "v", "unique", "sparse", "partialFilterExpression", "collation"];
         if !known.contains(&field.as_str())
             && field != "expireAfterSeconds"
             && field != "background"
@@ -163,6 +164,12 @@ fn parse_spec(spec: &Bson) -> Result<IndexDef, MongoError> {
         }
         other => other,
     };
+    let collation = query::collation_of(spec)?.map(|c| c.full_spec());
+    if hashed.is_some() && collation.is_some() {
+        return Err(MongoError::not_implemented(
+            "hashed indexes with a collation other than simple are not supported yet",
+        ));
+    }
     let fields =
         pattern.iter().map(|(f, d)| IndexField { name: f.clone(), desc: *d < 0 }).collect();
     Ok(IndexDef {
@@ -178,6 +185,7 @@ fn parse_spec(spec: &Bson) -> Result<IndexDef, MongoError> {
             partial,
             expire_after_seconds: ttl,
             hashed,
+            collation,
         }),
     })
 }
@@ -239,7 +247,8 @@ fn existing(db: &Database, def: &IndexDef) -> Result<bool, MongoError> {
                 ),
             ));
         }
-        if same_key && other.map(|o| (o.unique, o.sparse)) == spec.map(|s| (s.unique, s.sparse)) {
+        let options = |s: &MongoSpec| (s.unique, s.sparse, s.collation.clone());
+        if same_key && other.map(options) == spec.map(options) {
             return Err(MongoError::new(
                 85,
                 "IndexOptionsConflict",
@@ -277,6 +286,9 @@ pub(super) fn describe(def: &IndexDef) -> Document {
     }
     if let Some(ttl) = spec.expire_after_seconds {
         out.insert("expireAfterSeconds", i32::try_from(ttl).unwrap_or(i32::MAX));
+    }
+    if let Some(collation) = &spec.collation {
+        out.insert("collation", ejson::from_json(collation));
     }
     out
 }

@@ -362,3 +362,77 @@ print(json.dumps(out))
     assert_eq!(r["build"], 16766);
     assert_eq!(r["dropped"], json!(["_id_"]));
 }
+
+#[test]
+fn collated_indexes_serve_queries_with_their_collation_only() {
+    let server = Server::start();
+    let script = format!(
+        "{IXSCAN_OF}{}",
+        r#"
+from pymongo.errors import DuplicateKeyError
+c = client()
+w = c.app.words
+w.insert_many([{"_id": i, "x": x, "n": i} for i, x in enumerate(["ping", "Ping", "PING", "pong", "apple", "Banana", "cherry", "Éclair"])])
+ci = {"locale": "en", "strength": 2}
+w.create_index("x", collation=ci, name="x_ci")
+w.create_index("n", collation=ci, name="n_ci")
+def stage(cur):
+    plan = cur.explain()["queryPlanner"]["winningPlan"]
+    try:
+        ix = ixscan_of(plan)
+        return [ix["indexName"], ix["indexBounds"]]
+    except KeyError:
+        return plan["stage"]
+out = {"list": [i.get("collation") for i in w.list_indexes()]}
+out["eq"] = [sorted(d["_id"] for d in w.find({"x": "PING"}, collation=ci)), stage(w.find({"x": "PING"}, collation=ci))]
+out["eq_simple"] = [sorted(d["_id"] for d in w.find({"x": "PING"})), stage(w.find({"x": "PING"}))]
+out["eq_other"] = stage(w.find({"x": "PING"}, collation={"locale": "fr", "strength": 2}))
+out["range"] = [sorted(d["x"] for d in w.find({"x": {"$gte": "b", "$lt": "d"}}, collation=ci)),
+                stage(w.find({"x": {"$gte": "b", "$lt": "d"}}, collation=ci))[0]]
+out["regex"] = [sorted(d["_id"] for d in w.find({"x": {"$regex": "^p"}}, collation=ci)), stage(w.find({"x": {"$regex": "^p"}}, collation=ci))]
+out["numbers_simple"] = [[d["_id"] for d in w.find({"n": 3})], stage(w.find({"n": 3}))]
+sorted_plan = w.find({}, collation=ci).sort("x", 1).explain()["queryPlanner"]["winningPlan"]
+out["sort"] = [[d["x"] for d in w.find({}, collation=ci).sort("x", 1)], "SORT" in json.dumps(sorted_plan)]
+u = c.app.emails
+u.create_index("e", unique=True, collation=ci)
+u.insert_one({"_id": 1, "e": "a@x"})
+try:
+    u.insert_one({"_id": 2, "e": "A@X"})
+    out["dup"] = None
+except DuplicateKeyError as e:
+    out["dup"] = e.code
+u.create_index("e", unique=True, name="e_simple")
+out["both"] = [i["name"] for i in u.list_indexes()]
+out["hashed"] = code_of(lambda: u.create_index([("h", "hashed")], collation=ci))
+out["bad"] = code_of(lambda: u.create_index("z", collation={"strength": 2}))
+out["simple"] = [i.get("collation") for i in u.list_indexes() if i["name"] == "e_simple"]
+print(json.dumps(out))
+"#
+    );
+    let Some(r) = python(&server, &script) else { return };
+    let full = json!({"locale": "en", "caseLevel": false, "caseFirst": "off", "strength": 2,
+        "numericOrdering": false, "alternate": "non-ignorable", "maxVariable": "punct",
+        "normalization": false, "backwards": false, "version": "57.1"});
+    assert_eq!(r["list"], json!([null, full, full]));
+    assert_eq!(r["eq"][0], json!([0, 1, 2]));
+    assert_eq!(r["eq"][1][0], "x_ci");
+    let bound = r["eq"][1][1]["x"][0].as_str().unwrap_or_default().to_string();
+    assert!(bound.starts_with("[CollationKey(0x") && bound.ends_with(")]"), "{bound}");
+    // A query under the simple collation (or another one) reads the collection for strings.
+    assert_eq!(r["eq_simple"], json!([[2], "COLLSCAN"]));
+    assert_eq!(r["eq_other"], "COLLSCAN");
+    assert_eq!(r["range"], json!([["Banana", "cherry"], "x_ci"]));
+    // A regex is not collation-aware: the collated index gives it no bounds.
+    assert_eq!(r["regex"], json!([[0, 3], "COLLSCAN"]));
+    // Numbers have no collation: a simple query uses the collated index for them.
+    assert_eq!(r["numbers_simple"], json!([[3], ["n_ci", {"n": ["[3, 3]"]}]]));
+    let order = &r["sort"][0];
+    assert_eq!(order[0], "apple");
+    assert_eq!(order[1], "Banana");
+    assert_eq!(r["sort"][1], false, "the collated index yields the order");
+    assert_eq!(r["dup"], 11000);
+    assert_eq!(r["both"], json!(["_id_", "e_1", "e_simple"]));
+    assert_eq!(r["hashed"], 238);
+    assert_eq!(r["bad"], 2);
+    assert_eq!(r["simple"], json!([null]));
+}
