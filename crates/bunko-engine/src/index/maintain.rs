@@ -24,7 +24,7 @@ pub type Winner = Option<(String, Vec<u8>, Vec<String>)>;
 pub type DdocChanges = HashMap<String, Option<Map<String, Value>>>;
 
 /// The indexes a commit makes multikey (or multikey at more paths): storage number → the
-/// index and the state to install with the commit ([`Database::index_doc`]).
+/// index and the state to install with the commit (`Database::index_doc`).
 pub type MultikeyMarks = HashMap<u64, (Arc<Index>, IndexMeta)>;
 
 impl Database {

@@ -165,6 +165,12 @@ fn parse_spec(spec: &Bson) -> Result<IndexDef, MongoError> {
         other => other,
     };
     let collation = query::collation_of(spec)?.map(|c| c.full_spec());
+    if hashed.is_some() && ttl.is_some() {
+        // The TTL monitor reads dates from the index, which a hashed index does not hold.
+        return Err(MongoError::not_implemented(
+            "expireAfterSeconds on a hashed index is not supported",
+        ));
+    }
     if hashed.is_some() && collation.is_some() {
         return Err(MongoError::not_implemented(
             "hashed indexes with a collation other than simple are not supported yet",

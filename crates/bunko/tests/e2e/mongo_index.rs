@@ -309,6 +309,7 @@ out["range"] = [len(list(t.find({"a": {"$gt": 15}}))), t.find({"a": {"$gt": 15}}
 out["hint"] = len(list(t.find({}).hint([("a", "hashed")])))
 out["unique"] = code_of(lambda: t.create_index([("u", "hashed")], unique=True))
 out["two"] = code_of(lambda: t.create_index([("x", "hashed"), ("y", "hashed")]))
+out["ttl"] = code_of(lambda: t.create_index([("z", "hashed")], expireAfterSeconds=10))
 try:
     t.insert_one({"_id": 200, "a": [1, 2]})
     out["array"] = None
@@ -350,6 +351,7 @@ print(json.dumps(out))
     assert_eq!(r["hint"], 22);
     assert_eq!(r["unique"], 16764);
     assert_eq!(r["two"], 31303);
+    assert_eq!(r["ttl"], 238);
     let array =
         "Error: hashed indexes do not currently support array values. Found array at path: ";
     assert_eq!(r["array"], json!([16766, format!("{array}a")]));
