@@ -9,12 +9,14 @@
 //! - [`collate`]: CouchDB's view and raw collation of JSON, and its order-preserving encoding.
 //! - [`att`] and [`gzip`]: attachments as clients send them, and how they are stored.
 //! - [`fields`]: reads only some top-level members of a stored JSON body.
+//! - [`bson_hash`]: MongoDB's hash of a BSON value (hashed indexes).
 //!
 //! Nothing here knows about storage: `bunko-engine` composes these pieces into keys and
 //! records.
 
 pub mod att;
 pub mod body;
+pub mod bson_hash;
 pub mod collate;
 pub mod ejson;
 pub mod error;

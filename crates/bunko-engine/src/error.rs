@@ -80,6 +80,12 @@ pub enum Error {
     /// A document crosses two arrays of one compound MongoDB index (MongoDB's code 171).
     #[error("{0}")]
     ParallelArrays(String),
+    /// A document holds an array on a path of a hashed MongoDB index (MongoDB's code
+    /// 16766); holds the path up to the array.
+    #[error(
+        "Error: hashed indexes do not currently support array values. Found array at path: {0}"
+    )]
+    HashedArray(String),
     /// One document of a transaction failed, so none was written.
     #[error("{db}/{id}: {error}")]
     InTxn { db: String, id: String, error: Box<Error> },

@@ -13,7 +13,7 @@
 //! | `0x08` | `PartStats(db, partition)` | [`crate::records::Stats`] of one partition |
 //! | `0x09` | `Dropped(db)` | marks a deleted database whose keys are still being removed |
 //! | `0x0A` | index entry `(db, num, [partition], values…, doc_id)` | `[[values…], doc_id, [whole…]]` ([`crate::index::entries`]) |
-//! | `0x0B` | `IdxMeta(db, ddoc, name)` | [`crate::index::IndexMeta`]: storage number, build cursor |
+//! | `0x0B` | `IdxMeta(db, ddoc, name)` | [`crate::index::IndexMeta`]: storage number, build cursor, multikey paths |
 //! | `0x0C` | `IdxDropped(db, num)` | marks a removed index whose entries are still being removed |
 //! | `0x0D` | [`VIEW_META`]: map index checkpoint `(db, sig)` | reserved for `bunko-views`: seq reached, rows |
 //! | `0x0E` | [`VIEW_ROW`]: view row `(db, sig, [partition], key, doc_id, n)` | reserved for `bunko-views`: `[key, doc_id, value]` |

@@ -32,7 +32,7 @@ use bunko_storage::{Batch, Iter, Read};
 use serde_json::{Map, Value};
 
 use crate::database::Database;
-use crate::index::{DdocChanges, Winner};
+use crate::index::{DdocChanges, MultikeyMarks, Winner};
 use crate::keys::{self, Key};
 use crate::records::{self, DocInfo, LocalDoc, PurgeInfo, Stats};
 use crate::security::UserCtx;
@@ -59,6 +59,8 @@ struct PurgeBatch {
     docs: HashMap<String, Option<DocInfo>>,
     partitions: HashMap<String, Stats>,
     ddocs: DdocChanges,
+    /// MongoDB indexes a purge makes multikey (a conflict becoming the winner).
+    multikey: MultikeyMarks,
 }
 
 impl Database {
@@ -94,6 +96,7 @@ impl Database {
             docs: HashMap::new(),
             partitions: HashMap::new(),
             ddocs: DdocChanges::default(),
+            multikey: MultikeyMarks::default(),
         };
         let mut results = Vec::with_capacity(requests.len());
         for (id, mut revs) in requests {
@@ -116,7 +119,7 @@ impl Database {
         }
         pb.batch.put(Key::Stats(db).encode(), records::encode(&pb.stats));
         let plan = (!pb.ddocs.is_empty()).then(|| self.plan_ddocs(&mut pb.batch, &pb.ddocs, seq));
-        let after = self.install(plan);
+        let after = self.install(plan, std::mem::take(&mut pb.multikey));
         self.commit_locked(writer, pb.batch, seq, pb.stats)?;
         self.after_commit(after);
         Ok(results.into_iter().map(|(purged, _)| purged).collect())
@@ -170,7 +173,8 @@ impl Database {
                 new_winner.and_then(|(_, b, _)| serde_json::from_slice::<Map<_, _>>(&b).ok());
             pb.ddocs.insert(id.to_string(), body);
         } else {
-            self.index_doc(&self.indexes.all(), &mut pb.batch, id, &old_winner, &new_winner);
+            let marks = (&mut pb.batch, &mut pb.multikey);
+            self.index_doc(&self.indexes.all(), marks, id, &old_winner, &new_winner);
         }
         pb.docs.insert(id.to_string(), new);
         Ok(removed)

@@ -208,7 +208,7 @@ impl Database {
             if failed || staged.seq == writer.seq {
                 continue;
             }
-            afters.push(self.install(staged.plan));
+            afters.push(self.install(staged.plan, staged.multikey));
             ticket = Some(self.apply_docs_batch(batch, &staged.ids)?);
             writer.seq = staged.seq;
             writer.stats = staged.stats;

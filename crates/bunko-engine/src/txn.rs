@@ -430,15 +430,15 @@ impl Transaction<'_> {
                 })?;
                 written.push(TxnWrite { db: db.name(), id: result.id, rev });
             }
-            after.push(staged.plan);
+            after.push((staged.plan, staged.multikey));
             dbs.push((touched.db.clone(), staged.seq));
             parts.push(Part { db, writer, seq: staged.seq, stats: staged.stats, ids: staged.ids });
         }
         let after: Vec<_> = dbs
             .into_iter()
             .zip(after)
-            .map(|((db, seq), plan)| {
-                let work = db.install(plan);
+            .map(|((db, seq), (plan, multikey))| {
+                let work = db.install(plan, multikey);
                 (db, seq, work)
             })
             .collect();

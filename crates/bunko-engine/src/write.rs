@@ -20,7 +20,7 @@ use bunko_storage::{Batch, Ticket};
 use crate::attachments::AttMeta;
 use crate::database::{Database, Writer};
 use crate::ids::IdChanges;
-use crate::index::{DdocChanges, Index, Winner};
+use crate::index::{DdocChanges, Index, MultikeyMarks, Winner};
 use crate::keys::Key;
 use crate::records::{self, DocInfo, Stats};
 use crate::revtree::RevTree;
@@ -91,6 +91,8 @@ pub(crate) struct Staged {
     pub plan: Option<IndexPlan>,
     /// The documents written, for the order statistics of ids.
     pub ids: IdChanges,
+    /// MongoDB indexes the edits make multikey, installed with the commit.
+    pub multikey: MultikeyMarks,
 }
 
 impl Staged {
@@ -158,6 +160,8 @@ struct Pending {
     written: HashSet<[u8; 16]>,
     /// Keys of `unique` MongoDB indexes this commit adds and releases.
     unique: crate::index::mongo::UniqueKeys,
+    /// MongoDB indexes this commit makes multikey.
+    multikey: MultikeyMarks,
 }
 
 impl Database {
@@ -239,7 +243,7 @@ impl Database {
             return Ok((staged.results, None));
         }
         let (seq, stats) = (staged.seq, staged.stats);
-        let after = self.install(staged.plan);
+        let after = self.install(staged.plan, staged.multikey);
         let ticket = self.apply_locked(writer, batch, &staged.ids, seq, stats)?;
         Ok((staged.results, Some(Unsynced { ticket, seq, after })))
     }
@@ -320,12 +324,15 @@ impl Database {
         }
         batch.put(Key::Stats(db).encode(), records::encode(&stats));
         let plan = (!pending.ddocs.is_empty()).then(|| self.plan_ddocs(batch, &pending.ddocs, seq));
-        Ok(Staged { results, seq, stats, plan, ids })
+        Ok(Staged { results, seq, stats, plan, ids, multikey: pending.multikey })
     }
 
-    /// Makes a staged index plan current, under the writer lock, just before the commit;
-    /// returns what [`Database::after_commit`] needs.
-    pub(crate) fn install(&self, plan: Option<IndexPlan>) -> AfterCommit {
+    /// Makes a staged index plan and the multikey states a commit sets current, under the
+    /// writer lock, just before the commit; returns what [`Database::after_commit`] needs.
+    pub(crate) fn install(&self, plan: Option<IndexPlan>, multikey: MultikeyMarks) -> AfterCommit {
+        for (index, meta) in multikey.into_values() {
+            index.set_meta(meta);
+        }
         let Some((next, dropped)) = plan else { return AfterCommit::default() };
         self.indexes.replace(next);
         // Still under the writer lock: the next write compiles the new functions.
@@ -371,7 +378,7 @@ impl Database {
                 Some(info) => self.winner_of(pending, id, info, None)?,
                 None => None,
             };
-            self.index_doc(indexes, batch, id, &old, &new);
+            self.index_doc(indexes, (batch, &mut pending.multikey), id, &old, &new);
         }
         pending.winners.insert(id.to_string(), new.clone());
         Ok(())

@@ -186,6 +186,7 @@ impl From<bunko_engine::Error> for MongoError {
             E::PartitionOverflow(_) => Self::bad_value(text),
             E::DuplicateKey { db, index, key } => Self::duplicate_in(&db, &index, &key),
             E::ParallelArrays(_) => Self::new(171, "CannotIndexParallelArrays", text),
+            E::HashedArray(_) => Self::new(16766, "Location16766", text),
             E::Doc(bunko_doc::Error::TooLarge(_)) => Self::new(10334, "BSONObjectTooLarge", text),
             E::Doc(_) => Self::bad_value(text),
             E::Js(_) | E::Unknown(_) | E::Rejected(_) => {

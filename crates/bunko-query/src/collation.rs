@@ -103,6 +103,42 @@ impl Collation {
     pub fn compare(&self, a: &str, b: &str) -> Ordering {
         self.collator.compare(a, b)
     }
+
+    /// The ICU4X sort key of a string: keys compare as bytes as [`Collation::compare`]
+    /// compares the strings (a collated index holds these).
+    pub fn sort_key(&self, s: &str) -> Vec<u8> {
+        let mut key = Vec::with_capacity(2 * s.len() + 8);
+        let Ok(()) = self.collator.write_sort_key_to(s, &mut key);
+        key
+    }
+
+    /// The collation with every field filled in, as MongoDB's `listIndexes` shows an index's
+    /// (`version` is the ICU version MongoDB reports). Two collations given differently
+    /// (`strength: 3` or left out) that collate alike have the same full form.
+    pub fn full_spec(&self) -> Map<String, Value> {
+        let given = |key: &str, default: Value| self.spec.get(key).cloned().unwrap_or(default);
+        let strength = self.spec.get("strength").and_then(Value::as_f64).unwrap_or(3.0);
+        let mut out = Map::new();
+        out.insert("locale".into(), given("locale", Value::Null));
+        out.insert("caseLevel".into(), given("caseLevel", Value::Bool(false)));
+        out.insert("caseFirst".into(), Value::from("off"));
+        out.insert("strength".into(), Value::from(strength as i64));
+        out.insert("numericOrdering".into(), given("numericOrdering", Value::Bool(false)));
+        out.insert("alternate".into(), Value::from("non-ignorable"));
+        out.insert("maxVariable".into(), Value::from("punct"));
+        out.insert("normalization".into(), Value::Bool(false));
+        out.insert("backwards".into(), Value::Bool(false));
+        out.insert("version".into(), Value::from(ICU_VERSION));
+        out
+    }
+}
+
+/// The ICU version MongoDB reports in a collation's `version`.
+pub const ICU_VERSION: &str = "57.1";
+
+/// Whether two collations (`None`: simple) collate alike.
+pub fn same(a: Option<&Collation>, b: Option<&Collation>) -> bool {
+    a.map(Collation::full_spec) == b.map(Collation::full_spec)
 }
 
 fn strength(value: &Value) -> Result<Strength, CollationError> {
@@ -149,6 +185,11 @@ pub fn active() -> bool {
     CURRENT.with(|c| c.borrow().is_some())
 }
 
+/// The sort key of a string under this thread's collation (`None` without one).
+pub fn sort_key(s: &str) -> Option<Vec<u8>> {
+    CURRENT.with(|c| c.borrow().as_ref().map(|collation| collation.sort_key(s)))
+}
+
 /// Compares two strings under this thread's collation (bytes without one).
 pub fn compare_str(a: &str, b: &str) -> Ordering {
     CURRENT.with(|c| match c.borrow().as_ref() {
@@ -186,6 +227,27 @@ mod tests {
         assert_eq!(compare_str("É", "e"), Ordering::Greater); // bytes: 0xC3 > 0x65
         let numeric = parse(json!({"locale": "en", "numericOrdering": true})).unwrap();
         assert!(with(numeric, || compare_str("10", "9").is_gt()));
+    }
+
+    #[test]
+    fn sort_keys_order_as_the_collator_and_full_specs_fill_defaults() {
+        let c = parse(json!({"locale": "en", "strength": 2.0})).unwrap().unwrap();
+        assert_eq!(c.sort_key("PING"), c.sort_key("ping"));
+        assert!(c.sort_key("apple") < c.sort_key("Banana"));
+        let full = c.full_spec();
+        assert_eq!(
+            Value::Object(full.clone()),
+            json!({"locale": "en", "caseLevel": false, "caseFirst": "off", "strength": 2,
+                   "numericOrdering": false, "alternate": "non-ignorable", "maxVariable": "punct",
+                   "normalization": false, "backwards": false, "version": "57.1"})
+        );
+        let again = parse(Value::Object(full)).unwrap().unwrap();
+        assert!(same(Some(&c), Some(&again)));
+        let tertiary = parse(json!({"locale": "en"})).unwrap().unwrap();
+        assert!(!same(Some(&c), Some(&tertiary)));
+        assert!(!same(Some(&c), None));
+        assert!(with(Some(c), || sort_key("x").is_some()));
+        assert_eq!(sort_key("x"), None);
     }
 
     #[test]

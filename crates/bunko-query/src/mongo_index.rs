@@ -19,8 +19,12 @@
 //! numbers as an order-preserving f64 (so int32, int64, double and Decimal128 of equal
 //! value have one key; integers beyond 2^53 share keys with their neighbours, which only
 //! widens a scan, since every document read is matched again); strings as their bytes with
-//! `0x00` escaped and a `0x00 0x00` terminator; objects and arrays element by element.
+//! `0x00` escaped and a `0x00 0x00` terminator (under a collation, [`crate::collation::with`],
+//! their ICU4X sort keys the same way: a collated index); objects and arrays element by
+//! element.
 
+use bson::Bson;
+use bunko_doc::ejson;
 use serde_json::{Map, Value};
 
 use crate::bson_order::{Class, class, number};
@@ -129,14 +133,72 @@ fn leaf_values(value: &Value, rest: &[String]) -> Vec<Value> {
     }
 }
 
+/// MongoDB's `multiKeyPaths` of a document: for each indexed field, the (0-based) path
+/// components at which the document holds an array (`a.b` over `{a: [{b: [1]}]}` gives
+/// `[0, 1]`; an empty array counts, as in MongoDB). All empty: the keys cross no array.
+pub fn multikey_paths(doc: &Value, fields: &[FieldPath]) -> Vec<Vec<usize>> {
+    fields
+        .iter()
+        .map(|field| {
+            let mut found = Vec::new();
+            array_components(doc, field.segments(), 0, &mut found);
+            found.sort_unstable();
+            found.dedup();
+            found
+        })
+        .collect()
+}
+
+/// Adds to `found` the components from `depth` on where `value` (the value at the first
+/// `depth` segments) reaches an array.
+fn array_components(value: &Value, segments: &[String], depth: usize, found: &mut Vec<usize>) {
+    let Some(segment) = segments.get(depth) else { return };
+    let Some(next) = value.as_object().and_then(|m| m.get(segment)) else { return };
+    match next {
+        Value::Array(items) => {
+            found.push(depth);
+            for item in items {
+                array_components(item, segments, depth + 1, found);
+            }
+        }
+        other => array_components(other, segments, depth + 1, found),
+    }
+}
+
+/// A value's hash as MongoDB's hashed indexes hold it (`bunko_doc::bson_hash`), as a
+/// number; `value` is in its matching form (numbers plain, dates `{"$date": ms}`).
+pub fn hashed(value: &Value) -> Value {
+    Value::from(bunko_doc::bson_hash::hash64(&dated(ejson::value_from_json(value))))
+}
+
+/// A BSON value read from the matching form, with its dates (`{"$date": ms}` there,
+/// which reads back as an object) as dates again.
+fn dated(value: Bson) -> Bson {
+    match value {
+        Bson::Document(doc) => {
+            let ms = match (doc.len(), doc.get("$date")) {
+                (1, Some(Bson::Int32(ms))) => Some(i64::from(*ms)),
+                (1, Some(Bson::Int64(ms))) => Some(*ms),
+                _ => None,
+            };
+            match ms {
+                Some(ms) => Bson::DateTime(bson::DateTime::from_millis(ms)),
+                None => Bson::Document(doc.into_iter().map(|(k, v)| (k, dated(v))).collect()),
+            }
+        }
+        Bson::Array(items) => Bson::Array(items.into_iter().map(dated).collect()),
+        other => other,
+    }
+}
+
 /// Appends the order-preserving encoding of a value (in its matching form).
 pub fn encode(value: &Value, out: &mut Vec<u8>) {
     let class = class(value);
     out.push(class as u8 + 1);
     match (class, value) {
         (Class::Number, _) => encode_f64(number(value), out),
-        (Class::String, Value::String(s)) => encode_str(s, out),
-        (Class::String, Value::Object(m)) => encode_str(wrapped_str(m), out),
+        (Class::String, Value::String(s)) => encode_string(s, out),
+        (Class::String, Value::Object(m)) => encode_string(wrapped_str(m), out),
         (Class::Object, Value::Object(map)) => {
             for (k, v) in map {
                 out.push(1);
@@ -194,8 +256,21 @@ fn encode_f64(d: f64, out: &mut Vec<u8>) {
     out.extend_from_slice(&ordered.max(1).to_be_bytes());
 }
 
+/// A string value: its bytes, or its sort key under this thread's collation (a collated
+/// index's keys are computed inside `crate::collation::with` its collation).
+fn encode_string(s: &str, out: &mut Vec<u8>) {
+    match crate::collation::sort_key(s) {
+        Some(key) => encode_bytes(&key, out),
+        None => encode_str(s, out),
+    }
+}
+
 fn encode_str(s: &str, out: &mut Vec<u8>) {
-    for &b in s.as_bytes() {
+    encode_bytes(s.as_bytes(), out);
+}
+
+fn encode_bytes(bytes: &[u8], out: &mut Vec<u8>) {
+    for &b in bytes {
         out.push(b);
         if b == 0 {
             out.push(0xFF);
@@ -251,6 +326,17 @@ mod tests {
     }
 
     #[test]
+    fn hashed_values_are_mongodb_hashes_of_the_matching_form() {
+        assert_eq!(hashed(&json!(42)), json!(-944302157085130861_i64));
+        assert_eq!(hashed(&json!(42.7)), hashed(&json!(42)));
+        assert_eq!(hashed(&json!("string to hash")), json!(763543691661428748_i64));
+        let date = bunko_doc::bson_hash::hash64(&Bson::DateTime(bson::DateTime::from_millis(5)));
+        assert_eq!(hashed(&json!({"$date": 5})), json!(date));
+        assert_ne!(hashed(&json!({"$date": 5})), hashed(&json!(5)));
+        assert_ne!(hashed(&json!({"d": {"$date": 5}})), hashed(&json!({"d": 5})));
+    }
+
+    #[test]
     fn documents_have_mongodb_keys() -> Result<(), ParallelArrays> {
         let student = json!({"_id": "S1", "links": [
             {"target": "CS101", "doc_type": "class"}, {"target": "MA201", "doc_type": "class"}]});
@@ -264,6 +350,11 @@ mod tests {
             vec![vec![json!(1), json!(5)], vec![json!(2), json!(5)], vec![json!(3), json!(5)]]
         );
         assert_eq!(keys(&json!({"a": []}), &paths(&["a"]))?, vec![vec![json!(null)]]);
+        let nested = json!({"a": [{"b": [1]}, {"b": 2}], "c": {"d": []}, "e": 1});
+        assert_eq!(
+            multikey_paths(&nested, &paths(&["a.b", "c.d", "e", "x.y"])),
+            vec![vec![0, 1], vec![1], vec![], vec![]]
+        );
         let parallel = keys(&json!({"a": [1], "b": [2]}), &paths(&["a", "b"])).err();
         assert_eq!(
             parallel.map(|p| p.to_string()),

@@ -11,6 +11,15 @@
 //! bounds the next field and ends the walk. Among candidates the one with the most fixed
 //! fields, then a range, then fewer fields wins; the others are `rejectedPlans`.
 //!
+//! On the hashed field of a hashed index, equalities and `$in` values become points of their
+//! hashes (`bunko_query::mongo_index::hashed`, in hash order) and ranges bound nothing; a
+//! sort is not served by an index whose hashed field is among its leading fields.
+//!
+//! A collated index (`collation` on `createIndexes`) holds sort keys for strings, so its
+//! bounds are computed under its collation (`bunko_query::collation::with`); a query whose
+//! collation differs (simple included) uses it only for bounds without strings, and a
+//! regex bounds nothing on it.
+//!
 //! A range's bounds stay inside the bound value's type class (MongoDB's type bracketing:
 //! `{$gt: 5}` matches numbers only). Every document an index names is read once and
 //! matched against the whole filter, so an index only narrows what is read.
@@ -19,6 +28,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use bunko_query::bson_order::{Class, class};
+use bunko_query::collation;
 use bunko_query::mongo_index::encode;
 use bunko_query::{Cond, Direction, FieldPath, Node, Selector};
 use bunko_storage::{Range, prefix_range};
@@ -28,6 +38,7 @@ use super::mongo_stream::IndexStream;
 use super::{ExecStats, FindQuery};
 use crate::database::Database;
 use crate::index::{Index, entries};
+use crate::security::UserCtx;
 use crate::{Error, Result};
 
 /// The `hint` that asks for a collection scan.
@@ -54,8 +65,8 @@ enum FieldBounds {
 pub struct MongoScan {
     pub index: Arc<Index>,
     bounds: Vec<FieldBounds>,
-    /// The other candidate indexes (`rejectedPlans`).
-    pub rejected: Vec<Arc<Index>>,
+    /// The other candidate indexes with their bounds (`rejectedPlans`).
+    pub rejected: Vec<MongoScan>,
     /// The scan runs backwards (a descending sort served by the index).
     pub reverse: bool,
     /// The scan yields documents in the query's sort order ([`Database::mongo_sort_plan`]).
@@ -63,15 +74,25 @@ pub struct MongoScan {
 }
 
 impl MongoScan {
-    /// The storage ranges of the index entries the scan reads, in ascending order.
-    pub(super) fn storage_ranges(&self, db: u64) -> Vec<Range> {
-        storage_ranges(&entries::prefix(db, self.index.num(), None), &self.bounds)
+    /// A forward scan of `index` within `bounds`, with no rejected plans.
+    fn unsorted(index: Arc<Index>, bounds: Vec<FieldBounds>) -> Self {
+        MongoScan { index, bounds, rejected: Vec::new(), reverse: false, sorted: false }
     }
 
-    /// `indexBounds` as MongoDB's explain shows them.
+    /// The storage ranges of the index entries the scan reads, in ascending order (string
+    /// bounds as the sort keys of the index's collation).
+    pub(super) fn storage_ranges(&self, db: u64) -> Vec<Range> {
+        let prefix = entries::prefix(db, self.index.num(), None);
+        collation::with(self.index.compiled.collation(), || storage_ranges(&prefix, &self.bounds))
+    }
+
+    /// `indexBounds` as MongoDB's explain shows them (a string bound of a collated index as
+    /// `CollationKey(0x…)`, its sort key).
     pub fn index_bounds(&self) -> Vec<(String, Vec<String>)> {
         let fields = self.index.def.fields.iter().map(|f| f.name.clone());
-        fields.zip(self.bounds.iter().map(bounds_text)).collect()
+        collation::with(self.index.compiled.collation(), || {
+            fields.zip(self.bounds.iter().map(bounds_text)).collect()
+        })
     }
 }
 
@@ -79,9 +100,7 @@ impl Database {
     /// The index a MongoDB query uses (`None`: a collection scan). `hint`: an index name,
     /// or [`NATURAL`].
     pub fn mongo_plan(&self, selector: &Selector, hint: Option<&str>) -> Result<Option<MongoScan>> {
-        // The indexes hold keys in the simple collation: a query under another collation
-        // reads the collection (MongoDB uses an index only for its own collation).
-        if hint == Some(NATURAL) || bunko_query::collation::active() {
+        if hint == Some(NATURAL) {
             return Ok(None);
         }
         let conds = top_level(selector.root());
@@ -93,7 +112,10 @@ impl Database {
                     "error processing query: planner returned error :: caused by :: hint provided does not correspond to an existing index".into(),
                 ));
             };
-            let bounds = field_bounds(index.compiled.paths(), &conds);
+            let bounds = match index_bounds(index, &conds) {
+                Some(bounds) => bounds,
+                None => vec![FieldBounds::All; index.def.fields.len()],
+            };
             let index = index.clone();
             let rejected = Vec::new();
             return Ok(Some(MongoScan { index, bounds, rejected, reverse: false, sorted: false }));
@@ -101,16 +123,16 @@ impl Database {
         let mut ranked: Vec<(Arc<Index>, Vec<FieldBounds>)> = indexes
             .into_iter()
             .filter(|i| plannable(i) || holds_every_match(i, selector))
-            .map(|i| {
-                let bounds = field_bounds(i.compiled.paths(), &conds);
-                (i, bounds)
+            .filter_map(|i| {
+                let bounds = index_bounds(&i, &conds)?;
+                Some((i, bounds))
             })
             .filter(|(_, b)| !matches!(b.first(), Some(FieldBounds::All) | None))
             .collect();
         ranked.sort_by_key(|(i, b)| (rank(b), i.def.name.clone()));
         let mut ranked = ranked.into_iter();
         let Some((index, bounds)) = ranked.next() else { return Ok(None) };
-        let rejected = ranked.map(|(i, _)| i).collect();
+        let rejected = ranked.map(|(index, bounds)| MongoScan::unsorted(index, bounds)).collect();
         Ok(Some(MongoScan { index, bounds, rejected, reverse: false, sorted: false }))
     }
 
@@ -122,19 +144,49 @@ impl Database {
     /// at its largest backwards, which is where MongoDB sorts an array.
     pub fn mongo_sort_plan(&self, order: &[(FieldPath, Direction)]) -> Option<MongoScan> {
         let (_, first) = order.first()?;
-        if order.iter().any(|(_, d)| d != first) || bunko_query::collation::active() {
+        if order.iter().any(|(_, d)| d != first) {
             return None;
         }
+        let query = collation::current();
         let index = self.mongo_indexes().into_iter().find(|i| {
             let paths = i.compiled.paths();
             i.is_ready()
                 && i.def.mongo.as_ref().is_some_and(|s| !s.sparse && s.partial.is_none())
+                && hashed_at(i).is_none_or(|h| h >= order.len())
+                && collation::same(i.compiled.collation().as_deref(), query.as_deref())
                 && paths.len() >= order.len()
                 && order.iter().zip(paths).all(|((p, _), q)| p == q)
         })?;
         let bounds = vec![FieldBounds::All; index.def.fields.len()];
         let reverse = *first == Direction::Desc;
         Some(MongoScan { index, bounds, rejected: Vec::new(), reverse, sorted: true })
+    }
+
+    /// Runs the plan `scan` read-only for a trial period, as MongoDB's multi-planner runs
+    /// every candidate plan: until `max_results` documents matched `selector`, `max_keys`
+    /// index keys were read, or the scan ended. For `explain`'s `allPlansExecution`.
+    pub fn trial_mongo_scan(
+        &self,
+        reader: &UserCtx,
+        selector: &Selector,
+        scan: &MongoScan,
+        (max_results, max_keys): (u64, u64),
+    ) -> Result<ExecStats> {
+        let snapshot = self.store.snapshot();
+        let sight = self.sight(reader)?;
+        let mut stream = IndexStream::new(self, &snapshot, scan, selector, sight);
+        stream.budget = Some(max_keys);
+        let mut returned = 0;
+        while returned < max_results {
+            match stream.next() {
+                Some(doc) => {
+                    doc?;
+                    returned += 1;
+                }
+                None => break,
+            }
+        }
+        Ok(ExecStats { results_returned: returned, ..stream.stats })
     }
 
     /// Runs a MongoDB query over the index of `scan`: every matching document (in index
@@ -157,6 +209,43 @@ impl Database {
             }
         }
         Ok((docs, stream.stats))
+    }
+}
+
+/// The position of a hashed index's hashed field.
+fn hashed_at(index: &Index) -> Option<usize> {
+    index.def.mongo.as_ref().and_then(|s| s.hashed)
+}
+
+/// How an index's keys are made, which its bounds must follow.
+#[derive(Debug, Clone, Copy, Default)]
+struct KeyRules {
+    /// The position of the hashed field.
+    hashed: Option<usize>,
+    /// String keys are a collation's sort keys (a regex bounds nothing).
+    collated: bool,
+}
+
+/// The bounds of `index` for the conditions `conds`, computed under its collation; `None`
+/// when the query's collation differs from the index's and a bound holds a string (its
+/// keys order strings otherwise: MongoDB then uses the index only for other values).
+fn index_bounds(index: &Index, conds: &[(FieldPath, Cond)]) -> Option<Vec<FieldBounds>> {
+    let own = index.compiled.collation();
+    let query = collation::current();
+    let rules = KeyRules { hashed: hashed_at(index), collated: own.is_some() };
+    let same = collation::same(own.as_deref(), query.as_deref());
+    let bounds = collation::with(own, || field_bounds(index.compiled.paths(), conds, rules));
+    (same || bounds.iter().all(collation_free)).then_some(bounds)
+}
+
+/// Whether bounds hold no string (strings, and objects and arrays which may hold some).
+fn collation_free(bounds: &FieldBounds) -> bool {
+    let free = |v: &Value| !matches!(class(v), Class::String | Class::Object | Class::Array);
+    match bounds {
+        FieldBounds::Points(values) => values.iter().all(free),
+        FieldBounds::Range { class, .. } => *class != Class::String,
+        FieldBounds::Union(parts) => parts.iter().all(collation_free),
+        FieldBounds::All => true,
     }
 }
 
@@ -200,7 +289,7 @@ pub(crate) fn would_choose(
 ) -> bool {
     let conds = top_level(selector.root());
     let ranked = |paths: &[FieldPath]| {
-        let bounds = field_bounds(paths, &conds);
+        let bounds = field_bounds(paths, &conds, KeyRules::default());
         (!matches!(bounds.first(), Some(FieldBounds::All) | None)).then(|| rank(&bounds))
     };
     let Some(mine) = ranked(fields) else { return false };
@@ -253,13 +342,20 @@ fn one_path_or(node: &Node) -> Option<(FieldPath, Vec<Node>)> {
     Some((path?.clone(), conds))
 }
 
-fn field_bounds(paths: &[FieldPath], conds: &[(FieldPath, Cond)]) -> Vec<FieldBounds> {
+/// The bounds of each index field (the hashed field's equalities become points of their
+/// hashes and its ranges bound nothing; a collated index's regexes bound nothing).
+fn field_bounds(
+    paths: &[FieldPath],
+    conds: &[(FieldPath, Cond)],
+    rules: KeyRules,
+) -> Vec<FieldBounds> {
     let mut out = Vec::new();
     let mut ranges = 1usize;
     let mut walking = true;
-    for path in paths {
+    for (i, path) in paths.iter().enumerate() {
         let on: Vec<&Cond> = conds.iter().filter(|(p, _)| p == path).map(|(_, c)| c).collect();
-        let bounds = if walking { bounds_of(&on) } else { FieldBounds::All };
+        let bounds = if walking { bounds_of(&on, rules.collated) } else { FieldBounds::All };
+        let bounds = if rules.hashed == Some(i) { hash_bounds(bounds) } else { bounds };
         match &bounds {
             FieldBounds::Points(values) if ranges * values.len() <= MAX_RANGES => {
                 ranges *= values.len();
@@ -276,9 +372,22 @@ fn field_bounds(paths: &[FieldPath], conds: &[(FieldPath, Cond)]) -> Vec<FieldBo
     out
 }
 
-fn bounds_of(conds: &[&Cond]) -> FieldBounds {
-    let bounds = single_bounds(conds);
-    if !matches!(bounds, FieldBounds::All) {
+/// The bounds of a hashed field: the hashes of its points, in key order (a hashed index
+/// holds no order of the values, so a range reads all of it).
+fn hash_bounds(bounds: FieldBounds) -> FieldBounds {
+    let FieldBounds::Points(values) = bounds else { return FieldBounds::All };
+    let mut hashes: Vec<i64> =
+        values.iter().filter_map(|v| bunko_query::mongo_index::hashed(v).as_i64()).collect();
+    hashes.sort_unstable();
+    hashes.dedup();
+    FieldBounds::Points(hashes.into_iter().map(Value::from).collect())
+}
+
+/// The bounds of one field (`collated`: strings are sort keys, which a regex's prefix
+/// does not bound).
+fn bounds_of(conds: &[&Cond], collated: bool) -> FieldBounds {
+    let bounds = single_bounds(conds, collated);
+    if !matches!(bounds, FieldBounds::All) || collated {
         return bounds;
     }
     conds.iter().find_map(|c| union_bounds(c)).unwrap_or(FieldBounds::All)
@@ -295,7 +404,7 @@ fn union_bounds(cond: &Cond) -> Option<FieldBounds> {
         if !path.is_root() {
             return None;
         }
-        match single_bounds(&[cond]) {
+        match single_bounds(&[cond], false) {
             FieldBounds::All => return None,
             part => parts.push(part),
         }
@@ -312,7 +421,7 @@ fn union_bounds(cond: &Cond) -> Option<FieldBounds> {
     Some(FieldBounds::Union(parts))
 }
 
-fn single_bounds(conds: &[&Cond]) -> FieldBounds {
+fn single_bounds(conds: &[&Cond], collated: bool) -> FieldBounds {
     let point = |v: &Value| !v.is_array();
     for cond in conds {
         match cond {
@@ -333,6 +442,7 @@ fn single_bounds(conds: &[&Cond]) -> FieldBounds {
             Cond::Gte(v) => vec![(v.clone(), true, true)],
             Cond::Lt(v) => vec![(v.clone(), false, false)],
             Cond::Lte(v) => vec![(v.clone(), false, true)],
+            Cond::Regex(_) if collated => Vec::new(),
             Cond::Regex(pattern) => prefix_bounds(pattern.literal_prefix()),
             _ => Vec::new(),
         }
@@ -451,7 +561,13 @@ fn bounded(
 
 /// One field's bounds in MongoDB's explain notation.
 fn bounds_text(b: &FieldBounds) -> Vec<String> {
-    let show = |v: &Value| v.to_string();
+    let show = |v: &Value| match v.as_str().and_then(collation::sort_key) {
+        Some(key) => {
+            let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
+            format!("CollationKey(0x{hex})")
+        }
+        None => v.to_string(),
+    };
     match b {
         FieldBounds::Points(values) => {
             values.iter().map(|v| format!("[{}, {}]", show(v), show(v))).collect()

@@ -148,6 +148,8 @@ pub(super) struct IndexStream {
     counts: Option<Arc<Examined>>,
     /// The only top-level members to parse ([`matching_fields`]); `None`: all.
     parse: Option<Arc<[String]>>,
+    /// The most index keys to read (a trial run, `Database::trial_mongo_scan`).
+    pub(super) budget: Option<u64>,
 }
 
 /// Keys and documents a stream examined, shared with its [`Logged`] wrapper.
@@ -224,6 +226,7 @@ impl IndexStream {
             stats: ExecStats::default(),
             counts: None,
             parse: None,
+            budget: None,
         }
     }
 
@@ -260,6 +263,9 @@ impl Iterator for IndexStream {
 
     fn next(&mut self) -> Option<Result<Value>> {
         loop {
+            if self.budget.is_some_and(|keys| self.stats.keys_examined >= keys) {
+                return None;
+            }
             let entries = match &mut self.entries {
                 Some(entries) => entries,
                 None => {

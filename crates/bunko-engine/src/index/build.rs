@@ -72,6 +72,7 @@ impl Database {
         let page = self.store.scan(&range, false, BATCH)?;
         let mut batch = Batch::new();
         let mut cursor = meta.cursor.clone();
+        let mut multikey = meta.clone();
         for (key, info) in &page {
             let id = keys::decode_doc(key)?;
             if kind(&id) == DocKind::Normal {
@@ -82,14 +83,18 @@ impl Database {
                 if let (false, Some(body)) = (deleted, body) {
                     let mut doc = entries::mango_doc(&id, &rev, &body);
                     entries::add_conflicts(&mut doc, &entries::conflicts_of(&info));
-                    for (k, v) in index.compiled.entries(db, meta.num, &id, &doc) {
+                    let (entries, paths) = index.compiled.indexed(db, meta.num, &id, &doc);
+                    for (k, v) in entries {
                         batch.put(k, v);
+                    }
+                    if let Some(more) = multikey.with_multikey(&paths) {
+                        multikey = more;
                     }
                 }
             }
             cursor = Some(id);
         }
-        let next = IndexMeta { cursor, ready: page.len() < BATCH, ..meta };
+        let next = IndexMeta { cursor, ready: page.len() < BATCH, ..multikey };
         batch.put(
             Key::IdxMeta(db, &index.def.ddoc, &index.def.name).encode(),
             records::encode(&next),

@@ -13,9 +13,11 @@
 //! indexed field, one per array element where an indexed path crosses an array.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use bunko_doc::collate;
 use bunko_doc::keycode::KeyWriter;
+use bunko_query::collation::Collation;
 use bunko_query::{Dialect, FieldPath, Selector};
 use bunko_storage::{Range, prefix_range};
 use serde_json::{Map, Value};
@@ -25,6 +27,9 @@ use super::IndexDef;
 /// Tag of index entry keys.
 pub const IDX: u8 = 0x0A;
 
+/// The entries (key, value) of one document in one index, sorted and distinct.
+pub type Entries = BTreeSet<(Vec<u8>, Vec<u8>)>;
+
 /// An index definition made ready for matching and key extraction.
 #[derive(Debug)]
 pub struct Compiled {
@@ -32,6 +37,8 @@ pub struct Compiled {
     partial: Option<Selector>,
     partitioned: bool,
     mongo: Option<super::mongo::MongoSpec>,
+    /// A MongoDB index's collation (`None`: simple).
+    collation: Option<Arc<Collation>>,
 }
 
 impl Compiled {
@@ -45,7 +52,19 @@ impl Compiled {
             Some(selector) => Some(Selector::parse(selector).map_err(|e| e.to_string())?),
             None => None,
         };
-        Ok(Compiled { paths, partial, partitioned: def.partitioned, mongo: def.mongo.clone() })
+        let spec = def.mongo.as_ref().and_then(|m| m.collation.as_ref());
+        let collation = match spec {
+            Some(spec) => Collation::parse(spec).map_err(|e| format!("collation: {e:?}"))?,
+            None => None,
+        };
+        let (partitioned, mongo) = (def.partitioned, def.mongo.clone());
+        Ok(Compiled { paths, partial, partitioned, mongo, collation })
+    }
+
+    /// A MongoDB index's collation (`None`: simple): its keys are computed under it
+    /// (`bunko_query::collation::with`).
+    pub fn collation(&self) -> Option<Arc<Collation>> {
+        self.collation.clone()
     }
 
     pub fn paths(&self) -> &[FieldPath] {
@@ -58,30 +77,27 @@ impl Compiled {
     }
 
     /// The sorted, distinct entry keys (with values) of one document body.
-    pub fn entries(
-        &self,
-        db: u64,
-        num: u64,
-        id: &str,
-        doc: &Value,
-    ) -> BTreeSet<(Vec<u8>, Vec<u8>)> {
+    pub fn entries(&self, db: u64, num: u64, id: &str, doc: &Value) -> Entries {
+        self.indexed(db, num, id, doc).0
+    }
+
+    /// [`Compiled::entries`], and for a MongoDB index the document's multikey paths
+    /// (`bunko_query::mongo_index::multikey_paths`; empty when it has no entries).
+    pub fn indexed(&self, db: u64, num: u64, id: &str, doc: &Value) -> (Entries, Vec<Vec<usize>>) {
         let mut out = BTreeSet::new();
         if let Some(spec) = &self.mongo {
-            let form = super::mongo::match_form(id, doc);
-            let keys = super::mongo::doc_keys(spec, &self.paths, self.partial.as_ref(), &form);
-            for values in keys.unwrap_or_default() {
-                out.insert(super::mongo::entry(db, num, id, &values));
-            }
-            return out;
+            return bunko_query::collation::with(self.collation(), || {
+                self.mongo_indexed(spec, db, num, id, doc)
+            });
         }
         if let Some(partial) = &self.partial
             && !partial.matches(doc, Dialect::Mango)
         {
-            return out;
+            return (out, Vec::new());
         }
         let partition = if self.partitioned { id.split_once(':').map(|(p, _)| p) } else { None };
         if self.partitioned && partition.is_none() {
-            return out;
+            return (out, Vec::new());
         }
         let whole: Vec<Vec<&Value>> = self
             .paths
@@ -100,7 +116,30 @@ impl Compiled {
             let value = serde_json::to_vec(&(&values, id, &whole)).unwrap_or_default();
             out.insert((key, value));
         }
-        out
+        (out, Vec::new())
+    }
+
+    /// [`Compiled::indexed`] for a MongoDB index, under its collation.
+    fn mongo_indexed(
+        &self,
+        spec: &super::mongo::MongoSpec,
+        db: u64,
+        num: u64,
+        id: &str,
+        doc: &Value,
+    ) -> (Entries, Vec<Vec<usize>>) {
+        let mut out = BTreeSet::new();
+        let form = super::mongo::match_form(id, doc);
+        let keys = super::mongo::doc_keys(spec, &self.paths, self.partial.as_ref(), &form);
+        let keys = keys.unwrap_or_default();
+        for values in &keys {
+            out.insert(super::mongo::entry(db, num, id, values));
+        }
+        let paths = match keys.is_empty() {
+            true => Vec::new(),
+            false => bunko_query::mongo_index::multikey_paths(&form, &self.paths),
+        };
+        (out, paths)
     }
 }
 

@@ -23,12 +23,17 @@ pub type Winner = Option<(String, Vec<u8>, Vec<String>)>;
 /// The design documents a commit changes: id → new winning body (`None`: deleted).
 pub type DdocChanges = HashMap<String, Option<Map<String, Value>>>;
 
+/// The indexes a commit makes multikey (or multikey at more paths): storage number → the
+/// index and the state to install with the commit (`Database::index_doc`).
+pub type MultikeyMarks = HashMap<u64, (Arc<Index>, IndexMeta)>;
+
 impl Database {
-    /// Adds to `batch` the index changes of one document going from `old` to `new`.
+    /// Adds to `batch` the index changes of one document going from `old` to `new`, and
+    /// the new state of each MongoDB index the new body makes multikey (also in `marks`).
     pub(crate) fn index_doc(
         &self,
         indexes: &[Arc<Index>],
-        batch: &mut Batch,
+        (batch, marks): (&mut Batch, &mut MultikeyMarks),
         id: &str,
         old: &Winner,
         new: &Winner,
@@ -45,16 +50,37 @@ impl Database {
         for index in indexes.iter().filter(|i| i.covers(id)) {
             let num = index.num();
             let entries_of = |doc: &Option<Value>| match doc {
-                Some(doc) => index.compiled.entries(db, num, id, doc),
+                Some(doc) => index.compiled.indexed(db, num, id, doc),
                 None => Default::default(),
             };
-            let (before, after) = (entries_of(&old_doc), entries_of(&new_doc));
+            let ((before, _), (after, paths)) = (entries_of(&old_doc), entries_of(&new_doc));
+            self.mark_multikey(index, &paths, batch, marks);
             for (key, _) in before.difference(&after) {
                 batch.delete(key.clone());
             }
             for (key, value) in after.difference(&before) {
                 batch.put(key.clone(), value.clone());
             }
+        }
+    }
+
+    /// Records in `batch` and `marks` that a document has arrays at `paths` of `index`,
+    /// unless its state already says so.
+    pub(crate) fn mark_multikey(
+        &self,
+        index: &Arc<Index>,
+        paths: &[Vec<usize>],
+        batch: &mut Batch,
+        marks: &mut MultikeyMarks,
+    ) {
+        if paths.iter().all(Vec::is_empty) {
+            return;
+        }
+        let current = marks.get(&index.num()).map_or_else(|| index.meta(), |(_, m)| m.clone());
+        if let Some(next) = current.with_multikey(paths) {
+            let key = Key::IdxMeta(self.id(), &index.def.ddoc, &index.def.name).encode();
+            batch.put(key, records::encode(&next));
+            marks.insert(next.num, (index.clone(), next));
         }
     }
 
@@ -94,6 +120,7 @@ impl Database {
                     def_hash: def.num(),
                     cursor: None,
                     ready: false,
+                    multikey: Vec::new(),
                 };
                 batch.put(Key::IdxMeta(db, ddoc, &def.name).encode(), records::encode(&meta));
                 match Index::new(def, meta) {
@@ -111,7 +138,7 @@ impl Database {
         let mut loaded = Vec::new();
         let snapshot = self.store.snapshot();
         for (key, value) in snapshot.scan(&keys::idx_meta_range(db), false, usize::MAX)? {
-            let meta: IndexMeta = records::decode(&value)?;
+            let meta = IndexMeta::decode(&value)?;
             let (ddoc, name) = keys::decode_idx_meta(&key)?;
             let Some(body) = self.design_body(&ddoc)? else { continue };
             let defs = IndexDef::from_ddoc(&ddoc, &body, self.is_partitioned());

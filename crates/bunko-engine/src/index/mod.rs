@@ -40,7 +40,7 @@ use serde::{Deserialize, Serialize};
 
 pub use accesses::Accesses;
 pub use def::{IndexDef, IndexField};
-pub use maintain::{DdocChanges, Winner};
+pub use maintain::{DdocChanges, MultikeyMarks, Winner};
 
 /// The stored state of one index.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,6 +53,52 @@ pub struct IndexMeta {
     pub cursor: Option<String>,
     /// The builder has reached the end: every document is indexed.
     pub ready: bool,
+    /// MongoDB's `multiKeyPaths`: per indexed field, the path components at which some
+    /// document indexed so far held an array (all empty, or none: not multikey). Set in
+    /// the commit of the write (or build step) that first makes them so; only a rebuild
+    /// (a new index) clears them, as in MongoDB.
+    pub multikey: Vec<Vec<usize>>,
+}
+
+/// [`IndexMeta`] as stored before multikey paths were kept.
+#[derive(Deserialize)]
+struct IndexMetaV1 {
+    num: u64,
+    def_hash: u64,
+    cursor: Option<String>,
+    ready: bool,
+}
+
+impl IndexMeta {
+    /// A stored state, also one written before multikey paths were kept.
+    pub fn decode(bytes: &[u8]) -> crate::Result<Self> {
+        crate::records::decode::<IndexMeta>(bytes).or_else(|_| {
+            let IndexMetaV1 { num, def_hash, cursor, ready } = crate::records::decode(bytes)?;
+            Ok(IndexMeta { num, def_hash, cursor, ready, multikey: Vec::new() })
+        })
+    }
+
+    /// Whether a document made the index multikey.
+    pub fn is_multikey(&self) -> bool {
+        self.multikey.iter().any(|p| !p.is_empty())
+    }
+
+    /// This state with the array components `paths` (per field) added, if any is new.
+    pub fn with_multikey(&self, paths: &[Vec<usize>]) -> Option<IndexMeta> {
+        let mut merged = self.multikey.clone();
+        merged.resize(merged.len().max(paths.len()), Vec::new());
+        let mut changed = false;
+        for (into, from) in merged.iter_mut().zip(paths) {
+            for component in from {
+                if !into.contains(component) {
+                    into.push(*component);
+                    changed = true;
+                }
+            }
+            into.sort_unstable();
+        }
+        changed.then(|| IndexMeta { multikey: merged, ..self.clone() })
+    }
 }
 
 /// A live index: its definition and build progress.

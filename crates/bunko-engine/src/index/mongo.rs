@@ -14,6 +14,10 @@
 //! unless `sparse` (no indexed field present) or the partial filter excludes it). A
 //! `unique` index is checked while a commit is staged (`Database::check_mongo_indexes`),
 //! against the stored entries and the commit's own, so two documents never share a key.
+//!
+//! A hashed index (`{"a": "hashed"}` in `key`; [`MongoSpec::hashed`]) holds the hash of
+//! that field's value instead of the value; a document with an array on any path of such an
+//! index is refused ([`Error::HashedArray`]), on the write or the build.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -47,6 +51,24 @@ pub struct MongoSpec {
     /// selector form is [`IndexDef::partial_filter`]).
     pub partial: Option<Value>,
     pub expire_after_seconds: Option<i64>,
+    /// The position in [`MongoSpec::key`] of the field given as `"hashed"` (its entry then
+    /// holds `1`): the index holds that field's hash (`bunko_doc::bson_hash`).
+    pub hashed: Option<usize>,
+    /// The index's collation with every field filled in
+    /// (`bunko_query::collation::Collation::full_spec`); `None`: simple (binary). Its string
+    /// keys are the collation's sort keys.
+    pub collation: Option<Map<String, Value>>,
+}
+
+impl MongoSpec {
+    /// The key pattern as given: field → 1, -1 or `"hashed"`.
+    pub fn pattern(&self) -> Map<String, Value> {
+        let value = |i: usize, d: i32| match self.hashed == Some(i) {
+            true => json!("hashed"),
+            false => json!(d),
+        };
+        self.key.iter().enumerate().map(|(i, (f, d))| (f.clone(), value(i, *d))).collect()
+    }
 }
 
 /// The MongoDB indexes of a `_design/mongodb` body.
@@ -56,12 +78,12 @@ pub fn defs_from(ddoc: &str, body: &Map<String, Value>) -> Vec<IndexDef> {
 }
 
 fn def_from(ddoc: &str, name: &str, spec: &Value) -> Option<IndexDef> {
-    let key: Vec<(String, i32)> = spec
-        .get("key")?
-        .as_object()?
-        .iter()
-        .map(|(f, d)| Some((f.clone(), i32::try_from(d.as_i64()?).ok()?)))
-        .collect::<Option<_>>()?;
+    let pattern = spec.get("key")?.as_object()?;
+    let hashed = pattern.values().position(|d| d == "hashed");
+    let direction =
+        |d: &Value| if d == "hashed" { Some(1) } else { i32::try_from(d.as_i64()?).ok() };
+    let key: Vec<(String, i32)> =
+        pattern.iter().map(|(f, d)| Some((f.clone(), direction(d)?))).collect::<Option<_>>()?;
     let fields = key.iter().map(|(f, d)| IndexField { name: f.clone(), desc: *d < 0 }).collect();
     let flag = |k: &str| spec.get(k).and_then(Value::as_bool).unwrap_or(false);
     Some(IndexDef {
@@ -76,19 +98,23 @@ fn def_from(ddoc: &str, name: &str, spec: &Value) -> Option<IndexDef> {
             sparse: flag("sparse"),
             partial: spec.get("partialFilterExpression").filter(|s| !s.is_null()).cloned(),
             expire_after_seconds: spec.get("expireAfterSeconds").and_then(Value::as_i64),
+            hashed,
+            collation: spec.get("collation").and_then(Value::as_object).cloned(),
         }),
     })
 }
 
 fn to_json(def: &IndexDef, spec: &MongoSpec) -> Value {
-    let key: Map<String, Value> = spec.key.iter().map(|(f, d)| (f.clone(), json!(d))).collect();
-    let mut out = json!({"key": key, "unique": spec.unique, "sparse": spec.sparse});
+    let mut out = json!({"key": spec.pattern(), "unique": spec.unique, "sparse": spec.sparse});
     if let (Some(p), Some(s)) = (&spec.partial, &def.partial_filter) {
         out["partialFilterExpression"] = p.clone();
         out["selector"] = s.clone();
     }
     if let Some(ttl) = spec.expire_after_seconds {
         out["expireAfterSeconds"] = json!(ttl);
+    }
+    if let Some(collation) = &spec.collation {
+        out["collation"] = Value::Object(collation.clone());
     }
     out
 }
@@ -107,14 +133,15 @@ pub fn match_form(id: &str, mango_doc: &Value) -> Value {
     ejson::match_view(&Value::Object(doc))
 }
 
-/// The keys (values per field) a document has in a MongoDB index; `Err` for parallel
-/// arrays. `paths`/`partial` are the compiled index's.
+/// The keys (values per field) a document has in a MongoDB index (the hashed field's
+/// value replaced by its hash); `Err` for parallel arrays, or an array on a path of a
+/// hashed index. `paths`/`partial` are the compiled index's.
 pub fn doc_keys(
     spec: &MongoSpec,
     paths: &[FieldPath],
     partial: Option<&Selector>,
     doc: &Value,
-) -> std::result::Result<Vec<Vec<Value>>, mongo_index::ParallelArrays> {
+) -> Result<Vec<Vec<Value>>> {
     if partial.is_some_and(|p| !p.matches(doc, Dialect::Mongo)) {
         return Ok(Vec::new());
     }
@@ -122,7 +149,22 @@ pub fn doc_keys(
     if spec.sparse && !paths.iter().any(present) {
         return Ok(Vec::new());
     }
-    mongo_index::keys(doc, paths)
+    let Some(hashed) = spec.hashed else {
+        return mongo_index::keys(doc, paths).map_err(|e| Error::ParallelArrays(e.to_string()));
+    };
+    // No field of a hashed index may cross an array (MongoDB's code 16766).
+    let arrays = mongo_index::multikey_paths(doc, paths);
+    if let Some((path, first)) = paths.iter().zip(&arrays).find_map(|(p, a)| Some((p, a.first()?)))
+    {
+        let prefix = path.segments().get(..=*first).unwrap_or_default().join(".");
+        return Err(Error::HashedArray(prefix));
+    }
+    let mut keys =
+        mongo_index::keys(doc, paths).map_err(|e| Error::ParallelArrays(e.to_string()))?;
+    for value in keys.iter_mut().filter_map(|key| key.get_mut(hashed)) {
+        *value = mongo_index::hashed(value);
+    }
+    Ok(keys)
 }
 
 /// The prefix of the entries holding one key.
@@ -159,36 +201,53 @@ impl Database {
         let form = |w: &Winner| {
             w.as_ref().map(|(rev, body, _)| match_form(id, &entries::mango_doc(id, rev, body)))
         };
-        let (old_doc, new_doc) = (form(old), form(new));
+        let docs = (form(old), form(new));
         for index in indexes.iter().filter(|i| i.covers(id)) {
             let Some(spec) = &index.def.mongo else { continue };
-            let compiled = &index.compiled;
-            let keys_of = |doc: &Option<Value>| match doc {
-                Some(d) => doc_keys(spec, compiled.paths(), compiled.partial(), d),
-                None => Ok(Vec::new()),
-            };
-            let after = keys_of(&new_doc).map_err(|e| Error::ParallelArrays(e.to_string()))?;
-            if !spec.unique {
-                continue;
+            // Keys of a collated index hold its collation's sort keys.
+            bunko_query::collation::with(index.compiled.collation(), || {
+                self.check_index(index, spec, unique, id, &docs)
+            })?;
+        }
+        Ok(())
+    }
+
+    /// [`Database::check_mongo_indexes`] for one index, a document going from `docs.0` to
+    /// `docs.1` (MongoDB matching forms).
+    fn check_index(
+        &self,
+        index: &Index,
+        spec: &MongoSpec,
+        unique: &mut UniqueKeys,
+        id: &str,
+        (old_doc, new_doc): &(Option<Value>, Option<Value>),
+    ) -> Result<()> {
+        let compiled = &index.compiled;
+        let keys_of = |doc: &Option<Value>| match doc {
+            Some(d) => doc_keys(spec, compiled.paths(), compiled.partial(), d),
+            None => Ok(Vec::new()),
+        };
+        let after = keys_of(new_doc)?;
+        if !spec.unique {
+            return Ok(());
+        }
+        let before = keys_of(old_doc).unwrap_or_default();
+        let (db, num) = (self.id(), index.num());
+        for values in before.iter().filter(|v| !after.contains(v)) {
+            unique.released.insert(entry(db, num, id, values).0);
+            unique.added.remove(&key_prefix(db, num, values));
+        }
+        for values in after.iter().filter(|v| !before.contains(v)) {
+            let prefix = key_prefix(db, num, values);
+            if self.key_taken(unique, &prefix, id)? {
+                let key = spec.key.iter().map(|(f, _)| f.clone()).zip(values.clone());
+                return Err(Error::DuplicateKey {
+                    db: self.name(),
+                    index: index.def.name.clone(),
+                    key: key.collect(),
+                });
             }
-            let before = keys_of(&old_doc).unwrap_or_default();
-            let (db, num) = (self.id(), index.num());
-            for values in before.iter().filter(|v| !after.contains(v)) {
-                unique.released.insert(entry(db, num, id, values).0);
-                unique.added.remove(&key_prefix(db, num, values));
-            }
-            for values in after.iter().filter(|v| !before.contains(v)) {
-                let prefix = key_prefix(db, num, values);
-                if self.key_taken(unique, &prefix, id)? {
-                    let key = spec.key.iter().map(|(f, _)| f.clone()).zip(values.clone());
-                    return Err(Error::DuplicateKey {
-                        db: self.name(),
-                        index: index.def.name.clone(),
-                        key: key.collect(),
-                    });
-                }
-                unique.added.insert(prefix, id.to_string());
-            }
+            unique.added.insert(prefix, id.to_string());
         }
         Ok(())
     }
@@ -268,12 +327,25 @@ impl Database {
     /// Checks a new index against the documents already stored: parallel arrays, and for a
     /// `unique` index a key two documents share (MongoDB refuses to build both).
     fn check_existing(&self, def: &IndexDef) -> Result<()> {
-        let Some(spec) = &def.mongo else { return Ok(()) };
+        if def.mongo.is_none() {
+            return Ok(());
+        }
         let compiled = entries::Compiled::new(def).map_err(Error::BadRequest)?;
+        let docs = self.mongo_docs()?;
+        bunko_query::collation::with(compiled.collation(), || self.check_docs(def, &compiled, docs))
+    }
+
+    /// [`Database::check_existing`] over `docs`, under the index's collation.
+    fn check_docs(
+        &self,
+        def: &IndexDef,
+        compiled: &entries::Compiled,
+        docs: Vec<(String, Value)>,
+    ) -> Result<()> {
+        let Some(spec) = &def.mongo else { return Ok(()) };
         let mut seen: HashMap<Vec<u8>, String> = HashMap::new();
-        for (id, doc) in self.mongo_docs()? {
-            let keys = doc_keys(spec, compiled.paths(), compiled.partial(), &doc)
-                .map_err(|e| Error::ParallelArrays(e.to_string()))?;
+        for (id, doc) in docs {
+            let keys = doc_keys(spec, compiled.paths(), compiled.partial(), &doc)?;
             for values in keys {
                 let encoded = mongo_index::encode_key(&values);
                 if spec.unique && seen.get(&encoded).is_some_and(|other| other != &id) {

@@ -147,6 +147,7 @@ pub(super) fn clone_error(err: &bunko_engine::Error) -> bunko_engine::Error {
             E::DuplicateKey { db: db.clone(), index: index.clone(), key: key.clone() }
         }
         E::ParallelArrays(t) => E::ParallelArrays(t.clone()),
+        E::HashedArray(t) => E::HashedArray(t.clone()),
         other => E::BadRequest(other.to_string()),
     }
 }

@@ -4,7 +4,9 @@
 //! unless an index scan yields the order (its `direction` then says which way), `SKIP`,
 //! `LIMIT`; `rejectedPlans`), and with verbosity `executionStats` or `allPlansExecution` (the
 //! default) the query run read-only for `executionStats` (`nReturned`, `totalKeysExamined`,
-//! `totalDocsExamined`, `executionStages`). Writes are planned and counted, never applied.
+//! `totalDocsExamined`, `executionStages`). `IXSCAN` shows the index's multikey state
+//! (`isMultiKey`, `multiKeyPaths`); `allPlansExecution` runs every candidate plan for
+//! MongoDB's trial period (`all_plans`). Writes are planned and counted, never applied.
 
 use bson::{Bson, Document, doc};
 use bunko_engine::Database;
@@ -59,18 +61,26 @@ pub(super) fn explain(ctx: &mut Ctx, command: &Document) -> Result<Document, Mon
     let rejected: Vec<Document> = scan
         .iter()
         .flat_map(|s| s.rejected.iter())
-        .map(|i| stages(&target, &ixscan(i, None), !order.is_empty(), None))
+        .map(|r| stages(&target, &ixscan(&r.index, Some(r)), !order.is_empty(), None))
         .collect();
     let access = access_stage(&target, scan.as_ref(), hint.is_some());
     let blocking = blocking_sort(&order, scan.as_ref());
     let winning = stages(&target, &access, blocking, None);
     reply.insert("queryPlanner", planner(&target, winning, rejected));
     if verbosity != "queryPlanner" {
+        let user = super::admin::user(ctx);
+        let trials = match (verbosity, &scan) {
+            ("allPlansExecution", Some(s)) if !s.rejected.is_empty() => {
+                all_plans(&user, &db, &target, (&selector, !order.is_empty()), s)?
+            }
+            _ => Vec::new(),
+        };
         let run = (selector, &order[..], hint, blocking);
-        reply.insert(
-            "executionStats",
-            execution(&super::admin::user(ctx), &db, &target, run, &access)?,
-        );
+        let mut stats = execution(&user, &db, &target, run, &access)?;
+        if verbosity == "allPlansExecution" {
+            stats.insert("allPlansExecution", trials);
+        }
+        reply.insert("executionStats", stats);
     }
     reply.insert("command", inner.clone());
     Ok(reply)
@@ -205,10 +215,7 @@ fn planner(target: &Explained, winning: Document, rejected: Vec<Document>) -> Do
 /// The `IXSCAN` stage under its `FETCH`.
 fn ixscan(index: &Index, scan: Option<&MongoScan>) -> Document {
     let spec = index.def.mongo.clone();
-    let key: Document = spec
-        .as_ref()
-        .map(|s| s.key.iter().map(|(f, d)| (f.clone(), Bson::Int32(*d))).collect())
-        .unwrap_or_default();
+    let key: Document = spec.as_ref().map(super::indexes::key_pattern).unwrap_or_default();
     let bounds: Document = scan
         .map(|s| {
             s.index_bounds()
@@ -232,11 +239,22 @@ fn ixscan(index: &Index, scan: Option<&MongoScan>) -> Document {
             .collect(),
         false => bounds,
     };
+    let meta = index.meta();
+    let paths: Document = index
+        .def
+        .fields
+        .iter()
+        .enumerate()
+        .map(|(i, field)| {
+            (field.name.clone(), Bson::Array(multikey_paths(&field.name, meta.multikey.get(i))))
+        })
+        .collect();
     let ixscan = doc! {
         "stage": "IXSCAN",
         "keyPattern": key,
         "indexName": index.def.name.clone(),
-        "isMultiKey": false,
+        "isMultiKey": meta.is_multikey(),
+        "multiKeyPaths": paths,
         "isUnique": spec.as_ref().is_some_and(|s| s.unique),
         "isSparse": spec.as_ref().is_some_and(|s| s.sparse),
         "isPartial": spec.as_ref().is_some_and(|s| s.partial.is_some()),
@@ -245,6 +263,14 @@ fn ixscan(index: &Index, scan: Option<&MongoScan>) -> Document {
         "indexBounds": bounds,
     };
     doc! {"stage": "FETCH", "inputStage": ixscan}
+}
+
+/// One field's `multiKeyPaths`: the prefixes of its path that end at an array
+/// (`["links"]` for `links.target` over an array of links).
+fn multikey_paths(field: &str, components: Option<&Vec<usize>>) -> Vec<Bson> {
+    let segments: Vec<&str> = field.split('.').collect();
+    let prefix = |c: &usize| segments.get(..=*c).map(|s| Bson::String(s.join(".")));
+    components.map(|c| c.iter().filter_map(prefix).collect()).unwrap_or_default()
 }
 
 /// An interval as a scan in descending order meets it (`[a, b)` becomes `(b, a]`).
@@ -322,13 +348,7 @@ fn execution(
         Some(_) => (result.stats.keys_examined, result.stats.docs_examined),
         None => (0, result.stats.docs_examined),
     };
-    let mut access = access.clone();
-    if let Some(Bson::Document(ix)) = access.get_mut("inputStage") {
-        ix.insert("keysExamined", number(keys));
-        ix.insert("nReturned", number(keys));
-    }
-    access.insert("docsExamined", number(docs));
-    access.insert("nReturned", n);
+    let access = counted(access, keys, docs, n);
     Ok(doc! {
         "executionSuccess": true,
         "nReturned": n,
@@ -336,8 +356,58 @@ fn execution(
         "totalKeysExamined": number(keys),
         "totalDocsExamined": number(docs),
         "executionStages": stages(target, &access, blocking, Some(n)),
-        "allPlansExecution": Bson::Array(Vec::new()),
     })
+}
+
+/// The access stage with what it examined and returned.
+fn counted(access: &Document, keys: u64, docs: u64, n: i32) -> Document {
+    let mut access = access.clone();
+    if let Some(Bson::Document(ix)) = access.get_mut("inputStage") {
+        ix.insert("keysExamined", number(keys));
+        ix.insert("nReturned", number(keys));
+    }
+    access.insert("docsExamined", number(docs));
+    access.insert("nReturned", n);
+    access
+}
+
+/// MongoDB's trial period: each candidate plan runs until it returns this many documents
+/// (`internalQueryPlanEvaluationMaxResults`)…
+const TRIAL_RESULTS: u64 = 101;
+/// …or has read this many keys (`internalQueryPlanEvaluationWorks`), or 30% of the
+/// collection's documents if more (`internalQueryPlanEvaluationCollFraction`).
+const TRIAL_KEYS: u64 = 10_000;
+
+/// `allPlansExecution`: every candidate plan (the winning one first, then the rejected
+/// ones) run read-only for MongoDB's trial period, with what each examined and returned.
+fn all_plans(
+    user: &bunko_engine::security::UserCtx,
+    db: &Database,
+    target: &Explained,
+    (selector, sorted): (&bunko_query::Selector, bool),
+    scan: &MongoScan,
+) -> Result<Vec<Bson>, MongoError> {
+    let wanted = match target.limit {
+        0 => TRIAL_RESULTS,
+        limit => TRIAL_RESULTS.min((target.skip + limit) as u64),
+    };
+    let keys = TRIAL_KEYS.max(db.info().stats.doc_count * 3 / 10);
+    let mut out = Vec::new();
+    for plan in std::iter::once(scan).chain(&scan.rejected) {
+        let started = std::time::Instant::now();
+        let stats = db.trial_mongo_scan(user, selector, plan, (wanted, keys))?;
+        let n = i32::try_from(stats.results_returned).unwrap_or(i32::MAX);
+        let access =
+            counted(&ixscan(&plan.index, Some(plan)), stats.keys_examined, stats.docs_examined, n);
+        out.push(Bson::Document(doc! {
+            "nReturned": n,
+            "executionTimeMillisEstimate": number(started.elapsed().as_millis() as u64),
+            "totalKeysExamined": number(stats.keys_examined),
+            "totalDocsExamined": number(stats.docs_examined),
+            "executionStages": stages(target, &access, sorted && !plan.sorted, Some(n)),
+        }));
+    }
+    Ok(out)
 }
 
 /// A count as MongoDB's explain writes it: int32 when it fits (mongosh and the drivers see

@@ -73,11 +73,16 @@ fn parse_spec(spec: &Bson) -> Result<IndexDef, MongoError> {
         }
     };
     let mut pattern = Vec::new();
+    let mut hashed = None;
     for (field, dir) in key {
         let dir = match dir {
             Bson::Int32(n) => f64::from(*n),
             Bson::Int64(n) => *n as f64,
             Bson::Double(d) => *d,
+            Bson::String(kind) if kind == "hashed" => {
+                hashed = hashed.or(Some(pattern.len()));
+                1.0
+            }
             Bson::String(kind) => {
                 return Err(MongoError::not_implemented(format!(
                     "'{kind}' indexes are not supported yet"
@@ -102,8 +107,27 @@ fn parse_spec(spec: &Bson) -> Result<IndexDef, MongoError> {
         }
         pattern.push((field.clone(), if dir > 0.0 { 1 } else { -1 }));
     }
+    let hashed_fields = key.values().filter(|d| d.as_str() == Some("hashed")).count();
+    if hashed_fields > 1 {
+        return Err(MongoError::new(
+            31303,
+            "Location31303",
+            format!(
+                "A maximum of one index field is allowed to be hashed but found {hashed_fields} for 'key' {}",
+                describe_key(key)
+            ),
+        ));
+    }
+    if hashed.is_some() && bool_of(spec, "unique", false)? {
+        return Err(MongoError::new(
+            16764,
+            "Location16764",
+            "Currently hashed indexes cannot guarantee uniqueness. Use a regular index.",
+        ));
+    }
     for field in spec.keys() {
-        let known = ["key", "name", "v", "unique", "sparse", "partialFilterExpression"];
+        let known =
+            ["key", "name", "v", "unique", "sparse", "partialFilterExpression", "collation"];
         if !known.contains(&field.as_str())
             && field != "expireAfterSeconds"
             && field != "background"
@@ -116,7 +140,7 @@ fn parse_spec(spec: &Bson) -> Result<IndexDef, MongoError> {
     let name = match spec.get("name") {
         Some(Bson::String(n)) if !n.is_empty() => n.clone(),
         Some(_) => return Err(MongoError::bad_value("The index name cannot be empty")),
-        None => default_name(&pattern),
+        None => default_name(key),
     };
     let (partial, selector) = match spec.get("partialFilterExpression") {
         Some(Bson::Document(f)) => {
@@ -140,6 +164,18 @@ fn parse_spec(spec: &Bson) -> Result<IndexDef, MongoError> {
         }
         other => other,
     };
+    let collation = query::collation_of(spec)?.map(|c| c.full_spec());
+    if hashed.is_some() && ttl.is_some() {
+        // The TTL monitor reads dates from the index, which a hashed index does not hold.
+        return Err(MongoError::not_implemented(
+            "expireAfterSeconds on a hashed index is not supported",
+        ));
+    }
+    if hashed.is_some() && collation.is_some() {
+        return Err(MongoError::not_implemented(
+            "hashed indexes with a collation other than simple are not supported yet",
+        ));
+    }
     let fields =
         pattern.iter().map(|(f, d)| IndexField { name: f.clone(), desc: *d < 0 }).collect();
     Ok(IndexDef {
@@ -154,18 +190,46 @@ fn parse_spec(spec: &Bson) -> Result<IndexDef, MongoError> {
             sparse: bool_of(spec, "sparse", false)?,
             partial,
             expire_after_seconds: ttl,
+            hashed,
+            collation,
         }),
     })
 }
 
-/// MongoDB's default index name: `a_1_b_-1`.
-pub(super) fn default_name(pattern: &[(String, i32)]) -> String {
-    let parts: Vec<String> = pattern.iter().map(|(f, d)| format!("{f}_{d}")).collect();
-    parts.join("_")
+/// MongoDB's default index name: `a_1_b_-1`, `a_hashed`.
+pub(super) fn default_name(key: &Document) -> String {
+    let part = |(f, d): (&String, &Bson)| match d {
+        Bson::String(kind) => format!("{f}_{kind}"),
+        other => format!("{f}_{}", direction(other)),
+    };
+    key.iter().map(part).collect::<Vec<_>>().join("_")
+}
+
+/// An index's key pattern as MongoDB shows it: field → 1, -1 or `"hashed"`.
+pub(super) fn key_pattern(spec: &MongoSpec) -> Document {
+    ejson::from_json(&spec.pattern())
+}
+
+/// A key pattern as a request gives it, in the form [`key_pattern`] shows (numbers as 1 or
+/// -1), to find the index it names.
+fn normalized(key: &Document) -> Document {
+    let value = |d: &Bson| match d {
+        Bson::String(kind) => Bson::String(kind.clone()),
+        other => Bson::Int32(direction(other)),
+    };
+    key.iter().map(|(f, d)| (f.clone(), value(d))).collect()
+}
+
+/// The index `key` names.
+fn by_pattern(db: &Database, key: &Document) -> Option<Arc<bunko_engine::index::Index>> {
+    let wanted = normalized(key);
+    db.mongo_indexes()
+        .into_iter()
+        .find(|i| i.def.mongo.as_ref().is_some_and(|s| key_pattern(s) == wanted))
 }
 
 fn is_id_index(def: &IndexDef) -> bool {
-    def.mongo.as_ref().is_some_and(|s| s.key == [("_id".to_string(), 1)])
+    def.mongo.as_ref().is_some_and(|s| s.key == [("_id".to_string(), 1)] && s.hashed.is_none())
 }
 
 /// Whether the index exists already (same name and options); an index with the same name
@@ -174,7 +238,7 @@ fn existing(db: &Database, def: &IndexDef) -> Result<bool, MongoError> {
     let spec = def.mongo.as_ref();
     for index in db.mongo_indexes() {
         let other = index.def.mongo.as_ref();
-        let same_key = other.map(|o| &o.key) == spec.map(|s| &s.key);
+        let same_key = other.map(key_pattern) == spec.map(key_pattern);
         if index.def.name == def.name && other == spec {
             return Ok(true);
         }
@@ -189,7 +253,8 @@ fn existing(db: &Database, def: &IndexDef) -> Result<bool, MongoError> {
                 ),
             ));
         }
-        if same_key && other.map(|o| (o.unique, o.sparse)) == spec.map(|s| (s.unique, s.sparse)) {
+        let options = |s: &MongoSpec| (s.unique, s.sparse, s.collation.clone());
+        if same_key && other.map(options) == spec.map(options) {
             return Err(MongoError::new(
                 85,
                 "IndexOptionsConflict",
@@ -214,8 +279,7 @@ fn wait_built(db: &Arc<Database>, names: &[String]) {
 pub(super) fn describe(def: &IndexDef) -> Document {
     let mut out = doc! {"v": 2};
     let Some(spec) = &def.mongo else { return out };
-    let key: Document = spec.key.iter().map(|(f, d)| (f.clone(), Bson::Int32(*d))).collect();
-    out.insert("key", key);
+    out.insert("key", key_pattern(spec));
     out.insert("name", def.name.clone());
     if spec.unique {
         out.insert("unique", true);
@@ -228,6 +292,9 @@ pub(super) fn describe(def: &IndexDef) -> Document {
     }
     if let Some(ttl) = spec.expire_after_seconds {
         out.insert("expireAfterSeconds", i32::try_from(ttl).unwrap_or(i32::MAX));
+    }
+    if let Some(collation) = &spec.collation {
+        out.insert("collation", ejson::from_json(collation));
     }
     out
 }
@@ -277,13 +344,10 @@ fn names_to_drop(
             })
             .collect(),
         Some(Bson::Document(key)) => {
-            let pattern: Vec<(String, i32)> =
-                key.iter().map(|(f, d)| (f.clone(), direction(d))).collect();
-            if pattern == [("_id".to_string(), 1)] {
+            if normalized(key) == doc! {"_id": 1} {
                 return Err(id_refused());
             }
-            let found = all.iter().find(|i| i.def.mongo.as_ref().is_some_and(|s| s.key == pattern));
-            match found {
+            match by_pattern(db, key) {
                 Some(i) => Ok(vec![i.def.name.clone()]),
                 None => Err(MongoError::new(
                     27,
@@ -310,12 +374,9 @@ pub(super) fn hint(db: &Database, value: Option<&Bson>) -> Result<Option<String>
         Some(Bson::String(name)) => Ok(Some(name.clone())),
         Some(Bson::Document(key)) if key.contains_key("$natural") => Ok(Some(NATURAL.into())),
         Some(Bson::Document(key)) => {
-            let pattern: Vec<(String, i32)> =
-                key.iter().map(|(f, d)| (f.clone(), direction(d))).collect();
-            let all = db.mongo_indexes();
-            let found = all.iter().find(|i| i.def.mongo.as_ref().is_some_and(|s| s.key == pattern));
             // An unknown pattern is the engine's "hint provided does not correspond…".
-            Ok(Some(found.map_or_else(|| default_name(&pattern), |i| i.def.name.clone())))
+            let found = by_pattern(db, key);
+            Ok(Some(found.map_or_else(|| default_name(key), |i| i.def.name.clone())))
         }
         Some(_) => Err(MongoError::failed_to_parse("hint must be a string or an object")),
     }

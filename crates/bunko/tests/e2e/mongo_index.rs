@@ -162,3 +162,279 @@ print(json.dumps(sorted(d["_id"] for d in log.find({}))))
     let (status, _) = server.get("/app%24sessions/old1");
     assert_eq!(status, 404);
 }
+
+/// The `IXSCAN` of a winning plan (under `FETCH`, and `LIMIT`/`SKIP`/`SORT` if any).
+const IXSCAN_OF: &str = r#"
+def ixscan_of(plan):
+    while plan.get("stage") != "IXSCAN":
+        plan = plan["inputStage"]
+    return plan
+"#;
+
+#[test]
+fn explain_reports_multikey_indexes_from_the_first_array_on_and_after_a_restart() {
+    let mut server = Server::start();
+    let script = format!(
+        "{IXSCAN_OF}{}",
+        r#"
+c = client()
+t = c.app.tagged
+t.create_index("tags")
+t.insert_many([{"_id": i, "tags": f"t{i}"} for i in range(5)])
+def mk(coll, q):
+    ix = ixscan_of(coll.find(q).explain()["queryPlanner"]["winningPlan"])
+    return [ix["isMultiKey"], ix["multiKeyPaths"]]
+out = {"scalars": mk(t, {"tags": "t1"})}
+t.insert_one({"_id": 9, "tags": ["t1", "t2"]})
+out["array"] = mk(t, {"tags": "t1"})
+t.delete_one({"_id": 9})
+out["after_delete"] = mk(t, {"tags": "t1"})
+s = c.app.school
+s.insert_one({"_id": "S1", "links": [{"target": "C1", "doc_type": "class"}]})
+s.create_index([("links.target", 1), ("links.doc_type", 1)])
+s.create_index([("name", 1)])
+out["built"] = mk(s, {"links.target": "C1"})
+out["plain"] = mk(s, {"name": "x"})
+print(json.dumps(out))
+"#
+    );
+    let Some(result) = python(&server, &script) else { return };
+    assert_eq!(result["scalars"], json!([false, {"tags": []}]));
+    assert_eq!(result["array"], json!([true, {"tags": ["tags"]}]));
+    assert_eq!(result["after_delete"], json!([true, {"tags": ["tags"]}]), "kept, as MongoDB");
+    let links = json!({"links.target": ["links"], "links.doc_type": ["links"]});
+    assert_eq!(result["built"], json!([true, links]));
+    assert_eq!(result["plain"], json!([false, {"name": []}]));
+    server.kill9();
+    server.restart();
+    let script = format!(
+        "{IXSCAN_OF}{}",
+        r#"
+c = client()
+def mk(coll, q):
+    ix = ixscan_of(coll.find(q).explain()["queryPlanner"]["winningPlan"])
+    return [ix["isMultiKey"], ix["multiKeyPaths"]]
+print(json.dumps([mk(c.app.tagged, {"tags": "t1"}), mk(c.app.school, {"links.target": "C1"}),
+                  mk(c.app.school, {"name": "x"})]))
+"#
+    );
+    let Some(result) = python(&server, &script) else { return };
+    assert_eq!(
+        result,
+        json!([[true, {"tags": ["tags"]}], [true, links], [false, {"name": []}]]),
+        "the multikey state is stored"
+    );
+}
+
+#[test]
+fn all_plans_execution_runs_every_candidate_for_a_trial() {
+    let server = Server::start();
+    let script = format!(
+        "{IXSCAN_OF}{}",
+        r#"
+c = client()
+t = c.app.pairs
+t.insert_many([{"_id": i, "a": i % 3, "b": i % 100} for i in range(300)])
+t.create_index("a")
+t.create_index("b")
+found = sorted(d["_id"] for d in t.find({"a": 1, "b": 2}))
+plan = c.app.command("explain", {"find": "pairs", "filter": {"a": 1, "b": 2}}, verbosity="allPlansExecution")
+qp = plan["queryPlanner"]
+rejected = [ixscan_of(p) for p in qp["rejectedPlans"]]
+trials = [[ixscan_of(p["executionStages"])["indexName"], p["nReturned"], p["totalKeysExamined"],
+           p["totalDocsExamined"], p["executionStages"]["stage"]] for p in plan["executionStats"]["allPlansExecution"]]
+limited = c.app.command("explain", {"find": "pairs", "filter": {"a": 1, "b": {"$gte": 0}}, "limit": 5},
+                        verbosity="allPlansExecution")["executionStats"]["allPlansExecution"]
+stats_only = c.app.command("explain", {"find": "pairs", "filter": {"a": 1, "b": 2}}, verbosity="executionStats")
+single = c.app.command("explain", {"find": "pairs", "filter": {"a": 1}}, verbosity="allPlansExecution")
+print(json.dumps({
+    "found": found,
+    "winner": ixscan_of(qp["winningPlan"])["indexName"],
+    "rejected": [[r["indexName"], r["indexBounds"]] for r in rejected],
+    "trials": trials,
+    "limited": [[ixscan_of(p["executionStages"])["indexName"], p["nReturned"], p["executionStages"]["stage"]] for p in limited],
+    "stats_only": "allPlansExecution" in stats_only["executionStats"],
+    "single": single["executionStats"]["allPlansExecution"],
+}))
+"#
+    );
+    let Some(result) = python(&server, &script) else { return };
+    assert_eq!(result["found"], json!([202]));
+    assert_eq!(result["winner"], "a_1");
+    assert_eq!(result["rejected"], json!([["b_1", {"b": ["[2, 2]"]}]]));
+    // a_1 reads its 100 keys (a = 1) and finds one match; b_1 reads 3 keys (b = 2).
+    assert_eq!(result["trials"], json!([["a_1", 1, 100, 100, "FETCH"], ["b_1", 1, 3, 3, "FETCH"]]));
+    // With a limit the trial stops at it: 5 matches for a = 1 in a_1's first keys.
+    assert_eq!(result["limited"], json!([["a_1", 5, "LIMIT"], ["b_1", 5, "LIMIT"]]));
+    assert_eq!(result["stats_only"], false);
+    assert_eq!(result["single"], json!([]));
+}
+
+#[test]
+fn hashed_indexes_hold_mongodb_hashes_and_serve_equalities() {
+    let server = Server::start();
+    let script = format!(
+        "{IXSCAN_OF}{}",
+        r#"
+import hashlib, struct
+from pymongo.errors import WriteError, BulkWriteError
+def h(v):
+    # MongoDB's BSONElementHasher, computed here independently: seed, canonical type, value.
+    if isinstance(v, int):
+        data = struct.pack("<iiq", 0, 10, v)
+    else:
+        b = v.encode()
+        data = struct.pack("<iii", 0, 15, len(b) + 1) + b + b"\0"
+    return struct.unpack("<q", hashlib.md5(data).digest()[:8])[0]
+def iv(n):
+    return f"[{n}, {n}]"
+c = client()
+t = c.app.hashed
+t.insert_many([{"_id": i, "a": i, "s": f"s{i}"} for i in range(20)] + [{"_id": 100, "a": 3.1}, {"_id": 101, "s": "string to hash"}])
+out = {"name": t.create_index([("a", "hashed")])}
+t.create_index([("s", "hashed")])
+out["list"] = [i["key"] for i in t.list_indexes()]
+e = t.find({"a": 3}).explain()
+ix = ixscan_of(e["queryPlanner"]["winningPlan"])
+out["eq"] = [sorted(d["_id"] for d in t.find({"a": 3})), ix["indexName"], ix["keyPattern"], ix["indexBounds"],
+             ix["isMultiKey"], ix["multiKeyPaths"], e["executionStats"]["totalKeysExamined"], e["executionStats"]["totalDocsExamined"]]
+out["expect_eq"] = {"a": [iv(h(3))]}
+out["hash42"] = ixscan_of(t.find({"a": 42}).explain()["queryPlanner"]["winningPlan"])["indexBounds"]
+out["in"] = [sorted(d["_id"] for d in t.find({"a": {"$in": [1, 2]}})),
+             ixscan_of(t.find({"a": {"$in": [1, 2]}}).explain()["queryPlanner"]["winningPlan"])["indexBounds"]]
+out["expect_in"] = {"a": [iv(x) for x in sorted([h(1), h(2)])]}
+out["str"] = [[d["_id"] for d in t.find({"s": "string to hash"})],
+              ixscan_of(t.find({"s": "string to hash"}).explain()["queryPlanner"]["winningPlan"])["indexBounds"]]
+out["range"] = [len(list(t.find({"a": {"$gt": 15}}))), t.find({"a": {"$gt": 15}}).explain()["queryPlanner"]["winningPlan"]["stage"]]
+out["hint"] = len(list(t.find({}).hint([("a", "hashed")])))
+out["unique"] = code_of(lambda: t.create_index([("u", "hashed")], unique=True))
+out["two"] = code_of(lambda: t.create_index([("x", "hashed"), ("y", "hashed")]))
+out["ttl"] = code_of(lambda: t.create_index([("z", "hashed")], expireAfterSeconds=10))
+try:
+    t.insert_one({"_id": 200, "a": [1, 2]})
+    out["array"] = None
+except WriteError as err:
+    out["array"] = [err.code, err.details["errmsg"]]
+t.create_index([("b", 1), ("c.d", "hashed")])
+t.insert_one({"_id": 300, "b": 1, "c": {"d": "x"}})
+ce = ixscan_of(t.find({"b": 1, "c.d": "x"}).explain()["queryPlanner"]["winningPlan"])
+out["compound"] = [[d["_id"] for d in t.find({"b": 1, "c.d": "x"})], ce["indexName"], ce["keyPattern"], ce["indexBounds"]]
+out["expect_compound"] = {"b": ["[1, 1]"], "c.d": [iv(h("x"))]}
+try:
+    t.insert_one({"_id": 301, "b": 2, "c": [{"d": "y"}]})
+    out["nested_array"] = None
+except WriteError as err:
+    out["nested_array"] = [err.code, err.details["errmsg"]]
+out["kept_out"] = t.count_documents({"_id": {"$in": [200, 301]}})
+c.app.arrays.insert_one({"a": [1]})
+out["build"] = code_of(lambda: c.app.arrays.create_index([("a", "hashed")]))
+c.app.drop_h.create_index([("a", "hashed")])
+c.app.command("dropIndexes", "drop_h", index={"a": "hashed"})
+out["dropped"] = [i["name"] for i in c.app.drop_h.list_indexes()]
+print(json.dumps(out))
+"#
+    );
+    let Some(r) = python(&server, &script) else { return };
+    assert_eq!(r["name"], "a_hashed");
+    assert_eq!(r["list"], json!([{"_id": 1}, {"a": "hashed"}, {"s": "hashed"}]));
+    // 3 and 3.1 share a hash (numbers hash as their truncated integer): two keys read, one match.
+    assert_eq!(
+        r["eq"],
+        json!([[3], "a_hashed", {"a": "hashed"}, r["expect_eq"], false, {"a": []}, 2, 2])
+    );
+    // MongoDB's own check value: 42 hashes to -944302157085130861.
+    assert_eq!(r["hash42"], json!({"a": ["[-944302157085130861, -944302157085130861]"]}));
+    assert_eq!(r["in"], json!([[1, 2], r["expect_in"]]));
+    // The `$toHashedIndexKey` reference example: "string to hash" hashes to 763543691661428748.
+    assert_eq!(r["str"], json!([[101], {"s": ["[763543691661428748, 763543691661428748]"]}]));
+    assert_eq!(r["range"], json!([4, "COLLSCAN"]), "a hashed index holds no order");
+    assert_eq!(r["hint"], 22);
+    assert_eq!(r["unique"], 16764);
+    assert_eq!(r["two"], 31303);
+    assert_eq!(r["ttl"], 238);
+    let array =
+        "Error: hashed indexes do not currently support array values. Found array at path: ";
+    assert_eq!(r["array"], json!([16766, format!("{array}a")]));
+    assert_eq!(
+        r["compound"],
+        json!([[300], "b_1_c.d_hashed", {"b": 1, "c.d": "hashed"}, r["expect_compound"]])
+    );
+    assert_eq!(r["nested_array"], json!([16766, format!("{array}c")]));
+    assert_eq!(r["kept_out"], 0);
+    assert_eq!(r["build"], 16766);
+    assert_eq!(r["dropped"], json!(["_id_"]));
+}
+
+#[test]
+fn collated_indexes_serve_queries_with_their_collation_only() {
+    let server = Server::start();
+    let script = format!(
+        "{IXSCAN_OF}{}",
+        r#"
+from pymongo.errors import DuplicateKeyError
+c = client()
+w = c.app.words
+w.insert_many([{"_id": i, "x": x, "n": i} for i, x in enumerate(["ping", "Ping", "PING", "pong", "apple", "Banana", "cherry", "Éclair"])])
+ci = {"locale": "en", "strength": 2}
+w.create_index("x", collation=ci, name="x_ci")
+w.create_index("n", collation=ci, name="n_ci")
+def stage(cur):
+    plan = cur.explain()["queryPlanner"]["winningPlan"]
+    try:
+        ix = ixscan_of(plan)
+        return [ix["indexName"], ix["indexBounds"]]
+    except KeyError:
+        return plan["stage"]
+out = {"list": [i.get("collation") for i in w.list_indexes()]}
+out["eq"] = [sorted(d["_id"] for d in w.find({"x": "PING"}, collation=ci)), stage(w.find({"x": "PING"}, collation=ci))]
+out["eq_simple"] = [sorted(d["_id"] for d in w.find({"x": "PING"})), stage(w.find({"x": "PING"}))]
+out["eq_other"] = stage(w.find({"x": "PING"}, collation={"locale": "fr", "strength": 2}))
+out["range"] = [sorted(d["x"] for d in w.find({"x": {"$gte": "b", "$lt": "d"}}, collation=ci)),
+                stage(w.find({"x": {"$gte": "b", "$lt": "d"}}, collation=ci))[0]]
+out["regex"] = [sorted(d["_id"] for d in w.find({"x": {"$regex": "^p"}}, collation=ci)), stage(w.find({"x": {"$regex": "^p"}}, collation=ci))]
+out["numbers_simple"] = [[d["_id"] for d in w.find({"n": 3})], stage(w.find({"n": 3}))]
+sorted_plan = w.find({}, collation=ci).sort("x", 1).explain()["queryPlanner"]["winningPlan"]
+out["sort"] = [[d["x"] for d in w.find({}, collation=ci).sort("x", 1)], "SORT" in json.dumps(sorted_plan)]
+u = c.app.emails
+u.create_index("e", unique=True, collation=ci)
+u.insert_one({"_id": 1, "e": "a@x"})
+try:
+    u.insert_one({"_id": 2, "e": "A@X"})
+    out["dup"] = None
+except DuplicateKeyError as e:
+    out["dup"] = e.code
+u.create_index("e", unique=True, name="e_simple")
+out["both"] = [i["name"] for i in u.list_indexes()]
+out["hashed"] = code_of(lambda: u.create_index([("h", "hashed")], collation=ci))
+out["bad"] = code_of(lambda: u.create_index("z", collation={"strength": 2}))
+out["simple"] = [i.get("collation") for i in u.list_indexes() if i["name"] == "e_simple"]
+print(json.dumps(out))
+"#
+    );
+    let Some(r) = python(&server, &script) else { return };
+    let full = json!({"locale": "en", "caseLevel": false, "caseFirst": "off", "strength": 2,
+        "numericOrdering": false, "alternate": "non-ignorable", "maxVariable": "punct",
+        "normalization": false, "backwards": false, "version": "57.1"});
+    assert_eq!(r["list"], json!([null, full, full]));
+    assert_eq!(r["eq"][0], json!([0, 1, 2]));
+    assert_eq!(r["eq"][1][0], "x_ci");
+    let bound = r["eq"][1][1]["x"][0].as_str().unwrap_or_default().to_string();
+    assert!(bound.starts_with("[CollationKey(0x") && bound.ends_with(")]"), "{bound}");
+    // A query under the simple collation (or another one) reads the collection for strings.
+    assert_eq!(r["eq_simple"], json!([[2], "COLLSCAN"]));
+    assert_eq!(r["eq_other"], "COLLSCAN");
+    assert_eq!(r["range"], json!([["Banana", "cherry"], "x_ci"]));
+    // A regex is not collation-aware: the collated index gives it no bounds.
+    assert_eq!(r["regex"], json!([[0, 3], "COLLSCAN"]));
+    // Numbers have no collation: a simple query uses the collated index for them.
+    assert_eq!(r["numbers_simple"], json!([[3], ["n_ci", {"n": ["[3, 3]"]}]]));
+    let order = &r["sort"][0];
+    assert_eq!(order[0], "apple");
+    assert_eq!(order[1], "Banana");
+    assert_eq!(r["sort"][1], false, "the collated index yields the order");
+    assert_eq!(r["dup"], 11000);
+    assert_eq!(r["both"], json!(["_id_", "e_1", "e_simple"]));
+    assert_eq!(r["hashed"], 238);
+    assert_eq!(r["bad"], 2);
+    assert_eq!(r["simple"], json!([null]));
+}
