@@ -111,8 +111,8 @@ pub fn info_json(db: &Database) -> Value {
     let props = if info.partitioned { json!({"partitioned": true}) } else { json!({}) };
     json!({
         "db_name": info.name,
-        "purge_seq": db.purge_seq().unwrap_or(0).to_string(),
-        "update_seq": info.update_seq.to_string(),
+        "purge_seq": crate::seq::render(db.purge_seq().unwrap_or(0)),
+        "update_seq": crate::seq::render(info.update_seq),
         "sizes": {
             "file": info.disk_size,
             "external": info.stats.external,

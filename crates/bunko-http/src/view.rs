@@ -340,7 +340,7 @@ pub(crate) fn head_json(
         out.insert("offset".into(), json!(offset));
     }
     if let Some(seq) = update_seq {
-        out.insert("update_seq".into(), json!(seq.to_string()));
+        out.insert("update_seq".into(), json!(crate::seq::render(seq)));
     }
     Value::Object(out)
 }
