@@ -210,6 +210,8 @@ impl AppState {
         self.auth.timeout.store(timeout.unwrap_or(defaults.session_timeout), Relaxed);
         let persistent = settings.get_bool("chttpd_auth", "allow_persistent_cookies");
         self.auth.persistent.store(persistent.unwrap_or(defaults.persistent_cookies), Relaxed);
+        let require = settings.get_bool("chttpd", "require_valid_user");
+        self.auth.require_valid_user.store(require.unwrap_or(true), Relaxed);
     }
 }
 
