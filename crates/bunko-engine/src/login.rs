@@ -89,6 +89,9 @@ pub enum Verdict {
 pub const LOCKOUT_REASON: &str =
     "Account is temporarily locked due to multiple authentication failures";
 
+/// How long a password hash upgrade waits for the request that logged in.
+const UPGRADE_DELAY: Duration = Duration::from_millis(500);
+
 /// Why a user whose document has conflicts cannot log in (CouchDB's `chttpd_auth_cache`).
 pub const CONFLICTED_REASON: &str = "User document conflicts must be resolved before the document is used for authentication purposes.";
 
@@ -210,11 +213,15 @@ impl Logins {
         doc.insert("preserve_salt".into(), true.into());
         let (upgrading, name, limits) = (self.upgrading.clone(), name.to_string(), config.limits);
         std::thread::spawn(move || {
+            // After the request that logged in, which may itself change the password (its
+            // write then wins, and this one conflicts), as CouchDB's hasher comes later.
+            std::thread::sleep(UPGRADE_DELAY);
             let written = bunko_doc::body::from_value(Value::Object(doc), &limits)
                 .map_err(Error::from)
                 .and_then(|doc| users.put(&UserCtx::system(), doc, WriteOptions::default()));
             match written {
                 Ok(_) => tracing::info!(user = name, "upgraded the stored password hash"),
+                Err(Error::Conflict) => tracing::debug!(user = name, "user document changed"),
                 Err(err) => tracing::warn!(user = name, %err, "password hash upgrade failed"),
             }
             upgrading.lock().remove(&name);

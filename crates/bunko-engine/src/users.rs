@@ -6,7 +6,7 @@
 //! and `derived_key`, as CouchDB 3.4 stores it (a new salt unless the document says
 //! `preserve_salt: true`); no plain password is ever stored. Verification also accepts
 //! CouchDB's older PBKDF2-SHA1 documents. Logging in with them is [`crate::login`]'s, and
-//! so is the upgrade of an outdated hash on login ([`needs_upgrade`]).
+//! so is the upgrade of an outdated hash on login (`needs_upgrade`).
 
 use bunko_doc::body::ParsedDoc;
 use rand::Rng;
