@@ -35,6 +35,10 @@ echo "bunko at $url (pid $server), suite from $couch/test/elixir"
 handlers='{chttpd_auth, jwt_authentication_handler}, {chttpd_auth, proxy_authentication_handler}, {chttpd_auth, cookie_authentication_handler}, {chttpd_auth, default_authentication_handler}'
 curl -sf -u adm:pass -X PUT "$url/_node/_local/_config/chttpd/authentication_handlers" \
     -d "\"$handlers\"" >/dev/null
+# CouchDB lets anonymous requests through to each database's security (its default
+# `require_valid_user = false`); Bunko's default refuses them (README).
+curl -sf -u adm:pass -X PUT "$url/_node/_local/_config/chttpd/require_valid_user" \
+    -d '"false"' >/dev/null
 
 cd "$couch"
 export MIX_ENV=integration ELIXIR_ERL_OPTIONS=+fnu

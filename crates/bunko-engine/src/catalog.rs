@@ -33,6 +33,11 @@ pub struct Config {
     pub revs_limit: u64,
     /// PBKDF2 iterations for new `_users` passwords.
     pub pbkdf2_iterations: u32,
+    /// PBKDF2 function of new `_users` passwords (`[chttpd_auth] pbkdf2_prf`).
+    pub pbkdf2_prf: crate::users::Prf,
+    /// Whether a login re-hashes a password stored with other settings
+    /// (`[chttpd_auth] upgrade_hash_on_auth`, off by default as in CouchDB).
+    pub upgrade_hash_on_auth: bool,
     /// Whether `_users`' `_security` may be changed (CouchDB's
     /// `[couchdb] users_db_security_editable`, off by default).
     pub users_db_security_editable: bool,
@@ -67,6 +72,13 @@ pub struct Config {
     pub view_page_bytes: u64,
 }
 
+impl Config {
+    /// How new `_users` password hashes are made.
+    pub fn hashing(&self) -> crate::users::Hashing {
+        crate::users::Hashing { iterations: self.pbkdf2_iterations, prf: self.pbkdf2_prf }
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Self {
@@ -74,6 +86,8 @@ impl Default for Config {
             max_partition_size: 10 << 30,
             revs_limit: 1000,
             pbkdf2_iterations: 600_000,
+            pbkdf2_prf: crate::users::Prf::Sha256,
+            upgrade_hash_on_auth: false,
             users_db_security_editable: false,
             txn_lifetime: std::time::Duration::from_secs(60),
             txn_max_bytes: 16 << 20,

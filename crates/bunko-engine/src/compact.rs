@@ -4,7 +4,8 @@
 //! then a `GET ?rev=<old>` still finds them, as in CouchDB. Then the store frees the space of
 //! every removed or overwritten key ([`bunko_storage::Store::reclaim`]: a major compaction of the
 //! whole store, which all databases share, and the journals already in tables), so that
-//! nothing reclaimable is left; `compact_running` is true meanwhile.
+//! nothing reclaimable is left; `compact_running` is true meanwhile. Last, `sizes.file`
+//! restarts from what the database keeps.
 //!
 //! Leaves only ever stop being leaves, so a body found non-leaf in a snapshot is safe to
 //! remove even while writes go on; new revisions are not in the snapshot and are untouched.
@@ -37,6 +38,22 @@ impl Database {
             match db.compact() {
                 Ok(removed) => tracing::info!(db = db.name(), removed, "compaction finished"),
                 Err(err) => tracing::warn!(db = db.name(), %err, "compaction failed"),
+            }
+            drop(running);
+        });
+    }
+
+    /// Runs `work` (a compaction of something the database holds: a view group's) on a
+    /// thread of its own; `compact_running` is true until it ends.
+    pub fn run_compaction(
+        self: &Arc<Self>,
+        work: impl FnOnce(&Database) -> Result<()> + Send + 'static,
+    ) {
+        let db = self.clone();
+        let running = Running::new(self);
+        std::thread::spawn(move || {
+            if let Err(err) = work(&db) {
+                tracing::warn!(db = db.name(), %err, "compaction failed");
             }
             drop(running);
         });
@@ -95,7 +112,34 @@ impl Database {
         // snapshot keeps the store from dropping what it can see, so this one goes first.
         drop(snapshot);
         self.store.reclaim()?;
+        self.restart_file_size()?;
         Ok(removed)
+    }
+
+    /// After a compaction `sizes.file` starts again from the bytes the database's
+    /// documents keep in the store ([`keys::document_ranges`]), plus what writes added
+    /// while they were counted.
+    fn restart_file_size(&self) -> Result<()> {
+        let db = self.id();
+        let (snapshot, before) = {
+            let writer = self.lock_writer()?;
+            (self.store.snapshot(), writer.stats.file)
+        };
+        let mut kept = 0u64;
+        for range in keys::document_ranges(db) {
+            for entry in Iter::new(snapshot.clone(), range, false, 1024) {
+                let (key, value) = entry?;
+                kept += (key.len() + value.len()) as u64;
+            }
+        }
+        drop(snapshot);
+        let writer = self.lock_writer()?;
+        let mut stats = writer.stats;
+        stats.file = kept.saturating_add(stats.file.saturating_sub(before));
+        let mut batch = Batch::new();
+        batch.put(Key::Stats(db).encode(), records::encode(&stats));
+        let seq = writer.seq;
+        self.commit_locked(writer, batch, seq, stats)
     }
 
     /// Removes the attachment bodies that no leaf revision refers to; returns their size.

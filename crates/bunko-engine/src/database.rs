@@ -173,7 +173,7 @@ impl Database {
             update_seq: writer.seq,
             created_us: meta.created_us,
             partitioned: meta.partitioned,
-            disk_size: writer.stats.active,
+            disk_size: writer.stats.file.max(writer.stats.active),
         }
     }
 

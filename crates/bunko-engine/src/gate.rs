@@ -41,8 +41,9 @@ impl Database {
 
     /// May `ctx` write the document `id` at all? Members may; design documents need a
     /// database admin. In `_users` a user who is not a database admin may write only their
-    /// own document, and any other id is reported missing, as CouchDB's
-    /// `couch_users_db:before_doc_update` does.
+    /// own document, and an anonymous client (reaching the engine when `[chttpd]
+    /// require_valid_user` is false) any user document, to sign up; any other id is
+    /// reported missing, as CouchDB's `couch_users_db:before_doc_update` does.
     pub(crate) fn admit_doc(&self, security: &Security, ctx: &UserCtx, id: &str) -> Result<()> {
         if kind(id) == DocKind::Design {
             return security.check_admin(ctx);
@@ -50,7 +51,12 @@ impl Database {
         if !self.is_users_db() || security.is_admin(ctx) {
             return security.check_member(ctx);
         }
-        let own = ctx.name.as_ref().is_some_and(|name| id == format!("{USER_PREFIX}{name}"));
+        // A client without a name signs up: CouchDB lets it write any user document, and
+        // the users-database rules (`user_doc`) then allow only a new one without roles.
+        let own = match &ctx.name {
+            Some(name) => id == format!("{USER_PREFIX}{name}"),
+            None => id.starts_with(USER_PREFIX),
+        };
         if own { Ok(()) } else { Err(crate::error::missing()) }
     }
 

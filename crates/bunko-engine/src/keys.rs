@@ -217,6 +217,17 @@ pub fn all_db_ranges(db: u64) -> Vec<Range> {
     ranges
 }
 
+/// The ranges of a database's documents and of what their writes maintain in the same
+/// commit: all its ranges but those of its views and geo indexes, which are built apart
+/// (what `sizes.file` counts, as CouchDB keeps views in files of their own).
+pub fn document_ranges(db: u64) -> Vec<Range> {
+    let apart: Vec<Range> = [VIEW_META, VIEW_ROW, VIEW_BACK, GEO]
+        .iter()
+        .map(|&tag| prefix_range(&KeyWriter::new(tag).u64(db).finish()))
+        .collect();
+    all_db_ranges(db).into_iter().filter(|range| !apart.contains(range)).collect()
+}
+
 /// The range of all `Config` changes.
 pub fn config_range() -> Range {
     prefix_range(&[CONFIG])

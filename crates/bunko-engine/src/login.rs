@@ -13,12 +13,15 @@
 //!   the first counted failure. A new salt (a password change) starts a new count.
 //!
 //! Both are rebuildable (a restart forgets them), as DESIGN §8 asks of in-memory state.
+//! With `[chttpd_auth] upgrade_hash_on_auth` a login also re-hashes a password stored with
+//! older settings ([`Logins::verify`]).
 //!
 //! A [`Login`] carries the user's salt: session cookies are signed with the server secret
 //! *and* the salt, so a password change (new salt) or a deleted user voids every cookie.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hmac::{Hmac, Mac};
@@ -30,6 +33,7 @@ use sha2::{Digest, Sha256};
 use crate::catalog::Engine;
 use crate::security::UserCtx;
 use crate::users::{USER_PREFIX, password_matches, roles_of};
+use crate::write::WriteOptions;
 use crate::{Error, Result};
 
 /// What a lockout does (CouchDB's `[chttpd_auth_lockout] mode`).
@@ -85,6 +89,9 @@ pub enum Verdict {
 pub const LOCKOUT_REASON: &str =
     "Account is temporarily locked due to multiple authentication failures";
 
+/// How long a password hash upgrade waits for the request that logged in.
+const UPGRADE_DELAY: Duration = Duration::from_millis(500);
+
 /// Why a user whose document has conflicts cannot log in (CouchDB's `chttpd_auth_cache`).
 pub const CONFLICTED_REASON: &str = "User document conflicts must be resolved before the document is used for authentication purposes.";
 
@@ -101,6 +108,8 @@ pub struct Logins {
     cache: Mutex<HashMap<String, (String, [u8; 32])>>,
     lockout: RwLock<LockoutConfig>,
     failures: Mutex<Failures>,
+    /// Names whose stored password hash a login is re-hashing ([`Logins::upgrade_hash`]).
+    upgrading: Arc<Mutex<HashSet<String>>>,
 }
 
 /// (peer, name, salt) → (failures counted, when the first was).
@@ -115,6 +124,7 @@ impl Logins {
             cache: Mutex::default(),
             lockout: RwLock::new(lockout),
             failures: Mutex::default(),
+            upgrading: Arc::default(),
         }
     }
 
@@ -175,7 +185,47 @@ impl Logins {
         if !self.password_ok(&user, password) {
             return Ok(self.fail(peer, name, &user.login.salt));
         }
+        if let Some((rev, body)) = &user.doc {
+            self.upgrade_hash(engine, name, rev, body, password);
+        }
         Ok(Verdict::Granted(user.login))
+    }
+
+    /// With `[chttpd_auth] upgrade_hash_on_auth`, a login whose user document was hashed
+    /// with other settings (`iterations`, `pbkdf2_prf`) re-hashes the password it proved,
+    /// keeping the salt, on a thread of its own (CouchDB's `couch_password_hasher`), once
+    /// at a time per user.
+    fn upgrade_hash(&self, engine: &Engine, name: &str, rev: &str, body: &Value, password: &str) {
+        let config = engine.config();
+        if !config.upgrade_hash_on_auth || !crate::users::needs_upgrade(body, config.hashing()) {
+            return;
+        }
+        let (Some(users), Value::Object(fields)) = (engine.get_db(&config.users_db), body) else {
+            return;
+        };
+        if !self.upgrading.lock().insert(name.to_string()) {
+            return;
+        }
+        let mut doc = fields.clone();
+        doc.insert("_id".into(), format!("{USER_PREFIX}{name}").into());
+        doc.insert("_rev".into(), rev.into());
+        doc.insert("password".into(), password.into());
+        doc.insert("preserve_salt".into(), true.into());
+        let (upgrading, name, limits) = (self.upgrading.clone(), name.to_string(), config.limits);
+        std::thread::spawn(move || {
+            // After the request that logged in, which may itself change the password (its
+            // write then wins, and this one conflicts), as CouchDB's hasher comes later.
+            std::thread::sleep(UPGRADE_DELAY);
+            let written = bunko_doc::body::from_value(Value::Object(doc), &limits)
+                .map_err(Error::from)
+                .and_then(|doc| users.put(&UserCtx::system(), doc, WriteOptions::default()));
+            match written {
+                Ok(_) => tracing::info!(user = name, "upgraded the stored password hash"),
+                Err(Error::Conflict) => tracing::debug!(user = name, "user document changed"),
+                Err(err) => tracing::warn!(user = name, %err, "password hash upgrade failed"),
+            }
+            upgrading.lock().remove(&name);
+        });
     }
 
     /// For protocols that check a proof themselves (MongoDB's SCRAM): whether `peer` is

@@ -149,6 +149,21 @@ pub struct Stats {
     /// Document writes (edits, deletions, replicated revisions) ever committed: the
     /// advisor's write hot spots. Records written before this counter existed read as 0.
     pub writes: u64,
+    /// Bytes the database's document writes appended to the store since its last
+    /// compaction, on top of what that compaction kept (`sizes.file`: the store is
+    /// log-structured, so what a write replaces stays on disk until compaction, as in
+    /// CouchDB's append-only files). Records written before this counter read as 0.
+    pub file: u64,
+}
+
+/// [`Stats`] as written before the `file` counter.
+#[derive(Deserialize)]
+struct StatsV2 {
+    doc_count: u64,
+    doc_del_count: u64,
+    external: u64,
+    active: u64,
+    writes: u64,
 }
 
 /// [`Stats`] as written before the `writes` counter.
@@ -162,13 +177,19 @@ struct StatsV1 {
 
 impl Stats {
     /// Decodes a record of any version (postcard records carry no field names, so a
-    /// record without the `writes` counter is told apart by its length).
+    /// record without the `file` or `writes` counter is told apart by its length).
     pub fn decode(bytes: &[u8]) -> Result<Self> {
-        decode::<Stats>(bytes).or_else(|_| {
-            let v1 = decode::<StatsV1>(bytes)?;
-            let StatsV1 { doc_count, doc_del_count, external, active } = v1;
-            Ok(Stats { doc_count, doc_del_count, external, active, writes: 0 })
-        })
+        decode::<Stats>(bytes)
+            .or_else(|_| {
+                let StatsV2 { doc_count, doc_del_count, external, active, writes } =
+                    decode::<StatsV2>(bytes)?;
+                Ok(Stats { doc_count, doc_del_count, external, active, writes, file: 0 })
+            })
+            .or_else(|_: Error| {
+                let v1 = decode::<StatsV1>(bytes)?;
+                let StatsV1 { doc_count, doc_del_count, external, active } = v1;
+                Ok(Stats { doc_count, doc_del_count, external, active, writes: 0, file: 0 })
+            })
     }
 
     /// Adds (`sign = 1`) or removes (`sign = -1`) one document's contribution.
@@ -208,9 +229,18 @@ mod tests {
     #[test]
     fn stats_written_before_the_write_counter_still_read() -> Result<()> {
         let old = encode(&OldStats(3, 1, 300, 420));
-        let want = Stats { doc_count: 3, doc_del_count: 1, external: 300, active: 420, writes: 0 };
+        let want = Stats {
+            doc_count: 3,
+            doc_del_count: 1,
+            external: 300,
+            active: 420,
+            writes: 0,
+            file: 0,
+        };
         assert_eq!(Stats::decode(&old)?, want);
-        let new = Stats { writes: 9, ..want };
+        let before_file = encode(&(3_u64, 1_u64, 300_u64, 420_u64, 9_u64));
+        assert_eq!(Stats::decode(&before_file)?, Stats { writes: 9, ..want });
+        let new = Stats { writes: 9, file: 5000, ..want };
         assert_eq!(Stats::decode(&encode(&new))?, new);
         Ok(())
     }

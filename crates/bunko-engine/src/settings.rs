@@ -204,6 +204,12 @@ impl Settings {
         config.password_regexp = self.auth_setting("password_regexp");
         config.pbkdf2_iterations = int("chttpd_auth", "iterations")
             .map_or(defaults.pbkdf2_iterations, |v| v.clamp(1, u32::MAX as u64) as u32);
+        config.pbkdf2_prf = self
+            .auth_setting("pbkdf2_prf")
+            .and_then(|v| crate::users::Prf::parse(&v))
+            .unwrap_or(defaults.pbkdf2_prf);
+        config.upgrade_hash_on_auth =
+            self.auth_setting("upgrade_hash_on_auth").is_some_and(|v| v.trim() == "true");
         let lockout = &mut config.lockout;
         lockout.mode = match self.get("chttpd_auth_lockout", "mode").as_deref() {
             Some("warn") => LockoutMode::Warn,

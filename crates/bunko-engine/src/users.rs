@@ -2,14 +2,16 @@
 //! write, and verifying a name and password.
 //!
 //! On write a user document's `password` is replaced by `password_scheme: "pbkdf2"`,
-//! `pbkdf2_prf: "sha256"`, `iterations`, `salt` and `derived_key`, as CouchDB 3.4 stores
-//! it; no plain password is ever stored. Verification also accepts CouchDB's older
-//! PBKDF2-SHA1 documents. Logging in with them is [`crate::login`]'s.
+//! `pbkdf2_prf` (`[chttpd_auth] pbkdf2_prf`: `sha256`, or `sha512`), `iterations`, `salt`
+//! and `derived_key`, as CouchDB 3.4 stores it (a new salt unless the document says
+//! `preserve_salt: true`); no plain password is ever stored. Verification also accepts
+//! CouchDB's older PBKDF2-SHA1 documents. Logging in with them is [`crate::login`]'s, and
+//! so is the upgrade of an outdated hash on login (`needs_upgrade`).
 
 use bunko_doc::body::ParsedDoc;
 use rand::Rng;
 use serde_json::{Map, Value, json};
-use sha2::Sha256;
+use sha2::{Sha256, Sha512};
 
 use crate::database::Database;
 use crate::login::constant_time_eq;
@@ -34,7 +36,7 @@ pub(crate) fn prepare(
     db: &Database,
     admin: bool,
     doc: &mut ParsedDoc,
-    iterations: u32,
+    hashing: Hashing,
 ) -> Result<()> {
     if !db.is_users_db() || doc.deleted {
         return Ok(());
@@ -46,7 +48,7 @@ pub(crate) fn prepare(
         Some(_) => return Err(Error::Forbidden("doc.password must be a string".to_string())),
     };
     crate::password_rules::check(&password, db.config.get().password_regexp.as_deref())?;
-    hash_into(doc, &password, iterations);
+    hash_into(doc, &password, hashing);
     Ok(())
 }
 
@@ -76,6 +78,50 @@ fn keep_scram(db: &Database, doc: &mut ParsedDoc) -> Result<()> {
     Ok(())
 }
 
+/// How new password hashes are made (`[chttpd_auth] iterations` and `pbkdf2_prf`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hashing {
+    pub iterations: u32,
+    pub prf: Prf,
+}
+
+/// The PBKDF2 pseudo-random function of new hashes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Prf {
+    #[default]
+    Sha256,
+    Sha512,
+}
+
+impl Prf {
+    /// `sha256` or `sha512`, as the setting and the stored field name it.
+    pub fn parse(text: &str) -> Option<Prf> {
+        match text.trim() {
+            "sha256" => Some(Prf::Sha256),
+            "sha512" => Some(Prf::Sha512),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Prf::Sha256 => "sha256",
+            Prf::Sha512 => "sha512",
+        }
+    }
+}
+
+/// Whether a stored user document's hash is not what `hashing` makes now, so that a login
+/// re-hashes its password (`[chttpd_auth] upgrade_hash_on_auth`, CouchDB's
+/// `couch_password_hasher:needs_upgrade`).
+pub(crate) fn needs_upgrade(body: &Value, hashing: Hashing) -> bool {
+    let field = |name: &str| body.get(name).and_then(Value::as_str).unwrap_or_default();
+    let iterations = body.get("iterations").and_then(Value::as_u64);
+    field("password_scheme") != "pbkdf2"
+        || iterations != Some(u64::from(hashing.iterations))
+        || field("pbkdf2_prf") != hashing.prf.name()
+}
+
 /// The fields a new password replaces (CouchDB's `remove_password_fields`).
 const PASSWORD_FIELDS: [&str; 10] = [
     "password",
@@ -90,18 +136,28 @@ const PASSWORD_FIELDS: [&str; 10] = [
     crate::scram::FIELD_SHA1,
 ];
 
-/// Replaces the password fields of `doc` with a new salt and PBKDF2-SHA256 derived key, and
-/// SCRAM-SHA-256 and SCRAM-SHA-1 credentials of their own ([`crate::scram`]; SHA-1's is
-/// derived with the user's `name`, so a document without one gets none).
-fn hash_into(doc: &mut ParsedDoc, password: &str, iterations: u32) {
+/// Replaces the password fields of `doc` with a salt (new, or the stored one with
+/// `preserve_salt: true`) and PBKDF2 derived key, and SCRAM-SHA-256 and
+/// SCRAM-SHA-1 credentials of their own ([`crate::scram`]; SHA-1's is derived with the
+/// user's `name`, so a document without one gets none).
+fn hash_into(doc: &mut ParsedDoc, password: &str, hashing: Hashing) {
+    let preserve = doc.body.get("preserve_salt") == Some(&Value::Bool(true));
+    let kept = doc.body.get("salt").and_then(Value::as_str).map(str::to_string);
     for field in PASSWORD_FIELDS {
         doc.body.shift_remove(field);
     }
-    let salt = hex::encode(rand::rng().random::<[u8; 16]>());
-    let key = derive_sha256(password, &salt, iterations);
+    let salt = match kept {
+        Some(salt) if preserve => salt,
+        _ => hex::encode(rand::rng().random::<[u8; 16]>()),
+    };
+    let Hashing { iterations, prf } = hashing;
+    let key = match prf {
+        Prf::Sha256 => derive_sha256(password, &salt, iterations),
+        Prf::Sha512 => derive_sha512(password, &salt, iterations),
+    };
     for (field, value) in [
         ("password_scheme", json!("pbkdf2")),
-        ("pbkdf2_prf", json!("sha256")),
+        ("pbkdf2_prf", json!(prf.name())),
         ("iterations", json!(iterations)),
         ("salt", json!(salt)),
         ("derived_key", json!(key)),
@@ -121,6 +177,12 @@ pub(crate) fn derive_sha256(password: &str, salt: &str, iterations: u32) -> Stri
     hex::encode(out)
 }
 
+fn derive_sha512(password: &str, salt: &str, iterations: u32) -> String {
+    let mut out = [0u8; 64];
+    pbkdf2::pbkdf2_hmac::<Sha512>(password.as_bytes(), salt.as_bytes(), iterations, &mut out);
+    hex::encode(out)
+}
+
 fn derive_sha1(password: &str, salt: &str, iterations: u32) -> String {
     let mut out = [0u8; 20];
     pbkdf2::pbkdf2_hmac::<sha1::Sha1>(password.as_bytes(), salt.as_bytes(), iterations, &mut out);
@@ -135,6 +197,7 @@ pub(crate) fn password_matches(body: &Value, password: &str) -> bool {
     }
     let derived = match field("pbkdf2_prf") {
         "sha256" => derive_sha256(password, field("salt"), iterations),
+        "sha512" => derive_sha512(password, field("salt"), iterations),
         "" | "sha" | "sha1" => derive_sha1(password, field("salt"), iterations),
         _ => return false,
     };

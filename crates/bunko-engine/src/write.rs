@@ -280,6 +280,7 @@ impl Database {
         let indexes = self.indexes.all();
         let (db, revs_limit) = (self.id(), self.revs_limit() as usize);
         let (mut seq, mut stats) = (writer.seq, writer.stats);
+        let bytes_before = batch.bytes();
         let mut pending = Pending::default();
         let mut results = Vec::with_capacity(prepared.len());
         let mut ids = IdChanges::default();
@@ -322,6 +323,7 @@ impl Database {
         for (partition, part_stats) in &pending.partitions {
             batch.put(Key::PartStats(db, partition).encode(), records::encode(part_stats));
         }
+        stats.file = stats.file.saturating_add(batch.bytes().saturating_sub(bytes_before));
         batch.put(Key::Stats(db).encode(), records::encode(&stats));
         let plan = (!pending.ddocs.is_empty()).then(|| self.plan_ddocs(batch, &pending.ddocs, seq));
         Ok(Staged { results, seq, stats, plan, ids, multikey: pending.multikey })
@@ -582,8 +584,8 @@ impl Database {
                 }
             })
             .and_then(|()| {
-                let iterations = self.config.get().pbkdf2_iterations;
-                users::prepare(self, security.is_admin(ctx), &mut doc, iterations)
+                let hashing = self.config.get().hashing();
+                users::prepare(self, security.is_admin(ctx), &mut doc, hashing)
             })
             .and_then(|()| {
                 let replication = self.name() == crate::replicator_doc::REPLICATOR_DB

@@ -124,7 +124,7 @@ pub async fn run(
     };
     let mut head = json!({"total_rows": started.total_rows, "offset": started.offset});
     if update_seq {
-        head["update_seq"] = json!(started.update_seq.to_string());
+        head["update_seq"] = json!(crate::seq::render(started.update_seq));
     }
     let head = head.to_string();
     let mut rows = started.rows;

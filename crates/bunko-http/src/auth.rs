@@ -3,9 +3,11 @@
 //! name and password are, the credential cache and the lockout live in the engine
 //! ([`bunko_engine::login`]), shared with every protocol; this module reads them off HTTP.
 //!
-//! [`middleware`] runs before every handler. It resolves the request's [`UserCtx`] and
-//! refuses anonymous requests with `401` except for `GET /`, `/_up`, `/_session` and the
-//! console's login page.
+//! [`middleware`] runs before every handler. It resolves the request's [`UserCtx`] and, while
+//! `[chttpd] require_valid_user` is true (Bunko's default; CouchDB's is false), refuses
+//! anonymous requests with `401` except for `GET /`, `/_up`, `/_session` and the console's
+//! login page. With it false, anonymous requests go on as CouchDB's do: the engine's gates
+//! answer them (`401` where a database's security admits no anonymous reader or writer).
 //!
 //! A cookie is `base64url(name:timestamp:hmac)`, the HMAC-SHA256 of `name:timestamp` under
 //! the server secret (kept in the store, so cookies survive restarts) followed by the
@@ -47,6 +49,9 @@ pub struct Auth {
     /// through `_config` ([`crate::AppState::refresh`]).
     pub(crate) timeout: AtomicU64,
     pub(crate) persistent: AtomicBool,
+    /// Whether anonymous requests are refused outside the public routes (`[chttpd]
+    /// require_valid_user`).
+    pub(crate) require_valid_user: AtomicBool,
 }
 
 /// How a request authenticated (for `GET /_session`'s `info.authenticated`).
@@ -71,6 +76,7 @@ impl Auth {
             secret,
             timeout: AtomicU64::new(config.session_timeout),
             persistent: AtomicBool::new(config.persistent_cookies),
+            require_valid_user: AtomicBool::new(true),
         })
     }
 
@@ -138,7 +144,7 @@ pub async fn middleware(AxState(state): AxState<State>, mut req: Request, next: 
         Err(err) => return err.into_response(),
     };
     let path = req.uri().path();
-    if ctx.name.is_none() && !is_public(path) {
+    if ctx.name.is_none() && !is_public(path) && state.auth.require_valid_user.load(Relaxed) {
         return ApiError::unauthorized("Authentication required.").into_response();
     }
     // Who asks, for the advisor to tie lookups by id to the query before them.
@@ -389,7 +395,12 @@ mod tests {
     use super::*;
 
     fn auth() -> Auth {
-        Auth { secret: vec![7; 32], timeout: 600.into(), persistent: true.into() }
+        Auth {
+            secret: vec![7; 32],
+            timeout: 600.into(),
+            persistent: true.into(),
+            require_valid_user: true.into(),
+        }
     }
 
     fn login(salt: &str) -> Login {

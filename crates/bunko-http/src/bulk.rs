@@ -112,7 +112,11 @@ async fn bulk_get(
     let p = Params::parse(query.as_deref());
     let opts = DocOpts { revs: p.flag("revs")?, ..DocOpts::from_params(&p)? };
     let latest = p.flag("latest")?;
-    let attachments = p.flag("attachments")?;
+    let attachments = crate::attachment::AttOpts {
+        data: p.flag("attachments")?,
+        since: 0,
+        encoding: p.flag("att_encoding_info")?,
+    };
     let object = body.request_object()?;
     let Some(Value::Array(requests)) = object.get("docs").cloned() else {
         return Err(ApiError::bad_request("Missing JSON list of 'docs'."));
@@ -142,7 +146,7 @@ fn bulk_get_one(
     request: &Value,
     opts: &DocOpts,
     latest: bool,
-    attachments: bool,
+    attachments: crate::attachment::AttOpts,
 ) -> ApiResult<Vec<u8>> {
     let id = request.get("id").and_then(Value::as_str).unwrap_or_default().to_string();
     let rev_text = request.get("rev").and_then(Value::as_str);
@@ -175,9 +179,7 @@ fn bulk_get_one(
                 for entry in found {
                     docs.push(match entry {
                         OpenRev::Ok(mut doc) => {
-                            if attachments {
-                                crate::attachment::inline(db, &mut doc, 0)?;
-                            }
+                            crate::attachment::show(db, &mut doc, attachments)?;
                             let mut out = b"{\"ok\":".to_vec();
                             out.extend_from_slice(&render::doc_json(&doc, opts));
                             out.push(b'}');

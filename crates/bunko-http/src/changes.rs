@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::extract::{Path, RawQuery, State as AxState};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::get;
 use axum::{Extension, Router};
@@ -58,9 +58,10 @@ async fn get_changes(
     ctx: Extension<UserCtx>,
     Path(db): Path<String>,
     q: RawQuery,
+    headers: HeaderMap,
 ) -> ApiResult<Response> {
     let db = open(&st, &ctx, &db, Access::List)?;
-    start(db, Params::parse(q.0.as_deref()), &ctx, "GET")
+    start(db, Params::parse(q.0.as_deref()), &ctx, "GET", &headers)
 }
 
 async fn post_changes(
@@ -68,15 +69,28 @@ async fn post_changes(
     ctx: Extension<UserCtx>,
     Path(db): Path<String>,
     q: RawQuery,
+    headers: HeaderMap,
     body: RawBody,
 ) -> ApiResult<Response> {
     let db = open(&st, &ctx, &db, Access::List)?;
-    start(db, post_params(q.0.as_deref(), &body)?, &ctx, "POST")
+    start(db, post_params(q.0.as_deref(), &body)?, &ctx, "POST", &headers)
 }
 
-fn start(db: Arc<Database>, p: Params, ctx: &UserCtx, method: &str) -> ApiResult<Response> {
+fn start(
+    db: Arc<Database>,
+    p: Params,
+    ctx: &UserCtx,
+    method: &str,
+    headers: &HeaderMap,
+) -> ApiResult<Response> {
     let filter = filter(&db, &p, ctx, method)?;
     let mut request = parse(&db, &p, ctx)?;
+    // A browser's EventSource reconnects with the last id it saw: it overrides `since`
+    // (chttpd_db's `parse_changes_query`).
+    let last_event_id = headers.get("last-event-id").and_then(|v| v.to_str().ok());
+    if let (Feed::EventSource, Some(seq)) = (request.feed, last_event_id) {
+        request.query.since = crate::seq::parse(seq)?;
+    }
     request.query.filter = filter;
     let content_type = match request.feed {
         Feed::EventSource => "text/event-stream",
@@ -106,7 +120,7 @@ fn parse(db: &Database, p: &Params, reader: &UserCtx) -> ApiResult<Request> {
     let since = match p.str("since") {
         None => 0,
         Some("now") => db.update_seq(),
-        Some(text) => parse_seq(text)?,
+        Some(text) => crate::seq::parse(text)?,
     };
     let heartbeat = match p.str("heartbeat") {
         None | Some("false") => None,
@@ -150,15 +164,6 @@ fn parse_heartbeat(text: &str) -> ApiResult<u64> {
             "Invalid heartbeat value. Expecting a positive integer value (in milliseconds).",
         )),
     }
-}
-
-/// A seq as clients send it back: `N`, `"N"` or `"N-…"`.
-pub(crate) fn parse_seq(text: &str) -> ApiResult<u64> {
-    let text = text.trim_matches('"');
-    let number = text.split('-').next().unwrap_or_default();
-    number
-        .parse()
-        .map_err(|_| ApiError::bad_request("Malformed sequence supplied in 'since' parameter."))
 }
 
 /// The `filter` parameter (CouchDB's `couch_changes:configure_filter`): a built-in, or a
@@ -283,7 +288,7 @@ fn emit(
             Feed::EventSource => {
                 sink.write(b"data: ")?;
                 sink.write(&line)?;
-                sink.write(format!("\nid: \"{}\"\n\n", row.seq).as_bytes())?;
+                sink.write(format!("\nid: {}\n\n", json!(crate::seq::render(row.seq))).as_bytes())?;
             }
         }
         *first = false;
@@ -336,7 +341,7 @@ pub(crate) fn wait_for(
 fn finish(db: &Database, req: &Request, sink: &mut Sink, last_seq: u64) -> Result<(), Gone> {
     let pending =
         if req.query.descending { 0 } else { db.pending_changes(last_seq).map_err(log)? };
-    let tail = json!({"last_seq": last_seq.to_string(), "pending": pending});
+    let tail = json!({"last_seq": crate::seq::render(last_seq), "pending": pending});
     match req.feed {
         Feed::Normal | Feed::Longpoll => {
             sink.write(b"\n],\n")?;
@@ -351,7 +356,7 @@ fn finish(db: &Database, req: &Request, sink: &mut Sink, last_seq: u64) -> Resul
 
 fn row_json(row: &ChangeRow, opts: &DocOpts) -> Vec<u8> {
     let changes: Vec<Value> = row.changes.iter().map(|r| json!({"rev": r.to_string()})).collect();
-    let mut value = json!({"seq": row.seq.to_string(), "id": row.id, "changes": changes});
+    let mut value = json!({"seq": crate::seq::render(row.seq), "id": row.id, "changes": changes});
     if row.deleted {
         value["deleted"] = json!(true);
     }

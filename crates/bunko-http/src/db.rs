@@ -29,7 +29,15 @@ pub enum Access {
     List,
     /// Change security, design documents, settings.
     Admin,
+    /// Query a view (`_view`, `_list`): members; in the authentication database only its
+    /// admins, the only readers of its design documents (`couch_users_db:after_doc_read`).
+    View,
 }
+
+/// Why a reader who is not an admin of the authentication database may not use its
+/// design documents (CouchDB's words).
+pub const USERS_DDOC_REASON: &str =
+    "Only administrators can view design docs in the users database.";
 
 /// The database `name`, if the user has `access` to it.
 pub fn open(state: &State, ctx: &UserCtx, name: &str, access: Access) -> ApiResult<Arc<Database>> {
@@ -40,7 +48,10 @@ pub fn open(state: &State, ctx: &UserCtx, name: &str, access: Access) -> ApiResu
     let db = state.engine.db(name)?;
     let security = Security::parse(&db.security())?;
     match access {
-        Access::Member | Access::List => security.check_member(ctx)?,
+        Access::View if name == state.engine.users_db_name() && !security.is_admin(ctx) => {
+            return Err(ApiError::forbidden(USERS_DDOC_REASON));
+        }
+        Access::Member | Access::List | Access::View => security.check_member(ctx)?,
         Access::Admin => security.check_admin(ctx)?,
     }
     Ok(db)
@@ -111,8 +122,8 @@ pub fn info_json(db: &Database) -> Value {
     let props = if info.partitioned { json!({"partitioned": true}) } else { json!({}) };
     json!({
         "db_name": info.name,
-        "purge_seq": db.purge_seq().unwrap_or(0).to_string(),
-        "update_seq": info.update_seq.to_string(),
+        "purge_seq": crate::seq::render(db.purge_seq().unwrap_or(0)),
+        "update_seq": crate::seq::render(info.update_seq),
         "sizes": {
             "file": info.disk_size,
             "external": info.stats.external,

@@ -14,7 +14,7 @@ use bunko_engine::db_updates::{DbUpdate, DbUpdates, global};
 use serde_json::json;
 
 use crate::auth::require_server_admin;
-use crate::changes::{parse_seq, wait_for};
+use crate::changes::wait_for;
 use crate::encoding::Unbuffered;
 use crate::error::{ApiError, ApiResult};
 use crate::params::Params;
@@ -63,7 +63,7 @@ async fn db_updates(
     let since = match p.str("since") {
         None => 0,
         Some("now") => global().last_seq(),
-        Some(text) => parse_seq(text)?,
+        Some(text) => crate::seq::parse(text)?,
     };
     let heartbeat = match p.str("heartbeat") {
         None | Some("false") => None,
@@ -89,7 +89,7 @@ async fn db_updates(
 }
 
 fn row(u: &DbUpdate) -> String {
-    json!({"db_name": u.db_name, "type": u.kind, "seq": u.seq.to_string()}).to_string()
+    json!({"db_name": u.db_name, "type": u.kind, "seq": crate::seq::render(u.seq)}).to_string()
 }
 
 fn run(feed: &DbUpdates, mut req: Request, sink: &mut Sink) -> Result<(), Gone> {
@@ -111,9 +111,10 @@ fn run(feed: &DbUpdates, mut req: Request, sink: &mut Sink) -> Result<(), Gone> 
                     sink.write(line.as_bytes())?;
                 }
                 Feed::Continuous => sink.write(format!("{line}\n").as_bytes())?,
-                Feed::EventSource => {
-                    sink.write(format!("data: {line}\nid: \"{}\"\n\n", u.seq).as_bytes())?
-                }
+                Feed::EventSource => sink.write(
+                    format!("data: {line}\nid: {}\n\n", json!(crate::seq::render(u.seq)))
+                        .as_bytes(),
+                )?,
             }
             first = false;
             req.since = req.since.max(u.seq);
@@ -134,7 +135,8 @@ fn run(feed: &DbUpdates, mut req: Request, sink: &mut Sink) -> Result<(), Gone> 
         let event_source = req.feed == Feed::EventSource;
         wait_for(&mut notified, req.heartbeat, event_source, sink, deadline)?;
     }
-    let last = json!(req.since.max(if req.descending { feed.last_seq() } else { 0 }).to_string());
+    let last =
+        json!(crate::seq::render(req.since.max(if req.descending { feed.last_seq() } else { 0 })));
     match req.feed {
         Feed::Normal | Feed::Longpoll => {
             sink.write(format!("\n],\n\"last_seq\":{last}}}\n").as_bytes())

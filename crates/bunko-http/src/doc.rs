@@ -13,6 +13,7 @@ use bunko_doc::RevId;
 use bunko_doc::body::{self, ParsedDoc};
 use bunko_engine::attachments::of_body;
 use bunko_engine::read::OpenRev;
+use bunko_engine::security::Security;
 use bunko_engine::users::USER_PREFIX;
 use bunko_engine::{Database, WriteOptions};
 use serde_json::json;
@@ -46,8 +47,9 @@ pub fn routes() -> Router<State> {
 
 type DocPath = Path<(String, String)>;
 
-/// Finds the database and checks read access for one document: in `_users` a user may
-/// read only their own document. (Writes are checked by the engine's write gate.)
+/// Finds the database and checks read access for one document: in the authentication
+/// database a reader who is not one of its admins may read only their own document, and
+/// none of its design documents. (Writes are checked by the engine's write gate.)
 pub(crate) fn open_for_read(
     state: &State,
     ctx: &UserCtx,
@@ -55,11 +57,18 @@ pub(crate) fn open_for_read(
     id: &str,
 ) -> ApiResult<Arc<Database>> {
     if db == state.engine.users_db_name() && !ctx.is_server_admin() {
+        let handle = state.engine.db(db)?;
+        if Security::parse(&handle.security())?.is_admin(ctx) {
+            return Ok(handle);
+        }
+        if id.starts_with("_design/") {
+            return Err(ApiError::forbidden(crate::db::USERS_DDOC_REASON));
+        }
         let own = ctx.name.as_ref().is_some_and(|n| id == format!("{USER_PREFIX}{n}"));
         if !own {
             return Err(ApiError::not_found("missing"));
         }
-        return Ok(state.engine.db(db)?);
+        return Ok(handle);
     }
     open(state, ctx, db, Access::Member)
 }

@@ -67,6 +67,7 @@ pub mod rewrite;
 pub mod rewrite_rules;
 pub mod routes;
 pub mod search;
+pub mod seq;
 pub mod server;
 pub mod show_list;
 pub mod stream;
@@ -138,6 +139,7 @@ pub type State = Arc<AppState>;
 
 impl AppState {
     pub fn new(engine: Arc<Engine>, config: HttpConfig) -> bunko_engine::Result<State> {
+        seq::set_node(&config.node_name);
         AppState::with_search(engine, config, bunko_search::Search::new(None))
     }
 
@@ -208,6 +210,8 @@ impl AppState {
         self.auth.timeout.store(timeout.unwrap_or(defaults.session_timeout), Relaxed);
         let persistent = settings.get_bool("chttpd_auth", "allow_persistent_cookies");
         self.auth.persistent.store(persistent.unwrap_or(defaults.persistent_cookies), Relaxed);
+        let require = settings.get_bool("chttpd", "require_valid_user");
+        self.auth.require_valid_user.store(require.unwrap_or(true), Relaxed);
     }
 }
 

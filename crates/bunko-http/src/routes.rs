@@ -41,6 +41,7 @@ pub const PATHS: &[&str] = &[
     "/{db}/_bulk_get",
     "/{db}/_changes",
     "/{db}/_compact",
+    "/{db}/_compact/{ddoc}",
     "/{db}/_design/{ddoc}/_geo/{index}",
     "/{db}/_design/{ddoc}/_geo_info/{index}",
     "/{db}/_design/{ddoc}/_info",

@@ -52,7 +52,8 @@ async fn show(
     call: Call,
 ) -> ApiResult<Response> {
     let (db_name, ddoc, name, id) = call.target();
-    let db = open(&state, &ctx, &db_name, Access::Member)?;
+    // In the authentication database a show runs on the reader's own document only.
+    let db = crate::doc::open_for_read(&state, &ctx, &db_name, id.as_deref().unwrap_or(""))?;
     let mut path = vec![db_name, "_design".into(), ddoc.clone(), "_show".into(), name.clone()];
     path.extend(id.clone());
     let req = request(&state, &ctx, path, id.as_deref(), &call);
@@ -143,7 +144,7 @@ async fn list(
     let (db_name, ddoc, name, _) = call.target();
     let view_ddoc = call.params.get("other").cloned().unwrap_or_else(|| ddoc.clone());
     let view = call.param("view");
-    let db = open(&state, &ctx, &db_name, Access::Member)?;
+    let db = open(&state, &ctx, &db_name, Access::View)?;
     let mut params = Params::parse(call.query.as_deref());
     if call.method == Method::POST {
         params.merge_json(&call.body.object_or_empty()?);

@@ -1,5 +1,6 @@
 //! View routes: `GET/POST /{db}/_design/{ddoc}/_view/{view}`, `POST …/_view/{view}/queries`,
-//! `GET /{db}/_design/{ddoc}/_info` and `POST /{db}/_view_cleanup`. The partition form
+//! `GET /{db}/_design/{ddoc}/_info`, `POST /{db}/_view_cleanup` and
+//! `POST /{db}/_compact/{ddoc}`. The partition form
 //! `/{db}/_partition/{p}/_design/{ddoc}/_view/{view}` is dispatched from
 //! [`crate::partition`] to [`query`].
 //!
@@ -35,6 +36,7 @@ pub fn routes() -> Router<State> {
         .route("/{db}/_design/{ddoc}/_view/{view}/queries", post(post_queries))
         .route("/{db}/_design/{ddoc}/_info", get(info))
         .route("/{db}/_view_cleanup", post(cleanup))
+        .route("/{db}/_compact/{ddoc}", post(compact))
         .route("/{db}/_temp_view", post(temp_view))
 }
 
@@ -53,7 +55,7 @@ async fn get_view(
     Path((db, ddoc, view)): Path<(String, String, String)>,
     q: RawQuery,
 ) -> ApiResult<Response> {
-    let db = open(&st, &ctx, &db, Access::Member)?;
+    let db = open(&st, &ctx, &db, Access::View)?;
     query(ctx.0, db, format!("_design/{ddoc}"), view, Params::parse(q.0.as_deref()), None).await
 }
 
@@ -64,7 +66,7 @@ async fn post_view(
     q: RawQuery,
     body: RawBody,
 ) -> ApiResult<Response> {
-    let db = open(&st, &ctx, &db, Access::Member)?;
+    let db = open(&st, &ctx, &db, Access::View)?;
     let mut params = Params::parse(q.0.as_deref());
     let body = body.object_or_empty()?;
     if body.get("keys").is_some_and(|keys| !keys.is_array()) {
@@ -186,7 +188,7 @@ async fn post_queries(
     q: RawQuery,
     body: RawBody,
 ) -> ApiResult<Response> {
-    let db = open(&st, &ctx, &db, Access::Member)?;
+    let db = open(&st, &ctx, &db, Access::View)?;
     let body = body.request_object()?;
     let Some(Value::Array(queries)) = body.get("queries") else {
         return Err(ApiError::bad_request("`queries` member must be an array."));
@@ -230,6 +232,7 @@ async fn info(
     if blocking(move || Ok(bunko_views::design_group(&probe, &probe_id)?)).await?.is_none() {
         return crate::ddoc_info::info(st, ctx, Path((db, ddoc))).await;
     }
+    let compacting = handle.is_compacting();
     let db = handle;
     let (group, updating, (seq, info)) = blocking(move || {
         let Some(def) = bunko_views::design_group(&db, &id)? else {
@@ -256,10 +259,10 @@ async fn info(
                     {"minimum": info.pending, "preferred": info.pending, "total": info.pending},
                 "purge_seq": info.purge_seq,
                 "updater_running": updating,
-                "compact_running": false,
+                "compact_running": compacting,
                 "waiting_clients": 0,
                 "waiting_commit": false,
-                "sizes": {"active": info.active, "external": info.external, "file": info.active},
+                "sizes": {"active": info.active, "external": info.external, "file": info.file},
                 "collator_versions": [bunko_doc::collate::COLLATION_VERSION],
             }
         }),
@@ -274,6 +277,26 @@ async fn cleanup(
 ) -> ApiResult<Response> {
     let db = open(&st, &ctx, &db, Access::Admin)?;
     blocking(move || Ok(bunko_views::view_cleanup(&db)?)).await?;
+    Ok(render::json(StatusCode::ACCEPTED, json!({"ok": true})))
+}
+
+/// `POST /{db}/_compact/{ddoc}`: compacts the design document's view group in the
+/// background and answers at once, as CouchDB does.
+async fn compact(
+    st: AxState<State>,
+    ctx: Extension<UserCtx>,
+    Path((db, ddoc)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    let db = open(&st, &ctx, &db, Access::Admin)?;
+    let id = format!("_design/{ddoc}");
+    blocking(move || {
+        let missing = || bunko_engine::Error::NotFound("missing".into());
+        let def = bunko_views::design_group(&db, &id)?.ok_or_else(missing)?;
+        let index = bunko_views::view_index(&db, def)?;
+        bunko_views::compact_view_group(&db, index);
+        Ok(())
+    })
+    .await?;
     Ok(render::json(StatusCode::ACCEPTED, json!({"ok": true})))
 }
 
@@ -340,7 +363,7 @@ pub(crate) fn head_json(
         out.insert("offset".into(), json!(offset));
     }
     if let Some(seq) = update_seq {
-        out.insert("update_seq".into(), json!(seq.to_string()));
+        out.insert("update_seq".into(), json!(crate::seq::render(seq)));
     }
     Value::Object(out)
 }

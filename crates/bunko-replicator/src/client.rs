@@ -53,7 +53,7 @@ impl Db {
         Ok(Db { ep, client, owner, local })
     }
 
-    fn request(&self, method: Method, url: &str) -> RequestBuilder {
+    pub(crate) fn request(&self, method: Method, url: &str) -> RequestBuilder {
         let mut req = self.client.request(method, url).header("Accept", "application/json");
         for (name, value) in &self.ep.headers {
             req = req.header(name, value);
@@ -71,7 +71,14 @@ impl Db {
 
     /// Sends a request built by `build`, retrying transient failures; returns the status
     /// and JSON body.
-    async fn send(&self, build: impl Fn() -> RequestBuilder) -> Result<(StatusCode, Value)> {
+    pub(crate) fn client(&self) -> &reqwest::Client {
+        &self.client
+    }
+
+    pub(crate) async fn send(
+        &self,
+        build: impl Fn() -> RequestBuilder,
+    ) -> Result<(StatusCode, Value)> {
         let mut wait = Duration::from_millis(250);
         let mut attempt = 0;
         loop {
@@ -198,7 +205,8 @@ impl Db {
     /// The given revisions with `_revisions` and inline attachments: `_bulk_get`, or one
     /// `GET ?open_revs=` per document when the source has no `_bulk_get`.
     pub async fn fetch(&self, wanted: &[(String, Vec<String>)]) -> Result<Vec<Value>> {
-        let url = self.ep.join("_bulk_get?revs=true&attachments=true&latest=true");
+        let url =
+            self.ep.join("_bulk_get?revs=true&attachments=true&latest=true&att_encoding_info=true");
         let docs: Vec<Value> = wanted
             .iter()
             .flat_map(|(id, revs)| revs.iter().map(move |rev| json!({"id": id, "rev": rev})))
@@ -225,6 +233,7 @@ impl Db {
             .append_pair("revs", "true")
             .append_pair("latest", "true")
             .append_pair("attachments", "true")
+            .append_pair("att_encoding_info", "true")
             .append_pair("open_revs", &serde_json::to_string(revs).unwrap_or_default());
         let url = url.to_string();
         let answer = self.ok(|| self.request(Method::GET, &url)).await?;
@@ -251,12 +260,18 @@ impl Db {
 }
 
 /// A document's path: `_design/` kept literal, the rest percent-encoded.
-fn doc_path(id: &str) -> String {
+pub(crate) fn doc_path(id: &str) -> String {
     let enc = |s: &str| percent_encoding::utf8_percent_encode(s, ID).to_string();
     match id.strip_prefix("_design/") {
         Some(name) => format!("_design/{}", enc(name)),
         None => enc(id),
     }
+}
+
+/// `{doc path}/{name}` of an attachment, the name percent-encoded whole.
+pub(crate) fn attachment_path(id: &str, name: &str) -> String {
+    let name = percent_encoding::utf8_percent_encode(name, ID);
+    format!("{}/{name}", doc_path(id))
 }
 
 const ID: &percent_encoding::AsciiSet =

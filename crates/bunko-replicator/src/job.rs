@@ -6,7 +6,8 @@
 //!    agree on (same `session_id`, else the newest common session in their `history`);
 //! 3. read `_changes` (`style=all_docs`) after it in batches; for each batch ask the target
 //!    `_revs_diff`, fetch the missing revisions with their ancestry and attachments
-//!    (`_bulk_get`), write them with `_bulk_docs` `new_edits: false`;
+//!    (`_bulk_get`), write them with `_bulk_docs` `new_edits: false` (a document with an
+//!    attachment the source stores gzipped goes alone, as `multipart/related`: `encoded.rs`);
 //! 4. checkpoint every `checkpoint_interval` and at the end, on both sides.
 //!
 //! A continuous job then waits on a `longpoll` feed and goes on for ever (until cancelled).
@@ -224,7 +225,12 @@ impl Job {
                 s.bulk_get_docs += read;
                 s.docs_read += read;
             });
-            let failed = self.tgt.bulk_docs(&docs).await?;
+            let (gzipped, plain): (Vec<Value>, Vec<Value>) =
+                docs.into_iter().partition(crate::encoded::has_gzip_attachment);
+            let mut failed = if plain.is_empty() { 0 } else { self.tgt.bulk_docs(&plain).await? };
+            for doc in gzipped {
+                failed += u64::from(self.tgt.put_encoded(&self.src, doc).await?);
+            }
             self.bump(|s| {
                 s.docs_written += read.saturating_sub(failed);
                 s.doc_write_failures += failed;

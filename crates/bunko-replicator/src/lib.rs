@@ -17,6 +17,7 @@
 //! that server's write gate as whoever the credentials name.
 
 pub mod client;
+mod encoded;
 pub mod endpoint;
 pub mod error;
 pub mod job;

@@ -73,6 +73,8 @@ pub struct Ticket(pub u64);
 #[derive(Debug, Default, Clone)]
 pub struct Batch {
     ops: Vec<Op>,
+    /// [`Batch::bytes`], kept as ops are added.
+    bytes: u64,
 }
 
 /// One write in a [`Batch`].
@@ -89,16 +91,21 @@ impl Batch {
 
     /// Sets `key` to `value`.
     pub fn put(&mut self, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) {
-        self.ops.push(Op::Put(key.into(), value.into()));
+        let (key, value) = (key.into(), value.into());
+        self.bytes += (key.len() + value.len()) as u64;
+        self.ops.push(Op::Put(key, value));
     }
 
     /// Removes `key` (a no-op if absent).
     pub fn delete(&mut self, key: impl Into<Vec<u8>>) {
-        self.ops.push(Op::Delete(key.into()));
+        let key = key.into();
+        self.bytes += key.len() as u64;
+        self.ops.push(Op::Delete(key));
     }
 
     /// Adds the writes of `other` after this batch's own.
     pub fn append(&mut self, other: Batch) {
+        self.bytes += other.bytes;
         self.ops.extend(other.ops);
     }
 
@@ -108,6 +115,12 @@ impl Batch {
 
     pub fn len(&self) -> usize {
         self.ops.len()
+    }
+
+    /// Bytes of its keys and values: what it appends to a log-structured store (a removal
+    /// is its key, the tombstone).
+    pub fn bytes(&self) -> u64 {
+        self.bytes
     }
 
     /// The writes in the order they were added; a later write to a key wins.

@@ -160,7 +160,7 @@ fn map_index(db: &Database, views: &Registry, sig: &str) -> Result<Arc<MapIndex>
         return Ok(map);
     }
     let meta = match db.store().get(&entries::meta_key(db.id(), sig))? {
-        Some(bytes) => records::decode(&bytes)?,
+        Some(bytes) => MapMeta::decode(&bytes)?,
         None => MapMeta::default(),
     };
     Ok(views.insert_map(sig, meta))
@@ -290,8 +290,9 @@ fn update_step(
         let share = share?;
         batch.append(share.batch);
         changes.append(share.changes);
-        for (meta, (added, removed)) in metas.iter_mut().zip(share.rows) {
+        for ((meta, (added, removed)), bytes) in metas.iter_mut().zip(share.rows).zip(share.bytes) {
             meta.rows = meta.rows.saturating_sub(removed) + added;
+            meta.file = meta.file.saturating_add(bytes);
         }
     }
     for (map, meta) in targets.iter().zip(metas.iter_mut()) {
@@ -337,17 +338,20 @@ fn map_share(
     let mut outputs = views.map_batch_json_select(&page.step.maps, &inputs)?.into_iter();
     let mut write = PageWrite::new(db_id, page.snapshot, &index.def);
     let mut rows = vec![(0, 0); targets.len()];
+    let mut bytes = vec![0; targets.len()];
     for doc in &docs {
         let output = doc.input.as_ref().and_then(|_| outputs.next()).unwrap_or_default();
         output.trace(&index.def.sig);
         let mut emitted = output.rows.into_iter();
         let unseen = page.trust_unseen && doc.unseen;
-        for (map, count) in targets.iter().zip(rows.iter_mut()) {
+        for ((map, count), bytes) in targets.iter().zip(rows.iter_mut()).zip(bytes.iter_mut()) {
             let new = emitted.next().unwrap_or_default();
+            let before = write.batch.bytes();
             write.replace_rows(&map.sig, count, &doc.id, new, unseen)?;
+            *bytes += write.batch.bytes() - before;
         }
     }
-    Ok(Share { batch: write.batch, changes: write.changes, rows })
+    Ok(Share { batch: write.batch, changes: write.changes, rows, bytes })
 }
 
 /// `POST /{db}/_view_cleanup`: removes the rows of every map index no design document
@@ -468,6 +472,8 @@ struct Share {
     changes: order::Changes,
     /// Per map index of the step: rows `(added, removed)`.
     rows: Vec<(u64, u64)>,
+    /// Per map index of the step: bytes of its writes in the batch.
+    bytes: Vec<u64>,
 }
 
 /// The writes of one page's part: rows, back-index entries and checkpoints, in one batch.

@@ -31,6 +31,20 @@ pub struct MapMeta {
     pub seq: u64,
     /// Rows in the index (`total_rows` of a global query).
     pub rows: u64,
+    /// Bytes the index's updates appended to the store since its last compaction, on top
+    /// of what that compaction kept (its part of `sizes.file`). Checkpoints written before
+    /// this counter read as 0.
+    pub file: u64,
+}
+
+impl MapMeta {
+    /// Decodes a checkpoint of any version (one without `file` is shorter).
+    pub fn decode(bytes: &[u8]) -> bunko_engine::Result<MapMeta> {
+        bunko_engine::records::decode::<MapMeta>(bytes).or_else(|_| {
+            let (seq, rows) = bunko_engine::records::decode::<(u64, u64)>(bytes)?;
+            Ok(MapMeta { seq, rows, file: 0 })
+        })
+    }
 }
 
 /// The row keys a document has in a map index.
@@ -102,6 +116,14 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn checkpoints_written_before_the_file_counter_still_read() {
+        let old = bunko_engine::records::encode(&(12_u64, 7_u64));
+        assert_eq!(MapMeta::decode(&old).ok(), Some(MapMeta { seq: 12, rows: 7, file: 0 }));
+        let new = MapMeta { seq: 12, rows: 7, file: 900 };
+        assert_eq!(MapMeta::decode(&bunko_engine::records::encode(&new)).ok(), Some(new));
+    }
 
     #[test]
     fn rows_sort_by_key_then_id_then_n() {

@@ -64,7 +64,7 @@ pub use bunko_indexer::{Progress, Update};
 pub use def::{GroupDef, MapDef, ViewDef};
 pub use entries::MapMeta;
 pub use info::ViewInfo;
-pub use info::view_info;
+pub use info::{compact_view_group, view_info};
 pub use query::{ViewQuery, ViewResult, ViewRow};
 pub use query::{is_short_read, query_view};
 

@@ -79,6 +79,7 @@ fn apply_map_purges(
         write.replace_rows(&map.sig, &mut count, id, Default::default(), false)?;
     }
     meta.rows = meta.rows.saturating_sub(count.1);
+    meta.file = meta.file.saturating_add(write.batch.bytes());
     let mut batch = write.batch;
     batch.put(entries::meta_key(db_id, &map.sig), records::encode(&meta));
     let body = json!({

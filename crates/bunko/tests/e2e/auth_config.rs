@@ -200,3 +200,138 @@ fn bearer_tokens_are_checked_as_couchdb_does() {
     let right_iss = json!({"sub": "momo", "iss": "hello"});
     assert_eq!(bearer(&s, &hs256(secret, &right_iss)).1["userCtx"]["name"], "momo");
 }
+
+/// `[chttpd] require_valid_user`: Bunko refuses anonymous requests by default; set false
+/// (CouchDB's default) they reach the databases' security as in CouchDB, which CouchDB's
+/// `users_db_security_test.exs` (anonymous sign-up) and `replication_test.exs` (a missing
+/// source named without credentials is `db_not_found`) rely on.
+#[test]
+fn without_require_valid_user_anonymous_requests_meet_the_security_gates() {
+    let s = Server::start_with(&FAST_HASH, &[]);
+    s.create_db("closed");
+    let anon = |method: Method, path: &str| send(s.anon_req(method, path));
+    let signup = |doc: &Value| send(s.anon_req(Method::POST, "/_users").json(doc));
+    assert_error(anon(Method::GET, "/missing"), 401, "unauthorized", "Authentication required.");
+    assert_eq!(signup(&user("neko", "nyan", &[])).0, 401);
+
+    set(&s, "chttpd", "require_valid_user", "false");
+    assert_error(anon(Method::GET, "/missing"), 404, "not_found", "Database does not exist.");
+    let refused = "You are not authorized to access this db.";
+    assert_error(anon(Method::GET, "/closed/_all_docs"), 401, "unauthorized", refused);
+    assert_error(anon(Method::PUT, "/created"), 401, "unauthorized", "You are not a server admin.");
+    assert_error(
+        anon(Method::GET, "/_all_dbs"),
+        401,
+        "unauthorized",
+        "You are not a server admin.",
+    );
+    let (status, created) = signup(&user("neko", "nyan", &[]));
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(session_as(&s, "neko", "nyan").1["userCtx"]["name"], "neko");
+    let id = "/_users/org.couchdb.user:neko";
+    assert_error(anon(Method::GET, id), 404, "not_found", "missing");
+    let boss = signup(&user("inu", "wan", &["boss"]));
+    assert_error(boss, 403, "forbidden", "Only _admin may set roles");
+    let rev = created["rev"].as_str().unwrap();
+    let takeover = json!({"_rev": rev, "name": "neko", "type": "user", "roles": [],
+                          "password": "mine"});
+    let (status, body) = send(s.anon_req(Method::PUT, id).json(&takeover));
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (403, Some("You may only update your own user document."))
+    );
+    let (status, _) = anon(Method::DELETE, &format!("{id}?rev={rev}"));
+    assert_eq!(status, 403);
+    assert_eq!(session_as(&s, "neko", "nyan").0, 200, "the password is unchanged");
+}
+
+/// `[chttpd_auth] pbkdf2_prf` and `upgrade_hash_on_auth`: new passwords are hashed with
+/// the configured function, and a login re-hashes a password stored with older settings,
+/// keeping its salt (CouchDB's `couch_password_hasher`, `users_db_security_test.exs`).
+#[test]
+fn a_login_upgrades_a_hash_made_with_older_settings() {
+    let s = Server::start_with(&FAST_HASH, &[]);
+    assert_eq!(s.post("/_users", &user("tama", "neko", &[])).0, 201);
+    let id = "org.couchdb.user:tama";
+    let before = s.get_doc("_users", id);
+    assert_eq!(
+        (before["iterations"].as_u64(), before["pbkdf2_prf"].as_str()),
+        (Some(10), Some("sha256"))
+    );
+
+    set(&s, "chttpd_auth", "iterations", "3");
+    assert_eq!(session_as(&s, "tama", "neko").0, 200);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(s.get_doc("_users", id)["iterations"], 10, "off by default: no upgrade");
+
+    set(&s, "chttpd_auth", "upgrade_hash_on_auth", "true");
+    assert_eq!(session_as(&s, "tama", "neko").0, 200);
+    let upgraded = eventually_doc(&s, id, |doc| doc["iterations"] == 3);
+    assert_eq!(upgraded["salt"], before["salt"], "the salt is kept");
+    assert_ne!(upgraded["derived_key"], before["derived_key"]);
+    assert!(upgraded.get("password").is_none() && upgraded.get("preserve_salt").is_none());
+    assert_eq!(session_as(&s, "tama", "neko").0, 200);
+    assert_eq!(session_as(&s, "tama", "inu").0, 401);
+
+    // Off again, so that the login of the next write does not re-hash first (a `409`).
+    set(&s, "chttpd_auth", "upgrade_hash_on_auth", "false");
+    set(&s, "chttpd_auth", "pbkdf2_prf", "sha512");
+    let mut changed = upgraded.clone();
+    changed["password"] = json!("sakana");
+    let (status, body) =
+        send(s.user_req(Method::PUT, &format!("/_users/{id}"), "tama", "neko").json(&changed));
+    assert_eq!(status, 201, "{body}");
+    let stored = s.get_doc("_users", id);
+    assert_eq!(stored["pbkdf2_prf"], "sha512");
+    assert_eq!(stored["derived_key"].as_str().map(str::len), Some(128));
+    assert_ne!(stored["salt"], upgraded["salt"], "a new password gets a new salt");
+    assert_eq!(session_as(&s, "tama", "sakana").0, 200);
+}
+
+/// Polls `_users/{id}` until `done` holds.
+fn eventually_doc(s: &Server, id: &str, done: impl Fn(&Value) -> bool) -> Value {
+    for _ in 0..100 {
+        let doc = s.get_doc("_users", id);
+        if done(&doc) {
+            return doc;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    panic!("{id} never reached the expected state: {}", s.get_doc("_users", id));
+}
+
+/// The authentication database's design documents are its admins' alone: a view or list
+/// is `403` (CouchDB's "Only administrators can view design docs in the users database.")
+/// for users and anonymous clients alike, while a show runs on the reader's own document
+/// (`users_db_security_test.exs`).
+#[test]
+fn only_admins_of_the_users_database_use_its_design_documents() {
+    let s = Server::start_with(&FAST_HASH, &[]);
+    set(&s, "chttpd", "require_valid_user", "false");
+    assert_eq!(s.post("/_users", &user("tom", "couch", &[])).0, 201);
+    assert_eq!(s.post("/_users", &user("spike", "foobar", &[])).0, 201);
+    let ddoc = json!({"views": {"names": {"map": "function(doc) { emit(doc._id, null); }"}},
+        "lists": {"all": "function(head, req) { var row; while (row = getRow()) { send(row.key + '\\n'); } }"},
+        "shows": {"name": "function(doc, req) { return doc ? doc.name : 'none'; }"}});
+    assert_eq!(s.put("/_users/_design/auth_ui", &ddoc).0, 201);
+    let reason = "Only administrators can view design docs in the users database.";
+    let as_tom = |path: &str| send(s.user_req(Method::GET, path, "tom", "couch"));
+    for path in ["/_users/_design/auth_ui/_view/names", "/_users/_design/auth_ui/_list/all/names"] {
+        assert_error(send(s.anon_req(Method::GET, path)), 403, "forbidden", reason);
+        assert_error(as_tom(path), 403, "forbidden", reason);
+    }
+    assert_error(as_tom("/_users/_design/auth_ui"), 403, "forbidden", reason);
+    let (status, rows) = s.get("/_users/_design/auth_ui/_view/names");
+    assert_eq!((status, rows["total_rows"].as_u64()), (200, Some(2)), "{rows}");
+    let own = s.user_req(
+        Method::GET,
+        "/_users/_design/auth_ui/_show/name/org.couchdb.user:tom",
+        "tom",
+        "couch",
+    );
+    let resp = own.send().expect("show");
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.text().expect("text"), "tom");
+    let other = as_tom("/_users/_design/auth_ui/_show/name/org.couchdb.user:spike");
+    assert_error(other, 404, "not_found", "missing");
+}

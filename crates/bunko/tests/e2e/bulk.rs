@@ -510,6 +510,78 @@ fn compact_is_accepted_and_changes_no_data() {
     assert_eq!(after["update_seq"], before["update_seq"]);
 }
 
+/// `sizes.file` counts what the store keeps of a database, replaced data included until
+/// `_compact`, so it exceeds `sizes.active` and shrinks at compaction
+/// (CouchDB's `compact_test.exs`), and it survives a restart.
+#[test]
+fn sizes_file_exceeds_active_and_shrinks_at_compaction() {
+    let mut s = setup();
+    let sizes = |s: &Server| {
+        let info = s.db_info("db");
+        (info["sizes"]["file"].as_u64().unwrap_or(0), info["sizes"]["active"].as_u64().unwrap_or(0))
+    };
+    let docs: Vec<Value> =
+        (0..40).map(|i| json!({"_id": format!("d{i}"), "text": "x".repeat(200)})).collect();
+    let (_, written) = bulk(&s, json!({"docs": docs}));
+    let (file, active) = sizes(&s);
+    assert!(active > 0 && file > active, "file {file}, active {active}");
+    let deletions: Vec<Value> = written
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| json!({"_id": row["id"], "_rev": row["rev"], "_deleted": true}))
+        .collect();
+    assert_eq!(bulk(&s, json!({"docs": deletions})).0, 201);
+    let (deleted_file, _) = sizes(&s);
+    assert!(deleted_file > file, "deletions are written too: {deleted_file} after {file}");
+    let compact = s.req(Method::POST, "/db/_compact").header("Content-Type", "application/json");
+    assert_eq!(send(compact).0, 202);
+    wait_for_compaction(&s, "db");
+    let (compacted, active) = sizes(&s);
+    assert!(compacted < deleted_file && compacted > active, "{compacted} {deleted_file} {active}");
+    assert!(s.terminate(), "a clean shutdown");
+    s.restart();
+    assert_eq!(sizes(&s).0, compacted, "kept across a restart");
+}
+
+/// A view group's `sizes.file` grows with each update of its rows and shrinks at
+/// `POST /{db}/_compact/{ddoc}`, staying above `sizes.active`, its rows' bytes
+/// (CouchDB's `view_compaction_test.exs`).
+#[test]
+fn view_compaction_shrinks_the_groups_file_size() {
+    let s = setup();
+    let ddoc = json!({"views": {"n": {"map": "function(doc) { emit(doc._id, doc.n); }"}}});
+    assert_eq!(s.put("/db/_design/v", &ddoc).0, 201);
+    let mut docs: Vec<Value> = (0..200).map(|i| json!({"_id": format!("d{i}"), "n": i})).collect();
+    let info = |s: &Server| s.get("/db/_design/v/_info").1["view_index"].clone();
+    let mut files = Vec::new();
+    for round in 0..3 {
+        let (_, written) = bulk(&s, json!({"docs": docs}));
+        for (doc, row) in docs.iter_mut().zip(written.as_array().unwrap()) {
+            doc["_rev"] = row["rev"].clone();
+            doc["n"] = json!(round * 1000 + doc["n"].as_i64().unwrap_or(0));
+        }
+        assert_eq!(s.get("/db/_design/v/_view/n?limit=1").0, 200);
+        let index = info(&s);
+        let (file, active) = (index["sizes"]["file"].as_u64(), index["sizes"]["active"].as_u64());
+        assert!(file > active && active > Some(0), "{index}");
+        files.push(file.unwrap_or(0));
+    }
+    assert!(files[0] < files[1] && files[1] < files[2], "{files:?}");
+    let compact = s.req(Method::POST, "/db/_compact/v").header("Content-Type", "application/json");
+    assert_eq!(send(compact), (202, json!({"ok": true})));
+    wait_for_compaction(&s, "db");
+    let index = info(&s);
+    let (file, active) = (index["sizes"]["file"].as_u64(), index["sizes"]["active"].as_u64());
+    assert!(file < Some(files[2]) && active < file, "{index}");
+    assert_eq!(index["compact_running"], false);
+    let (_, rows) = s.get("/db/_design/v/_view/n");
+    assert_eq!(rows["total_rows"], 200, "no row lost");
+    let missing =
+        s.req(Method::POST, "/db/_compact/none").header("Content-Type", "application/json");
+    assert_error(send(missing), 404, "not_found", "missing");
+}
+
 /// Waits until `GET /{db}` says `compact_running: false` (at most a minute).
 fn wait_for_compaction(s: &Server, db: &str) {
     for _ in 0..600 {

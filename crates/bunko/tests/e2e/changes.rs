@@ -246,6 +246,26 @@ fn longpoll_returns_existing_changes_immediately() {
     assert!(started.elapsed() < Duration::from_secs(10));
 }
 
+/// CouchDB's seqs are `"N-opaque"` strings whose number counts the writes
+/// (`changes_async_test.exs` reads the `1-`, `2-` prefixes of longpoll `last_seq`s).
+#[test]
+fn seqs_are_n_dash_opaque_strings_whose_number_counts_the_writes() {
+    let s = setup();
+    let number = |v: &Value| v.as_str().and_then(|s| Some(s.split_once('-')?.0.to_string()));
+    s.put_doc("db", "1", &json!({}));
+    let first = changes(&s, "?feed=longpoll");
+    assert_eq!(number(&first["last_seq"]).as_deref(), Some("1"), "{first}");
+    s.put_doc("db", "2", &json!({}));
+    let since = enc(first["last_seq"].as_str().unwrap());
+    let next = changes(&s, &format!("?feed=longpoll&since={since}"));
+    assert_eq!(ids(&next["results"]), ["2"]);
+    assert_eq!(number(&next["last_seq"]).as_deref(), Some("2"), "{next}");
+    assert_eq!(number(&next["results"][0]["seq"]).as_deref(), Some("2"));
+    assert_eq!(s.db_info("db")["update_seq"], next["last_seq"]);
+    // A bare number, as CouchDB 1.x clients send it, is still a `since`.
+    assert_eq!(ids(&changes(&s, "?since=1")["results"]), ["2"]);
+}
+
 #[test]
 fn longpoll_without_writes_ends_after_timeout_with_empty_results() {
     let s = setup();
@@ -315,6 +335,29 @@ fn continuous_feed_sends_heartbeat_newlines_while_idle() {
     // Dropping the reader closes the connection; the server must survive that.
     drop(reader);
     assert_eq!(s.get("/_up").0, 200);
+}
+
+/// A browser's EventSource reconnects with `Last-Event-ID`, which overrides `since`
+/// (`changes_async_test.exs`, COUCHDB-1852).
+#[test]
+fn eventsource_resumes_after_the_last_event_id() {
+    let s = setup();
+    for id in ["a", "b", "c", "d"] {
+        s.put_doc("db", id, &json!({}));
+    }
+    let all = changes(&s, "");
+    let second = all["results"][1]["seq"].as_str().unwrap().to_string();
+    let url = "/db/_changes?feed=eventsource&timeout=100&since=0";
+    let resp = s.req(Method::GET, url).header("Last-Event-ID", &second).send().unwrap();
+    let text = resp.text().unwrap();
+    let ids: Vec<String> = text
+        .split("\n\n")
+        .filter_map(|event| event.lines().find_map(|l| l.strip_prefix("data: ")))
+        .filter_map(|data| {
+            serde_json::from_str::<Value>(data).ok()?["id"].as_str().map(String::from)
+        })
+        .collect();
+    assert_eq!(ids, ["c", "d"], "{text}");
 }
 
 #[test]

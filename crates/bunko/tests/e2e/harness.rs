@@ -374,8 +374,9 @@ pub fn ids(rows: &Value) -> Vec<String> {
 /// Asserts that a value is a non-empty JSON string (CouchDB 3 sequences are opaque strings).
 #[track_caller]
 pub fn assert_seq(seq: &Value) {
+    let number = seq.as_str().and_then(|s| s.split_once('-')).map(|(n, _)| n.parse::<u64>());
     assert!(
-        seq.as_str().is_some_and(|s| !s.is_empty()),
-        "sequence must be a non-empty opaque string, got {seq}"
+        matches!(number, Some(Ok(_))),
+        "sequence must be CouchDB's \"N-opaque\" string, got {seq}"
     );
 }

@@ -143,6 +143,32 @@ fn attachments_are_copied_with_their_data() {
     assert_eq!(on_b["_attachments"], a.get_doc("files", "guide")["_attachments"]);
 }
 
+/// An attachment the source stores gzipped arrives gzipped, with the source's digest, even
+/// on a target whose own settings would store it plain (`replication_test.exs`,
+/// "compressed attachment replication": `compression_level` 0 on the target).
+#[test]
+fn gzipped_attachments_travel_gzipped_whatever_the_targets_settings() {
+    let (a, b) = (Server::start(), Server::start());
+    a.create_db("files");
+    let text = "Partition keys spread writes; ".repeat(4000);
+    let put = a.req(Method::PUT, "/files/guide/notes.txt").header("Content-Type", "text/plain");
+    assert_eq!(put.body(text.clone()).send().expect("PUT attachment").status(), 201);
+    let (status, _) = b.put("/_node/_local/_config/attachments/compression_level", &json!("0"));
+    assert_eq!(status, 200);
+    b.create_db("files");
+    let (status, answer) = replicate(&a, json!({"source": "files", "target": url(&b, "files")}));
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["history"][0]["docs_written"], 1, "{answer}");
+    let (_, source) = a.get("/files/guide?att_encoding_info=true");
+    let (_, target) = b.get("/files/guide?att_encoding_info=true");
+    let att = &target["_attachments"]["notes.txt"];
+    assert_eq!(att["encoding"], "gzip", "{target}");
+    assert!(att["encoded_length"].as_u64() < att["length"].as_u64(), "{att}");
+    assert_eq!(target, source, "same revision, digest and encoding");
+    let resp = b.req(Method::GET, "/files/guide/notes.txt").send().expect("GET attachment");
+    assert_eq!(resp.text().expect("text"), text, "served inflated to a client without gzip");
+}
+
 #[test]
 fn a_restarted_target_resumes_from_the_checkpoint_without_resending() {
     let (a, mut b) = (Server::start(), Server::start());

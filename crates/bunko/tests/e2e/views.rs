@@ -959,7 +959,7 @@ fn autoupdate_false_leaves_updates_to_queries() {
     };
     assert_eq!(seq_of(""), Some(101));
     let (_, summed) = s.get("/seq/_design/test/_view/summate?update_seq=true");
-    assert_eq!(summed["update_seq"], "101");
+    assert_eq!(summed["update_seq"].as_str().and_then(|s| s.split('-').next()), Some("101"));
     assert_eq!(s.put("/seq/A", &json!({"integer": 1})).0, 201);
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert_eq!(seq_of("&stale=ok"), Some(101), "no background update");
