@@ -109,6 +109,7 @@ pub enum Workload {
     Agg,
     Scale,
     Mongo,
+    Soak,
 }
 
 impl Workload {
@@ -128,11 +129,12 @@ impl Workload {
         Workload::Agg,
     ];
 
-    /// Every workload: [`Workload::DEFAULT`], then `mongo` (which needs `--mongo-url`) and
-    /// `scale`.
-    pub const ALL: [Workload; 14] = {
-        let mut all = [Workload::Scale; 14];
+    /// Every workload: [`Workload::DEFAULT`], then `mongo` (which needs `--mongo-url`),
+    /// `soak` (as long as `--duration`) and `scale`.
+    pub const ALL: [Workload; 15] = {
+        let mut all = [Workload::Scale; 15];
         all[12] = Workload::Mongo;
+        all[13] = Workload::Soak;
         let mut i = 0;
         while i < Self::DEFAULT.len() {
             all[i] = Self::DEFAULT[i];
@@ -157,6 +159,7 @@ impl Workload {
             Workload::Agg => "agg",
             Workload::Scale => "scale",
             Workload::Mongo => "mongo",
+            Workload::Soak => "soak",
         }
     }
 }

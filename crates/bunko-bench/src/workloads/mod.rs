@@ -24,6 +24,7 @@ mod partition;
 mod read;
 mod scale;
 mod search;
+mod soak;
 mod txn;
 mod view;
 mod write;
@@ -368,6 +369,7 @@ pub async fn run(ctx: &Ctx, workload: Workload) -> Vec<Row> {
         Workload::Scale => scale::run(ctx, &mut rows).await,
         Workload::Mongo => mongo::run(ctx, &mut rows).await,
         Workload::Agg => agg::run(ctx, &mut rows).await,
+        Workload::Soak => soak::run(ctx, &mut rows).await,
     };
     note_busy(&mut rows, ctx.drop_dbs().await);
     let case = if rows.is_empty() { "all cases" } else { "remaining cases" };

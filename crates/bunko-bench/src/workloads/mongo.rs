@@ -10,6 +10,10 @@
 //! 3. After a preload of [`crate::cli::Sizes::find`] readings and `createIndexes` on
 //!    `{deviceID: 1, ts: 1}` (which answers once the index is built), 16 connections find a
 //!    random device's readings in a `ts` window of half of them, limit 25: `find`'s case.
+//! 4. After a preload of [`crate::cli::Sizes::elemmatch`] students and `createIndexes` on
+//!    `{"links.target": 1, "links.doc_type": 1}` (the single-collection pattern's index),
+//!    16 connections find the students of a random class with the same
+//!    `{links: {$elemMatch: {target, doc_type: "class"}}}`, limit 25: `elemmatch`'s case.
 //!
 //! Collections live in the database `bench` and are dropped afterwards.
 
@@ -21,7 +25,7 @@ use mongodb::options::{ClientOptions, Credential, ServerAddress};
 use mongodb::{Client, Collection, IndexModel};
 
 use super::{Ctx, usage};
-use crate::data::{INTERVAL, Readings, T0};
+use crate::data::{INTERVAL, Readings, Students, T0};
 use crate::error::{Error, Result};
 use crate::measure::{Sample, Until, drive};
 use crate::report::Row;
@@ -105,6 +109,18 @@ async fn cases(
     let sample = timed(client, &find, connections, ctx, move |c, r| by_range(c, readings, r)).await;
     let case = "deviceID + ts range, limit 25, 16 connections";
     rows.push(Row::measured("mongo", case, "req/s", &sample, usage(probe)).note(&note));
+
+    let links = collection("links");
+    let students = Students::new(ctx.sizes.elemmatch);
+    let preloaded = preload_students(client, &links, students, ctx.sizes.batch).await?;
+    let began = Instant::now();
+    let index = IndexModel::builder().keys(doc! {"links.target": 1, "links.doc_type": 1}).build();
+    links.create_index(index).await.map_err(invalid)?;
+    let note = format!("{preloaded}; createIndexes took {:.0} ms", ms(began));
+    let probe = ctx.probe();
+    let sample = timed(client, &links, connections, ctx, move |c, r| by_link(c, students, r)).await;
+    let case = "$elemMatch on links, limit 25, 16 connections";
+    rows.push(Row::measured("mongo", case, "req/s", &sample, usage(probe)).note(&note));
     Ok(())
 }
 
@@ -153,6 +169,40 @@ async fn preload(
     Ok(format!("{} docs preloaded in {:.1} s", readings.docs, began.elapsed().as_secs_f64()))
 }
 
+/// Loads `students` with `insert_many` from 4 clients; says how long it took.
+async fn preload_students(
+    client: &Client,
+    coll: &Collection<Document>,
+    students: Students,
+    size: usize,
+) -> Result<String> {
+    let began = Instant::now();
+    let batches = students.docs.div_ceil(size);
+    let coll = coll.clone();
+    let sample = drive(vec![client.clone(); 4], Until::Count(batches), move |_, n| {
+        let coll = coll.clone();
+        async move {
+            let range = n as usize * size..((n as usize + 1) * size).min(students.docs);
+            let docs = range.map(|i| to_bson(&students.doc(i))).collect::<Result<Vec<_>>>()?;
+            Ok(coll.insert_many(docs).await.map_err(invalid)?.inserted_ids.len() as u64)
+        }
+    })
+    .await;
+    if let Some(error) = sample.first_error {
+        return Err(Error::Invalid(format!("preloading failed: {error}")));
+    }
+    Ok(format!("{} docs preloaded in {:.1} s", students.docs, began.elapsed().as_secs_f64()))
+}
+
+/// One `find` of the students of a random class, limit 25.
+async fn by_link(coll: Collection<Document>, students: Students, r: u64) -> Result<u64> {
+    let class = students.class(r as usize % students.classes);
+    let filter = doc! {"links": {"$elemMatch": {"target": class, "doc_type": "class"}}};
+    let mut cursor = coll.find(filter).limit(25).await.map_err(invalid)?;
+    while cursor.advance().await.map_err(invalid)? {}
+    Ok(1)
+}
+
 /// One `find_one` of a random reading by `_id`.
 async fn by_id(coll: Collection<Document>, readings: Readings, r: u64) -> Result<u64> {
     let id = readings.id(r as usize % readings.docs);
@@ -194,8 +244,13 @@ where
 
 /// Reading `i` as a BSON document (`_id` first), from the same JSON `load` sends.
 fn reading(readings: &Readings, i: usize) -> Result<Document> {
+    to_bson(&readings.doc(i))
+}
+
+/// A JSON document as BSON (key order kept).
+fn to_bson(json: &str) -> Result<Document> {
     let json: serde_json::Value =
-        serde_json::from_str(&readings.doc(i)).map_err(|e| Error::Invalid(e.to_string()))?;
+        serde_json::from_str(json).map_err(|e| Error::Invalid(e.to_string()))?;
     bson::serialize_to_document(&json).map_err(|e| Error::Invalid(e.to_string()))
 }
 

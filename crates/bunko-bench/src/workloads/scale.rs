@@ -138,7 +138,7 @@ where
 }
 
 /// Percent-encodes a document id for a path (`:` stays).
-fn encode(id: &str) -> String {
+pub(super) fn encode(id: &str) -> String {
     id.bytes()
         .map(|b| match b {
             b if b.is_ascii_alphanumeric() || b"-_.~:".contains(&b) => (b as char).to_string(),
