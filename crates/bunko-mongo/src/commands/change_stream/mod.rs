@@ -144,6 +144,15 @@ fn scope(ctx: &Ctx, command: &Document, spec: &Document) -> Result<(Scope, Strin
         )),
         Some((_, Bson::String(_))) => {
             let ns = super::namespace(ctx, command)?;
+            // A collection the user may not follow is refused, as `find` and `_changes` are
+            // (wider streams leave such collections out, as the listings do).
+            let db = super::crud::readable_db(ctx, &ns, "aggregate")?;
+            if db.is_some_and(|db| !watchable(&db, &admin::user(ctx))) {
+                return Err(MongoError::unauthorized(format!(
+                    "not authorized on {} to execute command {{ aggregate: \"{}\" }}",
+                    ns.db, ns.coll
+                )));
+            }
             let text = ns.full();
             Ok((Scope::Collection(ns), text))
         }
@@ -163,6 +172,14 @@ fn scope(ctx: &Ctx, command: &Document, spec: &Document) -> Result<(Scope, Strin
             "Invalid aggregate namespace: the first field must be a collection name or 1",
         )),
     }
+}
+
+/// Whether `user` may follow the events of `db`: a member who sees its documents whole.
+/// The journal's bodies do not pass the read gate's per-document rules, so the users
+/// database (which may be a CouchDB database without `$`, `_couchdb.<name>`) streams only
+/// for its admins.
+fn watchable(db: &Database, user: &UserCtx) -> bool {
+    admin::readable(db, user) && db.sight(user).is_ok_and(|sight| sight.is_whole())
 }
 
 /// MongoDB's `InvalidOptions`.
@@ -279,7 +296,7 @@ impl Stream {
                 continue;
             }
             if let Some(db) = engine.get_db(&name)
-                && admin::readable(&db, &self.user)
+                && watchable(&db, &self.user)
             {
                 out.insert(db.id(), (ns, db));
             }
