@@ -174,10 +174,10 @@ fn scope(ctx: &Ctx, command: &Document, spec: &Document) -> Result<(Scope, Strin
     }
 }
 
-/// Whether `user` may follow the events of `db`: a member who sees its documents whole.
-/// The journal's bodies do not pass the read gate's per-document rules, so the users
-/// database (which may be a CouchDB database without `$`, `_couchdb.<name>`) streams only
-/// for its admins.
+/// Whether `user` may follow the events of `db`: a member who sees its documents whole,
+/// as the read gate decides in `Database::change_events` (the users database, which may be
+/// a CouchDB database without `$`, `_couchdb.<name>`, streams only for its admins). Asked
+/// here too so that wider streams leave such databases out instead of failing.
 fn watchable(db: &Database, user: &UserCtx) -> bool {
     admin::readable(db, user) && db.sight(user).is_ok_and(|sight| sight.is_whole())
 }
@@ -327,7 +327,10 @@ impl Stream {
                 None if *id > self.token.horizon => {
                     self.token.seqs.insert(*id, 0);
                     if self.expanded {
-                        self.push(ddl::create(self.token.to_doc(), db, ns), &mut batch)?;
+                        self.push(
+                            ddl::create(self.token.to_doc(), db, ns, &self.user),
+                            &mut batch,
+                        )?;
                     }
                     0
                 }
@@ -467,7 +470,7 @@ impl Stream {
         until: Option<u64>,
         batch: &mut Vec<Document>,
     ) -> Result<(), MongoError> {
-        let Some((events, reached)) = db.change_events(since, limit)? else {
+        let Some((events, reached)) = db.change_events(&self.user, since, limit)? else {
             return Err(MongoError::new(
                 286,
                 "ChangeStreamHistoryLost",
