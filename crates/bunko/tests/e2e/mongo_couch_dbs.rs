@@ -1,9 +1,10 @@
 //! CouchDB databases without `$` seen through the MongoDB wire protocol (issue 14, point 5,
 //! "and the other way round"): the database `people` created over HTTP is the collection
 //! `_couchdb.people`. These tests write over one API and read over the other with pymongo:
-//! `find`, `aggregate` (`$group`, `$lookup`, `$unionWith`, `$out`), writes that make new
-//! revisions, a change stream that sees an HTTP write, the listings, a member-only database
-//! that refuses a non-member exactly as HTTP does, and partitioned databases.
+//! `find`, `aggregate` (`$group`, `$lookup`, `$unionWith`, `$out`, `$merge`), writes that
+//! make new revisions, a change stream that sees an HTTP write, the listings, a member-only database
+//! that refuses a non-member exactly as HTTP does, partitioned databases, and the
+//! authentication database when it is one of them.
 
 use serde_json::{Value, json};
 
@@ -57,6 +58,8 @@ out["out"] = sorted(d["_id"] for d in db.kyoto_people.find())
 out["insert"] = people.insert_one({"_id": "dee", "name": "Dee", "city": "nara", "age": 28}).inserted_id
 out["update"] = people.update_one({"_id": "ann"}, {"$inc": {"age": 1}}).modified_count
 out["delete"] = people.delete_one({"_id": "cy"}).deleted_count
+people.aggregate([{"$project": {"city": 1}}, {"$merge": {"into": "merged"}}])
+out["merge"] = sorted((d["_id"], d["city"]) for d in db.merged.find())
 out["index"] = people.create_index("age")
 out["indexed"] = people.find({"age": {"$gte": 30}}).explain()["queryPlanner"]["winningPlan"]
 out["colls"] = sorted(db.list_collection_names())
@@ -82,7 +85,8 @@ print(json.dumps(out, default=str))
     );
     assert_eq!(out["index"], "age_1");
     assert!(out["indexed"].to_string().contains("age_1"), "index not used: {}", out["indexed"]);
-    assert_eq!(out["colls"], json!(["cities", "kyoto_people", "people"]));
+    assert_eq!(out["merge"], json!([["ann", "kyoto"], ["bob", "osaka"], ["dee", "nara"]]));
+    assert_eq!(out["colls"], json!(["cities", "kyoto_people", "merged", "people"]));
     assert_eq!(out["dbs"], json!(["_couchdb", "shop"]));
     assert_eq!(out["stats"], 3);
 
@@ -96,6 +100,7 @@ print(json.dumps(out, default=str))
     assert_eq!(server.get("/people/cy").0, 404);
     let (_, rows) = server.get("/kyoto_people/_all_docs");
     assert_eq!(rows["total_rows"], 2, "$out wrote the CouchDB database kyoto_people: {rows}");
+    assert_eq!(server.get_doc("merged", "dee")["city"], "nara", "$merge wrote the database merged");
     // The collection `shop.books` is still `shop$books`, not a CouchDB database of its own.
     assert_eq!(server.get(&format!("/{}", enc("shop$books"))).0, 200);
     assert_eq!(server.get("/books").0, 404);
