@@ -2,8 +2,8 @@
 //! "and the other way round"): the database `people` created over HTTP is the collection
 //! `_couchdb.people`. These tests write over one API and read over the other with pymongo:
 //! `find`, `aggregate` (`$group`, `$lookup`, `$unionWith`, `$out`, `$merge`), writes that
-//! make new revisions, a change stream that sees an HTTP write, the listings, a member-only database
-//! that refuses a non-member exactly as HTTP does, partitioned databases, and the
+//! make new revisions, a change stream that sees an HTTP write, the listings, a member-only
+//! database that refuses a non-member exactly as HTTP does, partitioned databases, and the
 //! authentication database when it is one of them.
 
 use serde_json::{Value, json};
