@@ -20,6 +20,7 @@ use crate::database::Database;
 use crate::keys::{self, Key};
 use crate::read::doc_info_in;
 use crate::records::ChangeRecord;
+use crate::security::UserCtx;
 use crate::{Error, Result};
 
 /// What preceded an event's revision.
@@ -61,7 +62,18 @@ impl Database {
     /// event is never reported for a write that could still be lost). Design documents
     /// are included (a MongoDB collection's indexes and options live in one, so its writes
     /// are the collection's DDL events); callers that show documents leave them out.
-    pub fn change_events(&self, since: u64, limit: u64) -> Result<Events> {
+    ///
+    /// The read gate: `reader` must be a member who sees the documents whole (the events
+    /// carry every document's bodies, so the users database and `_replicator`, whose
+    /// documents are filtered per reader, answer only their admins: `403 forbidden`).
+    pub fn change_events(&self, reader: &UserCtx, since: u64, limit: u64) -> Result<Events> {
+        self.security_object()?.check_member(reader)?;
+        if !self.sight(reader)?.is_whole() {
+            return Err(Error::Forbidden(format!(
+                "Only admins of {} may read its change events.",
+                self.name()
+            )));
+        }
         let durable = *self.subscribe().borrow();
         let snapshot = self.snapshot();
         let db = self.id();
@@ -186,18 +198,47 @@ mod tests {
         let db = engine.create_db(&UserCtx::admin("t"), "shop$books", false)?;
         let rev = put(&db, r#"{"_id": "猫", "n": 1}"#)?;
         put(&db, &format!(r#"{{"_id": "猫", "_rev": "{rev}", "n": 2}}"#))?;
-        let (events, reached) = db.change_events(0, 10)?.ok_or(Error::Corrupt("lost".into()))?;
+        let (events, reached) =
+            db.change_events(&UserCtx::admin("t"), 0, 10)?.ok_or(Error::Corrupt("lost".into()))?;
         assert_eq!(reached, 2);
         assert_eq!(events.iter().map(|e| (e.seq, e.rev.pos)).collect::<Vec<_>>(), [(1, 1), (2, 2)]);
         assert_eq!(events[0].before, Before::Nothing);
         assert_eq!(events[1].before, Before::Body(br#"{"n":1}"#.to_vec()));
         assert_eq!(events[1].body.as_deref(), Some(br#"{"n":2}"#.as_slice()));
-        let (rest, _) = db.change_events(1, 10)?.ok_or(Error::Corrupt("lost".into()))?;
+        let (rest, _) =
+            db.change_events(&UserCtx::admin("t"), 1, 10)?.ok_or(Error::Corrupt("lost".into()))?;
         assert_eq!(rest.len(), 1);
         db.compact()?;
-        assert!(db.change_events(0, 10)?.is_none(), "history before the compaction is lost");
-        let (after, reached) = db.change_events(2, 10)?.ok_or(Error::Corrupt("lost".into()))?;
+        assert!(
+            db.change_events(&UserCtx::admin("t"), 0, 10)?.is_none(),
+            "history before the compaction is lost"
+        );
+        let (after, reached) =
+            db.change_events(&UserCtx::admin("t"), 2, 10)?.ok_or(Error::Corrupt("lost".into()))?;
         assert!(after.is_empty() && reached == 2);
+        Ok(())
+    }
+
+    #[test]
+    fn only_readers_who_see_documents_whole_read_the_journal() -> Result<()> {
+        let engine = Engine::open(Arc::new(Memory::new()), Config::default())?;
+        let admin = UserCtx::admin("t");
+        let user = |name: &str| UserCtx { name: Some(name.into()), roles: Vec::new() };
+        let db = engine.create_db(&admin, "people", false)?;
+        db.set_security(&admin, r#"{"members": {"names": ["bob"]}}"#.to_string())?;
+        put(&db, r#"{"_id": "ann"}"#)?;
+        assert_eq!(db.change_events(&user("bob"), 0, 10)?.map(|(e, _)| e.len()), Some(1));
+        let outsider = db.change_events(&user("eve"), 0, 10);
+        assert!(matches!(outsider, Err(Error::Forbidden(_))), "{outsider:?}");
+        // A member of `_replicator` sees others' documents without credentials: no journal.
+        let replicator = match engine.db("_replicator") {
+            Ok(db) => db,
+            Err(_) => engine.create_db(&admin, "_replicator", false)?,
+        };
+        replicator.set_security(&admin, r#"{"members": {"names": ["bob"]}}"#.to_string())?;
+        let member = replicator.change_events(&user("bob"), 0, 10);
+        assert!(matches!(member, Err(Error::Forbidden(_))), "{member:?}");
+        assert!(replicator.change_events(&admin, 0, 10).is_ok());
         Ok(())
     }
 
@@ -208,7 +249,8 @@ mod tests {
         let rev = put(&db, r#"{"_id": "猫", "n": 1}"#)?;
         put(&db, r#"{"_id": "犬", "n": 1}"#)?;
         db.purge(&UserCtx::admin("t"), vec![("猫".to_string(), vec![rev])])?;
-        let (events, reached) = db.change_events(2, 10)?.ok_or(Error::Corrupt("lost".into()))?;
+        let (events, reached) =
+            db.change_events(&UserCtx::admin("t"), 2, 10)?.ok_or(Error::Corrupt("lost".into()))?;
         assert_eq!(reached, 3);
         assert_eq!(events.len(), 1);
         let purged = &events[0];

@@ -12,7 +12,7 @@
 //! | `_local` documents | [`Database::put_local`] | members (`_users`: as its documents) |
 //! | `_security`, `revs_limit`, compaction, view cleanup | [`Database::set_security`] … | database admins |
 //! | `_purge`, `purged_infos_limit` | [`Database::purge`], [`Database::set_purged_infos_limit`] | server admins (CouchDB's `chttpd_auth_request`) |
-//! | databases | [`crate::Engine::create_db`], [`crate::Engine::delete_db`] | server admins; a MongoDB collection `P$coll` ([`crate::namespace`]) is also created by a user holding the role `db.readWrite` or `db.dbOwner` of its MongoDB database (`P` = `enc(db)`), with that database's roles in its `_security` |
+//! | databases | [`crate::Engine::create_db`], [`crate::Engine::delete_db`] | server admins; a MongoDB collection `P$coll` ([`crate::namespace`]) is also created by a user holding the role `db.readWrite` or `db.dbOwner` of its MongoDB database (`P` = `enc(db)`; not for `_couchdb`, whose collections are the CouchDB databases without `$`), with that database's roles in its `_security` |
 //!
 //! What a reader sees of a document is its twin, the read gate ([`crate::read_gate`]).
 //!
@@ -70,7 +70,10 @@ impl Database {
 /// `_security`, `None`). A MongoDB collection `P$coll` may also be created by a user who
 /// holds `db.readWrite` or `db.dbOwner` for the MongoDB database `db` with `enc(db)` = `P`,
 /// as MongoDB's `readWrite` creates collections; it starts with the `_security` a server
-/// admin's MongoDB `create` gives it: members `db.readWrite`, admins `db.dbOwner`.
+/// admin's MongoDB `create` gives it: members `db.readWrite`, admins `db.dbOwner`. Roles on
+/// [`crate::namespace::COUCH_DB`] create nothing: its collections are the CouchDB databases
+/// without `$`, which only server admins create (that is also why a name without `$` never
+/// reaches the role check).
 pub(crate) fn admit_create_db(ctx: &UserCtx, name: &str) -> Result<Option<String>> {
     if ctx.is_server_admin() {
         return Ok(None);
@@ -78,6 +81,9 @@ pub(crate) fn admit_create_db(ctx: &UserCtx, name: &str) -> Result<Option<String
     if let Some((prefix, _)) = name.split_once('$') {
         for role in &ctx.roles {
             let Some((db, _)) = role.rsplit_once('.') else { continue };
+            if db == crate::namespace::COUCH_DB {
+                continue;
+            }
             let (read_write, owner) = crate::namespace::collection_roles(db);
             if (*role == read_write || *role == owner) && crate::namespace::db_prefix(db) == prefix
             {
@@ -123,6 +129,8 @@ mod create_tests {
             (&["shop.readWrite"], "shopping$books"),
             (&["shop.reader"], "shop$books"),
             (&["Test.readWrite"], "test$c"),
+            (&["_couchdb.readWrite"], "m()_couchdb$c"),
+            (&["_couchdb.dbOwner"], "people"),
             (&[], "shop$books"),
         ] {
             assert!(admit_create_db(&user(roles), name).is_err(), "{roles:?} {name}");

@@ -6,9 +6,17 @@
 //! `enc` keeps `a`–`z`, `0`–`9`, `_` and `-`, and writes every other character as `(`, the
 //! lower-case hex of its UTF-8 bytes, `)`; a database part that would not start with a
 //! letter is prefixed with [`PREFIX`] (`enc` never writes `()`).
+//!
+//! The other way round, the CouchDB databases without `$` (`people`) are the collections of
+//! the MongoDB database [`COUCH_DB`] (`_couchdb.people`): every other MongoDB name maps to a
+//! name with `$`, so the two cannot meet. Their rights are their own `_security`; no MongoDB
+//! role on [`COUCH_DB`] creates them.
 
 /// What a database part that would not start with a letter is prefixed with.
 pub const PREFIX: &str = "m()";
+
+/// The MongoDB database whose collections are the CouchDB databases without `$`.
+pub const COUCH_DB: &str = "_couchdb";
 
 /// The CouchDB roles standing for MongoDB's `readWrite` and `dbOwner` on `db`.
 pub fn collection_roles(db: &str) -> (String, String) {

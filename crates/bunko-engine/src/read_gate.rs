@@ -6,7 +6,8 @@
 //! [`Database::all_docs_keys`] with `include_docs`, [`Database::changes`] (`include_docs`
 //! and the document filters: `_selector`, JavaScript filters), [`Database::find`] (Mango and
 //! MongoDB queries match the document as the reader sees it, so a selector cannot probe a
-//! hidden field). Each turns the reader into a [`Sight`] once ([`Database::sight`]) and
+//! hidden field), [`Database::change_events`] (the change journal, whole bodies: only for
+//! members whose sight is whole, the others get `403 forbidden`). Each turns the reader into a [`Sight`] once ([`Database::sight`]) and
 //! passes every document through [`Sight::apply`] before it leaves the engine. Routes built
 //! on those (`GET`, `_bulk_get`, `open_revs`, views and `_show`/`_list`/`_update` reading
 //! documents, the MongoDB front end, a replication reading the database) cannot skip it:

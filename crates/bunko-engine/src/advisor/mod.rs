@@ -255,13 +255,15 @@ impl Database {
     }
 }
 
-/// The MongoDB collection of engine database `name` (`shop$orders`: `orders`), when the
-/// name needs no decoding (the MongoDB front end's mapping escapes other characters);
-/// otherwise a placeholder.
+/// The MongoDB collection of engine database `name` (`shop$orders`: `orders`; a CouchDB
+/// database without `$` is itself a collection, of `_couchdb`), when the name needs no
+/// decoding (the MongoDB front end's mapping escapes other characters); otherwise a
+/// placeholder.
 fn collection_of(name: &str) -> String {
     let plain = |c: &str| c.chars().all(|ch| ch.is_ascii_alphanumeric() || "_-".contains(ch));
     match name.split_once('$') {
         Some((_, coll)) if !coll.is_empty() && plain(coll) => coll.to_string(),
+        None if plain(name) => name.to_string(),
         _ => "<collection>".to_string(),
     }
 }

@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use super::{Ctx, bool_of, coll_options, cursor_reply, doc_of, namespace};
 use crate::error::MongoError;
-use crate::names::{Namespace, db_prefix};
+use crate::names::{COUCH_DB, Namespace};
 use crate::query;
 
 /// The acting user (commands past the auth check always have one).
@@ -44,6 +44,12 @@ fn collections(ctx: &Ctx) -> BTreeMap<String, Vec<(String, Arc<Database>)>> {
         }
     }
     out
+}
+
+/// The engine names of the collections of the MongoDB database `db`.
+pub(crate) fn in_database(engine: &Engine, db: &str) -> Vec<String> {
+    let inside = |name: &String| Namespace::from_engine(name).is_some_and(|ns| ns.db == db);
+    engine.db_names().into_iter().filter(inside).collect()
 }
 
 /// Keeps the entries a MongoDB `filter` matches.
@@ -181,10 +187,19 @@ pub(super) fn drop(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoE
     }
 }
 
+/// `dropDatabase`: drops every collection of the database (server admins). On
+/// [`COUCH_DB`] it is refused: that would delete every CouchDB database; drop them one by
+/// one.
 pub(super) fn drop_database(ctx: &mut Ctx, _: &Document) -> Result<Document, MongoError> {
-    let prefix = format!("{}$", db_prefix(&ctx.db));
+    if ctx.db == COUCH_DB {
+        return Err(MongoError::new(
+            20,
+            "IllegalOperation",
+            format!("Cannot drop '{COUCH_DB}': its collections are all the CouchDB databases"),
+        ));
+    }
     let user = user(ctx);
-    for name in ctx.server.engine.db_names().into_iter().filter(|n| n.starts_with(&prefix)) {
+    for name in in_database(&ctx.server.engine, &ctx.db) {
         match ctx.server.engine.delete_db(&user, &name) {
             Ok(()) | Err(Error::NotFound(_)) => {}
             Err(err) => return Err(err.into()),

@@ -57,7 +57,7 @@ pub(super) fn insert(ctx: &mut Ctx, command: &Document) -> Result<Document, Mong
     let mut errors = Vec::new();
     let mut docs = Vec::new();
     for (index, item) in items.iter().enumerate() {
-        match prepare(item) {
+        match prepare_for(&db, item) {
             Ok((doc, id)) => docs.push((index, doc, id)),
             Err(err) => {
                 errors.push(write_error(index, &err));
@@ -175,6 +175,19 @@ fn check_id_fields(id: &Document) -> Result<(), MongoError> {
         }
     }
     Ok(())
+}
+
+/// [`prepare`] for a new document of `db`. A partitioned database takes string `_id`s
+/// only (`partition:docid`): any other `_id`, also the ObjectId made for a document
+/// without one, would be stored as its Extended JSON text, whose "partition" is `{"$oid"`.
+pub(super) fn prepare_for(db: &Database, item: &Bson) -> Result<(ParsedDoc, Bson), MongoError> {
+    let (parsed, id) = prepare(item)?;
+    if db.is_partitioned() && !matches!(id, Bson::String(_)) {
+        return Err(MongoError::bad_value(
+            "Doc id must be of form partition:id (a partitioned database takes string _ids)",
+        ));
+    }
+    Ok((parsed, id))
 }
 
 /// A document to insert: its size checked, `_id` added (first) when missing.

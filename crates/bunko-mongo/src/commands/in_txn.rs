@@ -21,7 +21,7 @@ use bunko_query::{Direction, FieldPath};
 use serde_json::Value;
 
 use super::admin::user;
-use super::crud::{delete_limit, non_negative, prepare, reach, readable_db};
+use super::crud::{delete_limit, non_negative, prepare, prepare_for, reach, readable_db};
 use super::update::{FindAndModify, matches, nothing_modified, statement_parts, upserted};
 use super::{Ctx, bool_of, cursor_reply, doc_of, int_of, namespace};
 use crate::error::MongoError;
@@ -156,7 +156,7 @@ fn check_current(
 
 /// Buffers a new document; a duplicate `_id` is `DuplicateKey`.
 fn insert_one(txn: &mut Txn, db: &Database, ns: &Namespace, item: &Bson) -> Result<(), MongoError> {
-    let (parsed, id) = prepare(item)?;
+    let (parsed, id) = prepare_for(db, item)?;
     let key = parsed.id.clone().unwrap_or_default();
     if txn.get(&db.name(), &key)?.is_some() {
         return Err(MongoError::duplicate_key(&ns.full(), &id.to_string()));

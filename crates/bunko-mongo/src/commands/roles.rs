@@ -18,6 +18,9 @@
 //! collection, and into every existing collection of `db` when a role on `db` is granted
 //! (through [`bunko_engine::Database::set_security`], so the write gate decides). A
 //! collection whose `members` are empty is open to every user and stays so.
+//!
+//! Roles on `_couchdb` (whose collections are the CouchDB databases without `$`) are
+//! refused: those databases keep the `_security` their CouchDB admins gave them.
 
 use bson::{Bson, Document, doc};
 use bunko_engine::Database;
@@ -26,7 +29,7 @@ use serde_json::{Value, json};
 
 use super::Ctx;
 use crate::error::MongoError;
-use crate::names::{Namespace, db_prefix};
+use crate::names::{COUCH_DB, Namespace};
 
 /// The built-in roles Bunko grants, and whether each makes an admin of the collection.
 const MAPPED: &[(&str, bool)] = &[("readWrite", false), ("dbOwner", true)];
@@ -101,6 +104,13 @@ fn parse_one(item: &Bson, default_db: &str) -> Result<Role, MongoError> {
         _ => return Err(MongoError::bad_value("Role names must be either strings or objects")),
     };
     crate::names::check_db(&role.db)?;
+    if role.db == COUCH_DB {
+        return Err(MongoError::not_implemented(format!(
+            "role {}@{COUCH_DB} is not supported: the collections of {COUCH_DB} are CouchDB \
+             databases, whose rights are their own _security",
+            role.role
+        )));
+    }
     if MAPPED.iter().any(|(m, _)| *m == role.role) {
         return Ok(role);
     }
@@ -135,8 +145,7 @@ pub(crate) fn mapped() -> impl Iterator<Item = &'static str> {
 
 /// Names the roles of `mongo_db` in the `_security` of every collection of it.
 pub(crate) fn grant_all(ctx: &Ctx, user: &UserCtx, mongo_db: &str) -> Result<(), MongoError> {
-    let prefix = format!("{}$", db_prefix(mongo_db));
-    for name in ctx.server.engine.db_names().into_iter().filter(|n| n.starts_with(&prefix)) {
+    for name in super::admin::in_database(&ctx.server.engine, mongo_db) {
         if let Some(db) = ctx.server.engine.get_db(&name) {
             grant(&db, user)?;
         }
@@ -145,9 +154,12 @@ pub(crate) fn grant_all(ctx: &Ctx, user: &UserCtx, mongo_db: &str) -> Result<(),
 }
 
 /// Names the roles of the collection's MongoDB database in its `_security` (a write of
-/// `user`, who must be its admin), unless they are there already.
+/// `user`, who must be its admin), unless they are there already. A CouchDB database
+/// without `$` keeps its `_security` as it is.
 pub(crate) fn grant(db: &Database, user: &UserCtx) -> Result<(), MongoError> {
-    let Some(ns) = Namespace::from_engine(&db.name()) else { return Ok(()) };
+    let Some(ns) = Namespace::from_engine(&db.name()).filter(|ns| !ns.is_couch()) else {
+        return Ok(());
+    };
     let mut security: Value = serde_json::from_str(&db.security()).unwrap_or_else(|_| json!({}));
     let mut changed = false;
     for (role, admin) in MAPPED {
@@ -195,6 +207,8 @@ mod tests {
         let refused = parse_one(&Bson::String("read".into()), "shop").err().map(|e| e.code);
         assert_eq!(refused, Some(238));
         let unknown = parse_one(&Bson::String("nope".into()), "shop").err().map(|e| e.code);
+        let couch = parse_one(&Bson::String("readWrite".into()), COUCH_DB).err().map(|e| e.code);
+        assert_eq!(couch, Some(238));
         assert_eq!(unknown, Some(31));
     }
 

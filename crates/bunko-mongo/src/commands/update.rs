@@ -16,7 +16,9 @@ use bunko_query::{Dialect, Direction, FieldPath, Selector};
 use serde_json::Value;
 
 use super::admin::{open_or_create, user};
-use super::crud::{clone_error, mongo_query, prepare, readable_db, run_hinted, write_error};
+use super::crud::{
+    clone_error, mongo_query, prepare, prepare_for, readable_db, run_hinted, write_error,
+};
 use super::{Ctx, bool_of, doc_of, namespace};
 use crate::error::MongoError;
 use crate::names::Namespace;
@@ -255,7 +257,7 @@ fn insert_upsert(
     update: &Update,
 ) -> Result<(Bson, Document), MongoError> {
     let (id, with_id) = upserted(filter, update)?;
-    let (parsed, _) = prepare(&Bson::Document(with_id.clone()))?;
+    let (parsed, _) = prepare_for(db, &Bson::Document(with_id.clone()))?;
     let results = db.update_docs(&user(ctx), vec![parsed], ctx.write_options())?;
     if let Some(Err(err)) = results.into_iter().next().map(|r| r.result) {
         return Err(match err {

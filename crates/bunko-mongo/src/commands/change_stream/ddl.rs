@@ -18,6 +18,7 @@ use bunko_doc::ejson;
 use bunko_engine::Database;
 use bunko_engine::events::{Before, ChangeEvent};
 use bunko_engine::index::mongo::{DDOC, defs_from};
+use bunko_engine::security::UserCtx;
 use serde_json::{Map, Value};
 
 use super::event;
@@ -60,9 +61,9 @@ fn is_create_options(ev: &ChangeEvent) -> bool {
 }
 
 /// The `create` event of the collection `db` (named `ns`), with the options `create` gave it.
-pub(super) fn create(token: Document, db: &Database, ns: &Namespace) -> Document {
-    let first =
-        db.change_events(0, 1).ok().flatten().and_then(|(events, _)| events.into_iter().next());
+pub(super) fn create(token: Document, db: &Database, ns: &Namespace, user: &UserCtx) -> Document {
+    let first = db.change_events(user, 0, 1).ok().flatten();
+    let first = first.and_then(|(events, _)| events.into_iter().next());
     let mut description = Document::new();
     let mut ms = event::now_ms();
     if let Some(ev) = &first {

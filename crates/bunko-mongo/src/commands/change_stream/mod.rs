@@ -142,6 +142,15 @@ fn scope(ctx: &Ctx, command: &Document, spec: &Document) -> Result<(Scope, Strin
         )),
         Some((_, Bson::String(_))) => {
             let ns = super::namespace(ctx, command)?;
+            // A collection the user may not follow is refused, as `find` and `_changes` are
+            // (wider streams leave such collections out, as the listings do).
+            let db = super::crud::readable_db(ctx, &ns, "aggregate")?;
+            if db.is_some_and(|db| !watchable(&db, &admin::user(ctx))) {
+                return Err(MongoError::unauthorized(format!(
+                    "not authorized on {} to execute command {{ aggregate: \"{}\" }}",
+                    ns.db, ns.coll
+                )));
+            }
             let text = ns.full();
             Ok((Scope::Collection(ns), text))
         }
@@ -161,6 +170,14 @@ fn scope(ctx: &Ctx, command: &Document, spec: &Document) -> Result<(Scope, Strin
             "Invalid aggregate namespace: the first field must be a collection name or 1",
         )),
     }
+}
+
+/// Whether `user` may follow the events of `db`: a member who sees its documents whole,
+/// as the read gate decides in `Database::change_events` (the users database, which may be
+/// a CouchDB database without `$`, `_couchdb.<name>`, streams only for its admins). Asked
+/// here too so that wider streams leave such databases out instead of failing.
+fn watchable(db: &Database, user: &UserCtx) -> bool {
+    admin::readable(db, user) && db.sight(user).is_ok_and(|sight| sight.is_whole())
 }
 
 /// MongoDB's `InvalidOptions`.
@@ -277,7 +294,7 @@ impl Stream {
                 continue;
             }
             if let Some(db) = engine.get_db(&name)
-                && admin::readable(&db, &self.user)
+                && watchable(&db, &self.user)
             {
                 out.insert(db.id(), (ns, db));
             }
@@ -308,7 +325,10 @@ impl Stream {
                 None if *id > self.token.horizon => {
                     self.token.seqs.insert(*id, 0);
                     if self.expanded {
-                        self.push(ddl::create(self.token.to_doc(), db, ns), &mut batch)?;
+                        self.push(
+                            ddl::create(self.token.to_doc(), db, ns, &self.user),
+                            &mut batch,
+                        )?;
                     }
                     0
                 }
@@ -448,7 +468,7 @@ impl Stream {
         until: Option<u64>,
         batch: &mut Vec<Document>,
     ) -> Result<(), MongoError> {
-        let Some((events, reached)) = db.change_events(since, limit)? else {
+        let Some((events, reached)) = db.change_events(&self.user, since, limit)? else {
             return Err(MongoError::new(
                 286,
                 "ChangeStreamHistoryLost",
