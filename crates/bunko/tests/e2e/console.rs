@@ -17,6 +17,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use fantoccini::elements::Element;
+use fantoccini::error::CmdError;
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
 
@@ -127,6 +128,30 @@ async fn connect(port: u16, profile: &Path) -> Result<Client> {
         .await?)
 }
 
+/// Whether the browser gave up a command because the page navigated meanwhile (a login's
+/// reload or a route change of the page racing the command; seen under load).
+fn aborted_by_navigation(err: &CmdError) -> bool {
+    matches!(err, CmdError::NotW3C(v) if v.as_str() == Some("aborted by navigation"))
+}
+
+/// Runs a command that changes nothing (a script that reads, a lookup, a `goto`) again
+/// while the browser answers [`aborted_by_navigation`], at most ten times.
+async fn again<T, F, Fut>(mut command: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = std::result::Result<T, CmdError>>,
+{
+    for _ in 0..10 {
+        match command().await {
+            Err(err) if aborted_by_navigation(&err) => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            done => return Ok(done?),
+        }
+    }
+    Ok(command().await?)
+}
+
 /// One browser session against one server.
 struct Ui {
     c: Client,
@@ -139,22 +164,27 @@ impl Ui {
     async fn viewport(&self, width: u32, height: u32) -> Result {
         self.c.set_window_size(width, height).await?;
         let inner = "return [window.innerWidth, window.innerHeight];";
-        let got = self.c.execute(inner, vec![]).await?;
+        let got = again(|| self.c.execute(inner, vec![])).await?;
         let (w, h) = (got[0].as_u64().unwrap_or(0) as u32, got[1].as_u64().unwrap_or(0) as u32);
         let (w, h) = (2 * width - w.min(2 * width), 2 * height - h.min(2 * height));
         Ok(self.c.set_window_size(w, h).await?)
     }
 
     async fn open(&self, path: &str) -> Result {
-        Ok(self.c.goto(&format!("{}{path}", self.base)).await?)
+        let url = format!("{}{path}", self.base);
+        again(|| self.c.goto(&url)).await
     }
 
     async fn find(&self, css: &str) -> Result<Element> {
-        Ok(self.c.wait().at_most(WAIT).for_element(Locator::Css(css)).await?)
+        again(|| self.c.wait().at_most(WAIT).for_element(Locator::Css(css))).await
     }
 
+    /// Clicks; a click whose own navigation ended the command has been done.
     async fn click(&self, css: &str) -> Result {
-        Ok(self.find(css).await?.click().await?)
+        match self.find(css).await?.click().await {
+            Err(err) if aborted_by_navigation(&err) => Ok(()),
+            done => Ok(done?),
+        }
     }
 
     async fn fill(&self, css: &str, text: &str) -> Result {
@@ -169,7 +199,7 @@ impl Ui {
         self.find(css).await?;
         let script = "const el = document.querySelector(arguments[0]); el.value = arguments[1];
                       el.dispatchEvent(new Event('input'));";
-        self.c.execute(script, vec![json!(css), json!(text)]).await?;
+        again(|| self.c.execute(script, vec![json!(css), json!(text)])).await?;
         Ok(())
     }
 
@@ -193,7 +223,8 @@ impl Ui {
 
     async fn shot(&self, name: &str) -> Result {
         // Notices fade after a few seconds; the test is quicker than that.
-        self.c.execute("document.getElementById('status')?.replaceChildren();", vec![]).await?;
+        let clear = "document.getElementById('status')?.replaceChildren();";
+        again(|| self.c.execute(clear, vec![])).await?;
         let png = self.c.screenshot().await?;
         std::fs::write(self.shots.join(format!("{name}.png")), png)?;
         Ok(())
@@ -203,7 +234,7 @@ impl Ui {
     async fn fetch_status(&self, path: &str) -> Result<u64> {
         let script = "const done = arguments[1];
                       fetch(arguments[0], {credentials: 'same-origin'}).then(r => done(r.status));";
-        let status = self.c.execute_async(script, vec![json!(path)]).await?;
+        let status = again(|| self.c.execute_async(script, vec![json!(path)])).await?;
         Ok(status.as_u64().unwrap_or(0))
     }
 }
@@ -338,7 +369,8 @@ fn created_index(s: &Server) -> Result<String> {
 async fn explain_names(ui: &Ui, index: &str) -> Result {
     ui.text_until(".explain-index", |t| t == index).await?;
     ui.text_until("#explain-stats", |t| t.contains("returned") && t.contains("15")).await?;
-    ui.c.execute("document.getElementById('explain-plan').scrollIntoView();", vec![]).await?;
+    let scroll = "document.getElementById('explain-plan').scrollIntoView();";
+    again(|| ui.c.execute(scroll, vec![])).await?;
     ui.shot("03-query-explain").await?;
     Ok(())
 }
@@ -356,7 +388,7 @@ async fn edit_document(ui: &Ui) -> Result<String> {
 }
 
 async fn resolve_conflict(ui: &Ui) -> Result {
-    ui.c.refresh().await?;
+    again(|| ui.c.refresh()).await?;
     ui.text_until("#conflicts", |t| t.contains("1 conflict")).await?;
     ui.shot("04-conflict").await?;
     let winner = ui.text_until("#doc-rev", |t| t.starts_with("2-")).await?;
@@ -440,19 +472,23 @@ async fn phone_and_keyboard(ui: &Ui) -> Result {
     ui.open("/_utils/#/").await?;
     ui.find("#db-table").await?;
     ui.c.active_element().await?.send_keys("\u{E004}").await?;
-    let focused = ui.c.execute("return document.activeElement.id;", vec![]).await?;
+    let focused = again(|| ui.c.execute("return document.activeElement.id;", vec![])).await?;
     assert_eq!(focused, json!("db-name"));
-    ui.c.refresh().await?;
+    again(|| ui.c.refresh()).await?;
     ui.find("#db-table").await?;
     ui.c.active_element().await?.send_keys("\u{E004}").await?;
-    let focused =
-        ui.c.execute("return document.activeElement.outerHTML.slice(0, 80);", vec![]).await?;
+    let html = "return document.activeElement.outerHTML.slice(0, 80);";
+    let focused = again(|| ui.c.execute(html, vec![])).await?;
     assert!(
         focused.as_str().unwrap_or_default().contains("class=\"skip\""),
         "Tab focused {focused}"
     );
     ui.c.execute("document.querySelector('a[href=\"#/server\"]').focus();", vec![]).await?;
-    ui.c.active_element().await?.send_keys("\u{E007}").await?;
+    // Enter follows the link: a navigation that may end the command itself.
+    match ui.c.active_element().await?.send_keys("\u{E007}").await {
+        Err(err) if aborted_by_navigation(&err) => {}
+        done => done?,
+    }
     ui.find("#metrics").await?;
     Ok(())
 }
