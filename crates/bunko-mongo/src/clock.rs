@@ -32,10 +32,6 @@ impl Default for Clock {
     }
 }
 
-/// The increment a restarted clock takes in the second of the last stored write: past any
-/// tick a server could have made within that second.
-const RESTART_INCREMENT: u64 = 1 << 31;
-
 impl Clock {
     /// A clock that starts past the last write of the databases of `engine` (the newest
     /// entry of their change journals), so the cluster time a client saw before a restart
@@ -49,9 +45,20 @@ impl Clock {
         Clock::after_ms(last_ms)
     }
 
+    /// A clock never runs ahead of the wall clock (its ticks are in the second they happen),
+    /// so one that starts in a later second than the last stored write is past every time
+    /// the run before reported. When that write is in the current second, the run before
+    /// may have ticked anywhere within it: the clock waits for the next second (at most one).
+    /// A stored write in a later second than the wall clock's (the clock was set back)
+    /// starts the clock in the second after it.
     fn after_ms(last_ms: Option<u64>) -> Clock {
         let stored = last_ms.map_or(0, |ms| (ms / 1000).min(u64::from(u32::MAX)));
-        let start = (wall() << 32 | 1).max(stored << 32 | RESTART_INCREMENT);
+        if stored == wall() {
+            while wall() <= stored {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
+        let start = (wall() << 32 | 1).max((stored + 1) << 32 | 1);
         Clock { last: AtomicU64::new(start), seen: AtomicU64::new(0) }
     }
 }
@@ -161,10 +168,14 @@ mod tests {
         let ahead_s = wall() + 3600;
         let clock = Clock::after_ms(Some(ahead_s * 1000 + 250));
         let now = clock.now();
-        assert_eq!((u64::from(now.time), u64::from(now.increment)), (ahead_s, RESTART_INCREMENT));
+        assert_eq!((u64::from(now.time), u64::from(now.increment)), (ahead_s + 1, 1));
         assert!(value(clock.tick()) > value(now));
         let past = Clock::after_ms(Some(1000));
         assert!(u64::from(past.now().time) >= wall() - 1);
         assert_eq!(past.now().increment, 1);
+        // A write in this very second: the run before may have ticked anywhere in it.
+        let this_second = wall();
+        let fast = Clock::after_ms(Some(this_second * 1000 + 999));
+        assert!(u64::from(fast.now().time) > this_second);
     }
 }
