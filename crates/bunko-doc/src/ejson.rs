@@ -23,9 +23,9 @@
 //! sub-document that would read back as a wrapper (e.g. `{"$oid": "<24 hex>"}` as data) is
 //! stored inside `{"$bunkoDoc": …}`, so nothing is ambiguous. Key order is kept both ways.
 //!
-//! [`match_view`] turns the stored form into what the MongoDB dialect of `bunko-query`
-//! compares: int64 and Decimal128 wrappers become plain numbers, so numbers compare by
-//! value across types. [`doc_id`] and [`id_value`] map a MongoDB `_id` to the document id
+//! The MongoDB dialect of `bunko-query` matches this stored form as it is (its comparison
+//! reads number wrappers by value, so numbers compare across types); [`numeric_type`]
+//! tells the four numeric types apart for `$type`, and [`plain_number`] unwraps one. [`doc_id`] and [`id_value`] map a MongoDB `_id` to the document id
 //! and back.
 
 use base64::Engine as _;
@@ -230,25 +230,36 @@ fn single(key: &str, arg: &Value) -> Option<Bson> {
     })
 }
 
-/// The stored form as the MongoDB dialect compares it: int64 and finite Decimal128
-/// wrappers become plain numbers (so `5`, `5.0` and `NumberLong(5)` are equal).
-pub fn match_view(value: &Value) -> Value {
+/// The BSON numeric type of a stored value (`int`, `long`, `double` or `decimal`, MongoDB's
+/// `$type` aliases), or `None` for a value that is no number. The stored form tells them
+/// apart (see the table above), so the MongoDB dialect matches the stored form itself.
+pub fn numeric_type(value: &Value) -> Option<&'static str> {
     match value {
-        Value::Array(items) => Value::Array(items.iter().map(match_view).collect()),
-        Value::Object(map) => {
-            if let Some(n) = numeric(map) {
-                return Value::Number(n);
-            }
-            Value::Object(map.iter().map(|(k, v)| (k.clone(), match_view(v))).collect())
-        }
-        other => other.clone(),
+        Value::Number(n) => Some(match number(n) {
+            Bson::Int32(_) => "int",
+            Bson::Int64(_) => "long",
+            _ => "double",
+        }),
+        Value::Object(map) if map.len() == 1 => match map.keys().next()?.as_str() {
+            "$numberInt" => Some("int"),
+            "$numberLong" => Some("long"),
+            "$numberDouble" => Some("double"),
+            "$numberDecimal" | DECIMAL_BYTES => Some("decimal"),
+            _ => None,
+        },
+        _ => None,
     }
 }
 
-fn numeric(map: &Map<String, Value>) -> Option<Number> {
-    if map.len() != 1 {
-        return None;
-    }
+/// A stored number as a plain JSON number: int64 and finite Decimal128 wrappers unwrapped
+/// (for what reads numbers as JSON numbers: `$mod`, the bit tests); `None` for NaN,
+/// ±Infinity and values that are no number.
+pub fn plain_number(value: &Value) -> Option<Number> {
+    let map = match value {
+        Value::Number(n) => return Some(n.clone()),
+        Value::Object(map) if map.len() == 1 => map,
+        _ => return None,
+    };
     let (key, arg) = map.iter().next()?;
     let text = arg.as_str()?;
     match key.as_str() {
@@ -303,7 +314,9 @@ mod tests {
         let stored = value_to_json(&odd);
         assert_eq!(stored, json!({"$bunkoDecimal": "00000000000000000000000000000060"}));
         assert_eq!(value_from_json(&stored), odd);
-        assert_eq!(match_view(&stored).as_f64(), Some(0.0), "it compares as the zero it is");
+        let zero = plain_number(&stored).and_then(|n| n.as_f64());
+        assert_eq!(zero, Some(0.0), "it compares as the zero it is");
+        assert_eq!(numeric_type(&stored), Some("decimal"));
         let plain = Bson::Decimal128("1.50".parse().unwrap_or(Decimal128::from_bytes([0; 16])));
         assert_eq!(value_to_json(&plain), json!({"$numberDecimal": "1.50"}));
         // A user's sub-document that looks like the new wrapper is escaped like the others.
@@ -362,10 +375,18 @@ mod tests {
     }
 
     #[test]
-    fn match_view_unwraps_numbers() {
-        let doc = to_json(&doc! {"a": 5_i64, "b": [{"c": 7_i64}]});
-        let view = match_view(&Value::Object(doc));
-        assert_eq!(view, json!({"a": 5, "b": [{"c": 7}]}));
+    fn stored_numbers_keep_their_type() {
+        let doc = doc! {"i": 5_i32, "l": 5_i64, "big": 3_000_000_000_i64, "d": 5.0, "nan": f64::NAN,
+        "m": Decimal128::from_bytes([0; 16]), "s": "5"};
+        let stored = to_json(&doc);
+        let types: Vec<_> = stored.values().map(numeric_type).collect();
+        let want = ["int", "long", "long", "double", "double", "decimal"].map(Some);
+        assert_eq!(types[..6], want);
+        assert_eq!(types[6], None);
+        let plain: Vec<_> =
+            stored.values().map(|v| plain_number(v).map(|n| n.to_string())).collect();
+        assert_eq!(plain[..4], ["5", "5", "3000000000", "5.0"].map(|s| Some(s.to_string())));
+        assert_eq!(plain[4], None, "NaN is no JSON number");
     }
 
     #[test]

@@ -205,7 +205,7 @@ impl MongoRule {
             .schema
             .as_ref()
             .is_none_or(|schema| bunko_query::schema::matches(schema, &ejson::from_json(&doc)));
-        schema_ok && self.selector.matches(&ejson::match_view(&Value::Object(doc)), Dialect::Mongo)
+        schema_ok && self.selector.matches(&Value::Object(doc), Dialect::Mongo)
     }
 
     /// MongoDB's `errInfo` of a refused document: `failingDocumentId` and `details` (why
@@ -217,7 +217,7 @@ impl MongoRule {
         let mut info = bson::doc! {"failingDocumentId": ejson::id_value(id)};
         let details = match (&self.details, &self.schema) {
             (Some(tree), _) => {
-                let view = ejson::match_view(&Value::Object(with_id));
+                let view = Value::Object(with_id);
                 let matches = |selector: &Value| {
                     Selector::parse_mongo(selector).is_ok_and(|s| s.matches(&view, Dialect::Mongo))
                 };

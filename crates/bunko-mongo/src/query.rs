@@ -1,6 +1,6 @@
 //! MongoDB filters and sorts as `bunko-query` takes them: a BSON filter becomes selector
 //! JSON whose values are in the matching form of the stored documents
-//! (`ejson::match_view(ejson::value_to_json(v))`), parsed by [`Selector::parse`] and matched
+//! (`ejson::value_to_json(v)`), parsed by [`Selector::parse`] and matched
 //! in the Mongo dialect.
 //!
 //! Differences from Mango's syntax handled here: a literal document is an exact equality
@@ -206,7 +206,7 @@ fn operators(field: &str, ops: &Document) -> Result<Value, MongoError> {
             "$eq" | "$ne" | "$gt" | "$gte" | "$lt" | "$lte" | "$size" | "$mod" => literal(arg),
             "$in" | "$nin" | "$all" => match arg {
                 Bson::Array(items) if op == "$in" && items.iter().any(is_regex) => {
-                    out.insert("$or".to_string(), in_regexes(items)?);
+                    insert_or(&mut out, in_regexes(items)?);
                     continue;
                 }
                 Bson::Array(items) if items.iter().any(is_regex) => {
@@ -218,7 +218,21 @@ fn operators(field: &str, ops: &Document) -> Result<Value, MongoError> {
                 _ => return Err(MongoError::bad_value(format!("{op} needs an array"))),
             },
             "$exists" => Value::Bool(truthy(arg)),
-            "$type" => json!(type_name(arg)?),
+            "$type" => match arg {
+                // Any of several types: an `$or` of one `$type` each (none: nothing matches).
+                Bson::Array(types) => {
+                    let mut any = types
+                        .iter()
+                        .map(|t| Ok(json!({"$type": type_name(t)?})))
+                        .collect::<Result<Vec<_>, MongoError>>()?;
+                    if any.is_empty() {
+                        any.push(json!({"$in": []}));
+                    }
+                    insert_or(&mut out, Value::Array(any));
+                    continue;
+                }
+                _ => json!(type_name(arg)?),
+            },
             "$regex" => match arg {
                 Bson::String(p) => json!(regex(p, options.unwrap_or(""))?),
                 Bson::RegularExpression(re) => {
@@ -263,6 +277,24 @@ fn operators(field: &str, ops: &Document) -> Result<Value, MongoError> {
     Ok(Value::Object(out))
 }
 
+/// Adds a field-level `$or` of `any` to a field's operators, beside one already there.
+fn insert_or(out: &mut Map<String, Value>, any: Value) {
+    match out.remove("$or") {
+        Some(earlier) => {
+            let both = json!([{"$or": earlier}, {"$or": any}]);
+            match out.get_mut("$and").and_then(Value::as_array_mut) {
+                Some(and) => and.extend(both.as_array().into_iter().flatten().cloned()),
+                None => {
+                    out.insert("$and".to_string(), both);
+                }
+            }
+        }
+        None => {
+            out.insert("$or".to_string(), any);
+        }
+    }
+}
+
 fn is_regex(v: &Bson) -> bool {
     matches!(v, Bson::RegularExpression(_))
 }
@@ -289,7 +321,7 @@ fn in_regexes(items: &[Bson]) -> Result<Value, MongoError> {
 
 /// A value as the stored documents are matched.
 fn literal(value: &Bson) -> Value {
-    ejson::match_view(&ejson::value_to_json(value))
+    ejson::value_to_json(value)
 }
 
 fn truthy(value: &Bson) -> bool {
@@ -303,10 +335,9 @@ fn truthy(value: &Bson) -> bool {
     }
 }
 
-/// MongoDB `$type` names and numbers as the type classes the Mongo dialect tells apart
-/// (`bunko_query::bson_order`). The numeric subtypes (`int`, `long`, `double`, `decimal`)
-/// are not told apart in the matching form yet, so they are `NotImplemented`; `number`
-/// matches them all.
+/// MongoDB `$type` names and numbers as the aliases the Mongo dialect matches
+/// (`bunko_query::bson_order::has_type`): `number` matches every numeric type, the others
+/// one BSON type each.
 fn type_name(arg: &Bson) -> Result<&'static str, MongoError> {
     let code = match arg {
         Bson::String(s) => match s.as_str() {
@@ -334,12 +365,10 @@ fn type_name(arg: &Bson) -> Result<&'static str, MongoError> {
         Bson::Int32(i) => *i,
         Bson::Int64(i) => i32::try_from(*i).unwrap_or(0),
         Bson::Double(d) if d.fract() == 0.0 => *d as i32,
-        Bson::Array(_) => {
-            return Err(MongoError::not_implemented("$type with an array is not supported yet"));
-        }
         _ => return Err(MongoError::bad_value("type must be represented as a number or a string")),
     };
     match code {
+        1 => Ok("double"),
         2 => Ok("string"),
         3 => Ok("object"),
         4 => Ok("array"),
@@ -349,12 +378,12 @@ fn type_name(arg: &Bson) -> Result<&'static str, MongoError> {
         9 => Ok("date"),
         10 => Ok("null"),
         11 => Ok("regex"),
+        16 => Ok("int"),
         17 => Ok("timestamp"),
+        18 => Ok("long"),
+        19 => Ok("decimal"),
         -1 => Ok("minKey"),
         127 => Ok("maxKey"),
-        1 | 16 | 18 | 19 => Err(MongoError::not_implemented(
-            "$type of a specific numeric type is not supported yet; use 'number'",
-        )),
         other => Err(MongoError::bad_value(format!("Invalid numerical type code: {other}"))),
     }
 }
@@ -407,7 +436,7 @@ mod tests {
     use super::*;
 
     fn matches(filter: Document, stored: Document) -> Result<bool, MongoError> {
-        let doc = ejson::match_view(&Value::Object(ejson::to_json(&stored)));
+        let doc = Value::Object(ejson::to_json(&stored));
         Ok(selector(&filter)?.matches(&doc, bunko_query::Dialect::Mongo))
     }
 
@@ -441,6 +470,58 @@ mod tests {
         let later = bson::oid::ObjectId::from_bytes([2; 12]);
         assert!(matches(doc! {"oid": {"$lt": later}}, person.clone())?);
         assert!(!matches(doc! {"oid": {"$gt": {"a": 1}}}, person.clone())?);
+        Ok(())
+    }
+
+    /// The four numeric types are told apart (`$type` names and codes, arrays of types,
+    /// elements of arrays), `number` matches them all, and values still compare across them.
+    #[test]
+    fn numeric_types_are_told_apart() -> Result<(), MongoError> {
+        let dec =
+            |s: &str| Bson::Decimal128(s.parse().unwrap_or(bson::Decimal128::from_bytes([0; 16])));
+        let docs = [
+            doc! {"n": 5_i32},
+            doc! {"n": 5_i64},
+            doc! {"n": 5.0},
+            doc! {"n": dec("5")},
+            doc! {"n": 3_000_000_000_i64},
+            doc! {"n": f64::NAN},
+            doc! {"n": [1_i32, "x"]},
+            doc! {"n": "5"},
+        ];
+        let which = |filter: Document| -> Result<Vec<usize>, MongoError> {
+            let mut out = Vec::new();
+            for (i, d) in docs.iter().enumerate() {
+                if matches(filter.clone(), d.clone())? {
+                    out.push(i);
+                }
+            }
+            Ok(out)
+        };
+        assert_eq!(which(doc! {"n": {"$type": "int"}})?, [0, 6]);
+        assert_eq!(which(doc! {"n": {"$type": 16}})?, [0, 6]);
+        assert_eq!(which(doc! {"n": {"$type": "long"}})?, [1, 4]);
+        assert_eq!(which(doc! {"n": {"$type": 18_i64}})?, [1, 4]);
+        assert_eq!(which(doc! {"n": {"$type": "double"}})?, [2, 5]);
+        assert_eq!(which(doc! {"n": {"$type": 1.0}})?, [2, 5]);
+        assert_eq!(which(doc! {"n": {"$type": "decimal"}})?, [3]);
+        assert_eq!(which(doc! {"n": {"$type": 19}})?, [3]);
+        assert_eq!(which(doc! {"n": {"$type": "number"}})?, [0, 1, 2, 3, 4, 5, 6]);
+        assert_eq!(which(doc! {"n": {"$type": ["long", 19]}})?, [1, 3, 4]);
+        assert_eq!(which(doc! {"n": {"$type": []}})?, Vec::<usize>::new());
+        let x = Bson::try_from(json!({"$regularExpression": {"pattern": "x", "options": ""}}))
+            .unwrap_or(Bson::Null);
+        assert_eq!(which(doc! {"n": {"$type": ["string"], "$in": [x, 9]}})?, [6]);
+        assert_eq!(which(doc! {"n": {"$type": "long", "$gte": 5.0}})?, [1, 4]);
+        assert_eq!(which(doc! {"n": 5_i64})?, [0, 1, 2, 3]);
+        assert_eq!(which(doc! {"n": {"$mod": [2, 1]}})?, [0, 1, 2, 3, 6]);
+        assert_eq!(which(doc! {"n": {"$bitsAllSet": [0, 2]}})?, [0, 1, 2, 3]);
+        let long = doc! {"$jsonSchema": {"properties": {"n": {"bsonType": "long"}}}};
+        assert_eq!(which(long)?, [1, 4]);
+        let is_decimal = doc! {"$expr": {"$eq": [{"$type": "$n"}, "decimal"]}};
+        assert_eq!(which(is_decimal)?, [3]);
+        let bad = selector(&doc! {"n": {"$type": 99}}).err().map(|e| (e.code, e.errmsg));
+        assert_eq!(bad, Some((2, "Invalid numerical type code: 99".into())));
         Ok(())
     }
 

@@ -1,5 +1,5 @@
-//! MongoDB's comparison order over values in their stored JSON form (`bunko_doc::ejson`,
-//! after `match_view`, so int64 and Decimal128 are plain numbers): first the BSON type class
+//! MongoDB's comparison order over values in their stored JSON form (`bunko_doc::ejson`:
+//! int64 and Decimal128 may be wrappers, compared by value): first the BSON type class
 //! — MinKey < null < numbers < strings < objects < arrays < binData < ObjectId < bool < date
 //! < timestamp < regex < MaxKey — then the value within the class. Strings compare by
 //! bytes (MongoDB's default `simple` collation) or by the command's [`crate::collation`], numbers by value across types (NaN below
@@ -70,7 +70,9 @@ fn wrapper_class(map: &Map<String, Value>) -> Option<Class> {
     Some(match key.as_str() {
         "$minKey" => Class::MinKey,
         "$maxKey" => Class::MaxKey,
-        "$numberDouble" | "$numberDecimal" | "$numberLong" | "$numberInt" => Class::Number,
+        "$numberDouble" | "$numberDecimal" | "$numberLong" | "$numberInt" | "$bunkoDecimal" => {
+            Class::Number
+        }
         "$oid" if arg.is_string() => Class::ObjectId,
         "$date" => Class::Date,
         "$binary" => Class::BinData,
@@ -79,6 +81,20 @@ fn wrapper_class(map: &Map<String, Value>) -> Option<Class> {
         "$symbol" => Class::String,
         _ => return None,
     })
+}
+
+/// MongoDB's `$type` alias of a value's own type: a number's BSON type (`int`, `long`,
+/// `double`, `decimal`), else its class's alias.
+pub fn type_alias(v: &Value) -> &'static str {
+    bunko_doc::ejson::numeric_type(v).unwrap_or_else(|| class(v).name())
+}
+
+/// Whether a value has the type a MongoDB `$type` alias names (`number`: any numeric type).
+pub fn has_type(v: &Value, alias: &str) -> bool {
+    match alias {
+        "number" => class(v) == Class::Number,
+        _ => type_alias(v) == alias,
+    }
 }
 
 /// MongoDB's order of two values.
@@ -121,6 +137,10 @@ fn objects(x: &Map<String, Value>, y: &Map<String, Value>) -> Ordering {
 pub(crate) fn number(v: &Value) -> f64 {
     match v {
         Value::Number(n) => n.as_str().parse().unwrap_or(f64::NAN),
+        // A non-canonical Decimal128 kept as its bytes (a zero).
+        Value::Object(map) if map.contains_key("$bunkoDecimal") => {
+            bunko_doc::ejson::plain_number(v).and_then(|n| n.as_f64()).unwrap_or(f64::NAN)
+        }
         Value::Object(map) => map
             .values()
             .next()
@@ -177,5 +197,26 @@ mod tests {
         let nan = json!({"$numberDouble": "NaN"});
         assert_eq!(compare(&nan, &nan), Ordering::Equal);
         assert_eq!(class(&json!({"$oid": "x"})).name(), "objectId");
+        assert_eq!(compare(&json!({"$numberLong": "2"}), &json!(2.0)), Ordering::Equal);
+        assert_eq!(compare(&json!({"$numberDecimal": "2.5"}), &json!(2)), Ordering::Greater);
+    }
+
+    #[test]
+    fn type_aliases_tell_numbers_apart() {
+        let cases = [
+            (json!(5), "int"),
+            (json!(3_000_000_000_i64), "long"),
+            (json!({"$numberLong": "5"}), "long"),
+            (json!(5.0), "double"),
+            (json!(1e300), "double"),
+            (json!({"$numberDouble": "NaN"}), "double"),
+            (json!({"$numberDecimal": "5"}), "decimal"),
+            (json!("5"), "string"),
+            (json!({"$oid": "65a1b2c3d4e5f60718293a4b"}), "objectId"),
+        ];
+        for (value, alias) in cases {
+            assert_eq!(type_alias(&value), alias, "{value}");
+            assert_eq!(has_type(&value, "number"), alias != "string" && alias != "objectId");
+        }
     }
 }

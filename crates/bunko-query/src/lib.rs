@@ -41,6 +41,9 @@ pub mod text;
 pub mod update;
 pub mod update_pipeline;
 
+#[cfg(test)]
+mod bench_docs;
+
 pub use error::Error;
 pub use fields::Fields;
 pub use index_keys::index_keys;

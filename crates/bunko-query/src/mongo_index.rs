@@ -2,8 +2,8 @@
 //! the order-preserving byte encoding of values in MongoDB's order ([`crate::bson_order`]),
 //! so that an index range scan never decodes to compare.
 //!
-//! Keys (MongoDB's `BtreeKeyGenerator` rules, on the matching form of a document,
-//! `ejson::match_view`):
+//! Keys (MongoDB's `BtreeKeyGenerator` rules, on the matching form of a document: its
+//! stored form, `bunko_doc::ejson`):
 //!
 //! - every document has at least one key: a missing field (or a path running into a
 //!   scalar) is indexed as `null`, so a prefix of a compound index serves a query;
@@ -166,7 +166,8 @@ fn array_components(value: &Value, segments: &[String], depth: usize, found: &mu
 }
 
 /// A value's hash as MongoDB's hashed indexes hold it (`bunko_doc::bson_hash`), as a
-/// number; `value` is in its matching form (numbers plain, dates `{"$date": ms}`).
+/// number; `value` is in its matching form (the stored form; dates may also be
+/// `{"$date": ms}`).
 pub fn hashed(value: &Value) -> Value {
     Value::from(bunko_doc::bson_hash::hash64(&dated(ejson::value_from_json(value))))
 }

@@ -2,8 +2,8 @@
 //!
 //! Documents are seen in their MongoDB form: the stored body (JSON text with Extended JSON
 //! wrappers, `bunko_doc::ejson`) with `_id` first as the MongoDB value its document id maps
-//! to. The selector is matched against [`ejson::match_view`] of that form, so numbers
-//! compare by value across int32, int64, double and Decimal128.
+//! to. The selector is matched against that form itself: numbers compare by value across
+//! int32, int64, double and Decimal128, and `$type` tells the four apart.
 //!
 //! A filter that a MongoDB index serves is answered by an index scan ([`super::mongo_index`]);
 //! otherwise an equality on a non-numeric `_id` reads that one document, and everything else
@@ -59,7 +59,7 @@ impl Database {
         }
         let all = FindQuery { skip: 0, limit: usize::MAX, ..query.clone() };
         let mut result = self.find(reader, &all)?;
-        let views: Vec<Value> = result.docs.iter().map(ejson::match_view).collect();
+        let views: &[Value] = &result.docs;
         let mut order_of: Vec<usize> = (0..views.len()).collect();
         order_of.sort_by(|&a, &b| compare(order, &views[a], &views[b]));
         let mut docs: Vec<Option<Value>> = result.docs.into_iter().map(Some).collect();
@@ -87,7 +87,7 @@ impl Database {
         let sight = self.sight(reader)?;
         let (mut docs, mut stats) = self.scan_mongo_index(query, scan, in_order, &sight)?;
         if !in_order {
-            let views: Vec<Value> = docs.iter().map(ejson::match_view).collect();
+            let views: &[Value] = &docs;
             let mut order_of: Vec<usize> = (0..views.len()).collect();
             order_of.sort_by(|&a, &b| compare(order, &views[a], &views[b]));
             let mut taken: Vec<Option<Value>> = docs.into_iter().map(Some).collect();
@@ -144,7 +144,7 @@ pub(super) fn matching_fields(
     };
     doc.extend(fields.unwrap_or_default());
     let doc = Value::Object(doc);
-    selector.matches(&ejson::match_view(&doc), Dialect::Mongo).then_some(doc)
+    selector.matches(&doc, Dialect::Mongo).then_some(doc)
 }
 
 /// The top-level members to parse for a query over `selector` sorted by `order` whose
@@ -168,7 +168,9 @@ pub(super) fn parse_list(
 /// of different types are equal in MongoDB but map to different document ids).
 pub(super) fn id_range(db: u64, selector: &Selector) -> Option<Range> {
     let id_eq = |node: &Node| match node {
-        Node::Field(path, Cond::Eq(value)) if path.is_id() && !value.is_number() => {
+        Node::Field(path, Cond::Eq(value))
+            if path.is_id() && bson_order::class(value) != bson_order::Class::Number =>
+        {
             Some(ejson::doc_id(&ejson::value_from_json(value)))
         }
         _ => None,

@@ -16,7 +16,6 @@ use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
-use bunko_doc::ejson;
 use bunko_doc::id::{DocKind, kind};
 use bunko_query::{Direction, FieldPath, Selector};
 pub use bunko_storage::Snapshot;
@@ -123,7 +122,7 @@ impl Database {
 /// Every document of `docs`, sorted by `order` (a blocking sort).
 fn sorted(docs: MongoDocs, order: &[(FieldPath, Direction)]) -> Result<MongoDocs> {
     let docs: Vec<Value> = docs.collect::<Result<_>>()?;
-    let views: Vec<Value> = docs.iter().map(ejson::match_view).collect();
+    let views: &[Value] = &docs;
     let mut order_of: Vec<usize> = (0..views.len()).collect();
     order_of.sort_by(|&a, &b| compare(order, &views[a], &views[b]));
     let mut taken: Vec<Option<Value>> = docs.into_iter().map(Some).collect();

@@ -130,7 +130,7 @@ pub fn match_form(id: &str, mango_doc: &Value) -> Value {
             }
         }
     }
-    ejson::match_view(&Value::Object(doc))
+    Value::Object(doc)
 }
 
 /// The keys (values per field) a document has in a MongoDB index (the hashed field's

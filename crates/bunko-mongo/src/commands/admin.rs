@@ -60,9 +60,7 @@ fn filtered(entries: Vec<Document>, filter: &Document) -> Result<Vec<Document>, 
     let selector = query::selector(filter)?;
     Ok(entries
         .into_iter()
-        .filter(|d| {
-            selector.matches(&ejson::match_view(&Value::Object(ejson::to_json(d))), Dialect::Mongo)
-        })
+        .filter(|d| selector.matches(&Value::Object(ejson::to_json(d)), Dialect::Mongo))
         .collect())
 }
 

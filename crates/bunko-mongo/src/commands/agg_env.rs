@@ -77,7 +77,7 @@ pub(super) fn selector(filter: &Document) -> Result<Selector, MongoError> {
 }
 
 pub(super) fn matches(selector: &Selector, doc: &Document) -> bool {
-    selector.matches(&ejson::match_view(&Value::Object(ejson::to_json(doc))), Dialect::Mongo)
+    selector.matches(&Value::Object(ejson::to_json(doc)), Dialect::Mongo)
 }
 
 /// A `$match` stage's test of `filter`: converts only the members the filter reads.
@@ -88,7 +88,7 @@ pub(super) fn matcher(filter: &Document) -> Result<Matcher, ExprError> {
         let Some(names) = &reads else { return matches(&selector, d) };
         let read = d.iter().filter(|(name, _)| names.contains(name));
         let json = read.map(|(name, v)| (name.clone(), ejson::value_to_json(v))).collect();
-        selector.matches(&ejson::match_view(&Value::Object(json)), Dialect::Mongo)
+        selector.matches(&Value::Object(json), Dialect::Mongo)
     }))
 }
 

@@ -523,7 +523,7 @@ pub(super) fn distinct(ctx: &mut Ctx, command: &Document) -> Result<Document, Mo
         let mut reached = Vec::new();
         reach(&Bson::Document(doc), &path, &mut reached);
         for value in reached {
-            let view = ejson::match_view(&ejson::value_to_json(&value));
+            let view = ejson::value_to_json(&value);
             if !values.iter().any(|(v, _)| bunko_query::bson_order::compare(v, &view).is_eq()) {
                 values.push((view, value));
             }

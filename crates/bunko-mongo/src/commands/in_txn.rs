@@ -111,7 +111,7 @@ pub(super) fn matching(
         }
     }
     if !order.is_empty() {
-        let view = |f: &Found| ejson::match_view(&Value::Object(ejson::to_json(&f.doc)));
+        let view = |f: &Found| Value::Object(ejson::to_json(&f.doc));
         let mut keyed: Vec<(Value, Found)> = found.into_iter().map(|f| (view(&f), f)).collect();
         keyed.sort_by(|a, b| bunko_engine::find::mongo::compare(order, &a.0, &b.0));
         found = keyed.into_iter().map(|(_, f)| f).collect();
@@ -254,7 +254,7 @@ fn distinct(ctx: &mut Ctx, txn: &mut Txn, command: &Document) -> Result<Document
         let mut reached = Vec::new();
         reach(&Bson::Document(found.doc), &path, &mut reached);
         for value in reached {
-            let view = ejson::match_view(&ejson::value_to_json(&value));
+            let view = ejson::value_to_json(&value);
             if !values.iter().any(|(v, _)| bunko_query::bson_order::compare(v, &view).is_eq()) {
                 values.push((view, value));
             }

@@ -205,7 +205,7 @@ fn compile_filter(spec: &Document) -> Result<Filter, UpdateError> {
 }
 
 pub(super) fn matches(selector: &Selector, doc: &Document) -> bool {
-    selector.matches(&ejson::match_view(&Value::Object(ejson::to_json(doc))), Dialect::Mongo)
+    selector.matches(&Value::Object(ejson::to_json(doc)), Dialect::Mongo)
 }
 
 /// Applies `update` to the document `found` (as a query returned it): (before, after,

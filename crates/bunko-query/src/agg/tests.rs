@@ -741,7 +741,7 @@ fn n_accumulators_on_the_manuals_gamescores() -> Result<()> {
 /// 200k IoT readings of 1 kB (the bench's `agg` workload: 4000 devices) handed over as the
 /// engine hands them to `[{$match: {type: "reading"}}, {$group: {_id: "$deviceID", avg:
 /// {$avg: "$reading"}}}]` (the stored JSON text with `_id` added, matched on its
-/// `match_view`, then converted to BSON as `bunko-mongo`'s `AggEnv::stream` converts it),
+/// stored form, then converted to BSON as `bunko-mongo`'s `AggEnv::stream` converts it),
 /// then grouped per device. A parses each whole body, as the engine did before; B parses
 /// only the members the filter and the `$group` read (`bunko_doc::fields`), as it does
 /// now. Run: `cargo test --release -p bunko-query --lib group_speed -- --ignored
@@ -749,22 +749,8 @@ fn n_accumulators_on_the_manuals_gamescores() -> Result<()> {
 #[test]
 #[ignore]
 fn group_speed() -> Result<()> {
-    use std::fmt::Write;
     let (n, devices) = (200_000usize, 4000usize);
-    let text = |i: usize| {
-        let mut doc = format!(
-            r#"{{"deviceID":"device-{0}","infrastructureID":"bridge-{1}","ts":{2},"reading":{3}.25,"type":"reading","pad":""#,
-            i % devices,
-            i % 100,
-            1_700_000_000 + i,
-            i % 97
-        );
-        while doc.len() < 980 {
-            let _ = write!(doc, "{:016x}", (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        }
-        doc.push_str("\"}");
-        doc
-    };
+    let text = |i: usize| crate::bench_docs::iot_reading(i, |ts| ts.to_string());
     let texts: Arc<Vec<String>> = Arc::new((0..n).map(text).collect());
     let stages = bson!([{"$match": {"type": "reading"}},
         {"$group": {"_id": "$deviceID", "avg": {"$avg": "$reading"}}}]);
@@ -797,7 +783,7 @@ fn group_speed() -> Result<()> {
                 doc.insert("_id".to_string(), serde_json::Value::String(format!("r{i}")));
                 doc.extend(fields.unwrap_or_default());
                 let doc = serde_json::Value::Object(doc);
-                if !sel.matches(&bunko_doc::ejson::match_view(&doc), crate::Dialect::Mongo) {
+                if !sel.matches(&doc, crate::Dialect::Mongo) {
                     return None;
                 }
                 let serde_json::Value::Object(mut fields) = doc else { return None };

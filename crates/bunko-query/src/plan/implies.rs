@@ -54,7 +54,7 @@ fn implies_cond(q: &Cond, want: &Cond) -> bool {
     }
     match (q, want) {
         (_, Cond::Exists(true)) => bound_of(q).is_some_and(|(v, _, _)| !v.is_null()) || q == want,
-        (Cond::Type(t), Cond::Type(u)) => t == u,
+        (Cond::Type(t), Cond::Type(u)) => t == u || (u == "number" && is_numeric_alias(t)),
         _ => match (bound_of(q), bound_of(want)) {
             (Some((v, lower, incl)), Some((w, wlower, wincl))) if lower == wlower => {
                 if class(v) != class(w) || v.is_null() {
@@ -67,6 +67,11 @@ fn implies_cond(q: &Cond, want: &Cond) -> bool {
             _ => false,
         },
     }
+}
+
+/// One of MongoDB's numeric `$type` aliases.
+fn is_numeric_alias(alias: &str) -> bool {
+    matches!(alias, "int" | "long" | "double" | "decimal")
 }
 
 /// A range condition as (operand, is a lower bound, inclusive).
@@ -87,6 +92,8 @@ fn value_satisfies(v: &Value, want: &Cond) -> bool {
         Cond::Exists(true) => !v.is_null(),
         Cond::Eq(w) => same(w) && compare(v, w).is_eq(),
         Cond::In(ws) => ws.iter().any(|w| same(w) && compare(v, w).is_eq()),
+        // An equality with a number matches every numeric type (`{a: 7}` matches `7.0`), so
+        // it implies only `number`: `class`, not the number's own type.
         Cond::Type(t) => class(v).name() == t,
         Cond::Gt(w) => same(w) && compare(v, w).is_gt(),
         Cond::Gte(w) => same(w) && compare(v, w).is_ge(),
@@ -127,6 +134,17 @@ mod tests {
         let typed = sel(json!({"n": {"$type": "string"}}));
         assert!(implies(&sel(json!({"n": "abc"})), &typed));
         assert!(!implies(&sel(json!({"n": 1})), &typed));
+        let number = sel(json!({"n": {"$type": "number"}}));
+        assert!(implies(&sel(json!({"n": {"$type": "long"}})), &number));
+        assert!(implies(&sel(json!({"n": {"$eq": {"$numberLong": "7"}}})), &number));
+        let long = sel(json!({"n": {"$type": "long"}}));
+        assert!(implies(&sel(json!({"n": {"$type": "long"}, "m": 1})), &long));
+        assert!(!implies(&sel(json!({"n": {"$type": "number"}})), &long));
+        assert!(!implies(&sel(json!({"n": {"$type": "int"}})), &long));
+        assert!(
+            !implies(&sel(json!({"n": {"$eq": {"$numberLong": "7"}}})), &long),
+            "7.0 equals it too"
+        );
         let path = FieldPath::parse("age").unwrap_or_else(|e| panic!("{e}"));
         assert!(requires_value(&sel(json!({"age": {"$lt": 3}})), &path));
         assert!(!requires_value(&sel(json!({"age": null})), &path));

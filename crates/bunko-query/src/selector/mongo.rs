@@ -8,7 +8,9 @@
 //!
 //! - Values compare in MongoDB's order (`bson_order`): comparisons only compare within one
 //!   BSON type class (`{"$gt": 5}` matches no string), numbers by value across types,
-//!   strings by bytes; `$type` takes MongoDB's type names (`objectId`, `date`, `number`, …).
+//!   strings by bytes; `$type` takes MongoDB's type names (`objectId`, `date`, `number`,
+//!   and the numeric types `int`, `long`, `double`, `decimal`, which the stored form tells
+//!   apart: documents are matched in their stored form, `bunko_doc::ejson`).
 //! - `null` equality (`$eq`, `$in`, `$lte`, `$gte` with `null`) also matches a missing field.
 //! - `$ne` and `$nin` are the negation of `$eq`/`$in`, so they match a missing field.
 //! - `$size`, `$all`, `$elemMatch`, `$allMatch` and `$keyMapMatch` look at the reached
@@ -18,13 +20,14 @@
 //! pushed down (`$not` of `$gt` to `$lte`) does not match missing fields as MongoDB's
 //! `$not` would.
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 
 use serde_json::Value;
 
 use super::matching::{self, Order};
 use super::{Cond, Node};
-use crate::bson_order::{class, compare};
+use crate::bson_order::{class, compare, has_type};
 use crate::path::array_index;
 
 pub(super) fn node(node: &Node, value: &Value) -> bool {
@@ -82,13 +85,12 @@ fn cond(cond: &Cond, reached: &[&Value]) -> bool {
         Cond::Gt(arg) => compare(arg, Ordering::is_gt),
         Cond::Lte(arg) => (missing && arg.is_null()) || compare(arg, Ordering::is_le),
         Cond::Gte(arg) => (missing && arg.is_null()) || compare(arg, Ordering::is_ge),
-        Cond::Type(name) => any(&|v| class(v).name() == name),
-        Cond::Bits(test, positions) => any(&|v| test.matches(positions, v)),
+        Cond::Type(name) => any(&|v| has_type(v, name)),
+        Cond::Bits(test, positions) => any(&|v| test.matches(positions, &plain(v))),
         // Only Mango selectors parse `$text`.
         Cond::Text(_) => false,
-        Cond::Mod { .. } | Cond::Regex(_) | Cond::BeginsWith(_) => {
-            any(&|v| matching::cond(cond, v, Order::Collate))
-        }
+        Cond::Mod { .. } => any(&|v| matching::cond(cond, &truncated(v), Order::Collate)),
+        Cond::Regex(_) | Cond::BeginsWith(_) => any(&|v| matching::cond(cond, v, Order::Collate)),
         Cond::All(args) => reached
             .iter()
             .any(|v| !args.is_empty() && args.iter().all(|a| expand(v).any(|e| equal(e, a)))),
@@ -104,6 +106,30 @@ fn cond(cond: &Cond, reached: &[&Value]) -> bool {
             v.as_object().is_some_and(|m| m.keys().any(|k| node(sub, &Value::String(k.clone()))))
         }),
         Cond::Not(inner) => !self::cond(inner, reached),
+    }
+}
+
+/// A number wrapper (int64, Decimal128) as the plain JSON number `$mod` and the bit tests
+/// read; anything else as it is.
+fn plain(v: &Value) -> Cow<'_, Value> {
+    match v {
+        Value::Object(_) => {
+            bunko_doc::ejson::plain_number(v).map_or(Cow::Borrowed(v), |n| Cow::Owned(n.into()))
+        }
+        _ => Cow::Borrowed(v),
+    }
+}
+
+/// A number as `$mod` reads it: a fraction truncated toward zero, as MongoDB does.
+fn truncated(v: &Value) -> Cow<'_, Value> {
+    let p = plain(v);
+    let fraction = match p.as_ref() {
+        Value::Number(n) if n.as_i64().is_none() && n.as_u64().is_none() => n.as_f64(),
+        _ => None,
+    };
+    match fraction {
+        Some(d) if d.is_finite() && d.abs() < 9.2e18 => Cow::Owned(Value::from(d.trunc() as i64)),
+        _ => p,
     }
 }
 

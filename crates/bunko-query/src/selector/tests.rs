@@ -206,3 +206,48 @@ impl Rng {
         Value::Object(map)
     }
 }
+
+/// A/B micro-benchmark of the MongoDB dialect's per-document matching cost (issue 13,
+/// numeric types), not a check: 200k IoT readings of 1 kB (int64 timestamps as
+/// `$numberLong`, as the MongoDB front end stores them) parsed whole and matched against
+/// `{reading: {$gte: 48.5}}`, as `find` does for each document. A first copies the document
+/// into the old matching view (number wrappers folded to plain numbers, which hid the
+/// numeric types), as `find` did before; B matches the stored form itself, as it does now.
+/// Run: `cargo test --release -p bunko-query --lib mongo_match_speed -- --ignored
+/// --nocapture`.
+#[test]
+#[ignore]
+fn mongo_match_speed() -> Result {
+    fn folded(v: &Value) -> Value {
+        match v {
+            Value::Array(items) => Value::Array(items.iter().map(folded).collect()),
+            Value::Object(map) => match bunko_doc::ejson::plain_number(v) {
+                Some(n) if map.len() == 1 => Value::Number(n),
+                _ => Value::Object(map.iter().map(|(k, v)| (k.clone(), folded(v))).collect()),
+            },
+            other => other.clone(),
+        }
+    }
+    let long = |ts: usize| format!(r#"{{"$numberLong":"{ts}"}}"#);
+    let text = |i: usize| crate::bench_docs::iot_reading(i, long);
+    let texts: Vec<String> = (0..200_000).map(text).collect();
+    let selector = Selector::parse_mongo(&json!({"reading": {"$gte": 48.5}}))?;
+    for run in 0..6 {
+        let fold = run % 2 == 0;
+        let started = std::time::Instant::now();
+        let mut hits = 0usize;
+        for body in &texts {
+            let doc: Value = serde_json::from_str(body).unwrap_or_default();
+            let matched = if fold {
+                selector.matches(&folded(&doc), Dialect::Mongo)
+            } else {
+                selector.matches(&doc, Dialect::Mongo)
+            };
+            hits += usize::from(matched);
+        }
+        let per_doc = started.elapsed().as_nanos() / texts.len() as u128;
+        let name = if fold { "A (copy into a folded view)" } else { "B (stored form)" };
+        println!("{name}: {per_doc} ns per document, {hits} matched");
+    }
+    Ok(())
+}

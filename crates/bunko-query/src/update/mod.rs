@@ -412,7 +412,7 @@ fn cmp(a: &Bson, b: &Bson) -> Ordering {
 }
 
 fn view(v: &Bson) -> serde_json::Value {
-    bunko_doc::ejson::match_view(&bunko_doc::ejson::value_to_json(v))
+    bunko_doc::ejson::value_to_json(v)
 }
 
 /// MongoDB's name of a value's type (`$type`'s names; an undefined value is `undefined`).

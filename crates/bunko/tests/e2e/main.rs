@@ -49,6 +49,7 @@ mod mongo_query_ops;
 mod mongo_sha1;
 mod mongo_stream;
 mod mongo_txn;
+mod mongo_types;
 mod mongo_update;
 mod mongo_users;
 mod mongo_validation;

@@ -77,7 +77,7 @@ pub(super) fn apply(steps: &[Step], event: Document) -> Result<Option<Document>,
     for step in steps {
         doc = match step {
             Step::Match(filter) => {
-                let view = ejson::match_view(&Value::Object(ejson::to_json(&doc)));
+                let view = Value::Object(ejson::to_json(&doc));
                 if !filter.matches(&view, Dialect::Mongo) {
                     return Ok(None);
                 }
