@@ -420,6 +420,21 @@ impl Engine {
         entries.map(|entry| Ok(entry?.1)).collect()
     }
 
+    /// The server-wide record `name`, if there is one.
+    pub fn meta(&self, name: &str) -> Result<Option<Vec<u8>>> {
+        Ok(self.store.get(&Key::Meta(name).encode())?)
+    }
+
+    /// Sets the server-wide record `name` and returns once it is durable (a synced commit
+    /// of its own, shared with concurrent ones by the group commit), for a value that must
+    /// be on disk before it is used.
+    pub fn set_meta_durably(&self, name: &str, value: Vec<u8>) -> Result<()> {
+        let mut batch = Batch::new();
+        batch.put(Key::Meta(name).encode(), value);
+        self.store.commit(batch)?;
+        Ok(())
+    }
+
     /// Sets (`Some`) or removes the server-wide record `name`. The change is applied at
     /// once and made durable by the next synced commit (its caller's own write, synced
     /// before, comes first): it waits for no sync of its own, so a crash may lose it, but

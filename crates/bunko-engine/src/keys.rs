@@ -3,7 +3,7 @@
 //!
 //! | tag | key | value |
 //! |---|---|---|
-//! | `0x01` | `Meta(name)` | server-wide values (`next_db_id`, `cookie_secret`, `server_uuid`) |
+//! | `0x01` | `Meta(name)` | server-wide values (`next_db_id`, `cookie_secret`, `server_uuid`, `mongo_retry/…`, `mongo_clock`) |
 //! | `0x02` | `Db(name)` | [`crate::records::DbMeta`] |
 //! | `0x03` | `Doc(db, id)` | [`crate::records::DocInfo`]: the revision tree |
 //! | `0x04` | `Rev(db, id, rev)` | body of a revision (compact JSON); non-leaf bodies stay until `_compact` |

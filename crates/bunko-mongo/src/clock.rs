@@ -7,16 +7,31 @@
 //! the wall clock's second and one past the last tick, so it never goes back and two writes
 //! never share a time. Writes over HTTP advance it too: a command first
 //! [observes](Clock::observe) whether any database was written since the last one. A read
-//! reports the time of the last write it may have seen. Nor
-//! does it go back across a restart: it starts past the last write the store journaled
-//! ([`Clock::after`]), whatever the wall clock says. The
-//! `$clusterTime` signature is MongoDB's unsigned one (keyId 0, a zero hash), which drivers
-//! send back unchanged; a server without keys does not check it.
+//! reports the time of the last write it may have seen.
+//!
+//! Nor does it go back across a restart, and a restart never waits: as a timestamp oracle
+//! does, the clock keeps a high-water mark on disk (the server-wide record `mongo_clock`),
+//! raised durably *before* a tick passes it, by a reserve of [`RESERVE`] ticks, so a run
+//! writes it about once per second in which it ticks. A restarted clock starts one past the
+//! mark (or at the wall clock's second, if later), past every time the run before could
+//! have reported. A data directory without the mark (written before it existed) starts past
+//! the last write the store journaled ([`Clock::after`]). The `$clusterTime` signature is
+//! MongoDB's unsigned one (keyId 0, a zero hash), which drivers send back unchanged; a
+//! server without keys does not check it.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bson::{Binary, Document, Timestamp, doc, spec::BinarySubtype};
 use bunko_engine::Engine;
+use parking_lot::Mutex;
+
+/// The server-wide record holding the high-water mark (8 bytes, big-endian clock value).
+const MARK: &str = "mongo_clock";
+
+/// How many ticks past the one that needs it a new high-water mark reserves: far more than
+/// a second's writes, so the mark is written about once per second in which writes happen.
+pub const RESERVE: u64 = 1 << 20;
 
 /// The cluster time of one server.
 pub struct Clock {
@@ -24,43 +39,68 @@ pub struct Clock {
     last: AtomicU64,
     /// The engine's count of database updates last seen ([`Clock::observe`]).
     seen: AtomicU64,
+    /// The high-water mark: no tick passes it before it is raised on disk.
+    reserved: AtomicU64,
+    /// Where the mark is kept (none: a clock that keeps nothing, for tests).
+    store: Option<Arc<Engine>>,
+    /// Held while the mark is raised, so one thread writes it at a time.
+    raising: Mutex<()>,
 }
 
 impl Default for Clock {
     fn default() -> Self {
-        Clock { last: AtomicU64::new(wall() << 32 | 1), seen: AtomicU64::new(0) }
+        Clock::starting_at(wall() << 32 | 1, u64::MAX, None)
     }
 }
 
 impl Clock {
-    /// A clock that starts past the last write of the databases of `engine` (the newest
-    /// entry of their change journals), so the cluster time a client saw before a restart
-    /// is never reported again (nor an earlier one).
-    pub fn after(engine: &Engine) -> Clock {
-        let last_ms = engine
-            .db_names()
-            .iter()
-            .filter_map(|name| engine.get_db(name)?.last_write_ms().ok().flatten())
-            .max();
-        Clock::after_ms(last_ms)
+    fn starting_at(start: u64, reserved: u64, store: Option<Arc<Engine>>) -> Clock {
+        Clock {
+            last: AtomicU64::new(start),
+            seen: AtomicU64::new(0),
+            reserved: AtomicU64::new(reserved),
+            store,
+            raising: Mutex::new(()),
+        }
     }
 
-    /// A clock never runs ahead of the wall clock (its ticks are in the second they happen),
-    /// so one that starts in a later second than the last stored write is past every time
-    /// the run before reported. When that write is in the current second, the run before
-    /// may have ticked anywhere within it: the clock waits for the next second (at most one).
-    /// A stored write in a later second than the wall clock's (the clock was set back)
-    /// starts the clock in the second after it.
-    fn after_ms(last_ms: Option<u64>) -> Clock {
-        let stored = last_ms.map_or(0, |ms| (ms / 1000).min(u64::from(u32::MAX)));
-        if stored == wall() {
-            while wall() <= stored {
-                std::thread::sleep(std::time::Duration::from_millis(20));
+    /// The clock of a server over `engine`: one past the stored high-water mark, or, for a
+    /// data directory without one, past the last write of its databases (the newest entry
+    /// of their change journals), so the cluster time a client saw before a restart is
+    /// never reported again (nor an earlier one).
+    pub fn after(engine: &Arc<Engine>) -> Clock {
+        let mark = engine.meta(MARK).ok().flatten().and_then(|b| <[u8; 8]>::try_from(b).ok());
+        let start = match mark {
+            Some(bytes) => (wall() << 32 | 1).max(u64::from_be_bytes(bytes).saturating_add(1)),
+            None => {
+                let last_ms = engine
+                    .db_names()
+                    .iter()
+                    .filter_map(|name| engine.get_db(name)?.last_write_ms().ok().flatten())
+                    .max();
+                start_after_ms(last_ms)
             }
-        }
-        let start = (wall() << 32 | 1).max((stored + 1) << 32 | 1);
-        Clock { last: AtomicU64::new(start), seen: AtomicU64::new(0) }
+        };
+        // Nothing is reserved yet: the first tick raises the mark.
+        Clock::starting_at(start, start, Some(engine.clone()))
     }
+}
+
+/// For a data directory without a high-water mark: a clock never runs ahead of the wall
+/// clock (its ticks are in the second they happen), so one that starts in a later second
+/// than the last stored write is past every time the run before reported. When that write
+/// is in the current second, the run before may have ticked anywhere within it: the clock
+/// waits for the next second (at most one, once: the mark exists from then on). A stored
+/// write in a later second than the wall clock's (the clock was set back) starts the clock
+/// in the second after it.
+fn start_after_ms(last_ms: Option<u64>) -> u64 {
+    let stored = last_ms.map_or(0, |ms| (ms / 1000).min(u64::from(u32::MAX)));
+    if stored == wall() {
+        while wall() <= stored {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+    (wall() << 32 | 1).max((stored + 1) << 32 | 1)
 }
 
 fn wall() -> u64 {
@@ -100,11 +140,32 @@ impl Clock {
         let mut current = self.last.load(Ordering::Acquire);
         loop {
             let next = floor.max(current + 1);
+            if next > self.reserved.load(Ordering::Acquire) {
+                self.raise(next);
+                continue;
+            }
             match self.last.compare_exchange(current, next, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => return timestamp(next),
                 Err(seen) => current = seen,
             }
         }
+    }
+
+    /// Raises the high-water mark on disk to [`RESERVE`] ticks past `next`, then in memory.
+    /// If the store refuses the write (it is failing, and refuses the writes the ticks are
+    /// for too), the mark is raised in memory only, logged: this run goes on.
+    fn raise(&self, next: u64) {
+        let _one = self.raising.lock();
+        if next <= self.reserved.load(Ordering::Acquire) {
+            return;
+        }
+        let mark = next.saturating_add(RESERVE);
+        if let Some(engine) = &self.store
+            && let Err(err) = engine.set_meta_durably(MARK, mark.to_be_bytes().to_vec())
+        {
+            tracing::error!(%err, "the cluster time's high-water mark was not stored");
+        }
+        self.reserved.store(mark, Ordering::Release);
     }
 
     /// Adds `operationTime` and `$clusterTime` to a reply.
@@ -164,18 +225,47 @@ mod tests {
     }
 
     #[test]
-    fn a_restarted_clock_starts_past_the_last_stored_write() {
+    fn a_clock_without_a_mark_starts_past_the_last_stored_write() {
         let ahead_s = wall() + 3600;
-        let clock = Clock::after_ms(Some(ahead_s * 1000 + 250));
-        let now = clock.now();
-        assert_eq!((u64::from(now.time), u64::from(now.increment)), (ahead_s + 1, 1));
-        assert!(value(clock.tick()) > value(now));
-        let past = Clock::after_ms(Some(1000));
-        assert!(u64::from(past.now().time) >= wall() - 1);
-        assert_eq!(past.now().increment, 1);
+        let start = start_after_ms(Some(ahead_s * 1000 + 250));
+        assert_eq!(start, (ahead_s + 1) << 32 | 1);
+        let past = timestamp(start_after_ms(Some(1000)));
+        assert!(u64::from(past.time) >= wall() - 1);
+        assert_eq!(past.increment, 1);
         // A write in this very second: the run before may have ticked anywhere in it.
         let this_second = wall();
-        let fast = Clock::after_ms(Some(this_second * 1000 + 999));
-        assert!(u64::from(fast.now().time) > this_second);
+        let fast = timestamp(start_after_ms(Some(this_second * 1000 + 999)));
+        assert!(u64::from(fast.time) > this_second);
+    }
+
+    /// Every tick is below the mark stored before it; a restart starts one past the mark at
+    /// once (in the same second, no wait), and a mark ahead of the wall clock is kept.
+    #[test]
+    fn a_restart_starts_past_the_stored_mark_without_waiting() -> bunko_engine::Result<()> {
+        let store: Arc<dyn bunko_storage::Store> = Arc::new(bunko_storage::Memory::new());
+        let open = || Engine::open(store.clone(), bunko_engine::Config::default()).map(Arc::new);
+        let engine = open()?;
+        let clock = Clock::after(&engine);
+        let ticks: Vec<u64> = (0..5).map(|_| value(clock.tick())).collect();
+        let stored = |e: &Engine| -> Option<u64> {
+            Some(u64::from_be_bytes(e.meta(MARK).ok()??.try_into().ok()?))
+        };
+        let mark = stored(&engine).unwrap_or(0);
+        assert!(ticks.iter().all(|t| *t <= mark), "{ticks:?} under {mark}");
+        assert_eq!(mark, ticks[0] + RESERVE, "one write reserves for many ticks");
+        drop(clock);
+        drop(engine);
+        let engine = open()?;
+        let started = std::time::Instant::now();
+        let again = Clock::after(&engine);
+        assert!(started.elapsed() < std::time::Duration::from_millis(100), "no wait");
+        let first = value(again.tick());
+        assert!(first > mark, "past every time reserved before");
+        assert!(u64::from(timestamp(first).time) <= wall() + 1);
+        // A mark ahead of the wall clock (the clock was set back) is kept to.
+        let ahead = (wall() + 3600) << 32 | 7;
+        engine.set_meta_durably(MARK, ahead.to_be_bytes().to_vec())?;
+        assert_eq!(value(Clock::after(&engine).tick()), ahead + 2);
+        Ok(())
     }
 }
