@@ -199,7 +199,8 @@ pub(crate) fn insert(
 #[derive(Default)]
 struct Oldest(Mutex<u64>);
 
-fn insert_one(
+/// Inserts one document into capped collection `db` with the removals it makes necessary.
+pub(crate) fn insert_one(
     ctx: &Ctx,
     db: &Database,
     ns: &Namespace,

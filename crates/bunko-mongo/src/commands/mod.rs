@@ -20,6 +20,7 @@ mod agg_txn;
 mod aggregate;
 mod bulk;
 pub(crate) mod capped;
+mod capped_convert;
 pub(crate) mod change_stream;
 mod coll_options;
 mod coll_stats_stage;
@@ -193,6 +194,8 @@ const TABLE: &[Command] = &[
     Command { name: "listIndexes", aliases: &[], public: false, fields: Some(&["cursor"]), run: indexes::list_indexes },
     Command { name: "createIndexes", aliases: &["createindexes"], public: false, fields: Some(&["indexes", "writeConcern", "commitQuorum"]), run: indexes::create_indexes },
     Command { name: "dropIndexes", aliases: &["dropindexes", "deleteIndexes"], public: false, fields: Some(&["index", "writeConcern"]), run: indexes::drop_indexes },
+    Command { name: "cloneCollectionAsCapped", aliases: &[], public: false, fields: Some(&["toCollection", "size", "writeConcern"]), run: capped_convert::clone_collection_as_capped },
+    Command { name: "convertToCapped", aliases: &[], public: false, fields: Some(&["size", "writeConcern"]), run: capped_convert::convert_to_capped },
     Command { name: "renameCollection", aliases: &["renamecollection"], public: false, fields: Some(&["to", "dropTarget", "writeConcern"]), run: stats::rename_collection },
     Command { name: "collStats", aliases: &["collstats"], public: false, fields: Some(&["scale"]), run: stats::coll_stats },
     Command { name: "dbStats", aliases: &["dbstats"], public: false, fields: Some(&["scale"]), run: admin::db_stats },
@@ -372,6 +375,8 @@ fn writes(name: &str, command: &Document) -> bool {
         "createIndexes",
         "dropIndexes",
         "renameCollection",
+        "cloneCollectionAsCapped",
+        "convertToCapped",
         "createUser",
         "updateUser",
         "dropUser",

@@ -136,3 +136,103 @@ print(json.dumps(out))
     assert_eq!(result["lost_first"], json!([0, 1, 2, 3, 4]));
     assert_eq!(result["lost"], json!([null, false, 136, 43]));
 }
+
+/// `cloneCollectionAsCapped` copies a collection in natural order into a new capped
+/// collection (the newest documents that fit stay; the source's validator is kept, indexes
+/// are not); `convertToCapped` turns a collection into a capped one in place (its indexes
+/// dropped, its documents capped); both with MongoDB's errors.
+#[test]
+fn collections_are_cloned_and_converted_to_capped_ones() {
+    let server = Server::start();
+    let script = r#"
+c = client()
+db = c.shop
+def err(f):
+    try:
+        f()
+        return None
+    except OperationFailure as e:
+        return [e.code, e.details.get("errmsg")]
+db.create_collection("orders", validator={"n": {"$gte": 0}})
+# Written in id-descending order: natural order is not id order.
+db.orders.insert_many([{"_id": 10 - i, "n": i, "pad": "x" * 500} for i in range(10)])
+db.orders.create_index("n")
+out = {}
+out["clone"] = db.command("cloneCollectionAsCapped", "orders", toCollection="recent", size=3000)["ok"]
+info = {i["name"]: i["options"] for i in db.list_collections()}
+out["recent_options"] = info["recent"]
+recent = [d["_id"] for d in db.recent.find()]
+natural = list(range(10, 0, -1))
+out["recent"] = [0 < len(recent) < 10, recent == natural[-len(recent):]]
+out["recent_indexes"] = sorted(i["name"] for i in db.recent.list_indexes())
+out["recent_refuses"] = err(lambda: db.recent.insert_one({"_id": 99, "n": -1}))
+db.recent.insert_one({"_id": 0, "n": 50, "pad": "y" * 500})
+capped = [d["_id"] for d in db.recent.find()]
+out["recent_capped"] = [capped[-1], capped[:-1] == recent[len(recent) - len(capped) + 1:]]
+out["orders_left"] = db.orders.count_documents({})
+out["errors"] = [
+    err(lambda: db.command("cloneCollectionAsCapped", "nope", toCollection="z", size=4096)),
+    err(lambda: db.command("cloneCollectionAsCapped", "orders", toCollection="recent", size=4096)),
+    err(lambda: db.command("cloneCollectionAsCapped", "orders", size=4096)),
+    err(lambda: db.command("cloneCollectionAsCapped", "orders", toCollection="z")),
+    err(lambda: db.command("cloneCollectionAsCapped", "orders", toCollection="z", size="big")),
+    err(lambda: db.command("convertToCapped", "nope", size=4096)),
+    err(lambda: db.command("convertToCapped", "orders")),
+]
+db.create_collection("view", viewOn="orders", pipeline=[])
+out["view"] = err(lambda: db.command("convertToCapped", "view", size=4096))
+out["convert"] = db.command("convertToCapped", "orders", size=2000)["ok"]
+info = {i["name"]: i["options"] for i in db.list_collections()}
+out["orders_options"] = info["orders"]
+orders = [d["_id"] for d in db.orders.find()]
+out["orders"] = [orders == recent, len(orders)]
+out["orders_indexes"] = sorted(i["name"] for i in db.orders.list_indexes())
+out["temporary"] = [n for n in db.list_collection_names() if "convertToCapped" in n]
+print(json.dumps(out))
+"#;
+    let Some(out) = python(&server, script) else { return };
+    assert_eq!(out["clone"], json!(1.0));
+    assert_eq!(
+        out["recent_options"],
+        json!({"capped": true, "size": 4096, "validator": {"n": {"$gte": 0}}})
+    );
+    // About 550 bytes a document: the newest that fit in 4096, in the source's natural order.
+    assert_eq!(out["recent"], json!([true, true]));
+    assert_eq!(out["recent_indexes"], json!(["_id_"]));
+    assert_eq!(out["recent_refuses"][0], json!(121), "the validator came along");
+    assert_eq!(out["recent_capped"], json!([0, true]), "an insert removes the oldest");
+    assert_eq!(out["orders_left"], json!(10), "the source is unchanged");
+    assert_eq!(
+        out["errors"],
+        json!([
+            [26, "source collection shop.nope does not exist"],
+            [
+                48,
+                "cloneCollectionAsCapped failed - destination collection shop.recent already exists. source collection: shop.orders"
+            ],
+            [
+                40414,
+                "BSON field 'cloneCollectionAsCapped.toCollection' is missing but a required field"
+            ],
+            [40414, "BSON field 'cloneCollectionAsCapped.size' is missing but a required field"],
+            [
+                14,
+                "BSON field 'cloneCollectionAsCapped.size' is the wrong type 'string', expected types '[long, int, decimal, double]'"
+            ],
+            [26, "source collection shop.nope does not exist"],
+            [40414, "BSON field 'convertToCapped.size' is missing but a required field"],
+        ])
+    );
+    assert_eq!(
+        out["view"],
+        json!([166, "cloneCollectionAsCapped not supported for views: shop.view"])
+    );
+    assert_eq!(out["convert"], json!(1.0));
+    assert_eq!(
+        out["orders_options"],
+        json!({"capped": true, "size": 4096, "validator": {"n": {"$gte": 0}}})
+    );
+    assert_eq!(out["orders"][0], json!(true), "the same documents as the clone");
+    assert_eq!(out["orders_indexes"], json!(["_id_"]));
+    assert_eq!(out["temporary"], json!([]));
+}
