@@ -347,11 +347,16 @@ fn type_name(arg: &Bson) -> Result<&'static str, MongoError> {
             "object" => 3,
             "array" => 4,
             "binData" => 5,
+            "undefined" => 6,
             "objectId" => 7,
             "bool" => 8,
             "date" => 9,
             "null" => 10,
             "regex" => 11,
+            "dbPointer" => 12,
+            "javascript" => 13,
+            "symbol" => 14,
+            "javascriptWithScope" => 15,
             "int" => 16,
             "timestamp" => 17,
             "long" => 18,
@@ -373,11 +378,16 @@ fn type_name(arg: &Bson) -> Result<&'static str, MongoError> {
         3 => Ok("object"),
         4 => Ok("array"),
         5 => Ok("binData"),
+        6 => Ok("undefined"),
         7 => Ok("objectId"),
         8 => Ok("bool"),
         9 => Ok("date"),
         10 => Ok("null"),
         11 => Ok("regex"),
+        12 => Ok("dbPointer"),
+        13 => Ok("javascript"),
+        14 => Ok("symbol"),
+        15 => Ok("javascriptWithScope"),
         16 => Ok("int"),
         17 => Ok("timestamp"),
         18 => Ok("long"),
@@ -520,6 +530,15 @@ mod tests {
         assert_eq!(which(long)?, [1, 4]);
         let is_decimal = doc! {"$expr": {"$eq": [{"$type": "$n"}, "decimal"]}};
         assert_eq!(which(is_decimal)?, [3]);
+        let symbol = doc! {"n": Bson::Symbol("s".into())};
+        let code = doc! {"n": Bson::JavaScriptCode("f()".into())};
+        for (alias, number, doc) in [("symbol", 14, &symbol), ("javascript", 13, &code)] {
+            assert!(matches(doc! {"n": {"$type": alias}}, doc.clone())?);
+            assert!(matches(doc! {"n": {"$type": number}}, doc.clone())?);
+            assert!(!matches(doc! {"n": {"$type": "string"}}, doc.clone())?);
+            assert!(!matches(doc! {"n": {"$type": "object"}}, doc.clone())?);
+        }
+        assert!(matches(doc! {"n": {"$type": "undefined"}}, doc! {"n": Bson::Undefined})?);
         let bad = selector(&doc! {"n": {"$type": 99}}).err().map(|e| (e.code, e.errmsg));
         assert_eq!(bad, Some((2, "Invalid numerical type code: 99".into())));
         Ok(())

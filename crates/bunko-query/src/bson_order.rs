@@ -84,9 +84,22 @@ fn wrapper_class(map: &Map<String, Value>) -> Option<Class> {
 }
 
 /// MongoDB's `$type` alias of a value's own type: a number's BSON type (`int`, `long`,
-/// `double`, `decimal`), else its class's alias.
+/// `double`, `decimal`), the deprecated types' own (`symbol`, `javascript`, …), else its
+/// class's alias.
 pub fn type_alias(v: &Value) -> &'static str {
-    bunko_doc::ejson::numeric_type(v).unwrap_or_else(|| class(v).name())
+    if let Some(numeric) = bunko_doc::ejson::numeric_type(v) {
+        return numeric;
+    }
+    let Value::Object(map) = v else { return class(v).name() };
+    let mut keys = map.keys().map(String::as_str);
+    match (keys.next(), keys.next(), keys.next()) {
+        (Some("$symbol"), None, _) => "symbol",
+        (Some("$code"), None, _) => "javascript",
+        (Some("$code"), Some("$scope"), None) => "javascriptWithScope",
+        (Some("$undefined"), None, _) => "undefined",
+        (Some("$dbPointer"), None, _) => "dbPointer",
+        _ => class(v).name(),
+    }
 }
 
 /// Whether a value has the type a MongoDB `$type` alias names (`number`: any numeric type).
