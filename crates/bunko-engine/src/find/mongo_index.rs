@@ -468,7 +468,25 @@ fn single_bounds(conds: &[&Cond], collated: bool) -> FieldBounds {
         }
         range = Some(FieldBounds::Range { lower: lo, upper: hi, class: c });
     }
-    range.unwrap_or(FieldBounds::All)
+    range.or_else(|| conds.iter().find_map(|c| type_bounds(c))).unwrap_or(FieldBounds::All)
+}
+
+/// A `$type` as the whole range of its type class in the index, as MongoDB bounds it (a
+/// numeric type reads every number, `[-inf.0, inf.0]`; the filter keeps that type's); types
+/// whose keys are not one class range (`array`, `null`, `object`, …) bound nothing.
+fn type_bounds(cond: &Cond) -> Option<FieldBounds> {
+    let Cond::Type(alias) = cond else { return None };
+    let class = match alias.as_str() {
+        "number" | "int" | "long" | "double" | "decimal" => Class::Number,
+        "string" => Class::String,
+        "date" => Class::Date,
+        "objectId" => Class::ObjectId,
+        "bool" => Class::Bool,
+        "binData" => Class::BinData,
+        "timestamp" => Class::Timestamp,
+        _ => return None,
+    };
+    Some(FieldBounds::Range { lower: None, upper: None, class })
 }
 
 /// The range of strings an anchored regex (`/^abc/`, no `i` or `m` flag) can match: from
@@ -575,8 +593,9 @@ fn bounds_text(b: &FieldBounds) -> Vec<String> {
         FieldBounds::Range { lower, upper, class } => {
             let (lo, lo_in) =
                 lower.as_ref().map_or((class_end(*class, false), true), |(v, i)| (show(v), *i));
-            let (hi, hi_in) =
-                upper.as_ref().map_or((class_end(*class, true), true), |(v, i)| (show(v), *i));
+            // Strings end before `{}` (objects), which MongoDB shows excluded.
+            let open_end = (class_end(*class, true), *class != Class::String);
+            let (hi, hi_in) = upper.as_ref().map_or(open_end, |(v, i)| (show(v), *i));
             let open = if lo_in { "[" } else { "(" };
             let close = if hi_in { "]" } else { ")" };
             vec![format!("{open}{lo}, {hi}{close}")]

@@ -44,6 +44,14 @@ try:
     list(db.nums.find({"n": {"$type": 99}}))
 except OperationFailure as e:
     out["bad"] = [e.code, e.details.get("errmsg")]
+db.nums.create_index("n", name="n_1")
+def ixscan(flt):
+    plan = db.nums.find(flt).explain()["queryPlanner"]["winningPlan"]
+    while plan.get("stage") not in ("IXSCAN", "COLLSCAN"):
+        plan = plan["inputStage"]
+    return [plan["stage"], plan.get("indexBounds"), ids(flt)]
+out["indexed_long"] = ixscan({"n": {"$type": "long"}})
+out["indexed_types"] = ixscan({"n": {"$type": ["decimal", "string"]}})
 db.create_collection("counts", validator={"$jsonSchema": {"properties": {"c": {"bsonType": "long"}}}})
 db.counts.insert_one({"_id": 1, "c": Int64(1)})
 try:
@@ -103,6 +111,12 @@ print(json.dumps(out, default=str))
         out["refused"],
         json!([121, {"operatorName": "bsonType", "specifiedAs": {"bsonType": "long"},
                      "reason": "type did not match", "consideredValue": 1, "consideredType": "int"}])
+    );
+    // An index on the field serves `$type` with its type class's range.
+    assert_eq!(out["indexed_long"], json!(["IXSCAN", {"n": ["[-inf.0, inf.0]"]}, long]));
+    assert_eq!(
+        out["indexed_types"],
+        json!(["IXSCAN", {"n": ["[-inf.0, inf.0]", "[\"\", {})"]}, ["decimal", "mixed", "string"]])
     );
     assert_eq!(out["partial_typed"], json!(["IXSCAN", "long_c", [1, 3]]));
     assert_eq!(out["partial_untyped"], json!(["COLLSCAN", null, [1, 3]]));
