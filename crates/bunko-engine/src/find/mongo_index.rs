@@ -190,16 +190,18 @@ impl Database {
     }
 
     /// Runs a MongoDB query over the index of `scan`: every matching document (in index
-    /// order, each once, as `sight` shows it), at most `limit` after `skip` when `stop_early`.
+    /// order, each once, as `sight` shows it), at most `limit` after `skip` when `stop_early`;
+    /// `covered`: the entries' kept values (`super::mongo_cover`) instead of documents.
     pub(crate) fn scan_mongo_index(
         &self,
         query: &FindQuery,
         scan: &MongoScan,
-        stop_early: bool,
+        (stop_early, covered): (bool, bool),
         sight: &crate::read_gate::Sight,
     ) -> Result<(Vec<Value>, ExecStats)> {
         let snapshot = self.store.snapshot();
         let mut stream = IndexStream::new(self, &snapshot, scan, &query.selector, sight.clone());
+        stream.covered = covered && sight.is_whole();
         let wanted = query.skip.saturating_add(query.limit);
         let mut docs = Vec::new();
         for doc in stream.by_ref() {

@@ -116,7 +116,12 @@ pub(super) fn aggregate(
             Ok(Box::new(docs.into_iter().map(Ok)) as Docs)
         }))
     };
-    let plan = |push: &Pushdown| super::aggregate::explained(ctx, &request.ns, push);
+    let hint = match readable_db(ctx, &request.ns, "aggregate")? {
+        Some(db) => super::indexes::hint(&db, command.get("hint"))?,
+        None => None,
+    };
+    let plan =
+        |push: &Pushdown| super::aggregate::explained(ctx, &request.ns, push, hint.as_deref());
     let docs = match request.run(command, &env, &input, &plan)? {
         Ok(docs) => docs.collect::<Result<Vec<Document>, _>>().map_err(from_expr)?,
         Err(explain) => return Ok(explain),
