@@ -6,10 +6,10 @@
 //!
 //! A query by `_id` reads that one document; any other query reads every document of the
 //! collection (then the commit fails if anything was committed to the collection meanwhile:
-//! a phantom); a `hint` shapes that answer as its index would (`super::txn_hint`). A write first checks that the document's committed revision is still the one
-//! the transaction read, so a write that lost to another commit fails at once with
-//! `WriteConflict` (112, `TransientTransactionError`) instead of at commit. A `find` answers
-//! in its first batch.
+//! a phantom); a `hint` shapes that answer as its index would (`super::txn_hint`). A write
+//! first checks that the document's committed revision is still the one the transaction
+//! read, so a write that lost to another commit fails at once with `WriteConflict` (112,
+//! `TransientTransactionError`) instead of at commit. A `find` answers in its first batch.
 
 use std::collections::HashSet;
 use std::sync::Arc;
