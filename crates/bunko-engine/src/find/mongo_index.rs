@@ -164,18 +164,21 @@ impl Database {
 
     /// Runs the plan `scan` read-only for a trial period, as MongoDB's multi-planner runs
     /// every candidate plan: until `max_results` documents matched `selector`, `max_keys`
-    /// index keys were read, or the scan ended. For `explain`'s `allPlansExecution`.
+    /// index keys were read, or the scan ended. For `explain`'s `allPlansExecution`;
+    /// `covered`: the plan answers from the entries (`super::mongo_cover`).
     pub fn trial_mongo_scan(
         &self,
         reader: &UserCtx,
         selector: &Selector,
-        scan: &MongoScan,
+        (scan, covered): (&MongoScan, bool),
         (max_results, max_keys): (u64, u64),
     ) -> Result<ExecStats> {
         let snapshot = self.store.snapshot();
         let sight = self.sight(reader)?;
+        let whole = sight.is_whole();
         let mut stream = IndexStream::new(self, &snapshot, scan, selector, sight);
         stream.budget = Some(max_keys);
+        stream.covered = covered && whole;
         let mut returned = 0;
         while returned < max_results {
             match stream.next() {

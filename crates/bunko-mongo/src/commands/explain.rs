@@ -63,10 +63,11 @@ pub(super) fn explain(ctx: &mut Ctx, command: &Document) -> Result<Document, Mon
     let scan = access_scan(&db, &selector, &order, hint.as_deref())?;
     let reads = crate::projection::Projection::parse(&target.projection)?.and_then(|p| p.paths());
     let covered = covering(scan.as_ref(), &selector, reads.as_deref(), &order);
+    let covers = |r: &MongoScan| covering(Some(r), &selector, reads.as_deref(), &order);
     let rejected: Vec<Document> = scan
         .iter()
         .flat_map(|s| s.rejected.iter())
-        .map(|r| stages(&target, &ixscan(&r.index, Some(r)), !order.is_empty(), None))
+        .map(|r| stages(&target, &plan_access(r, covers(r)), !order.is_empty(), None))
         .collect();
     let access = access_stage(&target, scan.as_ref(), hint.is_some(), covered);
     let blocking = blocking_sort(&order, scan.as_ref());
@@ -76,7 +77,7 @@ pub(super) fn explain(ctx: &mut Ctx, command: &Document) -> Result<Document, Mon
         let user = super::admin::user(ctx);
         let trials = match (verbosity, &scan) {
             ("allPlansExecution", Some(s)) if !s.rejected.is_empty() => {
-                all_plans(&user, &db, &target, (&selector, !order.is_empty()), s)?
+                all_plans(&user, &db, &target, (&selector, &order, reads.as_deref()), s)?
             }
             _ => Vec::new(),
         };
@@ -141,13 +142,23 @@ fn access_stage(
         !matches!(v, Bson::Document(_) | Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_))
     });
     match scan {
-        Some(s) if covered => match ixscan(&s.index, Some(s)).remove("inputStage") {
-            Some(Bson::Document(ix)) => ix,
-            _ => Document::new(),
-        },
-        Some(s) => ixscan(&s.index, Some(s)),
+        Some(s) => plan_access(s, covered),
         None if id.is_some() && !hinted => doc! {"stage": "IDHACK"},
         None => doc! {"stage": "COLLSCAN", "filter": target.filter.clone(), "direction": "forward"},
+    }
+}
+
+/// The stages reading an index scan's documents: `FETCH` over the `IXSCAN`, or the `IXSCAN`
+/// alone for a covered query.
+fn plan_access(scan: &MongoScan, covered: bool) -> Document {
+    let mut fetch = ixscan(&scan.index, Some(scan));
+    match (covered, fetch.remove("inputStage")) {
+        (true, Some(Bson::Document(ix))) => ix,
+        (_, Some(ix)) => {
+            fetch.insert("inputStage", ix);
+            fetch
+        }
+        (_, None) => fetch,
     }
 }
 
@@ -463,7 +474,11 @@ fn all_plans(
     user: &bunko_engine::security::UserCtx,
     db: &Database,
     target: &Explained,
-    (selector, sorted): (&bunko_query::Selector, bool),
+    (selector, order, reads): (
+        &bunko_query::Selector,
+        &[(bunko_query::FieldPath, bunko_query::Direction)],
+        Option<&[bunko_query::FieldPath]>,
+    ),
     scan: &MongoScan,
 ) -> Result<Vec<Bson>, MongoError> {
     let wanted = match target.limit {
@@ -474,16 +489,17 @@ fn all_plans(
     let mut out = Vec::new();
     for plan in std::iter::once(scan).chain(&scan.rejected) {
         let started = std::time::Instant::now();
-        let stats = db.trial_mongo_scan(user, selector, plan, (wanted, keys))?;
+        let covered = covering(Some(plan), selector, reads, order);
+        let stats = db.trial_mongo_scan(user, selector, (plan, covered), (wanted, keys))?;
         let n = i32::try_from(stats.results_returned).unwrap_or(i32::MAX);
         let access =
-            counted(&ixscan(&plan.index, Some(plan)), stats.keys_examined, stats.docs_examined, n);
+            counted(&plan_access(plan, covered), stats.keys_examined, stats.docs_examined, n);
         out.push(Bson::Document(doc! {
             "nReturned": n,
             "executionTimeMillisEstimate": number(started.elapsed().as_millis() as u64),
             "totalKeysExamined": number(stats.keys_examined),
             "totalDocsExamined": number(stats.docs_examined),
-            "executionStages": stages(target, &access, sorted && !plan.sorted, Some(n)),
+            "executionStages": stages(target, &access, !order.is_empty() && !plan.sorted, Some(n)),
         }));
     }
     Ok(out)

@@ -125,6 +125,11 @@ i.create_index([("x", 1), ("_id", 1)])
 q = i.find({"x": 1}, {"x": 1, "_id": 1})
 assert stage(q.clone()) == "PROJECTION_COVERED", q.clone().explain()
 same(list(q), [{"_id": 1, "x": 1}, {"_id": 4, "x": 1}])
+# Every candidate plan of allPlansExecution is run covered where it covers.
+i.create_index([("x", 1)])
+plans = i.find({"x": 1}, {"x": 1, "_id": 0}).explain()["executionStats"]["allPlansExecution"]
+assert len(plans) == 2 and all(p["totalDocsExamined"] == 0 for p in plans), plans
+assert all(p["executionStages"]["stage"] == "PROJECTION_COVERED" for p in plans), plans
 print(json.dumps({"ok": True}))
 "#;
     let Some(result) = python(&server, script) else { return };
