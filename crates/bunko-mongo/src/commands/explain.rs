@@ -468,17 +468,20 @@ const TRIAL_RESULTS: u64 = 101;
 /// collection's documents if more (`internalQueryPlanEvaluationCollFraction`).
 const TRIAL_KEYS: u64 = 10_000;
 
+/// What a trial run reads: the filter, the sort and the paths the projection needs.
+type Trial<'t> = (
+    &'t bunko_query::Selector,
+    &'t [(bunko_query::FieldPath, bunko_query::Direction)],
+    Option<&'t [bunko_query::FieldPath]>,
+);
+
 /// `allPlansExecution`: every candidate plan (the winning one first, then the rejected
 /// ones) run read-only for MongoDB's trial period, with what each examined and returned.
 fn all_plans(
     user: &bunko_engine::security::UserCtx,
     db: &Database,
     target: &Explained,
-    (selector, order, reads): (
-        &bunko_query::Selector,
-        &[(bunko_query::FieldPath, bunko_query::Direction)],
-        Option<&[bunko_query::FieldPath]>,
-    ),
+    (selector, order, reads): Trial,
     scan: &MongoScan,
 ) -> Result<Vec<Bson>, MongoError> {
     let wanted = match target.limit {
