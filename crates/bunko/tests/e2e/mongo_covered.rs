@@ -125,6 +125,12 @@ i.create_index([("x", 1), ("_id", 1)])
 q = i.find({"x": 1}, {"x": 1, "_id": 1})
 assert stage(q.clone()) == "PROJECTION_COVERED", q.clone().explain()
 same(list(q), [{"_id": 1, "x": 1}, {"_id": 4, "x": 1}])
+# A hinted sparse index covers too: it yields the documents it holds, as a fetch through it does.
+i.insert_many([{"_id": 10, "y": Int64(7)}, {"_id": 11}, {"_id": 12, "y": None}])
+i.create_index([("y", 1)], sparse=True)
+q = i.find({}, {"y": 1, "_id": 0}).hint("y_1")
+assert stage(q.clone()) == "PROJECTION_COVERED", q.clone().explain()
+same(list(q), [{"y": None}, {"y": Int64(7)}])
 # Every candidate plan of allPlansExecution is run covered where it covers.
 i.create_index([("x", 1)])
 plans = i.find({"x": 1}, {"x": 1, "_id": 0}).explain()["executionStats"]["allPlansExecution"]
