@@ -76,6 +76,21 @@ impl Projection {
         Ok(Some(Projection { tree, include: include.unwrap_or(false), keep_id }))
     }
 
+    /// The paths an inclusion projection reads (`_id` among them unless excluded), so an
+    /// index holding them all may answer from its entries (a covered query); `None` for an
+    /// exclusion, which keeps every other field.
+    pub fn paths(&self) -> Option<Vec<bunko_query::FieldPath>> {
+        if !self.include {
+            return None;
+        }
+        let mut out = Vec::new();
+        if self.keep_id {
+            out.push(bunko_query::FieldPath::from_segments(["_id"]));
+        }
+        self.tree.leaves(&mut Vec::new(), &mut out);
+        Some(out)
+    }
+
     pub fn apply(&self, doc: &Document) -> Document {
         let mut out =
             if self.include { include(doc, &self.tree) } else { exclude(doc, &self.tree) };
@@ -94,6 +109,18 @@ impl Projection {
 }
 
 impl Tree {
+    /// Adds the path of every leaf (under `prefix`) to `out`.
+    fn leaves(&self, prefix: &mut Vec<String>, out: &mut Vec<bunko_query::FieldPath>) {
+        for (name, node) in &self.0 {
+            prefix.push(name.clone());
+            match node {
+                Node::Leaf => out.push(bunko_query::FieldPath::from_segments(prefix.iter())),
+                Node::Sub(sub) => sub.leaves(prefix, out),
+            }
+            prefix.pop();
+        }
+    }
+
     fn add(&mut self, parts: &[&str]) {
         let Some((first, rest)) = parts.split_first() else { return };
         if rest.is_empty() {

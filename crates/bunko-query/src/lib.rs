@@ -25,6 +25,7 @@ pub mod agg;
 pub mod bson_order;
 mod cmp;
 pub mod collation;
+pub mod covered;
 pub mod erl;
 pub mod error;
 pub mod expr;

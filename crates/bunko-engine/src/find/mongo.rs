@@ -85,7 +85,10 @@ impl Database {
     ) -> Result<FindResult> {
         let in_order = order.is_empty() || scan.sorted;
         let sight = self.sight(reader)?;
-        let (mut docs, mut stats) = self.scan_mongo_index(query, scan, in_order, &sight)?;
+        let covered =
+            query.fields.as_deref().is_some_and(|f| scan.covered(&query.selector, f, order));
+        let (mut docs, mut stats) =
+            self.scan_mongo_index(query, scan, (in_order, covered), &sight)?;
         if !in_order {
             let views: &[Value] = &docs;
             let mut order_of: Vec<usize> = (0..views.len()).collect();

@@ -164,18 +164,21 @@ impl Database {
 
     /// Runs the plan `scan` read-only for a trial period, as MongoDB's multi-planner runs
     /// every candidate plan: until `max_results` documents matched `selector`, `max_keys`
-    /// index keys were read, or the scan ended. For `explain`'s `allPlansExecution`.
+    /// index keys were read, or the scan ended. For `explain`'s `allPlansExecution`;
+    /// `covered`: the plan answers from the entries (`super::mongo_cover`).
     pub fn trial_mongo_scan(
         &self,
         reader: &UserCtx,
         selector: &Selector,
-        scan: &MongoScan,
+        (scan, covered): (&MongoScan, bool),
         (max_results, max_keys): (u64, u64),
     ) -> Result<ExecStats> {
         let snapshot = self.store.snapshot();
         let sight = self.sight(reader)?;
+        let whole = sight.is_whole();
         let mut stream = IndexStream::new(self, &snapshot, scan, selector, sight);
         stream.budget = Some(max_keys);
+        stream.covered = covered && whole;
         let mut returned = 0;
         while returned < max_results {
             match stream.next() {
@@ -190,16 +193,18 @@ impl Database {
     }
 
     /// Runs a MongoDB query over the index of `scan`: every matching document (in index
-    /// order, each once, as `sight` shows it), at most `limit` after `skip` when `stop_early`.
+    /// order, each once, as `sight` shows it), at most `limit` after `skip` when `stop_early`;
+    /// `covered`: the entries' kept values (`super::mongo_cover`) instead of documents.
     pub(crate) fn scan_mongo_index(
         &self,
         query: &FindQuery,
         scan: &MongoScan,
-        stop_early: bool,
+        (stop_early, covered): (bool, bool),
         sight: &crate::read_gate::Sight,
     ) -> Result<(Vec<Value>, ExecStats)> {
         let snapshot = self.store.snapshot();
         let mut stream = IndexStream::new(self, &snapshot, scan, &query.selector, sight.clone());
+        stream.covered = covered && sight.is_whole();
         let wanted = query.skip.saturating_add(query.limit);
         let mut docs = Vec::new();
         for doc in stream.by_ref() {

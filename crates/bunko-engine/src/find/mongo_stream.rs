@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use bunko_doc::id::{DocKind, kind};
-use bunko_query::{Direction, FieldPath, Selector};
+use bunko_query::{Dialect, Direction, FieldPath, Selector};
 pub use bunko_storage::Snapshot;
 use bunko_storage::{Iter, Range};
 use serde_json::Value;
@@ -26,7 +26,7 @@ use super::mongo::{compare, id_range, matching_fields, parse_list};
 use super::mongo_index::MongoScan;
 use super::{ExecStats, FindQuery};
 use crate::database::Database;
-use crate::index::{Index, entries};
+use crate::index::{Index, entries, mongo};
 use crate::keys::{self, Key};
 use crate::read_gate::Sight;
 use crate::security::UserCtx;
@@ -65,9 +65,14 @@ impl Database {
         let counts = Arc::new(Examined::default());
         let docs: MongoDocs = match &scan {
             Some(scan) => {
+                let covered = query
+                    .fields
+                    .as_deref()
+                    .is_some_and(|f| sight.is_whole() && scan.covered(&query.selector, f, order));
                 let mut stream = IndexStream::new(self, snap, scan, &query.selector, sight);
                 stream.counts = Some(counts.clone());
                 stream.parse = parse;
+                stream.covered = covered;
                 Box::new(stream)
             }
             None => Box::new(self.doc_stream(snap, &query.selector, parse, counts.clone(), sight)),
@@ -149,6 +154,8 @@ pub(super) struct IndexStream {
     parse: Option<Arc<[String]>>,
     /// The most index keys to read (a trial run, `Database::trial_mongo_scan`).
     pub(super) budget: Option<u64>,
+    /// Documents are the values entries keep (`super::mongo_cover`), not read.
+    pub(super) covered: bool,
 }
 
 /// Keys and documents a stream examined, shared with its [`Logged`] wrapper.
@@ -226,6 +233,7 @@ impl IndexStream {
             counts: None,
             parse: None,
             budget: None,
+            covered: false,
         }
     }
 
@@ -234,6 +242,16 @@ impl IndexStream {
         self.stats.keys_examined += 1;
         if let Some(counts) = &self.counts {
             counts.keys.fetch_add(1, Ordering::Relaxed);
+        }
+        if self.covered
+            && let Some((id, Some(fields))) = mongo::decode_entry(value)
+        {
+            if !self.seen.insert(id) {
+                return Ok(None);
+            }
+            let doc = Value::Object(fields);
+            let view = ejson::match_view(&doc);
+            return Ok(self.selector.matches(&view, Dialect::Mongo).then_some(doc));
         }
         let Some((_, id)) = entries::decode_value(value) else { return Ok(None) };
         if !self.seen.insert(id.clone()) {

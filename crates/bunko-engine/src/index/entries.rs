@@ -132,8 +132,12 @@ impl Compiled {
         let form = super::mongo::match_form(id, doc);
         let keys = super::mongo::doc_keys(spec, &self.paths, self.partial.as_ref(), &form);
         let keys = keys.unwrap_or_default();
+        let fields = match keys.is_empty() {
+            true => None,
+            false => super::mongo::covered_fields(spec, &self.paths, id, doc),
+        };
         for values in &keys {
-            out.insert(super::mongo::entry(db, num, id, values));
+            out.insert(super::mongo::entry(db, num, id, values, fields.as_ref()));
         }
         let paths = match keys.is_empty() {
             true => Vec::new(),
@@ -143,9 +147,16 @@ impl Compiled {
     }
 }
 
-/// The values and document id of an entry.
+/// The values and document id of an entry (of any index: a MongoDB entry's kept fields,
+/// `super::mongo::decode_entry`, are skipped).
 pub fn decode_value(value: &[u8]) -> Option<(Vec<Value>, String)> {
-    decode_full(value).map(|(values, id, _)| (values, id))
+    /// The third member is only accepted (a Mango entry's whole values, a MongoDB entry's
+    /// kept fields), never read.
+    #[derive(serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Head(Vec<Value>, String, #[serde(default)] Option<serde::de::IgnoredAny>);
+    let Head(values, id, _) = serde_json::from_slice(value).ok()?;
+    Some((values, id))
 }
 
 /// The values, document id and whole values (`[x]` or `[]` per indexed path) of an entry.
@@ -218,5 +229,18 @@ mod tests {
         );
         // Written before the whole values were kept: no covering from this entry.
         assert_eq!(decode_full(br#"[[1],"a"]"#), Some((vec![json!(1)], "a".into(), None)));
+    }
+
+    #[test]
+    fn mongo_entries_with_and_without_kept_fields_decode() {
+        let kept = br#"[[],"a",{"v":{"$numberLong":"5"}}]"#;
+        assert_eq!(decode_value(kept), Some((vec![], "a".into())));
+        let (id, fields) = super::super::mongo::decode_entry(kept).unwrap();
+        assert_eq!(
+            (id.as_str(), fields.map(Value::Object)),
+            ("a", Some(json!({"v": {"$numberLong": "5"}})))
+        );
+        // Written before entries kept fields (or by a hashed index): nothing to cover from.
+        assert_eq!(super::super::mongo::decode_entry(br#"[[5],"a"]"#), Some(("a".into(), None)));
     }
 }

@@ -121,6 +121,7 @@ impl Database {
                     cursor: None,
                     ready: false,
                     multikey: Vec::new(),
+                    covering: true,
                 };
                 batch.put(Key::IdxMeta(db, ddoc, &def.name).encode(), records::encode(&meta));
                 match Index::new(def, meta) {

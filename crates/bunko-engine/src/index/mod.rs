@@ -58,6 +58,21 @@ pub struct IndexMeta {
     /// the commit of the write (or build step) that first makes them so; only a rebuild
     /// (a new index) clears them, as in MongoDB.
     pub multikey: Vec<Vec<usize>>,
+    /// Every entry of this MongoDB index keeps its document's values at the index paths
+    /// (`bunko_query::covered::index_fields`), so a covered query may answer from it. Set
+    /// for indexes created since entries keep them; an older index (its entries lack them)
+    /// is read as not covering until it is built again.
+    pub covering: bool,
+}
+
+/// [`IndexMeta`] as stored before covering entries.
+#[derive(Deserialize)]
+struct IndexMetaV2 {
+    num: u64,
+    def_hash: u64,
+    cursor: Option<String>,
+    ready: bool,
+    multikey: Vec<Vec<usize>>,
 }
 
 /// [`IndexMeta`] as stored before multikey paths were kept.
@@ -70,12 +85,19 @@ struct IndexMetaV1 {
 }
 
 impl IndexMeta {
-    /// A stored state, also one written before multikey paths were kept.
+    /// A stored state, also one written before covering entries or multikey paths.
     pub fn decode(bytes: &[u8]) -> crate::Result<Self> {
-        crate::records::decode::<IndexMeta>(bytes).or_else(|_| {
-            let IndexMetaV1 { num, def_hash, cursor, ready } = crate::records::decode(bytes)?;
-            Ok(IndexMeta { num, def_hash, cursor, ready, multikey: Vec::new() })
-        })
+        crate::records::decode::<IndexMeta>(bytes)
+            .or_else(|_| {
+                let IndexMetaV2 { num, def_hash, cursor, ready, multikey } =
+                    crate::records::decode(bytes)?;
+                Ok(IndexMeta { num, def_hash, cursor, ready, multikey, covering: false })
+            })
+            .or_else(|_: crate::Error| {
+                let IndexMetaV1 { num, def_hash, cursor, ready } = crate::records::decode(bytes)?;
+                let multikey = Vec::new();
+                Ok(IndexMeta { num, def_hash, cursor, ready, multikey, covering: false })
+            })
     }
 
     /// Whether a document made the index multikey.
@@ -169,5 +191,29 @@ impl Registry {
     /// The index `name` of design document `ddoc`.
     pub fn get(&self, ddoc: &str, name: &str) -> Option<Arc<Index>> {
         self.all().iter().find(|i| i.def.ddoc == ddoc && i.def.name == name).cloned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An index stored before its entries kept the covered fields loads as not covering.
+    #[test]
+    fn states_stored_before_covering_entries_do_not_cover() {
+        #[derive(Serialize)]
+        struct V2 {
+            num: u64,
+            def_hash: u64,
+            cursor: Option<String>,
+            ready: bool,
+            multikey: Vec<Vec<usize>>,
+        }
+        let old = V2 { num: 7, def_hash: 9, cursor: None, ready: true, multikey: vec![vec![0]] };
+        let meta = IndexMeta::decode(&crate::records::encode(&old)).unwrap();
+        assert_eq!((meta.num, meta.ready, meta.covering), (7, true, false));
+        assert_eq!(meta.multikey, vec![vec![0]]);
+        let new = IndexMeta { covering: true, ..meta };
+        assert_eq!(IndexMeta::decode(&crate::records::encode(&new)).unwrap(), new);
     }
 }

@@ -9,11 +9,15 @@
 //!     "expireAfterSeconds": 3600}}}
 //! ```
 //!
-//! Entries: `0x0A | db | num | mongo_index::encode(v1) … | doc_id → [[v1, …], doc_id]`, one
+//! Entries: `0x0A | db | num | mongo_index::encode(v1) … | doc_id → [[], doc_id, fields]`, one
 //! per key of `bunko_query::mongo_index::keys` (every document, a missing field as `null`,
 //! unless `sparse` (no indexed field present) or the partial filter excludes it). A
 //! `unique` index is checked while a commit is staged (`Database::check_mongo_indexes`),
 //! against the stored entries and the commit's own, so two documents never share a key.
+//! `fields` is the document cut down to the index's paths in its stored form
+//! ([`covered_fields`]): a covered query answers from it (`crate::find`'s `mongo_cover`).
+//! Hashed and collated indexes, which never cover, keep `[[v1, …], doc_id]` instead, as
+//! every index did before session 25.
 //!
 //! A hashed index (`{"a": "hashed"}` in `key`; [`MongoSpec::hashed`]) holds the hash of
 //! that field's value instead of the value; a document with an array on any path of such an
@@ -174,10 +178,54 @@ pub fn key_prefix(db: u64, num: u64, values: &[Value]) -> Vec<u8> {
     key
 }
 
-/// One entry: its storage key and value.
-pub fn entry(db: u64, num: u64, id: &str, values: &[Value]) -> (Vec<u8>, Vec<u8>) {
+/// One entry: its storage key and value (`fields`: the document's values at the index
+/// paths, [`covered_fields`], kept for covered queries; the key's values are then not
+/// repeated in the value, which no reader of MongoDB entries needs: `[[], id, fields]`).
+pub fn entry(
+    db: u64,
+    num: u64,
+    id: &str,
+    values: &[Value],
+    fields: Option<&Map<String, Value>>,
+) -> (Vec<u8>, Vec<u8>) {
     let key = KeyWriter::from_bytes(key_prefix(db, num, values)).str(id).finish();
-    (key, serde_json::to_vec(&(values, id)).unwrap_or_default())
+    let value = match fields {
+        Some(fields) => serde_json::to_vec(&([(); 0], id, fields)),
+        None => serde_json::to_vec(&(values, id)),
+    };
+    (key, value.unwrap_or_default())
+}
+
+/// What an entry of a MongoDB index keeps of its document for covered queries: the
+/// stored (typed) values at the index paths, `bunko_query::covered::index_fields` of the
+/// document in its MongoDB stored form (`_id` as its MongoDB value). `None` for indexes
+/// that never cover: hashed (the key is a hash) and collated (MongoDB fetches strings).
+pub fn covered_fields(
+    spec: &MongoSpec,
+    paths: &[FieldPath],
+    id: &str,
+    mango_doc: &Value,
+) -> Option<Map<String, Value>> {
+    if spec.hashed.is_some() || spec.collation.is_some() {
+        return None;
+    }
+    let mut doc = Map::new();
+    doc.insert("_id".into(), ejson::value_to_json(&ejson::id_value(id)));
+    if let Value::Object(fields) = mango_doc {
+        let own =
+            fields.iter().filter(|(k, _)| !matches!(k.as_str(), "_id" | "_rev" | "_conflicts"));
+        doc.extend(own.map(|(k, v)| (k.clone(), v.clone())));
+    }
+    Some(bunko_query::covered::index_fields(&doc, paths))
+}
+
+/// The document id of a MongoDB index entry and the document's values at the index
+/// paths when the entry keeps them ([`covered_fields`]).
+pub fn decode_entry(value: &[u8]) -> Option<(String, Option<Map<String, Value>>)> {
+    #[derive(serde::Deserialize)]
+    struct Entry(serde::de::IgnoredAny, String, #[serde(default)] Option<Map<String, Value>>);
+    let Entry(_, id, fields) = serde_json::from_slice(value).ok()?;
+    Some((id, fields))
 }
 
 /// Keys added and entries released by the commit being staged, for `unique` checks.
@@ -234,7 +282,7 @@ impl Database {
         let before = keys_of(old_doc).unwrap_or_default();
         let (db, num) = (self.id(), index.num());
         for values in before.iter().filter(|v| !after.contains(v)) {
-            unique.released.insert(entry(db, num, id, values).0);
+            unique.released.insert(entry(db, num, id, values, None).0);
             unique.added.remove(&key_prefix(db, num, values));
         }
         for values in after.iter().filter(|v| !before.contains(v)) {

@@ -18,7 +18,7 @@ use super::Ctx;
 use super::agg_env::{from_expr, to_expr};
 use super::aggregate::{Request, order_of};
 use super::crud::readable_db;
-use super::in_txn::matching;
+use super::in_txn::matching_hinted;
 use crate::error::MongoError;
 use crate::names::Namespace;
 
@@ -38,22 +38,28 @@ struct TxnEnv<'a, 'c> {
     allow_disk_use: bool,
 }
 
+/// What the pushed-down query of a pipeline in a transaction reads: its collection, the
+/// `$match` filter, the `$sort`, the `hint` (the pipeline's own collection only), `skip`
+/// and `limit`.
+struct Read<'r> {
+    ns: &'r Namespace,
+    filter: &'r Document,
+    order: &'r [(FieldPath, Direction)],
+    hint: Option<&'r str>,
+    skip: usize,
+    limit: usize,
+}
+
 impl TxnEnv<'_, '_> {
-    fn read(
-        &self,
-        ns: &Namespace,
-        filter: &Document,
-        order: &[(FieldPath, Direction)],
-        skip: usize,
-        limit: usize,
-    ) -> Result<Vec<Document>, MongoError> {
+    fn read(&self, read: Read) -> Result<Vec<Document>, MongoError> {
+        let Read { ns, filter, order, hint, skip, limit } = read;
         let mut txn = self.txn.lock();
         // A collection the transaction itself creates is read like the others.
         let created = || txn.created_db(&ns.engine_name());
         let Some(db) = readable_db(self.ctx, ns, "aggregate")?.or_else(created) else {
             return Ok(Vec::new());
         };
-        let found = matching(&mut txn, &db.name(), filter, order, skip, limit)?;
+        let found = matching_hinted(&mut txn, &db, filter, (order, hint), skip, limit)?;
         Ok(found.into_iter().map(|f| f.doc).collect())
     }
 }
@@ -77,7 +83,8 @@ impl Env for TxnEnv<'_, '_> {
 
     fn find(&self, coll: &str, filter: &Document) -> Result<Vec<Document>, ExprError> {
         let ns = Namespace::new(&self.ctx.db, coll).map_err(to_expr)?;
-        self.read(&ns, filter, &[], 0, usize::MAX).map_err(to_expr)
+        let read = Read { ns: &ns, filter, order: &[], hint: None, skip: 0, limit: usize::MAX };
+        self.read(read).map_err(to_expr)
     }
 
     fn replace_collection(
@@ -107,16 +114,23 @@ pub(super) fn aggregate(
     let txn_env =
         Arc::new(TxnEnv { ctx, txn: Mutex::new(txn), allow_disk_use: request.allow_disk_use });
     let env: EnvRef = txn_env.clone();
+    let hint = match readable_db(ctx, &request.ns, "aggregate")? {
+        Some(db) => super::indexes::hint(&db, command.get("hint"))?,
+        None => None,
+    };
     let input = |push: &Pushdown| -> Result<Source, MongoError> {
         let (env, ns, push) = (txn_env.clone(), request.ns.clone(), push.clone());
-        let order = order_of(&push)?;
+        let (order, hint) = (order_of(&push)?, hint.clone());
         Ok(Arc::new(move || {
             let limit = push.limit.unwrap_or(usize::MAX);
-            let docs = env.read(&ns, &push.filter, &order, push.skip, limit).map_err(to_expr)?;
+            let (filter, skip, hint) = (&push.filter, push.skip, hint.as_deref());
+            let read = Read { ns: &ns, filter, order: &order, hint, skip, limit };
+            let docs = env.read(read).map_err(to_expr)?;
             Ok(Box::new(docs.into_iter().map(Ok)) as Docs)
         }))
     };
-    let plan = |push: &Pushdown| super::aggregate::explained(ctx, &request.ns, push);
+    let plan =
+        |push: &Pushdown| super::aggregate::explained(ctx, &request.ns, push, hint.as_deref());
     let docs = match request.run(command, &env, &input, &plan)? {
         Ok(docs) => docs.collect::<Result<Vec<Document>, _>>().map_err(from_expr)?,
         Err(explain) => return Ok(explain),

@@ -171,11 +171,13 @@ fn run(
         let limit = push.limit.unwrap_or(usize::MAX);
         let mut query = mongo_query(selector(&push.filter)?, push.skip, limit);
         query.use_index = hint.clone().map(|name| (name, None));
+        // The paths the next stage reads: an index holding them answers from its entries.
+        query.fields = paths_of(push)?;
         let (agg, ns, order) = (agg.clone(), request.ns.clone(), order_of(push)?);
         let reads = push.reads.clone();
         Ok(Arc::new(move || agg.stream(&ns, &query, &order, reads.clone()).map_err(to_expr)))
     };
-    let plan = |push: &Pushdown| explained(ctx, &request.ns, push);
+    let plan = |push: &Pushdown| explained(ctx, &request.ns, push, hint.as_deref());
     let docs = match request.run(command, &env, &input, &plan)? {
         Ok(docs) => docs,
         Err(explain) => return Ok(explain),
@@ -196,16 +198,24 @@ fn run(
     Ok(cursor_reply(id, &ns, "firstBatch", first))
 }
 
-/// The `winningPlan` of the pushed-down stages over `ns`.
+/// The `winningPlan` of the pushed-down stages over `ns`, with the index `hint` names.
 pub(super) fn explained(
     ctx: &Ctx,
     ns: &Namespace,
     push: &Pushdown,
+    hint: Option<&str>,
 ) -> Result<Document, MongoError> {
     let db = readable_db(ctx, ns, "aggregate")?;
     let limit = push.limit.unwrap_or(0);
     let query = (&push.filter, &sort_doc(push));
-    super::explain::winning_plan(db.as_deref(), ns, query, (push.skip, limit))
+    let read = (hint, push.paths.as_deref());
+    super::explain::winning_plan(db.as_deref(), ns, query, (push.skip, limit), read)
+}
+
+/// The paths the stage after the pushed-down query reads (`None`: whole documents).
+fn paths_of(push: &Pushdown) -> Result<Option<Vec<FieldPath>>, MongoError> {
+    let parse = |p: &String| FieldPath::parse(p).map_err(MongoError::from);
+    push.paths.as_ref().map(|paths| paths.iter().map(parse).collect()).transpose()
 }
 
 /// The next batch of a pipeline's answer: up to `size` documents (`0`: no count limit)

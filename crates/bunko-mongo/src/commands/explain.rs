@@ -27,6 +27,9 @@ struct Explained {
     skip: usize,
     limit: usize,
     hint: Option<Bson>,
+    /// `find`'s projection (empty: none); an aggregation's pushed-down query shows the
+    /// paths the next stage reads.
+    projection: Document,
 }
 
 pub(super) fn explain(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
@@ -58,12 +61,15 @@ pub(super) fn explain(ctx: &mut Ctx, command: &Document) -> Result<Document, Mon
     };
     let hint = super::indexes::hint(&db, target.hint.as_ref())?;
     let scan = access_scan(&db, &selector, &order, hint.as_deref())?;
+    let reads = crate::projection::Projection::parse(&target.projection)?.and_then(|p| p.paths());
+    let covered = covering(scan.as_ref(), &selector, reads.as_deref(), &order);
+    let covers = |r: &MongoScan| covering(Some(r), &selector, reads.as_deref(), &order);
     let rejected: Vec<Document> = scan
         .iter()
         .flat_map(|s| s.rejected.iter())
-        .map(|r| stages(&target, &ixscan(&r.index, Some(r)), !order.is_empty(), None))
+        .map(|r| stages(&target, &plan_access(r, covers(r)), !order.is_empty(), None))
         .collect();
-    let access = access_stage(&target, scan.as_ref(), hint.is_some());
+    let access = access_stage(&target, scan.as_ref(), hint.is_some(), covered);
     let blocking = blocking_sort(&order, scan.as_ref());
     let winning = stages(&target, &access, blocking, None);
     reply.insert("queryPlanner", planner(&target, winning, rejected));
@@ -71,11 +77,11 @@ pub(super) fn explain(ctx: &mut Ctx, command: &Document) -> Result<Document, Mon
         let user = super::admin::user(ctx);
         let trials = match (verbosity, &scan) {
             ("allPlansExecution", Some(s)) if !s.rejected.is_empty() => {
-                all_plans(&user, &db, &target, (&selector, !order.is_empty()), s)?
+                all_plans(&user, &db, &target, (&selector, &order, reads.as_deref()), s)?
             }
             _ => Vec::new(),
         };
-        let run = (selector, &order[..], hint, blocking);
+        let run = (selector, &order[..], hint, blocking, reads);
         let mut stats = execution(&user, &db, &target, run, &access)?;
         if verbosity == "allPlansExecution" {
             stats.insert("allPlansExecution", trials);
@@ -101,6 +107,20 @@ fn access_scan(
     })
 }
 
+/// Whether `scan` answers from its index entries alone (a covered query) when the caller
+/// needs only `reads` (`None`: whole documents).
+fn covering(
+    scan: Option<&MongoScan>,
+    selector: &bunko_query::Selector,
+    reads: Option<&[bunko_query::FieldPath]>,
+    order: &[(bunko_query::FieldPath, bunko_query::Direction)],
+) -> bool {
+    match (scan, reads) {
+        (Some(scan), Some(reads)) => scan.covered(selector, reads, order),
+        _ => false,
+    }
+}
+
 /// Whether a sort is done in memory (a `SORT` stage): there is one and no index yields it.
 fn blocking_sort(
     order: &[(bunko_query::FieldPath, bunko_query::Direction)],
@@ -109,27 +129,57 @@ fn blocking_sort(
     !order.is_empty() && !scan.is_some_and(|s| s.sorted)
 }
 
-/// The stage that reads documents: `FETCH` over `IXSCAN`, `IDHACK` (an unhinted `_id`
-/// equality on a non-numeric value reads one document), or `COLLSCAN`.
-fn access_stage(target: &Explained, scan: Option<&MongoScan>, hinted: bool) -> Document {
+/// The stage that reads documents: `FETCH` over `IXSCAN` (a covered query: `IXSCAN`
+/// alone), `IDHACK` (an unhinted `_id` equality on a non-numeric value reads one
+/// document), or `COLLSCAN`.
+fn access_stage(
+    target: &Explained,
+    scan: Option<&MongoScan>,
+    hinted: bool,
+    covered: bool,
+) -> Document {
     let id = target.filter.get("_id").filter(|v| {
         !matches!(v, Bson::Document(_) | Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_))
     });
     match scan {
-        Some(s) => ixscan(&s.index, Some(s)),
+        Some(s) => plan_access(s, covered),
         None if id.is_some() && !hinted => doc! {"stage": "IDHACK"},
         None => doc! {"stage": "COLLSCAN", "filter": target.filter.clone(), "direction": "forward"},
     }
 }
 
+/// The stages reading an index scan's documents: `FETCH` over the `IXSCAN`, or the `IXSCAN`
+/// alone for a covered query.
+fn plan_access(scan: &MongoScan, covered: bool) -> Document {
+    let mut fetch = ixscan(&scan.index, Some(scan));
+    match (covered, fetch.remove("inputStage")) {
+        (true, Some(Bson::Document(ix))) => ix,
+        (_, Some(ix)) => {
+            fetch.insert("inputStage", ix);
+            fetch
+        }
+        (_, None) => fetch,
+    }
+}
+
 /// The `winningPlan` of a query over `db` (`None`: the collection does not exist), as
 /// `explain` of `find` shows it; `aggregate`'s explain shows its pushed-down stages so.
+/// `hint` names the index to use; `reads`, the paths the stage after the query reads
+/// (`None`: whole documents), which a covering index answers from its entries.
 pub(super) fn winning_plan(
     db: Option<&Database>,
     ns: &Namespace,
     (filter, sort): (&Document, &Document),
     (skip, limit): (usize, usize),
+    (hint, reads): (Option<&str>, Option<&[String]>),
 ) -> Result<Document, MongoError> {
+    let paths: Option<Vec<bunko_query::FieldPath>> =
+        reads.map(|r| r.iter().map(|p| bunko_query::FieldPath::parse(p)).collect()).transpose()?;
+    let mut projection: Document =
+        reads.unwrap_or_default().iter().map(|p| (p.clone(), Bson::Int32(1))).collect();
+    if !projection.contains_key("_id") && reads.is_some() {
+        projection.insert("_id", 0);
+    }
     let target = Explained {
         ns: ns.clone(),
         filter: filter.clone(),
@@ -137,11 +187,23 @@ pub(super) fn winning_plan(
         skip,
         limit,
         hint: None,
+        projection,
     };
     let Some(db) = db else { return Ok(doc! {"stage": "EOF"}) };
     let order = query::sort(sort)?;
-    let scan = access_scan(db, &query::selector(filter)?, &order, None)?;
-    let access = access_stage(&target, scan.as_ref(), false);
+    let selector = query::selector(filter)?;
+    let scan = access_scan(db, &selector, &order, hint)?;
+    let covered = covering(scan.as_ref(), &selector, paths.as_deref(), &order);
+    let access = access_stage(&target, scan.as_ref(), hint.is_some(), covered);
+    // The paths read show only as a covered projection (a fetched document goes whole).
+    let target = Explained {
+        projection: if covered {
+            target.projection
+        } else {
+            doc! {}
+        },
+        ..target
+    };
     Ok(stages(&target, &access, blocking_sort(&order, scan.as_ref()), None))
 }
 
@@ -163,6 +225,7 @@ fn explained(ctx: &Ctx, inner: &Document) -> Result<Explained, MongoError> {
         },
         _ => Err(MongoError::failed_to_parse(format!("BSON field '{name}.{field}' is missing"))),
     };
+    let projection = if name == "find" { doc_of(inner, "projection")? } else { Document::new() };
     let (filter, sort, skip, limit, hint) = match name.as_str() {
         "find" => (
             doc_of(inner, "filter")?,
@@ -196,7 +259,7 @@ fn explained(ctx: &Ctx, inner: &Document) -> Result<Explained, MongoError> {
             ));
         }
     };
-    Ok(Explained { ns, filter, sort, skip, limit, hint })
+    Ok(Explained { ns, filter, sort, skip, limit, hint, projection })
 }
 
 fn planner(target: &Explained, winning: Document, rejected: Vec<Document>) -> Document {
@@ -313,6 +376,11 @@ fn stages(target: &Explained, access: &Document, sorted: bool, n: Option<i32>) -
             doc! {"stage": "SKIP", "skipAmount": number(target.skip as u64), "inputStage": plan},
         );
     }
+    if let Some(stage) = projection_stage(target, access) {
+        plan = with_n(
+            doc! {"stage": stage, "transformBy": target.projection.clone(), "inputStage": plan},
+        );
+    }
     if target.limit > 0 {
         plan = with_n(
             doc! {"stage": "LIMIT", "limitAmount": number(target.limit as u64), "inputStage": plan},
@@ -321,12 +389,27 @@ fn stages(target: &Explained, access: &Document, sorted: bool, n: Option<i32>) -
     plan
 }
 
-/// The query of an explained command: selector, sort, hint and whether the sort blocks.
+/// The projection stage over `access`, as MongoDB names it: `PROJECTION_COVERED` over
+/// an `IXSCAN` alone, `PROJECTION_SIMPLE` for top-level fields, else `PROJECTION_DEFAULT`.
+fn projection_stage(target: &Explained, access: &Document) -> Option<&'static str> {
+    if target.projection.is_empty() {
+        return None;
+    }
+    Some(match access.get_str("stage") {
+        Ok("IXSCAN") => "PROJECTION_COVERED",
+        _ if target.projection.keys().any(|k| k.contains('.')) => "PROJECTION_DEFAULT",
+        _ => "PROJECTION_SIMPLE",
+    })
+}
+
+/// The query of an explained command: selector, sort, hint, whether the sort blocks, and
+/// the paths the projection reads (`None`: whole documents).
 type Run<'o> = (
     bunko_query::Selector,
     &'o [(bunko_query::FieldPath, bunko_query::Direction)],
     Option<String>,
     bool,
+    Option<Vec<bunko_query::FieldPath>>,
 );
 
 /// Runs the query read-only and reports what it examined.
@@ -334,12 +417,13 @@ fn execution(
     user: &bunko_engine::security::UserCtx,
     db: &Database,
     target: &Explained,
-    (selector, order, hint, blocking): Run,
+    (selector, order, hint, blocking, reads): Run,
     access: &Document,
 ) -> Result<Document, MongoError> {
     let limit = if target.limit == 0 { usize::MAX } else { target.limit };
     let mut query = mongo_query(selector, target.skip, limit);
     query.use_index = hint.map(|h| (h, None));
+    query.fields = reads;
     let started = std::time::Instant::now();
     let result = db.find_mongo(user, &query, order)?;
     let millis = number(started.elapsed().as_millis() as u64);
@@ -359,9 +443,15 @@ fn execution(
     })
 }
 
-/// The access stage with what it examined and returned.
+/// The access stage with what it examined and returned (a covered `IXSCAN` alone: its
+/// keys).
 fn counted(access: &Document, keys: u64, docs: u64, n: i32) -> Document {
     let mut access = access.clone();
+    if access.get_str("stage").is_ok_and(|s| s == "IXSCAN") {
+        access.insert("keysExamined", number(keys));
+        access.insert("nReturned", number(keys));
+        return access;
+    }
     if let Some(Bson::Document(ix)) = access.get_mut("inputStage") {
         ix.insert("keysExamined", number(keys));
         ix.insert("nReturned", number(keys));
@@ -378,13 +468,20 @@ const TRIAL_RESULTS: u64 = 101;
 /// collection's documents if more (`internalQueryPlanEvaluationCollFraction`).
 const TRIAL_KEYS: u64 = 10_000;
 
+/// What a trial run reads: the filter, the sort and the paths the projection needs.
+type Trial<'t> = (
+    &'t bunko_query::Selector,
+    &'t [(bunko_query::FieldPath, bunko_query::Direction)],
+    Option<&'t [bunko_query::FieldPath]>,
+);
+
 /// `allPlansExecution`: every candidate plan (the winning one first, then the rejected
 /// ones) run read-only for MongoDB's trial period, with what each examined and returned.
 fn all_plans(
     user: &bunko_engine::security::UserCtx,
     db: &Database,
     target: &Explained,
-    (selector, sorted): (&bunko_query::Selector, bool),
+    (selector, order, reads): Trial,
     scan: &MongoScan,
 ) -> Result<Vec<Bson>, MongoError> {
     let wanted = match target.limit {
@@ -395,16 +492,17 @@ fn all_plans(
     let mut out = Vec::new();
     for plan in std::iter::once(scan).chain(&scan.rejected) {
         let started = std::time::Instant::now();
-        let stats = db.trial_mongo_scan(user, selector, plan, (wanted, keys))?;
+        let covered = covering(Some(plan), selector, reads, order);
+        let stats = db.trial_mongo_scan(user, selector, (plan, covered), (wanted, keys))?;
         let n = i32::try_from(stats.results_returned).unwrap_or(i32::MAX);
         let access =
-            counted(&ixscan(&plan.index, Some(plan)), stats.keys_examined, stats.docs_examined, n);
+            counted(&plan_access(plan, covered), stats.keys_examined, stats.docs_examined, n);
         out.push(Bson::Document(doc! {
             "nReturned": n,
             "executionTimeMillisEstimate": number(started.elapsed().as_millis() as u64),
             "totalKeysExamined": number(stats.keys_examined),
             "totalDocsExamined": number(stats.docs_examined),
-            "executionStages": stages(target, &access, sorted && !plan.sorted, Some(n)),
+            "executionStages": stages(target, &access, !order.is_empty() && !plan.sorted, Some(n)),
         }));
     }
     Ok(out)

@@ -6,10 +6,10 @@
 //!
 //! A query by `_id` reads that one document; any other query reads every document of the
 //! collection (then the commit fails if anything was committed to the collection meanwhile:
-//! a phantom). A write first checks that the document's committed revision is still the one
-//! the transaction read, so a write that lost to another commit fails at once with
-//! `WriteConflict` (112, `TransientTransactionError`) instead of at commit. A `find` answers
-//! in its first batch.
+//! a phantom); a `hint` shapes that answer as its index would (`super::txn_hint`). A write
+//! first checks that the document's committed revision is still the one the transaction
+//! read, so a write that lost to another commit fails at once with `WriteConflict` (112,
+//! `TransientTransactionError`) instead of at commit. A `find` answers in its first batch.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -76,9 +76,24 @@ pub(super) fn run(
 
 /// A document the transaction sees.
 pub(super) struct Found {
-    id: String,
+    pub(super) id: String,
     pub doc: Document,
     rev: RevId,
+}
+
+/// [`matching`] as the index `hint` names gives the answer (`super::txn_hint`).
+pub(super) fn matching_hinted(
+    txn: &mut Transaction<'static>,
+    db: &Database,
+    filter: &Document,
+    (order, hint): (&[(FieldPath, Direction)], Option<&str>),
+    skip: usize,
+    limit: usize,
+) -> Result<Vec<Found>, MongoError> {
+    let Some(hint) = hint else { return matching(txn, &db.name(), filter, order, skip, limit) };
+    let found = matching(txn, &db.name(), filter, order, 0, usize::MAX)?;
+    let found = super::txn_hint::apply(db, filter, hint, order, found)?;
+    Ok(found.into_iter().skip(skip).take(limit).collect())
 }
 
 /// The documents of `db` matching `selector`, ordered, skipped and limited.
@@ -220,7 +235,8 @@ fn find(ctx: &mut Ctx, txn: &mut Txn, command: &Document) -> Result<Document, Mo
     let Some(db) = txn_db(ctx, txn, &ns, "find")? else {
         return Ok(cursor_reply(0, &ns.full(), "firstBatch", Vec::new()));
     };
-    let found = matching(txn, &db.name(), &filter, &order, skip, limit)?;
+    let hint = super::indexes::hint(&db, command.get("hint"))?;
+    let found = matching_hinted(txn, &db, &filter, (&order, hint.as_deref()), skip, limit)?;
     let shown = |d: Document| projection.as_ref().map_or(d.clone(), |p| p.apply(&d));
     let docs = found.into_iter().map(|f| shown(f.doc)).collect();
     Ok(super::cursor::answer(ctx, &ns.full(), docs, batch, single))
@@ -235,7 +251,8 @@ fn count(ctx: &mut Ctx, txn: &mut Txn, command: &Document) -> Result<Document, M
         Some(n) => usize::try_from(n.unsigned_abs()).unwrap_or(usize::MAX),
     };
     let Some(db) = txn_db(ctx, txn, &ns, "count")? else { return Ok(doc! {"n": 0}) };
-    let n = matching(txn, &db.name(), &filter, &[], skip, limit)?.len();
+    let hint = super::indexes::hint(&db, command.get("hint"))?;
+    let n = matching_hinted(txn, &db, &filter, (&[], hint.as_deref()), skip, limit)?.len();
     Ok(doc! {"n": n as i32})
 }
 
@@ -290,7 +307,8 @@ fn update(ctx: &mut Ctx, txn: &mut Txn, command: &Document) -> Result<Document, 
         super::capped::refuse_in_txn(&db, &ns)?;
         let limit = if multi { usize::MAX } else { 1 };
         let order = query::sort(&doc_of(statement, "sort")?)?;
-        let found = matching(txn, &db.name(), &filter, &order, 0, limit)?;
+        let hint = super::indexes::hint(&db, statement.get("hint"))?;
+        let found = matching_hinted(txn, &db, &filter, (&order, hint.as_deref()), 0, limit)?;
         if found.is_empty() && upsert {
             let (id, doc) = upserted(&filter, &update)?;
             insert_one(txn, &db, &ns, &Bson::Document(doc))?;
@@ -330,14 +348,17 @@ fn delete(ctx: &mut Ctx, txn: &mut Txn, command: &Document) -> Result<Document, 
         let Bson::Document(statement) = statement else {
             return Err(MongoError::type_mismatch("delete statements must be objects"));
         };
-        if let Some(key) = statement.keys().find(|k| !matches!(k.as_str(), "q" | "limit")) {
+        if let Some(key) = statement.keys().find(|k| !matches!(k.as_str(), "q" | "limit" | "hint"))
+        {
             return Err(MongoError::not_implemented(format!(
                 "option '{key}' of delete is not supported in a transaction"
             )));
         }
         let limit = delete_limit(statement)?;
         let Some(db) = &db else { continue };
-        for found in matching(txn, &db.name(), &doc_of(statement, "q")?, &[], 0, limit)? {
+        let hint = super::indexes::hint(db, statement.get("hint"))?;
+        let filter = doc_of(statement, "q")?;
+        for found in matching_hinted(txn, db, &filter, (&[], hint.as_deref()), 0, limit)? {
             remove(txn, db, &found)?;
             deleted += 1;
         }
@@ -351,11 +372,6 @@ fn find_and_modify(
     command: &Document,
 ) -> Result<Document, MongoError> {
     let spec = FindAndModify::parse(ctx, command)?;
-    if spec.hint.is_some() {
-        return Err(MongoError::not_implemented(
-            "option 'hint' of findAndModify is not supported in transactions yet",
-        ));
-    }
     let db = match (spec.upsert, txn_db(ctx, txn, &spec.ns, "findAndModify")?) {
         (_, Some(db)) => db,
         (true, None) => create_with(ctx, txn, &spec.ns)?,
@@ -364,7 +380,9 @@ fn find_and_modify(
     super::capped::refuse_in_txn(&db, &spec.ns)?;
     let (ns, filter, return_new, upsert) = (&spec.ns, &spec.filter, spec.return_new, spec.upsert);
     let shown = |d: Document| spec.shown(d);
-    let found = matching(txn, &db.name(), filter, &spec.order, 0, 1)?.into_iter().next();
+    let hint = super::indexes::hint(&db, spec.hint.as_ref())?;
+    let hinted = (&spec.order[..], hint.as_deref());
+    let found = matching_hinted(txn, &db, filter, hinted, 0, 1)?.into_iter().next();
     match (found, &spec.update) {
         (Some(found), None) => {
             remove(txn, &db, &found)?;

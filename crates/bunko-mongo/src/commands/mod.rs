@@ -41,6 +41,7 @@ pub(crate) mod roles;
 mod sasl;
 mod session;
 mod stats;
+mod txn_hint;
 mod update;
 #[cfg(test)]
 mod update_golden;

@@ -50,6 +50,8 @@ impl Pager {
     ) -> Result<Pager, MongoError> {
         let mut query = super::crud::mongo_query(selector, skip, limit);
         query.use_index = hint.map(|h| (h, None));
+        // An index holding every path the projection reads answers from its entries.
+        query.fields = projection.as_ref().and_then(Projection::paths);
         let hint = query.use_index.as_ref().map(|(h, _)| h.as_str());
         let indexed = db.mongo_plan(&query.selector, hint)?.is_some();
         let mut pager = Pager {

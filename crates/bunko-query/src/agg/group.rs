@@ -111,6 +111,13 @@ impl Group {
         all.then_some(out)
     }
 
+    /// The whole (dotted) paths of its input the group reads (`None`: it may read any).
+    pub fn paths(&self) -> Option<Vec<String>> {
+        let mut out = Vec::new();
+        let all = self.id.paths(&mut out) && self.accs.iter().all(|(_, a)| a.paths(&mut out));
+        all.then_some(out)
+    }
+
     /// Groups the documents of `input` (opened again if the groups spill).
     pub fn open<'a>(&self, input: &Source<'a>, env: &EnvRef<'a>, vars: &Vars) -> Result<Docs<'a>> {
         let key = |v: &mut Vars| Ok(or_null(self.id.eval(v)?));

@@ -139,6 +139,10 @@ pub struct Pushdown {
     /// `$group`): the caller may hand the pipeline documents holding just these fields,
     /// converting less of each stored document.
     pub reads: Option<Vec<String>>,
+    /// The whole (dotted) paths the stage after it reads, when it reads only those (an
+    /// inclusion `$project`, a `$group`, a `$count`): an index holding them all may
+    /// answer from its entries alone (a covered query).
+    pub paths: Option<Vec<String>>,
 }
 
 /// A stage name MongoDB has but Bunko does not implement yet.
@@ -248,6 +252,12 @@ impl Pipeline {
         }
         p.reads = match self.stages.get(p.stages) {
             Some((_, Stage::Group(group))) => group.reads(),
+            _ => None,
+        };
+        p.paths = match self.stages.get(p.stages) {
+            Some((_, Stage::Group(group))) => group.paths(),
+            Some((_, Stage::Shape(shape))) => shape.paths(),
+            Some((_, Stage::Count(_))) => Some(Vec::new()),
             _ => None,
         };
         p

@@ -7,6 +7,24 @@ use bson::{Bson, Document};
 
 use crate::expr::{Expr, ExprError, MISSING, Result, Vars};
 
+/// Adds the paths a field tree (under `prefix`) reads to `out`; `false` if it may read any.
+fn tree_paths(fields: &[(String, Node)], prefix: &str, out: &mut Vec<String>) -> bool {
+    fields.iter().all(|(name, node)| {
+        let path = if prefix.is_empty() { name.clone() } else { format!("{prefix}.{name}") };
+        match node {
+            Node::Include => {
+                if !out.contains(&path) {
+                    out.push(path);
+                }
+                true
+            }
+            Node::Exclude => true,
+            Node::Compute(e) => e.paths(out),
+            Node::Sub(sub) => tree_paths(sub, &path, out),
+        }
+    })
+}
+
 #[derive(Clone, Debug, PartialEq)]
 enum Node {
     Include,
@@ -55,6 +73,14 @@ impl Shape {
             fields.insert(0, ("_id".to_string(), Node::Include));
         }
         Ok(Shape { fields, mode })
+    }
+
+    /// The whole (dotted) paths of its input an inclusion `$project` reads (included
+    /// paths, and those its computed fields read); `None` for the other shapes, which
+    /// keep the rest of the document.
+    pub fn paths(&self) -> Option<Vec<String>> {
+        let mut out = Vec::new();
+        (self.mode == Mode::Include && tree_paths(&self.fields, "", &mut out)).then_some(out)
     }
 
     /// `$addFields`/`$set`: every value is computed.

@@ -737,6 +737,50 @@ fn n_accumulators_on_the_manuals_gamescores() -> Result<()> {
     Ok(())
 }
 
+/// `$median` and `$percentile` accumulators on the manual's `testScores` (MongoDB 7.0).
+#[test]
+fn median_and_percentile_accumulators_on_the_manuals_test_scores() -> Result<()> {
+    let scores = [("2345", 62, 81), ("2356", 60, 83), ("2358", 67, 82), ("2367", 64, 72)]
+        .into_iter()
+        .chain([("2369", 60, 53)])
+        .map(|(id, a, b)| doc! {"studentId": id, "test01": a, "test02": b})
+        .chain([doc! {"studentId": "none", "test01": "absent"}])
+        .collect();
+    let out = run(
+        &Mem::default(),
+        scores,
+        bson!([{"$group": {"_id": null,
+            "median": {"$median": {"input": "$test01", "method": "approximate"}},
+            "pct": {"$percentile": {"input": "$test01", "p": [0.5, 0.75, 0.9, 0.95], "method": "approximate"}},
+            "none": {"$percentile": {"input": "$missing", "p": [0.5, 1], "method": "approximate"}}}}]),
+    )?;
+    let g = out.first().cloned().unwrap_or_default();
+    assert_eq!(g.get("median"), Some(&Bson::Double(62.0)), "{g}");
+    assert_eq!(g.get("pct"), Some(&bson!([62.0, 64.0, 67.0, 67.0])), "{g}");
+    assert_eq!(g.get("none"), Some(&bson!([null, null])), "{g}");
+    let bad = |spec: Bson| {
+        let stage = bson!([{"$group": {"_id": null, "x": spec}}]);
+        run(&Mem::default(), vec![doc! {"v": 1}], stage).err().map(|e| e.code)
+    };
+    assert_eq!(bad(bson!({"$median": 5})), Some(7436100));
+    assert_eq!(bad(bson!({"$percentile": 5})), Some(7429703));
+    assert_eq!(bad(bson!({"$median": [1, 2]})), Some(40237));
+    assert_eq!(bad(bson!({"$median": {"input": "$v"}})), Some(40414));
+    assert_eq!(bad(bson!({"$percentile": {"input": "$v", "method": "approximate"}})), Some(40414));
+    assert_eq!(
+        bad(bson!({"$median": {"input": "$v", "p": [0.5], "method": "approximate"}})),
+        Some(40415)
+    );
+    let p = |p: Bson| bad(bson!({"$percentile": {"input": "$v", "p": p, "method": "approximate"}}));
+    assert_eq!(
+        (p(bson!(0.5)), p(bson!([])), p(bson!(["a"])), p(bson!([1.5]))),
+        (Some(7750301), Some(7750301), Some(7750302), Some(7750303))
+    );
+    assert_eq!(p(bson!(["$v"])), Some(7750300));
+    assert_eq!(bad(bson!({"$median": {"input": "$v", "method": "exact"}})), Some(2));
+    Ok(())
+}
+
 /// A/B micro-benchmark of `$group`'s per-document cost (issue 14, point 3), not a check:
 /// 200k IoT readings of 1 kB (the bench's `agg` workload: 4000 devices) handed over as the
 /// engine hands them to `[{$match: {type: "reading"}}, {$group: {_id: "$deviceID", avg:

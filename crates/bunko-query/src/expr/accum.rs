@@ -39,6 +39,8 @@ pub const NAMES: &[&str] = &[
     "$stdDevPop",
     "$stdDevSamp",
     "$mergeObjects",
+    "$median",
+    "$percentile",
 ];
 
 /// One parsed accumulator.
@@ -49,6 +51,8 @@ pub struct AccSpec {
     pub expr: Expr,
     pub n: Option<Expr>,
     pub sort: Option<Vec<(Vec<String>, bool)>>,
+    /// The percentiles of `$median` (`[0.5]`) and `$percentile`; empty for the others.
+    pub ps: Vec<f64>,
 }
 
 impl AccSpec {
@@ -93,6 +97,10 @@ impl AccSpec {
                 )),
             }
         };
+        if matches!(op, "$median" | "$percentile") {
+            let q = super::quantile::parse(op, arg, true)?;
+            return Ok(AccSpec { op, expr: q.input, n: None, sort: None, ps: q.ps });
+        }
         let (expr, n, sort) = match op {
             "$count" => match arg {
                 Bson::Document(a) if a.is_empty() => (Expr::Literal(Bson::Int32(1)), None, None),
@@ -116,7 +124,7 @@ impl AccSpec {
                 (Expr::parse(arg)?, None, None)
             }
         };
-        Ok(AccSpec { op, expr, n, sort })
+        Ok(AccSpec { op, expr, n, sort, ps: Vec::new() })
     }
 
     /// A fresh accumulator for one group (its `n` evaluated against the group's first
@@ -139,6 +147,7 @@ impl AccSpec {
         };
         let mut acc = Acc::new(self.op, n)?;
         acc.sort = self.sort.clone();
+        acc.ps = self.ps.clone();
         Ok(acc)
     }
 
@@ -178,6 +187,9 @@ pub struct Acc {
     values: Vec<Bson>,
     keyed: Vec<(Bson, Bson)>,
     merged: Document,
+    /// `$median`/`$percentile`: the percentiles asked and the numbers seen (as doubles).
+    ps: Vec<f64>,
+    samples: Vec<f64>,
     /// Roughly the bytes this state holds (grows with the values it keeps).
     held: usize,
 }
@@ -202,6 +214,8 @@ impl Acc {
             values: Vec::new(),
             keyed: Vec::new(),
             merged: Document::new(),
+            ps: Vec::new(),
+            samples: Vec::new(),
             held: 64,
         })
     }
@@ -288,6 +302,10 @@ impl Acc {
             "$maxN" | "$minN" if !is_nullish(&v) => {
                 self.values.push(v);
             }
+            "$median" | "$percentile" if is_number(&v) => {
+                self.held += 8;
+                self.samples.extend(to_f64(&v));
+            }
             _ => {}
         }
         Ok(())
@@ -320,6 +338,15 @@ impl Acc {
             "$min" | "$max" | "$first" | "$last" => self.best.unwrap_or(Bson::Null),
             "$push" | "$addToSet" | "$firstN" | "$lastN" => Bson::Array(self.values),
             "$mergeObjects" => Bson::Document(self.merged),
+            "$median" | "$percentile" => {
+                let median = self.op == "$median";
+                let q = super::quantile::Quantile {
+                    input: Expr::Literal(Bson::Null),
+                    ps: self.ps,
+                    median,
+                };
+                super::quantile::finish(&q, self.samples)
+            }
             "$maxN" | "$minN" => {
                 super::value::sort_values(&mut self.values);
                 if self.op == "$maxN" {

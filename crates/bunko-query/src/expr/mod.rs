@@ -29,6 +29,7 @@ mod decimal;
 mod object;
 mod ops;
 mod parts;
+mod quantile;
 mod reads;
 mod string;
 mod trig;
@@ -303,6 +304,9 @@ fn parse_doc(doc: &Document) -> Result<Expr> {
     let op = ops::find(first).ok_or_else(|| {
         ExprError::new(168, "InvalidPipelineOperator", format!("Unrecognized expression '{first}'"))
     })?;
+    if matches!(first.as_str(), "$median" | "$percentile") {
+        return Ok(Expr::Op(op, quantile::parse_expr(first, arg)?));
+    }
     let args = match (op.named, arg) {
         (true, Bson::Document(d)) if d.keys().next().is_none_or(|k| !k.starts_with('$')) => {
             Args::Named(

@@ -7,7 +7,8 @@
 use bson::Bson;
 
 use super::{Args, Expr, ExprError, Result, Vars};
-use super::{arith, array, bits, boolean, compare, cond, date, object, parts, string, trig, types};
+use super::{arith, array, bits, boolean, compare, cond, date, object, parts, quantile, string};
+use super::{trig, types};
 
 /// A lazy operator: its arguments unevaluated.
 pub type LazyFn = fn(&'static str, &Args, &mut Vars) -> Result<Bson>;
@@ -262,6 +263,10 @@ static TABLE: &[Op] = &[
     eager!("$toBool", 1, 1, types::to),
     eager!("$toDate", 1, 1, types::to),
     eager!("$toObjectId", 1, 1, types::to),
+    eager!("$toUUID", 1, 1, types::to_uuid),
+    eager!("$toHashedIndexKey", 1, 1, types::hashed_index_key),
+    lazy!("$median", true, |_, _| Ok(()), quantile::eval),
+    lazy!("$percentile", true, |_, _| Ok(()), quantile::eval),
     lazy!("$convert", true, |op, a| check_named(op, a, &["input", "to", "onError", "onNull", "format", "base", "byteOrder"], &["input", "to"]), types::convert),
     // date
     lazy!("$year", true, any, date::part),

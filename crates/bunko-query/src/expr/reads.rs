@@ -10,28 +10,40 @@ use super::{Args, Expr};
 impl Expr {
     /// Adds the top-level fields `self` reads to `out`; `false` if it may read any field.
     pub fn reads(&self, out: &mut Vec<String>) -> bool {
-        let mut add = |name: &String| {
-            if !out.contains(name) {
-                out.push(name.clone());
-            }
-            true
-        };
+        self.visit(&mut |path| add(out, path.first()))
+    }
+
+    /// Adds the whole (dotted) paths `self` reads to `out`; `false` if it may read any
+    /// field (what a covering index must hold).
+    pub fn paths(&self, out: &mut Vec<String>) -> bool {
+        self.visit(&mut |path| add(out, (!path.is_empty()).then(|| path.join(".")).as_ref()))
+    }
+
+    /// Calls `seen` with every field path `self` reads; `false` if it may read any field.
+    fn visit(&self, seen: &mut dyn FnMut(&[String]) -> bool) -> bool {
         match self {
             Expr::Literal(_) => true,
-            Expr::Field(path) => path.first().is_some_and(&mut add),
-            Expr::Var(name, path) if name == "ROOT" || name == "CURRENT" => {
-                path.first().is_some_and(add)
-            }
+            Expr::Field(path) => seen(path),
+            Expr::Var(name, path) if name == "ROOT" || name == "CURRENT" => seen(path),
             Expr::Var(..) => true,
-            Expr::Object(fields) => fields.iter().all(|(_, e)| e.reads(out)),
-            Expr::Array(items) => items.iter().all(|e| e.reads(out)),
+            Expr::Object(fields) => fields.iter().all(|(_, e)| e.visit(seen)),
+            Expr::Array(items) => items.iter().all(|e| e.visit(seen)),
             Expr::Op(op, _) if matches!(op.name, "$getField" | "$setField" | "$unsetField") => {
                 false
             }
-            Expr::Op(_, Args::List(args)) => args.iter().all(|e| e.reads(out)),
-            Expr::Op(_, Args::Named(args)) => args.iter().all(|(_, e)| e.reads(out)),
+            Expr::Op(_, Args::List(args)) => args.iter().all(|e| e.visit(seen)),
+            Expr::Op(_, Args::Named(args)) => args.iter().all(|(_, e)| e.visit(seen)),
         }
     }
+}
+
+/// Adds `name` to `out` once; `false` for none (the whole document).
+fn add(out: &mut Vec<String>, name: Option<&String>) -> bool {
+    let Some(name) = name else { return false };
+    if !out.contains(name) {
+        out.push(name.clone());
+    }
+    true
 }
 
 impl AccSpec {
@@ -45,6 +57,16 @@ impl AccSpec {
             first => first.is_some(),
         });
         sorted && self.expr.reads(out) && self.n.as_ref().is_none_or(|n| n.reads(out))
+    }
+
+    /// Adds the whole paths the accumulator reads to `out` (see [`Expr::paths`]).
+    pub fn paths(&self, out: &mut Vec<String>) -> bool {
+        let sorted = self
+            .sort
+            .iter()
+            .flatten()
+            .all(|(path, _)| add(out, (!path.is_empty()).then(|| path.join(".")).as_ref()));
+        sorted && self.expr.paths(out) && self.n.as_ref().is_none_or(|n| n.paths(out))
     }
 }
 
@@ -75,5 +97,9 @@ mod tests {
         assert_eq!(reads(bson!("$$ROOT")), None);
         assert_eq!(reads(bson!({"$mergeObjects": ["$$CURRENT", {"x": 1}]})), None);
         assert_eq!(reads(bson!({"$getField": "n"})), None);
+        let mut paths = Vec::new();
+        let e = Expr::parse(&bson!({"$add": ["$a.b", "$$CURRENT.c.d", "$a.b"]})).unwrap();
+        assert!(e.paths(&mut paths));
+        assert_eq!(paths, ["a.b", "c.d"]);
     }
 }

@@ -169,6 +169,30 @@ pub fn to(op: &str, args: &[Bson]) -> Result<Bson> {
     convert_value(v, to)
 }
 
+/// `$toUUID` (MongoDB 8.0): a string in the UUID's text form as binary subtype 4.
+pub fn to_uuid(_: &str, args: &[Bson]) -> Result<Bson> {
+    match args.first().unwrap_or(&Bson::Null) {
+        v if is_nullish(v) => Ok(Bson::Null),
+        Bson::String(s) => match bson::Uuid::parse_str(s) {
+            Ok(uuid) => Ok(Bson::Binary(bson::Binary::from_uuid(uuid))),
+            Err(_) => Err(ExprError::new(
+                241,
+                "ConversionFailure",
+                format!(
+                    "Failed to parse BinData '{s}' in $convert with no onError value: Invalid UUID string: {s}"
+                ),
+            )),
+        },
+        v => Err(failure(v, "binData", "")),
+    }
+}
+
+/// `$toHashedIndexKey`: the value's hash as a hashed index holds it (an int64).
+pub fn hashed_index_key(_: &str, args: &[Bson]) -> Result<Bson> {
+    let v = args.first().filter(|v| **v != super::MISSING).unwrap_or(&Bson::Null);
+    Ok(Bson::Int64(bunko_doc::bson_hash::hash64(v)))
+}
+
 pub fn convert(_: &str, args: &Args, vars: &mut Vars) -> Result<Bson> {
     let input = eval_named(args, "input", vars)?;
     let to = eval_named(args, "to", vars)?;

@@ -159,6 +159,11 @@ impl Selector {
         predicate.matches(doc, &bunko_doc::ejson::from_json(map))
     }
 
+    /// Whether a MongoDB condition sits beside the tree (`$expr`, `$jsonSchema`, …).
+    pub fn has_predicate(&self) -> bool {
+        self.expr.is_some()
+    }
+
     /// The normalized tree.
     pub fn root(&self) -> &Node {
         &self.root

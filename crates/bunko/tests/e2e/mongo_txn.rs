@@ -471,3 +471,43 @@ print(json.dumps(out))
     let out = python(&server, &script).expect("pymongo ran before the restart");
     assert_eq!(out, json!({"n": 1, "nModified": 1, "value": 1, "older": 225, "next": 2}));
 }
+
+/// `hint` inside a transaction (issue 14): the transaction reads document by document, and
+/// the hint shapes its answer as the index would: an unknown index is `BadValue` (2), a
+/// sparse index holds only its documents, an unsorted answer follows the index's order, for
+/// `find`, `count`, `aggregate`, `update`, `delete` and `findAndModify` alike.
+#[test]
+fn hint_shapes_reads_inside_a_transaction() {
+    let server = Server::start();
+    let script = r#"
+c = client()
+co = c.txh.items
+co.insert_many([{"_id": 1, "k": 3}, {"_id": 2, "k": 1}, {"_id": 3}, {"_id": 4, "k": 2}])
+co.create_index([("k", 1)], sparse=True, name="k_sparse")
+out = {}
+with c.start_session() as s:
+    with s.start_transaction():
+        co.insert_one({"_id": 5, "k": 0}, session=s)
+        out["find"] = [d["_id"] for d in co.find({}, session=s).hint("k_sparse")]
+        out["plain"] = sorted(d["_id"] for d in co.find({}, session=s))
+        out["count"] = co.count_documents({}, session=s, hint="k_sparse")
+        out["agg"] = [d["_id"] for d in co.aggregate([{"$match": {}}], session=s, hint="k_sparse")]
+        out["one"] = co.find_one_and_update({}, {"$set": {"first": True}}, session=s, hint="k_sparse")["_id"]
+        out["upd"] = co.update_many({"_id": {"$gte": 3}}, {"$set": {"seen": True}}, session=s, hint="k_sparse").modified_count
+        out["del"] = co.delete_one({}, session=s, hint="k_sparse").deleted_count
+    try:
+        with s.start_transaction():
+            list(co.find({}, session=s).hint("nope"))
+    except OperationFailure as e:
+        out["unknown"] = e.code
+out["after"] = sorted(d["_id"] for d in co.find({}))
+out["seen"] = sorted(d["_id"] for d in co.find({"seen": True}))
+print(json.dumps(out))
+"#;
+    let Some(result) = python(&server, script) else { return };
+    assert_eq!(
+        result,
+        json!({"find": [5, 2, 4, 1], "plain": [1, 2, 3, 4, 5], "count": 4, "agg": [5, 2, 4, 1],
+            "one": 5, "upd": 2, "del": 1, "unknown": 2, "after": [1, 2, 3, 4], "seen": [4]})
+    );
+}
