@@ -250,8 +250,7 @@ impl IndexStream {
                 return Ok(None);
             }
             let doc = Value::Object(fields);
-            let view = ejson::match_view(&doc);
-            return Ok(self.selector.matches(&view, Dialect::Mongo).then_some(doc));
+            return Ok(self.selector.matches(&doc, Dialect::Mongo).then_some(doc));
         }
         let Some((_, id)) = entries::decode_value(value) else { return Ok(None) };
         if !self.seen.insert(id.clone()) {

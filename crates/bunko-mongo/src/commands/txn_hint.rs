@@ -40,7 +40,7 @@ pub(super) fn apply(
     }
     let key: Vec<(FieldPath, Direction)> =
         index.compiled.paths().iter().map(|p| (p.clone(), Direction::Asc)).collect();
-    let view = |f: &Found| ejson::match_view(&Value::Object(ejson::to_json(&f.doc)));
+    let view = |f: &Found| Value::Object(ejson::to_json(&f.doc));
     let mut keyed: Vec<(Value, Found)> = kept.drain(..).map(|f| (view(&f), f)).collect();
     keyed.sort_by(|a, b| {
         let by_key = bunko_engine::find::mongo::compare(&key, &a.0, &b.0);
