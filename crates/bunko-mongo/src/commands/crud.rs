@@ -1,5 +1,5 @@
-//! Documents: `insert`, `find`, `delete`, `count`. Writes are `Database::update_docs` with
-//! the connection's user (the write gate), so each one is an ordinary engine write with a
+//! Documents: `insert`, `find`, `delete`, `count`. Writes are `Database::write_docs` with
+//! the connection's user (the write gate), their syncs awaited by `conn` ([`crate::acks`]), so each one is an ordinary engine write with a
 //! new `_rev` and a `_changes` entry; reads are `Database::find_mongo`, after the same
 //! membership check HTTP reads make.
 
@@ -85,7 +85,7 @@ pub(super) fn insert(ctx: &mut Ctx, command: &Document) -> Result<Document, Mong
 /// Writes the prepared documents; ordered: none after the first failure.
 fn write(
     ctx: &Ctx,
-    db: &Database,
+    db: &Arc<Database>,
     ns: &Namespace,
     mut docs: Vec<(usize, ParsedDoc, Bson)>,
     ordered: bool,
@@ -94,7 +94,7 @@ fn write(
     let user = user(ctx);
     let opts = WriteOptions { all_or_nothing: ordered, ..ctx.write_options() };
     let parsed: Vec<ParsedDoc> = docs.iter().map(|(_, d, _)| d.clone()).collect();
-    let results = db.update_docs(&user, parsed, opts)?;
+    let results = ctx.session.unsynced.write(db, &user, parsed, opts)?;
     let failed = results.iter().position(|r| r.result.is_err());
     if ordered && let Some(k) = failed {
         // Nothing was written: write the documents before the first failure, and report it.
@@ -442,7 +442,7 @@ pub(super) fn delete(ctx: &mut Ctx, command: &Document) -> Result<Document, Mong
     for (index, statement) in statements.iter().enumerate() {
         let outcome = match (&db, statement) {
             (_, Bson::Document(s)) => query::collation_of(s).and_then(|c| {
-                bunko_query::collation::with(c, || delete_one_statement(ctx, db.as_deref(), s))
+                bunko_query::collation::with(c, || delete_one_statement(ctx, db.as_ref(), s))
             }),
             _ => Err(MongoError::type_mismatch("delete statements must be objects")),
         };
@@ -466,7 +466,7 @@ pub(super) fn delete(ctx: &mut Ctx, command: &Document) -> Result<Document, Mong
 /// One `{q, limit}` statement: deletes the matching documents in one commit.
 fn delete_one_statement(
     ctx: &Ctx,
-    db: Option<&Database>,
+    db: Option<&Arc<Database>>,
     statement: &Document,
 ) -> Result<usize, MongoError> {
     for key in statement.keys() {
@@ -498,7 +498,8 @@ fn delete_one_statement(
             ..Default::default()
         });
     }
-    let results = db.update_docs(&user(ctx), tombstones, WriteOptions::default())?;
+    let results =
+        ctx.session.unsynced.write(db, &user(ctx), tombstones, WriteOptions::default())?;
     if let Some(Err(err)) = results.iter().map(|r| &r.result).find(|r| r.is_err()) {
         return Err(MongoError::from(clone_error(err)));
     }
