@@ -156,13 +156,18 @@ async fn run_waiting(
     Some((session, result))
 }
 
-/// Runs one command off the async workers; gives the session back. `None` if the command
+/// Runs one command off the async workers (a short point read on this one:
+/// [`commands::point_read::is_short`]); gives the session back. `None` if the command
 /// panicked (a bug): the session went with it, so the connection ends.
 async fn execute(
     server: &Arc<Server>,
     mut session: Session,
     command: Document,
 ) -> Option<(Session, Outcome)> {
+    if commands::point_read::is_short(server, &command) {
+        let result = commands::run(server, &mut session, &command);
+        return Some((session, result));
+    }
     let server = server.clone();
     let task = tokio::task::spawn_blocking(move || {
         let result = commands::run(&server, &mut session, &command);
