@@ -245,6 +245,13 @@ pub fn match_view(value: &Value) -> Value {
     }
 }
 
+/// Whether the stored JSON text `json` may hold a value [`match_view`] changes (a numeric
+/// wrapper): only text with a `$` or a `\u` escape can. Where it cannot, a document parsed
+/// from it is its own match view, and the copy can be skipped.
+pub fn may_need_match_view(json: &[u8]) -> bool {
+    json.contains(&b'$') || json.windows(2).any(|w| w == b"\\u")
+}
+
 fn numeric(map: &Map<String, Value>) -> Option<Number> {
     if map.len() != 1 {
         return None;
@@ -292,6 +299,25 @@ mod tests {
     use bson::doc;
 
     use super::*;
+
+    /// Text without `$` or `\u` is its own match view; every numeric wrapper is flagged.
+    #[test]
+    fn only_text_with_a_dollar_or_an_escape_needs_a_match_view() {
+        let plain = br#"{"a":[1,2.5,{"b":"x"}],"n":null,"t":true}"#;
+        let value: Value = serde_json::from_slice(plain).unwrap();
+        assert!(!may_need_match_view(plain));
+        assert_eq!(match_view(&value), value);
+        for stored in [
+            value_to_json(&Bson::Int64(5)),
+            value_to_json(&Bson::Decimal128("1.5".parse().unwrap())),
+            json!({"a": {"$numberDecimal": "2"}}),
+        ] {
+            let text = serde_json::to_vec(&stored).unwrap();
+            assert!(may_need_match_view(&text), "{stored}");
+            assert_ne!(match_view(&stored), stored);
+        }
+        assert!(may_need_match_view(br#"{"\u0024numberLong":"5"}"#));
+    }
 
     /// Found by the `stored_values_read_back_exactly` fuzz target (issue 11): a Decimal128
     /// whose bytes are a non-canonical zero came back as the canonical zero's bytes.

@@ -60,16 +60,19 @@ async fn serve(
             let mut body = vec![0u8; body_len];
             read.read_exact(&mut body).await?;
             match wire::decode(&header, &body) {
-                Ok(request) => {
+                Ok(mut request) => {
                     tracing::debug!(compressor = ?request.compressor, "mongo message");
-                    let Some((back, result)) = run_waiting(server, session, &request.command).await
-                    else {
+                    // Shared with the blocking thread, not copied (an insert carries its
+                    // documents); the request keeps it for what follows the reply.
+                    let command = Arc::new(std::mem::take(&mut request.command));
+                    let Some((back, result)) = run_waiting(server, session, &command).await else {
                         return Err(std::io::Error::other("command panicked"));
                     };
                     session = back;
                     if session.close {
                         return Ok(());
                     }
+                    request.command = Arc::unwrap_or_clone(command);
                     (request, result)
                 }
                 Err(err) => (fallback(&header), Err(err)),
@@ -140,7 +143,7 @@ type Outcome = Result<(Document, bool), MongoError>;
 async fn run_waiting(
     server: &Arc<Server>,
     session: Session,
-    command: &Document,
+    command: &Arc<Document>,
 ) -> Option<(Session, Outcome)> {
     let (mut session, mut result) = execute(server, session, command.clone()).await?;
     while let Some(wait) = session.wait.take() {
@@ -162,7 +165,7 @@ async fn run_waiting(
 async fn execute(
     server: &Arc<Server>,
     mut session: Session,
-    command: Document,
+    command: Arc<Document>,
 ) -> Option<(Session, Outcome)> {
     if commands::point_read::is_short(server, &command) {
         let result = commands::run(server, &mut session, &command);
@@ -213,7 +216,7 @@ mod tests {
     }
 
     async fn run(server: &Arc<Server>, session: Session, command: &Document) -> (Session, Outcome) {
-        run_waiting(server, session, command).await.expect("no panic")
+        run_waiting(server, session, &Arc::new(command.clone())).await.expect("no panic")
     }
 
     #[tokio::test]

@@ -4,7 +4,7 @@
 //! 1. [`serve`] accepts connections; `conn` reads each message ([`wire`]: header,
 //!    `OP_MSG`/`OP_QUERY`/`OP_COMPRESSED`, size limits) and runs its command on a blocking
 //!    thread, since engine calls block; the syncs its writes wait for are awaited on the
-//!    runtime afterwards ([`acks`]).
+//!    runtime afterwards (`acks`).
 //! 2. `commands` looks the command up in one table (one module per family: handshake and
 //!    admin, authentication, databases and collections, CRUD, cursors), refuses it with
 //!    `Unauthorized` (13) on a connection that has not authenticated unless it is part of the

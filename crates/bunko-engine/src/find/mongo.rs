@@ -144,7 +144,13 @@ pub(super) fn matching_fields(
     };
     doc.extend(fields.unwrap_or_default());
     let doc = Value::Object(doc);
-    selector.matches(&ejson::match_view(&doc), Dialect::Mongo).then_some(doc)
+    let matched =
+        match ejson::may_need_match_view(id.as_bytes()) || ejson::may_need_match_view(body) {
+            true => selector.matches(&ejson::match_view(&doc), Dialect::Mongo),
+            // Nothing to convert: no copy of the document for matching.
+            false => selector.matches(&doc, Dialect::Mongo),
+        };
+    matched.then_some(doc)
 }
 
 /// The top-level members to parse for a query over `selector` sorted by `order` whose
