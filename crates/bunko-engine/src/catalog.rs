@@ -217,6 +217,14 @@ impl Engine {
         &self.store
     }
 
+    /// Returns once every write applied so far, by any caller, is durable (an empty
+    /// commit: group commit syncs in apply order). For answering from what a write that
+    /// may still be waiting for its sync left behind, such as a retried MongoDB write's
+    /// kept reply. Fails if a sync failed.
+    pub fn sync_applied(&self) -> Result<()> {
+        Ok(self.store.commit(Batch::new())?)
+    }
+
     /// A consistent view of every database as of now (one storage snapshot).
     pub fn snapshot(&self) -> bunko_storage::Snapshot {
         self.store.snapshot()

@@ -93,4 +93,4 @@ pub use database::{Database, DbInfo};
 pub use error::{Error, Result};
 pub use txn::{Applied, Transaction, TxnDoc, TxnWrite};
 pub use uuids::Uuids;
-pub use write::{DocResult, WriteOptions, Written};
+pub use write::{DocResult, Durability, WriteOptions, Written};

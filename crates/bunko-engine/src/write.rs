@@ -127,11 +127,35 @@ impl Written {
     /// Waits, without holding a thread, until the writes are durable, and returns the
     /// results; fails as [`Database::update_docs`] does if the sync failed.
     pub async fn durable(self) -> Result<Vec<DocResult>> {
-        if let Some((db, unsynced)) = self.unsynced {
+        let (results, durability) = self.split();
+        durability.wait().await?;
+        Ok(results)
+    }
+
+    /// The results, and the sync they wait for. For a caller that builds its answer from
+    /// the results on one thread and waits for the sync on another (the MongoDB adapter
+    /// runs a command on a blocking thread and awaits its syncs on the runtime): the
+    /// answer may be sent only once [`Durability::wait`] returned `Ok`.
+    pub fn split(self) -> (Vec<DocResult>, Durability) {
+        (self.results, Durability(self.unsynced))
+    }
+}
+
+/// The sync an applied write waits for, from [`Written::split`]. Nothing it wrote may be
+/// acknowledged before [`Durability::wait`] returned `Ok`; dropping it unwaited leaves the
+/// write applied but skips what follows its sync (waking `_changes` feeds, background work).
+#[must_use = "writes are acknowledged only once durable"]
+pub struct Durability(Option<(Arc<Database>, Unsynced)>);
+
+impl Durability {
+    /// Waits, without holding a thread, until the write is durable; fails as
+    /// [`Database::update_docs`] does if the sync failed.
+    pub async fn wait(self) -> Result<()> {
+        if let Some((db, unsynced)) = self.0 {
             db.store.durable(unsynced.ticket).await?;
             db.finish(unsynced);
         }
-        Ok(self.results)
+        Ok(())
     }
 }
 

@@ -1,5 +1,5 @@
-//! One client connection: read a message, run its command on a blocking thread, write the
-//! reply, until the client closes. A message over the size limit is read past (not
+//! One client connection: read a message, run its command on a blocking thread, await the
+//! syncs of its writes ([`crate::acks`]), write the reply, until the client closes. A message over the size limit is read past (not
 //! buffered) and answered with an error, so the connection stays usable; only a header that
 //! cannot be a message (length below 16) ends it, since nothing after it can be framed.
 
@@ -21,19 +21,7 @@ pub(crate) async fn run(server: Arc<Server>, stream: TcpStream, peer: SocketAddr
     let local = stream.local_addr().unwrap_or(peer);
     let id = server.next_conn.fetch_add(1, Ordering::Relaxed);
     server.open.fetch_add(1, Ordering::Relaxed);
-    let session = Session {
-        id,
-        peer,
-        local,
-        user: None,
-        user_seq: None,
-        scram: None,
-        compressors: Vec::new(),
-        wait: None,
-        await_until: None,
-        app_name: None,
-        close: false,
-    };
+    let session = Session::new(id, peer, local);
     if let Err(err) = serve(&server, stream, session).await {
         tracing::debug!(%err, %peer, "mongo connection closed");
     }
@@ -72,16 +60,19 @@ async fn serve(
             let mut body = vec![0u8; body_len];
             read.read_exact(&mut body).await?;
             match wire::decode(&header, &body) {
-                Ok(request) => {
+                Ok(mut request) => {
                     tracing::debug!(compressor = ?request.compressor, "mongo message");
-                    let Some((back, result)) = run_waiting(server, session, &request.command).await
-                    else {
+                    // Shared with the blocking thread, not copied (an insert carries its
+                    // documents); the request keeps it for what follows the reply.
+                    let command = Arc::new(std::mem::take(&mut request.command));
+                    let Some((back, result)) = run_waiting(server, session, &command).await else {
                         return Err(std::io::Error::other("command panicked"));
                     };
                     session = back;
                     if session.close {
                         return Ok(());
                     }
+                    request.command = Arc::unwrap_or_clone(command);
                     (request, result)
                 }
                 Err(err) => (fallback(&header), Err(err)),
@@ -152,7 +143,7 @@ type Outcome = Result<(Document, bool), MongoError>;
 async fn run_waiting(
     server: &Arc<Server>,
     session: Session,
-    command: &Document,
+    command: &Arc<Document>,
 ) -> Option<(Session, Outcome)> {
     let (mut session, mut result) = execute(server, session, command.clone()).await?;
     while let Some(wait) = session.wait.take() {
@@ -160,16 +151,26 @@ async fn run_waiting(
         (session, result) = execute(server, session, command.clone()).await?;
     }
     session.await_until = None;
+    // Acknowledged means durable: the answer waits for its writes' syncs, here on the
+    // runtime rather than on a blocking thread.
+    if let Err(err) = session.unsynced.settle().await {
+        result = Err(MongoError::from(err));
+    }
     Some((session, result))
 }
 
-/// Runs one command off the async workers; gives the session back. `None` if the command
+/// Runs one command off the async workers (a short point read on this one:
+/// [`commands::point_read::is_short`]); gives the session back. `None` if the command
 /// panicked (a bug): the session went with it, so the connection ends.
 async fn execute(
     server: &Arc<Server>,
     mut session: Session,
-    command: Document,
+    command: Arc<Document>,
 ) -> Option<(Session, Outcome)> {
+    if commands::point_read::is_short(server, &command) {
+        let result = commands::run(server, &mut session, &command);
+        return Some((session, result));
+    }
     let server = server.clone();
     let task = tokio::task::spawn_blocking(move || {
         let result = commands::run(&server, &mut session, &command);
@@ -181,5 +182,89 @@ async fn execute(
             tracing::error!(%err, "mongo command panicked");
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use bson::doc;
+    use bunko_engine::security::UserCtx;
+    use bunko_engine::{Config, Engine};
+    use bunko_storage::Memory;
+
+    use super::*;
+
+    fn server() -> (Arc<Memory>, Arc<Server>) {
+        let memory = Arc::new(Memory::new());
+        let config =
+            Config { admins: vec![("admin".into(), "s3cret".into())], ..Config::default() };
+        let engine = Engine::open(memory.clone(), config).expect("engine");
+        (memory, Server::new(Arc::new(engine), Default::default()))
+    }
+
+    fn admin_session() -> Session {
+        let addr: SocketAddr = "127.0.0.1:1".parse().expect("address");
+        let mut session = Session::new(1, addr, addr);
+        session.user = Some(UserCtx::admin("admin"));
+        session
+    }
+
+    fn insert(id: i32) -> Document {
+        doc! {"insert": "items", "documents": [{"_id": id, "n": id}], "$db": "app"}
+    }
+
+    async fn run(server: &Arc<Server>, session: Session, command: &Document) -> (Session, Outcome) {
+        run_waiting(server, session, &Arc::new(command.clone())).await.expect("no panic")
+    }
+
+    #[tokio::test]
+    async fn a_write_is_answered_only_after_its_sync_and_a_failed_sync_refuses_the_next() {
+        let (memory, server) = server();
+        let (session, created) = run(&server, admin_session(), &insert(1)).await;
+        assert_eq!(created.expect("insert").0.get_i32("n").ok(), Some(1));
+        let syncs = memory.syncs();
+        let (session, done) = run(&server, session, &insert(2)).await;
+        assert_eq!(done.expect("insert").0.get_i32("n").ok(), Some(1));
+        assert!(memory.syncs() > syncs, "answered without a sync");
+
+        memory.fail_syncs(true);
+        let (session, failed) = run(&server, session, &insert(3)).await;
+        let err = failed.expect_err("a write whose sync failed is not acknowledged");
+        assert_eq!(err.code_name, "InternalError");
+        let (_, refused) = run(&server, session, &insert(4)).await;
+        let refused = match refused {
+            Ok((reply, _)) => reply.get_array("writeErrors").map(|e| e.len()).unwrap_or(0),
+            Err(_) => 1,
+        };
+        assert_eq!(refused, 1, "a write after a failed sync is refused");
+    }
+
+    /// Writes waiting for their sync hold no blocking thread: with one blocking thread and
+    /// a slow disk, sixteen concurrent inserts share a few syncs instead of one each.
+    #[test]
+    fn concurrent_writes_share_syncs_with_one_blocking_thread() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .max_blocking_threads(1)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let (memory, server) = server();
+        runtime.block_on(async {
+            let (_, created) = run(&server, admin_session(), &insert(0)).await;
+            created.expect("insert");
+            memory.set_sync_delay(Duration::from_millis(100));
+            let syncs = memory.syncs();
+            let writes = (1..=16).map(|id| {
+                let server = server.clone();
+                tokio::spawn(async move { run(&server, admin_session(), &insert(id)).await.1 })
+            });
+            for write in futures::future::join_all(writes).await {
+                assert_eq!(write.expect("task").expect("insert").0.get_i32("n").ok(), Some(1));
+            }
+            let used = memory.syncs() - syncs;
+            assert!(used <= 8, "{used} syncs for 16 writes: each write held the blocking thread");
+        });
     }
 }

@@ -170,6 +170,11 @@ impl FailPoints {
         Ok(doc! {"count": 0})
     }
 
+    /// Whether any fail point is set.
+    pub fn armed(&self) -> bool {
+        self.fail_command.lock().is_some() || self.primary_write.lock().is_some()
+    }
+
     /// What the command `name` of a connection named `app_name` meets, if it fails.
     pub fn check(&self, name: &str, app_name: Option<&str>) -> Option<Failure> {
         let mut slot = self.fail_command.lock();

@@ -3,7 +3,8 @@
 //!
 //! 1. [`serve`] accepts connections; `conn` reads each message ([`wire`]: header,
 //!    `OP_MSG`/`OP_QUERY`/`OP_COMPRESSED`, size limits) and runs its command on a blocking
-//!    thread, since every engine call blocks.
+//!    thread, since engine calls block; the syncs its writes wait for are awaited on the
+//!    runtime afterwards (`acks`).
 //! 2. `commands` looks the command up in one table (one module per family: handshake and
 //!    admin, authentication, databases and collections, CRUD, cursors), refuses it with
 //!    `Unauthorized` (13) on a connection that has not authenticated unless it is part of the
@@ -15,6 +16,7 @@
 //! 4. Every failure becomes `{ok: 0, errmsg, code, codeName}` in [`error`]; the connection
 //!    survives every bad command.
 
+mod acks;
 pub mod auth;
 mod bit_mask;
 mod clock;
@@ -165,4 +167,26 @@ pub(crate) struct Session {
     pub app_name: Option<String>,
     /// Set by a fail point's `closeConnection`: `conn.rs` drops the connection unanswered.
     pub close: bool,
+    /// The syncs the current command's writes wait for ([`acks`]).
+    pub unsynced: acks::Unsynced,
+}
+
+impl Session {
+    /// A new connection's state: not authenticated, nothing pending.
+    fn new(id: i64, peer: SocketAddr, local: SocketAddr) -> Session {
+        Session {
+            id,
+            peer,
+            local,
+            user: None,
+            user_seq: None,
+            scram: None,
+            compressors: Vec::new(),
+            wait: None,
+            await_until: None,
+            app_name: None,
+            close: false,
+            unsynced: Default::default(),
+        }
+    }
 }

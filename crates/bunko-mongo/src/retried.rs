@@ -5,10 +5,11 @@
 //!
 //! One record per server session (`lsid` and user) under the engine's server-wide
 //! `Meta("mongo_retry/<lsid hex>/<user>")`: `{key, txnNumber, reply, ms}`, the session's last
-//! retryable write. It is written after the write is durable and made durable with the
-//! next commit (a crash right after a write may lose it; a clean restart does not). A
-//! session's record goes with `endSessions`; records of sessions unused for longer than
-//! the session timeout are removed when the server starts.
+//! retryable write. It is written after the write is applied (a retry answered from it
+//! waits for the sync first, `Engine::sync_applied`) and made durable with the next commit
+//! (a crash right after a write may lose it; a clean restart does not). A session's record
+//! goes with `endSessions`; records of sessions unused for longer than the session timeout
+//! are removed when the server starts.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

@@ -1,5 +1,5 @@
-//! Documents: `insert`, `find`, `delete`, `count`. Writes are `Database::update_docs` with
-//! the connection's user (the write gate), so each one is an ordinary engine write with a
+//! Documents: `insert`, `find`, `delete`, `count`. Writes are `Database::write_docs` with
+//! the connection's user (the write gate), their syncs awaited by `conn` ([`crate::acks`]), so each one is an ordinary engine write with a
 //! new `_rev` and a `_changes` entry; reads are `Database::find_mongo`, after the same
 //! membership check HTTP reads make.
 
@@ -72,7 +72,7 @@ pub(super) fn insert(ctx: &mut Ctx, command: &Document) -> Result<Document, Mong
     }
     let written = match super::capped::of(&db) {
         Some(cap) => super::capped::insert(ctx, &db, (&ns, cap), docs, ordered, &mut errors),
-        None => write(ctx, &db, &ns, docs, ordered, &mut errors)?,
+        None => write(ctx, &db, &ns, items, docs, ordered, &mut errors)?,
     };
     errors.sort_by_key(|e| e.get_i32("index").unwrap_or_default());
     let mut reply = doc! {"n": written as i32};
@@ -82,44 +82,49 @@ pub(super) fn insert(ctx: &mut Ctx, command: &Document) -> Result<Document, Mong
     Ok(reply)
 }
 
-/// Writes the prepared documents; ordered: none after the first failure.
+/// Writes the prepared documents of `items`; ordered: none after the first failure.
 fn write(
     ctx: &Ctx,
-    db: &Database,
+    db: &Arc<Database>,
     ns: &Namespace,
-    mut docs: Vec<(usize, ParsedDoc, Bson)>,
+    items: &[Bson],
+    docs: Vec<(usize, ParsedDoc, Bson)>,
     ordered: bool,
     errors: &mut Vec<Document>,
 ) -> Result<usize, MongoError> {
     let user = user(ctx);
     let opts = WriteOptions { all_or_nothing: ordered, ..ctx.write_options() };
-    let parsed: Vec<ParsedDoc> = docs.iter().map(|(_, d, _)| d.clone()).collect();
-    let results = db.update_docs(&user, parsed, opts)?;
+    let (keys, parsed): (Vec<(usize, Bson)>, Vec<ParsedDoc>) =
+        docs.into_iter().map(|(index, doc, id)| ((index, id), doc)).unzip();
+    let results = ctx.session.unsynced.write(db, &user, parsed, opts)?;
     let failed = results.iter().position(|r| r.result.is_err());
     if ordered && let Some(k) = failed {
         // Nothing was written: write the documents before the first failure, and report it.
-        errors.push(doc_error(ns, &docs[k], &results[k]));
-        docs.truncate(k);
-        return match docs.is_empty() {
+        // The write consumed them; they are prepared again from what was sent, with the ids
+        // they had (a generated ObjectId stays the same).
+        errors.push(doc_error(ns, &keys[k], &results[k]));
+        let mut again = Vec::with_capacity(k);
+        for (index, id) in &keys[..k] {
+            let (mut doc, _) = prepare(&items[*index])?;
+            doc.id = Some(ejson::doc_id(id));
+            again.push((*index, doc, id.clone()));
+        }
+        return match again.is_empty() {
             true => Ok(0),
-            false => write(ctx, db, ns, docs, true, errors),
+            false => write(ctx, db, ns, items, again, true, errors),
         };
     }
     let mut written = 0;
-    for (doc, result) in docs.iter().zip(&results) {
+    for (key, result) in keys.iter().zip(&results) {
         match &result.result {
             Ok(_) => written += 1,
-            Err(_) => errors.push(doc_error(ns, doc, result)),
+            Err(_) => errors.push(doc_error(ns, key, result)),
         }
     }
     Ok(written)
 }
 
-fn doc_error(
-    ns: &Namespace,
-    (index, _, id): &(usize, ParsedDoc, Bson),
-    result: &DocResult,
-) -> Document {
+fn doc_error(ns: &Namespace, (index, id): &(usize, Bson), result: &DocResult) -> Document {
     match &result.result {
         Err(bunko_engine::Error::Conflict) => {
             let err = MongoError::duplicate_key(&ns.full(), &id.to_string());
@@ -209,12 +214,15 @@ pub(super) fn prepare(item: &Bson) -> Result<(ParsedDoc, Bson), MongoError> {
         Bson::Document(ref d) => check_id_fields(d)?,
         _ => {}
     }
-    let mut body = doc.clone();
-    body.remove("_id");
-    let body = ejson::to_json(&body);
+    // The body without `_id`, converted from the sent document without copying it first.
+    let body: serde_json::Map<String, Value> = doc
+        .iter()
+        .filter(|(key, _)| key.as_str() != "_id")
+        .map(|(key, value)| (key.clone(), ejson::value_to_json(value)))
+        .collect();
     // MongoDB stores at most 100 levels; the stored JSON (with its wrappers) must also stay
     // within what the JSON parser reads back (128).
-    if bson_depth(&Bson::Document(doc.clone())) > MAX_STORED_DEPTH
+    if 1 + doc.values().map(bson_depth).max().unwrap_or(0) > MAX_STORED_DEPTH
         || body.values().map(json_depth).max().unwrap_or(0) >= 127
     {
         return Err(MongoError::new(
@@ -442,7 +450,7 @@ pub(super) fn delete(ctx: &mut Ctx, command: &Document) -> Result<Document, Mong
     for (index, statement) in statements.iter().enumerate() {
         let outcome = match (&db, statement) {
             (_, Bson::Document(s)) => query::collation_of(s).and_then(|c| {
-                bunko_query::collation::with(c, || delete_one_statement(ctx, db.as_deref(), s))
+                bunko_query::collation::with(c, || delete_one_statement(ctx, db.as_ref(), s))
             }),
             _ => Err(MongoError::type_mismatch("delete statements must be objects")),
         };
@@ -466,7 +474,7 @@ pub(super) fn delete(ctx: &mut Ctx, command: &Document) -> Result<Document, Mong
 /// One `{q, limit}` statement: deletes the matching documents in one commit.
 fn delete_one_statement(
     ctx: &Ctx,
-    db: Option<&Database>,
+    db: Option<&Arc<Database>>,
     statement: &Document,
 ) -> Result<usize, MongoError> {
     for key in statement.keys() {
@@ -498,7 +506,8 @@ fn delete_one_statement(
             ..Default::default()
         });
     }
-    let results = db.update_docs(&user(ctx), tombstones, WriteOptions::default())?;
+    let results =
+        ctx.session.unsynced.write(db, &user(ctx), tombstones, WriteOptions::default())?;
     if let Some(Err(err)) = results.iter().map(|r| &r.result).find(|r| r.is_err()) {
         return Err(MongoError::from(clone_error(err)));
     }

@@ -34,7 +34,7 @@ mod indexes;
 mod let_vars;
 mod local_sessions_stage;
 mod pager;
-mod point_read;
+pub(crate) mod point_read;
 mod procedure;
 mod replset;
 pub(crate) mod roles;

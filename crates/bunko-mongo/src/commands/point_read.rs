@@ -64,6 +64,21 @@ pub(super) fn find(ctx: &mut Ctx, command: &Document) -> Result<Option<Document>
     Ok(Some(cursor_reply(0, &ns.full(), "firstBatch", found.into_iter().collect())))
 }
 
+/// Whether `command` is a point read short enough to run on the connection's async worker
+/// rather than a blocking thread: a plain `find({_id: v})` outside transactions on a
+/// collection (not a view, whose pipeline may be long), with no fail point armed (one may
+/// sleep). It costs a few point lookups from fjall's caches, less than the hop to a
+/// blocking thread and back, as for the HTTP API's point `GET`.
+pub(crate) fn is_short(server: &crate::Server, command: &Document) -> bool {
+    let Some((name, Bson::String(coll))) = command.iter().next() else { return false };
+    let Ok(db) = command.get_str("$db") else { return false };
+    name == "find"
+        && plain_id(command).is_some()
+        && !server.fail_points.armed()
+        && crate::names::Namespace::new(db, coll)
+            .is_ok_and(|ns| !super::views::is_view(&server.engine, &ns))
+}
+
 /// The `_id` of a plain `find({_id: v})`.
 fn plain_id(command: &Document) -> Option<&Bson> {
     if bunko_query::collation::active() || command.keys().any(|k| !PLAIN.contains(&k.as_str())) {

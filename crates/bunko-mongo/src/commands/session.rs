@@ -345,6 +345,9 @@ pub(super) fn retryable(
     }
     if n == session.number {
         if let Some(reply) = &session.retried {
+            // The first attempt's writes may still wait for their sync on its connection:
+            // its reply is an acknowledgement, so it is given only once they are durable.
+            ctx.server.engine.sync_applied()?;
             return Ok(reply.clone());
         }
         if !matches!(session.txn, Txn::None) {

@@ -1,6 +1,6 @@
 //! `update` and `findAndModify`: the update document is parsed and applied by
 //! `bunko_query::update` (pure functions on BSON); each changed document is written with
-//! `Database::put` naming the revision it was read at, so a concurrent change is a conflict,
+//! `Database::write_docs` (its sync awaited by `conn`, [`crate::acks`]) naming the revision it was read at, so a concurrent change is a conflict,
 //! and the document is read, re-checked against the filter and updated again (up to
 //! [`RETRIES`] times). An upsert inserts the filter's equality fields plus the update.
 
@@ -212,7 +212,7 @@ pub(super) fn matches(selector: &Selector, doc: &Document) -> bool {
 /// whether it changed); `None` if it no longer exists or matches.
 fn modify(
     ctx: &Ctx,
-    db: &Database,
+    db: &Arc<Database>,
     found: &Document,
     selector: &Selector,
     update: &Update,
@@ -235,7 +235,7 @@ fn modify(
         parsed.rev = Some(rev);
         let replacement = matches!(update, Update::Replace(_));
         let opts = bunko_engine::WriteOptions { replacement, ..ctx.write_options() };
-        match db.put(&user(ctx), parsed, opts) {
+        match ctx.session.unsynced.put(db, &user(ctx), parsed, opts) {
             Ok(_) => return Ok(Some((before, after, true))),
             Err(Error::Conflict) => continue,
             Err(err) => return Err(err.into()),
@@ -252,13 +252,13 @@ fn modify(
 /// `$setOnInsert`), `_id` from the filter or a new ObjectId.
 fn insert_upsert(
     ctx: &Ctx,
-    db: &Database,
+    db: &Arc<Database>,
     filter: &Document,
     update: &Update,
 ) -> Result<(Bson, Document), MongoError> {
     let (id, with_id) = upserted(filter, update)?;
     let (parsed, _) = prepare_for(db, &Bson::Document(with_id.clone()))?;
-    let results = db.update_docs(&user(ctx), vec![parsed], ctx.write_options())?;
+    let results = ctx.session.unsynced.write(db, &user(ctx), vec![parsed], ctx.write_options())?;
     if let Some(Err(err)) = results.into_iter().next().map(|r| r.result) {
         return Err(match err {
             Error::Conflict => MongoError::duplicate_key(&db.name(), &id.to_string()),
@@ -409,11 +409,11 @@ pub(super) fn find_and_modify(ctx: &mut Ctx, command: &Document) -> Result<Docum
 }
 
 /// Deletes the document `found` at its current revision; whether it was deleted.
-fn remove_found(ctx: &Ctx, db: &Database, found: &Document) -> Result<bool, MongoError> {
+fn remove_found(ctx: &Ctx, db: &Arc<Database>, found: &Document) -> Result<bool, MongoError> {
     let id = ejson::doc_id(found.get("_id").unwrap_or(&Bson::Null));
     let Some((_, rev)) = current(&super::admin::user(ctx), db, &id)? else { return Ok(false) };
     let tombstone = ParsedDoc { id: Some(id), rev: Some(rev), deleted: true, ..Default::default() };
-    match db.put(&user(ctx), tombstone, WriteOptions::default()) {
+    match ctx.session.unsynced.put(db, &user(ctx), tombstone, WriteOptions::default()) {
         Ok(_) => Ok(true),
         Err(Error::Conflict) => Ok(false),
         Err(err) => Err(err.into()),

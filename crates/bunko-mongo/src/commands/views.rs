@@ -51,7 +51,16 @@ struct View {
 
 /// The definition of `ns`, if it is a view.
 fn view(ctx: &Ctx, ns: &Namespace) -> Option<View> {
-    let db = ctx.server.engine.get_db(&ns.engine_name())?;
+    view_in(&ctx.server.engine, ns)
+}
+
+/// Whether `ns` is a view.
+pub(super) fn is_view(engine: &bunko_engine::Engine, ns: &Namespace) -> bool {
+    view_in(engine, ns).is_some()
+}
+
+fn view_in(engine: &bunko_engine::Engine, ns: &Namespace) -> Option<View> {
+    let db = engine.get_db(&ns.engine_name())?;
     // Every read and write asks: the design document is parsed only when it names a view.
     let found = db.get(&UserCtx::system(), coll_options::DDOC, None).ok()?;
     if found.deleted || !found.body.windows(8).any(|w| w == b"\"viewOn\"") {

@@ -43,6 +43,7 @@ mod mongo_collation;
 mod mongo_collections;
 mod mongo_couch_dbs;
 mod mongo_covered;
+mod mongo_crash;
 mod mongo_escalation;
 mod mongo_index;
 mod mongo_options;

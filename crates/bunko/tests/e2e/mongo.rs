@@ -74,7 +74,7 @@ pub(crate) fn python(server: &Server, script: &str) -> Option<Value> {
 }
 
 /// Shared by every script: a client factory and an assertion helper.
-const PRELUDE: &str = r#"
+pub(crate) const PRELUDE: &str = r#"
 import json, os, socket, struct, uuid, datetime, math
 import bson
 from bson import ObjectId, Int64, Decimal128, Binary, Regex, Timestamp, MinKey, MaxKey, SON
