@@ -58,6 +58,10 @@ pub const BATCH: usize = 1000;
 /// to [`BATCH`]: 1000 documents of 1 KB take ~4 MB, 1000 of 100 KB would take ~400 MB.
 const PAGE_COST: u64 = 4;
 
+/// Pages in memory at once: one being applied while the next is mapped (`GroupBuild`), so
+/// each gets half of the budget's view page share.
+const PAGES_IN_FLIGHT: u64 = 2;
+
 /// Pages applied between two syncs. Rows and checkpoint share each batch, so a crash
 /// loses at most the unsynced pages' progress, which the next update redoes.
 const SYNC_EVERY: usize = 32;
@@ -302,7 +306,7 @@ fn prepare_page(
     // A purge after the applied one may have left rows of a document written again since
     // as a first revision: then every document's back-index is read (`PageDoc::unseen`).
     let trust_unseen = purge_seq_in(snapshot.as_ref(), db_id)? == purged;
-    let most = db.view_page_docs(PAGE_COST).clamp(MIN_SHARE, BATCH);
+    let most = db.view_page_docs(PAGE_COST * PAGES_IN_FLIGHT).clamp(MIN_SHARE, BATCH);
     let page = snapshot.scan(&step.range(db_id), false, most)?;
     let (seq, more) = match (page.last(), step.upto) {
         (Some((last, _)), _) if page.len() == most => (keys::decode_seq(last)?, true),
