@@ -2,7 +2,8 @@
 //!
 //! [`update_view`] holds the group's build lock and the build locks of its map
 //! indexes, and repeats, one page of at most [`BATCH`] changes (fewer for large documents:
-//! `PAGE_COST`) at a time, on one snapshot per page:
+//! `PAGE_COST`) at a time, each page read from one snapshot (shared by consecutive pages,
+//! see `GroupBuild`):
 //! 1. take the map indexes at the lowest checkpoint (`Step`); read the `Seq` keys after
 //!    it, up to the next higher checkpoint of the group, so a lagging index catches up to
 //!    the others and is then mapped together with them;
