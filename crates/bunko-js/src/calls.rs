@@ -25,3 +25,14 @@ pub(crate) enum Op {
 
 /// What answers a `db` call: the operation and the argument's JSON text in, JSON text out.
 pub(crate) type Answer = Arc<dyn Fn(Op, &str) -> String + Send + Sync>;
+
+/// A document to map: parsed already, or JSON text (an object) as stored.
+#[derive(Clone, Copy)]
+#[cfg_attr(
+    not(feature = "quickjs"),
+    expect(dead_code, reason = "only the QuickJS sandbox reads documents")
+)]
+pub(crate) enum Doc<'a> {
+    Value(&'a serde_json::Value),
+    Text(&'a str),
+}

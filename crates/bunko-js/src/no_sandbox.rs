@@ -5,7 +5,7 @@
 
 use std::convert::Infallible;
 
-pub(crate) use crate::calls::{Answer, Kind, Op};
+pub(crate) use crate::calls::{Answer, Doc, Kind, Op};
 use crate::error::{Error, Result};
 use crate::views::Limits;
 
@@ -31,7 +31,7 @@ impl Sandbox {
         match self.0 {}
     }
 
-    pub(crate) fn map_docs(&self, _ids: &[u32], _docs: &[&serde_json::Value]) -> Result<String> {
+    pub(crate) fn map_docs(&self, _ids: &[u32], _docs: &[Doc]) -> Result<String> {
         match self.0 {}
     }
 

@@ -35,7 +35,7 @@ use rquickjs::{
     Persistent, Value,
 };
 
-use crate::convert::{Freezer, to_frozen};
+use crate::convert::{Freezer, json_to_frozen, to_frozen};
 use crate::error::{Error, Result, internal};
 use crate::source;
 use crate::views::Limits;
@@ -43,7 +43,7 @@ use crate::views::Limits;
 /// The intrinsics CouchDB's `couchjs` gives each sandbox (`add_cx_methods`).
 type Intrinsics = (Date, Eval, intrinsic::Json, RegExpCompiler, RegExp, MapSet);
 
-pub(crate) use crate::calls::{Answer, Kind, Op};
+pub(crate) use crate::calls::{Answer, Doc, Kind, Op};
 
 /// Where prelude.js leaves the host functions.
 const HOST: &str = "__bunko_host";
@@ -108,6 +108,30 @@ fn lift_memory_limit(runtime: usize, limit: usize) {
     // touches it concurrently. JS_SetMemoryLimit only stores `malloc_limit`.
     unsafe {
         rquickjs::qjs::JS_SetMemoryLimit(runtime as *mut rquickjs::qjs::JSRuntime, limit as _)
+    }
+}
+
+/// `doc` as a frozen JavaScript value. Text is read straight into QuickJS; text naming a
+/// member twice is parsed first (the last one wins, as in `serde_json::Value`).
+fn build_doc<'js>(
+    doc: Doc,
+    ctx: &Ctx<'js>,
+    freezer: &Freezer<'js>,
+) -> rquickjs::Result<Value<'js>> {
+    match doc {
+        Doc::Value(value) => to_frozen(ctx, freezer, value),
+        Doc::Text(text) => match json_to_frozen(ctx, freezer, text) {
+            Ok(value) => Ok(value),
+            Err(_) => {
+                // Clears what a refused member left pending; a real failure (memory)
+                // happens again below.
+                drop(ctx.catch());
+                let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+                    rquickjs::Error::new_from_js_message("text", "document", e.to_string())
+                })?;
+                to_frozen(ctx, freezer, &value)
+            }
+        },
     }
 }
 
@@ -232,7 +256,7 @@ impl Sandbox {
 
     /// Runs the map driver over `docs` and returns its JSON text: per document
     /// `[[rows per function], [[index, message]...], [logs]]`.
-    pub(crate) fn map_docs(&self, ids: &[u32], docs: &[&serde_json::Value]) -> Result<String> {
+    pub(crate) fn map_docs(&self, ids: &[u32], docs: &[Doc]) -> Result<String> {
         self.enter(&self.main, |ctx| {
             let host: Object = ctx.globals().get(HOST).map_err(internal)?;
             let map_docs: Function = host.get("mapDocs").map_err(internal)?;
@@ -245,7 +269,7 @@ impl Sandbox {
             self.guarded(&ctx, || {
                 let array = Array::new(ctx.clone())?;
                 for (i, doc) in docs.iter().enumerate() {
-                    array.set(i, to_frozen(&ctx, &freezer, doc)?)?;
+                    array.set(i, build_doc(*doc, &ctx, &freezer)?)?;
                 }
                 map_docs.call::<_, String>((ids, array, tick))
             })

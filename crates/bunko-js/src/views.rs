@@ -2,9 +2,10 @@
 //! through all of them in one call per document (or per batch).
 //!
 //! The flow of one [`CompiledViews::map_batch`]:
-//! 1. each document (a `serde_json::Value`; JSON text is parsed first) is built in the
-//!    runtime's main realm as a deep-frozen JavaScript object (convert.rs; measured faster
-//!    than `JSON.parse` plus a freeze in JavaScript, see `examples/map_speed.rs`);
+//! 1. each document is built in the runtime's main realm as a deep-frozen JavaScript
+//!    object (convert.rs; measured faster than `JSON.parse` plus a freeze in JavaScript,
+//!    see `examples/map_speed.rs`): from a `serde_json::Value`, or read from JSON text
+//!    straight into QuickJS with no `Value` in between;
 //! 2. the host calls every map function on each document in turn (the time limit restarts
 //!    per document); `emit` appends `[key, value]` to a buffer; a function that throws
 //!    contributes no rows and one [`FunctionError`];
@@ -17,7 +18,7 @@ use serde_json::Value;
 
 use crate::error::{Result, internal};
 use crate::reduce::CompiledReduce;
-use crate::sandbox::{Kind, Sandbox};
+use crate::sandbox::{Doc, Kind, Sandbox};
 
 /// Resource limits of one compiled runtime.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -178,12 +179,12 @@ impl CompiledViews {
     /// Maps many documents in one call into the runtime; the time limit applies to each
     /// document. Output is in input order.
     pub fn map_batch(&self, docs: &[Value]) -> Result<Vec<MapOutput>> {
-        self.run(&docs.iter().collect::<Vec<_>>())
+        self.run(&docs.iter().map(Doc::Value).collect::<Vec<_>>())
     }
 
     /// [`map_batch`](Self::map_batch) for documents given as JSON text, each a JSON object.
     pub fn map_batch_json<S: AsRef<str>>(&self, docs: &[S]) -> Result<Vec<MapOutput>> {
-        self.map_batch(&parse_docs(docs)?)
+        self.run(&texts(docs))
     }
 
     /// [`map_batch_json`](Self::map_batch_json) through some of the functions only:
@@ -200,15 +201,14 @@ impl CompiledViews {
             .map(|&f| self.ids.get(f).copied())
             .collect::<Option<Vec<u32>>>()
             .ok_or_else(|| internal("no such map function"))?;
-        let docs = parse_docs(docs)?;
-        self.run_ids(&ids, &docs.iter().collect::<Vec<_>>())
+        self.run_ids(&ids, &texts(docs))
     }
 
-    fn run(&self, docs: &[&Value]) -> Result<Vec<MapOutput>> {
+    fn run(&self, docs: &[Doc]) -> Result<Vec<MapOutput>> {
         self.run_ids(&self.ids, docs)
     }
 
-    fn run_ids(&self, ids: &[u32], docs: &[&Value]) -> Result<Vec<MapOutput>> {
+    fn run_ids(&self, ids: &[u32], docs: &[Doc]) -> Result<Vec<MapOutput>> {
         let out = self.sandbox.map_docs(ids, docs)?;
         type Raw = (Vec<Rows>, Vec<(usize, String)>, Vec<String>);
         let raw: Vec<Raw> = serde_json::from_str(&out).map_err(internal)?;
@@ -233,11 +233,8 @@ impl CompiledViews {
     }
 }
 
-fn parse_docs<S: AsRef<str>>(docs: &[S]) -> Result<Vec<Value>> {
-    docs.iter()
-        .map(|d| serde_json::from_str(d.as_ref()))
-        .collect::<Result<_, _>>()
-        .map_err(internal)
+fn texts<S: AsRef<str>>(docs: &[S]) -> Vec<Doc<'_>> {
+    docs.iter().map(|d| Doc::Text(d.as_ref())).collect()
 }
 
 fn one(mut outputs: Vec<MapOutput>) -> MapOutput {

@@ -216,6 +216,32 @@ fn each_function_has_its_own_globals() -> TestResult {
     Ok(())
 }
 
+/// Documents given as JSON text are read straight into QuickJS; what map functions see
+/// must equal the parsed document's: member order, escapes, numbers, frozenness, and the
+/// last of a member named twice.
+#[test]
+fn json_text_reads_like_the_parsed_document() -> TestResult {
+    let views = compile(&[
+        "function(doc) { emit(Object.keys(doc), doc); }",
+        "function(doc) { emit([Object.isFrozen(doc), Object.isFrozen(doc.o), Object.isFrozen(doc.o.a), Object.isExtensible(doc.e)], [doc.big, doc.huge, doc.neg, doc.x]); }",
+    ])?;
+    let texts = [
+        r#"{"_id":"d","b":1,"2":[],"a":{"k\"q":"\u00e9\ud83d\ude00\n"},"1":true,"__proto__":"own","o":{"a":[1,[2,{}]]},"e":{},"big":12345678901234567890,"huge":1e400,"neg":-0.0,"x":null}"#,
+        r#"{"_id":"dup","x":1,"o":{"a":[]},"e":{},"x":2,"big":-5e-324,"huge":-1e400,"neg":-7}"#,
+        r#"{"_id":"nested dup","o":{"a":[{"y":1,"y":[3]}]},"e":{}}"#,
+    ];
+    for text in texts {
+        let parsed: Value = serde_json::from_str(text)?;
+        assert_eq!(views.map_json(text)?, views.map(&parsed)?, "{text}");
+    }
+    let out = views.map_json(texts[1])?;
+    assert_eq!(out.rows[0][0].0, json!(["_id", "x", "o", "e", "big", "huge", "neg"]));
+    assert_eq!(out.rows[1][0].0, json!([true, true, true, false]));
+    assert_eq!(out.rows[1][0].1, json!([-5e-324, null, -7, 2]));
+    assert!(views.map_json(r#"{"a":1} x"#).is_err());
+    Ok(())
+}
+
 #[test]
 fn json_text_and_batches_match_single_maps() -> TestResult {
     let views = compile(&[

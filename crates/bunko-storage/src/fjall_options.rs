@@ -14,6 +14,9 @@
 //!   (`--memory-budget`, `budget.rs`) unless set on their own.
 //! - **Journal**: one userspace buffer; journals themselves are on disk only.
 //!
+//! Flushes and compactions run on one background worker thread (`WORKERS`: fjall's
+//! default of one per core, up to four, makes one of them spin while the others compact).
+//!
 //! On disk, values of 128 bytes or more are compressed one by one with zstd
 //! ([`Compression::Zstd`], the default, in stores of format 2: `value.rs`), and data blocks
 //! with LZ4 at every level (fjall's own default leaves levels 0 and 1 uncompressed, where a
@@ -43,6 +46,15 @@ use fjall::{Database, DatabaseBuilder, KeyspaceCreateOptions};
 use std::path::Path;
 
 use crate::MemoryBudget;
+
+/// fjall's background worker threads (memtable flushes and compactions): one. With two or
+/// more, fjall 3.1's worker 0 leaves compactions to the others by putting each compaction
+/// request it receives back into the queue and returning, so while the others compact it
+/// takes the same request again at once and spins on a core (`worker_tick` and flume's
+/// `send` were 29 % of the server's CPU samples in a profile of a view build on 2 cores).
+/// One worker flushes and compacts in turn, without the spin: 20 % less server CPU per
+/// document in the first view build of 200k documents (docs/performance.md, session 25).
+const WORKERS: usize = 1;
 use crate::value::ValueCodec;
 
 /// Memory and disk settings of a [`crate::Fjall`] store. See the module docs.
@@ -115,7 +127,10 @@ impl FjallOptions {
 
     /// The database builder for `path`, with these options.
     pub(crate) fn database(&self, path: &Path) -> DatabaseBuilder<Database> {
-        Database::builder(path).manual_journal_persist(true).cache_size(self.cache_bytes)
+        Database::builder(path)
+            .manual_journal_persist(true)
+            .cache_size(self.cache_bytes)
+            .worker_threads(WORKERS)
     }
 
     /// How values are stored in a directory of storage format `format`.

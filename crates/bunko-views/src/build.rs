@@ -2,7 +2,8 @@
 //!
 //! [`update_view`] holds the group's build lock and the build locks of its map
 //! indexes, and repeats, one page of at most [`BATCH`] changes (fewer for large documents:
-//! `PAGE_COST`) at a time, on one snapshot per page:
+//! `PAGE_COST`) at a time, each page read from one snapshot (shared by consecutive pages,
+//! see `GroupBuild`):
 //! 1. take the map indexes at the lowest checkpoint (`Step`); read the `Seq` keys after
 //!    it, up to the next higher checkpoint of the group, so a lagging index catches up to
 //!    the others and is then mapped together with them;
@@ -12,7 +13,9 @@
 //!    document and map index, the deletion of the rows its back-index lists that it no
 //!    longer emits, its new rows and its new back-index (`PageWrite::replace_rows`);
 //! 3. apply the workers' writes and each map index's checkpoint (seq and row count) in one
-//!    batch, in `update_step`: the one place a page's rows change.
+//!    batch, in `apply_page`: the one place a page's rows change. Pages are pipelined:
+//!    while one is applied, the workers map the next one of the same snapshot
+//!    (`GroupBuild`).
 //!
 //! Batches are applied without waiting for durability and synced every `SYNC_EVERY`
 //! pages and at the end: rows and checkpoints share each batch, so a crash only loses
@@ -55,6 +58,10 @@ pub const BATCH: usize = 1000;
 /// budget's view page share at this cost (`Database::view_page_docs`), from [`MIN_SHARE`]
 /// to [`BATCH`]: 1000 documents of 1 KB take ~4 MB, 1000 of 100 KB would take ~400 MB.
 const PAGE_COST: u64 = 4;
+
+/// Pages in memory at once: one being applied while the next is mapped (`GroupBuild`), so
+/// each gets half of the budget's view page share.
+const PAGES_IN_FLIGHT: u64 = 2;
 
 /// Pages applied between two syncs. Rows and checkpoint share each batch, so a crash
 /// loses at most the unsynced pages' progress, which the next update redoes.
@@ -230,14 +237,22 @@ pub fn update_view(db: &Database, index: &Index) -> Result<()> {
         return Ok(());
     }
     let purged = apply_view_purges(db, index)?;
-    let mut build = GroupBuild { db, index, compiled: &mut compiled, applied: None, purged };
+    let mut build = GroupBuild {
+        db,
+        index,
+        compiled: &mut compiled,
+        applied: None,
+        purged,
+        pending: None,
+        snapshot: None,
+    };
     bunko_indexer::run(&mut build, &index.activity, SYNC_EVERY)
 }
 
-/// Maps and applies one page of `step`, its documents shared among the `views`
-/// workers; the applied batch's ticket, the changes it read and whether more steps are
-/// needed, or `None` when there is nothing to do. `purged` is the purge seq the step's
-/// map indexes have applied (`apply_view_purges`).
+/// Maps and applies one page of `step` on a fresh snapshot ([`prepare_page`], then
+/// [`apply_page`]); the applied batch's ticket, the changes it read and whether more steps
+/// are needed, or `None` when there is nothing to do.
+#[cfg(test)]
 fn update_step(
     db: &Database,
     index: &Index,
@@ -245,12 +260,54 @@ fn update_step(
     step: &Step,
     purged: u64,
 ) -> Result<Option<(Ticket, u64, bool)>> {
-    let db_id = db.id();
     let snapshot = db.store().snapshot();
+    let Some(page) = prepare_page(db, index, views, step, purged, &snapshot)? else {
+        return Ok(None);
+    };
+    let (changes, more) = (page.changes, page.more);
+    Ok(Some((apply_page(db, index, page)?, changes, more)))
+}
+
+/// One page mapped and ready to apply.
+struct Prepared {
+    /// The step it was read for.
+    step: Step,
+    /// The workers' writes.
+    shares: Vec<Share>,
+    /// The checkpoint the step's map indexes reach once it is applied.
+    seq: u64,
+    /// Changes read.
+    changes: u64,
+    /// Whether more steps are needed after it.
+    more: bool,
+}
+
+impl Prepared {
+    /// The step that continues this one on the same snapshot: the same map indexes, from
+    /// this page's checkpoint; `None` when the step ends with this page (the next plan
+    /// then takes in the map indexes it caught up with).
+    fn next(&self) -> Option<Step> {
+        let open = self.more && self.step.upto.is_none_or(|upto| self.seq < upto);
+        open.then(|| Step { maps: self.step.maps.clone(), after: self.seq, upto: self.step.upto })
+    }
+}
+
+/// Reads and maps one page of `step` from `snapshot`, its documents shared among the
+/// `views` workers; `None` when the step has no change left in `snapshot`. `purged` is the
+/// purge seq the step's map indexes have applied (`apply_view_purges`).
+fn prepare_page(
+    db: &Database,
+    index: &Index,
+    views: &mut [CompiledViews],
+    step: &Step,
+    purged: u64,
+    snapshot: &Snapshot,
+) -> Result<Option<Prepared>> {
+    let db_id = db.id();
     // A purge after the applied one may have left rows of a document written again since
     // as a first revision: then every document's back-index is read (`PageDoc::unseen`).
     let trust_unseen = purge_seq_in(snapshot.as_ref(), db_id)? == purged;
-    let most = db.view_page_docs(PAGE_COST).clamp(MIN_SHARE, BATCH);
+    let most = db.view_page_docs(PAGE_COST * PAGES_IN_FLIGHT).clamp(MIN_SHARE, BATCH);
     let page = snapshot.scan(&step.range(db_id), false, most)?;
     let (seq, more) = match (page.last(), step.upto) {
         (Some((last, _)), _) if page.len() == most => (keys::decode_seq(last)?, true),
@@ -266,14 +323,14 @@ fn update_step(
         let first = parts.next();
         let workers: Vec<_> = parts
             .map(|(part, views)| {
-                let (snapshot, targets) = (&snapshot, &targets);
+                let targets = &targets;
                 let page = Page { snapshot, step, trust_unseen };
                 scope.spawn(move || map_share(db, &page, index, views, targets, part))
             })
             .collect();
         let mut shares = Vec::with_capacity(workers.len() + 1);
         if let Some((part, views)) = first {
-            let page = Page { snapshot: &snapshot, step, trust_unseen };
+            let page = Page { snapshot, step, trust_unseen };
             shares.push(map_share(db, &page, index, views, &targets, part));
         }
         shares.extend(
@@ -283,11 +340,22 @@ fn update_step(
         );
         shares
     });
+    let shares = shares.into_iter().collect::<Result<_>>()?;
+    let step = Step { maps: step.maps.clone(), after: step.after, upto: step.upto };
+    Ok(Some(Prepared { step, shares, seq, changes: page.len() as u64, more }))
+}
+
+/// Applies a prepared page with the new checkpoint and row counts of its map indexes, in
+/// one batch: the one place a page's rows change. Pages are applied one at a time, in
+/// order (the build lock), so the counts read here include every earlier page.
+fn apply_page(db: &Database, index: &Index, page: Prepared) -> Result<Ticket> {
+    let db_id = db.id();
+    let targets: Vec<&Arc<MapIndex>> =
+        page.step.maps.iter().filter_map(|&m| index.maps.get(m)).collect();
     let mut batch = Batch::new();
     let mut changes = order::Changes::default();
     let mut metas: Vec<MapMeta> = targets.iter().map(|m| m.meta()).collect();
-    for share in shares {
-        let share = share?;
+    for share in page.shares {
         batch.append(share.batch);
         changes.append(share.changes);
         for ((meta, (added, removed)), bytes) in metas.iter_mut().zip(share.rows).zip(share.bytes) {
@@ -296,7 +364,7 @@ fn update_step(
         }
     }
     for (map, meta) in targets.iter().zip(metas.iter_mut()) {
-        meta.seq = seq;
+        meta.seq = page.seq;
         batch.put(entries::meta_key(db_id, &map.sig), records::encode(meta));
     }
     // Applied under the order structures' lock, so queries see rows and counts agree.
@@ -305,7 +373,7 @@ fn update_step(
     for (map, meta) in targets.iter().zip(metas) {
         *map.meta.lock() = meta;
     }
-    Ok(Some((ticket, page.len() as u64, more)))
+    Ok(ticket)
 }
 
 /// What the workers of one page share.
@@ -425,6 +493,13 @@ pub fn view_tasks(db: &Database) -> Result<Vec<ViewTask>> {
 }
 
 /// One update of a view group, as the index framework drives it.
+///
+/// Map and apply are pipelined: while one page is applied (on a thread of its own), the
+/// workers read and map the next page of the same step from the same snapshot. Pages of
+/// one snapshot hold distinct documents, so the next page's back-index reads do not
+/// depend on the page being applied. A new snapshot is taken only with no page pending
+/// (every [`SNAPSHOT_PAGES`] pages, and when a step ends), so a document changed since is
+/// read after its earlier rows are applied.
 struct GroupBuild<'a> {
     db: &'a Database,
     index: &'a Index,
@@ -433,6 +508,27 @@ struct GroupBuild<'a> {
     applied: Option<Ticket>,
     /// The purge seq the group's map indexes applied before the first page.
     purged: u64,
+    /// The next page, mapped and not applied yet.
+    pending: Option<Prepared>,
+    /// The snapshot pages are read from, and how many were read from it.
+    snapshot: Option<(Snapshot, usize)>,
+}
+
+/// Pages read from one snapshot at most, so that the build does not hold an old snapshot
+/// (and the storage versions it keeps) for long.
+const SNAPSHOT_PAGES: usize = SYNC_EVERY;
+
+impl GroupBuild<'_> {
+    /// The snapshot for the next page, fresh unless a page from the current one is pending.
+    fn snapshot(&mut self, fresh: bool) -> Snapshot {
+        match &mut self.snapshot {
+            Some((snapshot, pages)) if !fresh && *pages < SNAPSHOT_PAGES => {
+                *pages += 1;
+                snapshot.clone()
+            }
+            slot => slot.insert((self.db.store().snapshot(), 1)).0.clone(),
+        }
+    }
 }
 
 impl bunko_indexer::Build for GroupBuild<'_> {
@@ -443,11 +539,38 @@ impl bunko_indexer::Build for GroupBuild<'_> {
     }
 
     fn step(&mut self) -> Result<Option<bunko_indexer::Page>> {
-        let step = Step::plan(self.index);
-        let Some((ticket, changes, more)) =
-            update_step(self.db, self.index, self.compiled, &step, self.purged)?
-        else {
-            return Ok(None);
+        let (db, index) = (self.db, self.index);
+        let page = match self.pending.take() {
+            Some(page) => page,
+            None => {
+                let snapshot = self.snapshot(false);
+                let step = Step::plan(index);
+                match prepare_page(db, index, self.compiled, &step, self.purged, &snapshot)? {
+                    Some(page) => page,
+                    None => return Ok(None),
+                }
+            }
+        };
+        let (changes, more) = (page.changes, page.more);
+        let next = page
+            .next()
+            .filter(|_| self.snapshot.as_ref().is_some_and(|(_, n)| *n < SNAPSHOT_PAGES));
+        let ticket = match next {
+            None => apply_page(db, index, page)?,
+            Some(step) => {
+                let snapshot = self.snapshot(false);
+                let (purged, compiled) = (self.purged, &mut *self.compiled);
+                let (applied, prepared) = std::thread::scope(|scope| {
+                    let applying = scope.spawn(move || apply_page(db, index, page));
+                    let prepared = prepare_page(db, index, compiled, &step, purged, &snapshot);
+                    let applied =
+                        applying.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                    (applied, prepared)
+                });
+                let ticket = applied?;
+                self.pending = prepared?;
+                ticket
+            }
         };
         self.applied = Some(ticket);
         Ok(Some(bunko_indexer::Page { changes, more }))
@@ -713,6 +836,70 @@ mod tests {
             assert!(update_step(&db, &index, &mut compiled, &step, purged)?.is_some());
         }
         assert_eq!(view_keys(&db)?, vec![json!("別冊"), json!("新版")]);
+        Ok(())
+    }
+
+    /// Pipelined pages: a document changed while its page waits to be applied (mapped,
+    /// not yet written) must be mapped again only from a snapshot that has that page's
+    /// rows, or its old rows stay behind. Here the first document of the pending page is
+    /// changed after every page, across snapshots renewed every `SNAPSHOT_PAGES` pages of
+    /// 64 documents, and every document ends with exactly its latest row.
+    #[test]
+    fn documents_changed_while_their_page_is_pending_keep_only_their_latest_rows() -> Result<()> {
+        let config = Config { view_page_bytes: 1, ..Config::default() };
+        let engine = Engine::open(Arc::new(Memory::new()), config)?;
+        let db = engine.create_db(&admin(), "v", false)?;
+        put(
+            &db,
+            json!({"_id": "_design/d", "views": {"v": {"map": "function(d) { emit(d.k); }"}}}),
+        )?;
+        let count = 64 * (SNAPSHOT_PAGES + 3);
+        let mut latest = HashMap::new();
+        for n in 0..count {
+            put(&db, json!({"_id": format!("d{n:05}"), "k": n}))?;
+            latest.insert(format!("d{n:05}"), n);
+        }
+        let Some(def) = design_group(&db, "_design/d")? else { panic!("the design doc has views") };
+        let index = view_index(&db, def)?;
+        let mut changed = 0;
+        {
+            let mut compiled = index.build.lock();
+            let maps: Vec<&str> = index.def.maps.iter().map(|m| m.source.as_str()).collect();
+            compiled.push(crate::runtime().compile_view_set(None, &maps)?);
+            let mut build = GroupBuild {
+                db: &db,
+                index: &index,
+                compiled: &mut compiled,
+                applied: None,
+                purged: db.purge_seq()?,
+                pending: None,
+                snapshot: None,
+            };
+            use bunko_indexer::Build;
+            while let Some(page) = build.step()? {
+                if let Some(pending) = &build.pending {
+                    let after = Bound::Excluded(Key::Seq(db.id(), pending.step.after).encode());
+                    let upto = Bound::Included(Key::Seq(db.id(), pending.seq).encode());
+                    let first = db.store().scan(&(after, upto), false, 1)?;
+                    let id = String::from_utf8(first[0].1.clone())
+                        .map_err(|e| Error::Corrupt(e.to_string()))?;
+                    let rev = db.get(&bunko_engine::security::UserCtx::system(), &id, None)?.rev;
+                    let k = count * 2 + changed;
+                    put(&db, json!({"_id": id, "_rev": rev.to_string(), "k": k}))?;
+                    latest.insert(id, k);
+                    changed += 1;
+                }
+                if !page.more {
+                    break;
+                }
+            }
+        }
+        assert!(changed > SNAPSHOT_PAGES, "{changed} pages were pending");
+        update_view(&db, &index)?;
+        let mut expected: Vec<usize> = latest.into_values().collect();
+        expected.sort_unstable();
+        let expected: Vec<Value> = expected.into_iter().map(|k| json!(k)).collect();
+        assert_eq!(view_keys(&db)?, expected);
         Ok(())
     }
 
