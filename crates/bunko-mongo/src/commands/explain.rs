@@ -61,7 +61,8 @@ pub(super) fn explain(ctx: &mut Ctx, command: &Document) -> Result<Document, Mon
     };
     let hint = super::indexes::hint(&db, target.hint.as_ref())?;
     let scan = access_scan(&db, &selector, &order, hint.as_deref())?;
-    let reads = crate::projection::Projection::parse(&target.projection)?.and_then(|p| p.paths());
+    let reads = crate::projection::Projection::parse(&target.projection, &target.filter)?
+        .and_then(|p| p.paths());
     let covered = covering(scan.as_ref(), &selector, reads.as_deref(), &order);
     let covers = |r: &MongoScan| covering(Some(r), &selector, reads.as_deref(), &order);
     let rejected: Vec<Document> = scan
