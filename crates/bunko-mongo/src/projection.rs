@@ -103,7 +103,9 @@ impl Projection {
         let mut seen = Seen::default();
         let mut plain = Document::new();
         let mut ops = Vec::new();
-        for (field, value) in spec {
+        let mut flat = Vec::new();
+        flatten(spec, "", &mut flat)?;
+        for (field, value) in &flat {
             if field.contains(".$.") {
                 return Err(err(
                     31394,
@@ -120,7 +122,7 @@ impl Projection {
                 continue;
             }
             classify(&mut seen, field, value)?;
-            plain.insert(field.clone(), value.clone());
+            plain.insert(field.clone(), (*value).clone());
         }
         let include = seen.inclusion();
         if include {
@@ -158,6 +160,28 @@ impl Projection {
             None => Ok(input),
         }
     }
+}
+
+/// The entries of `spec` with sub-projections (`{a: {b: 1}}`) as dotted paths (`a.b`), so
+/// the find operators apply inside them too.
+fn flatten<'a>(
+    spec: &'a Document,
+    prefix: &str,
+    out: &mut Vec<(String, &'a Bson)>,
+) -> Result<(), MongoError> {
+    for (field, value) in spec {
+        let path = if prefix.is_empty() { field.clone() } else { format!("{prefix}.{field}") };
+        match value {
+            Bson::Document(sub) if sub.is_empty() => {
+                return Err(err(51270, format!("Invalid empty sub-projection: {field}")));
+            }
+            Bson::Document(sub) if sub.keys().next().is_some_and(|k| !k.starts_with('$')) => {
+                flatten(sub, &path, out)?;
+            }
+            _ => out.push((path, value)),
+        }
+    }
+    Ok(())
 }
 
 fn split(path: &str) -> Vec<String> {
@@ -304,7 +328,8 @@ fn find_slice(arg: &Bson) -> Result<(Option<i64>, i64), MongoError> {
     Ok((Some(skip), limit))
 }
 
-/// Records what a plain (`$project`-like) entry says of the projection's type.
+/// Records what a plain (`$project`-like) entry of the flattened spec says of the
+/// projection's type.
 fn classify(seen: &mut Seen, field: &str, value: &Bson) -> Result<(), MongoError> {
     if field == "_id" && is_number_or_bool(value) {
         seen.id = Some(bunko_query::expr::value::truthy(value));
@@ -312,12 +337,6 @@ fn classify(seen: &mut Seen, field: &str, value: &Bson) -> Result<(), MongoError
     }
     match value {
         v if is_number_or_bool(v) => seen.mode(field, bunko_query::expr::value::truthy(v)),
-        Bson::Document(sub) if sub.keys().next().is_some_and(|k| !k.starts_with('$')) => {
-            for (k, v) in sub {
-                classify(seen, k, v)?;
-            }
-            Ok(())
-        }
         Bson::Document(_) => {
             seen.computed = true;
             if seen.include == Some(false) {
@@ -475,6 +494,12 @@ mod tests {
             "the first match only, as an inclusion"
         );
         assert_eq!(p(doc! {"s": {"$elemMatch": {"k": 3}}})?, doc! {"_id": 1});
+        let nested = doc! {"_id": 1, "o": {"a": [1, 2, 3], "b": 2}};
+        let n = |spec| project(spec, doc! {}, &nested);
+        assert_eq!(n(doc! {"o": {"a": {"$slice": 1}}})?, doc! {"_id": 1, "o": {"a": [1], "b": 2}});
+        assert_eq!(n(doc! {"o": {"b": 1}})?, doc! {"_id": 1, "o": {"b": 2}});
+        assert_eq!(n(doc! {"o": {"a": {"$elemMatch": {}}}}).err().map(|e| e.code), Some(31275));
+        assert_eq!(n(doc! {"o": {}}).err().map(|e| e.code), Some(51270));
         // Not find's `$slice`, nor the expression's.
         let bad = p(doc! {"a": {"$slice": "x"}}).err().map(|e| e.errmsg).unwrap_or_default();
         assert!(bad.starts_with("Invalid $slice syntax."), "{bad}");
