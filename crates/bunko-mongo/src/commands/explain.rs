@@ -391,14 +391,24 @@ fn stages(target: &Explained, access: &Document, sorted: bool, n: Option<i32>) -
 }
 
 /// The projection stage over `access`, as MongoDB names it: `PROJECTION_COVERED` over
-/// an `IXSCAN` alone, `PROJECTION_SIMPLE` for top-level fields, else `PROJECTION_DEFAULT`.
+/// an `IXSCAN` alone, `PROJECTION_SIMPLE` for top-level fields included or excluded, else
+/// (dotted paths, computed fields, `$slice`, `$elemMatch`, positional) `PROJECTION_DEFAULT`.
 fn projection_stage(target: &Explained, access: &Document) -> Option<&'static str> {
     if target.projection.is_empty() {
         return None;
     }
     Some(match access.get_str("stage") {
         Ok("IXSCAN") => "PROJECTION_COVERED",
-        _ if target.projection.keys().any(|k| k.contains('.')) => "PROJECTION_DEFAULT",
+        _ if target.projection.iter().any(|(k, v)| {
+            k.contains('.')
+                || !matches!(
+                    v,
+                    Bson::Boolean(_) | Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_)
+                )
+        }) =>
+        {
+            "PROJECTION_DEFAULT"
+        }
         _ => "PROJECTION_SIMPLE",
     })
 }

@@ -56,6 +56,12 @@ out["computed"] = find("inventory", {{"_id": {{"$in": [1, 3]}}}}, {{"_id": 0, "i
     "status": {{"$cond": {{"if": {{"$eq": ["$status", "A"]}}, "then": "Available", "else": "Not available"}}}},
     "area": {{"$multiply": ["$size.h", "$size.w"]}}, "unit": "$size.uom", "tag": "lit"}})
 out["agg_slice"] = find("arr", {{}}, {{"a": {{"$slice": ["$a", 1, 2]}}}})
+db.students.create_index("semester")
+plain = {{"_id": 0, "semester": 1}}
+computed = {{"_id": 0, "semester": 1, "next": {{"$add": ["$semester", 1]}}}}
+plan = lambda p: db.students.find({{"semester": 2}}, p).explain()["queryPlanner"]["winningPlan"]
+out["plans"] = [[plan(p)["stage"], plan(p)["inputStage"]["stage"]] for p in [plain, computed, {{"grades": {{"$slice": 1}}}}]]
+out["computed_indexed"] = find("students", {{"semester": 2}}, computed)
 print(json.dumps(out, default=str))
 "#
     );
@@ -87,6 +93,19 @@ print(json.dumps(out, default=str))
         ])
     );
     assert_eq!(out["agg_slice"], json!([{"_id": 1, "a": [2, 3]}]), "an aggregation $slice");
+    // Only a plain inclusion is answered from the index entries.
+    assert_eq!(
+        out["plans"],
+        json!([
+            ["PROJECTION_COVERED", "IXSCAN"],
+            ["PROJECTION_DEFAULT", "FETCH"],
+            ["PROJECTION_DEFAULT", "FETCH"]
+        ])
+    );
+    assert_eq!(
+        out["computed_indexed"],
+        json!([{"semester": 2, "next": 3}, {"semester": 2, "next": 3}, {"semester": 2, "next": 3}])
+    );
 }
 
 /// find's `$slice`, `$elemMatch` and positional `$` on the manual's documents, and
