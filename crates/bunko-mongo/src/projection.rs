@@ -1,185 +1,453 @@
-//! `find`'s `projection`: inclusion (`{a: 1, "b.c": 1}`) or exclusion (`{a: 0}`) of fields,
-//! dotted paths reaching into sub-documents and arrays of sub-documents as MongoDB does;
-//! `_id` is kept unless `_id: 0`. Projection operators (`$slice`, `$elemMatch`, `$`,
-//! `$meta`) and computed fields are `NotImplemented`.
+//! `find`'s `projection` (and `findAndModify`'s `fields`) as MongoDB 4.4+ reads it: the
+//! `$project` part (inclusion, exclusion, dotted paths, sub-documents, computed fields and
+//! literals, evaluated by the shared expression evaluator's [`Shape`]) plus the find-only
+//! operators applied to the document first: `{arr: {$slice: n | [skip, limit]}}`,
+//! `{arr: {$elemMatch: cond}}` and positional `{"arr.$": 1}` (the first element the query's
+//! condition on `arr` matched). `{_id: 1}` alone keeps only `_id`. `$meta` is `NotImplemented`.
 
-use std::collections::BTreeMap;
-
-use bson::{Bson, Document};
+use bson::{Bson, DateTime, Document, doc};
+use bunko_query::agg::Shape;
+use bunko_query::expr::{Expr, Vars};
+use bunko_query::update::{Filter, first_matched};
+use bunko_query::{FieldPath, Selector};
 
 use crate::error::MongoError;
+use crate::query::{self, matches};
 
 /// A parsed projection.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Projection {
-    tree: Tree,
-    include: bool,
-    keep_id: bool,
+    /// The `$project` part; `None` keeps the (operated) document whole.
+    shape: Option<Shape>,
+    /// Find-only operators, applied to the input before `shape`.
+    ops: Vec<(Vec<String>, Op)>,
+    /// The paths it reads, when an index holding them may answer (a plain inclusion).
+    paths: Option<Vec<FieldPath>>,
 }
 
-#[derive(Debug, Clone, Default)]
-struct Tree(BTreeMap<String, Node>);
+#[derive(Clone)]
+enum Op {
+    Slice(Option<i64>, i64),
+    ElemMatch(Selector),
+    Positional(Filter),
+}
 
-#[derive(Debug, Clone)]
-enum Node {
-    Leaf,
-    Sub(Tree),
+impl std::fmt::Debug for Op {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Op::Slice(..) => "$slice",
+            Op::ElemMatch(_) => "$elemMatch",
+            Op::Positional(_) => "$",
+        })
+    }
+}
+
+/// What parsing learned of the projection's type (MongoDB's rules for ambiguous ones).
+#[derive(Default)]
+struct Seen {
+    include: Option<bool>,
+    id: Option<bool>,
+    slice: bool,
+    elem_match: bool,
+    positional: bool,
+    computed: bool,
+}
+
+fn err(code: i32, msg: impl Into<String>) -> MongoError {
+    bunko_query::expr::ExprError::location(code, msg).into()
+}
+
+fn is_number_or_bool(v: &Bson) -> bool {
+    matches!(
+        v,
+        Bson::Boolean(_) | Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_)
+    )
+}
+
+impl Seen {
+    /// Records an inclusion (`true`) or exclusion of `field`, refusing a mix.
+    fn mode(&mut self, field: &str, on: bool) -> Result<(), MongoError> {
+        match self.include {
+            Some(true) if !on => Err(err(
+                31254,
+                format!("Cannot do exclusion on field {field} in inclusion projection"),
+            )),
+            Some(false) if on => Err(err(
+                31253,
+                format!("Cannot do inclusion on field {field} in exclusion projection"),
+            )),
+            _ => {
+                self.include = Some(on);
+                Ok(())
+            }
+        }
+    }
+
+    /// Whether the projection includes (MongoDB's `computeProjectionType`).
+    fn inclusion(&self) -> bool {
+        self.include.unwrap_or(if self.slice {
+            self.id == Some(true)
+        } else {
+            self.elem_match || self.id == Some(true)
+        })
+    }
 }
 
 impl Projection {
-    /// `None` for an empty projection (whole documents).
-    pub fn parse(spec: &Document) -> Result<Option<Projection>, MongoError> {
-        let mut tree = Tree::default();
-        let mut include = None;
-        let mut keep_id = true;
-        for (field, value) in spec {
-            let on = match value {
-                Bson::Boolean(b) => *b,
-                Bson::Int32(i) => *i != 0,
-                Bson::Int64(i) => *i != 0,
-                Bson::Double(d) => *d != 0.0,
-                _ => {
-                    return Err(MongoError::not_implemented(format!(
-                        "projection of '{field}' with an expression or operator is not supported yet"
-                    )));
-                }
-            };
-            if field.starts_with('$') || field.contains(".$") {
-                return Err(MongoError::not_implemented(
-                    "positional projection is not supported yet",
-                ));
-            }
-            if field == "_id" {
-                keep_id = on;
-                continue;
-            }
-            match include {
-                Some(inc) if inc != on => {
-                    let (code, name, what) = if inc {
-                        (31254, "Location31254", "exclusion on field {f} in inclusion projection")
-                    } else {
-                        (31253, "Location31253", "inclusion on field {f} in exclusion projection")
-                    };
-                    return Err(MongoError::new(
-                        code,
-                        name,
-                        format!("Cannot do {}", what.replace("{f}", field)),
-                    ));
-                }
-                _ => include = Some(on),
-            }
-            tree.add(&field.split('.').collect::<Vec<_>>());
-        }
-        if include.is_none() && keep_id {
+    /// `None` for an empty projection (whole documents). `filter` is the query's, which
+    /// positional `$` refers to.
+    pub fn parse(spec: &Document, filter: &Document) -> Result<Option<Projection>, MongoError> {
+        if spec.is_empty() {
             return Ok(None);
         }
-        Ok(Some(Projection { tree, include: include.unwrap_or(false), keep_id }))
+        let mut seen = Seen::default();
+        let mut plain = Document::new();
+        let mut ops = Vec::new();
+        let mut flat = Vec::new();
+        flatten(spec, "", &mut flat)?;
+        for (field, value) in &flat {
+            if field.contains(".$.") {
+                return Err(err(
+                    31394,
+                    "As of 4.4, it's illegal to specify positional operator in the middle of a path.Positional projection may only be used at the end, for example: a.b.$. If the query previously used a form like a.b.$.d, remove the parts following the '$' and the results will be equivalent.",
+                ));
+            }
+            if let Some(path) = field.strip_suffix(".$").or((field == "$").then_some("")) {
+                let op = positional(&mut seen, field, path, value, filter)?;
+                ops.push((split(path), op));
+                continue;
+            }
+            if let Some(op) = find_operator(&mut seen, field, value)? {
+                ops.push((split(field), op));
+                continue;
+            }
+            classify(&mut seen, field, value)?;
+            plain.insert(field.clone(), (*value).clone());
+        }
+        let include = seen.inclusion();
+        if include {
+            for (path, _) in &ops {
+                plain.insert(path.join("."), 1);
+            }
+        }
+        let shape = if plain.is_empty() { None } else { Some(Shape::project(&plain)?) };
+        let paths = match &shape {
+            Some(s) if include && ops.is_empty() && !seen.computed => s
+                .paths()
+                .map(|p| p.iter().map(|p| FieldPath::from_segments(p.split('.'))).collect()),
+            _ => None,
+        };
+        Ok(Some(Projection { shape, ops, paths }))
     }
 
     /// The paths an inclusion projection reads (`_id` among them unless excluded), so an
     /// index holding them all may answer from its entries (a covered query); `None` for an
-    /// exclusion, which keeps every other field.
-    pub fn paths(&self) -> Option<Vec<bunko_query::FieldPath>> {
-        if !self.include {
-            return None;
-        }
-        let mut out = Vec::new();
-        if self.keep_id {
-            out.push(bunko_query::FieldPath::from_segments(["_id"]));
-        }
-        self.tree.leaves(&mut Vec::new(), &mut out);
-        Some(out)
+    /// exclusion, which keeps every other field, and for computed fields and the find-only
+    /// operators (never covered).
+    pub fn paths(&self) -> Option<Vec<FieldPath>> {
+        self.paths.clone()
     }
 
-    pub fn apply(&self, doc: &Document) -> Document {
-        let mut out =
-            if self.include { include(doc, &self.tree) } else { exclude(doc, &self.tree) };
-        if self.include && self.keep_id {
-            if let Some(id) = doc.get("_id") {
-                let mut with_id = Document::new();
-                with_id.insert("_id", id.clone());
-                with_id.extend(out);
-                out = with_id;
-            }
-        } else if !self.keep_id {
-            out.remove("_id");
+    /// The projected document; an expression's error, or `51246` when a positional `$`
+    /// finds no matching element.
+    pub fn apply(&self, doc: &Document) -> Result<Document, MongoError> {
+        let mut input = doc.clone();
+        for (path, op) in &self.ops {
+            operate(&mut input, doc, path, op)?;
         }
-        out
-    }
-}
-
-impl Tree {
-    /// Adds the path of every leaf (under `prefix`) to `out`.
-    fn leaves(&self, prefix: &mut Vec<String>, out: &mut Vec<bunko_query::FieldPath>) {
-        for (name, node) in &self.0 {
-            prefix.push(name.clone());
-            match node {
-                Node::Leaf => out.push(bunko_query::FieldPath::from_segments(prefix.iter())),
-                Node::Sub(sub) => sub.leaves(prefix, out),
-            }
-            prefix.pop();
-        }
-    }
-
-    fn add(&mut self, parts: &[&str]) {
-        let Some((first, rest)) = parts.split_first() else { return };
-        if rest.is_empty() {
-            self.0.insert((*first).to_string(), Node::Leaf);
-            return;
-        }
-        let node = self.0.entry((*first).to_string()).or_insert_with(|| Node::Sub(Tree::default()));
-        if let Node::Sub(sub) = node {
-            sub.add(rest);
+        match &self.shape {
+            Some(shape) => Ok(shape.apply(&input, &mut Vars::new(&input, DateTime::now()))?),
+            None => Ok(input),
         }
     }
 }
 
-fn include(doc: &Document, tree: &Tree) -> Document {
-    let mut out = Document::new();
-    for (key, value) in doc {
-        match tree.0.get(key) {
-            Some(Node::Leaf) => {
-                out.insert(key.clone(), value.clone());
+/// The entries of `spec` with sub-projections (`{a: {b: 1}}`) as dotted paths (`a.b`), so
+/// the find operators apply inside them too.
+fn flatten<'a>(
+    spec: &'a Document,
+    prefix: &str,
+    out: &mut Vec<(String, &'a Bson)>,
+) -> Result<(), MongoError> {
+    for (field, value) in spec {
+        let path = if prefix.is_empty() { field.clone() } else { format!("{prefix}.{field}") };
+        match value {
+            Bson::Document(sub) if sub.is_empty() => {
+                return Err(err(51270, format!("Invalid empty sub-projection: {field}")));
             }
-            Some(Node::Sub(sub)) => match value {
-                Bson::Document(d) => {
-                    out.insert(key.clone(), include(d, sub));
+            Bson::Document(sub) if sub.keys().next().is_some_and(|k| !k.starts_with('$')) => {
+                flatten(sub, &path, out)?;
+            }
+            _ => out.push((path, value)),
+        }
+    }
+    Ok(())
+}
+
+fn split(path: &str) -> Vec<String> {
+    path.split('.').map(str::to_string).collect()
+}
+
+/// A positional `field.$` entry.
+fn positional(
+    seen: &mut Seen,
+    field: &str,
+    path: &str,
+    value: &Bson,
+    filter: &Document,
+) -> Result<Op, MongoError> {
+    if matches!(value, Bson::Document(_)) {
+        return Err(err(
+            31271,
+            "positional projection cannot be used with an expression or sub object",
+        ));
+    }
+    if !is_number_or_bool(value) {
+        return Err(err(31308, "positional projection cannot be used with a literal"));
+    }
+    if !bunko_query::expr::value::truthy(value) {
+        return Err(err(31395, "positional projection cannot be used with exclusion"));
+    }
+    if seen.positional {
+        return Err(err(31276, "Cannot specify more than one positional projection per query."));
+    }
+    if seen.elem_match {
+        return Err(err(31256, "Cannot specify positional operator and $elemMatch."));
+    }
+    if path.is_empty() {
+        return Err(err(5392900, format!("Projection on field {field} is invalid")));
+    }
+    seen.mode(field, true)?;
+    seen.positional = true;
+    let selector = query::selector(filter)?;
+    Ok(Op::Positional(Filter::new(move |d| matches(&selector, d))))
+}
+
+/// `{field: {$slice: ...}}` or `{field: {$elemMatch: ...}}` as find reads them; `None` for
+/// anything else (a `$slice` that is not find's falls to the aggregation expression).
+fn find_operator(seen: &mut Seen, field: &str, value: &Bson) -> Result<Option<Op>, MongoError> {
+    let Bson::Document(sub) = value else { return Ok(None) };
+    let mut entries = sub.iter();
+    let (Some((op, arg)), None) = (entries.next(), entries.next()) else { return Ok(None) };
+    match op.as_str() {
+        "$slice" => match find_slice(arg) {
+            Ok((skip, limit)) => {
+                seen.slice = true;
+                Ok(Some(Op::Slice(skip, limit)))
+            }
+            Err(find_err) => match Expr::parse(value) {
+                Ok(_) => Ok(None),
+                Err(e) => {
+                    let e = MongoError::from(e);
+                    Err(MongoError::new(
+                        e.code,
+                        e.code_name,
+                        format!(
+                            "Invalid $slice syntax. The given syntax {value} did not match the find() syntax because :: {} :: The given syntax did not match the expression $slice syntax. :: caused by :: {}",
+                            find_err.errmsg, e.errmsg
+                        ),
+                    ))
                 }
-                Bson::Array(items) => {
-                    let kept = items.iter().filter_map(|i| match i {
-                        Bson::Document(d) => Some(Bson::Document(include(d, sub))),
-                        _ => None,
-                    });
-                    out.insert(key.clone(), Bson::Array(kept.collect()));
-                }
-                _ => {}
             },
-            None => {}
+        },
+        "$elemMatch" => {
+            let Bson::Document(cond) = arg else {
+                return Err(err(
+                    31274,
+                    format!(
+                        "elemMatch: Invalid argument, object required, but got {}",
+                        type_name(arg)
+                    ),
+                ));
+            };
+            if seen.positional {
+                return Err(err(31255, "Cannot specify positional operator and $elemMatch."));
+            }
+            if field.contains('.') {
+                return Err(err(31275, "Cannot use $elemMatch projection on a nested field."));
+            }
+            seen.elem_match = true;
+            let selector = query::selector(&doc! {field: {"$elemMatch": cond.clone()}})?;
+            Ok(Some(Op::ElemMatch(selector)))
         }
+        "$meta" => Err(MongoError::not_implemented("$meta projection is not supported yet")),
+        _ => Ok(None),
     }
-    out
 }
 
-fn exclude(doc: &Document, tree: &Tree) -> Document {
-    let mut out = Document::new();
-    for (key, value) in doc {
-        let kept = match (tree.0.get(key), value) {
-            (Some(Node::Leaf), _) => continue,
-            (Some(Node::Sub(sub)), Bson::Document(d)) => Bson::Document(exclude(d, sub)),
-            (Some(Node::Sub(sub)), Bson::Array(items)) => Bson::Array(
-                items
-                    .iter()
-                    .map(|i| match i {
-                        Bson::Document(d) => Bson::Document(exclude(d, sub)),
-                        other => other.clone(),
-                    })
-                    .collect(),
-            ),
-            _ => value.clone(),
-        };
-        out.insert(key.clone(), kept);
+fn type_name(v: &Bson) -> &'static str {
+    match v {
+        Bson::Array(_) => "array",
+        Bson::String(_) => "string",
+        Bson::Null => "null",
+        Bson::Boolean(_) => "bool",
+        Bson::Int32(_) => "int",
+        Bson::Int64(_) => "long",
+        Bson::Double(_) => "double",
+        _ => "object",
     }
-    out
+}
+
+fn number(v: &Bson) -> Option<i64> {
+    match v {
+        Bson::Int32(i) => Some(i64::from(*i)),
+        Bson::Int64(i) => Some(*i),
+        // MongoDB's safeNumberInt truncates.
+        Bson::Double(d) if d.is_finite() => Some(*d as i64),
+        Bson::Decimal128(d) => d.to_string().parse::<f64>().ok().map(|d| d as i64),
+        _ => None,
+    }
+}
+
+/// find's `$slice` argument: `n` or `[skip, limit]`.
+fn find_slice(arg: &Bson) -> Result<(Option<i64>, i64), MongoError> {
+    if let Some(n) = number(arg) {
+        return Ok((None, n));
+    }
+    let Bson::Array(items) = arg else {
+        return Err(err(31273, "$slice only supports numbers and [skip, limit] arrays"));
+    };
+    let [skip, limit] = items.as_slice() else {
+        return Err(err(31272, "$slice array argument should be of form [skip, limit]"));
+    };
+    let skip = number(skip).ok_or_else(|| {
+        err(
+            31257,
+            format!("$slice expects the skip argument to be a number, got {}", type_name(skip)),
+        )
+    })?;
+    let limit = number(limit).ok_or_else(|| {
+        err(
+            31258,
+            format!("$slice expects the limit argument to be a number, got {}", type_name(limit)),
+        )
+    })?;
+    if limit <= 0 {
+        return Err(err(31259, format!("$slice limit must be positive, got {limit}")));
+    }
+    Ok((Some(skip), limit))
+}
+
+/// Records what a plain (`$project`-like) entry of the flattened spec says of the
+/// projection's type.
+fn classify(seen: &mut Seen, field: &str, value: &Bson) -> Result<(), MongoError> {
+    if field == "_id" && is_number_or_bool(value) {
+        seen.id = Some(bunko_query::expr::value::truthy(value));
+        return Ok(());
+    }
+    match value {
+        v if is_number_or_bool(v) => seen.mode(field, bunko_query::expr::value::truthy(v)),
+        Bson::Document(_) => {
+            seen.computed = true;
+            if seen.include == Some(false) {
+                return Err(err(
+                    31252,
+                    "Cannot use expression other than $meta in exclusion projection",
+                ));
+            }
+            seen.include = Some(true);
+            Ok(())
+        }
+        other => {
+            seen.computed = true;
+            if seen.include == Some(false) {
+                return Err(err(
+                    31310,
+                    format!("Cannot use an expression {field}: {other} in an exclusion projection"),
+                ));
+            }
+            seen.include = Some(true);
+            Ok(())
+        }
+    }
+}
+
+/// Applies a find-only operator at `path` of `input` (`original`: the stored document).
+fn operate(
+    input: &mut Document,
+    original: &Document,
+    path: &[String],
+    op: &Op,
+) -> Result<(), MongoError> {
+    match op {
+        Op::Slice(skip, limit) => {
+            each_at(input, path, &mut |v| {
+                if let Bson::Array(items) = v {
+                    *items = slice(std::mem::take(items), *skip, *limit);
+                }
+            });
+            Ok(())
+        }
+        Op::ElemMatch(selector) => {
+            let field = &path[0];
+            let first = match input.get(field) {
+                Some(Bson::Array(items)) => {
+                    items.iter().find(|i| matches(selector, &doc! {field: [(*i).clone()]})).cloned()
+                }
+                _ => None,
+            };
+            match first {
+                Some(item) => input.insert(field.clone(), Bson::Array(vec![item])),
+                None => input.remove(field),
+            };
+            Ok(())
+        }
+        Op::Positional(filter) => {
+            let Some(Bson::Array(items)) = get(original, path) else { return Ok(()) };
+            let item = first_matched(original, path, filter)
+                .and_then(|i| items.get(i).cloned())
+                .ok_or_else(|| {
+                    err(
+                        51246,
+                        "Executor error during find command :: caused by :: positional operator '.$' couldn't find a matching element in the array",
+                    )
+                })?;
+            each_at(input, path, &mut |v| *v = Bson::Array(vec![item.clone()]));
+            Ok(())
+        }
+    }
+}
+
+fn get<'a>(doc: &'a Document, path: &[String]) -> Option<&'a Bson> {
+    let (first, rest) = path.split_first()?;
+    let v = doc.get(first)?;
+    match (rest.is_empty(), v) {
+        (true, v) => Some(v),
+        (false, Bson::Document(d)) => get(d, rest),
+        _ => None,
+    }
+}
+
+/// Calls `f` on the values at `path`, through sub-documents and arrays of them.
+fn each_at(doc: &mut Document, path: &[String], f: &mut dyn FnMut(&mut Bson)) {
+    let Some((first, rest)) = path.split_first() else { return };
+    let Some(v) = doc.get_mut(first) else { return };
+    if rest.is_empty() {
+        f(v);
+        return;
+    }
+    match v {
+        Bson::Document(d) => each_at(d, rest, f),
+        Bson::Array(items) => items.iter_mut().for_each(|i| {
+            if let Bson::Document(d) = i {
+                each_at(d, rest, f);
+            }
+        }),
+        _ => {}
+    }
+}
+
+/// find's `$slice`: the first `n` (last `-n`) elements, or `limit` from `skip` (from the end
+/// when negative).
+fn slice(items: Vec<Bson>, skip: Option<i64>, limit: i64) -> Vec<Bson> {
+    let len = items.len() as i64;
+    let (from, count) = match skip {
+        None if limit >= 0 => (0, limit),
+        None => ((len + limit).max(0), len),
+        Some(s) if s >= 0 => (s.min(len), limit),
+        Some(s) => ((len + s).max(0), limit),
+    };
+    items.into_iter().skip(from as usize).take(count.max(0) as usize).collect()
 }
 
 #[cfg(test)]
@@ -188,20 +456,67 @@ mod tests {
 
     use super::*;
 
+    fn project(spec: Document, filter: Document, d: &Document) -> Result<Document, MongoError> {
+        Projection::parse(&spec, &filter)?.map_or(Ok(d.clone()), |p| p.apply(d))
+    }
+
     #[test]
     fn projections_as_mongodb() -> Result<(), MongoError> {
         let d = doc! {"_id": 1, "name": "Sato", "addr": [{"city": "Nagoya", "zip": "460"}, 5], "x": {"y": 1, "z": 2}};
-        let p = |spec| Projection::parse(&spec).map(|p| p.map(|p| p.apply(&d)));
-        assert_eq!(p(doc! {"name": 1})?, Some(doc! {"_id": 1, "name": "Sato"}));
-        assert_eq!(p(doc! {"addr.city": 1, "_id": 0})?, Some(doc! {"addr": [{"city": "Nagoya"}]}));
-        assert_eq!(
-            p(doc! {"x.y": 0, "addr": 0})?,
-            Some(doc! {"_id": 1, "name": "Sato", "x": {"z": 2}})
-        );
-        assert_eq!(p(doc! {"_id": 0})?.map(|d| d.contains_key("_id")), Some(false));
-        assert_eq!(p(doc! {})?, None);
+        let p = |spec| project(spec, doc! {}, &d);
+        assert_eq!(p(doc! {"name": 1})?, doc! {"_id": 1, "name": "Sato"});
+        assert_eq!(p(doc! {"addr.city": 1, "_id": 0})?, doc! {"addr": [{"city": "Nagoya"}]});
+        assert_eq!(p(doc! {"x.y": 0, "addr": 0})?, doc! {"_id": 1, "name": "Sato", "x": {"z": 2}});
+        assert!(!p(doc! {"_id": 0})?.contains_key("_id"));
+        assert_eq!(p(doc! {"_id": 1})?, doc! {"_id": 1});
+        assert_eq!(p(doc! {})?, d);
         assert_eq!(p(doc! {"a": 1, "b": 0}).err().map(|e| e.code), Some(31254));
-        assert_eq!(p(doc! {"a": {"$slice": 1}}).err().map(|e| e.code), Some(238));
+        assert_eq!(p(doc! {"a": {"$meta": "textScore"}}).err().map(|e| e.code), Some(238));
+        assert_eq!(
+            p(doc! {"_id": 0, "n": {"$concat": ["$name", "!"]}, "c": "$x.z"})?,
+            doc! {"n": "Sato!", "c": 2}
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn find_operators() -> Result<(), MongoError> {
+        let d = doc! {"_id": 1, "a": [1, 2, 3, 4, 5], "s": [{"k": 1}, {"k": 2}, {"k": 2}]};
+        let p = |spec| project(spec, doc! {"a": {"$gt": 2}}, &d);
+        let a = |spec| p(spec).map(|d| d.get("a").cloned());
+        assert_eq!(a(doc! {"a": {"$slice": 2}})?, Some(bson::bson!([1, 2])));
+        assert_eq!(a(doc! {"a": {"$slice": -1}})?, Some(bson::bson!([5])));
+        assert_eq!(a(doc! {"a": {"$slice": [-2, 5]}})?, Some(bson::bson!([4, 5])));
+        assert_eq!(p(doc! {"a.$": 1})?, doc! {"_id": 1, "a": [3]});
+        assert_eq!(
+            p(doc! {"s": {"$elemMatch": {"k": 2}}})?,
+            doc! {"_id": 1, "s": [{"k": 2}]},
+            "the first match only, as an inclusion"
+        );
+        assert_eq!(p(doc! {"s": {"$elemMatch": {"k": 3}}})?, doc! {"_id": 1});
+        let nested = doc! {"_id": 1, "o": {"a": [1, 2, 3], "b": 2}};
+        let n = |spec| project(spec, doc! {}, &nested);
+        assert_eq!(n(doc! {"o": {"a": {"$slice": 1}}})?, doc! {"_id": 1, "o": {"a": [1], "b": 2}});
+        assert_eq!(n(doc! {"o": {"b": 1}})?, doc! {"_id": 1, "o": {"b": 2}});
+        assert_eq!(n(doc! {"o": {"a": {"$elemMatch": {}}}}).err().map(|e| e.code), Some(31275));
+        assert_eq!(n(doc! {"o": {}}).err().map(|e| e.code), Some(51270));
+        // Not find's `$slice`, nor the expression's.
+        let bad = p(doc! {"a": {"$slice": "x"}}).err().map(|e| e.errmsg).unwrap_or_default();
+        assert!(bad.starts_with("Invalid $slice syntax."), "{bad}");
+        Ok(())
+    }
+
+    #[test]
+    fn only_plain_inclusions_are_covered() -> Result<(), MongoError> {
+        let paths = |spec| {
+            Projection::parse(&spec, &doc! {"a": 1}).map(|p| p.and_then(|p| p.paths()).is_some())
+        };
+        assert!(paths(doc! {"a": 1, "b.c": 1})?);
+        assert!(!paths(doc! {"a": 0})?);
+        assert!(!paths(doc! {"a": {"$slice": 1}, "_id": 1})?);
+        assert!(!paths(doc! {"a.$": 1})?);
+        assert!(!paths(doc! {"a": {"$elemMatch": {"x": 1}}})?);
+        assert!(!paths(doc! {"b": 1, "c": {"$add": ["$a", 1]}})?);
         Ok(())
     }
 }

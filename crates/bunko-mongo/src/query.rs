@@ -41,6 +41,11 @@ pub fn collation_of(doc: &Document) -> Result<Option<Arc<Collation>>, MongoError
     })
 }
 
+/// Whether `doc` matches `selector` (in the Mongo dialect).
+pub fn matches(selector: &Selector, doc: &Document) -> bool {
+    selector.matches(&Value::Object(ejson::to_json(doc)), bunko_query::Dialect::Mongo)
+}
+
 /// Parses a MongoDB filter. `$expr`, `$jsonSchema`, and `$and`/`$or`/`$nor` clauses
 /// holding them become [`Predicate`]s beside the selector tree; the rest is the tree.
 pub fn selector(filter: &Document) -> Result<Selector, MongoError> {

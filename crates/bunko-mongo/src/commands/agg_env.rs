@@ -76,9 +76,7 @@ pub(super) fn selector(filter: &Document) -> Result<Selector, MongoError> {
     query::selector(filter)
 }
 
-pub(super) fn matches(selector: &Selector, doc: &Document) -> bool {
-    selector.matches(&Value::Object(ejson::to_json(doc)), Dialect::Mongo)
-}
+pub(super) use crate::query::matches;
 
 /// A `$match` stage's test of `filter`: converts only the members the filter reads.
 pub(super) fn matcher(filter: &Document) -> Result<Matcher, ExprError> {

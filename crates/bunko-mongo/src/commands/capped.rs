@@ -357,6 +357,10 @@ impl Scan {
             rows += 1;
             self.last = Some((row.seq, row.id.clone()));
             if let Some(found) = self.matching(row) {
+                let found = match &self.projection {
+                    Some(p) => p.apply(&found)?,
+                    None => found,
+                };
                 self.buffer.push_back(found);
                 self.remaining -= 1;
                 if self.remaining == 0 {
@@ -368,7 +372,7 @@ impl Scan {
         Ok(())
     }
 
-    /// The document of `row` as the client sees it, if it is one the query returns.
+    /// The document of `row`, if it is one the query returns (before its projection).
     fn matching(&mut self, row: bunko_engine::changes::ChangeRow) -> Option<Document> {
         let doc = row.doc.filter(|_| !row.deleted && !row.id.starts_with("_design/"))?;
         let body = serde_json::from_slice::<serde_json::Map<_, _>>(&doc.body).ok()?;
@@ -381,10 +385,7 @@ impl Scan {
             self.skip -= 1;
             return None;
         }
-        Some(match &self.projection {
-            Some(p) => p.apply(&found),
-            None => found,
-        })
+        Some(found)
     }
 
     /// A tailable cursor whose last document was removed (or written again) since is dead.

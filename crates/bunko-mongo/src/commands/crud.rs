@@ -306,8 +306,9 @@ pub(super) fn find(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoE
         return Ok(reply);
     }
     let ns = namespace(ctx, command)?;
-    let selector = query::selector(&doc_of(command, "filter")?)?;
-    let projection = Projection::parse(&doc_of(command, "projection")?)?;
+    let filter = doc_of(command, "filter")?;
+    let selector = query::selector(&filter)?;
+    let projection = Projection::parse(&doc_of(command, "projection")?, &filter)?;
     let order = query::sort(&doc_of(command, "sort")?)?;
     let skip = non_negative(command, "skip")?.unwrap_or(0);
     let limit = non_negative(command, "limit")?.filter(|&l| l > 0).unwrap_or(usize::MAX);

@@ -61,7 +61,8 @@ pub(super) fn explain(ctx: &mut Ctx, command: &Document) -> Result<Document, Mon
     };
     let hint = super::indexes::hint(&db, target.hint.as_ref())?;
     let scan = access_scan(&db, &selector, &order, hint.as_deref())?;
-    let reads = crate::projection::Projection::parse(&target.projection)?.and_then(|p| p.paths());
+    let reads = crate::projection::Projection::parse(&target.projection, &target.filter)?
+        .and_then(|p| p.paths());
     let covered = covering(scan.as_ref(), &selector, reads.as_deref(), &order);
     let covers = |r: &MongoScan| covering(Some(r), &selector, reads.as_deref(), &order);
     let rejected: Vec<Document> = scan
@@ -390,14 +391,24 @@ fn stages(target: &Explained, access: &Document, sorted: bool, n: Option<i32>) -
 }
 
 /// The projection stage over `access`, as MongoDB names it: `PROJECTION_COVERED` over
-/// an `IXSCAN` alone, `PROJECTION_SIMPLE` for top-level fields, else `PROJECTION_DEFAULT`.
+/// an `IXSCAN` alone, `PROJECTION_SIMPLE` for top-level fields included or excluded, else
+/// (dotted paths, computed fields, `$slice`, `$elemMatch`, positional) `PROJECTION_DEFAULT`.
 fn projection_stage(target: &Explained, access: &Document) -> Option<&'static str> {
     if target.projection.is_empty() {
         return None;
     }
     Some(match access.get_str("stage") {
         Ok("IXSCAN") => "PROJECTION_COVERED",
-        _ if target.projection.keys().any(|k| k.contains('.')) => "PROJECTION_DEFAULT",
+        _ if target.projection.iter().any(|(k, v)| {
+            k.contains('.')
+                || !matches!(
+                    v,
+                    Bson::Boolean(_) | Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_)
+                )
+        }) =>
+        {
+            "PROJECTION_DEFAULT"
+        }
         _ => "PROJECTION_SIMPLE",
     })
 }

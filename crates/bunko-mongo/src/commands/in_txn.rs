@@ -221,7 +221,7 @@ fn insert(ctx: &mut Ctx, txn: &mut Txn, command: &Document) -> Result<Document, 
 fn find(ctx: &mut Ctx, txn: &mut Txn, command: &Document) -> Result<Document, MongoError> {
     let ns = namespace(ctx, command)?;
     let filter = doc_of(command, "filter")?;
-    let projection = Projection::parse(&doc_of(command, "projection")?)?;
+    let projection = Projection::parse(&doc_of(command, "projection")?, &filter)?;
     let order = query::sort(&doc_of(command, "sort")?)?;
     let skip = non_negative(command, "skip")?.unwrap_or(0);
     let limit = non_negative(command, "limit")?.filter(|&l| l > 0).unwrap_or(usize::MAX);
@@ -237,8 +237,8 @@ fn find(ctx: &mut Ctx, txn: &mut Txn, command: &Document) -> Result<Document, Mo
     };
     let hint = super::indexes::hint(&db, command.get("hint"))?;
     let found = matching_hinted(txn, &db, &filter, (&order, hint.as_deref()), skip, limit)?;
-    let shown = |d: Document| projection.as_ref().map_or(d.clone(), |p| p.apply(&d));
-    let docs = found.into_iter().map(|f| shown(f.doc)).collect();
+    let shown = |d: Document| projection.as_ref().map_or(Ok(d.clone()), |p| p.apply(&d));
+    let docs = found.into_iter().map(|f| shown(f.doc)).collect::<Result<_, _>>()?;
     Ok(super::cursor::answer(ctx, &ns.full(), docs, batch, single))
 }
 
@@ -386,7 +386,7 @@ fn find_and_modify(
     match (found, &spec.update) {
         (Some(found), None) => {
             remove(txn, &db, &found)?;
-            Ok(doc! {"lastErrorObject": {"n": 1}, "value": shown(found.doc)})
+            Ok(doc! {"lastErrorObject": {"n": 1}, "value": shown(found.doc)?})
         }
         (None, None) => Ok(doc! {"lastErrorObject": {"n": 0}, "value": Bson::Null}),
         (Some(found), Some(update)) => {
@@ -394,13 +394,13 @@ fn find_and_modify(
             if after.to_vec().ok() != found.doc.to_vec().ok() {
                 replace(txn, &db, &found, &after)?;
             }
-            let value = shown(if return_new { after } else { found.doc });
+            let value = shown(if return_new { after } else { found.doc })?;
             Ok(doc! {"lastErrorObject": {"n": 1, "updatedExisting": true}, "value": value})
         }
         (None, Some(update)) if upsert => {
             let (id, doc) = upserted(filter, update)?;
             insert_one(txn, &db, ns, &Bson::Document(doc.clone()))?;
-            let value = if return_new { Bson::Document(shown(doc)) } else { Bson::Null };
+            let value = if return_new { Bson::Document(shown(doc)?) } else { Bson::Null };
             Ok(
                 doc! {"lastErrorObject": {"n": 1, "updatedExisting": false, "upserted": id}, "value": value},
             )

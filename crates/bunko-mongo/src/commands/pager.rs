@@ -65,18 +65,27 @@ impl Pager {
         };
         if !order.is_empty() || indexed {
             let result = pager.db.find_mongo(&pager.user, &pager.query, order)?;
-            pager.buffer = result.docs.iter().filter_map(|d| pager.convert(d)).collect();
+            pager.buffer = pager.convert_all(&result.docs)?.into();
             pager.done = true;
         }
         Ok(pager)
     }
 
-    fn convert(&self, doc: &Value) -> Option<Document> {
-        let doc = ejson::from_json(doc.as_object()?);
-        Some(match &self.projection {
-            Some(p) => p.apply(&doc),
+    /// A found document as the client sees it (projected); `None` if it is not an object.
+    fn convert(&self, doc: &Value) -> Result<Option<Document>, MongoError> {
+        let Some(doc) = doc.as_object().map(ejson::from_json) else { return Ok(None) };
+        Ok(Some(match &self.projection {
+            Some(p) => p.apply(&doc)?,
             None => doc,
-        })
+        }))
+    }
+
+    fn convert_all(&self, docs: &[Value]) -> Result<Vec<Document>, MongoError> {
+        let mut out = Vec::with_capacity(docs.len());
+        for d in docs {
+            out.extend(self.convert(d)?);
+        }
+        Ok(out)
     }
 
     /// The next batch of at most `size` documents (`0`: as many as fit in 16 MiB) and
@@ -88,8 +97,7 @@ impl Pager {
             let query = FindQuery { limit: page, ..self.query.clone() };
             let result = self.db.find_mongo(&self.user, &query, &[])?;
             let fetched = result.docs.len();
-            let converted: Vec<Document> =
-                result.docs.iter().filter_map(|d| self.convert(d)).collect();
+            let converted = self.convert_all(&result.docs)?;
             self.buffer.extend(converted);
             self.remaining -= fetched.min(self.remaining);
             self.query.skip = 0;

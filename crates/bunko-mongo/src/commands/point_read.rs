@@ -42,7 +42,7 @@ pub(super) fn find(ctx: &mut Ctx, command: &Document) -> Result<Option<Document>
     let ns = namespace(ctx, command)?;
     let projection = match command.get("projection") {
         None | Some(Bson::Null) => None,
-        Some(Bson::Document(spec)) => Projection::parse(spec)?,
+        Some(Bson::Document(spec)) => Projection::parse(spec, &doc! {"_id": id.clone()})?,
         Some(_) => return Ok(None),
     };
     let Some(db) = readable_db(ctx, &ns, "find")? else {
@@ -50,14 +50,17 @@ pub(super) fn find(ctx: &mut Ctx, command: &Document) -> Result<Option<Document>
     };
     db.id_accesses.record();
     let found = match db.get(&super::admin::user(ctx), &ejson::doc_id(id), None) {
-        Ok(doc) => serde_json::from_slice::<Map<String, Value>>(&doc.body).ok().map(|body| {
-            let mut out = doc! {"_id": ejson::id_value(&doc.id)};
-            out.extend(ejson::from_json(&body));
-            match &projection {
-                Some(p) => p.apply(&out),
-                None => out,
+        Ok(doc) => match serde_json::from_slice::<Map<String, Value>>(&doc.body) {
+            Ok(body) => {
+                let mut out = doc! {"_id": ejson::id_value(&doc.id)};
+                out.extend(ejson::from_json(&body));
+                Some(match &projection {
+                    Some(p) => p.apply(&out)?,
+                    None => out,
+                })
             }
-        }),
+            Err(_) => None,
+        },
         Err(Error::NotFound(_)) => None,
         Err(err) => return Err(err.into()),
     };

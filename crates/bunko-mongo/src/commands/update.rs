@@ -12,7 +12,7 @@ use bunko_doc::body::ParsedDoc;
 use bunko_doc::ejson;
 use bunko_engine::{Database, Error, WriteOptions};
 use bunko_query::update::{Compile, Filter, Options, Update, UpdateError};
-use bunko_query::{Dialect, Direction, FieldPath, Selector};
+use bunko_query::{Direction, FieldPath, Selector};
 use serde_json::Value;
 
 use super::admin::{open_or_create, user};
@@ -204,9 +204,7 @@ fn compile_filter(spec: &Document) -> Result<Filter, UpdateError> {
     Ok(Filter::new(move |doc| matches(&selector, doc)))
 }
 
-pub(super) fn matches(selector: &Selector, doc: &Document) -> bool {
-    selector.matches(&Value::Object(ejson::to_json(doc)), Dialect::Mongo)
-}
+pub(super) use crate::query::matches;
 
 /// Applies `update` to the document `found` (as a query returned it): (before, after,
 /// whether it changed); `None` if it no longer exists or matches.
@@ -341,13 +339,13 @@ impl FindAndModify {
             return_new,
             upsert,
             hint: command.get("hint").cloned(),
-            projection: Projection::parse(&doc_of(command, "fields")?)?,
+            projection: Projection::parse(&doc_of(command, "fields")?, &doc_of(command, "query")?)?,
         })
     }
 
     /// A document as the answer shows it (`fields`).
-    pub(super) fn shown(&self, doc: Document) -> Document {
-        self.projection.as_ref().map_or(doc.clone(), |p| p.apply(&doc))
+    pub(super) fn shown(&self, doc: Document) -> Result<Document, MongoError> {
+        self.projection.as_ref().map_or(Ok(doc.clone()), |p| p.apply(&doc))
     }
 
     /// The collection, created when an upsert needs it; `None` when there is nothing to
@@ -386,19 +384,19 @@ pub(super) fn find_and_modify(ctx: &mut Ctx, command: &Document) -> Result<Docum
         };
         let Some(update) = update else {
             if remove_found(ctx, &db, &found)? {
-                return Ok(doc! {"lastErrorObject": {"n": 1}, "value": shown(found)});
+                return Ok(doc! {"lastErrorObject": {"n": 1}, "value": shown(found)?});
             }
             continue; // changed meanwhile: look again
         };
         if let Some((before, after, _)) = modify(ctx, &db, &found, &selector, update)? {
-            let value = shown(if return_new { after } else { before });
+            let value = shown(if return_new { after } else { before })?;
             return Ok(doc! {"lastErrorObject": {"n": 1, "updatedExisting": true}, "value": value});
         }
     }
     match (update, spec.upsert) {
         (Some(update), true) => {
             let (id, inserted) = insert_upsert(ctx, &db, &spec.filter, update)?;
-            let value = if return_new { Bson::Document(shown(inserted)) } else { Bson::Null };
+            let value = if return_new { Bson::Document(shown(inserted)?) } else { Bson::Null };
             Ok(
                 doc! {"lastErrorObject": {"n": 1, "updatedExisting": false, "upserted": id}, "value": value},
             )

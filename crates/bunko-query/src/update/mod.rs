@@ -59,6 +59,14 @@ impl UpdateError {
     }
 }
 
+/// The index of the first element of the array at `array` (a path) in `doc` that `query`
+/// matched, as positional `$` means it (the update's and `find` projection's `field.$`);
+/// `None` when the value there is not an array or no element satisfies the query alone.
+pub fn first_matched(doc: &Document, array: &[String], query: &Filter) -> Option<usize> {
+    let resolver = path::Resolver { doc, query: Some(query), array_filters: &BTreeMap::new() };
+    resolver.first_matched(array).ok()
+}
+
 /// A compiled filter: whether a document matches it.
 #[derive(Clone)]
 pub struct Filter(Arc<dyn Fn(&Document) -> bool + Send + Sync>);

@@ -152,7 +152,7 @@ impl Resolver<'_> {
     /// The index of the first element of the array at `prefix` that the query matched: the
     /// first element which, alone in the array, still satisfies the query, when the query
     /// constrains the array at all (it does not match with the array emptied).
-    fn first_matched(&self, prefix: &[String]) -> Result<usize, UpdateError> {
+    pub(super) fn first_matched(&self, prefix: &[String]) -> Result<usize, UpdateError> {
         let not_found = || {
             UpdateError::bad_value(
                 "The positional operator did not find the match needed from the query.",

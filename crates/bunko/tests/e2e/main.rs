@@ -47,6 +47,7 @@ mod mongo_crash;
 mod mongo_escalation;
 mod mongo_index;
 mod mongo_options;
+mod mongo_projection;
 mod mongo_query_ops;
 mod mongo_sha1;
 mod mongo_stream;
