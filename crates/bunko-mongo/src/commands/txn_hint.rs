@@ -38,8 +38,11 @@ pub(super) fn apply(
     if !order.is_empty() || spec.hashed.is_some() || spec.collation.is_some() {
         return Ok(kept);
     }
-    let key: Vec<(FieldPath, Direction)> =
-        index.compiled.paths().iter().map(|p| (p.clone(), Direction::Asc)).collect();
+    let direction = |d: i32| if d < 0 { Direction::Desc } else { Direction::Asc };
+    let key: Vec<(FieldPath, Direction)> = (index.compiled.paths().iter())
+        .zip(&spec.key)
+        .map(|(p, (_, d))| (p.clone(), direction(*d)))
+        .collect();
     let view = |f: &Found| Value::Object(ejson::to_json(&f.doc));
     let mut keyed: Vec<(Value, Found)> = kept.drain(..).map(|f| (view(&f), f)).collect();
     keyed.sort_by(|a, b| {

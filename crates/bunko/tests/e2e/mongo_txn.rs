@@ -484,11 +484,13 @@ c = client()
 co = c.txh.items
 co.insert_many([{"_id": 1, "k": 3}, {"_id": 2, "k": 1}, {"_id": 3}, {"_id": 4, "k": 2}])
 co.create_index([("k", 1)], sparse=True, name="k_sparse")
+co.create_index([("k", -1)], sparse=True, name="k_desc")
 out = {}
 with c.start_session() as s:
     with s.start_transaction():
         co.insert_one({"_id": 5, "k": 0}, session=s)
         out["find"] = [d["_id"] for d in co.find({}, session=s).hint("k_sparse")]
+        out["desc"] = [d["_id"] for d in co.find({}, session=s).hint("k_desc")]
         out["plain"] = sorted(d["_id"] for d in co.find({}, session=s))
         out["count"] = co.count_documents({}, session=s, hint="k_sparse")
         out["agg"] = [d["_id"] for d in co.aggregate([{"$match": {}}], session=s, hint="k_sparse")]
@@ -507,7 +509,7 @@ print(json.dumps(out))
     let Some(result) = python(&server, script) else { return };
     assert_eq!(
         result,
-        json!({"find": [5, 2, 4, 1], "plain": [1, 2, 3, 4, 5], "count": 4, "agg": [5, 2, 4, 1],
+        json!({"find": [5, 2, 4, 1], "desc": [1, 4, 2, 5], "plain": [1, 2, 3, 4, 5], "count": 4, "agg": [5, 2, 4, 1],
             "one": 5, "upd": 2, "del": 1, "unknown": 2, "after": [1, 2, 3, 4], "seen": [4]})
     );
 }
