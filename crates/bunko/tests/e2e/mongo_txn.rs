@@ -121,9 +121,17 @@ print(json.dumps({"count": a1["countOfBooks"], "books": a1["books"], "stored": l
 /// and a write to a document another open transaction has written fails at the write;
 /// `with_transaction` retries it, so both effects land. Many threads incrementing one
 /// counter through `with_transaction` lose no increment.
+///
+/// In the first case the other session's writes fail while the first transaction is open,
+/// until that transaction passes its lifetime and is aborted (as in MongoDB, where this
+/// takes `transactionLifetimeLimitSeconds`, 60 s by default); the server here has a
+/// 5-second lifetime so that the test does not wait a minute.
 #[test]
 fn conflicting_transactions_are_retried_by_with_transaction() {
-    let server = Server::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("bunko.toml");
+    std::fs::write(&path, "[limits]\ntransaction_lifetime = 5\n").expect("config");
+    let server = Server::start_with(&["--config", path.to_str().expect("utf-8 path")], &[]);
     let script = r#"
 c = client()
 accounts = c.bank.accounts
