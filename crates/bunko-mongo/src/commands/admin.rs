@@ -142,10 +142,11 @@ pub(super) fn create(ctx: &mut Ctx, command: &Document) -> Result<Document, Mong
 /// `collMod`: changes a collection's options ([`coll_options`]).
 pub(super) fn coll_mod(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
     let ns = namespace(ctx, command)?;
-    let options = coll_options::from_command(command)?;
+    let mut options = coll_options::from_command(command)?;
     let Some(db) = ctx.server.engine.get_db(&ns.engine_name()) else {
         return Err(MongoError::namespace_not_found(format!("ns does not exist: {}", ns.full())));
     };
+    options.extend(super::capped::resize(&db, command)?);
     coll_options::write(&db, &user(ctx), options)?;
     Ok(Document::new())
 }

@@ -118,6 +118,47 @@ pub(crate) fn options(command: &Document) -> Result<Document, MongoError> {
     Ok(out)
 }
 
+/// The largest `cappedSize` `collMod` takes: 1 PB (1024^5 bytes).
+const MAX_CAPPED_SIZE: f64 = 1_125_899_906_842_624.0;
+
+/// `collMod`'s `cappedSize` and `cappedMax` (MongoDB 6.0+): the new `size` and `max` of a
+/// capped collection (none when the command names neither). They are not rounded, as
+/// MongoDB keeps them; the next insert removes what the new limits leave over.
+pub(crate) fn resize(db: &Database, command: &Document) -> Result<Document, MongoError> {
+    let limit = |name: &str| {
+        command.get(name).filter(|v| !matches!(v, Bson::Null)).map(|value| {
+            number(value).ok_or_else(|| {
+                MongoError::type_mismatch(format!(
+                    "BSON field 'collMod.{name}' is the wrong type '{}', expected types '[long, int, decimal, double]'",
+                    super::type_of(Some(value))
+                ))
+            })
+        })
+    };
+    let (size, max) = (limit("cappedSize").transpose()?, limit("cappedMax").transpose()?);
+    if size.is_none() && max.is_none() {
+        return Ok(Document::new());
+    }
+    if of(db).is_none() {
+        return Err(invalid_options(
+            "Cannot set cappedSize or cappedMax on a non-capped collection",
+        ));
+    }
+    let mut out = Document::new();
+    if let Some(size) = size {
+        if !(size > 0.0 && size <= MAX_CAPPED_SIZE) {
+            return Err(invalid_options(&format!(
+                "cappedSize must be greater than 0 and less than or equal to 1 PB, actual value '{size}'"
+            )));
+        }
+        out.insert("size", int(size.ceil() as i64));
+    }
+    if let Some(max) = max {
+        out.insert("max", int(max as i64));
+    }
+    Ok(out)
+}
+
 fn int(n: i64) -> Bson {
     i32::try_from(n).map_or(Bson::Int64(n), Bson::Int32)
 }

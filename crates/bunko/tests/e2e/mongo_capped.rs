@@ -1,7 +1,8 @@
 //! Capped collections and tailable cursors (issue 13, point 2): `create` with `capped`,
 //! `size` and `max` (MongoDB's checks and rounding), insertion order as natural order, the
 //! oldest documents removed in the inserting commit (plain deletions over HTTP), deletes
-//! allowed, updates refused, `collStats`/`listCollections`, and `find` with `tailable` and
+//! allowed, updates refused, `collStats`/`listCollections`, `collMod`'s `cappedSize` and
+//! `cappedMax`, and `find` with `tailable` and
 //! `awaitData`: a `getMore` woken by an insert, `CappedPositionLost` (136) when the
 //! cursor's position was removed, and MongoDB's errors for tailable cursors elsewhere.
 
@@ -235,4 +236,45 @@ print(json.dumps(out))
     assert_eq!(out["orders"][0], json!(true), "the same documents as the clone");
     assert_eq!(out["orders_indexes"], json!(["_id_"]));
     assert_eq!(out["temporary"], json!([]));
+}
+
+/// `collMod` `cappedSize` and `cappedMax` (MongoDB 6.0+) change a capped collection's
+/// limits; the next insert removes what the new limits leave over (the manual's
+/// "Change the Size of a Capped Collection" and "Change Maximum Documents").
+#[test]
+fn coll_mod_changes_the_limits_and_the_next_insert_applies_them() {
+    let server = Server::start();
+    let script = r#"
+c = client()
+db = c.shop
+db.create_collection("log", capped=True, size=2621440, max=20)
+db.log.insert_many([{"_id": i} for i in range(20)])
+out = {}
+db.command("collMod", "log", cappedMax=5)
+out["after_mod"] = db.log.count_documents({})
+db.log.insert_one({"_id": 20})
+out["after_insert"] = [d["_id"] for d in db.log.find()]
+db.command("collMod", "log", cappedSize=5242880, cappedMax=8)
+stats = db.command("collStats", "log")
+out["limits"] = [stats["maxSize"], stats["max"]]
+db.log.insert_many([{"_id": i} for i in range(21, 26)])
+out["grown"] = [d["_id"] for d in db.log.find()]
+opts = db.command("listCollections", filter={"name": "log"})["cursor"]["firstBatch"][0]["options"]
+out["options"] = [opts["size"], opts["max"]]
+db.create_collection("plain")
+out["uncapped"] = code_of(lambda: db.command("collMod", "plain", cappedSize=4096))
+out["zero"] = code_of(lambda: db.command("collMod", "log", cappedSize=0))
+out["huge"] = code_of(lambda: db.command("collMod", "log", cappedSize=2**50 + 1))
+out["type"] = code_of(lambda: db.command("collMod", "log", cappedMax="x"))
+out["kept"] = [db.command("collStats", "log")["maxSize"], db.log.count_documents({})]
+print(json.dumps(out))
+"#;
+    let Some(out) = python(&server, script) else { return };
+    assert_eq!(
+        out,
+        json!({"after_mod": 20, "after_insert": [16, 17, 18, 19, 20],
+               "limits": [5242880, 8], "grown": [18, 19, 20, 21, 22, 23, 24, 25],
+               "options": [5242880, 8], "uncapped": 72, "zero": 72, "huge": 72, "type": 14,
+               "kept": [5242880, 8]})
+    );
 }
