@@ -45,6 +45,8 @@ pub struct Database {
     pub(crate) validators: crate::validators::Validators,
     /// The compiled triggers.
     pub(crate) triggers: crate::triggers::Triggers,
+    /// A capped database's limits ([`crate::capped`]).
+    pub(crate) capped: crate::capped::CapState,
     /// Compactions of this database running now (`compact_running`).
     pub(crate) compactions: Arc<std::sync::atomic::AtomicUsize>,
     /// Whether the background index builder runs.
@@ -113,6 +115,7 @@ impl Database {
             hooks,
             validators: Default::default(),
             triggers: Default::default(),
+            capped: Default::default(),
             building: AtomicBool::new(false),
             compactions: Default::default(),
             observed: Default::default(),

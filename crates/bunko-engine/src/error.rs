@@ -93,6 +93,10 @@ pub enum Error {
     /// its name.
     #[error("{0}")]
     AttachmentTooLarge(String),
+    /// A document larger than its capped database's `size` (`413 document_too_large`,
+    /// MongoDB's `BadValue`).
+    #[error("{0}")]
+    CappedTooLarge(String),
     /// An attachment stub names no stored attachment (`412 missing_stub`).
     #[error("{0}")]
     MissingStub(String),

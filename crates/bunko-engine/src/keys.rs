@@ -26,6 +26,9 @@
 //! | `0x15` | geo index `(db, sig, …)` | written by `bunko-search` (its `geo_store.rs`); the engine only drops it with the database |
 //! | `0x16` | `AttAlias(db, digest)` | the 16-byte token whose `AttChunk`s hold the body of this MD5 (a streamed upload, [`crate::upload`]) |
 //! | `0x17` | `AttGzip(db, digest)` | the body of this MD5 is stored gzipped: the length of its gzip (postcard `u64`); absent = stored as it is |
+//! | `0x18` | `Natural(db, n)` | a capped database's insertion order: the id of the document inserted by the write that got seq `n` ([`crate::capped`]) |
+//! | `0x19` | `NaturalOf(db, id)` | the `n` of a live document of a capped database (8 bytes big-endian) |
+//! | `0x1A` | `NaturalFrom(db)` | marks that a capped database keeps `Natural` keys (postcard `u64`: the update seq when they started) |
 //! | `0x20` | spill entry `(spill, key…)` | a query operator's temporary data ([`crate::spill`]); removed when it ends and at start-up |
 //!
 //! Tags `0x0D`–`0x0F` belong to the views built above the engine (`bunko-views` writes and
@@ -62,6 +65,9 @@ const PURGED_LIMIT: u8 = 0x14;
 pub const GEO: u8 = 0x15;
 const ATT_ALIAS: u8 = 0x16;
 const ATT_GZIP: u8 = 0x17;
+const NATURAL: u8 = 0x18;
+const NATURAL_OF: u8 = 0x19;
+const NATURAL_FROM: u8 = 0x1A;
 const SPILL: u8 = 0x20;
 
 /// Reserved for `bunko-views`: the checkpoint of a map index, `(db, sig)`.
@@ -101,6 +107,13 @@ pub enum Key<'a> {
     /// the gzip. Bodies without one (all those written before it existed) are stored as
     /// they came.
     AttGzip(u64, &'a [u8]),
+    /// A capped database's insertion order: the document inserted by the write that got
+    /// seq `n`.
+    Natural(u64, u64),
+    /// The `n` of a live document of a capped database.
+    NaturalOf(u64, &'a str),
+    /// The capped database keeps `Natural` keys.
+    NaturalFrom(u64),
 }
 
 impl Key<'_> {
@@ -125,6 +138,9 @@ impl Key<'_> {
             Key::PurgedLimit(db) => KeyWriter::new(PURGED_LIMIT).u64(db).finish(),
             Key::AttAlias(db, digest) => KeyWriter::new(ATT_ALIAS).u64(db).bytes(digest).finish(),
             Key::AttGzip(db, digest) => KeyWriter::new(ATT_GZIP).u64(db).bytes(digest).finish(),
+            Key::Natural(db, n) => KeyWriter::new(NATURAL).u64(db).u64(n).finish(),
+            Key::NaturalOf(db, id) => KeyWriter::new(NATURAL_OF).u64(db).str(id).finish(),
+            Key::NaturalFrom(db) => KeyWriter::new(NATURAL_FROM).u64(db).finish(),
             Key::AttChunk(db, digest, n) => {
                 KeyWriter::new(ATT_CHUNK).u64(db).bytes(digest).u64(n).finish()
             }
@@ -178,6 +194,30 @@ pub fn seq_range(db: u64) -> Range {
     prefix_range(&KeyWriter::new(SEQ).u64(db).finish())
 }
 
+/// The range of a capped database's `Natural` keys (its insertion order).
+pub fn natural_range(db: u64) -> Range {
+    prefix_range(&KeyWriter::new(NATURAL).u64(db).finish())
+}
+
+/// The `Natural` keys of database `db` from `n` on (`n..`) or up to it (`..n`).
+pub fn natural_bound(db: u64, n: u64, after: bool) -> Range {
+    use std::ops::Bound;
+    let (start, end) = natural_range(db);
+    let at = Key::Natural(db, n).encode();
+    match after {
+        true => (Bound::Excluded(at), end),
+        false => (start, Bound::Excluded(at)),
+    }
+}
+
+/// Decodes the `n` of a `Natural` key.
+pub fn decode_natural(key: &[u8]) -> Result<u64> {
+    let mut r = KeyReader::new(key);
+    expect_tag(&mut r, NATURAL)?;
+    r.u64().map_err(corrupt)?;
+    r.u64().map_err(corrupt)
+}
+
 /// The range of a database's `_local` documents.
 pub fn local_range(db: u64) -> Range {
     prefix_range(&KeyWriter::new(LOCAL).u64(db).finish())
@@ -199,6 +239,9 @@ pub fn all_db_ranges(db: u64) -> Vec<Range> {
         ATT_CHUNK,
         ATT_ALIAS,
         ATT_GZIP,
+        NATURAL,
+        NATURAL_OF,
+        NATURAL_FROM,
         EVENT,
         PURGE,
         PURGED_LIMIT,

@@ -44,6 +44,7 @@ pub mod advisor;
 pub mod all_docs;
 pub mod attachments;
 pub mod buckets;
+pub mod capped;
 mod catalog;
 pub mod changes;
 mod compact;

@@ -173,6 +173,9 @@ impl Database {
                 new_winner.and_then(|(_, b, _)| serde_json::from_slice::<Map<_, _>>(&b).ok());
             pb.ddocs.insert(id.to_string(), body);
         } else {
+            if new_winner.is_none() {
+                self.unorder(&mut pb.batch, id)?;
+            }
             let marks = (&mut pb.batch, &mut pb.multikey);
             self.index_doc(&self.indexes.all(), marks, id, &old_winner, &new_winner);
         }

@@ -169,9 +169,22 @@ struct Outcome {
     stemmed: Vec<RevId>,
 }
 
+/// What staging one batch carries from document to document.
+pub(crate) struct Run<'a> {
+    ctx: &'a UserCtx,
+    checks: &'a Checks,
+    indexes: Arc<Vec<Arc<Index>>>,
+    revs_limit: usize,
+    /// The update seq and counters so far.
+    pub(crate) seq: u64,
+    pub(crate) stats: Stats,
+    pub(crate) pending: Pending,
+    ids: IdChanges,
+}
+
 /// Per-batch view of the documents and partitions touched so far.
 #[derive(Default)]
-struct Pending {
+pub(crate) struct Pending {
     docs: HashMap<String, Option<DocInfo>>,
     partitions: HashMap<String, Stats>,
     /// Whether each touched partition was full when the batch began.
@@ -186,6 +199,8 @@ struct Pending {
     unique: crate::index::mongo::UniqueKeys,
     /// MongoDB indexes this commit makes multikey.
     multikey: MultikeyMarks,
+    /// Documents that became live or stopped being live (a capped database's order).
+    pub(crate) natural: crate::capped::Lives,
 }
 
 impl Database {
@@ -301,49 +316,27 @@ impl Database {
         opts: WriteOptions,
         batch: &mut Batch,
     ) -> Result<Staged> {
-        let indexes = self.indexes.all();
-        let (db, revs_limit) = (self.id(), self.revs_limit() as usize);
-        let (mut seq, mut stats) = (writer.seq, writer.stats);
+        let db = self.id();
         let bytes_before = batch.bytes();
-        let mut pending = Pending::default();
+        let mut run = Run {
+            ctx,
+            checks,
+            indexes: self.indexes.all(),
+            revs_limit: self.revs_limit() as usize,
+            seq: writer.seq,
+            stats: writer.stats,
+            pending: Pending::default(),
+            ids: IdChanges::default(),
+        };
         let mut results = Vec::with_capacity(prepared.len());
-        let mut ids = IdChanges::default();
         for (id, doc) in prepared {
-            let result = doc.and_then(|doc| {
-                let old = self.current(&mut pending, db, &id)?;
-                let atts = self.doc_atts(&pending, &id, &doc, old.as_ref(), opts.new_edits)?;
-                if kind(&id) == DocKind::Normal {
-                    let bypass = opts.bypass_document_validation;
-                    let edit = (id.as_str(), &doc, atts.metas.as_slice());
-                    self.check_update(ctx, checks, &pending, edit, old.as_ref(), bypass)?;
-                }
-                let stored = crate::attachments::with_atts(doc.body_json(), &atts.metas);
-                let outcome = if opts.new_edits {
-                    Some(edit_new(old.as_ref(), &doc, &atts.hash_input(), stored, revs_limit)?)
-                } else {
-                    edit_replicated(old.as_ref(), &doc, stored, revs_limit)?
-                };
-                let Some(mut outcome) = outcome else {
-                    return Ok(doc.rev.unwrap_or_else(|| RevId { pos: 0, hash: String::new() }));
-                };
-                outcome.info.size = self.winner_size(db, &id, &outcome)?;
-                self.check_mongo_write(&mut pending, &indexes, &id, old.as_ref(), &outcome)?;
-                let limit = opts.new_edits;
-                self.account(&mut pending, &id, old.as_ref(), &outcome.info, &mut stats, limit)?;
-                batch.append(atts.chunks);
-                pending.written.extend(atts.new);
-                stats.active += atts.added;
-                seq += 1;
-                outcome.info.seq = seq;
-                add_to_batch(batch, db, &id, old.as_ref(), &outcome, opts.replacement);
-                let was_live = old.as_ref().map(|o| o.winner().map(|(_, d)| !d)).transpose()?;
-                ids.record(&id, was_live, !outcome.info.winner()?.1);
-                self.track_winner(&mut pending, &indexes, batch, &id, old.as_ref(), &outcome)?;
-                pending.docs.insert(id.clone(), Some(outcome.info));
-                Ok(outcome.rev)
-            });
+            let result = doc.and_then(|doc| self.stage_doc(&mut run, batch, &id, doc, opts, false));
             results.push(DocResult { id, result });
         }
+        if !(opts.all_or_nothing && results.iter().any(|r| r.result.is_err())) {
+            self.stage_cap(&mut run, batch)?;
+        }
+        let Run { mut stats, seq, pending, ids, .. } = run;
         for (partition, part_stats) in &pending.partitions {
             batch.put(Key::PartStats(db, partition).encode(), records::encode(part_stats));
         }
@@ -351,6 +344,59 @@ impl Database {
         batch.put(Key::Stats(db).encode(), records::encode(&stats));
         let plan = (!pending.ddocs.is_empty()).then(|| self.plan_ddocs(batch, &pending.ddocs, seq));
         Ok(Staged { results, seq, stats, plan, ids, multikey: pending.multikey })
+    }
+
+    /// Stages one document write of a batch ([`Database::stage`]); `system`: a removal the
+    /// engine makes itself (a capped database's oldest documents), which no validation
+    /// function sees.
+    pub(crate) fn stage_doc(
+        &self,
+        run: &mut Run<'_>,
+        batch: &mut Batch,
+        id: &str,
+        doc: ParsedDoc,
+        opts: WriteOptions,
+        system: bool,
+    ) -> Result<RevId> {
+        let db = self.id();
+        let old = self.current(&mut run.pending, db, id)?;
+        let atts = self.doc_atts(&run.pending, id, &doc, old.as_ref(), opts.new_edits)?;
+        if kind(id) == DocKind::Normal && !system {
+            let bypass = opts.bypass_document_validation;
+            let edit = (id, &doc, atts.metas.as_slice());
+            self.check_update(run.ctx, run.checks, &run.pending, edit, old.as_ref(), bypass)?;
+        }
+        let stored = crate::attachments::with_atts(doc.body_json(), &atts.metas);
+        let outcome = if opts.new_edits {
+            Some(edit_new(old.as_ref(), &doc, &atts.hash_input(), stored, run.revs_limit)?)
+        } else {
+            edit_replicated(old.as_ref(), &doc, stored, run.revs_limit)?
+        };
+        let Some(mut outcome) = outcome else {
+            return Ok(doc.rev.unwrap_or_else(|| RevId { pos: 0, hash: String::new() }));
+        };
+        outcome.info.size = self.winner_size(db, id, &outcome)?;
+        let was_live = old.as_ref().map(|o| o.winner().map(|(_, d)| !d)).transpose()?;
+        let now_live = !outcome.info.winner()?.1;
+        if kind(id) == DocKind::Normal && now_live && !was_live.unwrap_or(false) {
+            self.check_cap_size(outcome.info.size)?;
+        }
+        self.check_mongo_write(&mut run.pending, &run.indexes, id, old.as_ref(), &outcome)?;
+        let limit = opts.new_edits;
+        self.account(&mut run.pending, id, old.as_ref(), &outcome.info, &mut run.stats, limit)?;
+        batch.append(atts.chunks);
+        run.pending.written.extend(atts.new);
+        run.stats.active += atts.added;
+        run.seq += 1;
+        outcome.info.seq = run.seq;
+        add_to_batch(batch, db, id, old.as_ref(), &outcome, opts.replacement);
+        run.ids.record(id, was_live, now_live);
+        if kind(id) == DocKind::Normal && was_live.unwrap_or(false) != now_live {
+            run.pending.natural.lived(id, run.seq, now_live);
+        }
+        self.track_winner(&mut run.pending, &run.indexes, batch, id, old.as_ref(), &outcome)?;
+        run.pending.docs.insert(id.to_string(), Some(outcome.info));
+        Ok(outcome.rev)
     }
 
     /// Makes a staged index plan and the multikey states a commit sets current, under the
@@ -364,6 +410,7 @@ impl Database {
         // Still under the writer lock: the next write compiles the new functions.
         self.forget_validators();
         self.forget_triggers();
+        self.forget_cap();
         AfterCommit { ddocs_changed: true, dropped }
     }
 
@@ -629,7 +676,12 @@ impl Database {
         crate::uuids::global().next()
     }
 
-    fn current(&self, pending: &mut Pending, db: u64, id: &str) -> Result<Option<DocInfo>> {
+    pub(crate) fn current(
+        &self,
+        pending: &mut Pending,
+        db: u64,
+        id: &str,
+    ) -> Result<Option<DocInfo>> {
         if let Some(info) = pending.docs.get(id) {
             return Ok(info.clone());
         }

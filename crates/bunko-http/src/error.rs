@@ -106,6 +106,7 @@ fn engine_parts(err: &EngineError) -> (StatusCode, &'static str, String) {
         EngineError::AttachmentTooLarge(_) => {
             (StatusCode::PAYLOAD_TOO_LARGE, "attachment_too_large")
         }
+        EngineError::CappedTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "document_too_large"),
         EngineError::MissingStub(_) => (StatusCode::PRECONDITION_FAILED, "missing_stub"),
         EngineError::MissingRev => (StatusCode::CONFLICT, "not_found"),
         EngineError::ServiceUnavailable(_) => {

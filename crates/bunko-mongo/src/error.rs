@@ -183,7 +183,7 @@ impl From<bunko_engine::Error> for MongoError {
                 Self::bad_value(text)
             }
             E::Forbidden(_) | E::Unauthorized(_) => Self::unauthorized(text),
-            E::PartitionOverflow(_) => Self::bad_value(text),
+            E::PartitionOverflow(_) | E::CappedTooLarge(_) => Self::bad_value(text),
             E::DuplicateKey { db, index, key } => Self::duplicate_in(&db, &index, &key),
             E::ParallelArrays(_) => Self::new(171, "CannotIndexParallelArrays", text),
             E::HashedArray(_) => Self::new(16766, "Location16766", text),

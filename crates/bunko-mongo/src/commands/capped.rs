@@ -25,15 +25,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bson::{Bson, Document, doc};
-use bunko_doc::body::ParsedDoc;
 use bunko_doc::ejson;
 use bunko_engine::changes::ChangesQuery;
 use bunko_engine::security::UserCtx;
 use bunko_engine::{Database, Error};
 use bunko_query::Selector;
-use parking_lot::Mutex;
 
-use super::admin::user;
 use super::change_stream::registry::{Wait, Wake};
 use super::crud::take_batch;
 use super::{Ctx, cursor_reply, int_of};
@@ -177,17 +174,6 @@ pub(crate) fn stats(db: &Database, reply: &mut Document) {
     }
 }
 
-/// Refuses an update of a capped collection's documents (see the module docs).
-pub(crate) fn refuse_update(db: &Database, ns: &Namespace) -> Result<(), MongoError> {
-    match of(db) {
-        Some(_) => Err(MongoError::not_implemented(format!(
-            "updates of documents in the capped collection {} are not supported yet",
-            ns.full()
-        ))),
-        None => Ok(()),
-    }
-}
-
 /// Refuses writes to a capped collection inside a transaction, as MongoDB does.
 pub(crate) fn refuse_in_txn(db: &Database, ns: &Namespace) -> Result<(), MongoError> {
     match of(db) {
@@ -203,119 +189,6 @@ pub(crate) fn refuse_in_txn(db: &Database, ns: &Namespace) -> Result<(), MongoEr
     }
 }
 
-/// Writes the documents of an `insert` into capped collection `db` one at a time, each with
-/// the removals it makes necessary; `ordered`: none after the first failure.
-pub(crate) fn insert(
-    ctx: &Ctx,
-    db: &Database,
-    (ns, cap): (&Namespace, Cap),
-    docs: Vec<(usize, ParsedDoc, Bson)>,
-    ordered: bool,
-    errors: &mut Vec<Document>,
-) -> usize {
-    let mut written = 0;
-    for (index, doc, id) in docs {
-        if ctx.bypass_document_validation {
-            let err = MongoError::not_implemented(
-                "bypassDocumentValidation is not supported on capped collections yet",
-            );
-            errors.push(super::crud::write_error(index, &err));
-            break;
-        }
-        match insert_one(ctx, db, ns, cap, doc, &id) {
-            Ok(()) => written += 1,
-            Err(err) => {
-                errors.push(super::crud::write_error(index, &err));
-                if ordered {
-                    break;
-                }
-            }
-        }
-    }
-    written
-}
-
-/// The first sequence number worth reading for the oldest document (every entry before it
-/// is a removed document's), kept per collection while the server runs.
-#[derive(Default)]
-struct Oldest(Mutex<u64>);
-
-/// Inserts one document into capped collection `db` with the removals it makes necessary.
-pub(crate) fn insert_one(
-    ctx: &Ctx,
-    db: &Database,
-    ns: &Namespace,
-    cap: Cap,
-    doc: ParsedDoc,
-    id: &Bson,
-) -> Result<(), MongoError> {
-    let (name, key) = (db.name(), doc.id.clone().unwrap_or_default());
-    let size = doc.body_json().len() as i64;
-    if size > cap.size {
-        return Err(MongoError::bad_value(format!(
-            "document is larger than capped size {size} > {}",
-            cap.size
-        )));
-    }
-    let user = user(ctx);
-    // Two inserts that remove the same oldest document conflict: the later one retries.
-    for _ in 0..32 {
-        let mut txn = ctx.server.engine.begin(&user);
-        if txn.get(&name, &key)?.is_some() {
-            return Err(MongoError::duplicate_key(&ns.full(), &id.to_string()));
-        }
-        txn.put(&name, doc.clone())?;
-        let evicted = evict(&mut txn, db, cap, size)?;
-        match txn.commit() {
-            Ok(_) => {
-                if let Some(seq) = evicted {
-                    let oldest = db.extension(Oldest::default);
-                    let mut since = oldest.0.lock();
-                    *since = (*since).max(seq);
-                }
-                return Ok(());
-            }
-            Err(Error::TxnConflict(_)) => continue,
-            Err(err) => return Err(err.into()),
-        }
-    }
-    Err(MongoError::write_conflict("capped collection insert kept conflicting"))
-}
-
-/// Buffers in `txn` the removal of the oldest documents of `db` while it would be past `cap`
-/// with `adding` more bytes and one more document; returns the sequence number of the last
-/// one removed.
-fn evict(
-    txn: &mut bunko_engine::Transaction<'_>,
-    db: &Database,
-    cap: Cap,
-    adding: i64,
-) -> Result<Option<u64>, MongoError> {
-    let mut count = super::stats::doc_count(db) as i64 + 1;
-    let mut size = db.info().stats.external as i64 + adding;
-    let over = |count: i64, size: i64| size > cap.size || cap.max.is_some_and(|m| count > m);
-    if !over(count, size) {
-        return Ok(None);
-    }
-    let since = *db.extension(Oldest::default).0.lock();
-    let query = ChangesQuery { since, ..Default::default() };
-    let mut last = None;
-    for row in db.changes(&UserCtx::system(), query)? {
-        let row = row?;
-        if row.deleted || row.id.starts_with("_design/") {
-            continue;
-        }
-        // Read through the transaction, so that a concurrent removal is a conflict.
-        let Some(found) = txn.get(&db.name(), &row.id)? else { continue };
-        txn.delete(&db.name(), &row.id, found.rev)?;
-        (count, size, last) = (count - 1, size - row.info.size as i64, Some(row.seq));
-        if !over(count, size) {
-            break;
-        }
-    }
-    Ok(last)
-}
-
 /// A `find` on a capped collection in natural order: unsorted, `{$natural: 1}` or
 /// `{$natural: -1}` (not tailable).
 pub(crate) struct Scan {
@@ -327,8 +200,12 @@ pub(crate) struct Scan {
     /// Documents still to return (the `limit` left).
     remaining: usize,
     descending: bool,
-    /// The sequence number and id of the last document read (the cursor's position).
+    /// The position and id of the last document read (the cursor's position): its place
+    /// in the engine's insertion order ([`Database::natural_page`]), or for a collection
+    /// that is not capped its `_changes` sequence number.
     last: Option<(u64, String)>,
+    /// Whether the collection is capped (else it is read in `_changes` order).
+    capped: bool,
     /// Reading past the end waits for more (a tailable cursor).
     pub tailable: bool,
     pub await_data: bool,
@@ -350,6 +227,7 @@ pub(crate) struct Request {
 impl Scan {
     pub(crate) fn new(user: UserCtx, db: Arc<Database>, request: Request) -> Scan {
         Scan {
+            capped: of(&db).is_some(),
             user,
             db,
             selector: request.selector,
@@ -381,23 +259,17 @@ impl Scan {
         Ok((batch, alive))
     }
 
-    /// Reads up to `want` more matching documents after the position (`$natural: -1`: all
-    /// of them at once, newest first).
+    /// Reads up to `want` more matching documents after the position.
     fn read(&mut self, want: usize) -> Result<(), MongoError> {
-        let page = want.max(64) as u64;
-        let query = ChangesQuery {
-            since: self.last.as_ref().map_or(0, |(seq, _)| *seq),
-            descending: self.descending,
-            include_docs: true,
-            limit: (!self.descending).then_some(page),
-            ..Default::default()
+        let page = want.max(64);
+        let after = self.last.as_ref().map(|(n, _)| *n);
+        let rows = match self.capped {
+            true => self.db.natural_page(after, self.descending, page)?,
+            false => self.changes_page(after, page)?,
         };
-        let mut rows = 0;
-        for row in self.db.changes(&self.user, query)? {
-            let row = row?;
-            rows += 1;
-            self.last = Some((row.seq, row.id.clone()));
-            if let Some(found) = self.matching(row) {
+        for (n, id) in &rows {
+            self.last = Some((*n, id.clone()));
+            if let Some(found) = self.matching(id)? {
                 let found = match &self.projection {
                     Some(p) => p.apply(&found)?,
                     None => found,
@@ -409,43 +281,71 @@ impl Scan {
                 }
             }
         }
-        self.done = self.descending || rows < page || self.remaining == 0;
+        let all_at_once = !self.capped && self.descending;
+        self.done = all_at_once || rows.len() < page || self.remaining == 0;
         Ok(())
     }
 
-    /// The document of `row`, if it is one the query returns (before its projection).
-    fn matching(&mut self, row: bunko_engine::changes::ChangeRow) -> Option<Document> {
-        let doc = row.doc.filter(|_| !row.deleted && !row.id.starts_with("_design/"))?;
-        let body = serde_json::from_slice::<serde_json::Map<_, _>>(&doc.body).ok()?;
-        let mut found = doc! {"_id": ejson::id_value(&row.id)};
-        found.extend(ejson::from_json(&body));
-        if !super::update::matches(&self.selector, &found) {
-            return None;
+    /// The `_changes` order of a collection that is not capped (a `cloneCollectionAsCapped`
+    /// source): a page after `since` (descending: all of it at once, newest first).
+    fn changes_page(
+        &self,
+        since: Option<u64>,
+        page: usize,
+    ) -> Result<Vec<(u64, String)>, MongoError> {
+        let query = ChangesQuery {
+            since: since.unwrap_or(0),
+            descending: self.descending,
+            limit: (!self.descending).then_some(page as u64),
+            ..Default::default()
+        };
+        let mut rows = Vec::new();
+        for row in self.db.changes(&self.user, query)? {
+            let row = row?;
+            rows.push((row.seq, row.id));
+        }
+        Ok(rows)
+    }
+
+    /// Document `id`, if it is one the query returns (before its projection).
+    fn matching(&mut self, id: &str) -> Result<Option<Document>, MongoError> {
+        if id.starts_with("_design/") {
+            return Ok(None);
+        }
+        let found = match self.db.get(&self.user, id, None) {
+            Ok(found) if !found.deleted => found,
+            Ok(_) | Err(Error::NotFound(_)) => return Ok(None),
+            Err(err) => return Err(err.into()),
+        };
+        let Ok(body) = serde_json::from_slice::<serde_json::Map<_, _>>(&found.body) else {
+            return Ok(None);
+        };
+        let mut doc = doc! {"_id": ejson::id_value(id)};
+        doc.extend(ejson::from_json(&body));
+        if !super::update::matches(&self.selector, &doc) {
+            return Ok(None);
         }
         if self.skip > 0 {
             self.skip -= 1;
-            return None;
+            return Ok(None);
         }
-        Some(found)
+        Ok(Some(doc))
     }
 
-    /// A tailable cursor whose last document was removed (or written again) since is dead.
+    /// A tailable cursor whose last document was removed since is dead (an update leaves
+    /// the document at its place).
     fn check_position(&self) -> Result<(), MongoError> {
-        let Some((seq, id)) = self.last.as_ref().filter(|_| self.tailable) else { return Ok(()) };
-        let query =
-            ChangesQuery { since: seq.saturating_sub(1), limit: Some(1), ..Default::default() };
-        let first = self.db.changes(&UserCtx::system(), query)?.next().transpose()?;
-        match first {
-            // The entry is still at its place: the document was not written (or removed) since.
-            Some(row) if row.seq == *seq && row.id == *id => Ok(()),
-            _ => Err(MongoError::new(
-                136,
-                "CappedPositionLost",
-                format!(
-                    "CollectionScan died due to position in capped collection being deleted. Last seen record id: RecordId({seq})"
-                ),
-            )),
+        let Some((n, id)) = self.last.as_ref().filter(|_| self.tailable) else { return Ok(()) };
+        if self.db.natural_holds(*n, id)? {
+            return Ok(());
         }
+        Err(MongoError::new(
+            136,
+            "CappedPositionLost",
+            format!(
+                "CollectionScan died due to position in capped collection being deleted. Last seen record id: RecordId({n})"
+            ),
+        ))
     }
 }
 

@@ -5,7 +5,7 @@
 //!   `size` (rounded as `create` rounds it; a capped source's `max` is kept) with the
 //!   source's other options (its validator, applied only after the copy: MongoDB copies with
 //!   document validation off), then inserts the source's documents in its natural order
-//!   ([`super::capped::Scan`]), each capped as an ordinary insert is, so the newest
+//!   ([`super::capped::Scan`]), capped by the engine as any insert is, so the newest
 //!   documents that fit remain. Indexes are not copied (MongoDB: only `_id`'s).
 //! - `convertToCapped: coll, size` clones into a temporary collection
 //!   (`tmp<5 random>.convertToCapped.<coll>`) and renames it over `coll` (dropping it, and
@@ -16,8 +16,8 @@
 //! `NamespaceExists` (48), a missing or mistyped `toCollection`/`size` MongoDB's IDL errors.
 
 use bson::{Bson, Document, doc};
-use bunko_engine::Error;
 use bunko_engine::security::UserCtx;
+use bunko_engine::{Error, WriteOptions};
 use rand::Rng;
 
 use super::admin::user;
@@ -109,8 +109,7 @@ fn clone(ctx: &Ctx, from: &Namespace, to: &Namespace, size: f64) -> Result<(), M
     };
     super::roles::grant(&target, &user)?;
     coll_options::write(&target, &user, cap_options)?;
-    let cap = capped::of(&target).ok_or_else(|| MongoError::internal("the clone is not capped"))?;
-    copy(ctx, (source, user.clone()), (&target, to, cap))?;
+    copy((source, user.clone()), &target)?;
     if !options.is_empty() {
         coll_options::write(&target, &user, options)?;
     }
@@ -118,11 +117,10 @@ fn clone(ctx: &Ctx, from: &Namespace, to: &Namespace, size: f64) -> Result<(), M
 }
 
 /// Inserts the documents of `source` (as `user` reads them) into the capped `target`, in
-/// natural order.
+/// natural order, a page per commit (the engine caps each as it caps any insert).
 fn copy(
-    ctx: &Ctx,
     (source, user): (std::sync::Arc<bunko_engine::Database>, UserCtx),
-    (target, to, cap): (&bunko_engine::Database, &Namespace, capped::Cap),
+    target: &bunko_engine::Database,
 ) -> Result<(), MongoError> {
     let request = Request {
         selector: crate::query::selector(&Document::new())?,
@@ -133,12 +131,15 @@ fn copy(
         tailable: false,
         await_data: false,
     };
-    let mut scan = Scan::new(user, source, request);
+    let mut scan = Scan::new(user.clone(), source, request);
     loop {
         let (batch, more) = scan.next(1000)?;
+        let mut docs = Vec::with_capacity(batch.len());
         for doc in batch {
-            let (parsed, id) = super::crud::prepare_for(target, &Bson::Document(doc))?;
-            capped::insert_one(ctx, target, to, cap, parsed, &id)?;
+            docs.push(super::crud::prepare_for(target, &Bson::Document(doc))?.0);
+        }
+        for written in target.update_docs(&user, docs, WriteOptions::default())? {
+            written.result?;
         }
         if !more {
             return Ok(());

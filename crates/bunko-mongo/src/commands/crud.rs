@@ -70,10 +70,7 @@ pub(super) fn insert(ctx: &mut Ctx, command: &Document) -> Result<Document, Mong
     if ordered && let Some(first) = errors.first().and_then(|e| e.get_i32("index").ok()) {
         docs.retain(|(index, _, _)| (*index as i32) < first);
     }
-    let written = match super::capped::of(&db) {
-        Some(cap) => super::capped::insert(ctx, &db, (&ns, cap), docs, ordered, &mut errors),
-        None => write(ctx, &db, &ns, items, docs, ordered, &mut errors)?,
-    };
+    let written = write(ctx, &db, &ns, items, docs, ordered, &mut errors)?;
     errors.sort_by_key(|e| e.get_i32("index").unwrap_or_default());
     let mut reply = doc! {"n": written as i32};
     if !errors.is_empty() {

@@ -87,7 +87,6 @@ fn statement_run(ctx: &Ctx, ns: &Namespace, statement: &Document) -> Result<Outc
         (true, None) => open_or_create(ctx, ns)?,
         (false, None) => return Ok(Outcome { matched: 0, changed: 0, upserted: None }),
     };
-    super::capped::refuse_update(&db, ns)?;
     let limit = if multi { usize::MAX } else { 1 };
     let hint = super::indexes::hint(&db, statement.get("hint"))?;
     // MongoDB 8's `sort` picks which document a single update changes.
@@ -368,9 +367,6 @@ pub(super) fn find_and_modify(ctx: &mut Ctx, command: &Document) -> Result<Docum
     let spec = FindAndModify::parse(ctx, command)?;
     let selector = query::selector(&spec.filter)?;
     let Some(db) = spec.target(ctx)? else { return Ok(nothing_modified()) };
-    if spec.update.is_some() {
-        super::capped::refuse_update(&db, &spec.ns)?;
-    }
     let (order, update, return_new) = (&spec.order, &spec.update, spec.return_new);
     let shown = |d: Document| spec.shown(d);
     let hint = super::indexes::hint(&db, spec.hint.as_ref())?;

@@ -38,6 +38,7 @@ mod mongo;
 mod mongo_agg;
 mod mongo_bulk;
 mod mongo_capped;
+mod mongo_capped_order;
 mod mongo_causal;
 mod mongo_collation;
 mod mongo_collections;
