@@ -28,6 +28,7 @@
 
 use std::collections::HashMap;
 use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use bunko_doc::body::ParsedDoc;
 use bunko_doc::id::{DocKind, kind};
@@ -53,10 +54,16 @@ pub struct Cap {
     pub max: Option<u64>,
 }
 
-/// The limits read under the writer lock; `None` inside until read.
+/// What the engine keeps in memory of a capped database.
 #[derive(Debug, Default)]
 pub(crate) struct CapState {
+    /// The limits read under the writer lock; `None` inside until read.
     loaded: Mutex<Option<Option<Cap>>>,
+    /// No `Natural` key below this position is stored: the first one a scan from the
+    /// start of the order found. Scans start here, so they do not step again over what
+    /// removed entries leave in the store until its compaction (`n` only grows, so it
+    /// stays true; rebuilt from 0 at start-up).
+    first: AtomicU64,
 }
 
 /// What one batch changes in a capped database's order.
@@ -200,12 +207,14 @@ impl Database {
             return Ok(());
         }
         let snapshot = self.store.snapshot();
-        for entry in Iter::new(snapshot, keys::natural_range(self.id()), false, 256) {
+        let mut first = true;
+        for entry in Iter::new(snapshot, self.natural_from_first(), false, 256) {
             let (key, id) = entry?;
-            let id = String::from_utf8(id).map_err(|e| Error::Corrupt(e.to_string()))?;
-            if self.evict_one(run, batch, keys::decode_natural(&key)?, &id)?
-                && !self.over(run, cap)?
-            {
+            let (n, id) = (keys::decode_natural(&key)?, String::from_utf8_lossy(&id).into_owned());
+            if std::mem::take(&mut first) {
+                self.capped.first.fetch_max(n, Ordering::Relaxed);
+            }
+            if self.evict_one(run, batch, n, &id)? && !self.over(run, cap)? {
                 return Ok(());
             }
         }
@@ -217,6 +226,13 @@ impl Database {
             }
         }
         Ok(())
+    }
+
+    /// The `Natural` keys from the first one still stored on.
+    fn natural_from_first(&self) -> bunko_storage::Range {
+        let (_, end) = keys::natural_range(self.id());
+        let first = self.capped.first.load(Ordering::Relaxed);
+        (Bound::Included(Key::Natural(self.id(), first).encode()), end)
     }
 
     /// Stages the removal of the document at `n` if it is still live there.
@@ -296,9 +312,10 @@ impl Database {
     ) -> Result<Vec<(u64, String)>> {
         self.ensure_natural()?;
         let db = self.id();
-        let mut range = match after {
-            Some(n) => keys::natural_bound(db, n, !descending),
-            None => keys::natural_range(db),
+        let mut range = match (after, descending) {
+            (Some(n), _) => keys::natural_bound(db, n, !descending),
+            (None, false) => self.natural_from_first(),
+            (None, true) => keys::natural_range(db),
         };
         let mut out = Vec::new();
         while out.len() < limit {
@@ -331,5 +348,112 @@ impl Database {
     pub fn natural_holds(&self, n: u64, id: &str) -> Result<bool> {
         let found = self.store.get(&Key::Natural(self.id(), n).encode())?;
         Ok(found.as_deref() == Some(id.as_bytes()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use bunko_doc::body;
+    use bunko_storage::Memory;
+
+    use super::*;
+    use crate::security::UserCtx;
+    use crate::{Config, Engine};
+
+    type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+    fn put(db: &Database, json: &str) -> Result<bunko_doc::RevId> {
+        let doc = body::parse(json.as_bytes(), &Default::default())?;
+        Ok(db.put(&UserCtx::admin("t"), doc, WriteOptions::default())?)
+    }
+
+    fn order(db: &Database) -> Result<Vec<String>> {
+        Ok(db.natural_page(None, false, 100)?.into_iter().map(|(_, id)| id).collect())
+    }
+
+    /// A capped database of at most 3 documents holding `ids`, inserted in that order.
+    fn capped(ids: &[&str]) -> Result<Arc<Database>> {
+        let engine = Engine::open(Arc::new(Memory::new()), Config::default())?;
+        let db = engine.create_db(&UserCtx::admin("t"), "shop$log", false)?;
+        put(
+            &db,
+            r#"{"_id":"_design/mongodb","language":"mongodb","options":{"capped":true,"size":100000,"max":3}}"#,
+        )?;
+        for id in ids {
+            put(&db, &format!(r#"{{"_id":"{id}"}}"#))?;
+        }
+        Ok(db)
+    }
+
+    /// Makes `db` look as capped databases looked before the order was kept.
+    fn forget_order(db: &Database, ids: &[&str]) -> Result<()> {
+        let mut batch = Batch::new();
+        for (key, _) in db.store.scan(&keys::natural_range(db.id()), false, usize::MAX)? {
+            batch.delete(key);
+        }
+        for id in ids {
+            batch.delete(Key::NaturalOf(db.id(), id).encode());
+        }
+        batch.delete(Key::NaturalFrom(db.id()).encode());
+        let _ = db.store.apply(batch)?;
+        Ok(())
+    }
+
+    #[test]
+    fn updates_keep_their_place_and_inserts_remove_the_oldest() -> Result<()> {
+        let db = capped(&["m", "c", "x"])?;
+        assert_eq!(order(&db)?, ["m", "c", "x"]);
+        let rev = db.current_rev("m")?.ok_or("m")?;
+        put(&db, &format!(r#"{{"_id":"m","_rev":"{rev}","grown":"{}"}}"#, "z".repeat(500)))?;
+        assert_eq!(order(&db)?, ["m", "c", "x"]);
+        put(&db, r#"{"_id":"a"}"#)?;
+        assert_eq!(order(&db)?, ["c", "x", "a"], "the oldest insert goes, not the oldest write");
+        let too_big = put(&db, &format!(r#"{{"_id":"big","pad":"{}"}}"#, "x".repeat(100_001)));
+        assert!(matches!(
+            too_big.map_err(|e| e.downcast::<Error>().map(|e| *e)),
+            Err(Ok(Error::CappedTooLarge(_)))
+        ));
+        Ok(())
+    }
+
+    #[test]
+    fn an_old_capped_database_derives_its_order_at_the_first_read() -> Result<()> {
+        let db = capped(&["q", "b", "y"])?;
+        forget_order(&db, &["q", "b", "y"])?;
+        assert_eq!(order(&db)?, ["q", "b", "y"]);
+        assert!(db.store.get(&Key::NaturalFrom(db.id()).encode())?.is_some());
+        put(&db, r#"{"_id":"d"}"#)?;
+        assert_eq!(order(&db)?, ["b", "y", "d"]);
+        Ok(())
+    }
+
+    #[test]
+    fn an_old_capped_database_derives_its_order_at_the_first_write() -> Result<()> {
+        let db = capped(&["q", "b", "y"])?;
+        forget_order(&db, &["q", "b", "y"])?;
+        // The first write is an update: the order is derived from before it.
+        let rev = db.current_rev("q")?.ok_or("q")?;
+        put(&db, &format!(r#"{{"_id":"q","_rev":"{rev}","n":1}}"#))?;
+        put(&db, r#"{"_id":"d"}"#)?;
+        assert_eq!(order(&db)?, ["b", "y", "d"]);
+        Ok(())
+    }
+
+    #[test]
+    fn deletions_and_purges_leave_the_order() -> Result<()> {
+        let db = capped(&["a", "b", "c"])?;
+        let at = db.natural_page(None, false, 10)?;
+        let rev = db.current_rev("b")?.ok_or("b")?;
+        db.delete(&UserCtx::admin("t"), "b", Some(rev))?;
+        assert!(!db.natural_holds(at[1].0, "b")?);
+        let rev = db.current_rev("c")?.ok_or("c")?;
+        db.purge(&UserCtx::admin("t"), vec![("c".to_string(), vec![rev])])?;
+        assert!(!db.natural_holds(at[2].0, "c")?);
+        assert_eq!(order(&db)?, ["a"]);
+        put(&db, r#"{"_id":"b"}"#)?;
+        assert_eq!(order(&db)?, ["a", "b"], "a re-created document is a new insert");
+        Ok(())
     }
 }

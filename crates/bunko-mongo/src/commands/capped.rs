@@ -3,17 +3,14 @@
 //! - **Options**: `capped`, `size` (rounded as MongoDB rounds it: at least 4096, else up to a
 //!   multiple of 256) and `max` are the collection's options ([`super::coll_options`]), set by
 //!   `create` only; `listCollections` and `collStats` report them.
-//! - **Natural order** of a capped collection is its `_changes` order: the engine keeps one
-//!   sequence entry per document, at its last write. Updates of its documents are refused
-//!   (`NotImplemented`: they would move the document to the end), so natural order is the
-//!   insertion order, as in MongoDB. Deletes are allowed (MongoDB 5+).
-//! - **Capping**: a document inserted over MongoDB is written in one engine transaction with
-//!   the removal of the oldest documents while the collection would hold more than `max`
-//!   documents or more than `size` bytes (`collStats`' `size`: the stored bodies). The
-//!   removals are ordinary deletions: `_changes`, change streams, replication and the HTTP
-//!   API see them as such. Writes over HTTP are not capped.
+//! - **Natural order, updates, capping** are the engine's ([`bunko_engine::capped`]): it
+//!   keeps each document's place in insertion order from the commit that inserts it (an
+//!   update leaves it there, as MongoDB 6.0+ allows any update of a capped document), and
+//!   every commit that inserts (MongoDB `insert` and upserts, HTTP `PUT`/`POST`/`_bulk_docs`
+//!   alike) removes the oldest documents past `max`/`size` in the same commit. This module
+//!   reads that order ([`Scan`]: `find` without a sort or by `$natural`).
 //! - **Tailable cursors** (`find` with `tailable`, and `awaitData`) hold a position (the
-//!   sequence number of the last document returned) and stay open at the end of the
+//!   place in insertion order of the last document returned) and stay open at the end of the
 //!   collection; a `getMore` reads what was inserted since. With `awaitData` a `getMore` that
 //!   finds nothing waits (up to `maxTimeMS`, 1 s by default) for a commit to the collection
 //!   (the engine's notification the `_changes` longpoll waits on, `Database::subscribe`),
@@ -26,6 +23,7 @@ use std::time::Instant;
 
 use bson::{Bson, Document, doc};
 use bunko_doc::ejson;
+use bunko_engine::capped::Cap;
 use bunko_engine::changes::ChangesQuery;
 use bunko_engine::security::UserCtx;
 use bunko_engine::{Database, Error};
@@ -38,25 +36,10 @@ use crate::error::MongoError;
 use crate::names::Namespace;
 use crate::projection::Projection;
 
-/// A capped collection's limits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Cap {
-    pub size: i64,
-    pub max: Option<i64>,
-}
-
-/// The limits of `db` if it is a capped collection.
+/// The limits of `db` if it is a capped collection (the engine reads them from the
+/// options, and enforces them).
 pub(crate) fn of(db: &Database) -> Option<Cap> {
-    from_options(&super::coll_options::read(db))
-}
-
-fn from_options(options: &Document) -> Option<Cap> {
-    if !matches!(options.get("capped"), Some(Bson::Boolean(true))) {
-        return None;
-    }
-    let size = number(options.get("size")?)? as i64;
-    let max = options.get("max").and_then(number).map(|m| m as i64).filter(|m| *m > 0);
-    Some(Cap { size, max })
+    db.cap().ok().flatten()
 }
 
 fn number(value: &Bson) -> Option<f64> {
@@ -168,9 +151,9 @@ fn invalid_options(msg: &str) -> MongoError {
 pub(crate) fn stats(db: &Database, reply: &mut Document) {
     let Some(cap) = of(db) else { return };
     reply.insert("capped", true);
-    reply.insert("maxSize", int(cap.size));
+    reply.insert("maxSize", int(i64::try_from(cap.size).unwrap_or(i64::MAX)));
     if let Some(max) = cap.max {
-        reply.insert("max", int(max));
+        reply.insert("max", int(i64::try_from(max).unwrap_or(i64::MAX)));
     }
 }
 
@@ -426,7 +409,5 @@ mod tests {
         assert_eq!(code(doc! {"create": "c", "size": 5000}), Some(72));
         assert_eq!(code(doc! {"create": "c", "capped": true, "size": 0}), Some(51024));
         assert_eq!(code(doc! {"create": "c", "capped": true, "size": "x"}), Some(14));
-        let cap = from_options(&doc! {"capped": true, "size": 4096, "max": 3});
-        assert_eq!(cap, Some(Cap { size: 4096, max: Some(3) }));
     }
 }
