@@ -116,7 +116,7 @@ impl Database {
 
     /// [`Database::cap`], kept until a design document is written; call under the writer
     /// lock.
-    fn cap_locked(&self) -> Result<Option<Cap>> {
+    pub(crate) fn cap_locked(&self) -> Result<Option<Cap>> {
         let mut loaded = self.capped.loaded.lock();
         if let Some(cap) = *loaded {
             return Ok(cap);

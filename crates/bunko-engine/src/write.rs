@@ -175,6 +175,8 @@ pub(crate) struct Run<'a> {
     checks: &'a Checks,
     indexes: Arc<Vec<Arc<Index>>>,
     revs_limit: usize,
+    /// Whether the database is capped ([`crate::capped`]).
+    capped: bool,
     /// The update seq and counters so far.
     pub(crate) seq: u64,
     pub(crate) stats: Stats,
@@ -323,6 +325,7 @@ impl Database {
             checks,
             indexes: self.indexes.all(),
             revs_limit: self.revs_limit() as usize,
+            capped: self.cap_locked()?.is_some(),
             seq: writer.seq,
             stats: writer.stats,
             pending: Pending::default(),
@@ -333,7 +336,7 @@ impl Database {
             let result = doc.and_then(|doc| self.stage_doc(&mut run, batch, &id, doc, opts, false));
             results.push(DocResult { id, result });
         }
-        if !(opts.all_or_nothing && results.iter().any(|r| r.result.is_err())) {
+        if run.capped && !(opts.all_or_nothing && results.iter().any(|r| r.result.is_err())) {
             self.stage_cap(&mut run, batch)?;
         }
         let Run { mut stats, seq, pending, ids, .. } = run;
@@ -378,7 +381,8 @@ impl Database {
         outcome.info.size = self.winner_size(db, id, &outcome)?;
         let was_live = old.as_ref().map(|o| o.winner().map(|(_, d)| !d)).transpose()?;
         let now_live = !outcome.info.winner()?.1;
-        if kind(id) == DocKind::Normal && now_live && !was_live.unwrap_or(false) {
+        let normal = run.capped && kind(id) == DocKind::Normal;
+        if normal && now_live && !was_live.unwrap_or(false) {
             self.check_cap_size(outcome.info.size)?;
         }
         self.check_mongo_write(&mut run.pending, &run.indexes, id, old.as_ref(), &outcome)?;
@@ -391,7 +395,7 @@ impl Database {
         outcome.info.seq = run.seq;
         add_to_batch(batch, db, id, old.as_ref(), &outcome, opts.replacement);
         run.ids.record(id, was_live, now_live);
-        if kind(id) == DocKind::Normal && was_live.unwrap_or(false) != now_live {
+        if normal && was_live.unwrap_or(false) != now_live {
             run.pending.natural.lived(id, run.seq, now_live);
         }
         self.track_winner(&mut run.pending, &run.indexes, batch, id, old.as_ref(), &outcome)?;
