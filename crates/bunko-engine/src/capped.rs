@@ -208,7 +208,7 @@ impl Database {
         }
         let snapshot = self.store.snapshot();
         let mut first = true;
-        for entry in Iter::new(snapshot, self.natural_from_first(), false, 256) {
+        for entry in Iter::new(snapshot, self.natural_from_first(), false, 256).first_page(4) {
             let (key, id) = entry?;
             let (n, id) = (keys::decode_natural(&key)?, String::from_utf8_lossy(&id).into_owned());
             if std::mem::take(&mut first) {
