@@ -1,5 +1,6 @@
 //! Capped collections' insertion order kept by the engine (issue 13): updates of capped
-//! documents (update, replacement, findAndModify, bulkWrite, HTTP `PUT`) keep their place
+//! documents (update, replacement, findAndModify, bulkWrite and MongoDB 8's client
+//! `bulkWrite`, HTTP `PUT`) keep their place
 //! in natural order and tailable cursors keep following; upserts insert and cap; writes
 //! over the HTTP API into the collection's CouchDB database are capped as MongoDB inserts
 //! are; and the order survives a restart.
@@ -62,6 +63,11 @@ out["upsert"] = [r.upserted_id, natural()]
 db.log.find_one_and_update({"_id": "v"}, {"$set": {"n": 2}}, upsert=True)
 out["fam_upsert"] = natural()
 out["tail_upserts"] = [d["_id"] for d in tail]
+# MongoDB 8's client bulkWrite: the update keeps "a" at its place, the insert removes it.
+from pymongo.operations import InsertOne
+ops = [UpdateOne({"_id": "a"}, {"$set": {"bw": 1}}, namespace="shop.log"), InsertOne({"_id": "w"}, namespace="shop.log")]
+r = c.bulk_write(ops)
+out["client_bulk"] = [r.modified_count, r.inserted_count, natural(), [d["_id"] for d in tail]]
 out["stats"] = db.command("collStats", "log")["count"]
 print(json.dumps(out))
 "#;
@@ -81,6 +87,7 @@ print(json.dumps(out))
     assert_eq!(out["upsert"], json!(["u", ["x", "a", "z", "u"]]));
     assert_eq!(out["fam_upsert"], json!(["a", "z", "u", "v"]));
     assert_eq!(out["tail_upserts"], json!(["u", "v"]));
+    assert_eq!(out["client_bulk"], json!([1, 1, ["z", "u", "v", "w"], ["w"]]));
     assert_eq!(out["stats"], json!(4));
 }
 
