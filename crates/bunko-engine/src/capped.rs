@@ -14,7 +14,7 @@
 //!   stops being live (deletion, purge) loses both in its commit.
 //! - **Capping**: a commit that inserts at least one document removes, in the same commit,
 //!   the oldest documents (by `n`, this commit's own inserts last) while the database holds
-//!   more than `max` documents (`_design/mongodb` not counted) or more than `size` bytes of
+//!   more than `max` documents (design documents not counted) or more than `size` bytes of
 //!   live bodies (`sizes.external`, MongoDB's `collStats` `size`). The removals are
 //!   ordinary deletions by the engine itself: `_changes`, change streams, indexes and
 //!   replication see them as such; no validation function runs on them. Updates and
@@ -192,18 +192,38 @@ impl Database {
         Ok(())
     }
 
-    /// Whether the staged counters are past `cap`.
-    fn over(&self, run: &mut Run<'_>, cap: Cap) -> Result<bool> {
-        let defs = self.current(&mut run.pending, self.id(), MONGO_DDOC)?;
-        let defs = u64::from(defs.map(|i| i.winner().map(|(_, d)| !d)).transpose()? == Some(true));
-        let count = run.stats.doc_count.saturating_sub(defs);
-        Ok(run.stats.external > cap.size || cap.max.is_some_and(|max| count > max))
+    /// Whether the staged counters are past `cap`, `designs` of the documents being design
+    /// documents (which `max` does not count, and which are never removed).
+    fn over(&self, run: &Run<'_>, cap: Cap, designs: u64) -> bool {
+        let count = run.stats.doc_count.saturating_sub(designs);
+        run.stats.external > cap.size || cap.max.is_some_and(|max| count > max)
+    }
+
+    /// The live design documents once the staged writes are applied.
+    fn design_docs(&self, run: &Run<'_>) -> Result<u64> {
+        let mut live = std::collections::HashSet::new();
+        for (key, info) in
+            self.store.scan(&keys::doc_prefix(self.id(), "_design/"), false, usize::MAX)?
+        {
+            let info: DocInfo = records::decode(&info)?;
+            if !info.winner()?.1 {
+                live.insert(keys::decode_doc(&key)?);
+            }
+        }
+        for (id, body) in &run.pending.ddocs {
+            match body {
+                Some(_) => live.insert(id.clone()),
+                None => live.remove(id),
+            };
+        }
+        Ok(live.len() as u64)
     }
 
     /// Stages the removal of the oldest documents while the database is past `cap`: the
     /// stored order first, then what this batch derived or inserted.
     fn evict(&self, run: &mut Run<'_>, batch: &mut Batch, cap: Cap) -> Result<()> {
-        if !self.over(run, cap)? {
+        let designs = self.design_docs(run)?;
+        if !self.over(run, cap, designs) {
             return Ok(());
         }
         let snapshot = self.store.snapshot();
@@ -214,14 +234,14 @@ impl Database {
             if std::mem::take(&mut first) {
                 self.capped.first.fetch_max(n, Ordering::Relaxed);
             }
-            if self.evict_one(run, batch, n, &id)? && !self.over(run, cap)? {
+            if self.evict_one(run, batch, n, &id)? && !self.over(run, cap, designs) {
                 return Ok(());
             }
         }
         let mut own = run.pending.natural.added.clone();
         own.sort();
         for (n, id) in own {
-            if self.evict_one(run, batch, n, &id)? && !self.over(run, cap)? {
+            if self.evict_one(run, batch, n, &id)? && !self.over(run, cap, designs) {
                 return Ok(());
             }
         }
@@ -415,6 +435,16 @@ mod tests {
             too_big.map_err(|e| e.downcast::<Error>().map(|e| *e)),
             Err(Ok(Error::CappedTooLarge(_)))
         ));
+        Ok(())
+    }
+
+    #[test]
+    fn design_documents_are_not_counted_nor_removed() -> Result<()> {
+        let db = capped(&["a", "b", "c"])?;
+        put(&db, r#"{"_id":"_design/v","views":{"n":{"map":"function(d){emit(d._id)}"}}}"#)?;
+        put(&db, r#"{"_id":"d"}"#)?;
+        assert_eq!(order(&db)?, ["b", "c", "d"]);
+        assert!(db.current_rev("_design/v")?.is_some());
         Ok(())
     }
 

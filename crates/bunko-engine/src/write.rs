@@ -194,7 +194,7 @@ pub(crate) struct Pending {
     /// Winning revision and body of each document written so far (for indexes).
     winners: HashMap<String, Winner>,
     /// Design documents written, with their new winning bodies.
-    ddocs: DdocChanges,
+    pub(crate) ddocs: DdocChanges,
     /// Attachment bodies whose chunks this commit writes.
     written: HashSet<[u8; 16]>,
     /// Keys of `unique` MongoDB indexes this commit adds and releases.
