@@ -377,12 +377,17 @@ fn natural(
             "error processing query: cannot use tailable option with a sort other than {$natural: 1}",
         ));
     }
-    let hinted =
-        matches!(command.get("hint"), Some(Bson::Document(h)) if h.contains_key("$natural"));
+    // `hint: {$natural: -1}` reads newest first, as the sort does.
+    let hinted = match command.get("hint") {
+        Some(Bson::Document(h)) if h.contains_key("$natural") => {
+            Some(super::int_of(h, "$natural")?.is_some_and(|n| n < 0))
+        }
+        _ => None,
+    };
     match (capped, by_natural) {
         (true, Some(descending)) => Ok(Some(descending)),
-        (true, None) if order.is_empty() && (hinted || !command.contains_key("hint")) => {
-            Ok(Some(false))
+        (true, None) if order.is_empty() && (hinted.is_some() || !command.contains_key("hint")) => {
+            Ok(Some(hinted.unwrap_or(false)))
         }
         _ => Ok(None),
     }

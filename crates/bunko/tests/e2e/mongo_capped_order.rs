@@ -51,6 +51,7 @@ doc = http("GET", "/shop%24log/c")
 out["put"] = http("PUT", "/shop%24log/c", {"_rev": doc["_rev"], "n": 13}).get("ok")
 out["natural"] = natural()
 out["reverse"] = [d["_id"] for d in db.log.find().sort("$natural", -1)]
+out["hint_reverse"] = [d["_id"] for d in db.log.find().hint([("$natural", -1)])]
 out["values"] = [d.get("n") for d in db.log.find()]
 out["tail_after_updates"] = [d["_id"] for d in tail]
 db.log.insert_one({"_id": "z", "n": 0})
@@ -78,6 +79,7 @@ print(json.dumps(out))
     assert_eq!(out["put"], json!(true));
     assert_eq!(out["natural"], json!(["m", "c", "x", "a"]));
     assert_eq!(out["reverse"], json!(["a", "x", "c", "m"]));
+    assert_eq!(out["hint_reverse"], json!(["a", "x", "c", "m"]));
     assert_eq!(out["values"], json!([12, 13, 102, 3]));
     assert_eq!(out["tail_after_updates"], json!([]));
     assert_eq!(out["tail_next"], json!(["z"]));
