@@ -48,7 +48,7 @@ const MAX_RANGES: usize = 256;
 
 /// How one indexed field is bounded.
 #[derive(Debug, Clone)]
-enum FieldBounds {
+pub(super) enum FieldBounds {
     Points(Vec<Value>),
     Range {
         lower: Option<(Value, bool)>,
@@ -64,7 +64,7 @@ enum FieldBounds {
 #[derive(Debug, Clone)]
 pub struct MongoScan {
     pub index: Arc<Index>,
-    bounds: Vec<FieldBounds>,
+    pub(super) bounds: Vec<FieldBounds>,
     /// The other candidate indexes with their bounds (`rejectedPlans`).
     pub rejected: Vec<MongoScan>,
     /// The scan runs backwards (a descending sort served by the index).

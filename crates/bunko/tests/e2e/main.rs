@@ -42,6 +42,7 @@ mod mongo_causal;
 mod mongo_collation;
 mod mongo_collections;
 mod mongo_couch_dbs;
+mod mongo_count_scan;
 mod mongo_covered;
 mod mongo_crash;
 mod mongo_escalation;
