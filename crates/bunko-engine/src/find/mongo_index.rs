@@ -75,7 +75,7 @@ pub struct MongoScan {
 
 impl MongoScan {
     /// A forward scan of `index` within `bounds`, with no rejected plans.
-    fn unsorted(index: Arc<Index>, bounds: Vec<FieldBounds>) -> Self {
+    pub(super) fn unsorted(index: Arc<Index>, bounds: Vec<FieldBounds>) -> Self {
         MongoScan { index, bounds, rejected: Vec::new(), reverse: false, sorted: false }
     }
 

@@ -53,6 +53,11 @@ pub(super) fn explain(ctx: &mut Ctx, command: &Document) -> Result<Document, Mon
     if inner.keys().next().is_some_and(|name| name == "count") {
         return super::count::explain(ctx, inner, &target, verbosity);
     }
+    if inner.keys().next().is_some_and(|name| name == "distinct")
+        && let Some(reply) = super::distinct::explain(ctx, inner, &target, verbosity)?
+    {
+        return Ok(reply);
+    }
     let selector = query::selector(&target.filter)?;
     let order = query::sort(&target.sort)?;
     let mut reply = doc! {"explainVersion": "1"};

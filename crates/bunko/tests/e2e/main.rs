@@ -45,6 +45,7 @@ mod mongo_couch_dbs;
 mod mongo_count_scan;
 mod mongo_covered;
 mod mongo_crash;
+mod mongo_distinct_scan;
 mod mongo_escalation;
 mod mongo_index;
 mod mongo_options;
