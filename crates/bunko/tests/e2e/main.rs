@@ -47,6 +47,7 @@ mod mongo_covered;
 mod mongo_crash;
 mod mongo_distinct_scan;
 mod mongo_escalation;
+mod mongo_exhaust;
 mod mongo_index;
 mod mongo_options;
 mod mongo_projection;
