@@ -219,6 +219,9 @@ impl Database {
                 stats.results_returned += 1;
             }
         }
+        // `$indexStats` and the advisor's query log see the count as they see a find.
+        let query = super::FindQuery::new(selector.clone(), Dialect::Mongo);
+        self.observe_query(&query, Some(&scan.index), &stats);
         Ok(Some(stats))
     }
 }

@@ -144,6 +144,9 @@ impl Database {
                 walk.range(range)?;
             }
             walk.stats.results_returned = walk.values.len() as u64;
+            // `$indexStats` and the advisor's query log see it as they see a find.
+            let query = super::FindQuery::new(selector.clone(), bunko_query::Dialect::Mongo);
+            self.observe_query(&query, Some(&plan.scan.index), &walk.stats);
             Ok(Some((walk.values, walk.stats)))
         })
     }

@@ -10,6 +10,10 @@
 //!    (`FETCH` over `IXSCAN`, or `COLLSCAN`).
 //!
 //! `skip` and `limit` apply to the count (MongoDB's `COUNT` stage: `nSkipped`, `nCounted`).
+//!
+//! pymongo's `count_documents`, an `aggregate` of `[{$match}, {$group: {_id: <constant>,
+//! n: {$sum: 1}}}]`, is counted from index entries the same way when the filter's bounds
+//! say it whole ([`pipeline`]); otherwise the pipeline runs.
 
 use bson::{Bson, Document, doc};
 use bunko_doc::ejson;
@@ -22,7 +26,7 @@ use bunko_query::{Node, Selector};
 
 use super::crud::{mongo_query, non_negative, readable_db, within_max_time};
 use super::explain::{self, Explained};
-use super::{Ctx, doc_of, int_of, namespace};
+use super::{Ctx, cursor_reply, doc_of, int_of, namespace};
 use crate::error::MongoError;
 use crate::query;
 
@@ -209,4 +213,49 @@ fn examined(mut stage: Document, stats: &ExecStats) -> Document {
         }
     }
     stage
+}
+
+/// `[{$match: filter}, {$group: {_id: <constant>, <name>: {$sum: 1}}}]` (pymongo's
+/// `count_documents`) answered from index entries when an index's bounds say the filter
+/// whole (`None`: the pipeline runs, and so does its `explain`).
+pub(super) fn pipeline(ctx: &mut Ctx, command: &Document) -> Result<Option<Document>, MongoError> {
+    let Some((filter, id, name)) = count_shape(command) else { return Ok(None) };
+    let batch = command.get_document("cursor").ok().map(|c| c.get("batchSize"));
+    if command.contains_key("explain") || matches!(batch, Some(Some(Bson::Int32(0)))) {
+        return Ok(None);
+    }
+    let ns = namespace(ctx, command)?;
+    let Some(db) = readable_db(ctx, &ns, "aggregate")? else { return Ok(None) };
+    let Ok(selector) = query::selector(filter) else { return Ok(None) };
+    let hint = super::indexes::hint(&db, command.get("hint"))?;
+    let Some(scan) = db.mongo_plan(&selector, hint.as_deref())? else { return Ok(None) };
+    let user = super::admin::user(ctx);
+    let Some(stats) = db.count_mongo_index(&user, &selector, &scan)? else { return Ok(None) };
+    let n = stats.results_returned;
+    let total = i32::try_from(n).map_or(Bson::Int64(n as i64), Bson::Int32);
+    let docs = match n {
+        0 => Vec::new(),
+        _ => vec![doc! {"_id": id.clone(), name: total}],
+    };
+    Ok(Some(cursor_reply(0, &ns.full(), "firstBatch", docs)))
+}
+
+/// The filter, group key and count field of a counting pipeline.
+fn count_shape(command: &Document) -> Option<(&Document, &Bson, &str)> {
+    let Some(Bson::Array(stages)) = command.get("pipeline") else { return None };
+    let [Bson::Document(first), Bson::Document(second)] = stages.as_slice() else { return None };
+    let (Some(Bson::Document(filter)), 1) = (first.get("$match"), first.len()) else { return None };
+    let (Some(Bson::Document(group)), 1) = (second.get("$group"), second.len()) else {
+        return None;
+    };
+    let id = group.get("_id")?;
+    let constant = match id {
+        Bson::String(s) => !s.starts_with('$'),
+        Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Null | Bson::Boolean(_) => true,
+        _ => false,
+    };
+    let mut rest = group.iter().filter(|(k, _)| *k != "_id");
+    let (Some((name, Bson::Document(sum))), None) = (rest.next(), rest.next()) else { return None };
+    let one = matches!(sum.get("$sum"), Some(Bson::Int32(1) | Bson::Int64(1)));
+    (constant && one && sum.len() == 1).then_some((filter, id, name.as_str()))
 }

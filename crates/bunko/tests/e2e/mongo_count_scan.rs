@@ -1,9 +1,10 @@
 //! Counting from index entries (issue 13): a `count` whose filter an index's bounds answer
 //! exactly reads no document (`COUNT` over `COUNT_SCAN`, or over `IXSCAN` for several
 //! intervals; `totalDocsExamined: 0`), an empty filter is the collection's document count
-//! (`RECORD_STORE_FAST_COUNT`), and every count equals the count of a collection scan:
-//! numbers sharing an index key (a Decimal128 next to a double, int64s past 2^53), `null`
-//! and missing fields, multikey paths, skip and limit.
+//! (`RECORD_STORE_FAST_COUNT`), pymongo's `count_documents` counts the same way, and every
+//! count equals the count of a collection scan: numbers sharing an index key (a Decimal128
+//! next to a double, int64s past 2^53), `null` and missing fields, multikey paths, skip and
+//! limit.
 
 use serde_json::json;
 
@@ -64,6 +65,8 @@ for query, stage in cases:
     assert stats["totalDocsExamined"] == 0 and stats["nReturned"] == 0, (query, stats)
     n = scanned(query)
     assert count(query) == n and stats["executionStages"]["nCounted"] == n, (query, n, stats)
+    # pymongo's count_documents ($match + $group) is counted the same way.
+    assert co.count_documents(query) == n, (query, n)
     assert stats["totalKeysExamined"] >= n > 0, (query, stats)
 
 single = under_count(explain({"s": "k3"}))
@@ -100,7 +103,10 @@ for query in [{"s": None}, {"tags": 1}, {"s": "k3", "x": 1}, {"s": {"$ne": "k3"}
               {"s": {"$regex": "^k1"}}, {"n": {"$gt": 1, "$lt": "z"}}]:
     e = explain(query)
     assert under_count(e)["stage"] != "COUNT_SCAN", (query, e["queryPlanner"])
-    assert count(query) == scanned(query), query
+    assert count(query) == scanned(query) == co.count_documents(query), query
+assert co.count_documents({"s": "k3"}, skip=45, limit=3) == 3
+assert co.count_documents({"s": "nothing"}) == 0
+assert list(co.aggregate([{"$match": {"s": "k3"}}, {"$group": {"_id": "all", "c": {"$sum": 1}}}])) == [{"_id": "all", "c": 50}]
 # Not exact but covered: the filter runs on the entries, still without documents.
 e = explain({"s": {"$gte": "k1"}, "t": {"$ne": True}}, hint="t_1_s_-1")
 assert under_count(e)["stage"] == "IXSCAN", e["queryPlanner"]
