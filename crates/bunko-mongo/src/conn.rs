@@ -13,7 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
 use crate::error::MongoError;
-use crate::wire::{self, Header, Kind, Request};
+use crate::wire::{self, Header, Kind, Reply, Request};
 use crate::{Server, Session, commands};
 
 pub(crate) async fn run(server: Arc<Server>, stream: TcpStream, peer: SocketAddr) {
@@ -95,13 +95,51 @@ async fn serve(
         };
         server.clock.stamp(&mut reply);
         next_id = next_id.wrapping_add(1);
-        let bytes = match wire::encode_reply(next_id, &request, &reply, plain) {
-            Ok(bytes) => bytes,
-            Err(err) => {
-                wire::encode_reply(next_id, &request, &err.to_doc(), true).unwrap_or_default()
-            }
+        let mut head = Reply {
+            request_id: next_id,
+            response_to: request.request_id,
+            more_to_come: streams(&request, &reply),
         };
-        write.write_all(&bytes).await?;
+        write.write_all(&encoded(head, &request, &reply, plain)).await?;
+        // An exhaust cursor: further batches follow unasked, each answering the one before,
+        // until the cursor is exhausted or fails.
+        while head.more_to_come {
+            let command = Arc::new(request.command.clone());
+            let Some((back, result)) = run_waiting(server, session, &command).await else {
+                return Err(std::io::Error::other("command panicked"));
+            };
+            session = back;
+            let mut reply = result.map_or_else(|err| err.to_doc(), |(reply, _)| reply);
+            server.clock.stamp(&mut reply);
+            next_id = next_id.wrapping_add(1);
+            head = Reply {
+                request_id: next_id,
+                response_to: head.request_id,
+                more_to_come: streams(&request, &reply),
+            };
+            write.write_all(&encoded(head, &request, &reply, false)).await?;
+        }
+    }
+}
+
+/// Whether the reply to `request` starts or continues an exhaust stream: a `getMore` whose
+/// client allows it (`exhaustAllowed`) succeeded and its cursor is still open.
+fn streams(request: &Request, reply: &Document) -> bool {
+    let open = reply.get_document("cursor").is_ok_and(|c| c.get_i64("id").is_ok_and(|id| id != 0));
+    request.exhaust_allowed
+        && request.command.keys().next().is_some_and(|name| name == "getMore")
+        && reply.get_f64("ok").is_ok_and(|ok| ok == 1.0)
+        && open
+}
+
+/// The bytes of one reply (an unencodable one: its error instead).
+fn encoded(head: Reply, request: &Request, reply: &Document, plain: bool) -> Vec<u8> {
+    match wire::encode_message(head, request, reply, plain) {
+        Ok(bytes) => bytes,
+        Err(err) => {
+            let head = Reply { more_to_come: false, ..head };
+            wire::encode_message(head, request, &err.to_doc(), true).unwrap_or_default()
+        }
     }
 }
 
@@ -133,7 +171,13 @@ fn fallback(header: &Header) -> Request {
     } else {
         Kind::Msg { more_to_come: false }
     };
-    Request { request_id: header.request_id, kind, command: Document::new(), compressor: None }
+    Request {
+        request_id: header.request_id,
+        kind,
+        command: Document::new(),
+        compressor: None,
+        exhaust_allowed: false,
+    }
 }
 
 type Outcome = Result<(Document, bool), MongoError>;

@@ -3,7 +3,9 @@
 //! literals, evaluated by the shared expression evaluator's [`Shape`]) plus the find-only
 //! operators applied to the document first: `{arr: {$slice: n | [skip, limit]}}`,
 //! `{arr: {$elemMatch: cond}}` and positional `{"arr.$": 1}` (the first element the query's
-//! condition on `arr` matched). `{_id: 1}` alone keeps only `_id`. `$meta` is `NotImplemented`.
+//! condition on `arr` matched). `{_id: 1}` alone keeps only `_id`. `$meta` is refused as
+//! MongoDB refuses it without the metadata (`textScore` without `$text`: 40218; an unknown
+//! argument: 17308); the other arguments MongoDB knows are `NotImplemented`.
 
 use bson::{Bson, DateTime, Document, doc};
 use bunko_query::agg::Shape;
@@ -270,8 +272,53 @@ fn find_operator(seen: &mut Seen, field: &str, value: &Bson) -> Result<Option<Op
             let selector = query::selector(&doc! {field: {"$elemMatch": cond.clone()}})?;
             Ok(Some(Op::ElemMatch(selector)))
         }
-        "$meta" => Err(MongoError::not_implemented("$meta projection is not supported yet")),
+        "$meta" => Err(meta_error(arg)),
         _ => Ok(None),
+    }
+}
+
+/// The `$meta` arguments MongoDB 8 knows in a projection (none is produced here yet).
+const META: &[&str] = &[
+    "textScore",
+    "randVal",
+    "searchScore",
+    "searchHighlights",
+    "searchScoreDetails",
+    "searchSequenceToken",
+    "geoNearDistance",
+    "geoNearPoint",
+    "recordId",
+    "indexKey",
+    "sortKey",
+    "vectorSearchScore",
+    "score",
+    "scoreDetails",
+];
+
+/// Why a `{$meta: arg}` projection is refused, as MongoDB refuses it when it parses the
+/// projection: a text score without `$text` (the only kind of query here, since `$text` is
+/// not supported) is `Location40218`, an unknown argument `Location17308`; the others
+/// MongoDB knows are `NotImplemented`.
+fn meta_error(arg: &Bson) -> MongoError {
+    match arg {
+        Bson::String(name) if name == "textScore" => MongoError::new(
+            40218,
+            "Location40218",
+            "query requires text score metadata, but it is not available",
+        ),
+        Bson::String(name) if META.contains(&name.as_str()) => MongoError::not_implemented(
+            format!("$meta projection of \"{name}\" is not supported yet"),
+        ),
+        Bson::String(name) => MongoError::new(
+            17308,
+            "Location17308",
+            format!("Unsupported argument to $meta: {name}"),
+        ),
+        other => MongoError::new(
+            17308,
+            "Location17308",
+            format!("Unsupported argument to $meta: {other}"),
+        ),
     }
 }
 
@@ -471,7 +518,9 @@ mod tests {
         assert_eq!(p(doc! {"_id": 1})?, doc! {"_id": 1});
         assert_eq!(p(doc! {})?, d);
         assert_eq!(p(doc! {"a": 1, "b": 0}).err().map(|e| e.code), Some(31254));
-        assert_eq!(p(doc! {"a": {"$meta": "textScore"}}).err().map(|e| e.code), Some(238));
+        assert_eq!(p(doc! {"a": {"$meta": "textScore"}}).err().map(|e| e.code), Some(40218));
+        assert_eq!(p(doc! {"a": {"$meta": "sortKey"}}).err().map(|e| e.code), Some(238));
+        assert_eq!(p(doc! {"a": {"$meta": "bogus"}}).err().map(|e| e.code), Some(17308));
         assert_eq!(
             p(doc! {"_id": 0, "n": {"$concat": ["$name", "!"]}, "c": "$x.z"})?,
             doc! {"n": "Sato!", "c": 2}

@@ -129,6 +129,9 @@ pub struct Request {
     pub command: Document,
     /// How the request came compressed (the reply uses the same).
     pub compressor: Option<Compressor>,
+    /// `OP_MSG`'s `exhaustAllowed` flag: the client reads further replies the server sends
+    /// with `moreToCome` without asking again (an exhaust cursor's `getMore`).
+    pub exhaust_allowed: bool,
 }
 
 /// Which opcode a request came as.
@@ -224,6 +227,7 @@ fn decode_msg(header: &Header, body: &[u8]) -> Result<Request, MongoError> {
         kind: Kind::Msg { more_to_come },
         command,
         compressor: None,
+        exhaust_allowed: flags & EXHAUST_ALLOWED != 0,
     })
 }
 
@@ -255,7 +259,13 @@ fn decode_query(header: &Header, body: &[u8]) -> Result<Request, MongoError> {
         ));
     }
     command.insert("$db", db);
-    Ok(Request { request_id: header.request_id, kind: Kind::Query, command, compressor: None })
+    Ok(Request {
+        request_id: header.request_id,
+        kind: Kind::Query,
+        command,
+        compressor: None,
+        exhaust_allowed: false,
+    })
 }
 
 /// Error codes used by the framing itself.
@@ -283,6 +293,31 @@ pub fn encode_reply(
     reply: &Document,
     no_compress: bool,
 ) -> Result<Vec<u8>, MongoError> {
+    encode_message(
+        Reply { request_id, response_to: request.request_id, more_to_come: false },
+        request,
+        reply,
+        no_compress,
+    )
+}
+
+/// How one reply message is headed: its id, the message it answers and whether more
+/// replies follow unasked (`moreToCome`: an exhaust cursor's stream).
+#[derive(Debug, Clone, Copy)]
+pub struct Reply {
+    pub request_id: i32,
+    pub response_to: i32,
+    pub more_to_come: bool,
+}
+
+/// [`encode_reply`] with the header and flags `head` gives (an exhaust stream's replies
+/// answer the reply before them).
+pub fn encode_message(
+    head: Reply,
+    request: &Request,
+    reply: &Document,
+    no_compress: bool,
+) -> Result<Vec<u8>, MongoError> {
     let doc = reply.to_vec().map_err(|e| MongoError::internal(e.to_string()))?;
     let (op_code, body) = match request.kind {
         Kind::Query => {
@@ -296,7 +331,8 @@ pub fn encode_reply(
         }
         Kind::Msg { .. } => {
             let mut body = Vec::with_capacity(5 + doc.len());
-            body.extend_from_slice(&0u32.to_le_bytes());
+            let flags = if head.more_to_come { MORE_TO_COME } else { 0 };
+            body.extend_from_slice(&flags.to_le_bytes());
             body.push(0);
             body.extend_from_slice(&doc);
             (OP_MSG, body)
@@ -315,8 +351,8 @@ pub fn encode_reply(
     };
     let header = Header {
         length: Header::SIZE + body.len(),
-        request_id,
-        response_to: request.request_id,
+        request_id: head.request_id,
+        response_to: head.response_to,
         op_code,
     };
     let mut out = header_bytes(&header).to_vec();

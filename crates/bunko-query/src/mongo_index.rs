@@ -241,6 +241,61 @@ pub fn encode_key(values: &[Value]) -> Vec<u8> {
     out
 }
 
+/// The length of the first value encoded in `bytes` by [`encode`] (`None`: not a whole
+/// encoded value), so a scan can tell where one field of a key ends and skip past every
+/// key sharing it (a distinct scan).
+pub fn encoded_len(bytes: &[u8]) -> Option<usize> {
+    let tag = *bytes.first()?;
+    let body = bytes.get(1..)?;
+    let number = Class::Number as u8 + 1;
+    let date = Class::Date as u8 + 1;
+    let len = match tag {
+        t if t == number || t == date => (body.len() >= 8).then_some(8)?,
+        t if t == Class::Bool as u8 + 1 => (!body.is_empty()).then_some(1)?,
+        t if t == Class::Object as u8 + 1 => members(body, true)?,
+        t if t == Class::Array as u8 + 1 => members(body, false)?,
+        t if [Class::String, Class::ObjectId, Class::BinData, Class::Timestamp, Class::Regex]
+            .iter()
+            .any(|c| *c as u8 + 1 == t) =>
+        {
+            bytes_len(body)?
+        }
+        _ => 0,
+    };
+    Some(1 + len)
+}
+
+/// The length of an escaped byte string with its `0x00 0x00` terminator.
+fn bytes_len(body: &[u8]) -> Option<usize> {
+    let mut i = 0;
+    loop {
+        match (body.get(i)?, body.get(i + 1)) {
+            (0, Some(0)) => return Some(i + 2),
+            (0, Some(0xFF)) => i += 2,
+            (0, _) => return None,
+            _ => i += 1,
+        }
+    }
+}
+
+/// The length of an object's (`named`) or array's members up to their `0` end marker.
+fn members(body: &[u8], named: bool) -> Option<usize> {
+    let mut i = 0;
+    loop {
+        match body.get(i)? {
+            0 => return Some(i + 1),
+            1 => {
+                i += 1;
+                if named {
+                    i += bytes_len(body.get(i..)?)?;
+                }
+                i += encoded_len(body.get(i..)?)?;
+            }
+            _ => return None,
+        }
+    }
+}
+
 fn wrapped_str(map: &Map<String, Value>) -> &str {
     map.values().next().and_then(Value::as_str).unwrap_or_default()
 }
@@ -286,6 +341,29 @@ mod tests {
 
     use super::*;
     use crate::bson_order::compare;
+
+    #[test]
+    fn encoded_lengths_delimit_every_kind_of_value() {
+        let values = [
+            json!(null),
+            json!(1.5),
+            json!("a\u{0}b"),
+            json!({"x": [1, "y", {"z": null}], "w": true}),
+            json!([[], {}, "s"]),
+            json!({"$oid": "5f1d7a0b2c3d4e5f60718293"}),
+            json!({"$date": {"$numberLong": "0"}}),
+            json!(false),
+            json!({"$maxKey": 1}),
+        ];
+        for value in &values {
+            let mut key = Vec::new();
+            encode(value, &mut key);
+            let len = key.len();
+            encode(&json!("after"), &mut key);
+            assert_eq!(encoded_len(&key), Some(len), "{value}");
+        }
+        assert_eq!(encoded_len(&[Class::String as u8 + 1, b'a', 0]), None);
+    }
 
     fn paths(names: &[&str]) -> Vec<FieldPath> {
         names.iter().filter_map(|n| FieldPath::parse(n).ok()).collect()

@@ -18,7 +18,9 @@
 //! index (through the search service).
 
 pub mod mongo;
+pub mod mongo_count;
 mod mongo_cover;
+pub mod mongo_distinct;
 pub mod mongo_index;
 pub mod mongo_stream;
 mod outcome;

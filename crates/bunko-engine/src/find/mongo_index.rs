@@ -48,7 +48,7 @@ const MAX_RANGES: usize = 256;
 
 /// How one indexed field is bounded.
 #[derive(Debug, Clone)]
-enum FieldBounds {
+pub(super) enum FieldBounds {
     Points(Vec<Value>),
     Range {
         lower: Option<(Value, bool)>,
@@ -64,7 +64,7 @@ enum FieldBounds {
 #[derive(Debug, Clone)]
 pub struct MongoScan {
     pub index: Arc<Index>,
-    bounds: Vec<FieldBounds>,
+    pub(super) bounds: Vec<FieldBounds>,
     /// The other candidate indexes with their bounds (`rejectedPlans`).
     pub rejected: Vec<MongoScan>,
     /// The scan runs backwards (a descending sort served by the index).
@@ -75,7 +75,7 @@ pub struct MongoScan {
 
 impl MongoScan {
     /// A forward scan of `index` within `bounds`, with no rejected plans.
-    fn unsorted(index: Arc<Index>, bounds: Vec<FieldBounds>) -> Self {
+    pub(super) fn unsorted(index: Arc<Index>, bounds: Vec<FieldBounds>) -> Self {
         MongoScan { index, bounds, rejected: Vec::new(), reverse: false, sorted: false }
     }
 
@@ -240,7 +240,46 @@ fn index_bounds(index: &Index, conds: &[(FieldPath, Cond)]) -> Option<Vec<FieldB
     let rules = KeyRules { hashed: hashed_at(index), collated: own.is_some() };
     let same = collation::same(own.as_deref(), query.as_deref());
     let bounds = collation::with(own, || field_bounds(index.compiled.paths(), conds, rules));
+    let bounds = multikey_bounds(index, bounds);
     (same || bounds.iter().all(collation_free)).then_some(bounds)
+}
+
+/// The bounds a multikey index may use, as MongoDB's planner limits them: on a field where
+/// the index is multikey, two conditions `{$gt: 1, $lt: 5}` may hold for different
+/// elements (`[0, 10]` matches), so a range keeps its lower side only; and a field sharing
+/// an array with an earlier bounded field (`links.target`, `links.doc_type`) may be met in
+/// another element than that field, so it (and every field after it) bounds nothing. The
+/// filter is matched on every document read, so wider bounds only read more.
+fn multikey_bounds(index: &Index, mut bounds: Vec<FieldBounds>) -> Vec<FieldBounds> {
+    let meta = index.meta();
+    if !meta.is_multikey() {
+        return bounds;
+    }
+    let paths = index.compiled.paths();
+    let arrays = |i: usize| -> Vec<&[String]> {
+        let segments = paths.get(i).map(FieldPath::segments).unwrap_or_default();
+        let components = meta.multikey.get(i).map(Vec::as_slice).unwrap_or_default();
+        components.iter().filter_map(|c| segments.get(..=*c)).collect()
+    };
+    let mut crossed: Vec<&[String]> = Vec::new();
+    let mut open = true;
+    for (i, b) in bounds.iter_mut().enumerate() {
+        let own = arrays(i);
+        if !open || own.iter().any(|p| crossed.contains(p)) {
+            open = false;
+            *b = FieldBounds::All;
+            continue;
+        }
+        if let FieldBounds::Range { lower: Some(_), upper, .. } = b
+            && !own.is_empty()
+        {
+            *upper = None;
+        }
+        if !matches!(b, FieldBounds::All) {
+            crossed.extend(own);
+        }
+    }
+    bounds
 }
 
 /// Whether bounds hold no string (strings, and objects and arrays which may hold some).

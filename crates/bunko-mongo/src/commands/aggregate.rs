@@ -140,7 +140,12 @@ impl<'c> Request<'c> {
 /// pushed-down query, and each later batch the cursor computes).
 pub(super) fn aggregate(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
     let collation = crate::query::collation_of(command)?;
-    bunko_query::collation::with(collation.clone(), || run(ctx, command, collation))
+    bunko_query::collation::with(collation.clone(), || {
+        if let Some(reply) = super::count::pipeline(ctx, command)? {
+            return Ok(reply);
+        }
+        run(ctx, command, collation)
+    })
 }
 
 fn run(

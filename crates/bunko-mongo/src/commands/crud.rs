@@ -1,4 +1,4 @@
-//! Documents: `insert`, `find`, `delete`, `count`. Writes are `Database::write_docs` with
+//! Documents: `insert`, `find`, `delete` (`count` and `distinct` have their own modules). Writes are `Database::write_docs` with
 //! the connection's user (the write gate), their syncs awaited by `conn` ([`crate::acks`]), so each one is an ordinary engine write with a
 //! new `_rev` and a `_changes` entry; reads are `Database::find_mongo`, after the same
 //! membership check HTTP reads make.
@@ -410,28 +410,13 @@ pub(super) fn take_batch(docs: &mut VecDeque<Document>, size: usize) -> Vec<Docu
     out
 }
 
-pub(super) fn count(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
-    let ns = namespace(ctx, command)?;
-    let selector = query::selector(&doc_of(command, "query")?)?;
-    let skip = non_negative(command, "skip")?.unwrap_or(0);
-    let limit = match int_of(command, "limit")? {
-        Some(0) | None => usize::MAX,
-        Some(n) => usize::try_from(n.unsigned_abs()).unwrap_or(usize::MAX),
-    };
-    let Some(db) = readable_db(ctx, &ns, "count")? else { return Ok(doc! {"n": 0}) };
-    let hint = super::indexes::hint(&db, command.get("hint"))?;
-    let started = std::time::Instant::now();
-    let n =
-        run_hinted(&super::admin::user(ctx), &db, mongo_query(selector, skip, limit), &[], hint)?
-            .len();
-    within_max_time(command, started)?;
-    Ok(doc! {"n": n as i32})
-}
-
 /// `maxTimeMS` (`0`: none) of a command that ran from `started`: past it the command fails
 /// with MongoDB's `MaxTimeMSExpired` (50) instead of answering (it is checked when the
 /// command is done, not while it runs).
-fn within_max_time(command: &Document, started: std::time::Instant) -> Result<(), MongoError> {
+pub(super) fn within_max_time(
+    command: &Document,
+    started: std::time::Instant,
+) -> Result<(), MongoError> {
     let Some(ms) = non_negative(command, "maxTimeMS")? else { return Ok(()) };
     if ms == 0 || started.elapsed().as_millis() <= ms as u128 {
         return Ok(());
@@ -515,33 +500,6 @@ fn delete_one_statement(
         return Err(MongoError::from(clone_error(err)));
     }
     Ok(results.len())
-}
-
-pub(super) fn distinct(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
-    let ns = namespace(ctx, command)?;
-    let key = command.get_str("key").map_err(|_| {
-        MongoError::failed_to_parse("BSON field 'distinct.key' is missing but a required field")
-    })?;
-    let selector = query::selector(&doc_of(command, "query")?)?;
-    let Some(db) = readable_db(ctx, &ns, "distinct")? else {
-        return Ok(doc! {"values": []});
-    };
-    let path: Vec<&str> = key.split('.').collect();
-    let mut values: Vec<(Value, Bson)> = Vec::new();
-    let hint = super::indexes::hint(&db, command.get("hint"))?;
-    for doc in
-        run_hinted(&super::admin::user(ctx), &db, mongo_query(selector, 0, usize::MAX), &[], hint)?
-    {
-        let mut reached = Vec::new();
-        reach(&Bson::Document(doc), &path, &mut reached);
-        for value in reached {
-            let view = ejson::value_to_json(&value);
-            if !values.iter().any(|(v, _)| bunko_query::bson_order::compare(v, &view).is_eq()) {
-                values.push((view, value));
-            }
-        }
-    }
-    Ok(doc! {"values": values.into_iter().map(|(_, v)| v).collect::<Vec<_>>()})
 }
 
 /// The values a dotted path reaches, through arrays as MongoDB does; an array at the end

@@ -20,9 +20,9 @@ use crate::names::Namespace;
 use crate::query;
 
 /// What an explained command asks for.
-struct Explained {
-    ns: Namespace,
-    filter: Document,
+pub(super) struct Explained {
+    pub(super) ns: Namespace,
+    pub(super) filter: Document,
     sort: Document,
     skip: usize,
     limit: usize,
@@ -50,6 +50,14 @@ pub(super) fn explain(ctx: &mut Ctx, command: &Document) -> Result<Document, Mon
         }
     };
     let target = explained(ctx, inner)?;
+    if inner.keys().next().is_some_and(|name| name == "count") {
+        return super::count::explain(ctx, inner, &target, verbosity);
+    }
+    if inner.keys().next().is_some_and(|name| name == "distinct")
+        && let Some(reply) = super::distinct::explain(ctx, inner, &target, verbosity)?
+    {
+        return Ok(reply);
+    }
     let selector = query::selector(&target.filter)?;
     let order = query::sort(&target.sort)?;
     let mut reply = doc! {"explainVersion": "1"};
@@ -133,7 +141,7 @@ fn blocking_sort(
 /// The stage that reads documents: `FETCH` over `IXSCAN` (a covered query: `IXSCAN`
 /// alone), `IDHACK` (an unhinted `_id` equality on a non-numeric value reads one
 /// document), or `COLLSCAN`.
-fn access_stage(
+pub(super) fn access_stage(
     target: &Explained,
     scan: Option<&MongoScan>,
     hinted: bool,
@@ -151,7 +159,7 @@ fn access_stage(
 
 /// The stages reading an index scan's documents: `FETCH` over the `IXSCAN`, or the `IXSCAN`
 /// alone for a covered query.
-fn plan_access(scan: &MongoScan, covered: bool) -> Document {
+pub(super) fn plan_access(scan: &MongoScan, covered: bool) -> Document {
     let mut fetch = ixscan(&scan.index, Some(scan));
     match (covered, fetch.remove("inputStage")) {
         (true, Some(Bson::Document(ix))) => ix,
@@ -263,7 +271,7 @@ fn explained(ctx: &Ctx, inner: &Document) -> Result<Explained, MongoError> {
     Ok(Explained { ns, filter, sort, skip, limit, hint, projection })
 }
 
-fn planner(target: &Explained, winning: Document, rejected: Vec<Document>) -> Document {
+pub(super) fn planner(target: &Explained, winning: Document, rejected: Vec<Document>) -> Document {
     doc! {
         "namespace": target.ns.full(),
         "parsedQuery": target.filter.clone(),
@@ -521,6 +529,6 @@ fn all_plans(
 
 /// A count as MongoDB's explain writes it: int32 when it fits (mongosh and the drivers see
 /// a plain number), int64 beyond.
-fn number(n: u64) -> Bson {
+pub(super) fn number(n: u64) -> Bson {
     i32::try_from(n).map_or(Bson::Int64(n as i64), Bson::Int32)
 }

@@ -24,8 +24,10 @@ mod capped_convert;
 pub(crate) mod change_stream;
 mod coll_options;
 mod coll_stats_stage;
+mod count;
 mod crud;
 mod cursor;
+mod distinct;
 mod explain;
 mod handshake;
 mod in_txn;
@@ -187,10 +189,10 @@ const TABLE: &[Command] = &[
     Command { name: "insert", aliases: &[], public: false, fields: Some(&["bypassDocumentValidation", "documents", "ordered", "writeConcern", "txnNumber"]), run: crud::insert },
     Command { name: "find", aliases: &[], public: false, fields: Some(&["filter", "projection", "sort", "skip", "limit", "batchSize", "singleBatch", "readConcern", "allowDiskUse", "hint", "collation", "tailable", "awaitData"]), run: crud::find },
     Command { name: "delete", aliases: &[], public: false, fields: Some(&["deletes", "ordered", "writeConcern", "txnNumber"]), run: crud::delete },
-    Command { name: "count", aliases: &[], public: false, fields: Some(&["query", "limit", "skip", "readConcern", "hint", "collation", "maxTimeMS"]), run: crud::count },
+    Command { name: "count", aliases: &[], public: false, fields: Some(&["query", "limit", "skip", "readConcern", "hint", "collation", "maxTimeMS"]), run: count::count },
     Command { name: "update", aliases: &[], public: false, fields: Some(&["bypassDocumentValidation", "updates", "ordered", "writeConcern", "txnNumber"]), run: update::update },
     Command { name: "findAndModify", aliases: &["findandmodify"], public: false, fields: Some(&["bypassDocumentValidation", "query", "sort", "remove", "update", "new", "fields", "upsert", "arrayFilters", "hint", "collation", "writeConcern", "txnNumber"]), run: update::find_and_modify },
-    Command { name: "distinct", aliases: &[], public: false, fields: Some(&["key", "query", "readConcern", "hint", "collation"]), run: crud::distinct },
+    Command { name: "distinct", aliases: &[], public: false, fields: Some(&["key", "query", "readConcern", "hint", "collation"]), run: distinct::distinct },
     Command { name: "explain", aliases: &[], public: false, fields: Some(&["verbosity"]), run: explain::explain },
     Command { name: "listIndexes", aliases: &[], public: false, fields: Some(&["cursor"]), run: indexes::list_indexes },
     Command { name: "createIndexes", aliases: &["createindexes"], public: false, fields: Some(&["indexes", "writeConcern", "commitQuorum"]), run: indexes::create_indexes },

@@ -39,7 +39,12 @@ stats = plan["executionStats"]
 assert stats["nReturned"] == 2 and stats["totalDocsExamined"] == 2 and stats["totalKeysExamined"] == 2, stats
 students = sorted(d["_id"] for d in sc.find({"doc_type": "student", "links.target": "CS101-001"}))
 assert students == ["S12345"], students
+# Each condition may hold in another element (MATH201-002 < S20010), as in MongoDB: 40.
 ranged = len(list(sc.find({"links.target": {"$gte": "S2", "$lt": "S20010"}})))
+assert ranged == 40, ranged
+natural = sc.find({"links.target": {"$gte": "S2", "$lt": "S20010"}}).hint([("$natural", 1)])
+assert len(list(natural)) == 40
+ranged = len(list(sc.find({"links": {"$elemMatch": {"target": {"$gte": "S2", "$lt": "S20010"}}}})))
 assert ranged == 10, ranged
 both = sorted(d["_id"] for d in sc.find({"links.target": {"$in": ["S20003", "S12345"]}}))
 assert both == ["CS101-001", "S12345", "S20003"], both
@@ -437,4 +442,44 @@ print(json.dumps(out))
     assert_eq!(r["hashed"], 238);
     assert_eq!(r["bad"], 2);
     assert_eq!(r["simple"], json!([null]));
+}
+
+/// Regression (session 26): bounds on a multikey index were intersected as on a scalar one,
+/// so `{a: {$gt: 1, $lt: 5}}` missed `{a: [0, 10]}` (0 < 5 and 10 > 1), and
+/// `{"links.t": "S1", "links.d": "c"}` missed a document whose two conditions hold in
+/// different elements of `links`. A multikey field's range keeps its lower side only, and
+/// a field sharing an array with an earlier bounded one bounds nothing, as in MongoDB.
+#[test]
+fn multikey_bounds_are_not_intersected_across_elements() {
+    let server = Server::start();
+    let script = r#"
+db = client().mk
+co = db.items
+co.insert_many([{"_id": 1, "a": [0, 10]}, {"_id": 2, "a": 3}, {"_id": 3, "a": [7, 8]}])
+co.create_index("a")
+l = db.links
+l.insert_many([{"_id": 1, "links": [{"t": "S1", "d": "x"}, {"t": "S2", "d": "c"}]},
+               {"_id": 2, "links": [{"t": "S1", "d": "c"}]}, {"_id": 3, "links": [{"t": "S2", "d": "x"}]}])
+l.create_index([("links.t", 1), ("links.d", 1)])
+natural = [("$natural", 1)]
+def ids(cursor):
+    return sorted(d["_id"] for d in cursor)
+out = {}
+for name, coll, q in [("range", co, {"a": {"$gt": 1, "$lt": 5}}),
+                      ("shared", l, {"links.t": "S1", "links.d": "c"}),
+                      ("elem", l, {"links": {"$elemMatch": {"t": "S1", "d": "c"}}})]:
+    e = coll.find(q).explain()["queryPlanner"]["winningPlan"]
+    assert e["stage"] == "FETCH" and e["inputStage"]["stage"] == "IXSCAN", e
+    out[name] = [ids(coll.find(q)), ids(coll.find(q).hint(natural)), coll.count_documents(q),
+                 e["inputStage"]["indexBounds"]]
+print(json.dumps(out))
+"#;
+    let Some(r) = python(&server, script) else { return };
+    assert_eq!(r["range"], json!([[1, 2], [1, 2], 2, {"a": ["(1, inf.0]"]}]));
+    assert_eq!(
+        r["shared"],
+        json!([[1, 2], [1, 2], 2, {"links.t": ["[\"S1\", \"S1\"]"], "links.d": ["[MinKey, MaxKey]"]}])
+    );
+    assert_eq!(r["elem"][0], json!([2]));
+    assert_eq!(r["elem"][1], json!([2]));
 }

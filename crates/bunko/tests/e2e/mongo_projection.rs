@@ -193,6 +193,9 @@ cases = [
     ("arr", {{}}, {{"a": {{"$slice": [1, 2, 3]}}}}),
     ("students", {{"semester": 1}}, {{"grades.$": 1}}),
     ("arr", {{}}, {{"b": 0, "c": "lit"}}),
+    ("arr", {{}}, {{"score": {{"$meta": "textScore"}}}}),
+    ("arr", {{}}, {{"score": {{"$meta": "bogus"}}}}),
+    ("arr", {{}}, {{"k": {{"$meta": "sortKey"}}}}),
 ]
 out = [find(c, f, p) for c, f, p in cases]
 print(json.dumps(out, default=str))
@@ -214,11 +217,16 @@ print(json.dumps(out, default=str))
             json!(16021),
             json!(28724),
             json!(51246),
-            json!(31310)
+            json!(31310),
+            json!(40218),
+            json!(17308),
+            json!(238)
         ],
         "{out}"
     );
     assert_eq!(out[0][1], "Cannot do exclusion on field grades in inclusion projection");
+    assert_eq!(out[12][1], "query requires text score metadata, but it is not available");
+    assert_eq!(out[13][1], "Unsupported argument to $meta: bogus");
     assert_eq!(out[5][1], "Cannot use $elemMatch projection on a nested field.");
     // Neither find's `$slice` (limit must be positive) nor an expression that can run.
     assert_eq!(out[7][1], "First argument to $slice must be an array, but is of type: int");
