@@ -65,6 +65,7 @@ async fn serve(
                     // Shared with the blocking thread, not copied (an insert carries its
                     // documents); the request keeps it for what follows the reply.
                     let command = Arc::new(std::mem::take(&mut request.command));
+                    session.sized = request.sized;
                     let Some((back, result)) = run_waiting(server, session, &command).await else {
                         return Err(std::io::Error::other("command panicked"));
                     };
@@ -85,17 +86,23 @@ async fn serve(
             // The topology never changes, so an awaitable `hello` waits its full time.
             tokio::time::sleep(wait).await;
         }
-        let (mut reply, plain) = match result {
-            Ok((reply, plain)) => (reply, plain),
+        let (mut reply, plain, ok) = match result {
+            Ok((reply, plain)) => (reply, plain, true),
             Err(err) => {
                 let command = request.command.keys().next().map(String::as_str);
                 tracing::debug!(?command, code = err.code, errmsg = %err.errmsg, "mongo command failed");
-                (err.to_doc(), false)
+                (err.to_doc(), false, false)
             }
         };
         server.clock.stamp(&mut reply);
         next_id = next_id.wrapping_add(1);
-        let bytes = match wire::encode_reply(next_id, &request, &reply, plain) {
+        let encoded = match (session.raw_batch.take(), ok) {
+            (Some(batch), true) => {
+                wire::encode_reply_with_batch(next_id, &request, &reply, &batch, plain)
+            }
+            _ => wire::encode_reply(next_id, &request, &reply, plain),
+        };
+        let bytes = match encoded {
             Ok(bytes) => bytes,
             Err(err) => {
                 wire::encode_reply(next_id, &request, &err.to_doc(), true).unwrap_or_default()
@@ -133,7 +140,13 @@ fn fallback(header: &Header) -> Request {
     } else {
         Kind::Msg { more_to_come: false }
     };
-    Request { request_id: header.request_id, kind, command: Document::new(), compressor: None }
+    Request {
+        request_id: header.request_id,
+        kind,
+        command: Document::new(),
+        compressor: None,
+        sized: false,
+    }
 }
 
 type Outcome = Result<(Document, bool), MongoError>;
@@ -167,6 +180,8 @@ async fn execute(
     mut session: Session,
     command: Arc<Document>,
 ) -> Option<(Session, Outcome)> {
+    // This connection frames the reply, so a find may hand its batch over as BSON.
+    session.raw_batch = commands::point_read::RawBatch::Wanted;
     if commands::point_read::is_short(server, &command) {
         let result = commands::run(server, &mut session, &command);
         return Some((session, result));
@@ -189,7 +204,7 @@ async fn execute(
 mod tests {
     use std::time::Duration;
 
-    use bson::doc;
+    use bson::{Bson, doc};
     use bunko_engine::security::UserCtx;
     use bunko_engine::{Config, Engine};
     use bunko_storage::Memory;
@@ -239,6 +254,25 @@ mod tests {
             Err(_) => 1,
         };
         assert_eq!(refused, 1, "a write after a failed sync is refused");
+    }
+
+    /// A document over 16 MiB inside a request whose framing did not vouch for its size is
+    /// refused by itself (BSONObjectTooLarge at its index); the rest of the batch is written.
+    #[tokio::test]
+    async fn an_unsized_request_has_its_documents_measured() {
+        let (_, server) = server();
+        let big = doc! {"_id": 2, "x": "y".repeat(crate::wire::MAX_BSON_SIZE)};
+        let command = doc! {"insert": "items", "documents": [{"_id": 1}, big, {"_id": 3}],
+        "ordered": false, "$db": "app"};
+        let (_, done) = run(&server, admin_session(), &command).await;
+        let reply = done.expect("insert").0;
+        assert_eq!(reply.get_i32("n").ok(), Some(2));
+        let errors = reply.get_array("writeErrors").cloned().unwrap_or_default();
+        let error = errors.first().and_then(Bson::as_document).cloned().unwrap_or_default();
+        assert_eq!(
+            (error.get_i32("index").ok(), error.get_i32("code").ok()),
+            (Some(1), Some(10334))
+        );
     }
 
     /// Writes waiting for their sync hold no blocking thread: with one blocking thread and

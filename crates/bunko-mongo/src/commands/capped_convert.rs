@@ -137,7 +137,7 @@ fn copy(
     loop {
         let (batch, more) = scan.next(1000)?;
         for doc in batch {
-            let (parsed, id) = super::crud::prepare_for(target, &Bson::Document(doc))?;
+            let (parsed, id) = super::crud::prepare_for(target, &Bson::Document(doc), false)?;
             capped::insert_one(ctx, target, to, cap, parsed, &id)?;
         }
         if !more {
