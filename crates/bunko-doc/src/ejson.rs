@@ -26,7 +26,8 @@
 //! The MongoDB dialect of `bunko-query` matches this stored form as it is (its comparison
 //! reads number wrappers by value, so numbers compare across types); [`numeric_type`]
 //! tells the four numeric types apart for `$type`, and [`plain_number`] unwraps one. [`doc_id`] and [`id_value`] map a MongoDB `_id` to the document id
-//! and back.
+//! and back. [`raw::document`] writes a stored document as BSON bytes straight from its
+//! text, as [`from_json`] of the parsed text would encode.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
@@ -34,6 +35,8 @@ use bson::oid::ObjectId;
 use bson::spec::BinarySubtype;
 use bson::{Binary, Bson, Decimal128, Document, Regex, Timestamp};
 use serde_json::{Map, Number, Value, json};
+
+pub mod raw;
 
 /// The escape for a user's sub-document that looks like a type wrapper.
 const ESCAPE: &str = "$bunkoDoc";
@@ -334,7 +337,7 @@ mod tests {
         }
     }
 
-    fn every_type() -> Document {
+    pub(crate) fn every_type() -> Document {
         let uuid = Binary { subtype: BinarySubtype::Uuid, bytes: vec![7; 16] };
         doc! {
             "oid": ObjectId::parse_str("65a1b2c3d4e5f60718293a4b").unwrap_or_default(),

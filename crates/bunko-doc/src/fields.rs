@@ -53,7 +53,7 @@ impl<'de> Visitor<'de> for Keep<'_> {
 }
 
 /// A member name, borrowed from the input when it has no escapes.
-struct Name<'de>(Cow<'de, str>);
+pub(crate) struct Name<'de>(pub(crate) Cow<'de, str>);
 
 impl<'de> serde::Deserialize<'de> for Name<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use bson::Document;
+use bson::{Document, RawArrayBuf};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
@@ -65,6 +65,7 @@ async fn serve(
                     // Shared with the blocking thread, not copied (an insert carries its
                     // documents); the request keeps it for what follows the reply.
                     let command = Arc::new(std::mem::take(&mut request.command));
+                    session.sized = request.sized;
                     let Some((back, result)) = run_waiting(server, session, &command).await else {
                         return Err(std::io::Error::other("command panicked"));
                     };
@@ -85,12 +86,12 @@ async fn serve(
             // The topology never changes, so an awaitable `hello` waits its full time.
             tokio::time::sleep(wait).await;
         }
-        let (mut reply, plain) = match result {
-            Ok((reply, plain)) => (reply, plain),
+        let (mut reply, plain, ok) = match result {
+            Ok((reply, plain)) => (reply, plain, true),
             Err(err) => {
                 let command = request.command.keys().next().map(String::as_str);
                 tracing::debug!(?command, code = err.code, errmsg = %err.errmsg, "mongo command failed");
-                (err.to_doc(), false)
+                (err.to_doc(), false, false)
             }
         };
         server.clock.stamp(&mut reply);
@@ -100,7 +101,9 @@ async fn serve(
             response_to: request.request_id,
             more_to_come: streams(&request, &reply),
         };
-        write.write_all(&encoded(head, &request, &reply, plain)).await?;
+        // A point read's document comes as BSON beside a successful reply.
+        let batch = session.raw_batch.take().filter(|_| ok);
+        write.write_all(&encoded(head, &request, &reply, batch.as_ref(), plain)).await?;
         // An exhaust cursor: further batches follow unasked, each answering the one before,
         // until the cursor is exhausted or fails.
         while head.more_to_come {
@@ -117,7 +120,8 @@ async fn serve(
                 response_to: head.request_id,
                 more_to_come: streams(&request, &reply),
             };
-            write.write_all(&encoded(head, &request, &reply, false)).await?;
+            session.raw_batch.take();
+            write.write_all(&encoded(head, &request, &reply, None, false)).await?;
         }
     }
 }
@@ -132,9 +136,20 @@ fn streams(request: &Request, reply: &Document) -> bool {
         && open
 }
 
-/// The bytes of one reply (an unencodable one: its error instead).
-fn encoded(head: Reply, request: &Request, reply: &Document, plain: bool) -> Vec<u8> {
-    match wire::encode_message(head, request, reply, plain) {
+/// The bytes of one reply, with `batch` as its first batch if given (an unencodable one:
+/// its error instead).
+fn encoded(
+    head: Reply,
+    request: &Request,
+    reply: &Document,
+    batch: Option<&RawArrayBuf>,
+    plain: bool,
+) -> Vec<u8> {
+    let bytes = match batch {
+        Some(batch) => wire::encode_reply_with_batch(head, request, reply, batch, plain),
+        None => wire::encode_message(head, request, reply, plain),
+    };
+    match bytes {
         Ok(bytes) => bytes,
         Err(err) => {
             let head = Reply { more_to_come: false, ..head };
@@ -177,6 +192,7 @@ fn fallback(header: &Header) -> Request {
         command: Document::new(),
         compressor: None,
         exhaust_allowed: false,
+        sized: false,
     }
 }
 
@@ -211,6 +227,8 @@ async fn execute(
     mut session: Session,
     command: Arc<Document>,
 ) -> Option<(Session, Outcome)> {
+    // This connection frames the reply, so a find may hand its batch over as BSON.
+    session.raw_batch = commands::point_read::RawBatch::Wanted;
     if commands::point_read::is_short(server, &command) {
         let result = commands::run(server, &mut session, &command);
         return Some((session, result));
@@ -233,7 +251,7 @@ async fn execute(
 mod tests {
     use std::time::Duration;
 
-    use bson::doc;
+    use bson::{Bson, doc};
     use bunko_engine::security::UserCtx;
     use bunko_engine::{Config, Engine};
     use bunko_storage::Memory;
@@ -283,6 +301,25 @@ mod tests {
             Err(_) => 1,
         };
         assert_eq!(refused, 1, "a write after a failed sync is refused");
+    }
+
+    /// A document over 16 MiB inside a request whose framing did not vouch for its size is
+    /// refused by itself (BSONObjectTooLarge at its index); the rest of the batch is written.
+    #[tokio::test]
+    async fn an_unsized_request_has_its_documents_measured() {
+        let (_, server) = server();
+        let big = doc! {"_id": 2, "x": "y".repeat(crate::wire::MAX_BSON_SIZE)};
+        let command = doc! {"insert": "items", "documents": [{"_id": 1}, big, {"_id": 3}],
+        "ordered": false, "$db": "app"};
+        let (_, done) = run(&server, admin_session(), &command).await;
+        let reply = done.expect("insert").0;
+        assert_eq!(reply.get_i32("n").ok(), Some(2));
+        let errors = reply.get_array("writeErrors").cloned().unwrap_or_default();
+        let error = errors.first().and_then(Bson::as_document).cloned().unwrap_or_default();
+        assert_eq!(
+            (error.get_i32("index").ok(), error.get_i32("code").ok()),
+            (Some(1), Some(10334))
+        );
     }
 
     /// Writes waiting for their sync hold no blocking thread: with one blocking thread and

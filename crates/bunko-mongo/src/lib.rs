@@ -169,6 +169,11 @@ pub(crate) struct Session {
     pub close: bool,
     /// The syncs the current command's writes wait for ([`acks`]).
     pub unsynced: acks::Unsynced,
+    /// Whether the current request's documents are known to be within the size limit
+    /// ([`wire::Request::sized`]).
+    pub sized: bool,
+    /// A first batch written as BSON from the stored text ([`commands::point_read`]).
+    pub raw_batch: commands::point_read::RawBatch,
 }
 
 impl Session {
@@ -187,6 +192,8 @@ impl Session {
             app_name: None,
             close: false,
             unsynced: Default::default(),
+            sized: false,
+            raw_batch: Default::default(),
         }
     }
 }

@@ -1,13 +1,15 @@
 //! Wire framing: the 16-byte message header, `OP_MSG` (kind 0 body and kind 1 document
 //! sequences, the checksum flag), the legacy `OP_QUERY` that drivers use for their first
-//! `hello`/`isMaster`, `OP_COMPRESSED` (zstd, snappy, noop) and the replies (`OP_MSG`,
+//! `hello`/`isMaster`, `OP_COMPRESSED` (zstd, snappy, zlib, noop) and the replies (`OP_MSG`,
 //! and `OP_REPLY` to an `OP_QUERY`). BSON itself is the `bson` crate's.
 //!
 //! Reading checks every length against the bytes present, so a malformed message is an
 //! error, never a panic.
 
-use bson::raw::RawBsonRef;
-use bson::{Bson, Document, RawDocument, RawDocumentBuf};
+use std::io::{Read as _, Write as _};
+
+use bson::raw::{CStr, RawBsonRef};
+use bson::{Bson, Document, RawArrayBuf, RawBson, RawDocument, RawDocumentBuf};
 
 use crate::error::MongoError;
 
@@ -64,17 +66,19 @@ impl Header {
 pub enum Compressor {
     Noop,
     Snappy,
+    Zlib,
     Zstd,
 }
 
 impl Compressor {
     /// The names Bunko offers in `hello`, in its order of preference.
-    pub const OFFERED: [&'static str; 2] = ["zstd", "snappy"];
+    pub const OFFERED: [&'static str; 3] = ["zstd", "snappy", "zlib"];
 
     pub fn id(self) -> u8 {
         match self {
             Self::Noop => 0,
             Self::Snappy => 1,
+            Self::Zlib => 2,
             Self::Zstd => 3,
         }
     }
@@ -83,6 +87,7 @@ impl Compressor {
         match id {
             0 => Ok(Self::Noop),
             1 => Ok(Self::Snappy),
+            2 => Ok(Self::Zlib),
             3 => Ok(Self::Zstd),
             other => Err(MongoError::bad_value(format!("unsupported compressor id {other}"))),
         }
@@ -94,6 +99,13 @@ impl Compressor {
             Self::Noop => Ok(data.to_vec()),
             Self::Snappy => {
                 snap::raw::Encoder::new().compress_vec(data).map_err(|e| fail(e.to_string()))
+            }
+            Self::Zlib => {
+                let mut out = flate2::write::ZlibEncoder::new(
+                    Vec::with_capacity(data.len() / 2),
+                    flate2::Compression::default(),
+                );
+                out.write_all(data).and_then(|()| out.finish()).map_err(|e| fail(e.to_string()))
             }
             Self::Zstd => zstd::bulk::compress(data, 0).map_err(|e| fail(e.to_string())),
         }
@@ -109,6 +121,15 @@ impl Compressor {
                     return Err(bad("size mismatch".to_string()));
                 }
                 snap::raw::Decoder::new().decompress_vec(data).map_err(|e| bad(e.to_string()))?
+            }
+            Self::Zlib => {
+                // At most one byte past the announced size: enough to tell it was wrong.
+                let mut out = Vec::with_capacity(size);
+                flate2::read::ZlibDecoder::new(data)
+                    .take(size as u64 + 1)
+                    .read_to_end(&mut out)
+                    .map_err(|e| bad(e.to_string()))?;
+                out
             }
             Self::Zstd => zstd::bulk::decompress(data, size).map_err(|e| bad(e.to_string()))?,
         };
@@ -132,6 +153,10 @@ pub struct Request {
     /// `OP_MSG`'s `exhaustAllowed` flag: the client reads further replies the server sends
     /// with `moreToCome` without asking again (an exhaust cursor's `getMore`).
     pub exhaust_allowed: bool,
+    /// Whether every document the request carries is known to be within
+    /// [`MAX_BSON_SIZE`]: its body is no larger, and the documents of kind 1 sequences were
+    /// checked as they were read. An insert then need not encode its documents to size them.
+    pub sized: bool,
 }
 
 /// Which opcode a request came as.
@@ -192,10 +217,15 @@ fn decode_msg(header: &Header, body: &[u8]) -> Result<Request, MongoError> {
     }
     let mut r = Reader::new(sections);
     let mut command = None;
+    let mut sized = false;
     let mut sequences: Vec<(String, Vec<Bson>)> = Vec::new();
     while !r.is_empty() {
         match r.u8()? {
-            0 if command.is_none() => command = Some(r.document(MAX_COMMAND_SIZE)?),
+            0 if command.is_none() => {
+                let before = r.bytes.len();
+                command = Some(r.document(MAX_COMMAND_SIZE)?);
+                sized = before - r.bytes.len() <= MAX_BSON_SIZE;
+            }
             0 => return Err(malformed("more than one body section")),
             1 => {
                 let size = usize::try_from(r.i32()?).map_err(|_| malformed("section size"))?;
@@ -228,6 +258,7 @@ fn decode_msg(header: &Header, body: &[u8]) -> Result<Request, MongoError> {
         command,
         compressor: None,
         exhaust_allowed: flags & EXHAUST_ALLOWED != 0,
+        sized,
     })
 }
 
@@ -265,6 +296,7 @@ fn decode_query(header: &Header, body: &[u8]) -> Result<Request, MongoError> {
         command,
         compressor: None,
         exhaust_allowed: false,
+        sized: false,
     })
 }
 
@@ -319,6 +351,51 @@ pub fn encode_message(
     no_compress: bool,
 ) -> Result<Vec<u8>, MongoError> {
     let doc = reply.to_vec().map_err(|e| MongoError::internal(e.to_string()))?;
+    frame(head, request, &doc, no_compress)
+}
+
+/// [`encode_message`] of a cursor reply whose first batch is already BSON: `batch` takes the
+/// place of the reply's (empty) `cursor.firstBatch`, giving the bytes the reply would have
+/// encoded to with those documents in it.
+pub fn encode_reply_with_batch(
+    head: Reply,
+    request: &Request,
+    reply: &Document,
+    batch: &RawArrayBuf,
+    no_compress: bool,
+) -> Result<Vec<u8>, MongoError> {
+    let internal = |e: bson::error::Error| MongoError::internal(e.to_string());
+    let raw = |value: &Bson| RawBson::try_from(value.clone()).map_err(internal);
+    let mut out = RawDocumentBuf::new();
+    for (name, value) in reply {
+        match value {
+            Bson::Document(cursor) if name == "cursor" => {
+                let mut fields = RawDocumentBuf::new();
+                for (field, value) in cursor {
+                    match field.as_str() {
+                        "firstBatch" => fields.append(cstr_of(field)?, batch),
+                        _ => fields.append(cstr_of(field)?, raw(value)?),
+                    }
+                }
+                out.append(cstr_of(name)?, fields);
+            }
+            _ => out.append(cstr_of(name)?, raw(value)?),
+        }
+    }
+    frame(head, request, out.as_bytes(), no_compress)
+}
+
+fn cstr_of(key: &str) -> Result<&CStr, MongoError> {
+    <&CStr>::try_from(key).map_err(|e| MongoError::internal(e.to_string()))
+}
+
+/// A reply document's bytes framed as the answer to `request`, headed as `head` says.
+fn frame(
+    head: Reply,
+    request: &Request,
+    doc: &[u8],
+    no_compress: bool,
+) -> Result<Vec<u8>, MongoError> {
     let (op_code, body) = match request.kind {
         Kind::Query => {
             let mut body = Vec::with_capacity(20 + doc.len());
@@ -326,7 +403,7 @@ pub fn encode_message(
             body.extend_from_slice(&0i64.to_le_bytes()); // cursorID
             body.extend_from_slice(&0i32.to_le_bytes()); // startingFrom
             body.extend_from_slice(&1i32.to_le_bytes()); // numberReturned
-            body.extend_from_slice(&doc);
+            body.extend_from_slice(doc);
             (OP_REPLY, body)
         }
         Kind::Msg { .. } => {
@@ -334,7 +411,7 @@ pub fn encode_message(
             let flags = if head.more_to_come { MORE_TO_COME } else { 0 };
             body.extend_from_slice(&flags.to_le_bytes());
             body.push(0);
-            body.extend_from_slice(&doc);
+            body.extend_from_slice(doc);
             (OP_MSG, body)
         }
     };

@@ -153,7 +153,7 @@ impl AggEnv {
 
     fn write(&self, db: &Database, docs: Vec<Document>) -> Result<(), MongoError> {
         for d in docs {
-            let (mut parsed, id) = prepare_for(db, &Bson::Document(d))?;
+            let (mut parsed, id) = prepare_for(db, &Bson::Document(d), false)?;
             let doc_id = ejson::doc_id(&id);
             parsed.rev = db.current_rev(&doc_id)?;
             db.put(&self.user, parsed, self.write_options)?;
@@ -272,7 +272,7 @@ impl Env for AggEnv {
             let target = open_or_create_as(&self.engine, &self.user, &ns)?;
             let parsed = docs
                 .into_iter()
-                .map(|d| prepare_for(&target, &Bson::Document(d)).map(|(p, _)| p))
+                .map(|d| prepare_for(&target, &Bson::Document(d), false).map(|(p, _)| p))
                 .collect::<Result<Vec<_>, _>>()?;
             let opts = WriteOptions { all_or_nothing: true, ..self.write_options };
             for r in target.update_docs(&self.user, parsed, opts)? {

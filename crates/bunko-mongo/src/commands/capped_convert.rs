@@ -136,7 +136,7 @@ fn copy(
         let (batch, more) = scan.next(1000)?;
         let mut docs = Vec::with_capacity(batch.len());
         for doc in batch {
-            docs.push(super::crud::prepare_for(target, &Bson::Document(doc))?.0);
+            docs.push(super::crud::prepare_for(target, &Bson::Document(doc), false)?.0);
         }
         for written in target.update_docs(&user, docs, WriteOptions::default())? {
             written.result?;

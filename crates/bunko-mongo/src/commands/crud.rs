@@ -57,7 +57,7 @@ pub(super) fn insert(ctx: &mut Ctx, command: &Document) -> Result<Document, Mong
     let mut errors = Vec::new();
     let mut docs = Vec::new();
     for (index, item) in items.iter().enumerate() {
-        match prepare_for(&db, item) {
+        match prepare_for(&db, item, ctx.session.sized) {
             Ok((doc, id)) => docs.push((index, doc, id)),
             Err(err) => {
                 errors.push(write_error(index, &err));
@@ -102,7 +102,7 @@ fn write(
         errors.push(doc_error(ns, &keys[k], &results[k]));
         let mut again = Vec::with_capacity(k);
         for (index, id) in &keys[..k] {
-            let (mut doc, _) = prepare(&items[*index])?;
+            let (mut doc, _) = prepare_sized(&items[*index])?;
             doc.id = Some(ejson::doc_id(id));
             again.push((*index, doc, id.clone()));
         }
@@ -182,8 +182,14 @@ fn check_id_fields(id: &Document) -> Result<(), MongoError> {
 /// [`prepare`] for a new document of `db`. A partitioned database takes string `_id`s
 /// only (`partition:docid`): any other `_id`, also the ObjectId made for a document
 /// without one, would be stored as its Extended JSON text, whose "partition" is `{"$oid"`.
-pub(super) fn prepare_for(db: &Database, item: &Bson) -> Result<(ParsedDoc, Bson), MongoError> {
-    let (parsed, id) = prepare(item)?;
+/// `sized`: the document came in a request whose framing vouched for its size
+/// ([`wire::Request::sized`]).
+pub(super) fn prepare_for(
+    db: &Database,
+    item: &Bson,
+    sized: bool,
+) -> Result<(ParsedDoc, Bson), MongoError> {
+    let (parsed, id) = if sized { prepare_sized(item)? } else { prepare(item)? };
     if db.is_partitioned() && !matches!(id, Bson::String(_)) {
         return Err(MongoError::bad_value(
             "Doc id must be of form partition:id (a partitioned database takes string _ids)",
@@ -194,13 +200,20 @@ pub(super) fn prepare_for(db: &Database, item: &Bson) -> Result<(ParsedDoc, Bson
 
 /// A document to insert: its size checked, `_id` added (first) when missing.
 pub(super) fn prepare(item: &Bson) -> Result<(ParsedDoc, Bson), MongoError> {
+    if let Bson::Document(doc) = item {
+        let size = doc.to_vec().map_err(|e| MongoError::invalid_bson(e.to_string()))?.len();
+        if size > wire::MAX_BSON_SIZE {
+            return Err(MongoError::too_large(size, wire::MAX_BSON_SIZE));
+        }
+    }
+    prepare_sized(item)
+}
+
+/// [`prepare`] of a document known to be within the size limit.
+pub(super) fn prepare_sized(item: &Bson) -> Result<(ParsedDoc, Bson), MongoError> {
     let Bson::Document(doc) = item else {
         return Err(MongoError::type_mismatch("documents to insert must be objects"));
     };
-    let size = doc.to_vec().map_err(|e| MongoError::invalid_bson(e.to_string()))?.len();
-    if size > wire::MAX_BSON_SIZE {
-        return Err(MongoError::too_large(size, wire::MAX_BSON_SIZE));
-    }
     let id = doc.get("_id").cloned().unwrap_or_else(|| Bson::ObjectId(ObjectId::new()));
     match id {
         Bson::Array(_) => return Err(MongoError::bad_value("can't use an array for _id")),

@@ -90,6 +90,7 @@ fn negotiate(asked: &[Bson]) -> Vec<(String, Compressor)> {
         .filter_map(|name| match name {
             "zstd" => Some((name.to_string(), Compressor::Zstd)),
             "snappy" => Some((name.to_string(), Compressor::Snappy)),
+            "zlib" => Some((name.to_string(), Compressor::Zlib)),
             _ => None,
         })
         .collect()

@@ -171,7 +171,7 @@ fn check_current(
 
 /// Buffers a new document; a duplicate `_id` is `DuplicateKey`.
 fn insert_one(txn: &mut Txn, db: &Database, ns: &Namespace, item: &Bson) -> Result<(), MongoError> {
-    let (parsed, id) = prepare_for(db, item)?;
+    let (parsed, id) = prepare_for(db, item, false)?;
     let key = parsed.id.clone().unwrap_or_default();
     if txn.get(&db.name(), &key)?.is_some() {
         return Err(MongoError::duplicate_key(&ns.full(), &id.to_string()));

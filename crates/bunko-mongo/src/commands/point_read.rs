@@ -7,8 +7,14 @@
 //! unlike numbers, which equal across types, or documents, which may hold operators), and
 //! the command has no sort, skip, hint, collation, `min`/`max`, tailable or snapshot read.
 //! Any other `find` takes the general path (`super::crud::find`).
+//!
+//! Without a projection, the document is written as BSON straight from its stored JSON
+//! text (`ejson::raw::document`) when the connection encodes the reply itself
+//! ([`RawBatch`]): the reply carries an empty `firstBatch` and the batch rides beside it,
+//! to be put in its place as the reply is framed. Elsewhere (and for the rare document the
+//! writer leaves to it) the stored body is parsed and converted as for every `find`.
 
-use bson::{Bson, Document, doc};
+use bson::{Bson, Document, RawArrayBuf, doc};
 use bunko_doc::ejson;
 use bunko_engine::Error;
 use serde_json::{Map, Value};
@@ -50,21 +56,60 @@ pub(super) fn find(ctx: &mut Ctx, command: &Document) -> Result<Option<Document>
     };
     db.id_accesses.record();
     let found = match db.get(&super::admin::user(ctx), &ejson::doc_id(id), None) {
-        Ok(doc) => match serde_json::from_slice::<Map<String, Value>>(&doc.body) {
-            Ok(body) => {
-                let mut out = doc! {"_id": ejson::id_value(&doc.id)};
-                out.extend(ejson::from_json(&body));
-                Some(match &projection {
-                    Some(p) => p.apply(&out)?,
-                    None => out,
-                })
+        Ok(doc) if projection.is_none() && ctx.session.raw_batch.wanted() => {
+            match ejson::raw::document(&ejson::id_value(&doc.id), &doc.body) {
+                Some(raw) => {
+                    let mut batch = RawArrayBuf::new();
+                    batch.push(raw);
+                    ctx.session.raw_batch = RawBatch::Written(batch);
+                    None
+                }
+                None => parsed(&doc.id, &doc.body),
             }
-            Err(_) => None,
+        }
+        Ok(doc) => match (parsed(&doc.id, &doc.body), &projection) {
+            (Some(found), Some(p)) => Some(p.apply(&found)?),
+            (found, _) => found,
         },
         Err(Error::NotFound(_)) => None,
         Err(err) => return Err(err.into()),
     };
     Ok(Some(cursor_reply(0, &ns.full(), "firstBatch", found.into_iter().collect())))
+}
+
+/// The stored document `body` under `id`, parsed and converted; `None` if it is no JSON
+/// object.
+fn parsed(id: &str, body: &[u8]) -> Option<Document> {
+    let body = serde_json::from_slice::<Map<String, Value>>(body).ok()?;
+    let mut out = doc! {"_id": ejson::id_value(id)};
+    out.extend(ejson::from_json(&body));
+    Some(out)
+}
+
+/// A `find` reply's first batch already written as BSON, beside the reply document.
+#[derive(Debug, Default)]
+pub(crate) enum RawBatch {
+    /// The reply is used as a document (by a caller other than the connection).
+    #[default]
+    Off,
+    /// The connection frames the reply and can put a written batch in it.
+    Wanted,
+    /// The batch the reply's empty `cursor.firstBatch` stands for.
+    Written(RawArrayBuf),
+}
+
+impl RawBatch {
+    fn wanted(&self) -> bool {
+        matches!(self, RawBatch::Wanted)
+    }
+
+    /// The written batch, if any; leaves `Off`.
+    pub(crate) fn take(&mut self) -> Option<RawArrayBuf> {
+        match std::mem::take(self) {
+            RawBatch::Written(batch) => Some(batch),
+            _ => None,
+        }
+    }
 }
 
 /// Whether `command` is a point read short enough to run on the connection's async worker

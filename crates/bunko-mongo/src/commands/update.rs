@@ -254,7 +254,7 @@ fn insert_upsert(
     update: &Update,
 ) -> Result<(Bson, Document), MongoError> {
     let (id, with_id) = upserted(filter, update)?;
-    let (parsed, _) = prepare_for(db, &Bson::Document(with_id.clone()))?;
+    let (parsed, _) = prepare_for(db, &Bson::Document(with_id.clone()), false)?;
     let results = ctx.session.unsynced.write(db, &user(ctx), vec![parsed], ctx.write_options())?;
     if let Some(Err(err)) = results.into_iter().next().map(|r| r.result) {
         return Err(match err {

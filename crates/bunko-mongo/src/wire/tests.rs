@@ -54,10 +54,10 @@ fn op_msg_checksums_are_verified() -> Result<(), MongoError> {
 }
 
 #[test]
-fn op_compressed_zstd_and_snappy_round_trip() -> Result<(), MongoError> {
+fn op_compressed_zstd_snappy_and_zlib_round_trip() -> Result<(), MongoError> {
     let command = doc! {"find": "c", "filter": {"x": "y".repeat(500)}, "$db": "d"};
     let inner = msg_body(0, &command, None);
-    for compressor in [Compressor::Zstd, Compressor::Snappy, Compressor::Noop] {
+    for compressor in [Compressor::Zstd, Compressor::Snappy, Compressor::Zlib, Compressor::Noop] {
         let mut body = OP_MSG.to_le_bytes().to_vec();
         body.extend((inner.len() as i32).to_le_bytes());
         body.push(compressor.id());
@@ -72,6 +72,57 @@ fn op_compressed_zstd_and_snappy_round_trip() -> Result<(), MongoError> {
         let back = decode(&h, &reply[16..])?;
         assert_eq!(back.command, doc! {"ok": 1.0});
     }
+    Ok(())
+}
+
+/// A compressed message whose announced size is not what it inflates to is refused, and
+/// inflating stops just past the announced size (no unbounded zlib or zstd bomb).
+#[test]
+fn op_compressed_with_a_wrong_size_is_refused() -> Result<(), MongoError> {
+    let inner = msg_body(0, &doc! {"ping": 1, "pad": "z".repeat(4000), "$db": "d"}, None);
+    for compressor in [Compressor::Zstd, Compressor::Snappy, Compressor::Zlib] {
+        for size in [inner.len() - 1, inner.len() + 1, 10] {
+            let mut body = OP_MSG.to_le_bytes().to_vec();
+            body.extend((size as i32).to_le_bytes());
+            body.push(compressor.id());
+            body.extend(compressor.compress(&inner)?);
+            let err = decode(&header(OP_COMPRESSED, &body), &body).err();
+            let err = err.map(|e| (e.code, e.errmsg.starts_with("could not decompress")));
+            assert_eq!(err, Some((2, true)), "{compressor:?} announced {size}");
+        }
+    }
+    Ok(())
+}
+
+/// A first batch handed over as BSON frames to the bytes of the same reply holding it.
+#[test]
+fn a_raw_first_batch_frames_as_the_reply_holding_it() -> Result<(), MongoError> {
+    let found = doc! {"_id": "k", "n": 1, "nested": {"a": [1.5, "s"]}};
+    let reply = |docs: Vec<Document>| {
+        doc! {"cursor": {"id": 0_i64, "ns": "d.c", "firstBatch": docs}, "ok": 1.0,
+        "operationTime": bson::Timestamp { time: 1, increment: 2 }}
+    };
+    let mut batch = RawArrayBuf::new();
+    batch.push(RawDocumentBuf::try_from(&found).map_err(|e| MongoError::internal(e.to_string()))?);
+    let body = msg_body(0, &doc! {"find": "c", "$db": "d"}, None);
+    let request = decode(&header(OP_MSG, &body), &body)?;
+    let head = Reply { request_id: 5, response_to: request.request_id, more_to_come: false };
+    let with = encode_reply_with_batch(head, &request, &reply(Vec::new()), &batch, false)?;
+    assert_eq!(with, encode_reply(5, &request, &reply(vec![found]), false)?);
+    Ok(())
+}
+
+/// A request vouches for its documents' sizes only when its body is no larger than one
+/// document may be (sequence documents are checked as they are read).
+#[test]
+fn a_request_is_sized_only_when_its_body_is_within_the_document_limit() -> Result<(), MongoError> {
+    let docs = [doc! {"a": 1}, doc! {"b": "x".repeat(1000)}];
+    let small = msg_body(0, &doc! {"insert": "c", "$db": "d"}, Some(("documents", &docs)));
+    assert!(decode(&header(OP_MSG, &small), &small)?.sized);
+    let big = doc! {"x": "y".repeat(MAX_BSON_SIZE)};
+    let large = msg_body(0, &doc! {"insert": "c", "documents": [big], "$db": "d"}, None);
+    let request = decode(&header(OP_MSG, &large), &large)?;
+    assert!(!request.sized, "a body over the limit may hold a document over it");
     Ok(())
 }
 

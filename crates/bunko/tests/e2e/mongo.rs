@@ -146,6 +146,73 @@ print(json.dumps({"commands": "ok"}))
     assert!(server.log().contains("Some(Zstd)"), "no compressed message in the log");
 }
 
+/// zlib, the compressor every driver has without extra packages (Python's own `zlib`):
+/// negotiated in `hello`, and documents go both ways as OP_COMPRESSED.
+#[test]
+fn zlib_compressed_messages_round_trip() {
+    let server = Server::start_with(&[], &[("BUNKO_LOG", "bunko_mongo=debug,info")]);
+    let script = r#"
+names = CommandNames()
+c = client(compressors="zlib", event_listeners=[names])
+coll = c.shop.zipped
+docs = [{"_id": i, "text": "word " * 200, "n": Int64(i), "nested": {"a": [i, str(i)]}} for i in range(60)]
+assert coll.insert_many(docs).inserted_ids == list(range(60))
+assert list(coll.find({}, sort=[("_id", 1)], batch_size=7)) == docs
+assert coll.find_one({"_id": 7})["text"] == "word " * 200
+assert coll.count_documents({"n": {"$gte": 50}}) == 10
+assert "insert" in names.names and "getMore" in names.names
+print(json.dumps({"zlib": "ok"}))
+"#;
+    let Some(result) = python(&server, script) else { return };
+    assert_eq!(result, json!({"zlib": "ok"}));
+    // The driver negotiated zlib and its commands came as OP_COMPRESSED.
+    assert!(server.log().contains("Some(Zlib)"), "no zlib-compressed message in the log");
+}
+
+/// A `find` by `_id` writes the document as BSON straight from its stored text; the general
+/// `find` path parses and converts it. Both must give the same bytes, for documents written
+/// over MongoDB (every type) and over HTTP (numbers at the edges, wrapper look-alikes,
+/// `$`-fields, NUL bytes, key order).
+#[test]
+fn point_reads_give_the_bytes_of_the_general_find() {
+    let server = Server::start();
+    server.create_db("mixed$docs");
+    let text = r#"{"a": 2147483648, "b": -2147483649, "z": -0, "e": 1E5, "d": 0.1,
+        "big": 123456789012345678901234567890, "oid": {"$oid": "65a1b2c3d4e5f60718293a4b"},
+        "look": {"$numberLong": "x"}, "two": {"$oid": "65a1b2c3d4e5f60718293a4b", "x": 1},
+        "s": "nul\u0000byte \u00e9", "arr": [[1, [2.5]], {}, [], null], "$dollar": {"$a": 1, "b": 2},
+        "k.dot": true, "date": {"$date": {"$numberLong": "-1"}}, "first": 1}"#;
+    let body: Value = serde_json::from_str(text).expect("JSON");
+    server.put_doc("mixed$docs", "h1", &body);
+    let script = r#"
+raw = client().mixed.get_collection("docs", codec_options=bson.CodecOptions(document_class=RawBSONDocument))
+every = SON([("_id", ObjectId("65a1b2c3d4e5f60718293a4b")), ("i32", 5), ("i64", Int64(5)),
+    ("big", Int64(2**63 - 1)), ("neg0", -0.0), ("nan", float("nan")), ("inf", float("-inf")),
+    ("dec", Decimal128("1.50")), ("s", "nul\x00byte"), ("date", datetime.datetime(1969, 12, 31, 23, 59, 59, 999000)),
+    ("uuid", Binary(uuid.UUID("12345678-1234-5678-1234-567812345678").bytes, 4)),
+    ("re", Regex("^a.c$", "im")), ("ts", Timestamp(1, 2)), ("min", MinKey()), ("max", MaxKey()),
+    ("nested", [[1, [Int64(2)]], SON([("z", 1), ("a", {"$oid": "x"})])]),
+    ("fake", {"$oid": "65a1b2c3d4e5f60718293a4b"}), ("esc", {"$bunkoDoc": {}}), ("dotted.$field", 1)])
+raw.insert_one(every)
+raw.insert_one(SON([("_id", "s1"), ("z", 1), ("a", {"$code": "f()", "$scope": {"x": 1}})]))
+for id in ("h1", every["_id"], "s1"):
+    point = raw.find_one({"_id": id})
+    general = list(raw.find({"_id": {"$in": [id]}}))[0]
+    assert point.raw == general.raw, (id, point, general)
+assert raw.find_one({"_id": every["_id"]}).raw == bson.encode(every)
+h1 = bson.decode(raw.find_one({"_id": "h1"}).raw)
+types = [type(h1[k]).__name__ for k in ("a", "b", "z", "e", "big", "oid", "look", "date")]
+assert types == ["Int64", "Int64", "int", "float", "float", "ObjectId", "dict", "datetime"], types
+assert list(h1)[:3] == ["_id", "a", "b"] and list(h1)[-1] == "first", list(h1)
+assert h1["s"] == "nul\x00byte \u00e9" and h1["$dollar"] == {"$a": 1, "b": 2}, h1
+assert raw.find_one({"_id": "h1"}, {"a": 1}).raw == bson.encode({"_id": "h1", "a": 2147483648})
+assert raw.find_one({"_id": "missing"}) is None
+print(json.dumps({"ok": True}))
+"#;
+    let Some(result) = python(&server, script) else { return };
+    assert_eq!(result, json!({"ok": true}));
+}
+
 #[test]
 fn seeds_round_trip_every_bson_type_and_show_over_http() {
     let server = Server::start();
