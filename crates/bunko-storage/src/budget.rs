@@ -31,7 +31,7 @@ pub struct Shares {
 }
 
 impl MemoryBudget {
-    /// The default: 96 MiB (a server peaked at 80-129 MB of resident memory with it over
+    /// The default: 96 MiB (a server peaked at 80-159 MB of resident memory with it over
     /// `bunko-bench`'s load, write, read and view workloads; docs/performance.md).
     pub const DEFAULT: MemoryBudget = MemoryBudget(96 << 20);
     /// The smallest budget accepted: every memtable gets at least
