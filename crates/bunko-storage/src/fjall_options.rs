@@ -5,9 +5,10 @@
 //! - **Block cache** (database-wide, [`FjallOptions::cache_bytes`]): decompressed data,
 //!   index and filter blocks read from tables.
 //! - **Memtables** (per keyspace; Bunko has one): the active memtable is sealed once it
-//!   holds [`FjallOptions::memtable_bytes`] of keys and values, and up to four sealed ones
-//!   may wait for their flush before fjall stalls writers, so memtables can hold 5x
-//!   `memtable_bytes` (plus skiplist overhead) during a bulk load. Measured with
+//!   holds [`FjallOptions::memtable_bytes`] of keys and values, and sealed ones wait for
+//!   their flush; together they are kept within [`FjallOptions::memtables_bytes`] (writers
+//!   wait for a flush past it; fjall's own limit, four sealed memtables, is higher, and
+//!   fjall seals a full memtable only when its one worker is free). Measured with
 //!   `bunko-bench --workloads load` (200k ~1 KB docs, 1 client): peak RSS 222 MB with
 //!   fjall's default of 64 MiB, 112 MB with 16 MiB, at the same throughput (flushes are
 //!   just smaller and more frequent). Both sizes come from one [`MemoryBudget`]
@@ -64,6 +65,8 @@ pub struct FjallOptions {
     pub cache_bytes: u64,
     /// Size at which a memtable is sealed and flushed, in bytes (for new stores).
     pub memtable_bytes: u64,
+    /// What all memtables may hold together, in bytes (at least one memtable).
+    pub memtables_bytes: u64,
     /// Compression of data blocks (for new stores).
     pub compression: Compression,
 }
@@ -111,13 +114,14 @@ impl Compression {
 
 impl FjallOptions {
     /// The cache and memtable sizes of `budget` (its shares: [`MemoryBudget::split`]),
-    /// with the default compression. The default budget gives a 32 MiB cache (fjall's own
-    /// default) and 8 MiB memtables (fjall's are 64 MiB).
+    /// with the default compression. The default budget gives a 24 MiB cache (fjall's own
+    /// default is 32 MiB) and 6 MiB memtables (fjall's are 64 MiB), 18 MiB of them at most.
     pub fn from_budget(budget: MemoryBudget) -> FjallOptions {
         let shares = budget.split();
         FjallOptions {
             cache_bytes: shares.cache_bytes,
             memtable_bytes: shares.memtable_bytes,
+            memtables_bytes: shares.memtables_bytes,
             compression: Compression::default(),
         }
     }

@@ -57,7 +57,7 @@ use crate::{
     Batch, Durable, Entry, Error, MAX_KEY_LEN, Op, Range, Read, Result, Snapshot, Store, Ticket,
     clamp_range,
 };
-use fjall::{Database, Keyspace, PersistMode, Readable};
+use fjall::{AbstractTree, Database, Keyspace, PersistMode, Readable};
 use std::collections::BTreeMap;
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
@@ -70,6 +70,10 @@ const KEYSPACE: &str = "bunko";
 /// [`Store::reclaim`] flushes last.
 const RECLAIM_MARK: &[u8] = b"\x00reclaim";
 
+/// How long a writer sleeps between two looks at the memtables while they are over their
+/// share (fjall's own wait at four sealed memtables sleeps 100 ms).
+const FLUSH_WAIT: std::time::Duration = std::time::Duration::from_millis(5);
+
 /// A [`Store`] on disk, backed by fjall. See the module docs.
 pub struct Fjall {
     group: Group,
@@ -77,6 +81,10 @@ pub struct Fjall {
     codec: ValueCodec,
     db: Database,
     path: PathBuf,
+    /// Size of one memtable (of a new store; an older one keeps the size it was made with).
+    memtable_bytes: u64,
+    /// What all memtables may hold together; see [`Fjall::bound_memtables`].
+    memtables_bytes: u64,
 }
 
 impl std::fmt::Debug for Fjall {
@@ -105,7 +113,17 @@ impl Fjall {
             let db = db.clone();
             Group::new(Box::new(move || sync_now(&db, &dir)))
         };
-        Ok(Fjall { group, keyspace, codec, db, path: path.to_path_buf() })
+        let memtable_bytes = options.memtable_bytes;
+        let memtables_bytes = options.memtables_bytes.max(2 * memtable_bytes);
+        Ok(Fjall {
+            group,
+            keyspace,
+            codec,
+            db,
+            path: path.to_path_buf(),
+            memtable_bytes,
+            memtables_bytes,
+        })
     }
 
     /// The directory this store lives in.
@@ -133,6 +151,36 @@ impl Fjall {
             // Removed right away, so a flush finds the value shadowed by its removal.
             self.keyspace.insert(RECLAIM_MARK, filler.as_slice()).map_err(context)?;
             self.keyspace.remove(RECLAIM_MARK).map_err(context)?;
+        }
+        Ok(())
+    }
+
+    /// Bytes of keys and values the memtables hold now (the active one and the sealed ones
+    /// not yet flushed).
+    pub fn memtables_size(&self) -> u64 {
+        self.db.write_buffer_size()
+    }
+
+    /// Keeps the memtables within their share of the memory budget
+    /// ([`FjallOptions::memtables_bytes`]). fjall seals a memtable past its size only when
+    /// its one background worker gets to the request, which waits behind a running
+    /// compaction, and meanwhile the active memtable grows without bound; so a writer that
+    /// finds the memtables over their share seals the active one itself (if it is full),
+    /// then waits until flushes bring them back under it (as fjall makes writers wait at
+    /// four sealed memtables).
+    fn bound_memtables(&self) -> Result<()> {
+        while self.db.write_buffer_size() > self.memtables_bytes {
+            if self.keyspace.sealed_memtable_count() == 0 {
+                // Nothing is being flushed (or a flush has not yet subtracted its bytes):
+                // seal the active memtable if it is full, else the share is kept.
+                if self.keyspace.tree.active_memtable().size() < self.memtable_bytes {
+                    break;
+                }
+                self.keyspace
+                    .rotate_memtable()
+                    .map_err(|err| in_context("sealing a memtable", err))?;
+            }
+            std::thread::sleep(FLUSH_WAIT);
         }
         Ok(())
     }
@@ -188,7 +236,11 @@ impl Store for Fjall {
                 None => write.remove(&self.keyspace, key),
             }
         }
-        self.group.apply(|| write.commit().map_err(|err| in_context("writing a batch", err)))
+        let ticket = self
+            .group
+            .apply(|| write.commit().map_err(|err| in_context("writing a batch", err)))?;
+        self.bound_memtables()?;
+        Ok(ticket)
     }
 
     fn sync(&self, ticket: Ticket) -> Result<()> {
@@ -380,6 +432,44 @@ mod tests {
         store.commit(batch)?;
         let dir = std::path::absolute(store.path())?;
         assert!(sync_journals(&dir)? >= 1, "no *.jnl journal in {}", dir.display());
+        Ok(())
+    }
+
+    /// Writers keep the memtables within their share of the budget: after every commit
+    /// of a fast bulk load (1 MiB memtables, at most 2 MiB together), the memtables hold
+    /// no more than the share. fjall alone lets them reach four sealed memtables and an
+    /// active one that grows while its worker flushes or compacts.
+    #[test]
+    fn memtables_keep_to_their_share() -> std::result::Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let options = FjallOptions {
+            memtable_bytes: FjallOptions::MIN_MEMTABLE_BYTES,
+            memtables_bytes: 2 * FjallOptions::MIN_MEMTABLE_BYTES,
+            compression: crate::Compression::None,
+            ..FjallOptions::default()
+        };
+        let store = Fjall::open_with(&dir.path().join("db"), options)?;
+        let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut most = 0;
+        for round in 0..96u32 {
+            let mut batch = Batch::new();
+            for k in 0..64u32 {
+                let value: Vec<u8> = (0..4096)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        x as u8
+                    })
+                    .collect();
+                batch.put(format!("{round:04}{k:04}").into_bytes(), value);
+            }
+            store.apply(batch)?;
+            most = most.max(store.memtables_size());
+        }
+        // A flush subtracts its bytes just after its memtables are gone: one memtable more.
+        assert!(most > 0);
+        assert!(most <= 3 * FjallOptions::MIN_MEMTABLE_BYTES, "memtables held {most} bytes");
         Ok(())
     }
 

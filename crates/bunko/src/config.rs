@@ -26,9 +26,9 @@
 //! max_objects = 10000
 //!
 //! [storage]
-//! memory_budget = 134217728 # bytes shared by the cache, memtables, view pages, aggregations
-//! cache_size = 33554432   # fjall block cache, bytes
-//! memtable_size = 8388608 # memtable flush threshold, bytes (applies to a new data dir)
+//! memory_budget = 100663296 # resident bytes: cache, memtables, view pages, aggregations, rest
+//! cache_size = 25165824   # fjall block cache, bytes
+//! memtable_size = 6291456 # memtable flush threshold, bytes (applies to a new data dir)
 //! compression = "zstd"     # "zstd" (values, and LZ4 blocks), "lz4", "deep" (levels 2+), "none"
 //! ```
 
@@ -85,15 +85,17 @@ pub struct ServeArgs {
     /// `users_db_security_editable`; off by default).
     #[arg(long)]
     pub users_db_security_editable: bool,
-    /// Memory in bytes that the block cache, the memtables, view build pages and
-    /// aggregation buffers share (default 128 MiB; see docs/config.md).
+    /// Resident memory in bytes the server sizes itself to: the block cache, the memtables,
+    /// view build pages and aggregation buffers get fixed shares of it, and the allocator
+    /// returns free pages whenever it is passed (default 96 MiB; see docs/config.md).
     #[arg(long)]
     pub memory_budget: Option<u64>,
     /// Block cache of the store in bytes (default: a quarter of the memory budget).
     #[arg(long)]
     pub cache_size: Option<u64>,
     /// Memtable size of a new store in bytes (default: 1/16 of the memory budget; an
-    /// existing store keeps its own).
+    /// existing store keeps its own). All memtables together keep to 3/16 of the budget
+    /// (at least two memtables).
     #[arg(long)]
     pub memtable_size: Option<u64>,
     /// Compression: zstd (default: each value, and LZ4 data blocks), lz4, deep (LZ4 from
@@ -204,6 +206,8 @@ pub struct Settings {
     pub engine: bunko_engine::Config,
     pub http: bunko_http::HttpConfig,
     pub storage: bunko_storage::FjallOptions,
+    /// `--memory-budget` in bytes (the default if not given).
+    pub memory_budget: u64,
 }
 
 impl Settings {
@@ -257,16 +261,15 @@ impl Settings {
             let least = bunko_storage::MemoryBudget::MIN.0;
             anyhow::ensure!(bytes >= least, "memory_budget must be at least {least} bytes");
         }
-        let shares = budget.map(bunko_storage::MemoryBudget).unwrap_or_default().split();
+        let memory_budget = budget.map(bunko_storage::MemoryBudget).unwrap_or_default();
+        let shares = memory_budget.split();
         engine.view_page_bytes = shares.view_page_bytes;
         let agg_memory_limit = match (args.mongo_agg_memory_limit, budget) {
             (Some(bytes), _) => bytes,
             (None, Some(_)) => shares.query_bytes,
             (None, None) => bunko_mongo::MongoConfig::default().agg_memory_limit as u64,
         };
-        let mut storage = bunko_storage::FjallOptions::from_budget(
-            budget.map(bunko_storage::MemoryBudget).unwrap_or_default(),
-        );
+        let mut storage = bunko_storage::FjallOptions::from_budget(memory_budget);
         if let Some(bytes) = args.cache_size.or(file.storage.cache_size) {
             storage.cache_bytes = bytes;
         }
@@ -293,6 +296,7 @@ impl Settings {
             engine,
             http,
             storage,
+            memory_budget: memory_budget.bytes(),
         })
     }
 }
@@ -333,14 +337,18 @@ mod tests {
         let default = load(&[])?;
         assert_eq!(
             (default.storage.cache_bytes, default.storage.memtable_bytes),
-            (32 << 20, 8 << 20)
+            (24 << 20, 6 << 20)
         );
-        assert_eq!(default.engine.view_page_bytes, 8 << 20);
+        assert_eq!(default.storage.memtables_bytes, 18 << 20);
+        assert_eq!(default.memory_budget, 96 << 20);
+        assert_eq!(default.engine.view_page_bytes, 6 << 20);
         assert_eq!(default.mongo_agg_memory_limit, 100 << 20, "MongoDB's limit without a budget");
         let small = load(&["--memory-budget", "67108864"])?;
         assert_eq!((small.storage.cache_bytes, small.storage.memtable_bytes), (16 << 20, 4 << 20));
+        assert_eq!(small.storage.memtables_bytes, 12 << 20);
+        assert_eq!(small.memory_budget, 64 << 20);
         assert_eq!(small.engine.view_page_bytes, 4 << 20);
-        assert_eq!(small.mongo_agg_memory_limit, 24 << 20);
+        assert_eq!(small.mongo_agg_memory_limit, 16 << 20);
         let dir = tempfile::tempdir()?;
         let file = dir.path().join("bunko.toml");
         std::fs::write(&file, "[storage]\nmemory_budget = 268435456\n")?;
@@ -351,6 +359,7 @@ mod tests {
             (mixed.storage.cache_bytes, mixed.storage.memtable_bytes),
             (1_000_000, 16 << 20)
         );
+        assert_eq!((mixed.storage.memtables_bytes, mixed.memory_budget), (48 << 20, 256 << 20));
         assert_eq!(mixed.mongo_agg_memory_limit, 5);
         let err = load(&["--memory-budget", "1000"]).err().map(|e| e.to_string());
         assert!(err.is_some_and(|e| e.contains("memory_budget must be at least")));

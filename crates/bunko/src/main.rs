@@ -6,6 +6,7 @@
 
 mod advise;
 mod config;
+mod memory;
 
 use std::sync::Arc;
 
@@ -59,6 +60,7 @@ fn main() -> anyhow::Result<()> {
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let settings = config::Settings::load(&args)?;
+    memory::watch(settings.memory_budget);
     std::fs::create_dir_all(&settings.data)
         .with_context(|| format!("cannot create data directory {}", settings.data.display()))?;
     let store = bunko_storage::Fjall::open_with(&settings.data, settings.storage)
