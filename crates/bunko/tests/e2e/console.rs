@@ -23,8 +23,9 @@ use serde_json::json;
 
 use crate::harness::{ADMIN, ADMIN_PASSWORD, Server, enc};
 
-/// How long an element or a text may take to appear (a slow debug build on a busy machine).
-const WAIT: Duration = Duration::from_secs(30);
+/// How long an element or a text may take to appear: a slow debug build on a busy machine
+/// (30 s was passed now and then while release builds ran beside the suite).
+const WAIT: Duration = Duration::from_secs(90);
 const CHROMIUM: &str = "/usr/bin/chromium";
 /// The browser, its driver, and a Japanese font so that the screenshots show the seed data.
 const INSTALL: &[&str] =
