@@ -318,8 +318,8 @@ pub(super) fn find(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoE
     let ns = namespace(ctx, command)?;
     let filter = doc_of(command, "filter")?;
     let selector = query::selector(&filter)?;
-    let projection = Projection::parse(&doc_of(command, "projection")?, &filter)?;
     let order = query::sort(&doc_of(command, "sort")?)?;
+    let projection = Projection::parse_sorted(&doc_of(command, "projection")?, &filter, &order)?;
     let skip = non_negative(command, "skip")?.unwrap_or(0);
     let limit = non_negative(command, "limit")?.filter(|&l| l > 0).unwrap_or(usize::MAX);
     let batch = non_negative(command, "batchSize")?.unwrap_or(DEFAULT_BATCH);

@@ -330,15 +330,17 @@ impl FindAndModify {
                 "Cannot specify both upsert=true and remove=true",
             ));
         }
+        let (filter, order) = (doc_of(command, "query")?, query::sort(&doc_of(command, "sort")?)?);
+        let projection = Projection::parse_sorted(&doc_of(command, "fields")?, &filter, &order)?;
         Ok(Self {
             ns: namespace(ctx, command)?,
-            filter: doc_of(command, "query")?,
-            order: query::sort(&doc_of(command, "sort")?)?,
+            filter,
+            order,
             update,
             return_new,
             upsert,
             hint: command.get("hint").cloned(),
-            projection: Projection::parse(&doc_of(command, "fields")?, &doc_of(command, "query")?)?,
+            projection,
         })
     }
 
