@@ -167,3 +167,51 @@ print(json.dumps(out))
     assert_eq!(out["sorted"], json!([7, 3, 6, 4, 1, 5, 2]));
     assert_eq!(out["ixscan"], json!(true));
 }
+
+/// A `unique` index tells apart numbers that share a double key (snowflake-style int64 ids
+/// past 2^53, a Decimal128 a hair above 2), on insert, in one batch and when it is built
+/// over existing documents; equal numbers of different types still collide.
+#[test]
+fn unique_indexes_tell_apart_numbers_sharing_a_double() {
+    let server = Server::start();
+    let script = r#"
+from pymongo.errors import DuplicateKeyError, BulkWriteError
+db = client().acme
+big = 2**60
+db.ids.create_index("tid", unique=True)
+db.ids.insert_one({"_id": 1, "tid": Int64(big)})
+db.ids.insert_one({"_id": 2, "tid": Int64(big + 1)})
+db.ids.insert_many([{"_id": 3, "tid": Int64(big + 2)}, {"_id": 4, "tid": Int64(big + 3)}])
+db.ids.insert_one({"_id": 5, "tid": 2})
+db.ids.insert_one({"_id": 6, "tid": Decimal128("2.0000000000000000000000001")})
+out = {"count": db.ids.count_documents({})}
+def dup(f):
+    try:
+        f()
+        return None
+    except (DuplicateKeyError, BulkWriteError) as e:
+        return 11000 if "E11000" in str(e) or getattr(e, "code", None) == 11000 else str(e)
+out["same_long"] = dup(lambda: db.ids.insert_one({"_id": 7, "tid": Int64(big + 1)}))
+out["same_as_double"] = dup(lambda: db.ids.insert_one({"_id": 8, "tid": Decimal128("2.0")}))
+out["batch"] = dup(lambda: db.ids.insert_many([{"_id": 9, "tid": Int64(big + 9)}, {"_id": 10, "tid": Int64(big + 9)}]))
+out["update"] = dup(lambda: db.ids.update_one({"_id": 2}, {"$set": {"tid": Int64(big + 3)}}))
+db.ids.update_one({"_id": 2}, {"$set": {"tid": Int64(big + 5)}})
+out["found"] = [d["_id"] for d in db.ids.find({"tid": Int64(big + 5)})]
+db.built.insert_many([{"_id": i, "tid": Int64(big + i)} for i in range(4)])
+db.built.create_index("tid", unique=True)
+out["built"] = len(db.built.index_information())
+db.clash.insert_many([{"_id": 1, "tid": Int64(big)}, {"_id": 2, "tid": float(big)}])
+try:
+    db.clash.create_index("tid", unique=True)
+    out["clash"] = None
+except OperationFailure as e:
+    out["clash"] = e.code
+print(json.dumps(out))
+"#;
+    let Some(out) = python(&server, script) else { return };
+    assert_eq!(
+        out,
+        json!({"count": 6, "same_long": 11000, "same_as_double": 11000, "batch": 11000,
+               "update": 11000, "found": [2], "built": 2, "clash": 11000})
+    );
+}
