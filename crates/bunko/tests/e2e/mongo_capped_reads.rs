@@ -40,6 +40,13 @@ out["find_one"] = db.q.find_one()["_id"]
 out["fam_newest"] = db.q.find_one_and_update({}, {"$set": {"newest": 1}}, sort=[("$natural", -1)])["_id"]
 out["fam_oldest"] = db.q.find_one_and_update({}, {"$set": {"oldest": 1}}, sort=[("$natural", 1)])["_id"]
 out["count"] = [db.q.count_documents({}), sorted(db.q.distinct("_id"))]
+# A {$natural: -1} hint reads newest first too.
+db.q.update_one({}, {"$set": {"hinted": 1}}, hint=[("$natural", -1)])
+out["hint_update"] = [d["_id"] for d in db.q.find({"hinted": 1})]
+out["hint_fam"] = db.q.find_one_and_update({}, {"$set": {"h2": 1}}, hint=[("$natural", -1)])["_id"]
+db.q.insert_one({"_id": "0"})
+db.q.delete_one({}, hint=[("$natural", -1)])
+out["hint_delete"] = [d["_id"] for d in db.q.find()]
 # An index the filter uses gives its own order (MongoDB's IXSCAN), as before.
 db.q.create_index("w")
 db.q.update_many({}, {"$set": {"w": 0}})
@@ -62,6 +69,9 @@ print(json.dumps(out))
     assert_eq!(out["fam_newest"], json!("b"));
     assert_eq!(out["fam_oldest"], json!("a"));
     assert_eq!(out["count"], json!([3, ["a", "b", "k"]]));
+    assert_eq!(out["hint_update"], json!(["b"]));
+    assert_eq!(out["hint_fam"], json!("b"));
+    assert_eq!(out["hint_delete"], json!(["a", "k", "b"]));
     assert_eq!(out["indexed"], json!("k"));
 }
 
