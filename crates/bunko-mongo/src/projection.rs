@@ -339,45 +339,10 @@ fn is_sort_key(value: &Bson) -> bool {
     sub.len() == 1 && matches!(sub.get("$meta"), Some(Bson::String(s)) if s == "sortKey")
 }
 
-/// The `$meta` arguments MongoDB 8 knows in a projection (only `sortKey` is produced here).
-const META: &[&str] = &[
-    "textScore",
-    "randVal",
-    "searchScore",
-    "searchHighlights",
-    "searchScoreDetails",
-    "searchSequenceToken",
-    "geoNearDistance",
-    "geoNearPoint",
-    "recordId",
-    "indexKey",
-    "sortKey",
-    "vectorSearchScore",
-    "score",
-    "scoreDetails",
-];
-
-/// Why a `{$meta: arg}` projection is refused, as MongoDB refuses it when it parses the
-/// projection: a text score without `$text` (the only kind of query here, since `$text` is
-/// not supported) is `Location40218`, an unknown argument `Location17308`; the others
-/// MongoDB knows are `NotImplemented`.
+/// Why a `{$meta: arg}` projection other than `sortKey` is refused, as MongoDB refuses
+/// it when it parses the projection ([`bunko_query::expr::meta`]).
 fn meta_error(arg: &Bson) -> MongoError {
-    match arg {
-        Bson::String(name) if name == "textScore" => MongoError::new(
-            40218,
-            "Location40218",
-            "query requires text score metadata, but it is not available",
-        ),
-        Bson::String(name) if META.contains(&name.as_str()) => MongoError::not_implemented(
-            format!("$meta projection of \"{name}\" is not supported yet"),
-        ),
-        Bson::String(name) => {
-            MongoError::new(17308, "Location17308", format!("Unsupported $meta field: {name}"))
-        }
-        other => {
-            MongoError::new(17308, "Location17308", format!("Unsupported $meta field: {other}"))
-        }
-    }
+    bunko_query::expr::meta::unavailable(arg).into()
 }
 
 fn type_name(v: &Bson) -> &'static str {
