@@ -114,7 +114,7 @@ impl Database {
         Ok(self.design_body(MONGO_DDOC)?.and_then(|body| parse(body.get("options"))))
     }
 
-    /// Whether this database is capped: the limits a write kept ([`Database::cap_locked`])
+    /// Whether this database is capped: the limits a write kept under the writer lock
     /// when there are some, else as stored now (readers do not keep what they read: a
     /// design document written meanwhile could leave it stale).
     pub fn is_capped(&self) -> Result<bool> {

@@ -8,9 +8,9 @@
 //! A filter that a MongoDB index serves is answered by an index scan ([`super::mongo_index`]);
 //! otherwise an equality on a non-numeric `_id` reads that one document, and everything else
 //! scans the database's documents (in `_id` order, or for a capped database without a
-//! sort in natural order, [`super::mongo_natural`]). A sort that no filter index serves, on the leading
-//! fields of an index (all ascending or all descending), is an index scan in that order
-//! which stops at `skip + limit` ([`Database::mongo_sort_plan`]); any other sort is done
+//! sort in natural order, `find/mongo_natural.rs`). A sort that no filter index serves, on
+//! the leading fields of an index (all ascending or all descending), is an index scan in
+//! that order which stops at `skip + limit` ([`Database::mongo_sort_plan`]); any other sort is done
 //! in memory after the scan (MongoDB's "blocking sort") in MongoDB's order
 //! (`bunko_query::bson_order`); a missing field sorts as `null`, an array as its smallest
 //! (ascending) or largest (descending) element.

@@ -66,7 +66,8 @@ fn sort_value(value: Bson, asc: bool) -> Bson {
     }
 }
 
-/// The value document `doc` sorts by on `path` (ascending when `asc`): see [`sort_key`]
+/// The value document `doc` sorts by on `path` (ascending when `asc`): a missing field is
+/// null; an array sorts by its smallest element ascending and its largest descending
 /// (MongoDB's `{$meta: "sortKey"}` holds one per sort field).
 pub fn document_sort_key(doc: &Document, path: &[String], asc: bool) -> Bson {
     // `get_path` of the document without wrapping (cloning) it.
