@@ -114,6 +114,16 @@ impl Database {
         Ok(self.design_body(MONGO_DDOC)?.and_then(|body| parse(body.get("options"))))
     }
 
+    /// Whether this database is capped: the limits a write kept under the writer lock
+    /// when there are some, else as stored now (readers do not keep what they read: a
+    /// design document written meanwhile could leave it stale).
+    pub fn is_capped(&self) -> Result<bool> {
+        if let Some(cap) = *self.capped.loaded.lock() {
+            return Ok(cap.is_some());
+        }
+        Ok(self.cap()?.is_some())
+    }
+
     /// [`Database::cap`], kept until a design document is written; call under the writer
     /// lock.
     pub(crate) fn cap_locked(&self) -> Result<Option<Cap>> {
@@ -249,7 +259,7 @@ impl Database {
     }
 
     /// The `Natural` keys from the first one still stored on.
-    fn natural_from_first(&self) -> bunko_storage::Range {
+    pub(crate) fn natural_from_first(&self) -> bunko_storage::Range {
         let (_, end) = keys::natural_range(self.id());
         let first = self.capped.first.load(Ordering::Relaxed);
         (Bound::Included(Key::Natural(self.id(), first).encode()), end)
@@ -304,7 +314,7 @@ impl Database {
 
     /// Derives the order of a database capped before it was kept, in a commit of its own,
     /// if no write did yet.
-    fn ensure_natural(&self) -> Result<()> {
+    pub(crate) fn ensure_natural(&self) -> Result<()> {
         if self.store.get(&Key::NaturalFrom(self.id()).encode())?.is_some() {
             return Ok(());
         }

@@ -3,15 +3,20 @@
 //! literals, evaluated by the shared expression evaluator's [`Shape`]) plus the find-only
 //! operators applied to the document first: `{arr: {$slice: n | [skip, limit]}}`,
 //! `{arr: {$elemMatch: cond}}` and positional `{"arr.$": 1}` (the first element the query's
-//! condition on `arr` matched). `{_id: 1}` alone keeps only `_id`. `$meta` is refused as
-//! MongoDB refuses it without the metadata (`textScore` without `$text`: 40218; an unknown
-//! argument: 17308); the other arguments MongoDB knows are `NotImplemented`.
+//! condition on `arr` matched). `{_id: 1}` alone keeps only `_id`. `{$meta: "sortKey"}`
+//! adds the values the find's sort ordered the document by (one per sort field, as the sort
+//! reads them: a missing field `null`, an array its smallest element ascending, its largest
+//! descending), without turning the projection into an inclusion; without a sort it is
+//! MongoDB's `BadValue`. Other `$meta` arguments are refused as MongoDB refuses them
+//! without the metadata (`textScore` without `$text`: 40218; an unknown argument: 17308);
+//! the others MongoDB knows (`indexKey`, `recordId`, search and geo metadata) are
+//! `NotImplemented`.
 
 use bson::{Bson, DateTime, Document, doc};
 use bunko_query::agg::Shape;
 use bunko_query::expr::{Expr, Vars};
 use bunko_query::update::{Filter, first_matched};
-use bunko_query::{FieldPath, Selector};
+use bunko_query::{Direction, FieldPath, Selector};
 
 use crate::error::MongoError;
 use crate::query::{self, matches};
@@ -25,6 +30,10 @@ pub struct Projection {
     ops: Vec<(Vec<String>, Op)>,
     /// The paths it reads, when an index holding them may answer (a plain inclusion).
     paths: Option<Vec<FieldPath>>,
+    /// Fields set to the document's sort key (`{$meta: "sortKey"}`).
+    sort_keys: Vec<String>,
+    /// The find's sort (paths, ascending), which the sort keys hold values of.
+    order: Vec<(Vec<String>, bool)>,
 }
 
 #[derive(Clone)]
@@ -105,6 +114,7 @@ impl Projection {
         let mut seen = Seen::default();
         let mut plain = Document::new();
         let mut ops = Vec::new();
+        let mut sort_keys = Vec::new();
         let mut flat = Vec::new();
         flatten(spec, "", &mut flat)?;
         for (field, value) in &flat {
@@ -117,6 +127,15 @@ impl Projection {
             if let Some(path) = field.strip_suffix(".$").or((field == "$").then_some("")) {
                 let op = positional(&mut seen, field, path, value, filter)?;
                 ops.push((split(path), op));
+                continue;
+            }
+            if is_sort_key(value) {
+                if field.contains('.') {
+                    return Err(MongoError::not_implemented(format!(
+                        "$meta projection of \"sortKey\" into a dotted field ({field}) is not supported yet"
+                    )));
+                }
+                sort_keys.push(field.clone());
                 continue;
             }
             if let Some(op) = find_operator(&mut seen, field, value)? {
@@ -139,7 +158,37 @@ impl Projection {
                 .map(|p| p.iter().map(|p| FieldPath::from_segments(p.split('.'))).collect()),
             _ => None,
         };
-        Ok(Some(Projection { shape, ops, paths }))
+        let paths = paths.filter(|_| sort_keys.is_empty());
+        Ok(Some(Projection { shape, ops, paths, sort_keys, order: Vec::new() }))
+    }
+
+    /// [`Projection::parse`] of the projection of a query sorted by `order` (empty: not
+    /// sorted), which `{$meta: "sortKey"}` reports.
+    pub fn parse_sorted(
+        spec: &Document,
+        filter: &Document,
+        order: &[(FieldPath, Direction)],
+    ) -> Result<Option<Projection>, MongoError> {
+        let mut projection = Projection::parse(spec, filter)?;
+        if let Some(p) = projection.as_mut() {
+            p.sorted_by(order)?;
+        }
+        Ok(projection)
+    }
+
+    /// Gives the projection the find's sort, which `{$meta: "sortKey"}` reports; without
+    /// one such a projection is MongoDB's `BadValue`.
+    fn sorted_by(&mut self, order: &[(FieldPath, Direction)]) -> Result<(), MongoError> {
+        if !self.sort_keys.is_empty() && order.is_empty() {
+            return Err(MongoError::bad_value(
+                "cannot use sortKey $meta projection without a sort",
+            ));
+        }
+        self.order = order
+            .iter()
+            .map(|(path, dir)| (path.segments().to_vec(), *dir == Direction::Asc))
+            .collect();
+        Ok(())
     }
 
     /// The paths an inclusion projection reads (`_id` among them unless excluded), so an
@@ -157,10 +206,17 @@ impl Projection {
         for (path, op) in &self.ops {
             operate(&mut input, doc, path, op)?;
         }
-        match &self.shape {
-            Some(shape) => Ok(shape.apply(&input, &mut Vars::new(&input, DateTime::now()))?),
-            None => Ok(input),
+        let mut out = match &self.shape {
+            Some(shape) => shape.apply(&input, &mut Vars::new(&input, DateTime::now()))?,
+            None => input,
+        };
+        for field in &self.sort_keys {
+            let key: Vec<Bson> = (self.order.iter())
+                .map(|(path, asc)| bunko_query::agg::document_sort_key(doc, path, *asc))
+                .collect();
+            out.insert(field.clone(), key);
         }
+        Ok(out)
     }
 }
 
@@ -277,49 +333,16 @@ fn find_operator(seen: &mut Seen, field: &str, value: &Bson) -> Result<Option<Op
     }
 }
 
-/// The `$meta` arguments MongoDB 8 knows in a projection (none is produced here yet).
-const META: &[&str] = &[
-    "textScore",
-    "randVal",
-    "searchScore",
-    "searchHighlights",
-    "searchScoreDetails",
-    "searchSequenceToken",
-    "geoNearDistance",
-    "geoNearPoint",
-    "recordId",
-    "indexKey",
-    "sortKey",
-    "vectorSearchScore",
-    "score",
-    "scoreDetails",
-];
+/// Whether a projection value is `{$meta: "sortKey"}`.
+fn is_sort_key(value: &Bson) -> bool {
+    let Bson::Document(sub) = value else { return false };
+    sub.len() == 1 && matches!(sub.get("$meta"), Some(Bson::String(s)) if s == "sortKey")
+}
 
-/// Why a `{$meta: arg}` projection is refused, as MongoDB refuses it when it parses the
-/// projection: a text score without `$text` (the only kind of query here, since `$text` is
-/// not supported) is `Location40218`, an unknown argument `Location17308`; the others
-/// MongoDB knows are `NotImplemented`.
+/// Why a `{$meta: arg}` projection other than `sortKey` is refused, as MongoDB refuses
+/// it when it parses the projection ([`bunko_query::expr::meta`]).
 fn meta_error(arg: &Bson) -> MongoError {
-    match arg {
-        Bson::String(name) if name == "textScore" => MongoError::new(
-            40218,
-            "Location40218",
-            "query requires text score metadata, but it is not available",
-        ),
-        Bson::String(name) if META.contains(&name.as_str()) => MongoError::not_implemented(
-            format!("$meta projection of \"{name}\" is not supported yet"),
-        ),
-        Bson::String(name) => MongoError::new(
-            17308,
-            "Location17308",
-            format!("Unsupported argument to $meta: {name}"),
-        ),
-        other => MongoError::new(
-            17308,
-            "Location17308",
-            format!("Unsupported argument to $meta: {other}"),
-        ),
-    }
+    bunko_query::expr::meta::unavailable(arg).into()
 }
 
 fn type_name(v: &Bson) -> &'static str {
@@ -519,7 +542,7 @@ mod tests {
         assert_eq!(p(doc! {})?, d);
         assert_eq!(p(doc! {"a": 1, "b": 0}).err().map(|e| e.code), Some(31254));
         assert_eq!(p(doc! {"a": {"$meta": "textScore"}}).err().map(|e| e.code), Some(40218));
-        assert_eq!(p(doc! {"a": {"$meta": "sortKey"}}).err().map(|e| e.code), Some(238));
+        assert_eq!(p(doc! {"a": {"$meta": "indexKey"}}).err().map(|e| e.code), Some(238));
         assert_eq!(p(doc! {"a": {"$meta": "bogus"}}).err().map(|e| e.code), Some(17308));
         assert_eq!(
             p(doc! {"_id": 0, "n": {"$concat": ["$name", "!"]}, "c": "$x.z"})?,

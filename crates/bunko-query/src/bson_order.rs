@@ -2,14 +2,17 @@
 //! int64 and Decimal128 may be wrappers, compared by value): first the BSON type class
 //! — MinKey < null < numbers < strings < objects < arrays < binData < ObjectId < bool < date
 //! < timestamp < regex < MaxKey — then the value within the class. Strings compare by
-//! bytes (MongoDB's default `simple` collation) or by the command's [`crate::collation`], numbers by value across types (NaN below
-//! every number, ±Infinity at the ends), objects field by field, arrays element by element.
+//! bytes (MongoDB's default `simple` collation) or by the command's [`crate::collation`],
+//! numbers by their exact value across types ([`crate::numbers`]: NaN below every number,
+//! ±Infinity at the ends), objects field by field, arrays element by element.
 //! An Extended JSON wrapper (`{"$oid": …}`, `{"$date": …}`, …) is its BSON type, not an
 //! object.
 
 use std::cmp::Ordering;
 
 use serde_json::{Map, Value};
+
+use crate::numbers::Exact;
 
 /// A BSON type class, in comparison order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -117,9 +120,8 @@ pub fn compare(a: &Value, b: &Value) -> Ordering {
         return ca.cmp(&cb);
     }
     match (ca, a, b) {
-        (Class::Number, _, _) => number(a).partial_cmp(&number(b)).unwrap_or_else(|| {
-            // NaN equals NaN and sorts below every number.
-            number(a).is_nan().cmp(&number(b).is_nan()).reverse()
+        (Class::Number, _, _) => crate::numbers::order(number(a), number(b), || {
+            Some((Exact::of_json(a)?, Exact::of_json(b)?))
         }),
         (Class::String, Value::String(x), Value::String(y)) => crate::collation::compare_str(x, y),
         (Class::Bool, Value::Bool(x), Value::Bool(y)) => x.cmp(y),

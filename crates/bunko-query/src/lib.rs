@@ -32,6 +32,7 @@ pub mod expr;
 pub mod fields;
 pub mod index_keys;
 pub mod mongo_index;
+pub mod numbers;
 pub mod path;
 pub mod plan;
 pub mod schema;

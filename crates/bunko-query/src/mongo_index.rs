@@ -17,8 +17,9 @@
 //! Encoding: one tag byte per type class (MinKey < null < numbers < strings < objects <
 //! arrays < binData < ObjectId < bool < date < timestamp < regex < MaxKey), then the value:
 //! numbers as an order-preserving f64 (so int32, int64, double and Decimal128 of equal
-//! value have one key; integers beyond 2^53 share keys with their neighbours, which only
-//! widens a scan, since every document read is matched again); strings as their bytes with
+//! value have one key; integers beyond 2^53 share keys with their neighbours and a
+//! Decimal128 with its nearest double, which only widens a scan, since every document read
+//! is matched again, and open numeric bounds keep the key of their value); strings as their bytes with
 //! `0x00` escaped and a `0x00 0x00` terminator (under a collation, [`crate::collation::with`],
 //! their ICU4X sort keys the same way: a collated index); objects and arrays element by
 //! element.

@@ -7,15 +7,17 @@
 //!
 //! A filter that a MongoDB index serves is answered by an index scan ([`super::mongo_index`]);
 //! otherwise an equality on a non-numeric `_id` reads that one document, and everything else
-//! scans the database's documents. A sort that no filter index serves, on the leading
-//! fields of an index (all ascending or all descending), is an index scan in that order
-//! which stops at `skip + limit` ([`Database::mongo_sort_plan`]); any other sort is done
+//! scans the database's documents (in `_id` order, or for a capped database without a
+//! sort in natural order, `find/mongo_natural.rs`). A sort that no filter index serves, on
+//! the leading fields of an index (all ascending or all descending), is an index scan in
+//! that order which stops at `skip + limit` ([`Database::mongo_sort_plan`]); any other sort is done
 //! in memory after the scan (MongoDB's "blocking sort") in MongoDB's order
 //! (`bunko_query::bson_order`); a missing field sorts as `null`, an array as its smallest
 //! (ascending) or largest (descending) element.
 
 use std::cmp::Ordering;
 use std::ops::Bound;
+use std::sync::Arc;
 
 use bunko_doc::ejson;
 use bunko_query::bson_order;
@@ -26,8 +28,9 @@ use bunko_storage::Range;
 use serde_json::{Map, Value};
 
 use super::mongo_index::MongoScan;
-use super::{FindQuery, FindResult};
+use super::{ExecStats, FindQuery, FindResult};
 use crate::database::Database;
+use crate::index::Index;
 use crate::keys::Key;
 use crate::security::UserCtx;
 use crate::{Error, Result};
@@ -46,6 +49,16 @@ impl Database {
         if query.dialect != Dialect::Mongo || !query.sort.is_empty() {
             return Err(Error::BadRequest("find_mongo needs a Mongo query".to_string()));
         }
+        // A `{$natural: ±1}` sort: natural order on a capped database, else none.
+        if let [(path, dir)] = order
+            && path.segments() == ["$natural"]
+        {
+            if self.scans_naturally(&query.selector)? {
+                let query = &FindQuery { use_index: None, ..query.clone() };
+                return self.find_mongo_natural(reader, query, *dir == Direction::Desc);
+            }
+            return self.find_mongo(reader, query, &[]);
+        }
         let hint = query.use_index.as_ref().map(|(name, _)| name.as_str());
         if let Some(scan) = self.mongo_plan(&query.selector, hint)? {
             return self.find_mongo_indexed(reader, query, order, &scan);
@@ -54,6 +67,9 @@ impl Database {
             return self.find_mongo_indexed(reader, query, order, &scan);
         }
         let query = &FindQuery { use_index: None, ..query.clone() };
+        if order.is_empty() && self.scans_naturally(&query.selector)? {
+            return self.find_mongo_natural(reader, query, false);
+        }
         if order.is_empty() {
             return self.find(reader, query);
         }
@@ -104,21 +120,24 @@ impl Database {
         // The advisor's query log: unused-index and missing-index see MongoDB queries too
         // (the unindexed ones are logged by `find`).
         self.observe_query(query, Some(&scan.index), &stats);
-        let plan = Plan {
-            choice: Choice::Index(0),
-            ranges: Vec::new(),
-            candidates: Vec::new(),
-            use_index_ignored: false,
-        };
-        Ok(FindResult {
-            docs,
-            bookmark: "nil".to_string(),
-            warning: None,
-            stats,
-            index: Some(scan.index.clone()),
-            plan,
-            scanned: Vec::new(),
-        })
+        Ok(answer(docs, stats, Some(scan.index.clone())))
+    }
+}
+
+/// The answer of a MongoDB query that ran outside the Mango planner: its documents, what
+/// it examined and the index it scanned (`None`: the documents).
+pub(super) fn answer(docs: Vec<Value>, stats: ExecStats, index: Option<Arc<Index>>) -> FindResult {
+    let choice = if index.is_some() { Choice::Index(0) } else { Choice::AllDocs };
+    let plan =
+        Plan { choice, ranges: Vec::new(), candidates: Vec::new(), use_index_ignored: false };
+    FindResult {
+        docs,
+        bookmark: "nil".to_string(),
+        warning: None,
+        stats,
+        index,
+        plan,
+        scanned: Vec::new(),
     }
 }
 

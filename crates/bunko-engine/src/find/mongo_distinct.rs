@@ -9,8 +9,12 @@
 //! filter, the index the query plans when its bounds answer the filter exactly
 //! ([`MongoScan::counts_exactly`]) and the key is one of its fields.
 //!
-//! An index multikey at the key is not used, as MongoDB's planner does not: its keys are
-//! the elements of arrays nested in arrays too, where `distinct` returns the nested array.
+//! An index multikey at the key is not used. MongoDB 8's planner does use one when the
+//! filter is empty (`jstests/core/query/distinct/distinct_multikey.js`: `DISTINCT_SCAN` +
+//! `PROJECTION_COVERED`; with a predicate on the key, `IXSCAN` + `FETCH`), since its keys
+//! are the elements of the arrays one level down, which are `distinct`'s values. Here the
+//! keys are the elements of arrays nested in arrays too, where `distinct` returns the nested
+//! array whole, so no walk of the keys can give it.
 //!
 //! Values: an index whose entries keep their documents' values
 //! (`crate::index::mongo::covered_fields`) gives each value from the entry itself

@@ -473,7 +473,8 @@ fn single_bounds(conds: &[&Cond], collated: bool) -> FieldBounds {
             Cond::In(vs) if !vs.is_empty() && vs.iter().all(point) => {
                 let mut vs = vs.clone();
                 vs.sort_by(bunko_query::bson_order::compare);
-                vs.dedup_by(|a, b| bunko_query::bson_order::compare(a, b).is_eq());
+                // One point per key: numbers MongoDB tells apart may share a key.
+                vs.dedup_by(|a, b| key_of(a) == key_of(b));
                 return FieldBounds::Points(vs);
             }
             _ => {}
@@ -588,6 +589,13 @@ fn storage_ranges(base: &[u8], bounds: &[FieldBounds]) -> Vec<Range> {
     prefixes.iter().map(|p| prefix_range(p)).collect()
 }
 
+/// A value's index key.
+fn key_of(value: &Value) -> Vec<u8> {
+    let mut key = Vec::new();
+    encode(value, &mut key);
+    key
+}
+
 /// A range's start key (`Unbounded` first).
 fn start_of(range: &Range) -> Option<&Vec<u8>> {
     match &range.0 {
@@ -608,14 +616,18 @@ fn bounded(
         key
     };
     let class_start = [prefix, &[class as u8 + 1]].concat();
+    // Keys hold numbers as doubles, which numbers MongoDB tells apart may share (int64s
+    // past 2^53, a Decimal128 and its nearest double): an open numeric bound keeps the
+    // key of its value, and the documents read are matched exactly again.
+    let open = |inclusive: bool| inclusive || class == Class::Number;
     let start = match lower {
-        Some((v, true)) => Bound::Included(at(v)),
-        Some((v, false)) => prefix_range(&at(v)).1,
+        Some((v, inclusive)) if open(*inclusive) => Bound::Included(at(v)),
+        Some((v, _)) => prefix_range(&at(v)).1,
         None => Bound::Included(class_start.clone()),
     };
     let end = match upper {
-        Some((v, true)) => prefix_range(&at(v)).1,
-        Some((v, false)) => Bound::Excluded(at(v)),
+        Some((v, inclusive)) if open(*inclusive) => prefix_range(&at(v)).1,
+        Some((v, _)) => Bound::Excluded(at(v)),
         None => prefix_range(&class_start).1,
     };
     (start, end)

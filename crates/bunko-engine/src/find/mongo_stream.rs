@@ -75,7 +75,7 @@ impl Database {
                 stream.covered = covered;
                 Box::new(stream)
             }
-            None => Box::new(self.doc_stream(snap, &query.selector, parse, counts.clone(), sight)),
+            None => self.doc_stream(snap, &query.selector, parse, counts.clone(), sight)?,
         };
         let docs = if in_order { docs } else { sorted(docs, order)? };
         Ok(Box::new(Logged {
@@ -88,39 +88,52 @@ impl Database {
         }))
     }
 
-    /// The matching documents of a collection scan (or of the one `_id` an equality names).
-    fn doc_stream(
+    /// The matching documents of a collection scan (or of the one `_id` an equality names),
+    /// in `_id` order, or in natural order for a capped database
+    /// ([`super::mongo_natural`]).
+    pub(super) fn doc_stream(
         &self,
         snap: &Snapshot,
         selector: &Selector,
         parse: Option<Arc<[String]>>,
         counts: Arc<Examined>,
         sight: Sight,
-    ) -> impl Iterator<Item = Result<Value>> + Send + 'static {
+    ) -> Result<MongoDocs> {
         let db = self.id();
+        let natural = match self.scans_naturally(selector)? {
+            true => self.natural_docs(snap)?,
+            false => None,
+        };
         let range = id_range(db, selector).unwrap_or_else(|| keys::doc_range(db));
-        let (snap, selector) = (snap.clone(), selector.clone());
+        let (read, selector) = (snap.clone(), selector.clone());
+        let fetch = move |id: String, info: Vec<u8>| -> Result<Option<Value>> {
+            let info: records::DocInfo = records::decode(&info)?;
+            let (rev, deleted) = info.winner()?;
+            if deleted || kind(&id) != DocKind::Normal {
+                return Ok(None);
+            }
+            let Some(body) = read.get(&Key::Rev(db, &id, &rev.to_string()).encode())? else {
+                return Ok(None);
+            };
+            counts.docs.fetch_add(1, Ordering::Relaxed);
+            let Some((_, body)) = sight.body(&id, &info, rev, false, body)? else {
+                return Ok(None);
+            };
+            Ok(matching_fields(&id, &body, &selector, parse.as_deref()))
+        };
+        if let Some(docs) = natural {
+            return Ok(Box::new(docs.filter_map(move |entry| {
+                entry.and_then(|(id, info)| fetch(id, info)).transpose()
+            })));
+        }
         let entries = Iter::new(snap.clone(), range, false, PAGE);
-        entries.filter_map(move |entry| {
-            let read = || -> Result<Option<Value>> {
+        Ok(Box::new(entries.filter_map(move |entry| {
+            let read = || {
                 let (key, info) = entry?;
-                let info: records::DocInfo = records::decode(&info)?;
-                let (rev, deleted) = info.winner()?;
-                let id = keys::decode_doc(&key)?;
-                if deleted || kind(&id) != DocKind::Normal {
-                    return Ok(None);
-                }
-                let Some(body) = snap.get(&Key::Rev(db, &id, &rev.to_string()).encode())? else {
-                    return Ok(None);
-                };
-                counts.docs.fetch_add(1, Ordering::Relaxed);
-                let Some((_, body)) = sight.body(&id, &info, rev, false, body)? else {
-                    return Ok(None);
-                };
-                Ok(matching_fields(&id, &body, &selector, parse.as_deref()))
+                fetch(keys::decode_doc(&key)?, info)
             };
             read().transpose()
-        })
+        })))
     }
 }
 
@@ -160,9 +173,9 @@ pub(super) struct IndexStream {
 
 /// Keys and documents a stream examined, shared with its [`Logged`] wrapper.
 #[derive(Default)]
-struct Examined {
+pub(super) struct Examined {
     keys: AtomicU64,
-    docs: AtomicU64,
+    pub(super) docs: AtomicU64,
 }
 
 /// A stream that logs its query for the advisor when it ends or is dropped.

@@ -13,7 +13,8 @@
 //! per key of `bunko_query::mongo_index::keys` (every document, a missing field as `null`,
 //! unless `sparse` (no indexed field present) or the partial filter excludes it). A
 //! `unique` index is checked while a commit is staged (`Database::check_mongo_indexes`),
-//! against the stored entries and the commit's own, so two documents never share a key.
+//! against the stored entries and the commit's own, so two documents never share a key
+//! (keys hold numbers as doubles: for numbers sharing one, the values entries keep decide).
 //! `fields` is the document cut down to the index's paths in its stored form
 //! ([`covered_fields`]): a covered query answers from it (`crate::find`'s `mongo_cover`).
 //! Hashed and collated indexes, which never cover, keep `[[v1, …], doc_id]` instead, as
@@ -228,11 +229,27 @@ pub fn decode_entry(value: &[u8]) -> Option<(String, Option<Map<String, Value>>)
     Some((id, fields))
 }
 
-/// Keys added and entries released by the commit being staged, for `unique` checks.
+/// Keys added (with the document and its key values) and entries released by the commit
+/// being staged, for `unique` checks.
 #[derive(Debug, Default)]
 pub(crate) struct UniqueKeys {
-    added: HashMap<Vec<u8>, String>,
+    added: HashMap<Vec<u8>, Vec<(String, Vec<Value>)>>,
     released: HashSet<Vec<u8>>,
+}
+
+/// Whether two documents' key values are one key for a `unique` index. Keys hold numbers
+/// as doubles, so two numbers MongoDB tells apart (int64s past 2^53, a Decimal128 and its
+/// nearest double) may share a key's bytes: their values then decide, exactly.
+fn same_key(a: &[Value], b: &[Value]) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(x, y)| bunko_query::bson_order::compare(x, y).is_eq())
+}
+
+/// Whether key values hold a number (whose key bytes may stand for several numbers).
+fn numeric(values: &[Value]) -> bool {
+    values
+        .iter()
+        .any(|v| bunko_query::bson_order::class(v) == bunko_query::bson_order::Class::Number)
 }
 
 impl Database {
@@ -283,11 +300,13 @@ impl Database {
         let (db, num) = (self.id(), index.num());
         for values in before.iter().filter(|v| !after.contains(v)) {
             unique.released.insert(entry(db, num, id, values, None).0);
-            unique.added.remove(&key_prefix(db, num, values));
+            if let Some(held) = unique.added.get_mut(&key_prefix(db, num, values)) {
+                held.retain(|(other, kept)| other != id || !same_key(kept, values));
+            }
         }
         for values in after.iter().filter(|v| !before.contains(v)) {
             let prefix = key_prefix(db, num, values);
-            if self.key_taken(unique, &prefix, id)? {
+            if self.key_taken(index, unique, &prefix, (id, values))? {
                 let key = spec.key.iter().map(|(f, _)| f.clone()).zip(values.clone());
                 return Err(Error::DuplicateKey {
                     db: self.name(),
@@ -295,21 +314,44 @@ impl Database {
                     key: key.collect(),
                 });
             }
-            unique.added.insert(prefix, id.to_string());
+            unique.added.entry(prefix).or_default().push((id.to_string(), values.clone()));
         }
         Ok(())
     }
 
-    /// Whether another document than `id` holds the key `prefix`.
-    fn key_taken(&self, unique: &UniqueKeys, prefix: &[u8], id: &str) -> Result<bool> {
-        if unique.added.get(prefix).is_some_and(|other| other != id) {
+    /// Whether another document than `id` holds the key `prefix` of key values `values`:
+    /// with a number among them, an entry holding the same bytes for other numbers (see
+    /// [`same_key`]) does not count, when it keeps its document's values to tell.
+    fn key_taken(
+        &self,
+        index: &Index,
+        unique: &UniqueKeys,
+        prefix: &[u8],
+        (id, values): (&str, &[Value]),
+    ) -> Result<bool> {
+        let exact = numeric(values);
+        let added = unique.added.get(prefix).into_iter().flatten();
+        if added.into_iter().any(|(other, kept)| other != id && (!exact || same_key(kept, values)))
+        {
             return Ok(true);
         }
-        let held = self.store.snapshot().scan(&prefix_range(prefix), false, 4)?;
+        let limit = if exact { usize::MAX } else { 4 };
+        let held = self.store.snapshot().scan(&prefix_range(prefix), false, limit)?;
         Ok(held.iter().any(|(key, value)| {
             let other = entries::decode_value(value).map(|(_, other)| other);
-            other.is_some_and(|o| o != id) && !unique.released.contains(key)
+            let taken = other.is_some_and(|o| o != id) && !unique.released.contains(key);
+            taken && (!exact || self.entry_holds(index, value, values))
         }))
+    }
+
+    /// Whether the entry `value` of `index` stands for the key values `values` exactly (an
+    /// entry that keeps no values is taken to).
+    fn entry_holds(&self, index: &Index, value: &[u8], values: &[Value]) -> bool {
+        let Some((_, Some(fields))) = decode_entry(value) else { return true };
+        match mongo_index::keys(&Value::Object(fields), index.compiled.paths()) {
+            Ok(keys) => keys.iter().any(|k| same_key(k, values)),
+            Err(_) => true,
+        }
     }
 
     /// The MongoDB indexes of this collection, by name.
@@ -391,17 +433,24 @@ impl Database {
         docs: Vec<(String, Value)>,
     ) -> Result<()> {
         let Some(spec) = &def.mongo else { return Ok(()) };
-        let mut seen: HashMap<Vec<u8>, String> = HashMap::new();
+        let mut seen: HashMap<Vec<u8>, Vec<(String, Vec<Value>)>> = HashMap::new();
         for (id, doc) in docs {
             let keys = doc_keys(spec, compiled.paths(), compiled.partial(), &doc)?;
+            if !spec.unique {
+                continue; // only parallel arrays to refuse
+            }
             for values in keys {
-                let encoded = mongo_index::encode_key(&values);
-                if spec.unique && seen.get(&encoded).is_some_and(|other| other != &id) {
+                let held = seen.entry(mongo_index::encode_key(&values)).or_default();
+                let exact = numeric(&values);
+                let taken = |(other, kept): &(String, Vec<Value>)| {
+                    other != &id && (!exact || same_key(kept, &values))
+                };
+                if held.iter().any(taken) {
                     let key = spec.key.iter().map(|(f, _)| f.clone()).zip(values);
                     let (db, index) = (self.name(), def.name.clone());
                     return Err(Error::DuplicateKey { db, index, key: key.collect() });
                 }
-                seen.insert(encoded, id.clone());
+                held.push((id.clone(), values));
             }
         }
         Ok(())

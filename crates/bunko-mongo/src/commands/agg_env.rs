@@ -4,7 +4,8 @@
 //! input collection and every collection `$lookup`/`$unionWith`/`$graphLookup` read), after
 //! the same membership check as every read (an `_id` `$in` from `$lookup` becomes one
 //! point read per id), and `$out`/`$merge` write through the engine's write path with the
-//! connection's user, so the write gate decides.
+//! connection's user, so the write gate decides. `$out` to a capped collection is refused
+//! (17152) as MongoDB refuses it; `$merge` into one inserts as any insert, capped.
 
 use std::sync::Arc;
 
@@ -265,6 +266,17 @@ impl Env for AggEnv {
     ) -> Result<(), ExprError> {
         let ns = self.ns(db, coll)?;
         let run = || -> Result<(), MongoError> {
+            // MongoDB refuses to replace a capped collection (`$merge` into one is allowed:
+            // its inserts are capped as any insert is).
+            if let Some(target) = self.engine.get_db(&ns.engine_name())
+                && target.is_capped()?
+            {
+                return Err(MongoError::new(
+                    17152,
+                    "Location17152",
+                    format!("namespace '{}' is capped so it can't be used for $out", ns.full()),
+                ));
+            }
             match self.engine.delete_db(&self.user, &ns.engine_name()) {
                 Ok(()) | Err(Error::NotFound(_)) => {}
                 Err(err) => return Err(err.into()),

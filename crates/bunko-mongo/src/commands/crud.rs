@@ -299,6 +299,20 @@ pub(super) fn run_hinted(
     Ok(result.docs.iter().filter_map(Value::as_object).map(ejson::from_json).collect())
 }
 
+/// The order a write statement without a sort reads in when its `hint` is `{$natural: ±1}`
+/// (on a capped collection, oldest or newest first; else none).
+pub(super) fn natural_hint_order(
+    hint: Option<&Bson>,
+) -> Result<Vec<(FieldPath, Direction)>, MongoError> {
+    match hint {
+        Some(Bson::Document(h)) if h.contains_key("$natural") => {
+            let dir = if int_of(h, "$natural")?.is_some_and(|n| n < 0) { -1 } else { 1 };
+            query::sort(&doc! {"$natural": dir})
+        }
+        _ => Ok(Vec::new()),
+    }
+}
+
 pub(super) fn non_negative(command: &Document, field: &str) -> Result<Option<usize>, MongoError> {
     match int_of(command, field)? {
         Some(n) if n < 0 => Err(MongoError::new(
@@ -318,8 +332,8 @@ pub(super) fn find(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoE
     let ns = namespace(ctx, command)?;
     let filter = doc_of(command, "filter")?;
     let selector = query::selector(&filter)?;
-    let projection = Projection::parse(&doc_of(command, "projection")?, &filter)?;
     let order = query::sort(&doc_of(command, "sort")?)?;
+    let projection = Projection::parse_sorted(&doc_of(command, "projection")?, &filter, &order)?;
     let skip = non_negative(command, "skip")?.unwrap_or(0);
     let limit = non_negative(command, "limit")?.filter(|&l| l > 0).unwrap_or(usize::MAX);
     let batch = non_negative(command, "batchSize")?.unwrap_or(DEFAULT_BATCH);
@@ -494,8 +508,9 @@ fn delete_one_statement(
     let limit = delete_limit(statement)?;
     let Some(db) = db else { return Ok(0) };
     let hint = super::indexes::hint(db, statement.get("hint"))?;
+    let order = natural_hint_order(statement.get("hint"))?;
     let matched =
-        run_hinted(&super::admin::user(ctx), db, mongo_query(selector, 0, limit), &[], hint)?;
+        run_hinted(&super::admin::user(ctx), db, mongo_query(selector, 0, limit), &order, hint)?;
     let mut tombstones = Vec::with_capacity(matched.len());
     for doc in matched {
         let id = ejson::doc_id(doc.get("_id").unwrap_or(&Bson::Null));

@@ -221,8 +221,8 @@ fn insert(ctx: &mut Ctx, txn: &mut Txn, command: &Document) -> Result<Document, 
 fn find(ctx: &mut Ctx, txn: &mut Txn, command: &Document) -> Result<Document, MongoError> {
     let ns = namespace(ctx, command)?;
     let filter = doc_of(command, "filter")?;
-    let projection = Projection::parse(&doc_of(command, "projection")?, &filter)?;
     let order = query::sort(&doc_of(command, "sort")?)?;
+    let projection = Projection::parse_sorted(&doc_of(command, "projection")?, &filter, &order)?;
     let skip = non_negative(command, "skip")?.unwrap_or(0);
     let limit = non_negative(command, "limit")?.filter(|&l| l > 0).unwrap_or(usize::MAX);
     let batch = non_negative(command, "batchSize")?.unwrap_or(DEFAULT_BATCH);

@@ -63,7 +63,8 @@ impl Pager {
             buffer: VecDeque::new(),
             done: false,
         };
-        if !order.is_empty() || indexed {
+        // A capped collection read in natural order has no bookmark to page on.
+        if !order.is_empty() || indexed || pager.db.is_capped()? {
             let result = pager.db.find_mongo(&pager.user, &pager.query, order)?;
             pager.buffer = pager.convert_all(&result.docs)?.into();
             pager.done = true;

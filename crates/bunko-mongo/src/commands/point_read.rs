@@ -48,7 +48,9 @@ pub(super) fn find(ctx: &mut Ctx, command: &Document) -> Result<Option<Document>
     let ns = namespace(ctx, command)?;
     let projection = match command.get("projection") {
         None | Some(Bson::Null) => None,
-        Some(Bson::Document(spec)) => Projection::parse(spec, &doc! {"_id": id.clone()})?,
+        Some(Bson::Document(spec)) => {
+            Projection::parse_sorted(spec, &doc! {"_id": id.clone()}, &[])?
+        }
         Some(_) => return Ok(None),
     };
     let Some(db) = readable_db(ctx, &ns, "find")? else {

@@ -90,7 +90,10 @@ fn statement_run(ctx: &Ctx, ns: &Namespace, statement: &Document) -> Result<Outc
     let limit = if multi { usize::MAX } else { 1 };
     let hint = super::indexes::hint(&db, statement.get("hint"))?;
     // MongoDB 8's `sort` picks which document a single update changes.
-    let order = query::sort(&doc_of(statement, "sort")?)?;
+    let mut order = query::sort(&doc_of(statement, "sort")?)?;
+    if order.is_empty() {
+        order = super::crud::natural_hint_order(statement.get("hint"))?;
+    }
     let matches = run_hinted(
         &super::admin::user(ctx),
         &db,
@@ -330,15 +333,17 @@ impl FindAndModify {
                 "Cannot specify both upsert=true and remove=true",
             ));
         }
+        let (filter, order) = (doc_of(command, "query")?, query::sort(&doc_of(command, "sort")?)?);
+        let projection = Projection::parse_sorted(&doc_of(command, "fields")?, &filter, &order)?;
         Ok(Self {
             ns: namespace(ctx, command)?,
-            filter: doc_of(command, "query")?,
-            order: query::sort(&doc_of(command, "sort")?)?,
+            filter,
+            order,
             update,
             return_new,
             upsert,
             hint: command.get("hint").cloned(),
-            projection: Projection::parse(&doc_of(command, "fields")?, &doc_of(command, "query")?)?,
+            projection,
         })
     }
 
@@ -367,7 +372,12 @@ pub(super) fn find_and_modify(ctx: &mut Ctx, command: &Document) -> Result<Docum
     let spec = FindAndModify::parse(ctx, command)?;
     let selector = query::selector(&spec.filter)?;
     let Some(db) = spec.target(ctx)? else { return Ok(nothing_modified()) };
-    let (order, update, return_new) = (&spec.order, &spec.update, spec.return_new);
+    let natural = match spec.order.is_empty() {
+        true => super::crud::natural_hint_order(spec.hint.as_ref())?,
+        false => Vec::new(),
+    };
+    let order = if natural.is_empty() { &spec.order } else { &natural };
+    let (update, return_new) = (&spec.update, spec.return_new);
     let shown = |d: Document| spec.shown(d);
     let hint = super::indexes::hint(&db, spec.hint.as_ref())?;
     for _ in 0..RETRIES {

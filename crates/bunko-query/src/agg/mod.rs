@@ -34,6 +34,7 @@ use bson::{Bson, Document};
 
 pub use self::project::Shape;
 pub use self::spill::{MemorySpill, Spill};
+pub use self::stages::document_sort_key;
 pub use self::stream::{Docs, EnvRef, Source, vec_source};
 use crate::expr::{Expr, ExprError, Result};
 

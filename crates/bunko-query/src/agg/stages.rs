@@ -66,17 +66,24 @@ fn sort_value(value: Bson, asc: bool) -> Bson {
     }
 }
 
+/// The value document `doc` sorts by on `path` (ascending when `asc`): a missing field is
+/// null; an array sorts by its smallest element ascending and its largest descending
+/// (MongoDB's `{$meta: "sortKey"}` holds one per sort field).
+pub fn document_sort_key(doc: &Document, path: &[String], asc: bool) -> Bson {
+    // `get_path` of the document without wrapping (cloning) it.
+    match path.split_first() {
+        Some((first, rest)) => match doc.get(first) {
+            Some(v) => sort_key(v, rest, asc),
+            None => Bson::Null,
+        },
+        None => Bson::Null,
+    }
+}
+
 /// Compares two documents by a sort specification.
 pub fn compare_docs(keys: &[(Vec<String>, bool)], a: &Document, b: &Document) -> Ordering {
     for (path, asc) in keys {
-        // `get_path` of the document without wrapping (cloning) it.
-        let key = |d: &Document| match path.split_first() {
-            Some((first, rest)) => match d.get(first) {
-                Some(v) => sort_key(v, rest, *asc),
-                None => Bson::Null,
-            },
-            None => Bson::Null,
-        };
+        let key = |d: &Document| document_sort_key(d, path, *asc);
         let ord = compare(&key(a), &key(b));
         let ord = if *asc { ord } else { ord.reverse() };
         if ord.is_ne() {

@@ -26,6 +26,7 @@ mod compare;
 mod cond;
 mod date;
 mod decimal;
+pub mod meta;
 mod object;
 mod ops;
 mod parts;
@@ -300,6 +301,9 @@ fn parse_doc(doc: &Document) -> Result<Expr> {
     let arg = doc.get(first).unwrap_or(&Bson::Null);
     if first == "$literal" {
         return Ok(Expr::Literal(arg.clone()));
+    }
+    if first == "$meta" {
+        return Err(meta::unavailable(arg));
     }
     let op = ops::find(first).ok_or_else(|| {
         ExprError::new(168, "InvalidPipelineOperator", format!("Unrecognized expression '{first}'"))

@@ -106,7 +106,9 @@ fn compare_numbers(a: &Bson, b: &Bson) -> Ordering {
         return x.cmp(&y);
     }
     let (x, y) = (to_f64(a).unwrap_or(f64::NAN), to_f64(b).unwrap_or(f64::NAN));
-    x.partial_cmp(&y).unwrap_or_else(|| x.is_nan().cmp(&y.is_nan()).reverse())
+    crate::numbers::order(x, y, || {
+        Some((crate::numbers::Exact::of_bson(a)?, crate::numbers::Exact::of_bson(b)?))
+    })
 }
 
 fn exact_int(v: &Bson) -> Option<i64> {

@@ -39,6 +39,7 @@ mod mongo_agg;
 mod mongo_bulk;
 mod mongo_capped;
 mod mongo_capped_order;
+mod mongo_capped_reads;
 mod mongo_causal;
 mod mongo_collation;
 mod mongo_collections;

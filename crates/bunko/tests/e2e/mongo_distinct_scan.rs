@@ -56,7 +56,10 @@ for key, query, shape in [
     assert plan(e) == shape, (key, query, e["queryPlanner"])
     stats = e["executionStats"]
     assert stats["nReturned"] == len(got), (key, stats)
-    assert stats["totalKeysExamined"] < 120, (key, query, stats)
+    # An open numeric bound reads the entries of its own key (240 documents hold n == 1 here):
+    # numbers sharing that double key (a Decimal128 a hair above 1) must be matched exactly.
+    most = 250 if query == {"n": {"$gt": 1}} else 120
+    assert stats["totalKeysExamined"] < most, (key, query, stats)
     if shape[0] == "PROJECTION_COVERED":
         assert stats["totalDocsExamined"] == 0, (key, stats)
         assert e["queryPlanner"]["winningPlan"]["transformBy"] == {"_id": 0, key: 1}

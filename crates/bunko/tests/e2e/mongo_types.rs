@@ -3,7 +3,8 @@
 //! and `$isNumber`, `$jsonSchema`'s `bsonType` as a filter and in a validator (with
 //! `consideredType` in its `errInfo`), and a partial index whose filter names a numeric type
 //! (used only by the queries that imply it). Documents written as plain JSON over HTTP
-//! have the types MongoDB would read them as (`5` an int, `5.0` a double).
+//! have the types MongoDB would read them as (`5` an int, `5.0` a double). Numbers compare
+//! by their exact values across types, with and without an index on the field.
 
 use serde_json::json;
 
@@ -120,4 +121,97 @@ print(json.dumps(out, default=str))
     );
     assert_eq!(out["partial_typed"], json!(["IXSCAN", "long_c", [1, 3]]));
     assert_eq!(out["partial_untyped"], json!(["COLLSCAN", null, [1, 3]]));
+}
+
+/// Numbers whose nearest doubles are equal (int64s past 2^53, a Decimal128 a hair above
+/// 2) are told apart by `find`, `count_documents` and `$expr`, without and with an index
+/// on the field (whose keys hold doubles: the documents read are matched exactly again).
+#[test]
+fn numbers_compare_by_exact_value_with_and_without_an_index() {
+    let server = Server::start();
+    let script = r#"
+db = client().acme
+big = 2**53
+db.n.insert_many([{"_id": 1, "a": Int64(big)}, {"_id": 2, "a": Int64(big + 1)}, {"_id": 3, "a": 2},
+    {"_id": 4, "a": Decimal128("2.0000000000000000000000001")}, {"_id": 5, "a": float(big)},
+    {"_id": 6, "a": Decimal128("2")}, {"_id": 7, "a": Decimal128("1.9999999999999999999999999")}])
+queries = {
+    "eq_long": {"a": Int64(big + 1)},
+    "eq_long_low": {"a": Int64(big)},
+    "eq_dec": {"a": Decimal128("2.0000000000000000000000001")},
+    "eq_2": {"a": 2},
+    "gt_2": {"a": {"$gt": 2, "$lt": 3}},
+    "lt_2": {"a": {"$lt": 2, "$gt": 1}},
+    "gt_long": {"a": {"$gt": Int64(big)}},
+    "lt_long": {"a": {"$lt": Int64(big + 1), "$gt": 3}},
+    "in": {"a": {"$in": [Int64(big), Int64(big + 1)]}},
+    "gte_dec": {"a": {"$gte": Decimal128("2.0000000000000000000000001"), "$lt": 3}},
+    "expr": {"$expr": {"$gt": ["$a", Int64(big)]}},
+}
+run = lambda: {k: [sorted(d["_id"] for d in db.n.find(q)), db.n.count_documents(q)] for k, q in queries.items()}
+out = {"scan": run(), "sorted": [d["_id"] for d in db.n.find().sort("a", 1)]}
+db.n.create_index("a")
+out["indexed"] = run()
+plan = db.n.find(queries["gt_long"]).explain()["queryPlanner"]["winningPlan"]
+out["ixscan"] = "IXSCAN" in json.dumps(plan)
+print(json.dumps(out))
+"#;
+    let Some(out) = python(&server, script) else { return };
+    let expected = json!({
+        "eq_long": [[2], 1], "eq_long_low": [[1, 5], 2], "eq_dec": [[4], 1], "eq_2": [[3, 6], 2],
+        "gt_2": [[4], 1], "lt_2": [[7], 1], "gt_long": [[2], 1], "lt_long": [[1, 5], 2],
+        "in": [[1, 2, 5], 3], "gte_dec": [[4], 1], "expr": [[2], 1],
+    });
+    assert_eq!(out["scan"], expected);
+    assert_eq!(out["indexed"], expected);
+    assert_eq!(out["sorted"], json!([7, 3, 6, 4, 1, 5, 2]));
+    assert_eq!(out["ixscan"], json!(true));
+}
+
+/// A `unique` index tells apart numbers that share a double key (snowflake-style int64 ids
+/// past 2^53, a Decimal128 a hair above 2), on insert, in one batch and when it is built
+/// over existing documents; equal numbers of different types still collide.
+#[test]
+fn unique_indexes_tell_apart_numbers_sharing_a_double() {
+    let server = Server::start();
+    let script = r#"
+from pymongo.errors import DuplicateKeyError, BulkWriteError
+db = client().acme
+big = 2**60
+db.ids.create_index("tid", unique=True)
+db.ids.insert_one({"_id": 1, "tid": Int64(big)})
+db.ids.insert_one({"_id": 2, "tid": Int64(big + 1)})
+db.ids.insert_many([{"_id": 3, "tid": Int64(big + 2)}, {"_id": 4, "tid": Int64(big + 3)}])
+db.ids.insert_one({"_id": 5, "tid": 2})
+db.ids.insert_one({"_id": 6, "tid": Decimal128("2.0000000000000000000000001")})
+out = {"count": db.ids.count_documents({})}
+def dup(f):
+    try:
+        f()
+        return None
+    except (DuplicateKeyError, BulkWriteError) as e:
+        return 11000 if "E11000" in str(e) or getattr(e, "code", None) == 11000 else str(e)
+out["same_long"] = dup(lambda: db.ids.insert_one({"_id": 7, "tid": Int64(big + 1)}))
+out["same_as_double"] = dup(lambda: db.ids.insert_one({"_id": 8, "tid": Decimal128("2.0")}))
+out["batch"] = dup(lambda: db.ids.insert_many([{"_id": 9, "tid": Int64(big + 9)}, {"_id": 10, "tid": Int64(big + 9)}]))
+out["update"] = dup(lambda: db.ids.update_one({"_id": 2}, {"$set": {"tid": Int64(big + 3)}}))
+db.ids.update_one({"_id": 2}, {"$set": {"tid": Int64(big + 5)}})
+out["found"] = [d["_id"] for d in db.ids.find({"tid": Int64(big + 5)})]
+db.built.insert_many([{"_id": i, "tid": Int64(big + i)} for i in range(4)])
+db.built.create_index("tid", unique=True)
+out["built"] = len(db.built.index_information())
+db.clash.insert_many([{"_id": 1, "tid": Int64(big)}, {"_id": 2, "tid": float(big)}])
+try:
+    db.clash.create_index("tid", unique=True)
+    out["clash"] = None
+except OperationFailure as e:
+    out["clash"] = e.code
+print(json.dumps(out))
+"#;
+    let Some(out) = python(&server, script) else { return };
+    assert_eq!(
+        out,
+        json!({"count": 6, "same_long": 11000, "same_as_double": 11000, "batch": 11000,
+               "update": 11000, "found": [2], "built": 2, "clash": 11000})
+    );
 }
