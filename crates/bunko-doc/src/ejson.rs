@@ -27,7 +27,8 @@
 //! reads number wrappers by value, so numbers compare across types); [`numeric_type`]
 //! tells the four numeric types apart for `$type`, and [`plain_number`] unwraps one. [`doc_id`] and [`id_value`] map a MongoDB `_id` to the document id
 //! and back. [`raw::document`] writes a stored document as BSON bytes straight from its
-//! text, as [`from_json`] of the parsed text would encode.
+//! text, as [`from_json`] of the parsed text would encode; [`from_bson::document`] writes a
+//! document sent as BSON bytes as its stored JSON, as [`to_json`] of the decoded document.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
@@ -36,6 +37,7 @@ use bson::spec::BinarySubtype;
 use bson::{Binary, Bson, Decimal128, Document, Regex, Timestamp};
 use serde_json::{Map, Number, Value, json};
 
+pub mod from_bson;
 pub mod raw;
 
 /// The escape for a user's sub-document that looks like a type wrapper.
@@ -57,15 +59,7 @@ pub fn value_to_json(value: &Bson) -> Value {
         Bson::Double(d) => double(*d),
         Bson::String(s) => Value::String(s.clone()),
         Bson::Array(items) => Value::Array(items.iter().map(value_to_json).collect()),
-        Bson::Document(doc) => {
-            let map = to_json(doc);
-            let plain = matches!(wrapper(&map), Some(Bson::Document(_)) | None);
-            if plain && !(map.len() == 1 && map.contains_key(ESCAPE)) {
-                Value::Object(map)
-            } else {
-                json!({ ESCAPE: map })
-            }
-        }
+        Bson::Document(doc) => object(to_json(doc)),
         Bson::Boolean(b) => Value::Bool(*b),
         Bson::Null => Value::Null,
         Bson::RegularExpression(re) => json!({"$regularExpression": {
@@ -92,6 +86,16 @@ pub fn value_to_json(value: &Bson) -> Value {
         Bson::MinKey => json!({"$minKey": 1}),
         // The bson crate renders DBPointer's canonical form itself.
         other @ Bson::DbPointer(_) => other.clone().into_canonical_extjson(),
+    }
+}
+
+/// A converted sub-document as stored: escaped when it would read back as a wrapper.
+fn object(map: Map<String, Value>) -> Value {
+    let plain = matches!(wrapper(&map), Some(Bson::Document(_)) | None);
+    if plain && !(map.len() == 1 && map.contains_key(ESCAPE)) {
+        Value::Object(map)
+    } else {
+        json!({ ESCAPE: map })
     }
 }
 

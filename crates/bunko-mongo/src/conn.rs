@@ -66,6 +66,7 @@ async fn serve(
                     // documents); the request keeps it for what follows the reply.
                     let command = Arc::new(std::mem::take(&mut request.command));
                     session.sized = request.sized;
+                    session.documents = request.documents.take();
                     let Some((back, result)) = run_waiting(server, session, &command).await else {
                         return Err(std::io::Error::other("command panicked"));
                     };
@@ -193,6 +194,7 @@ fn fallback(header: &Header) -> Request {
         compressor: None,
         exhaust_allowed: false,
         sized: false,
+        documents: None,
     }
 }
 

@@ -172,6 +172,8 @@ pub(crate) struct Session {
     /// Whether the current request's documents are known to be within the size limit
     /// ([`wire::Request::sized`]).
     pub sized: bool,
+    /// The current insert's documents as they came ([`wire::Request::documents`]).
+    pub documents: Option<Vec<bson::RawDocumentBuf>>,
     /// A first batch written as BSON from the stored text ([`commands::point_read`]).
     pub raw_batch: commands::point_read::RawBatch,
 }
@@ -193,6 +195,7 @@ impl Session {
             close: false,
             unsynced: Default::default(),
             sized: false,
+            documents: None,
             raw_batch: Default::default(),
         }
     }

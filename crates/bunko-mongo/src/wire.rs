@@ -157,6 +157,10 @@ pub struct Request {
     /// [`MAX_BSON_SIZE`]: its body is no larger, and the documents of kind 1 sequences were
     /// checked as they were read. An insert then need not encode its documents to size them.
     pub sized: bool,
+    /// An `insert`'s kind 1 `documents` sequence, kept as the bytes that came (each checked
+    /// against [`MAX_BSON_SIZE`] and [`MAX_DEPTH`], not decoded): the insert writes each as
+    /// its stored JSON in one pass. `command` then holds no `documents`.
+    pub documents: Option<Vec<RawDocumentBuf>>,
 }
 
 /// Which opcode a request came as.
@@ -218,7 +222,7 @@ fn decode_msg(header: &Header, body: &[u8]) -> Result<Request, MongoError> {
     let mut r = Reader::new(sections);
     let mut command = None;
     let mut sized = false;
-    let mut sequences: Vec<(String, Vec<Bson>)> = Vec::new();
+    let mut sequences: Vec<(String, Vec<RawDocumentBuf>)> = Vec::new();
     while !r.is_empty() {
         match r.u8()? {
             0 if command.is_none() => {
@@ -235,7 +239,7 @@ fn decode_msg(header: &Header, body: &[u8]) -> Result<Request, MongoError> {
                 let name = s.cstring()?;
                 let mut docs = Vec::new();
                 while !s.is_empty() {
-                    docs.push(Bson::Document(s.document(MAX_BSON_SIZE)?));
+                    docs.push(s.raw_document(MAX_BSON_SIZE)?);
                 }
                 sequences.push((name, docs));
             }
@@ -243,13 +247,20 @@ fn decode_msg(header: &Header, body: &[u8]) -> Result<Request, MongoError> {
         }
     }
     let mut command = command.ok_or_else(|| malformed("no body section"))?;
+    let insert = command.keys().next().is_some_and(|name| name == "insert");
+    let mut documents = None;
     for (name, docs) in sequences {
-        if command.contains_key(&name) {
+        if command.contains_key(&name) || (name == "documents" && documents.is_some()) {
             return Err(MongoError::bad_value(format!(
                 "Duplicate field '{name}' in body and document sequence"
             )));
         }
-        command.insert(name, docs);
+        if insert && name == "documents" {
+            documents = Some(docs);
+            continue;
+        }
+        let docs = docs.iter().map(|raw| decoded(raw).map(Bson::Document));
+        command.insert(name, docs.collect::<Result<Vec<_>, _>>()?);
     }
     let more_to_come = flags & MORE_TO_COME != 0;
     Ok(Request {
@@ -259,6 +270,7 @@ fn decode_msg(header: &Header, body: &[u8]) -> Result<Request, MongoError> {
         compressor: None,
         exhaust_allowed: flags & EXHAUST_ALLOWED != 0,
         sized,
+        documents,
     })
 }
 
@@ -297,6 +309,7 @@ fn decode_query(header: &Header, body: &[u8]) -> Result<Request, MongoError> {
         compressor: None,
         exhaust_allowed: false,
         sized: false,
+        documents: None,
     })
 }
 
@@ -488,6 +501,11 @@ impl<'a> Reader<'a> {
 
     /// One BSON document of at most `limit` bytes, validated by the `bson` crate.
     fn document(&mut self, limit: usize) -> Result<Document, MongoError> {
+        decoded(&self.raw_document(limit)?)
+    }
+
+    /// One BSON document of at most `limit` bytes, its elements and nesting checked.
+    fn raw_document(&mut self, limit: usize) -> Result<RawDocumentBuf, MongoError> {
         let head = self.bytes.get(..4).ok_or_else(|| malformed("truncated document"))?;
         let size = usize::try_from(i32::from_le_bytes([head[0], head[1], head[2], head[3]]))
             .map_err(|_| malformed("negative document size"))?;
@@ -497,8 +515,13 @@ impl<'a> Reader<'a> {
         let raw = RawDocumentBuf::from_bytes(self.take(size)?.to_vec())
             .map_err(|e| MongoError::invalid_bson(e.to_string()))?;
         check_depth(raw.as_ref())?;
-        Document::try_from(raw.as_ref()).map_err(|e| MongoError::invalid_bson(e.to_string()))
+        Ok(raw)
     }
+}
+
+/// A checked raw document ([`Reader::raw_document`]) decoded.
+pub(crate) fn decoded(raw: &RawDocumentBuf) -> Result<Document, MongoError> {
+    Document::try_from(raw.as_ref()).map_err(|e| MongoError::invalid_bson(e.to_string()))
 }
 
 /// Walks the nesting of a raw document without recursion; deeper than [`MAX_DEPTH`] is

@@ -34,6 +34,7 @@ use bunko_query::{Cond, Direction, FieldPath, Node, Selector};
 use bunko_storage::{Range, prefix_range};
 use serde_json::Value;
 
+use super::mongo_multikey::{Filed, file, multikey_bounds};
 use super::mongo_stream::IndexStream;
 use super::{ExecStats, FindQuery};
 use crate::database::Database;
@@ -103,7 +104,7 @@ impl Database {
         if hint == Some(NATURAL) {
             return Ok(None);
         }
-        let conds = top_level(selector.root());
+        let filed = file(selector.root());
         let indexes: Vec<Arc<Index>> =
             self.mongo_indexes().into_iter().filter(|i| i.is_ready()).collect();
         if let Some(name) = hint {
@@ -112,7 +113,7 @@ impl Database {
                     "error processing query: planner returned error :: caused by :: hint provided does not correspond to an existing index".into(),
                 ));
             };
-            let bounds = match index_bounds(index, &conds) {
+            let bounds = match index_bounds(index, &filed) {
                 Some(bounds) => bounds,
                 None => vec![FieldBounds::All; index.def.fields.len()],
             };
@@ -124,7 +125,7 @@ impl Database {
             .into_iter()
             .filter(|i| plannable(i) || holds_every_match(i, selector))
             .filter_map(|i| {
-                let bounds = index_bounds(&i, &conds)?;
+                let bounds = index_bounds(&i, &filed)?;
                 Some((i, bounds))
             })
             .filter(|(_, b)| !matches!(b.first(), Some(FieldBounds::All) | None))
@@ -234,52 +235,15 @@ struct KeyRules {
 /// The bounds of `index` for the conditions `conds`, computed under its collation; `None`
 /// when the query's collation differs from the index's and a bound holds a string (its
 /// keys order strings otherwise: MongoDB then uses the index only for other values).
-fn index_bounds(index: &Index, conds: &[(FieldPath, Cond)]) -> Option<Vec<FieldBounds>> {
+fn index_bounds(index: &Index, filed: &Filed) -> Option<Vec<FieldBounds>> {
+    let conds = &filed.conds;
     let own = index.compiled.collation();
     let query = collation::current();
     let rules = KeyRules { hashed: hashed_at(index), collated: own.is_some() };
     let same = collation::same(own.as_deref(), query.as_deref());
     let bounds = collation::with(own, || field_bounds(index.compiled.paths(), conds, rules));
-    let bounds = multikey_bounds(index, bounds);
+    let bounds = multikey_bounds(index, bounds, filed);
     (same || bounds.iter().all(collation_free)).then_some(bounds)
-}
-
-/// The bounds a multikey index may use, as MongoDB's planner limits them: on a field where
-/// the index is multikey, two conditions `{$gt: 1, $lt: 5}` may hold for different
-/// elements (`[0, 10]` matches), so a range keeps its lower side only; and a field sharing
-/// an array with an earlier bounded field (`links.target`, `links.doc_type`) may be met in
-/// another element than that field, so it (and every field after it) bounds nothing. The
-/// filter is matched on every document read, so wider bounds only read more.
-fn multikey_bounds(index: &Index, mut bounds: Vec<FieldBounds>) -> Vec<FieldBounds> {
-    let meta = index.meta();
-    if !meta.is_multikey() {
-        return bounds;
-    }
-    let paths = index.compiled.paths();
-    let arrays = |i: usize| -> Vec<&[String]> {
-        let segments = paths.get(i).map(FieldPath::segments).unwrap_or_default();
-        let components = meta.multikey.get(i).map(Vec::as_slice).unwrap_or_default();
-        components.iter().filter_map(|c| segments.get(..=*c)).collect()
-    };
-    let mut crossed: Vec<&[String]> = Vec::new();
-    let mut open = true;
-    for (i, b) in bounds.iter_mut().enumerate() {
-        let own = arrays(i);
-        if !open || own.iter().any(|p| crossed.contains(p)) {
-            open = false;
-            *b = FieldBounds::All;
-            continue;
-        }
-        if let FieldBounds::Range { lower: Some(_), upper, .. } = b
-            && !own.is_empty()
-        {
-            *upper = None;
-        }
-        if !matches!(b, FieldBounds::All) {
-            crossed.extend(own);
-        }
-    }
-    bounds
 }
 
 /// Whether bounds hold no string (strings, and objects and arrays which may hold some).
@@ -331,7 +295,7 @@ pub(crate) fn would_choose(
     indexes: &[Arc<Index>],
     fields: &[FieldPath],
 ) -> bool {
-    let conds = top_level(selector.root());
+    let conds = file(selector.root()).conds;
     let ranked = |paths: &[FieldPath]| {
         let bounds = field_bounds(paths, &conds, KeyRules::default());
         (!matches!(bounds.first(), Some(FieldBounds::All) | None)).then(|| rank(&bounds))
@@ -341,37 +305,11 @@ pub(crate) fn would_choose(
     ready.filter_map(|i| ranked(i.compiled.paths())).all(|other| mine < other)
 }
 
-/// The conditions of the top-level `$and` by path; those inside `$elemMatch` on `a` are
-/// filed under `a.x`.
-fn top_level(root: &Node) -> Vec<(FieldPath, Cond)> {
-    let nodes: Vec<&Node> = match root {
-        Node::And(children) => children.iter().collect(),
-        other => vec![other],
-    };
-    let mut out = Vec::new();
-    for node in nodes {
-        if let Some((path, conds)) = one_path_or(node) {
-            out.push((path, Cond::ElemMatch(Box::new(Node::Or(conds)))));
-            continue;
-        }
-        if let Node::Field(path, cond) = node {
-            out.push((path.clone(), cond.clone()));
-            if let Cond::ElemMatch(inner) = cond {
-                for (sub, c) in top_level(inner) {
-                    let joined = path.segments().iter().chain(sub.segments());
-                    out.push((FieldPath::from_segments(joined), c));
-                }
-            }
-        }
-    }
-    out
-}
-
 /// An `$or` whose every branch is a condition on the same path (what `$in` with regexes
 /// becomes), as that path and the branches (each a root-path condition): the planner files
 /// it as an `$elemMatch` of an `$or` (a form no filter has at the top level of a
 /// path's conditions) and [`bounds_of`] reads it as a union.
-fn one_path_or(node: &Node) -> Option<(FieldPath, Vec<Node>)> {
+pub(super) fn one_path_or(node: &Node) -> Option<(FieldPath, Vec<Node>)> {
     let Node::Or(children) = node else { return None };
     let mut path: Option<&FieldPath> = None;
     let mut conds = Vec::new();

@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use bson::oid::ObjectId;
-use bson::{Bson, Document, doc};
+use bson::{Bson, Document, RawDocument, RawDocumentBuf, doc};
 use bunko_doc::body::ParsedDoc;
 use bunko_doc::ejson;
 use bunko_engine::find::FindQuery;
@@ -47,17 +47,21 @@ const DEFAULT_BATCH: usize = 101;
 
 pub(super) fn insert(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
     let ns = namespace(ctx, command)?;
-    let Some(Bson::Array(items)) = command.get("documents") else {
-        return Err(MongoError::failed_to_parse(
-            "BSON field 'insert.documents' is missing but a required field",
-        ));
+    let sent = match (ctx.session.documents.take(), command.get("documents")) {
+        (Some(raw), _) => Sent::Raw(raw),
+        (None, Some(Bson::Array(items))) => Sent::Body(items),
+        _ => {
+            return Err(MongoError::failed_to_parse(
+                "BSON field 'insert.documents' is missing but a required field",
+            ));
+        }
     };
     let ordered = bool_of(command, "ordered", true)?;
     let db = open_or_create(ctx, &ns)?;
     let mut errors = Vec::new();
     let mut docs = Vec::new();
-    for (index, item) in items.iter().enumerate() {
-        match prepare_for(&db, item, ctx.session.sized) {
+    for index in 0..sent.len() {
+        match sent.prepare(&db, index, ctx.session.sized) {
             Ok((doc, id)) => docs.push((index, doc, id)),
             Err(err) => {
                 errors.push(write_error(index, &err));
@@ -70,7 +74,7 @@ pub(super) fn insert(ctx: &mut Ctx, command: &Document) -> Result<Document, Mong
     if ordered && let Some(first) = errors.first().and_then(|e| e.get_i32("index").ok()) {
         docs.retain(|(index, _, _)| (*index as i32) < first);
     }
-    let written = write(ctx, &db, &ns, items, docs, ordered, &mut errors)?;
+    let written = write(ctx, &db, &ns, &sent, docs, ordered, &mut errors)?;
     errors.sort_by_key(|e| e.get_i32("index").unwrap_or_default());
     let mut reply = doc! {"n": written as i32};
     if !errors.is_empty() {
@@ -79,12 +83,42 @@ pub(super) fn insert(ctx: &mut Ctx, command: &Document) -> Result<Document, Mong
     Ok(reply)
 }
 
-/// Writes the prepared documents of `items`; ordered: none after the first failure.
+/// An insert's documents: the body's `documents` array, or its kind-1 sequence kept as
+/// the bytes that came ([`wire::Request::documents`]), each converted to its stored JSON in
+/// one pass.
+enum Sent<'a> {
+    Body(&'a [Bson]),
+    Raw(Vec<RawDocumentBuf>),
+}
+
+impl Sent<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Sent::Body(items) => items.len(),
+            Sent::Raw(docs) => docs.len(),
+        }
+    }
+
+    /// The document at `index`, prepared ([`prepare_for`]).
+    fn prepare(
+        &self,
+        db: &Database,
+        index: usize,
+        sized: bool,
+    ) -> Result<(ParsedDoc, Bson), MongoError> {
+        match self {
+            Sent::Body(items) => prepare_for(db, &items[index], sized),
+            Sent::Raw(docs) => partition_ids(db, prepare_raw(&docs[index])?),
+        }
+    }
+}
+
+/// Writes the prepared documents of `sent`; ordered: none after the first failure.
 fn write(
     ctx: &Ctx,
     db: &Arc<Database>,
     ns: &Namespace,
-    items: &[Bson],
+    sent: &Sent,
     docs: Vec<(usize, ParsedDoc, Bson)>,
     ordered: bool,
     errors: &mut Vec<Document>,
@@ -102,13 +136,13 @@ fn write(
         errors.push(doc_error(ns, &keys[k], &results[k]));
         let mut again = Vec::with_capacity(k);
         for (index, id) in &keys[..k] {
-            let (mut doc, _) = prepare_sized(&items[*index])?;
+            let (mut doc, _) = sent.prepare(db, *index, true)?;
             doc.id = Some(ejson::doc_id(id));
             again.push((*index, doc, id.clone()));
         }
         return match again.is_empty() {
             true => Ok(0),
-            false => write(ctx, db, ns, items, again, true, errors),
+            false => write(ctx, db, ns, sent, again, true, errors),
         };
     }
     let mut written = 0;
@@ -189,7 +223,14 @@ pub(super) fn prepare_for(
     item: &Bson,
     sized: bool,
 ) -> Result<(ParsedDoc, Bson), MongoError> {
-    let (parsed, id) = if sized { prepare_sized(item)? } else { prepare(item)? };
+    partition_ids(db, if sized { prepare_sized(item)? } else { prepare(item)? })
+}
+
+/// A prepared document of `db`, refused when `db` is partitioned and its `_id` no string.
+fn partition_ids(
+    db: &Database,
+    (parsed, id): (ParsedDoc, Bson),
+) -> Result<(ParsedDoc, Bson), MongoError> {
     if db.is_partitioned() && !matches!(id, Bson::String(_)) {
         return Err(MongoError::bad_value(
             "Doc id must be of form partition:id (a partitioned database takes string _ids)",
@@ -214,7 +255,46 @@ pub(super) fn prepare_sized(item: &Bson) -> Result<(ParsedDoc, Bson), MongoError
     let Bson::Document(doc) = item else {
         return Err(MongoError::type_mismatch("documents to insert must be objects"));
     };
-    let id = doc.get("_id").cloned().unwrap_or_else(|| Bson::ObjectId(ObjectId::new()));
+    // The body without `_id`, converted from the sent document without copying it first.
+    let body: serde_json::Map<String, Value> = doc
+        .iter()
+        .filter(|(key, _)| key.as_str() != "_id")
+        .map(|(key, value)| (key.clone(), ejson::value_to_json(value)))
+        .collect();
+    let depth = 1 + doc.values().map(bson_depth).max().unwrap_or(0);
+    stored(doc.get("_id").cloned(), body, depth)
+}
+
+/// [`prepare_sized`] of a document sent as BSON bytes (an insert's kind-1 sequence, sized
+/// as it was read), converted to its stored JSON in one pass ([`ejson::from_bson`]).
+fn prepare_raw(doc: &RawDocument) -> Result<(ParsedDoc, Bson), MongoError> {
+    let invalid = |e: bson::error::Error| MongoError::invalid_bson(e.to_string());
+    let mut id = None;
+    let mut body = serde_json::Map::new();
+    let mut deepest = 0;
+    for member in doc {
+        let (key, value) = member.map_err(invalid)?;
+        if key.as_str() == "_id" {
+            // A repeated `_id` counts with its last value, as the decoded document keeps it.
+            id = Some(Bson::try_from(value).map_err(invalid)?);
+            continue;
+        }
+        let (value, depth) = ejson::from_bson::value(value).map_err(invalid)?;
+        deepest = deepest.max(depth);
+        body.insert(key.as_str().to_owned(), value);
+    }
+    let depth = 1 + deepest.max(id.as_ref().map_or(0, bson_depth));
+    stored(id, body, depth)
+}
+
+/// The document to store: `_id` checked (an ObjectId made when missing), the nesting of
+/// the sent document (`depth`) and of its stored JSON checked.
+fn stored(
+    id: Option<Bson>,
+    body: serde_json::Map<String, Value>,
+    depth: usize,
+) -> Result<(ParsedDoc, Bson), MongoError> {
+    let id = id.unwrap_or_else(|| Bson::ObjectId(ObjectId::new()));
     match id {
         Bson::Array(_) => return Err(MongoError::bad_value("can't use an array for _id")),
         Bson::RegularExpression(_) => {
@@ -224,17 +304,9 @@ pub(super) fn prepare_sized(item: &Bson) -> Result<(ParsedDoc, Bson), MongoError
         Bson::Document(ref d) => check_id_fields(d)?,
         _ => {}
     }
-    // The body without `_id`, converted from the sent document without copying it first.
-    let body: serde_json::Map<String, Value> = doc
-        .iter()
-        .filter(|(key, _)| key.as_str() != "_id")
-        .map(|(key, value)| (key.clone(), ejson::value_to_json(value)))
-        .collect();
     // MongoDB stores at most 100 levels; the stored JSON (with its wrappers) must also stay
     // within what the JSON parser reads back (128).
-    if 1 + doc.values().map(bson_depth).max().unwrap_or(0) > MAX_STORED_DEPTH
-        || body.values().map(json_depth).max().unwrap_or(0) >= 127
-    {
+    if depth > MAX_STORED_DEPTH || body.values().map(json_depth).max().unwrap_or(0) >= 127 {
         return Err(MongoError::new(
             15,
             "Overflow",

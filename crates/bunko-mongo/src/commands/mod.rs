@@ -244,6 +244,19 @@ pub(crate) fn run(
     let command = bound.as_ref().unwrap_or(command);
     let txn = session::Fields::parse(command)?;
     let ends_txn = matches!(entry.name, "commitTransaction" | "abortTransaction");
+    // An insert's documents kept as bytes ([`wire::Request::documents`]) go to `crud::insert`;
+    // inside a transaction they are decoded into the command as before.
+    let decoded;
+    let command = match session.documents.take() {
+        Some(docs) if txn.in_txn || entry.name != "insert" => {
+            decoded = with_documents(command, &docs)?;
+            &decoded
+        }
+        docs => {
+            session.documents = docs;
+            command
+        }
+    };
     if let Some(fields) = entry.fields {
         let extra: &[&str] = if txn.in_txn || ends_txn {
             session::SESSION_FIELDS
@@ -291,7 +304,7 @@ pub(crate) fn run(
     }
     let retryable = txn.txn_number.is_some() && !txn.in_txn && RETRYABLE.contains(&entry.name);
     let close_after = if retryable && !session::done_before(server, session, &txn) {
-        match server.fail_points.check_primary_write(statements(command)) {
+        match server.fail_points.check_primary_write(statements(command, session)) {
             Some(crate::fail_point::PrimaryWriteFailure::Fail(err)) => return Err(err),
             Some(crate::fail_point::PrimaryWriteFailure::CloseBefore) => {
                 session.close = true;
@@ -347,12 +360,26 @@ pub(crate) fn run(
 
 /// How many statements a write command holds (`insert`'s documents, `update`'s and
 /// `delete`'s statements, `bulkWrite`'s operations; `findAndModify` is one).
-fn statements(command: &Document) -> u64 {
+fn statements(command: &Document, session: &Session) -> u64 {
+    if let Some(docs) = &session.documents {
+        return docs.len() as u64;
+    }
     let list = ["documents", "updates", "deletes", "ops"].iter().find_map(|f| command.get(*f));
     match list {
         Some(Bson::Array(items)) => items.len() as u64,
         _ => 1,
     }
+}
+
+/// `command` with an insert's documents kept as bytes decoded into its `documents`.
+fn with_documents(
+    command: &Document,
+    docs: &[bson::RawDocumentBuf],
+) -> Result<Document, MongoError> {
+    let mut out = command.clone();
+    let decoded = docs.iter().map(|raw| crate::wire::decoded(raw).map(Bson::Document));
+    out.insert("documents", decoded.collect::<Result<Vec<_>, _>>()?);
+    Ok(out)
 }
 
 /// Whether a command outside a transaction asks for a snapshot read.

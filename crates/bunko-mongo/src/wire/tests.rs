@@ -31,11 +31,26 @@ fn op_msg_with_a_document_sequence() -> Result<(), MongoError> {
     let docs = [doc! {"a": 1}, doc! {"b": 2}];
     let body = msg_body(0, &doc! {"insert": "c", "$db": "d"}, Some(("documents", &docs)));
     let request = decode(&header(OP_MSG, &body), &body)?;
+    // An insert's documents stay the bytes that came, outside the command.
+    assert_eq!(request.command, doc! {"insert": "c", "$db": "d"});
+    let raw: Vec<Document> =
+        request.documents.iter().flatten().filter_map(|d| decoded(d).ok()).collect();
+    assert_eq!(raw, docs);
+    assert_eq!(request.kind, Kind::Msg { more_to_come: false });
+    // Any other command's sequence is decoded into it.
+    let deletes = [doc! {"q": {}, "limit": 0}];
+    let body = msg_body(0, &doc! {"delete": "c", "$db": "d"}, Some(("deletes", &deletes)));
+    let request = decode(&header(OP_MSG, &body), &body)?;
     assert_eq!(
         request.command,
-        doc! {"insert": "c", "$db": "d", "documents": [{"a": 1}, {"b": 2}]}
+        doc! {"delete": "c", "$db": "d", "deletes": [{"q": {}, "limit": 0}]}
     );
-    assert_eq!(request.kind, Kind::Msg { more_to_come: false });
+    assert_eq!(request.documents, None);
+    // A sequence repeating a body field is refused, for an insert too.
+    let body =
+        msg_body(0, &doc! {"insert": "c", "documents": [], "$db": "d"}, Some(("documents", &docs)));
+    let err = decode(&header(OP_MSG, &body), &body).err().map(|e| e.errmsg);
+    assert_eq!(err.as_deref(), Some("Duplicate field 'documents' in body and document sequence"));
     Ok(())
 }
 

@@ -482,4 +482,69 @@ print(json.dumps(out))
     );
     assert_eq!(r["elem"][0], json!([2]));
     assert_eq!(r["elem"][1], json!([2]));
+    // One `$elemMatch` joins both conditions in one element: both fields are bounded.
+    assert_eq!(
+        r["elem"][3],
+        json!({"links.t": ["[\"S1\", \"S1\"]"], "links.d": ["[\"c\", \"c\"]"]})
+    );
+}
+
+/// Bounds joined by `$elemMatch` as MongoDB combines them (its "Compound Bounds of Multiple
+/// Fields from the Same Array" and "Bounds Intersection"): both fields of `links` bounded,
+/// both sides of a range kept; not when a condition sits outside the `$elemMatch`, nor for
+/// an array inside it. Every answer is the collection scan's.
+#[test]
+fn elem_match_joins_multikey_bounds_as_mongodb_does() {
+    let server = Server::start();
+    let script = r#"
+db = client().em
+l = db.links
+l.insert_many([{"_id": 1, "links": [{"t": "S1", "d": "x"}, {"t": "S2", "d": "c"}]},
+               {"_id": 2, "links": [{"t": "S1", "d": "c"}]},
+               {"_id": 3, "links": [{"t": "S2", "d": "x"}]},
+               {"_id": 4, "links": [{"t": ["S0", "S3"], "d": "c"}]},
+               {"_id": 5, "links": [{"t": "S15", "d": "c"}, {"t": "S1", "d": "y"}]}])
+l.create_index([("links.t", 1), ("links.d", 1)])
+g = db.grades
+g.insert_many([{"_id": 1, "a": [0, 10]}, {"_id": 2, "a": [2, 9]}, {"_id": 3, "a": 3}])
+g.create_index("a")
+natural = [("$natural", 1)]
+def ids(cursor):
+    return sorted(d["_id"] for d in cursor)
+out = {}
+for name, coll, q in [
+        ("both", l, {"links": {"$elemMatch": {"t": "S1", "d": "c"}}}),
+        ("in", l, {"links": {"$elemMatch": {"t": {"$in": ["S1", "S2"]}, "d": "c"}}}),
+        ("range", l, {"links": {"$elemMatch": {"t": {"$gte": "S1", "$lt": "S2"}, "d": "c"}}}),
+        ("outside", l, {"links": {"$elemMatch": {"t": "S1"}}, "links.d": "c"}),
+        ("inner", l, {"links": {"$elemMatch": {"t": {"$gt": "S0", "$lt": "S2"}}}}),
+        ("scalar", g, {"a": {"$elemMatch": {"$gt": 1, "$lt": 5}}})]:
+    e = coll.find(q).explain()["queryPlanner"]["winningPlan"]
+    assert e["stage"] == "FETCH" and e["inputStage"]["stage"] == "IXSCAN", e
+    out[name] = [ids(coll.find(q)), ids(coll.find(q).hint(natural)), e["inputStage"]["indexBounds"]]
+print(json.dumps(out))
+"#;
+    let Some(r) = python(&server, script) else { return };
+    for (name, found) in r.as_object().into_iter().flatten() {
+        assert_eq!(found[0], found[1], "{name}: the index scan answers as the collection scan");
+    }
+    let s = |v: &str| format!("[\"{v}\", \"{v}\"]");
+    assert_eq!(r["both"][0], json!([2]));
+    assert_eq!(r["both"][2], json!({"links.t": [s("S1")], "links.d": [s("c")]}));
+    assert_eq!(r["in"][0], json!([1, 2]));
+    assert_eq!(r["in"][2], json!({"links.t": [s("S1"), s("S2")], "links.d": [s("c")]}));
+    // `links.t` is an array in document 4, inside the `$elemMatch`: its range keeps the
+    // lower side only, and a range ends the walk (so `links.d` is unbounded).
+    assert_eq!(r["range"][0], json!([2, 4, 5]));
+    assert_eq!(
+        r["range"][2],
+        json!({"links.t": ["[\"S1\", {})"], "links.d": ["[MinKey, MaxKey]"]})
+    );
+    assert_eq!(r["outside"][0], json!([1, 2, 5]));
+    assert_eq!(r["outside"][2], json!({"links.t": [s("S1")], "links.d": ["[MinKey, MaxKey]"]}));
+    assert_eq!(r["inner"][0], json!([1, 2, 4, 5]));
+    assert_eq!(r["inner"][2]["links.t"], json!(["(\"S0\", {})"]));
+    // No array inside the `$elemMatch` on `a`: both sides of the range bound it.
+    assert_eq!(r["scalar"][0], json!([2]));
+    assert_eq!(r["scalar"][2], json!({"a": ["(1, 5)"]}));
 }
