@@ -17,6 +17,10 @@
 //!    while one is applied, the workers map the next one of the same snapshot
 //!    (`GroupBuild`).
 //!
+//! A first build (map indexes with no rows, at checkpoint 0) reads the documents in id order
+//! instead of the `Seq` keys (`Scan`): reads by seq land on a different storage block for
+//! nearly every document, reads in key order on the block before.
+//!
 //! Batches are applied without waiting for durability and synced every `SYNC_EVERY`
 //! pages and at the end: rows and checkpoints share each batch, so a crash only loses
 //! progress, which the next update redoes. Each document has one `Seq` entry, at its
@@ -82,7 +86,7 @@ fn workers() -> usize {
 const MAX_ROW_KEY: usize = 60_000;
 
 /// One page's work: the map indexes at the group's lowest checkpoint, and the seqs to read.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Step {
     /// Positions in the group's maps.
     maps: Vec<usize>,
@@ -90,6 +94,25 @@ struct Step {
     after: u64,
     /// ...up to the next higher checkpoint of the group, if any.
     upto: Option<u64>,
+    /// A first build read in document id order instead of by seq ([`Scan`]).
+    scan: Option<Scan>,
+}
+
+/// A first build of map indexes that hold no rows: the documents read in id order (`Doc`
+/// keys, then each winning body beside the one before it) instead of by seq, so that
+/// storage blocks are read once each rather than once per document (reads by seq land on
+/// a different block for almost every document). Snapshots are renewed as for pages by seq;
+/// `seq` is the last seq of the first one, and documents changed after it are left out of
+/// the scan (no rows), to be read by seq after it like any change. The checkpoint stays at
+/// 0 until the last page, which sets it to `seq`; each page keeps where the scan stands
+/// beside its rows ([`entries::scan_key`]), so a scan cut short (an error, a restart)
+/// resumes there ([`cut_scan`]).
+#[derive(Debug, Clone)]
+struct Scan {
+    /// The last seq of the scan's first snapshot: the checkpoint once the scan ends.
+    seq: u64,
+    /// The last document id read, if any.
+    after: Option<String>,
 }
 
 impl Step {
@@ -98,7 +121,31 @@ impl Step {
         let after = seqs.iter().copied().min().unwrap_or(0);
         let maps = (0..seqs.len()).filter(|&m| seqs.get(m) == Some(&after)).collect();
         let upto = seqs.iter().copied().filter(|&s| s > after).min();
-        Step { maps, after, upto }
+        Step { maps, after, upto, scan: None }
+    }
+
+    /// This step as a [`Scan`] of `snapshot` when it is a first build (checkpoint 0, no
+    /// rows in any of its map indexes) of a database with changes.
+    fn scanned(mut self, db: u64, index: &Index, snapshot: &Snapshot) -> Result<Step> {
+        let empty = |m: &usize| index.maps.get(*m).is_some_and(|m| m.meta().rows == 0);
+        if self.after == 0 && self.maps.iter().all(empty) {
+            let last = snapshot.scan(&keys::seq_range(db), true, 1)?;
+            if let Some((key, _)) = last.first() {
+                self.scan = Some(Scan { seq: keys::decode_seq(key)?, after: None });
+            }
+        }
+        Ok(self)
+    }
+
+    /// The keys of `db` this step reads: `Seq` keys, or `Doc` keys for a [`Scan`].
+    fn read_range(&self, db: u64) -> bunko_storage::Range {
+        match &self.scan {
+            None => self.range(db),
+            Some(Scan { after: None, .. }) => keys::doc_range(db),
+            Some(Scan { after: Some(id), .. }) => {
+                (Bound::Excluded(Key::Doc(db, id).encode()), keys::doc_range(db).1)
+            }
+        }
     }
 
     /// The `Seq` keys of `db` this step reads.
@@ -236,6 +283,7 @@ pub fn update_view(db: &Database, index: &Index) -> Result<()> {
         // `_view_cleanup` removed an index of this (no longer used) group meanwhile.
         return Ok(());
     }
+    let resume = cut_scan(db, index)?;
     let purged = apply_view_purges(db, index)?;
     let mut build = GroupBuild {
         db,
@@ -245,8 +293,42 @@ pub fn update_view(db: &Database, index: &Index) -> Result<()> {
         purged,
         pending: None,
         snapshot: None,
+        scan: true,
+        resume,
     };
     bunko_indexer::run(&mut build, &index.activity, SYNC_EVERY)
+}
+
+/// Where a [`Scan`] cut short (an error, a restart) stopped, to resume it: the map indexes
+/// at checkpoint 0 with rows (only a scan writes rows without moving the checkpoint) all
+/// with the same [`entries::ScanMark`]. Map indexes at checkpoint 0 that cannot resume
+/// together (one added to the group meanwhile) are emptied and scanned from the start.
+/// The caller holds their build locks.
+fn cut_scan(db: &Database, index: &Index) -> Result<Option<Scan>> {
+    let first: Vec<&Arc<MapIndex>> = index.maps.iter().filter(|m| m.meta().seq == 0).collect();
+    if first.iter().all(|m| m.meta().rows == 0) {
+        return Ok(None);
+    }
+    let mut marks = Vec::with_capacity(first.len());
+    for map in &first {
+        let mark = db.store().get(&entries::scan_key(db.id(), &map.sig))?;
+        marks.push(mark.map(|m| records::decode::<entries::ScanMark>(&m)).transpose()?);
+    }
+    if let Some(Some((seq, after))) = marks.first()
+        && marks.iter().all(|m| m.as_ref().is_some_and(|m| m.0 == *seq && m.1 == *after))
+    {
+        return Ok(Some(Scan { seq: *seq, after: Some(after.clone()) }));
+    }
+    for map in first {
+        tracing::info!(sig = map.sig, "view build: a first build cut short starts over");
+        for range in entries::map_ranges(db.id(), &map.sig) {
+            bunko_engine::remove_range(db.store().as_ref(), &range)?;
+        }
+        // The order structure is rebuilt from the (now empty) rows on the next query.
+        registry(db).order.forget(&map.sig);
+        *map.meta.lock() = MapMeta::default();
+    }
+    Ok(None)
 }
 
 /// Maps and applies one page of `step` on a fresh snapshot ([`prepare_page`], then
@@ -280,6 +362,8 @@ struct Prepared {
     changes: u64,
     /// Whether more steps are needed after it.
     more: bool,
+    /// A [`Scan`] page's last document id.
+    last: Option<String>,
 }
 
 impl Prepared {
@@ -287,8 +371,19 @@ impl Prepared {
     /// this page's checkpoint; `None` when the step ends with this page (the next plan
     /// then takes in the map indexes it caught up with).
     fn next(&self) -> Option<Step> {
+        let maps = self.step.maps.clone();
+        if let Some(scan) = &self.step.scan {
+            // A scan continues after its last document until a page sets the checkpoint.
+            let scan = Scan { seq: scan.seq, after: Some(self.last.clone()?) };
+            return (self.seq == 0).then_some(Step {
+                maps,
+                after: 0,
+                upto: None,
+                scan: Some(scan),
+            });
+        }
         let open = self.more && self.step.upto.is_none_or(|upto| self.seq < upto);
-        open.then(|| Step { maps: self.step.maps.clone(), after: self.seq, upto: self.step.upto })
+        open.then_some(Step { maps, after: self.seq, upto: self.step.upto, scan: None })
     }
 }
 
@@ -304,19 +399,25 @@ fn prepare_page(
     snapshot: &Snapshot,
 ) -> Result<Option<Prepared>> {
     let db_id = db.id();
-    // A purge after the applied one may have left rows of a document written again since
-    // as a first revision: then every document's back-index is read (`PageDoc::unseen`).
-    let trust_unseen = purge_seq_in(snapshot.as_ref(), db_id)? == purged;
-    let most = db.view_page_docs(PAGE_COST * PAGES_IN_FLIGHT).clamp(MIN_SHARE, BATCH);
-    let page = snapshot.scan(&step.range(db_id), false, most)?;
-    let (seq, more) = match (page.last(), step.upto) {
-        (Some((last, _)), _) if page.len() == most => (keys::decode_seq(last)?, true),
-        (_, Some(upto)) => (upto, true),
-        (Some((last, _)), None) => (keys::decode_seq(last)?, false),
-        (None, None) => return Ok(None),
-    };
     let targets: Vec<&Arc<MapIndex>> =
         step.maps.iter().filter_map(|&m| index.maps.get(m)).collect();
+    // A purge after the applied one may have left rows of a document written again since
+    // as a first revision: then every document's back-index is read (`PageDoc::unseen`).
+    // A scan's own documents are unseen: its map indexes were empty when it began, and it
+    // reads each document once.
+    let trust_unseen = step.scan.is_some() || purge_seq_in(snapshot.as_ref(), db_id)? == purged;
+    let most = db.view_page_docs(PAGE_COST * PAGES_IN_FLIGHT).clamp(MIN_SHARE, BATCH);
+    let page = snapshot.scan(&step.read_range(db_id), false, most)?;
+    let (seq, more, last) = match (&step.scan, page.last()) {
+        (Some(_), Some((key, _))) if page.len() == most => (0, true, Some(keys::decode_doc(key)?)),
+        (Some(scan), _) => (scan.seq, true, None),
+        (None, _) => match (page.last(), step.upto) {
+            (Some((last, _)), _) if page.len() == most => (keys::decode_seq(last)?, true, None),
+            (_, Some(upto)) => (upto, true, None),
+            (Some((last, _)), None) => (keys::decode_seq(last)?, false, None),
+            (None, None) => return Ok(None),
+        },
+    };
     let share = page.len().div_ceil(views.len().max(1)).max(MIN_SHARE);
     let shares: Vec<Result<Share>> = std::thread::scope(|scope| {
         let mut parts = page.chunks(share).zip(views.iter_mut());
@@ -341,8 +442,8 @@ fn prepare_page(
         shares
     });
     let shares = shares.into_iter().collect::<Result<_>>()?;
-    let step = Step { maps: step.maps.clone(), after: step.after, upto: step.upto };
-    Ok(Some(Prepared { step, shares, seq, changes: page.len() as u64, more }))
+    let step = step.clone();
+    Ok(Some(Prepared { step, shares, seq, changes: page.len() as u64, more, last }))
 }
 
 /// Applies a prepared page with the new checkpoint and row counts of its map indexes, in
@@ -366,6 +467,14 @@ fn apply_page(db: &Database, index: &Index, page: Prepared) -> Result<Ticket> {
     for (map, meta) in targets.iter().zip(metas.iter_mut()) {
         meta.seq = page.seq;
         batch.put(entries::meta_key(db_id, &map.sig), records::encode(meta));
+        if let Some(scan) = &page.step.scan {
+            // Where the scan stands, with its rows: kept until its last page.
+            let mark = entries::scan_key(db_id, &map.sig);
+            match &page.last {
+                Some(last) => batch.put(mark, records::encode(&(scan.seq, last))),
+                None => batch.delete(mark),
+            }
+        }
     }
     // Applied under the order structures' lock, so queries see rows and counts agree.
     let base = |sig: &str| entries::row_base(db_id, sig, None);
@@ -397,10 +506,26 @@ fn map_share(
 ) -> Result<Share> {
     let db_id = db.id();
     let mut docs = Vec::with_capacity(part.len());
-    for (key, id) in part {
-        let change = keys::decode_seq(key)?;
-        let id = String::from_utf8(id.clone()).map_err(|e| Error::Corrupt(e.to_string()))?;
-        docs.push(PageDoc::read(page.snapshot, db_id, &index.def, id, change)?);
+    for (key, value) in part {
+        docs.push(match page.step.scan {
+            None => {
+                let change = keys::decode_seq(key)?;
+                let id =
+                    String::from_utf8(value.clone()).map_err(|e| Error::Corrupt(e.to_string()))?;
+                PageDoc::read(page.snapshot, db_id, &index.def, id, change)?
+            }
+            Some(Scan { seq, .. }) => {
+                let id = keys::decode_doc(key)?;
+                let info: records::DocInfo = records::decode(value)?;
+                match info.seq <= seq {
+                    true => {
+                        PageDoc::from_info(page.snapshot, db_id, &index.def, id, &info, info.seq)?
+                    }
+                    // Changed since the scan began: read by seq after it.
+                    false => PageDoc { id, input: None, unseen: false },
+                }
+            }
+        });
     }
     let inputs: Vec<&str> = docs.iter().filter_map(|d| d.input.as_deref()).collect();
     let mut outputs = views.map_batch_json_select(&page.step.maps, &inputs)?.into_iter();
@@ -512,6 +637,10 @@ struct GroupBuild<'a> {
     pending: Option<Prepared>,
     /// The snapshot pages are read from, and how many were read from it.
     snapshot: Option<(Snapshot, usize)>,
+    /// Whether a first build reads the documents in id order ([`Scan`]).
+    scan: bool,
+    /// A scan cut short, to resume ([`cut_scan`]).
+    resume: Option<Scan>,
 }
 
 /// Pages read from one snapshot at most, so that the build does not hold an old snapshot
@@ -529,6 +658,20 @@ impl GroupBuild<'_> {
             slot => slot.insert((self.db.store().snapshot(), 1)).0.clone(),
         }
     }
+
+    /// The next step to read when no page is pending, with its snapshot.
+    fn plan(&mut self) -> Result<(Step, Snapshot)> {
+        let mut step = Step::plan(self.index);
+        if !self.scan || step.after != 0 {
+            return Ok((step, self.snapshot(false)));
+        }
+        if let Some(scan) = self.resume.take() {
+            step.scan = Some(scan);
+            return Ok((step, self.snapshot(true)));
+        }
+        let snapshot = self.snapshot(true);
+        Ok((step.scanned(self.db.id(), self.index, &snapshot)?, snapshot))
+    }
 }
 
 impl bunko_indexer::Build for GroupBuild<'_> {
@@ -543,18 +686,23 @@ impl bunko_indexer::Build for GroupBuild<'_> {
         let page = match self.pending.take() {
             Some(page) => page,
             None => {
-                let snapshot = self.snapshot(false);
-                let step = Step::plan(index);
+                let (step, snapshot) = self.plan()?;
                 match prepare_page(db, index, self.compiled, &step, self.purged, &snapshot)? {
                     Some(page) => page,
                     None => return Ok(None),
                 }
             }
         };
-        let (changes, more) = (page.changes, page.more);
-        let next = page
-            .next()
-            .filter(|_| self.snapshot.as_ref().is_some_and(|(_, n)| *n < SNAPSHOT_PAGES));
+        let (changes, more, scan) = (page.changes, page.more, page.step.scan.is_some());
+        // A scan's next page is always read: where it stands is in no checkpoint. Its
+        // documents are read once each and were never mapped, so any snapshot serves.
+        let next = page.next().filter(|step| {
+            step.scan.is_some() || self.snapshot.as_ref().is_some_and(|(_, n)| *n < SNAPSHOT_PAGES)
+        });
+        if scan && next.is_none() {
+            // The scan's last page: what changed since is read from a fresh snapshot.
+            self.snapshot = None;
+        }
         let ticket = match next {
             None => apply_page(db, index, page)?,
             Some(step) => {
@@ -696,16 +844,38 @@ struct PageDoc {
 impl PageDoc {
     /// Reads document `id` (changed at `seq`) from `snapshot`.
     fn read(snapshot: &Snapshot, db: u64, def: &GroupDef, id: String, seq: u64) -> Result<Self> {
-        let mut doc = PageDoc { id, input: None, unseen: false };
-        if kind(&doc.id) == DocKind::Design && (!def.include_design || def.partitioned) {
-            return Ok(doc);
+        let unmapped = |id| Ok(PageDoc { id, input: None, unseen: false });
+        if !mapped(&id, def) {
+            return unmapped(id);
         }
-        let Some(info) = snapshot.get(&Key::Doc(db, &doc.id).encode())? else { return Ok(doc) };
+        let Some(info) = snapshot.get(&Key::Doc(db, &id).encode())? else { return unmapped(id) };
         let info: records::DocInfo = records::decode(&info)?;
-        doc.unseen = matches!(info.tree.nodes(), [only] if only.rev.pos == 1);
-        doc.input = map_input(snapshot, db, def, &doc.id, &info, seq)?;
-        Ok(doc)
+        let doc = PageDoc::from_info(snapshot, db, def, id, &info, seq)?;
+        Ok(PageDoc { unseen: matches!(info.tree.nodes(), [only] if only.rev.pos == 1), ..doc })
     }
+
+    /// Document `id` (changed at `seq`) of a [`Scan`] (no map index of the scan has rows
+    /// of it), whose `Doc` record `info` the scan read.
+    fn from_info(
+        snapshot: &Snapshot,
+        db: u64,
+        def: &GroupDef,
+        id: String,
+        info: &records::DocInfo,
+        seq: u64,
+    ) -> Result<Self> {
+        let input = match mapped(&id, def) {
+            true => map_input(snapshot, db, def, &id, info, seq)?,
+            false => None,
+        };
+        Ok(PageDoc { id, input, unseen: true })
+    }
+}
+
+/// Whether the map functions of `def` see document `id` (design documents only with
+/// `options.include_design`, and never in a partitioned database).
+fn mapped(id: &str, def: &GroupDef) -> bool {
+    kind(id) != DocKind::Design || (def.include_design && !def.partitioned)
 }
 
 /// The document a map function sees, as JSON text: the winning body with `_id`, `_rev`,
@@ -874,6 +1044,8 @@ mod tests {
                 purged: db.purge_seq()?,
                 pending: None,
                 snapshot: None,
+                scan: false,
+                resume: None,
             };
             use bunko_indexer::Build;
             while let Some(page) = build.step()? {
@@ -901,6 +1073,212 @@ mod tests {
         let expected: Vec<Value> = expected.into_iter().map(|k| json!(k)).collect();
         assert_eq!(view_keys(&db)?, expected);
         Ok(())
+    }
+
+    /// Varied documents, written out of id order: first revisions, updates, deletions,
+    /// a conflict, a design document, documents emitting no row or several. Two views,
+    /// one with `options.local_seq`; `autoupdate: false`, so that only the test builds.
+    fn varied_docs(db: &Database) -> Result<()> {
+        let maps = json!({
+            "v": {"map": "function(d) { for (var i = 0; i < d.n % 3; i++) emit([d.n % 7, i], {n: d.n, c: d._conflicts}); }"},
+            "s": {"map": "function(d) { if (d.n % 5) emit(d._local_seq, d._rev); }"},
+            // A new key at each mapping: a document mapped twice without its back-index
+            // read keeps two rows.
+            "r": {"map": "function(d) { emit(Math.random(), null); }"},
+        });
+        let ddoc = json!({"_id": "_design/d", "autoupdate": false, "options": {"local_seq": true}, "views": maps});
+        put(db, ddoc)?;
+        for n in 0..300u64 {
+            // A permutation of 0..300: seq order is not id order.
+            let k = (n * 7) % 300;
+            put(db, json!({"_id": format!("d{k:03}"), "n": k}))?;
+        }
+        let system = bunko_engine::security::UserCtx::system();
+        for k in (0..300u64).step_by(11) {
+            let id = format!("d{k:03}");
+            let rev = db.get(&system, &id, None)?.rev;
+            match k % 2 {
+                0 => put(db, json!({"_id": id, "_rev": rev.to_string(), "n": k + 1}))?,
+                _ => drop(db.delete(&admin(), &id, Some(rev))?),
+            }
+        }
+        let conflict =
+            json!({"_id": "d005", "_rev": "1-00000000000000000000000000000005", "n": 500});
+        let doc = bunko_doc::body::from_value(conflict, &Default::default())?;
+        let replicated = bunko_engine::WriteOptions { new_edits: false, ..Default::default() };
+        db.put(&admin(), doc, replicated)?;
+        Ok(())
+    }
+
+    /// Every row of view `view` of `_design/d` (key, id, value) and `total_rows`.
+    fn view_rows(db: &Database, view: &str) -> Result<(Option<u64>, Vec<Value>)> {
+        let query = ViewQuery { update: crate::Update::False, ..ViewQuery::default() };
+        let system = bunko_engine::security::UserCtx::system();
+        let r = query_view(&system, db, "_design/d", view, &query, None)?;
+        let rows = r.rows.map(|row| row.map(|r| json!([r.key, r.id, r.value])));
+        Ok((r.total_rows, rows.collect::<Result<_>>()?))
+    }
+
+    /// Builds `_design/d` of `db` to the end, by seq or by a first scan, calling `between`
+    /// after each page; returns the checkpoint of its first map index after the first page.
+    fn build(db: &Database, scan: bool, pages: Option<usize>) -> Result<u64> {
+        build_with(db, scan, pages, |_| Ok(()))
+    }
+
+    fn build_with(
+        db: &Database,
+        scan: bool,
+        pages: Option<usize>,
+        mut between: impl FnMut(usize) -> Result<()>,
+    ) -> Result<u64> {
+        let Some(def) = design_group(db, "_design/d")? else { panic!("the design doc has views") };
+        let index = view_index(db, def)?;
+        let mut compiled = index.build.lock();
+        let maps: Vec<&str> = index.def.maps.iter().map(|m| m.source.as_str()).collect();
+        compiled.push(crate::runtime().compile_view_set(None, &maps)?);
+        let purged = db.purge_seq()?;
+        let mut build = GroupBuild {
+            db,
+            index: &index,
+            compiled: &mut compiled,
+            applied: None,
+            purged,
+            pending: None,
+            snapshot: None,
+            scan,
+            resume: None,
+        };
+        use bunko_indexer::Build;
+        let mut first = None;
+        let mut steps = 0;
+        while let Some(page) = build.step()? {
+            first.get_or_insert(index.maps[0].meta().seq);
+            steps += 1;
+            between(steps)?;
+            if !page.more || pages == Some(steps) {
+                break;
+            }
+        }
+        build.sync()?;
+        Ok(first.unwrap_or_default())
+    }
+
+    /// Two databases of an engine with pages of 64 documents, each with [`varied_docs`].
+    fn two_dbs() -> Result<(Engine, Arc<Database>, Arc<Database>)> {
+        let config = Config { view_page_bytes: 1, ..Config::default() };
+        let engine = Engine::open(Arc::new(Memory::new()), config)?;
+        let (a, b) =
+            (engine.create_db(&admin(), "a", false)?, engine.create_db(&admin(), "b", false)?);
+        varied_docs(&a)?;
+        varied_docs(&b)?;
+        Ok((engine, a, b))
+    }
+
+    /// Asserts that the three views of `_design/d` have the same rows in `got` as in
+    /// `expected` (view `r`: one row per document).
+    fn assert_same_rows(got: &Database, expected: &Database) -> Result<()> {
+        for view in ["v", "s"] {
+            let (expected, got) = (view_rows(expected, view)?, view_rows(got, view)?);
+            assert!(expected.1.len() > 100, "{view}: {} rows", expected.1.len());
+            assert_eq!(got, expected, "view {view}");
+        }
+        assert_eq!(random_view_ids(got)?, random_view_ids(expected)?);
+        Ok(())
+    }
+
+    #[test]
+    fn a_first_build_in_id_order_gives_the_rows_of_a_build_by_seq() -> Result<()> {
+        let (_engine, by_seq, scanned) = two_dbs()?;
+        assert!(build(&by_seq, false, None)? > 0, "pages by seq move the checkpoint");
+        assert_eq!(build(&scanned, true, None)?, 0, "a scan keeps it at 0 to its last page");
+        assert_same_rows(&scanned, &by_seq)?;
+        let (_, rows) = view_rows(&scanned, "v")?;
+        let conflicted = rows.iter().find(|r| r[1] == "d005").map(|r| r[2]["c"].clone());
+        assert_eq!(conflicted.and_then(|c| c.as_array().map(Vec::len)), Some(1));
+        assert_eq!(view_seq(&scanned)?, scanned.update_seq(), "the scan's checkpoint");
+        Ok(())
+    }
+
+    /// A scan cut short leaves rows at checkpoint 0 and its position beside them: the next
+    /// update resumes there, keeping the rows already written (a random key each: mapped
+    /// again, a document would get a new one) and mapping every other document once.
+    #[test]
+    fn a_first_scan_cut_short_resumes_where_it_stopped() -> Result<()> {
+        let (_engine, whole, cut) = two_dbs()?;
+        build(&whole, true, None)?;
+        assert_eq!(build(&cut, true, Some(2))?, 0);
+        let Some(def) = design_group(&cut, "_design/d")? else {
+            panic!("the design doc has views")
+        };
+        let index = view_index(&cut, def)?;
+        assert_eq!(index.maps[0].meta().seq, 0, "the scan stopped before its last page");
+        let (_, partial) = view_rows(&cut, "r")?;
+        assert!(partial.len() >= 64, "two pages applied: {} rows", partial.len());
+        update_view(&cut, &index)?;
+        assert_same_rows(&cut, &whole)?;
+        let (_, full) = view_rows(&cut, "r")?;
+        for row in &partial {
+            assert!(full.contains(row), "{row} was mapped again");
+        }
+        let mark = cut.store().get(&entries::scan_key(cut.id(), &index.maps[0].sig))?;
+        assert_eq!(mark, None, "the scan's last page removes its position");
+        Ok(())
+    }
+
+    /// The ids of view `r` (one random key per document mapped), sorted: an id twice is a
+    /// document whose old row stayed behind.
+    fn random_view_ids(db: &Database) -> Result<Vec<String>> {
+        let (_, rows) = view_rows(db, "r")?;
+        let mut ids: Vec<String> =
+            rows.iter().map(|r| r[1].as_str().unwrap_or("").into()).collect();
+        ids.sort();
+        Ok(ids)
+    }
+
+    /// Round `r` of changes: a document updated, one created, one deleted.
+    fn change(db: &Database, r: usize) -> Result<()> {
+        let system = bunko_engine::security::UserCtx::system();
+        let id = format!("f{:05}", (r * 37 + 100) % (64 * SNAPSHOT_PAGES));
+        let rev = db.get(&system, &id, None)?.rev;
+        put(db, json!({"_id": id, "_rev": rev.to_string(), "n": 1000 + r}))?;
+        // Past the documents a scan reads, so it meets the new ones.
+        put(db, json!({"_id": format!("g{r:03}"), "n": r}))?;
+        let gone = format!("d{:03}", (r * 61 + 7) % 300);
+        if let Ok(doc) = db.get(&system, &gone, None) {
+            db.delete(&admin(), &gone, Some(doc.rev))?;
+        }
+        Ok(())
+    }
+
+    /// Documents changed, created and deleted while a first scan runs, across renewed
+    /// snapshots: those changed after its first snapshot are left to the pages by seq that
+    /// follow it, and every document ends with the rows of its latest state.
+    #[test]
+    fn documents_changed_during_a_first_scan_end_with_their_latest_rows() -> Result<()> {
+        let (_engine, by_seq, scanned) = two_dbs()?;
+        for db in [&by_seq, &scanned] {
+            // 64 documents a page: enough pages for the scan to renew its snapshot.
+            for n in 0..64 * SNAPSHOT_PAGES {
+                put(db, json!({"_id": format!("f{n:05}"), "n": n}))?;
+            }
+        }
+        let mut rounds = 0;
+        build_with(&scanned, true, None, |_| {
+            rounds += 1;
+            change(&scanned, rounds)
+        })?;
+        assert!(rounds > SNAPSHOT_PAGES, "{rounds} pages");
+        build(&scanned, true, None)?;
+        for r in 1..=rounds {
+            change(&by_seq, r)?;
+        }
+        build(&by_seq, false, None)?;
+        assert_same_rows(&scanned, &by_seq)
+    }
+
+    fn view_seq(db: &Database) -> Result<u64> {
+        let Some(def) = design_group(db, "_design/d")? else { panic!("the design doc has views") };
+        Ok(view_index(db, def)?.seq())
     }
 
     #[test]

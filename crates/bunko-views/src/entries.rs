@@ -58,6 +58,16 @@ pub fn back_key(db: u64, sig: &str, id: &str) -> Vec<u8> {
     KeyWriter::new(VIEW_BACK).u64(db).str(sig).str(id).finish()
 }
 
+/// Where a first build of map index `sig` read in id order stands: `(seq, last id)`
+/// ([`ScanMark`]), kept with each of its pages until its last. It is the back-index key of
+/// the empty id, which no document has, so it goes with the map index's other keys.
+pub fn scan_key(db: u64, sig: &str) -> Vec<u8> {
+    back_key(db, sig, "")
+}
+
+/// A first build's position: the last seq of its first snapshot and the last id it read.
+pub type ScanMark = (u64, String);
+
 /// The bytes every row of map index `sig` (in `partition`, for partitioned groups)
 /// starts with.
 pub fn row_base(db: u64, sig: &str, partition: Option<&str>) -> Vec<u8> {
