@@ -185,6 +185,27 @@ impl Fjall {
         Ok(())
     }
 
+    /// Seals the active memtable if it is full, before a batch is written into it; called
+    /// with applies serialized (in the group's apply).
+    ///
+    /// fjall asks its worker to seal a full memtable after *every* write that finds it
+    /// full (`try_send` of a rotation message into its bounded queue of 1,000). While the
+    /// worker is busy with a long compaction, concurrent writers fill that queue; the
+    /// worker then takes one rotation message, seals, and sends itself a flush message
+    /// with a blocking `send` into its own full queue: with one worker (`WORKERS`) it waits
+    /// for itself forever, no memtable is flushed again, and every writer ends up waiting
+    /// in [`Fjall::bound_memtables`] (seen as a hang of `bunko-bench --workloads limit`,
+    /// 64 writers, on a loaded machine). Sealing here first keeps fjall from finding a
+    /// full memtable more than once per memtable, so its queue holds at most a few
+    /// messages. (A store whose memtables were made larger than `memtable_bytes` is sealed
+    /// at the smaller size; one made smaller keeps fjall's requests, as before.)
+    fn seal_full_memtable(&self) -> Result<()> {
+        if self.keyspace.tree.active_memtable().size() >= self.memtable_bytes {
+            self.keyspace.rotate_memtable().map_err(|err| in_context("sealing a memtable", err))?;
+        }
+        Ok(())
+    }
+
     /// Batches applied since the store was opened.
     pub fn commits(&self) -> u64 {
         self.group.commits()
@@ -236,9 +257,10 @@ impl Store for Fjall {
                 None => write.remove(&self.keyspace, key),
             }
         }
-        let ticket = self
-            .group
-            .apply(|| write.commit().map_err(|err| in_context("writing a batch", err)))?;
+        let ticket = self.group.apply(|| {
+            self.seal_full_memtable()?;
+            write.commit().map_err(|err| in_context("writing a batch", err))
+        })?;
         self.bound_memtables()?;
         Ok(ticket)
     }
