@@ -729,6 +729,44 @@ fn offsets_match_couchdb_across_many_rows_and_deletes() {
     }
 }
 
+/// Answers longer than a scan's first page, which is read as one stream, go on with the
+/// pages after it: every row once, in collation order, both directions, with `skip` and
+/// `limit` across the page's end (300 rows; a first page is at most 256 plus the rows of
+/// one bucket of the order structure).
+#[test]
+fn long_answers_go_on_past_the_first_page() {
+    let s = Server::start();
+    assert_eq!(s.put_empty("/p").0, 201);
+    bulk(&s, "p", (0..300).map(|i| json!({"_id": format!("d{i:03}"), "k": i % 23})).collect());
+    let ddoc = json!({"views": {"v": {"map": "function(doc) { emit(doc.k, doc._id); }"}}});
+    assert_eq!(s.put("/p/_design/g", &ddoc).0, 201);
+    // The rows in collation order: by key, then by document id.
+    let mut model: Vec<(u64, String)> = (0..300).map(|i| (i % 23, format!("d{i:03}"))).collect();
+    model.sort();
+    let ids = |rows: &[(u64, String)]| rows.iter().map(|(_, id)| json!(id)).collect::<Vec<_>>();
+    let reversed: Vec<_> = model.iter().rev().cloned().collect();
+    let d071 = model.iter().position(|(k, id)| (*k, id.as_str()) == (2, "d071")).unwrap_or(0);
+    let cases: Vec<(&str, u64, Vec<Value>)> = vec![
+        ("", 0, ids(&model)),
+        ("descending=true", 0, ids(&reversed)),
+        ("skip=5&limit=280", 5, ids(&model[5..285])),
+        ("skip=250", 250, ids(&model[250..])),
+        ("descending=true&skip=3&limit=270", 3, ids(&reversed[3..273])),
+        ("startkey=2&startkey_docid=d071", d071 as u64, ids(&model[d071..])),
+    ];
+    for (params, offset, expected) in cases {
+        let (_, body) = s.get(&format!("/p/_design/g/_view/v?{params}"));
+        assert_eq!(
+            (body["total_rows"].clone(), body["offset"].clone()),
+            (json!(300), json!(offset)),
+            "{params}"
+        );
+        let rows = body["rows"].as_array().cloned().unwrap_or_default();
+        assert!(rows.iter().all(|r| r["id"] == r["value"]), "{params}");
+        assert_eq!(rows.iter().map(|r| r["id"].clone()).collect::<Vec<_>>(), expected, "{params}");
+    }
+}
+
 /// Partition queries over many rows: `total_rows` counts the partition's rows and
 /// `offset` the partition's rows before the first returned one, read from the order
 /// structure, and a restart (which rebuilds it from the rows) gives the same answers.
