@@ -18,7 +18,7 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Extension, Router};
 use bunko_engine::Database;
-use bunko_views::{Update, ViewInfo, ViewQuery, ViewResult, ViewRow};
+use bunko_views::{RowIter, Update, ViewInfo, ViewQuery, ViewResult, ViewRow};
 use serde_json::{Map, Value, json};
 
 use crate::attachment::AttOpts;
@@ -111,11 +111,11 @@ pub async fn query(
         out.extend_from_slice(if head.len() > 2 { b",\"rows\":[\r\n" } else { b"\"rows\":[\r\n" });
         let mut written = 0;
         while out.len() < FIRST {
-            let Some(row) = rows.next() else {
+            let Some(row) = push_next(&mut out, &mut rows, &db, attachments, &opts, written) else {
                 out.extend_from_slice(b"\r\n]}\n");
                 return Ok((out, None));
             };
-            push_row(&mut out, &with_data(&db, row?, attachments)?, &opts, written);
+            row?;
             written += 1;
         }
         Ok((out, Some((db, rows, opts, written))))
@@ -126,18 +126,17 @@ pub async fn query(
     };
     Ok(stream::response(StatusCode::OK, "application/json", move |sink| {
         sink.write(&first)?;
-        let mut out = Vec::new();
-        for (i, row) in rows.enumerate() {
-            let row = match row.and_then(|row| with_data(&db, row, attachments)) {
-                Ok(row) => row,
-                Err(err) => {
+        let (mut out, mut rows) = (Vec::new(), rows);
+        for i in written.. {
+            out.clear();
+            match push_next(&mut out, &mut rows, &db, attachments, &opts, i) {
+                None => break,
+                Some(Ok(())) => sink.write(&out)?,
+                Some(Err(err)) => {
                     tracing::error!(%err, "view stream failed");
                     return Err(Gone);
                 }
-            };
-            out.clear();
-            push_row(&mut out, &row, &opts, written + i);
-            sink.write(&out)?;
+            }
         }
         sink.write(b"\r\n]}\n")
     }))
@@ -151,6 +150,35 @@ fn with_data(
 ) -> bunko_engine::Result<ViewRow> {
     crate::attachment::inline_included(db, row.doc.as_mut().and_then(Option::as_mut), attachments)?;
     Ok(row)
+}
+
+/// Appends the next of `rows` as row number `i` of an answer (with the separator before
+/// it); `None` after the last row. Map rows without documents are copied from their
+/// stored JSON text ([`bunko_views::RowIter::plain`]), others decoded and rendered.
+fn push_next(
+    out: &mut Vec<u8>,
+    rows: &mut RowIter,
+    db: &Database,
+    attachments: AttOpts,
+    opts: &DocOpts,
+    i: usize,
+) -> Option<bunko_engine::Result<()>> {
+    let Some(mut plain) = rows.plain() else {
+        let row = rows.next()?;
+        return Some(row.and_then(|row| {
+            push_row(out, &with_data(db, row, attachments)?, opts, i);
+            Ok(())
+        }));
+    };
+    let mark = out.len();
+    if i > 0 {
+        out.extend_from_slice(b",\r\n");
+    }
+    let row = plain.next_json(out);
+    if row.is_none() {
+        out.truncate(mark);
+    }
+    row
 }
 
 /// Bytes of an answer rendered before deciding to stream the rest.

@@ -226,7 +226,20 @@ pub trait Read: Send + Sync {
     /// Callers page through long ranges by narrowing the range past the last key seen
     /// ([`Iter`] does this).
     fn scan(&self, range: &Range, reverse: bool, limit: usize) -> Result<Vec<Entry>>;
+
+    /// The entries of `range` as one lazy iterator that owns what it reads from, in
+    /// ascending key order (descending if `reverse`), or `None` if this reader only pages
+    /// ([`Read::scan`]). A reader that stops after an unknown number of entries (a `limit`
+    /// after rows it must count) then reads no entry it does not use. The iterator may hold
+    /// the store's in-memory tables while it lives: [`Iter::streaming`] keeps it for one
+    /// page only.
+    fn stream(&self, _range: &Range, _reverse: bool) -> Option<Stream> {
+        None
+    }
 }
+
+/// A lazy iterator over entries ([`Read::stream`]).
+pub type Stream = Box<dyn Iterator<Item = Result<Entry>> + Send>;
 
 /// A consistent point-in-time view of a store, unaffected by later commits.
 pub type Snapshot = Arc<dyn Read>;
@@ -295,13 +308,28 @@ pub struct Iter {
     page: usize,
     max_page: usize,
     buf: Vec<Entry>,
+    /// The first page, read lazily ([`Iter::streaming`]), and the entries it may still
+    /// give.
+    stream: Option<(Stream, usize)>,
 }
 
 impl Iter {
     /// An iterator reading `page` entries at a time.
     pub fn new(read: Snapshot, range: Range, reverse: bool, page: usize) -> Self {
         let page = page.max(1);
-        Self { read, range: Some(range), reverse, page, max_page: page, buf: Vec::new() }
+        let (range, buf, stream) = (Some(range), Vec::new(), None);
+        Self { read, range, reverse, page, max_page: page, buf, stream }
+    }
+
+    /// [`Iter::new`], with its first `page` entries read one at a time from the reader's
+    /// [`Read::stream`] (when it has one) instead of fetched as one page: for a caller that
+    /// stops somewhere within the first page at a place it cannot know beforehand. Later
+    /// pages are fetched as by [`Iter::new`], so the stream lives for one page only.
+    pub fn streaming(read: Snapshot, range: Range, reverse: bool, page: usize) -> Self {
+        let page = page.max(1);
+        let stream = read.stream(&range, reverse).map(|stream| (stream, page));
+        let (range, buf) = (Some(range), Vec::new());
+        Self { read, range, reverse, page, max_page: page, buf, stream }
     }
 
     /// Makes the first page `first` entries (at most the page size given to [`Iter::new`]);
@@ -312,12 +340,39 @@ impl Iter {
         self.page = first.clamp(1, self.max_page);
         self
     }
+
+    /// The next entry of the first page's stream, while it is being read (`None`: not
+    /// streaming); after the page's last entry the range is narrowed past it, so that
+    /// paging goes on from there.
+    fn next_streamed(&mut self) -> Option<Option<Result<Entry>>> {
+        let (stream, left) = self.stream.as_mut()?;
+        *left -= 1;
+        let entry = stream.next();
+        match (&entry, self.range.as_mut()) {
+            (Some(Ok((key, _))), Some(range)) if *left == 0 => {
+                let last = Bound::Excluded(key.clone());
+                if self.reverse {
+                    range.1 = last
+                } else {
+                    range.0 = last
+                }
+                self.stream = None;
+            }
+            (Some(Ok(_)), _) => {}
+            // The range is read to its end, or failed: nothing follows.
+            _ => (self.range, self.stream) = (None, None),
+        }
+        Some(entry)
+    }
 }
 
 impl Iterator for Iter {
     type Item = Result<Entry>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        if let Some(entry) = self.next_streamed() {
+            return entry;
+        }
         if self.buf.is_empty() {
             let range = self.range.take()?;
             let size = self.page;

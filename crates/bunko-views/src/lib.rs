@@ -42,6 +42,7 @@ pub mod order;
 mod purge;
 pub mod query;
 mod reduce;
+mod rows;
 #[cfg(test)]
 mod testing;
 
@@ -67,6 +68,7 @@ pub use info::ViewInfo;
 pub use info::{compact_view_group, view_info};
 pub use query::{ViewQuery, ViewResult, ViewRow};
 pub use query::{is_short_read, query_view};
+pub use rows::{PlainRows, RowIter};
 
 /// One map index: its rows are keyed by `sig` ([`entries`]).
 #[derive(Debug)]

@@ -262,7 +262,10 @@ impl Probe {
     /// (ascending: its start; `descending`: its end). The bucket rows a scanning probe
     /// must count lie next to the range, so one scan reads both: it starts at the
     /// bucket's edge, counts the rows before the cut, and goes on with the range. `page`:
-    /// rows fetched per read past those.
+    /// rows fetched per read past those. The first of those reads is a stream
+    /// ([`Iter::streaming`]): how many of the bucket's rows lie before the cut is known only
+    /// once they are read, so a page fetched at once would read up to a bucket's worth of
+    /// rows that a short answer (`limit`) never uses.
     pub fn rank_and_rows(
         &self,
         read: &Snapshot,
@@ -271,23 +274,23 @@ impl Probe {
         page: usize,
     ) -> Result<(u64, Rows)> {
         let Probe::Scan { before, count, lower, upper, cut } = self else {
-            let rows = Iter::new(read.clone(), range, descending, page);
+            let rows = Iter::streaming(read.clone(), range, descending, page);
             return Ok((self.rank(&**read)?, Box::new(rows.map(|r| Ok(r?)))));
         };
         let page = page.saturating_add(*count as usize);
         if !descending && reaches(&range.1, cut) {
             let scan = (Bound::Included(lower.clone()), range.1);
-            let mut rows = Iter::new(read.clone(), scan, false, page).peekable();
+            let mut rows = Iter::streaming(read.clone(), scan, false, page).peekable();
             let n = skip_while(&mut rows, |key| key < cut.as_slice())?;
             return Ok((before + n, Box::new(rows.map(|r| Ok(r?)))));
         }
         if descending && !starts_above(&range.0, cut) {
             let scan = (range.0, upper.clone());
-            let mut rows = Iter::new(read.clone(), scan, true, page).peekable();
+            let mut rows = Iter::streaming(read.clone(), scan, true, page).peekable();
             let n = skip_while(&mut rows, |key| key >= cut.as_slice())?;
             return Ok(((before + count).saturating_sub(n), Box::new(rows.map(|r| Ok(r?)))));
         }
-        let rows = Iter::new(read.clone(), range, descending, page);
+        let rows = Iter::streaming(read.clone(), range, descending, page);
         Ok((self.rank(&**read)?, Box::new(rows.map(|r| Ok(r?)))))
     }
 }

@@ -19,7 +19,6 @@ use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::atomic::Ordering as AtomicOrdering;
 
-use bunko_doc::RevId;
 use bunko_doc::collate::Collation;
 use bunko_storage::{Iter, Range, Snapshot, prefix_range};
 use serde_json::Value;
@@ -27,6 +26,7 @@ use serde_json::Value;
 use crate::build::{design_group, spawn_view_update, update_view, view_index};
 use crate::entries;
 use crate::order::Cut;
+use crate::rows::{RowIter, decode_row};
 use crate::{Index, Update, ViewDef, registry};
 use bunko_engine::Database;
 use bunko_engine::read::DocOut;
@@ -90,10 +90,6 @@ pub struct ViewRow {
     /// reason, shown instead of `value` (which is then `null`).
     pub error: Option<String>,
 }
-
-/// The rows of a view answer, read lazily from the query's snapshot (map queries), so an
-/// answer can stream however many rows it has.
-pub type RowIter = Box<dyn Iterator<Item = Result<ViewRow>> + Send>;
 
 /// A view answer. Reduce answers have no `total_rows` or `offset`.
 pub struct ViewResult {
@@ -288,28 +284,13 @@ fn map_query(
         ranges.flat_map(move |(range, _)| Iter::new(snapshot.clone(), range, descending, page));
     let entries = head.into_iter().flatten().chain(rest.map(|entry| Ok(entry?)));
     let docs = if q.include_docs { db.arc().map(|db| (db, reader.clone())) } else { None };
-    let rows = entries.skip(skip).take(limit).map(move |entry: Result<_>| {
-        let (_, value) = entry?;
-        let (key, id, value) = decode_row(&value)?;
-        let doc = docs.as_ref().map(|(db, reader)| row_doc(db, reader, &id, &value));
-        Ok(ViewRow { id: Some(id), key, value, doc, error: None })
-    });
+    let entries = Box::new(entries.skip(skip).take(limit));
     Ok(ViewResult {
         total_rows: Some(total),
         offset: Some(offset),
         update_seq: None,
-        rows: Box::new(rows),
+        rows: RowIter::stored(entries, docs),
     })
-}
-
-/// The document a row links to, as `reader` sees it: the `_id` and `_rev` of an object
-/// value, each defaulting to the emitting document and its winner
-/// (`couch_mrview_util:docid_rev`).
-fn row_doc(db: &Database, reader: &UserCtx, id: &str, value: &Value) -> Option<DocOut> {
-    let member = |name: &str| value.as_object().and_then(|v| v.get(name)).and_then(Value::as_str);
-    let id = member("_id").unwrap_or(id);
-    let rev = member("_rev").and_then(|r| r.parse::<RevId>().ok());
-    db.get(reader, id, rev.as_ref()).ok().filter(|d| !d.deleted)
 }
 
 fn reduce_query(
@@ -348,7 +329,7 @@ fn reduce_query(
             }
         })
         .collect();
-    let rows = Box::new(rows.into_iter());
+    let rows = RowIter::built(rows);
     Ok(ViewResult { total_rows: None, offset: None, update_seq: None, rows })
 }
 
@@ -474,12 +455,6 @@ fn past(mut bytes: Vec<u8>) -> Vec<u8> {
 fn high(mut bytes: Vec<u8>) -> Vec<u8> {
     bytes.extend_from_slice(&[0xff; 8]);
     bytes
-}
-
-fn decode_row(bytes: &[u8]) -> Result<RawRow> {
-    let corrupt = || Error::Corrupt("view row".into());
-    let row: (Value, String, Value) = serde_json::from_slice(bytes).map_err(|_| corrupt())?;
-    Ok(row)
 }
 
 #[cfg(test)]

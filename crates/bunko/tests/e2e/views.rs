@@ -661,6 +661,16 @@ fn head_and_ids(s: &Server, path: &str) -> (Value, Value, Vec<Value>) {
     (body["total_rows"].clone(), body["offset"].clone(), ids)
 }
 
+/// Database `db` of 300 documents `d000`…`d299` with `k` = their number modulo 23, and
+/// `_design/g` with view `v` of `map`; the view's path, ending in `?`.
+fn three_hundred_rows(s: &Server, db: &str, map: &str) -> String {
+    assert_eq!(s.put_empty(&format!("/{db}")).0, 201);
+    bulk(s, db, (0..300).map(|i| json!({"_id": format!("d{i:03}"), "k": i % 23})).collect());
+    let ddoc = json!({"views": {"v": {"map": map}}});
+    assert_eq!(s.put(&format!("/{db}/_design/g"), &ddoc).0, 201);
+    format!("/{db}/_design/g/_view/v?")
+}
+
 /// `offset` over a view of 300 rows (many buckets of the order structure), before and
 /// after deleting rows. Every expected answer is CouchDB 3.4.3's for the same documents
 /// (a `q=1` database): descending, `skip`, `keys` (reversed when descending; the offset
@@ -669,11 +679,7 @@ fn head_and_ids(s: &Server, path: &str) -> (Value, Value, Vec<Value>) {
 #[test]
 fn offsets_match_couchdb_across_many_rows_and_deletes() {
     let s = Server::start();
-    assert_eq!(s.put_empty("/o").0, 201);
-    bulk(&s, "o", (0..300).map(|i| json!({"_id": format!("d{i:03}"), "k": i % 23})).collect());
-    let ddoc = json!({"views": {"v": {"map": "function(doc) { emit(doc.k, null); }"}}});
-    assert_eq!(s.put("/o/_design/g", &ddoc).0, 201);
-    let view = "/o/_design/g/_view/v?";
+    let view = three_hundred_rows(&s, "o", "function(doc) { emit(doc.k, null); }");
     let cases: &[(&str, u64, &[&str])] = &[
         ("key=7&limit=3", 92, &["d007", "d030", "d053"]),
         ("key=7&skip=3&limit=2", 95, &["d076", "d099"]),
@@ -726,6 +732,41 @@ fn offsets_match_couchdb_across_many_rows_and_deletes() {
         let (total, got_offset, got_ids) = head_and_ids(&s, &format!("{view}{params}"));
         assert_eq!((total, got_offset), (json!(256), json!(offset)), "{params}");
         assert_eq!(got_ids, ids.iter().map(|id| json!(id)).collect::<Vec<_>>(), "{params}");
+    }
+}
+
+/// Answers longer than a scan's first page, which is read as one stream, go on with the
+/// pages after it: every row once, in collation order, both directions, with `skip` and
+/// `limit` across the page's end (300 rows; a first page is at most 256 plus the rows of
+/// one bucket of the order structure).
+#[test]
+fn long_answers_go_on_past_the_first_page() {
+    let s = Server::start();
+    let view = three_hundred_rows(&s, "p", "function(doc) { emit(doc.k, doc._id); }");
+    // The rows in collation order: by key, then by document id.
+    let mut model: Vec<(u64, String)> = (0..300).map(|i| (i % 23, format!("d{i:03}"))).collect();
+    model.sort();
+    let ids = |rows: &[(u64, String)]| rows.iter().map(|(_, id)| json!(id)).collect::<Vec<_>>();
+    let reversed: Vec<_> = model.iter().rev().cloned().collect();
+    let d071 = model.iter().position(|(k, id)| (*k, id.as_str()) == (2, "d071")).unwrap_or(0);
+    let cases: Vec<(&str, u64, Vec<Value>)> = vec![
+        ("", 0, ids(&model)),
+        ("descending=true", 0, ids(&reversed)),
+        ("skip=5&limit=280", 5, ids(&model[5..285])),
+        ("skip=250", 250, ids(&model[250..])),
+        ("descending=true&skip=3&limit=270", 3, ids(&reversed[3..273])),
+        ("startkey=2&startkey_docid=d071", d071 as u64, ids(&model[d071..])),
+    ];
+    for (params, offset, expected) in cases {
+        let (_, body) = s.get(&format!("{view}{params}"));
+        assert_eq!(
+            (body["total_rows"].clone(), body["offset"].clone()),
+            (json!(300), json!(offset)),
+            "{params}"
+        );
+        let rows = body["rows"].as_array().cloned().unwrap_or_default();
+        assert!(rows.iter().all(|r| r["id"] == r["value"]), "{params}");
+        assert_eq!(rows.iter().map(|r| r["id"].clone()).collect::<Vec<_>>(), expected, "{params}");
     }
 }
 
