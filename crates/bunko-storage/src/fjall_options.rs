@@ -35,7 +35,7 @@
 //! about half as much: fjall's leveled compaction grows a young tree in its last level, so
 //! most compactions write into a compressed level anyway. Before `_compact`, the
 //! uncompressed directory is larger: ~380 MB after the load, against 200-340 MB with LZ4
-//! (CouchDB's file: 383 MB; one run in five measured 322 MB after `_compact`, see below).
+//! (CouchDB's file: 383 MB).
 //!
 //! Besides the tables, the directory holds up to ~64 MB of journal whose data is already
 //! in tables (fjall rotates a journal only past 64 MB, a constant of fjall's, and has no
@@ -43,10 +43,9 @@
 //! rotation finds no snapshot older than the compaction (or the store closes).
 //! `_compact` ([`crate::Store::reclaim`]) pushes the active journal past fjall's mark
 //! (`journal.rs`), flushes (which seals and deletes it), compacts every table into the last
-//! level and seals one more memtable, so that little but live data is left. (Once in the
-//! five uncompressed runs above, the directory still held ~170 MB of replaced tables when
-//! measured after `_compact`: that last seal found a snapshot still open, it seems; they
-//! go at the next seal.)
+//! level and seals one more memtable, so that little but live data is left (first making
+//! fjall recompute its snapshot watermark, without which that seal kept the replaced
+//! tables whenever fjall had not recomputed it since the compaction).
 //!
 //! Keyspace settings (memtable size, compression) are stored by fjall when the keyspace is
 //! created and kept when it is reopened: a store created with other values keeps them,
