@@ -30,7 +30,8 @@
 //! directory took 138 MB after `_compact`; without block compression 150 MB (0.67×
 //! CouchDB's compacted 225 MB). Server CPU per 1,000 documents loaded fell from 27.9 to
 //! 25.2 ms with one client (medians; lower in 5 of 5 pairs), from 33.0 to 30.2 into a
-//! partitioned database, and moved within the noise with four clients (29.3 and 29.0);
+//! partitioned database, and moved within the noise with four clients (29.3 and 29.0; in
+//! two later pairs at load average 5, 27.0 and 24.6);
 //! per 1,000 point GETs 30.8 against 29.8. LZ4 everywhere but level 0 (the flushes) saved
 //! about half as much: fjall's leveled compaction grows a young tree in its last level, so
 //! most compactions write into a compressed level anyway. Before `_compact`, the
