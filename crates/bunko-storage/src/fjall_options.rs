@@ -19,22 +19,34 @@
 //! default of one per core, up to four, makes one of them spin while the others compact).
 //!
 //! On disk, values of 128 bytes or more are compressed one by one with zstd
-//! ([`Compression::Zstd`], the default, in stores of format 2: `value.rs`), and data blocks
-//! with LZ4 at every level (fjall's own default leaves levels 0 and 1 uncompressed, where a
-//! freshly loaded store keeps most of its data). The benchmark documents' padding is random
-//! hex, which LZ4 barely shrinks (no entropy coding) and zstd halves. Measured on a shared
-//! 2-core machine (issue 20, 200k documents, 191.7 MB of JSON): after `_compact`, the
-//! directory took 225 MB with `lz4` (tables and ~60 MB of journal); with `zstd`, 199 MB
-//! once the server stopped, of which tables 137.7 MB (bodies 113 MB, keys 28 MB before
-//! block compression) and journal 61 MB; server CPU per 1,000 documents loaded 35-52 ms with
-//! either (within the noise of a machine at load 17-21), per 1,000 point GETs 75 against
-//! 72. Besides the tables, the directory holds up to ~64 MB of journal whose data is
-//! already in tables (fjall rotates a journal only past 64 MB, a constant of fjall's, and
-//! has no call to rotate it sooner), and tables replaced by a compaction until a memtable
+//! ([`Compression::Zstd`], the default, in stores of format 2: `value.rs`), and data
+//! blocks are left as written. The benchmark documents' padding is random hex, which LZ4
+//! barely shrinks (no entropy coding) and zstd halves, so LZ4 over blocks of zstd frames
+//! gains little, while it was 12 % of the server's CPU samples in `load` (fjall's worker
+//! compresses every block it flushes or compacts). Measured on the shared 2-core machine
+//! (issue 20, session 28: 200k documents, 191.7 MB of JSON, `bunko-bench --workloads
+//! load,read`, five alternating pairs at load average 10-13; docs/performance.md): with LZ4
+//! blocks at every level (what `Zstd` stores created before session 28 keep), the
+//! directory took 138 MB after `_compact`; without block compression 150 MB (0.67×
+//! CouchDB's compacted 225 MB). Server CPU per 1,000 documents loaded fell from 27.9 to
+//! 25.2 ms with one client (medians; lower in 5 of 5 pairs), from 33.0 to 30.2 into a
+//! partitioned database, and moved within the noise with four clients (29.3 and 29.0; in
+//! two later pairs at load average 5, 27.0 and 24.6);
+//! per 1,000 point GETs 30.8 against 29.8. LZ4 everywhere but level 0 (the flushes) saved
+//! about half as much: fjall's leveled compaction grows a young tree in its last level, so
+//! most compactions write into a compressed level anyway. Before `_compact`, the
+//! uncompressed directory is larger: ~380 MB after the load, against 200-340 MB with LZ4
+//! (CouchDB's file: 383 MB).
+//!
+//! Besides the tables, the directory holds up to ~64 MB of journal whose data is already
+//! in tables (fjall rotates a journal only past 64 MB, a constant of fjall's, and has no
+//! call to rotate it sooner), and tables replaced by a compaction until a memtable
 //! rotation finds no snapshot older than the compaction (or the store closes).
 //! `_compact` ([`crate::Store::reclaim`]) pushes the active journal past fjall's mark
 //! (`journal.rs`), flushes (which seals and deletes it), compacts every table into the last
-//! level and seals one more memtable, so that little but live data is left.
+//! level and seals one more memtable, so that little but live data is left (first making
+//! fjall recompute its snapshot watermark, without which that seal kept the replaced
+//! tables whenever fjall had not recomputed it since the compaction).
 //!
 //! Keyspace settings (memtable size, compression) are stored by fjall when the keyspace is
 //! created and kept when it is reopened: a store created with other values keeps them,
@@ -76,7 +88,8 @@ pub struct FjallOptions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Compression {
     /// Each value of 128 bytes or more with zstd where that saves 1/16 of it (stores of
-    /// format 2; `value.rs`), and data blocks with LZ4 at every level (the default).
+    /// format 2; `value.rs`); data blocks as written (the default; stores created before
+    /// session 28 keep LZ4 blocks at every level).
     #[default]
     Zstd,
     /// LZ4 at every level; values as given.
@@ -105,9 +118,9 @@ impl Compression {
     fn policy(self) -> CompressionPolicy {
         use CompressionType::{Lz4, None as Off};
         match self {
-            Compression::Zstd | Compression::Lz4 => CompressionPolicy::all(Lz4),
+            Compression::Lz4 => CompressionPolicy::all(Lz4),
             Compression::Deep => CompressionPolicy::new([Off, Off, Lz4]),
-            Compression::None => CompressionPolicy::all(Off),
+            Compression::Zstd | Compression::None => CompressionPolicy::all(Off),
         }
     }
 }

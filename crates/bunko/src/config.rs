@@ -29,7 +29,7 @@
 //! memory_budget = 100663296 # resident bytes: cache, memtables, view pages, aggregations, rest
 //! cache_size = 25165824   # fjall block cache, bytes
 //! memtable_size = 6291456 # memtable flush threshold, bytes (applies to a new data dir)
-//! compression = "zstd"     # "zstd" (values, and LZ4 blocks), "lz4", "deep" (levels 2+), "none"
+//! compression = "zstd"     # "zstd" (values), "lz4" (blocks), "deep" (blocks, levels 2+), "none"
 //! ```
 
 use std::collections::BTreeMap;
@@ -98,7 +98,7 @@ pub struct ServeArgs {
     /// (at least two memtables).
     #[arg(long)]
     pub memtable_size: Option<u64>,
-    /// Compression: zstd (default: each value, and LZ4 data blocks), lz4, deep (LZ4 from
+    /// Compression: zstd (default: each value), lz4 (LZ4 data blocks), deep (LZ4 from
     /// level 2) or none. Blocks: chosen when a store is created; values: written from now on.
     #[arg(long)]
     pub compression: Option<bunko_storage::Compression>,
