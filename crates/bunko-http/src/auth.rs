@@ -3,7 +3,7 @@
 //! name and password are, the credential cache and the lockout live in the engine
 //! ([`bunko_engine::login`]), shared with every protocol; this module reads them off HTTP.
 //!
-//! [`middleware`] runs before every handler. It resolves the request's [`UserCtx`] and, while
+//! [`admit`] runs before every handler. It resolves the request's [`UserCtx`] and, while
 //! `[chttpd] require_valid_user` is true (Bunko's default; CouchDB's is false), refuses
 //! anonymous requests with `401` except for `GET /`, `/_up`, `/_session` and the console's
 //! login page. With it false, anonymous requests go on as CouchDB's do: the engine's gates
@@ -21,7 +21,6 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use axum::Extension;
 use axum::extract::{ConnectInfo, RawQuery, Request, State as AxState};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
@@ -136,23 +135,31 @@ fn parse_cookie(cookie: &str) -> ApiResult<Cookie> {
     Ok(Cookie { name: name.into(), issued, stamp: stamp.into(), tag: tag.into() })
 }
 
-/// Resolves the user, refuses anonymous access outside the public routes.
-pub async fn middleware(AxState(state): AxState<State>, mut req: Request, next: Next) -> Response {
-    let peer = peer_of(&req);
-    let (ctx, method, renew) = match resolve(&state, req.headers(), peer).await {
-        Ok(found) => found,
-        Err(err) => return err.into_response(),
-    };
+/// Resolves who sends `req` and leaves it in its extensions (the [`UserCtx`], the
+/// [`Method`] and the advisor's client), or the answer refusing the request: a bad
+/// credential, or anonymous access outside the public routes. The [`Renewal`] goes to
+/// [`renew`] with the handler's answer. Runs before every handler (`crate::admission`).
+pub async fn admit(state: &State, req: &mut Request) -> Result<Renewal, Response> {
+    let peer = peer_of(req);
+    let (ctx, method, renew) =
+        resolve(state, req.headers(), peer).await.map_err(IntoResponse::into_response)?;
     let path = req.uri().path();
     if ctx.name.is_none() && !is_public(path) && state.auth.require_valid_user.load(Relaxed) {
-        return ApiError::unauthorized("Authentication required.").into_response();
+        return Err(ApiError::unauthorized("Authentication required.").into_response());
     }
     // Who asks, for the advisor to tie lookups by id to the query before them.
     req.extensions_mut().insert(bunko_engine::advisor::Client::new(ctx.name.as_deref(), peer));
     req.extensions_mut().insert(ctx);
     req.extensions_mut().insert(method);
-    let mut response = next.run(req).await;
-    if let Some(Renew(login)) = renew
+    Ok(Renewal(renew))
+}
+
+/// Whether an answer gets a renewed `AuthSession` cookie: [`admit`] decides, [`renew`] adds it.
+pub struct Renewal(Option<Renew>);
+
+/// Adds the renewed cookie [`admit`] asked for, unless the handler set a cookie itself.
+pub fn renew(state: &State, renewal: Renewal, mut response: Response) -> Response {
+    if let Some(Renew(login)) = renewal.0
         && !response.headers().contains_key(header::SET_COOKIE)
         && let Some(value) = state.auth.set_cookie(&login, now())
     {

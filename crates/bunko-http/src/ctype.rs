@@ -5,8 +5,6 @@
 
 use axum::extract::Request;
 use axum::http::{Method, StatusCode, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
 
 use crate::error::ApiError;
 
@@ -29,16 +27,15 @@ const DB_ENDPOINTS: &[&str] = &[
 ];
 
 /// Refuses a `POST` with a JSON-body endpoint unless its content type is JSON.
-pub async fn require_json(req: Request, next: Next) -> Response {
-    if req.method() == Method::POST && needs_json(req.uri().path()) && !is_json(&req) {
-        return ApiError::Other(
+pub fn require_json(req: &Request) -> Result<(), ApiError> {
+    if req.method() == Method::POST && needs_json(req.uri().path()) && !is_json(req) {
+        return Err(ApiError::Other(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "bad_content_type",
             "Content-Type must be application/json".to_string(),
-        )
-        .into_response();
+        ));
     }
-    next.run(req).await
+    Ok(())
 }
 
 fn is_json(req: &Request) -> bool {

@@ -50,6 +50,8 @@ fn coding(headers: &HeaderMap) -> Result<Option<&'static str>, String> {
 }
 
 /// Refuses unknown content codings (`415`) and marks compressed requests [`Inflated`].
+/// Then passes the request on to `next` (the layers below, down to the handler). One
+/// function with [`crate::jsonp::wrap`], which calls it: a layer less per request.
 pub async fn check(mut req: Request, next: Next) -> Response {
     match coding(req.headers()) {
         Err(other) => {

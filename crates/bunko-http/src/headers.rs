@@ -8,7 +8,7 @@
 //! `X-Forwarded-Proto: https` (header names from `x_forwarded_ssl`, `x_forwarded_proto`).
 
 use axum::extract::{Request, State as AxState};
-use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::Response;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
@@ -51,11 +51,19 @@ pub fn doc_path(db: &str, id: &str) -> String {
 
 /// Adds `Server`, `X-Couch-Request-ID` and the absolute `Location` to every answer.
 pub async fn middleware(AxState(state): AxState<State>, req: Request, next: Next) -> Response {
+    if let Some(refusal) = crate::request_head::answer_malformed(&req) {
+        return refusal;
+    }
     let nonce = nonce(req.headers());
-    let base = base_uri(&state, req.headers());
+    // Only writes create resources ([`created_at`]): a read does not look up the settings
+    // and headers a `Location` is made of.
+    let reads = matches!(*req.method(), Method::GET | Method::HEAD);
+    let base = (!reads).then(|| base_uri(&state, req.headers()));
     let mut response = next.run(req).await;
     let created = response.extensions_mut().remove::<CreatedAt>();
-    let location = created.and_then(|c| HeaderValue::from_str(&format!("{base}{}", c.0)).ok());
+    let location = created
+        .zip(base)
+        .and_then(|(c, base)| HeaderValue::from_str(&format!("{base}{}", c.0)).ok());
     if let Some(location) = location {
         response.headers_mut().insert(header::LOCATION, location);
     }

@@ -15,7 +15,8 @@ use futures::stream::once;
 use crate::State;
 use crate::error::ApiError;
 
-/// Wraps JSON answers in the request's `callback`, when JSONP is allowed.
+/// Wraps JSON answers in the request's `callback`, when JSONP is allowed. Inside it, the
+/// request's content coding is checked ([`crate::encoding::check`]) before the layers below.
 pub async fn wrap(AxState(state): AxState<State>, req: Request, next: Next) -> Response {
     let callback = req.uri().query().and_then(|q| {
         form_urlencoded::parse(q.as_bytes()).find(|(k, _)| k == "callback").map(|(_, v)| v)
@@ -23,13 +24,13 @@ pub async fn wrap(AxState(state): AxState<State>, req: Request, next: Next) -> R
     let callback = callback.filter(|c| !c.is_empty()).map(|c| c.into_owned());
     let allowed = || state.engine.settings().get_bool("chttpd", "allow_jsonp").unwrap_or(false);
     let Some(callback) = callback.filter(|_| allowed()) else {
-        return next.run(req).await;
+        return crate::encoding::check(req, next).await;
     };
     let valid = |b: u8| b.is_ascii_alphanumeric() || b"._[]".contains(&b);
     if !callback.bytes().all(valid) {
         return ApiError::bad_request("invalid_callback").into_response();
     }
-    let response = next.run(req).await;
+    let response = crate::encoding::check(req, next).await;
     let json = response.headers().get(header::CONTENT_TYPE);
     if !json.is_some_and(|t| t.as_bytes().starts_with(b"application/json")) {
         return response;

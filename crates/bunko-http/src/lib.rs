@@ -3,11 +3,11 @@
 //! Handlers are thin adapters: parse the request ([`params`], [`body`]), call the engine on
 //! a blocking thread ([`blocking`]), render the answer ([`render`]). Long answers
 //! (`_all_docs`, `_changes`) stream ([`stream`]). Every error becomes CouchDB's
-//! `{"error", "reason"}` in one place, [`error`]. Authentication ([`auth`]) runs as
-//! middleware before any handler and leaves a [`UserCtx`] in the request. Before it,
-//! [`encoding`] inflates compressed request bodies and compresses answers; outside it,
-//! [`headers`] adds `Server`, `X-Couch-Request-ID` and absolute `Location`s, and [`jsonp`]
-//! wraps JSON answers in a `callback` when allowed. The server's
+//! `{"error", "reason"}` in one place, [`error`]. Authentication ([`auth`]) runs in
+//! [`admission`], the one layer before any handler, and leaves a [`UserCtx`] in the
+//! request. Before it, [`encoding`] inflates compressed request bodies and compresses
+//! answers; outside it, [`headers`] adds `Server`, `X-Couch-Request-ID` and absolute
+//! `Location`s, and [`jsonp`] wraps JSON answers in a `callback` when allowed. The server's
 //! [`listener`] passes each connection through [`request_head`], which makes raw curl-style
 //! request targets parse.
 //!
@@ -22,6 +22,7 @@
 //! `_prometheus`), [`replicate`] (`/_replicate`, `/_scheduler/…`), [`console`] (`/_utils/`,
 //! the web console), [`rewrite`] (`/{db}/_design/{ddoc}/_rewrite/…`).
 
+pub mod admission;
 pub mod advise;
 pub mod all_docs;
 pub mod attachment;
@@ -81,7 +82,6 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
 use axum::Router;
-use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use bunko_engine::Engine;
 pub use bunko_engine::security::UserCtx;
@@ -215,22 +215,12 @@ impl AppState {
     }
 }
 
-/// Sets the body limit of each request from the current `max_http_request_size`. It sits
-/// inside the decompression layer, so the limit counts inflated bytes ([`body::RawBody`]).
-async fn body_limit(
-    axum::extract::State(state): axum::extract::State<State>,
-    mut req: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    DefaultBodyLimit::max(state.max_request_size.load(Relaxed)).apply(&mut req);
-    next.run(req).await
-}
-
 /// The complete router of the CouchDB API, after [`prerouting`] (`+` in paths,
 /// `X-HTTP-Method-Override`).
 pub fn router(state: State) -> Router {
-    let prepare = axum::middleware::from_fn_with_state(state.clone(), prerouting::prepare);
-    Router::new().fallback_service(api(state)).layer(prepare)
+    let outer = state.clone();
+    let prepare = move |req| prerouting::prepare(&outer, req);
+    Router::new().fallback_service(api(state)).layer(tower::util::MapRequestLayer::new(prepare))
 }
 
 fn api(state: State) -> Router {
@@ -265,17 +255,14 @@ fn api(state: State) -> Router {
         .route("/_transaction", post(txn::post))
         .method_not_allowed_fallback(method_not_allowed)
         .fallback(not_found)
-        .layer(axum::middleware::from_fn(ctype::require_json))
-        .layer(axum::middleware::from_fn(params::require_utf8))
-        .layer(axum::middleware::from_fn_with_state(state.clone(), auth::middleware))
-        .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::middleware))
-        .layer(axum::middleware::from_fn_with_state(state.clone(), body_limit))
+        // The body limit sits inside the decompression layer, so it counts inflated bytes
+        // ([`body::RawBody`]).
+        .layer(axum::middleware::from_fn_with_state(state.clone(), admission::admit))
         .layer(encoding::decompression())
-        .layer(axum::middleware::from_fn(encoding::check))
+        // `jsonp::wrap` runs `encoding::check` inside it (one layer for both).
         .layer(axum::middleware::from_fn_with_state(state.clone(), jsonp::wrap))
         .layer(encoding::compression())
         .layer(axum::middleware::from_fn_with_state(state.clone(), headers::middleware))
-        .layer(axum::middleware::from_fn(request_head::answer_malformed))
         .with_state(state)
 }
 

@@ -1,6 +1,6 @@
 //! Request metrics for `/_node/{node}/_stats` (CouchDB's JSON shape) and
 //! `/_node/{node}/_prometheus` (CouchDB 3.2's text exposition), read by the console's live
-//! metrics view. One middleware ([`middleware`]) counts every request, its method and status
+//! metrics view. One [`Timing`] per request counts it, its method and status
 //! and adds its latency to a fixed-bucket histogram: a few relaxed atomic adds per request,
 //! no lock. Documents written are the sum of the databases' update sequences, which the
 //! engine's write path already keeps, so writes pay nothing extra.
@@ -14,10 +14,9 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
 use axum::Router;
-use axum::extract::{FromRequestParts, Path, Request, State as AxState};
+use axum::extract::{FromRequestParts, Path, Request};
 use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::{Map, Value, json};
@@ -129,14 +128,24 @@ impl Metrics {
     }
 }
 
-/// Counts one request; sits outside authentication so refused requests count too.
-pub async fn middleware(AxState(state): AxState<State>, req: Request, next: Next) -> Response {
-    let started = Instant::now();
-    let method = req.method().clone();
-    let response = next.run(req).await;
-    let micros = started.elapsed().as_micros().min(u64::MAX as u128) as u64;
-    state.metrics.record(method.as_str(), response.status().as_u16(), micros);
-    response
+/// A request being counted: [`Timing::start`] when it comes in, [`Timing::count`] with its
+/// answer. Started outside authentication (`crate::admission`), so refused requests count too.
+pub struct Timing {
+    started: Instant,
+    method: axum::http::Method,
+}
+
+impl Timing {
+    /// Starts timing `req`.
+    pub fn start(req: &Request) -> Timing {
+        Timing { started: Instant::now(), method: req.method().clone() }
+    }
+
+    /// Counts the request with the status of its answer and the time since [`Timing::start`].
+    pub fn count(self, state: &State, response: &Response) {
+        let micros = self.started.elapsed().as_micros().min(u64::MAX as u128) as u64;
+        state.metrics.record(self.method.as_str(), response.status().as_u16(), micros);
+    }
 }
 
 pub fn routes() -> Router<State> {

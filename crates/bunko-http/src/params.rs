@@ -5,8 +5,6 @@
 use std::collections::{HashMap, HashSet};
 
 use axum::extract::Request;
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
 use percent_encoding::percent_decode_str;
 use serde_json::Value;
 
@@ -119,11 +117,8 @@ impl Params {
 
 /// Refuses a request whose percent-decoded path or query is not UTF-8 (`400 bad_request`),
 /// as CouchDB does, instead of letting a later decoder replace the bytes silently.
-pub async fn require_utf8(req: Request, next: Next) -> Response {
-    match utf8_error(req.uri().path(), req.uri().query()) {
-        Some(err) => err.into_response(),
-        None => next.run(req).await,
-    }
+pub fn require_utf8(req: &Request) -> Result<(), ApiError> {
+    utf8_error(req.uri().path(), req.uri().query()).map_or(Ok(()), Err)
 }
 
 fn utf8_error(path: &str, query: Option<&str>) -> Option<ApiError> {

@@ -8,10 +8,8 @@
 //!   is served as that method (for clients that can only send `GET` and `POST`); the header
 //!   is ignored on other methods.
 
-use axum::extract::{Request, State as AxState};
+use axum::extract::Request;
 use axum::http::{Method, Uri};
-use axum::middleware::Next;
-use axum::response::Response;
 
 use crate::State;
 
@@ -19,7 +17,9 @@ use crate::State;
 const OVERRIDES: [&str; 8] = ["GET", "HEAD", "POST", "PUT", "DELETE", "TRACE", "CONNECT", "COPY"];
 
 /// Decodes `+` in the path and applies `X-HTTP-Method-Override`.
-pub async fn prepare(AxState(state): AxState<State>, mut req: Request, next: Next) -> Response {
+/// A plain function of the request, so that it runs as a `tower` map (no boxed future or
+/// service per request, as an `axum::middleware::from_fn` layer has).
+pub fn prepare(state: &State, mut req: Request) -> Request {
     let path = req.uri().path();
     let decode = || state.engine.settings().get_bool("chttpd", "decode_plus_to_space");
     if path.contains('+') && decode().unwrap_or(true) {
@@ -43,5 +43,5 @@ pub async fn prepare(AxState(state): AxState<State>, mut req: Request, next: Nex
     {
         *req.method_mut() = method;
     }
-    next.run(req).await
+    req
 }

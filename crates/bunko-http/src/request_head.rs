@@ -21,7 +21,6 @@
 //! body.
 
 use axum::extract::Request;
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::error::ApiError;
@@ -35,17 +34,14 @@ pub const BAD_REQUEST_HEADER: &str = "x-bunko-bad-request";
 /// The start of an HTTP/2 prior-knowledge connection.
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n";
 
-/// Answers a request that the framer found malformed with CouchDB's JSON `400`.
-pub async fn answer_malformed(req: Request, next: Next) -> Response {
-    match req.headers().get(BAD_REQUEST_HEADER) {
-        Some(reason) => {
-            let reason = String::from_utf8_lossy(reason.as_bytes()).into_owned();
-            let mut response = ApiError::bad_request(reason).into_response();
-            response.headers_mut().insert("connection", "close".parse().expect("valid"));
-            response
-        }
-        None => next.run(req).await,
-    }
+/// The answer to a request that the framer found malformed: CouchDB's JSON `400`, before
+/// anything else sees it (`crate::headers::middleware` asks first).
+pub fn answer_malformed(req: &Request) -> Option<Response> {
+    let reason = req.headers().get(BAD_REQUEST_HEADER)?;
+    let reason = String::from_utf8_lossy(reason.as_bytes()).into_owned();
+    let mut response = ApiError::bad_request(reason).into_response();
+    response.headers_mut().insert("connection", "close".parse().expect("valid"));
+    Some(response)
 }
 
 /// Whether byte `b` may stay as it is in a request target. Everything else from `!` up

@@ -96,6 +96,42 @@ fn stats_count_requests_in_couchdbs_shape() {
     assert_eq!(anon.0, 401, "{}", anon.1);
 }
 
+/// What every request passes before its handler, in CouchDB's order: authentication
+/// first (an anonymous request is `401` whatever else is wrong with it), then the UTF-8
+/// and content-type checks; each refusal is counted like a handler's answer.
+#[test]
+fn refusals_before_a_handler_keep_their_order_and_are_counted() {
+    let s = Server::start();
+    s.create_db("kura");
+    let anon_bad_path = send(s.anon_req(Method::GET, "/kura/%FF"));
+    assert_eq!(anon_bad_path.0, 401, "{}", anon_bad_path.1);
+    assert_eq!(anon_bad_path.1["error"], "unauthorized");
+    let bad_path = send(s.req(Method::GET, "/kura/%FF"));
+    assert_eq!(bad_path.0, 400, "{}", bad_path.1);
+    assert_eq!(bad_path.1["reason"], "invalid UTF-8 in the request path");
+    let bad_query = send(s.req(Method::GET, "/kura/_all_docs?limit%FF=1"));
+    assert_eq!(bad_query.0, 400, "{}", bad_query.1);
+    let find = s.req(Method::POST, "/kura/_find").header("Content-Type", "text/plain");
+    let text = send(find.body(r#"{"selector": {}}"#));
+    assert_eq!((text.0, text.1["error"].as_str()), (415, Some("bad_content_type")), "{}", text.1);
+    let anon_text = s.anon_req(Method::POST, "/kura/_find").header("Content-Type", "text/plain");
+    assert_eq!(send(anon_text.body("{}")).0, 401, "authentication comes first");
+    let (_, stats) = s.get("/_node/_local/_stats");
+    let codes = &stats["httpd_status_codes"];
+    assert_eq!(codes["401"]["value"], 2, "{stats}");
+    assert_eq!(codes["400"]["value"], 2, "{stats}");
+    assert_eq!(codes["415"]["value"], 1, "{stats}");
+    // A read is answered with no `Location`; a write still gets its absolute one.
+    s.put_doc("kura", "d1", &json!({"title": "草枕"}));
+    let read = s.req(Method::GET, "/kura/d1").send().expect("GET");
+    assert_eq!(read.status().as_u16(), 200);
+    assert!(read.headers().get("location").is_none());
+    assert!(read.headers().get("x-couch-request-id").is_some());
+    let write = s.req(Method::PUT, "/kura/d2").json(&json!({})).send().expect("PUT");
+    let location = write.headers().get("location").and_then(|v| v.to_str().ok());
+    assert_eq!(location, Some(format!("{}/kura/d2", s.base()).as_str()));
+}
+
 #[test]
 fn partitions_lists_every_partitions_counters() {
     let s = Server::start();
