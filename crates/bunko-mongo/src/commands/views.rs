@@ -54,6 +54,15 @@ fn view(ctx: &Ctx, ns: &Namespace) -> Option<View> {
     view_in(&ctx.server.engine, ns)
 }
 
+/// MongoDB's refusal of a write into the view `ns`.
+pub(super) fn refused(ns: &Namespace) -> MongoError {
+    MongoError::new(
+        166,
+        "CommandNotSupportedOnView",
+        format!("Namespace {} is a view, not a collection", ns.full()),
+    )
+}
+
 /// Whether `ns` is a view.
 pub(super) fn is_view(engine: &bunko_engine::Engine, ns: &Namespace) -> bool {
     view_in(engine, ns).is_some()
@@ -157,11 +166,7 @@ pub(super) fn run(
     let ns = Namespace::new(&ctx.db, coll)?;
     let Some((source, stages)) = resolve(ctx, &ns)? else { return Ok(None) };
     if !reads {
-        return Err(MongoError::new(
-            166,
-            "CommandNotSupportedOnView",
-            format!("Namespace {} is a view, not a collection", ns.full()),
-        ));
+        return Err(refused(&ns));
     }
     let (mut aggregate, shape) = as_aggregate(name, command, &source, stages)?;
     for (key, value) in command {
