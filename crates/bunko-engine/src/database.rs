@@ -6,7 +6,7 @@
 //! that makes it durable. Waiting outside the lock is what lets concurrent writers to one
 //! database share a sync (group commit).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use bunko_storage::{Batch, Snapshot, Store, Ticket};
@@ -30,6 +30,9 @@ pub struct Database {
     /// The latest durable update seq, for `_changes` feeds to wait on.
     changes: watch::Sender<u64>,
     dropped: AtomicBool,
+    /// The update seq of the last applied commit (`Writer::seq`, readable without the
+    /// writer lock): set after the commit's batch is applied.
+    applied: AtomicU64,
     /// Created by a transaction that has not committed yet: in no catalog, so a change of
     /// its catalog record stays in memory until the commit writes it.
     pending: AtomicBool,
@@ -108,6 +111,7 @@ impl Database {
             writer: Mutex::new(Writer { seq, stats }),
             changes,
             dropped: AtomicBool::new(false),
+            applied: AtomicU64::new(seq),
             pending: AtomicBool::new(false),
             indexes: Registry::default(),
             ids: Default::default(),
@@ -315,10 +319,25 @@ impl Database {
         stats: Stats,
     ) -> Result<Ticket> {
         let ticket = self.apply_docs_batch(batch, ids)?;
-        writer.seq = seq;
-        writer.stats = stats;
+        self.set_applied(&mut writer, seq, stats);
         drop(writer);
         Ok(ticket)
+    }
+
+    /// Records, under the writer lock, the seq and counters of a commit whose batch was
+    /// just applied.
+    pub(crate) fn set_applied(&self, writer: &mut Writer, seq: u64, stats: Stats) {
+        writer.seq = seq;
+        writer.stats = stats;
+        self.applied.store(seq, Ordering::Release);
+    }
+
+    /// The update seq of the last applied commit, read without waiting for the writer lock.
+    /// Whoever read it and then reads the store sees every write up to it; so a reader may
+    /// keep what it derived from a document (a collection's options) for as long as this
+    /// stays the same.
+    pub fn applied_seq(&self) -> u64 {
+        self.applied.load(Ordering::Acquire)
     }
 
     /// Applies `batch`, which writes the documents `ids`, keeping the order statistics of
@@ -391,8 +410,7 @@ pub(crate) fn apply_parts(
         locked.record(store.as_ref(), part.db.id(), &part.ids);
     }
     for mut part in parts {
-        part.writer.seq = part.seq;
-        part.writer.stats = part.stats;
+        part.db.set_applied(&mut part.writer, part.seq, part.stats);
     }
     Ok(ticket)
 }

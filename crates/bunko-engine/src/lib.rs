@@ -70,6 +70,7 @@ pub mod purge;
 pub mod read;
 pub mod read_gate;
 pub mod records;
+mod replace;
 mod replicator_check;
 pub mod replicator_doc;
 pub mod revtree;

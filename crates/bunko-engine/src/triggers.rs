@@ -210,8 +210,7 @@ impl Database {
             }
             afters.push(self.install(staged.plan, staged.multikey));
             ticket = Some(self.apply_docs_batch(batch, &staged.ids)?);
-            writer.seq = staged.seq;
-            writer.stats = staged.stats;
+            self.set_applied(&mut writer, staged.seq, staged.stats);
         }
         let seq = writer.seq;
         drop(writer);

@@ -232,6 +232,9 @@ pub struct Transaction<'e> {
     dbs: BTreeMap<u64, Touched>,
     /// Bytes of buffered document bodies.
     size: usize,
+    /// The most bytes it may buffer (`Config::txn_max_bytes` unless
+    /// [`Transaction::unbounded`]).
+    max_bytes: usize,
     /// The databases it creates ([`Transaction::create_db`]).
     created: Vec<Arc<Database>>,
 }
@@ -259,6 +262,7 @@ impl Engine {
 
 impl<'e> Transaction<'e> {
     fn new(engine: Handle<'e>, ctx: &UserCtx, snapshot: Snapshot) -> Transaction<'e> {
+        let max_bytes = engine.config().txn_max_bytes;
         Transaction {
             engine,
             ctx: ctx.clone(),
@@ -266,12 +270,21 @@ impl<'e> Transaction<'e> {
             began: Instant::now(),
             dbs: BTreeMap::new(),
             size: 0,
+            max_bytes,
             created: Vec::new(),
         }
     }
 }
 
 impl Transaction<'_> {
+    /// Lifts the size limit, for a transaction that one request runs whole over documents it
+    /// holds anyway (MongoDB's `$out` into a new collection). The limit is for transactions
+    /// kept open between requests, whose buffers nothing else bounds.
+    pub fn unbounded(mut self) -> Self {
+        self.max_bytes = usize::MAX;
+        self
+    }
+
     /// The winning revision of `id` in database `db`, as of the snapshot or as this
     /// transaction wrote it; `None` if missing or deleted.
     pub fn get(&mut self, db: &str, id: &str) -> Result<Option<TxnDoc>> {
@@ -340,7 +353,7 @@ impl Transaction<'_> {
             return Err(Error::BadRequest("a transaction's documents need an _id".into()));
         }
         self.size += doc.body_json().len();
-        let limit = self.engine.config().txn_max_bytes;
+        let limit = self.max_bytes;
         if self.size > limit {
             return Err(Error::TxnAborted(format!(
                 "transaction exceeded its size limit of {limit} bytes"
@@ -454,13 +467,13 @@ impl Transaction<'_> {
         self.check_alive()?;
         let id = self.touch(db)?.db.id();
         let touched = self.dbs.remove(&id).ok_or_else(crate::error::missing)?;
-        let left = self.engine.config().txn_max_bytes.saturating_sub(self.size);
+        let left = self.max_bytes.saturating_sub(self.size);
         Ok(Scope::new(touched, self.snapshot.clone(), left))
     }
 
     /// Takes back what [`Transaction::take_scope`] lent, with what the procedure did.
     pub(crate) fn restore_scope(&mut self, scope: Scope) {
-        self.size = self.engine.config().txn_max_bytes.saturating_sub(scope.bytes_left());
+        self.size = self.max_bytes.saturating_sub(scope.bytes_left());
         self.dbs.insert(scope.touched.db.id(), scope.touched);
     }
 

@@ -109,7 +109,7 @@ pub(crate) struct AfterCommit {
 }
 
 /// An applied commit waiting for its sync.
-struct Unsynced {
+pub(crate) struct Unsynced {
     ticket: Ticket,
     seq: u64,
     after: AfterCommit,
@@ -225,7 +225,15 @@ impl Database {
         docs: Vec<ParsedDoc>,
         opts: WriteOptions,
     ) -> Result<Vec<DocResult>> {
-        let (results, unsynced) = self.apply_docs(ctx, docs, opts)?;
+        let applied = self.apply_docs(ctx, docs, opts)?;
+        self.settle(applied)
+    }
+
+    /// Waits until applied writes are durable, then does what follows their sync.
+    pub(crate) fn settle(
+        &self,
+        (results, unsynced): (Vec<DocResult>, Option<Unsynced>),
+    ) -> Result<Vec<DocResult>> {
         if let Some(unsynced) = unsynced {
             self.store.sync(unsynced.ticket)?;
             self.finish(unsynced);
@@ -275,11 +283,24 @@ impl Database {
         let checks = Checks::load(self)?;
         let prepared = self.prepare_all(&checks, ctx, docs, opts);
         let writer = self.lock_writer()?;
+        self.apply_prepared(writer, &checks, ctx, prepared, opts)
+    }
+
+    /// [`Database::apply_docs`] from the writer lock on: `prepared` are staged (through
+    /// the triggers if the database has any) and applied.
+    pub(crate) fn apply_prepared(
+        &self,
+        writer: parking_lot::MutexGuard<'_, Writer>,
+        checks: &Checks,
+        ctx: &UserCtx,
+        prepared: Vec<(String, Result<ParsedDoc>)>,
+        opts: WriteOptions,
+    ) -> Result<(Vec<DocResult>, Option<Unsynced>)> {
         if opts.new_edits && self.has_triggers()? {
-            return Ok((self.write_triggered(writer, &checks, ctx, prepared, opts)?, None));
+            return Ok((self.write_triggered(writer, checks, ctx, prepared, opts)?, None));
         }
         let mut batch = Batch::new();
-        let staged = self.stage(&writer, &checks, ctx, prepared, opts, &mut batch)?;
+        let staged = self.stage(&writer, checks, ctx, prepared, opts, &mut batch)?;
         if (opts.all_or_nothing && staged.failed()) || staged.seq == writer.seq {
             return Ok((staged.results, None));
         }

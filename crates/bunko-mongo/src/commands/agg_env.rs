@@ -4,17 +4,22 @@
 //! input collection and every collection `$lookup`/`$unionWith`/`$graphLookup` read), after
 //! the same membership check as every read (an `_id` `$in` from `$lookup` becomes one
 //! point read per id), and `$out`/`$merge` write through the engine's write path with the
-//! connection's user, so the write gate decides. `$out` to a capped collection is refused
-//! (17152) as MongoDB refuses it; `$merge` into one inserts as any insert, capped.
+//! connection's user, so the write gate decides. `$out` replaces an existing collection's
+//! documents in one commit, keeping its indexes and options (`Database::replace_docs`), or
+//! creates a new one with its documents in one transaction; a capped target is refused
+//! (17152) and a view too (166), as MongoDB refuses them; `$merge` into a capped collection
+//! inserts as any insert, capped.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use bson::{Bson, Document};
+use bunko_doc::body::ParsedDoc;
 use bunko_doc::ejson;
 use bunko_engine::find::FindQuery;
 use bunko_engine::find::mongo_stream::Snapshot;
 use bunko_engine::security::UserCtx;
-use bunko_engine::{Database, Engine, Error, WriteOptions};
+use bunko_engine::{Database, Engine, WriteOptions};
 use bunko_query::agg::spill::Entry;
 use bunko_query::agg::{Docs, Env, Matcher, Spill};
 use bunko_query::expr::ExprError;
@@ -152,6 +157,48 @@ impl AggEnv {
         Ok(out)
     }
 
+    /// `$out` into the existing collection `ns`: its documents are replaced in one commit
+    /// ([`Database::replace_docs`]), so its indexes, options and `_security` stay, its
+    /// `unique` indexes and validator judge the new documents, and a failure leaves the
+    /// old ones. MongoDB refuses a capped target (17152) and a view (166).
+    fn replace(
+        &self,
+        ns: &Namespace,
+        target: &Database,
+        docs: Vec<Document>,
+    ) -> Result<(), MongoError> {
+        if target.is_capped()? {
+            return Err(MongoError::new(
+                17152,
+                "Location17152",
+                format!("namespace '{}' is capped so it can't be used for $out", ns.full()),
+            ));
+        }
+        if super::views::is_view(&self.engine, ns) {
+            return Err(super::views::refused(ns));
+        }
+        let parsed = out_docs(ns, target, docs)?;
+        for written in target.replace_docs(&self.user, parsed, self.write_options)? {
+            written.result?;
+        }
+        Ok(())
+    }
+
+    /// `$out` into `ns`, which does not exist: the collection is created with its documents
+    /// in one transaction, so that it appears whole or, on a failure, not at all (as
+    /// MongoDB's temporary collection). Its `_security` is what any new collection gets.
+    fn create_filled(&self, ns: &Namespace, docs: Vec<Document>) -> Result<(), MongoError> {
+        let name = ns.engine_name();
+        let mut txn = self.engine.begin(&self.user).unbounded();
+        let target = txn.create_db(&name)?;
+        super::roles::grant(&target, &self.user)?;
+        for parsed in out_docs(ns, &target, docs)? {
+            txn.put(&name, parsed)?;
+        }
+        txn.commit()?;
+        Ok(())
+    }
+
     fn write(&self, db: &Database, docs: Vec<Document>) -> Result<(), MongoError> {
         for d in docs {
             let (mut parsed, id) = prepare_for(db, &Bson::Document(d), false)?;
@@ -161,6 +208,27 @@ impl AggEnv {
         }
         Ok(())
     }
+}
+
+/// `$out`'s documents, prepared for `target`; two with one `_id` are MongoDB's duplicate
+/// key error on `_id_` (checked here: a transaction takes a second write of an id as a new
+/// version of the first).
+fn out_docs(
+    ns: &Namespace,
+    target: &Database,
+    docs: Vec<Document>,
+) -> Result<Vec<ParsedDoc>, MongoError> {
+    let mut ids = HashSet::with_capacity(docs.len());
+    let mut out = Vec::with_capacity(docs.len());
+    for d in docs {
+        let (parsed, id) = prepare_for(target, &Bson::Document(d), false)?;
+        if !ids.insert(parsed.id.clone()) {
+            let key = [("_id".to_string(), ejson::value_to_json(&id))];
+            return Err(MongoError::duplicate_in(&ns.engine_name(), "_id_", &key));
+        }
+        out.push(parsed);
+    }
+    Ok(out)
 }
 
 /// `{_id: {$in: [ids]}}` with few non-numeric ids (numeric ids of different types are
@@ -265,39 +333,11 @@ impl Env for AggEnv {
         docs: Vec<Document>,
     ) -> Result<(), ExprError> {
         let ns = self.ns(db, coll)?;
-        let run = || -> Result<(), MongoError> {
-            // MongoDB refuses to replace a capped collection (`$merge` into one is allowed:
-            // its inserts are capped as any insert is).
-            if let Some(target) = self.engine.get_db(&ns.engine_name())
-                && target.is_capped()?
-            {
-                return Err(MongoError::new(
-                    17152,
-                    "Location17152",
-                    format!("namespace '{}' is capped so it can't be used for $out", ns.full()),
-                ));
-            }
-            match self.engine.delete_db(&self.user, &ns.engine_name()) {
-                Ok(()) | Err(Error::NotFound(_)) => {}
-                Err(err) => return Err(err.into()),
-            }
-            let target = open_or_create_as(&self.engine, &self.user, &ns)?;
-            let parsed = docs
-                .into_iter()
-                .map(|d| prepare_for(&target, &Bson::Document(d), false).map(|(p, _)| p))
-                .collect::<Result<Vec<_>, _>>()?;
-            let opts = WriteOptions { all_or_nothing: true, ..self.write_options };
-            for r in target.update_docs(&self.user, parsed, opts)? {
-                if let Err(err) = r.result {
-                    return Err(match err {
-                        Error::Conflict => MongoError::duplicate_key(&ns.full(), &r.id),
-                        other => other.into(),
-                    });
-                }
-            }
-            Ok(())
-        };
-        run().map_err(to_expr)
+        match self.engine.get_db(&ns.engine_name()) {
+            Some(target) => self.replace(&ns, &target, docs),
+            None => self.create_filled(&ns, docs),
+        }
+        .map_err(to_expr)
     }
 
     fn upsert(&self, db: Option<&str>, coll: &str, docs: Vec<Document>) -> Result<(), ExprError> {

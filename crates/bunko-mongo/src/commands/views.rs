@@ -14,6 +14,8 @@
 //! is shaped as the command's (and a cursor is the view's). Writes and index commands are
 //! MongoDB's `CommandNotSupportedOnView` (166).
 
+use std::sync::Arc;
+
 use bson::{Bson, Document, doc};
 use bunko_engine::security::UserCtx;
 
@@ -50,8 +52,17 @@ struct View {
 }
 
 /// The definition of `ns`, if it is a view.
-fn view(ctx: &Ctx, ns: &Namespace) -> Option<View> {
+fn view(ctx: &Ctx, ns: &Namespace) -> Option<Arc<View>> {
     view_in(&ctx.server.engine, ns)
+}
+
+/// MongoDB's refusal of a write into the view `ns`.
+pub(super) fn refused(ns: &Namespace) -> MongoError {
+    MongoError::new(
+        166,
+        "CommandNotSupportedOnView",
+        format!("Namespace {} is a view, not a collection", ns.full()),
+    )
 }
 
 /// Whether `ns` is a view.
@@ -59,14 +70,36 @@ pub(super) fn is_view(engine: &bunko_engine::Engine, ns: &Namespace) -> bool {
     view_in(engine, ns).is_some()
 }
 
-fn view_in(engine: &bunko_engine::Engine, ns: &Namespace) -> Option<View> {
+/// What a collection's design document said about it being a view, as of an update seq
+/// of the collection ([`bunko_engine::Database::applied_seq`]).
+#[derive(Default)]
+struct Known(parking_lot::Mutex<Option<(u64, Option<Arc<View>>)>>);
+
+/// Every read and write asks whether its collection is a view, so the answer is kept with
+/// the collection (an engine extension) until its next commit: between two writes (a
+/// `find_one` workload) the design document is not read again.
+fn view_in(engine: &bunko_engine::Engine, ns: &Namespace) -> Option<Arc<View>> {
     let db = engine.get_db(&ns.engine_name())?;
-    // Every read and write asks: the design document is parsed only when it names a view.
+    let known = db.extension(Known::default);
+    // Read before the store: a commit after it changes it, so nothing older is kept.
+    let seq = db.applied_seq();
+    if let Some((at, view)) = &*known.0.lock()
+        && *at == seq
+    {
+        return view.clone();
+    }
+    let view = read_view(&db).map(Arc::new);
+    *known.0.lock() = Some((seq, view.clone()));
+    view
+}
+
+/// The view `db`'s design document defines, if it does (parsed only when it names one).
+fn read_view(db: &bunko_engine::Database) -> Option<View> {
     let found = db.get(&UserCtx::system(), coll_options::DDOC, None).ok()?;
     if found.deleted || !found.body.windows(8).any(|w| w == b"\"viewOn\"") {
         return None;
     }
-    let options = coll_options::read(&db);
+    let options = coll_options::read(db);
     let on = options.get_str("viewOn").ok()?.to_string();
     let pipeline = options.get_array("pipeline").cloned().unwrap_or_default();
     Some(View { on, pipeline })
@@ -81,7 +114,7 @@ fn resolve(ctx: &Ctx, ns: &Namespace) -> Result<Option<(Namespace, Vec<Bson>)>, 
         let Some(view) = view(ctx, &at) else {
             return Ok((at != *ns).then_some((at, stages)));
         };
-        let mut pipeline = view.pipeline;
+        let mut pipeline = view.pipeline.clone();
         pipeline.extend(stages);
         stages = pipeline;
         at = Namespace::new(&ns.db, &view.on)?;
@@ -157,11 +190,7 @@ pub(super) fn run(
     let ns = Namespace::new(&ctx.db, coll)?;
     let Some((source, stages)) = resolve(ctx, &ns)? else { return Ok(None) };
     if !reads {
-        return Err(MongoError::new(
-            166,
-            "CommandNotSupportedOnView",
-            format!("Namespace {} is a view, not a collection", ns.full()),
-        ));
+        return Err(refused(&ns));
     }
     let (mut aggregate, shape) = as_aggregate(name, command, &source, stages)?;
     for (key, value) in command {

@@ -83,7 +83,6 @@ attempts = {
     "dropDatabase": lambda: c.drop_database("shop"),
     "$out secret": lambda: list(orders.aggregate([{"$out": "secret"}])),
     "$out new": lambda: list(orders.aggregate([{"$out": "newcoll"}])),
-    "$out itself": lambda: list(orders.aggregate([{"$out": "orders"}])),
     "$merge secret": lambda: list(orders.aggregate([{"$merge": "secret"}])),
     "$merge new": lambda: list(orders.aggregate([{"$merge": {"into": "newcoll"}}])),
     "txn insert secret": lambda: txn(lambda s: secret.insert_one({"_id": "t"}, session=s)),
@@ -102,13 +101,15 @@ attempts = {
     "usersInfo all": lambda: c.admin.command("usersInfo", {"forAllDBs": True}),
 }
 if not os.environ["MEMBER"]:
-    # What a member may do in its own collection is a write for anyone else.
+    # What a member may do in its own collection is a write for anyone else (`$out` into
+    # it too: MongoDB asks for the insert and remove actions there).
     attempts.update({
         "insert orders": lambda: orders.insert_one({"_id": "x"}),
         "update orders": lambda: orders.update_one({"_id": "keep"}, {"$set": {"n": 2}}),
         "delete orders": lambda: orders.delete_one({"_id": "keep"}),
         "findAndModify orders": lambda: orders.find_one_and_update({"_id": "keep"}, {"$inc": {"n": 1}}),
         "$merge itself": lambda: list(orders.aggregate([{"$merge": "orders"}])),
+        "$out itself": lambda: list(orders.aggregate([{"$out": "orders"}])),
         "txn insert orders": lambda: txn(lambda s: orders.insert_one({"_id": "t"}, session=s)),
     })
 # System namespaces are nobody's to write (once authenticated, that is the answer).

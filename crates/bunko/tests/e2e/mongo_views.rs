@@ -109,3 +109,46 @@ print(json.dumps(out))
     );
     assert_eq!(out["after_drop"], json!(["books", "soseki"]));
 }
+
+/// Whether a collection is a view is read once per commit of the collection and kept
+/// between its writes (every command asks): a view definition written over HTTP into a
+/// collection that was just read is seen by the next command, a point read by `_id`
+/// included, and deleting it makes the collection a collection again.
+#[test]
+fn a_view_definition_written_over_http_is_seen_by_the_next_command() {
+    let server = Server::start();
+    let before = r#"
+db = client().shop
+db.src.insert_many([{"_id": 1, "a": 1}, {"_id": 2, "a": 2}])
+db.c.insert_one({"_id": 1, "own": True})
+print(json.dumps([db.c.find_one({"_id": 1}), db.c.find_one({"_id": 1})]))
+"#;
+    let Some(out) = python(&server, before) else { return };
+    assert_eq!(out, json!([{"_id": 1, "own": true}, {"_id": 1, "own": true}]));
+    let view = json!({"options": {"viewOn": "src", "pipeline": [{"$match": {"a": 2}}]}});
+    let (status, put) = server.put("/shop%24c/_design/mongodb", &view);
+    assert_eq!(status, 201, "{put}");
+    let as_view = r#"
+db = client().shop
+try:
+    db.c.insert_one({"_id": 3})
+    refused = None
+except OperationFailure as e:
+    refused = e.code
+print(json.dumps({"one": db.c.find_one({"_id": 2}), "own": db.c.find_one({"_id": 1}),
+                  "all": list(db.c.find()), "refused": refused}))
+"#;
+    let Some(out) = python(&server, as_view) else { return };
+    assert_eq!(
+        out,
+        json!({"one": {"_id": 2, "a": 2}, "own": null, "all": [{"_id": 2, "a": 2}], "refused": 166})
+    );
+    let rev = put["rev"].as_str().unwrap_or_default().to_string();
+    assert_eq!(server.delete(&format!("/shop%24c/_design/mongodb?rev={rev}")).0, 200);
+    let after = r#"
+db = client().shop
+print(json.dumps([db.c.find_one({"_id": 1}), list(db.c.find())]))
+"#;
+    let Some(out) = python(&server, after) else { return };
+    assert_eq!(out, json!([{"_id": 1, "own": true}, [{"_id": 1, "own": true}]]));
+}
