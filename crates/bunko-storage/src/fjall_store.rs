@@ -190,8 +190,25 @@ impl Fjall {
         Ok(())
     }
 
+    /// Seals the active memtable and waits until every sealed memtable is in a table.
+    ///
+    /// fjall's `rotate_memtable_and_wait` waits only for a memtable it sealed itself: when
+    /// its worker had sealed a full one just before (the last write filled it), the call
+    /// found the active memtable empty and returned while that flush was still writing,
+    /// so `reclaim`'s major compaction ran without the newest table and left the older
+    /// versions of its keys on disk (the CI run of stop 31).
+    fn flush_memtables(&self) -> Result<()> {
+        let context = |err| in_context("flushing the memtables", err);
+        self.keyspace.rotate_memtable_and_wait().map_err(context)?;
+        while self.keyspace.tree.sealed_memtable_count() > 0 {
+            std::thread::sleep(FLUSH_WAIT);
+        }
+        Ok(())
+    }
+
     /// Makes fjall recompute the sequence number below which no snapshot is open (its
-    /// GC watermark), so that the next seal lets go of the versions older than now.
+    /// GC watermark), so that a compaction drops the versions older than now and the next
+    /// seal lets go of the tables they were in.
     ///
     /// fjall 3.1 recomputes it only once every [`SNAPSHOTS_PER_GC`] closed snapshots, and
     /// deletes a version's replaced tables only when a seal finds that version below it.
@@ -311,17 +328,20 @@ impl Store for Fjall {
         // flush and to compact on demand (3.1), and `reclaim_keeps_every_key` checks them.
         // Filler first, so that this flush also seals the active journal and deletes it.
         self.seal_journal()?;
-        self.keyspace.rotate_memtable_and_wait().map_err(context)?;
+        self.flush_memtables()?;
         // Every table merged into the last level: removed keys and old versions that no
-        // snapshot can see are dropped.
+        // snapshot can see are dropped. The compaction keeps every version above the GC
+        // watermark, which fjall recomputes only when it seals a memtable (none was sealed
+        // above if the memtable was empty) or closes its 10,000th snapshot: so it is
+        // brought up to now first.
+        self.advance_gc_watermark();
         self.keyspace.major_compact().map_err(context)?;
         // The tables it replaced are deleted once fjall's version history lets go of
         // them, which it checks when a memtable is sealed: so one more flush, of one
         // write that changes no key (the removal of a key no one writes).
         self.keyspace.remove(RECLAIM_MARK).map_err(context)?;
         self.advance_gc_watermark();
-        self.keyspace.rotate_memtable_and_wait().map_err(context)?;
-        Ok(())
+        self.flush_memtables()
     }
 
     fn close(&self) -> Result<()> {
