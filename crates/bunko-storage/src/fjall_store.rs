@@ -640,7 +640,7 @@ mod tests {
                 store.commit(batch)?;
             }
             // A table per round, so that the tables hold overwritten values to drop.
-            store.keyspace.rotate_memtable_and_wait()?;
+            store.flush_memtables()?;
         }
         let (journals, tables) = allocated(&path)?;
         store.reclaim()?;
@@ -679,7 +679,7 @@ mod tests {
             batch.put(key(i), format!("old {i}").into_bytes());
         }
         store.commit(batch)?;
-        store.keyspace.rotate_memtable_and_wait()?;
+        store.flush_memtables()?;
         let mut batch = Batch::new();
         for i in (1..100).step_by(3) {
             batch.put(key(i), format!("new {i}").into_bytes());
