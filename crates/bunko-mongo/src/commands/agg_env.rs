@@ -7,8 +7,10 @@
 //! connection's user, so the write gate decides. `$out` replaces an existing collection's
 //! documents in one commit, keeping its indexes and options (`Database::replace_docs`), or
 //! creates a new one with its documents in one transaction; a capped target is refused
-//! (17152) and a view too (166), as MongoDB refuses them; `$merge` into a capped collection
-//! inserts as any insert, capped.
+//! (17152), as MongoDB refuses it; `$merge` into a capped collection inserts as any insert,
+//! capped. Both stages refuse, when parsed, a view as target (166, the source view too), a
+//! `system.*` collection (17385 / 31319) and the `admin`/`local`/`config` databases (31321
+//! / 31320), as MongoDB does, so nothing is read or written first.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -231,6 +233,25 @@ fn out_docs(
     Ok(out)
 }
 
+/// MongoDB's refusal of `db.coll` as the target of `stage` (`$out` or `$merge`) by its
+/// name: a system collection or an internal database (the two stages word it differently).
+fn output_names(stage: &str, db: &str, coll: &str) -> Result<(), ExprError> {
+    let out = stage == "$out";
+    if coll.starts_with("system.") {
+        let (code, verb) = if out { (17385, "Can't") } else { (31319, "Cannot") };
+        let msg = format!("{verb} {stage} to special collection: {coll}");
+        return Err(ExprError::location(code, msg));
+    }
+    if matches!(db, "admin" | "local" | "config") {
+        let (code, verb) = if out { (31321, "Can't") } else { (31320, "Cannot") };
+        return Err(ExprError::location(
+            code,
+            format!("{verb} {stage} to internal database: {db}"),
+        ));
+    }
+    Ok(())
+}
+
 /// `{_id: {$in: [ids]}}` with few non-numeric ids (numeric ids of different types are
 /// equal in MongoDB but different document ids).
 fn id_list(filter: &Document) -> Option<Vec<Bson>> {
@@ -303,6 +324,16 @@ impl Env for AggEnv {
 
     fn matcher(&self, filter: &Document) -> Result<Matcher, ExprError> {
         matcher(filter)
+    }
+
+    fn check_output(&self, stage: &str, db: Option<&str>, coll: &str) -> Result<(), ExprError> {
+        let db = db.unwrap_or(&self.db);
+        output_names(stage, db, coll)?;
+        let ns = self.ns(Some(db), coll)?;
+        if super::views::is_view(&self.engine, &ns) {
+            return Err(to_expr(super::views::refused(&ns)));
+        }
+        Ok(())
     }
 
     fn find(&self, coll: &str, filter: &Document) -> Result<Vec<Document>, ExprError> {

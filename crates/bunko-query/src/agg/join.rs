@@ -235,6 +235,9 @@ impl Merge {
                 )));
             }
         };
+        if let Some(env) = env {
+            env.check_output("$merge", db.as_deref(), &coll)?;
+        }
         Ok(Merge { db, coll, on, when_matched, when_not_matched })
     }
 

@@ -83,6 +83,12 @@ pub trait Env: Send + Sync {
     fn count(&self, _coll: &str) -> Option<usize> {
         None
     }
+    /// Refuses `db.coll` (`db` `None`: the command's database) as the target of `stage`
+    /// (`$out` or `$merge`) where MongoDB does (a system collection, an internal database,
+    /// a view). Called when the stage is parsed, before anything is read or written.
+    fn check_output(&self, _stage: &str, _db: Option<&str>, _coll: &str) -> Result<()> {
+        Ok(())
+    }
     /// Finds in another database's collection (`$merge` into another database).
     fn find_in(&self, db: Option<&str>, coll: &str, filter: &Document) -> Result<Vec<Document>> {
         match db {
@@ -386,21 +392,27 @@ fn parse_stage(name: &str, arg: &Bson, env: Option<&dyn Env>) -> Result<Stage> {
             };
             Stage::UnionWith(coll, pipeline)
         }
-        "$out" => match arg {
-            Bson::String(c) => Stage::Out(None, c.clone()),
-            Bson::Document(d) => Stage::Out(
-                d.get_str("db").ok().map(str::to_string),
-                d.get_str("coll")
-                    .map_err(|_| ExprError::failed_to_parse("$out needs 'coll'"))?
-                    .to_string(),
-            ),
-            _ => {
-                return Err(ExprError::location(
-                    16990,
-                    "$out only supports a string or object argument",
-                ));
+        "$out" => {
+            let (db, coll) = match arg {
+                Bson::String(c) => (None, c.clone()),
+                Bson::Document(d) => (
+                    d.get_str("db").ok().map(str::to_string),
+                    d.get_str("coll")
+                        .map_err(|_| ExprError::failed_to_parse("$out needs 'coll'"))?
+                        .to_string(),
+                ),
+                _ => {
+                    return Err(ExprError::location(
+                        16990,
+                        "$out only supports a string or object argument",
+                    ));
+                }
+            };
+            if let Some(env) = env {
+                env.check_output(name, db.as_deref(), &coll)?;
             }
-        },
+            Stage::Out(db, coll)
+        }
         "$merge" => Stage::Merge(join::Merge::parse(arg, env)?),
         // Run by the front end when first (it turns them into `$documents`); anywhere else:
         first @ ("$changeStream" | "$collStats" | "$indexStats" | "$listLocalSessions") => {

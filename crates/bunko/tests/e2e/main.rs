@@ -53,6 +53,7 @@ mod mongo_exhaust;
 mod mongo_index;
 mod mongo_options;
 mod mongo_out;
+mod mongo_out_targets;
 mod mongo_projection;
 mod mongo_query_ops;
 mod mongo_sha1;
