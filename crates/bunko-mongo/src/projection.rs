@@ -12,9 +12,11 @@
 //! the others MongoDB knows (`indexKey`, `recordId`, search and geo metadata) are
 //! `NotImplemented`.
 
+use std::sync::Arc;
+
 use bson::{Bson, DateTime, Document, doc};
 use bunko_query::agg::Shape;
-use bunko_query::expr::{Expr, Vars};
+use bunko_query::expr::{Expr, SortSpec, Vars};
 use bunko_query::update::{Filter, first_matched};
 use bunko_query::{Direction, FieldPath, Selector};
 
@@ -33,7 +35,7 @@ pub struct Projection {
     /// Fields set to the document's sort key (`{$meta: "sortKey"}`).
     sort_keys: Vec<String>,
     /// The find's sort (paths, ascending), which the sort keys hold values of.
-    order: Vec<(Vec<String>, bool)>,
+    order: Option<SortSpec>,
 }
 
 #[derive(Clone)]
@@ -159,7 +161,7 @@ impl Projection {
             _ => None,
         };
         let paths = paths.filter(|_| sort_keys.is_empty());
-        Ok(Some(Projection { shape, ops, paths, sort_keys, order: Vec::new() }))
+        Ok(Some(Projection { shape, ops, paths, sort_keys, order: None }))
     }
 
     /// [`Projection::parse`] of the projection of a query sorted by `order` (empty: not
@@ -184,10 +186,13 @@ impl Projection {
                 "cannot use sortKey $meta projection without a sort",
             ));
         }
-        self.order = order
-            .iter()
-            .map(|(path, dir)| (path.segments().to_vec(), *dir == Direction::Asc))
-            .collect();
+        self.order = (!order.is_empty()).then(|| {
+            Arc::new(
+                (order.iter())
+                    .map(|(path, dir)| (path.segments().to_vec(), *dir == Direction::Asc))
+                    .collect(),
+            )
+        });
         Ok(())
     }
 
@@ -207,11 +212,14 @@ impl Projection {
             operate(&mut input, doc, path, op)?;
         }
         let mut out = match &self.shape {
-            Some(shape) => shape.apply(&input, &mut Vars::new(&input, DateTime::now()))?,
+            Some(shape) => {
+                let mut vars = Vars::new(&input, DateTime::now()).sorted_by(self.order.clone());
+                shape.apply(&input, &mut vars)?
+            }
             None => input,
         };
         for field in &self.sort_keys {
-            let key: Vec<Bson> = (self.order.iter())
+            let key: Vec<Bson> = (self.order.iter().flat_map(|o| o.iter()))
                 .map(|(path, asc)| bunko_query::agg::document_sort_key(doc, path, *asc))
                 .collect();
             out.insert(field.clone(), key);

@@ -23,6 +23,7 @@ mod granularity;
 mod group;
 mod join;
 mod lookup;
+mod meta_sort;
 mod project;
 pub mod spill;
 mod stages;
@@ -131,6 +132,8 @@ pub enum Stage {
 pub struct Pipeline {
     /// Shared: a stage's stream holds the pipeline while it runs.
     pub stages: Arc<Vec<(String, Stage)>>,
+    /// Per stage, the sort whose key its `{$meta: "sortKey"}` reads ([`meta_sort`]).
+    sorts: Arc<Vec<Option<crate::expr::SortSpec>>>,
 }
 
 /// The part of a pipeline a `find` can answer.
@@ -219,7 +222,8 @@ impl Pipeline {
             }
             out.push((name.clone(), stage));
         }
-        Ok(Pipeline { stages: Arc::new(out) })
+        let sorts = meta_sort::sorts(&out, stages)?;
+        Ok(Pipeline { stages: Arc::new(out), sorts: Arc::new(sorts) })
     }
 
     /// Whether the pipeline starts with `$documents` (needs no collection).

@@ -60,8 +60,9 @@ impl Pipeline {
     ) -> Result<Docs<'a>> {
         let mut source = input;
         for i in from..self.stages.len() {
+            let sort = self.sorts.get(i).cloned().flatten();
             let (stages, env, vars, prev) =
-                (self.stages.clone(), env.clone(), vars.clone(), source);
+                (self.stages.clone(), env.clone(), vars.clone().sorted_by(sort), source);
             source = Arc::new(move || match stages.get(i) {
                 Some((_, stage)) => open(stage, &prev, &env, &vars),
                 None => prev(),

@@ -1,10 +1,10 @@
 //! `{$meta: …}`: the metadata MongoDB attaches to the documents a query produces (text
-//! and search scores, the sort key, index keys, record ids). None is produced for an
-//! expression here (`find`'s projection computes `sortKey` itself), so an expression
-//! reading it is refused as MongoDB refuses it: an argument that is no string is
-//! `Location17307`, one MongoDB does not know `Location17308` (MongoDB 8's wording), a
-//! text score (no query has one: `$text` is not supported) `Location40218`, and the others
-//! MongoDB knows are `NotImplemented`.
+//! and search scores, the sort key, index keys, record ids). `sortKey` is an expression
+//! ([`super::Expr::SortKey`], computed from the document where it has one). No other is
+//! produced, so an expression reading one is refused as MongoDB refuses it: an argument
+//! that is no string is `Location17307`, one MongoDB does not know `Location17308`
+//! (MongoDB 8's wording), a text score (no query has one: `$text` is not supported)
+//! `Location40218`, and the others MongoDB knows are `NotImplemented`.
 
 use bson::Bson;
 

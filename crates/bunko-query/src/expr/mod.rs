@@ -102,6 +102,8 @@ pub enum Expr {
     Array(Vec<Expr>),
     /// An operator with its arguments, positional or named.
     Op(&'static ops::Op, Args),
+    /// `{$meta: "sortKey"}` ([`Vars::sorted_by`]).
+    SortKey,
 }
 
 /// An operator's arguments: `{"$add": [a, b]}` (or one argument not in an array) is
@@ -120,12 +122,24 @@ pub struct Vars {
     current: Option<Bson>,
     pub now: DateTime,
     bound: Vec<(String, Bson)>,
+    /// The sort whose key `{$meta: "sortKey"}` reads from `$$ROOT` (paths, ascending), where
+    /// the documents carry one (a pipeline's stages after a `$sort`, a sorted `find`).
+    sort: Option<SortSpec>,
 }
+
+/// A sort specification: paths, ascending.
+pub type SortSpec = std::sync::Arc<Vec<(Vec<String>, bool)>>;
 
 impl Vars {
     /// Variables for evaluating against `doc` (`$$ROOT` and `$$CURRENT`).
     pub fn new(doc: &Document, now: DateTime) -> Self {
-        Self { root: Bson::Document(doc.clone()), current: None, now, bound: Vec::new() }
+        Self {
+            root: Bson::Document(doc.clone()),
+            current: None,
+            now,
+            bound: Vec::new(),
+            sort: None,
+        }
     }
 
     /// The same variables for another document.
@@ -136,7 +150,33 @@ impl Vars {
     /// The same variables for another document, taken without a copy (a stage evaluating
     /// per document: `$group` feeds each one to its key and accumulators).
     pub fn with_owned(&self, doc: Document) -> Self {
-        Self { root: Bson::Document(doc), current: None, now: self.now, bound: self.bound.clone() }
+        Self {
+            root: Bson::Document(doc),
+            current: None,
+            now: self.now,
+            bound: self.bound.clone(),
+            sort: self.sort.clone(),
+        }
+    }
+
+    /// The same variables, with `{$meta: "sortKey"}` reading `sort`'s key of `$$ROOT`
+    /// (`None`: missing).
+    pub fn sorted_by(mut self, sort: Option<SortSpec>) -> Self {
+        self.sort = sort;
+        self
+    }
+
+    /// `{$meta: "sortKey"}`: one value per sort field, as the sort reads it; missing where
+    /// the documents carry no sort key (as MongoDB, whose metadata is then absent).
+    fn sort_key(&self) -> Bson {
+        match (&self.sort, &self.root) {
+            (Some(sort), Bson::Document(doc)) => Bson::Array(
+                (sort.iter())
+                    .map(|(path, asc)| crate::agg::document_sort_key(doc, path, *asc))
+                    .collect(),
+            ),
+            _ => MISSING,
+        }
     }
 
     /// `$$CURRENT`.
@@ -223,6 +263,7 @@ impl Expr {
                     .collect::<Result<_>>()?,
             )),
             Expr::Op(op, args) => (op.run)(op.name, args, vars),
+            Expr::SortKey => Ok(vars.sort_key()),
         }
     }
 
@@ -303,6 +344,9 @@ fn parse_doc(doc: &Document) -> Result<Expr> {
         return Ok(Expr::Literal(arg.clone()));
     }
     if first == "$meta" {
+        if matches!(arg, Bson::String(name) if name == "sortKey") {
+            return Ok(Expr::SortKey);
+        }
         return Err(meta::unavailable(arg));
     }
     let op = ops::find(first).ok_or_else(|| {

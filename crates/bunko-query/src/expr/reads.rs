@@ -1,8 +1,8 @@
 //! Which top-level fields of the document an expression reads, so that a stage can be fed
 //! only those (`$group` over a collection converts just the fields its key and accumulators
 //! name). `None` when it may read the whole document: `$$ROOT`/`$$CURRENT` without a path,
-//! and the operators that read `$$CURRENT` implicitly (`$getField`, `$setField`,
-//! `$unsetField`).
+//! the operators that read `$$CURRENT` implicitly (`$getField`, `$setField`,
+//! `$unsetField`) and `{$meta: "sortKey"}`.
 
 use super::accum::AccSpec;
 use super::{Args, Expr};
@@ -33,6 +33,8 @@ impl Expr {
             }
             Expr::Op(_, Args::List(args)) => args.iter().all(|e| e.visit(seen)),
             Expr::Op(_, Args::Named(args)) => args.iter().all(|(_, e)| e.visit(seen)),
+            // The sort's fields, which the expression does not name.
+            Expr::SortKey => false,
         }
     }
 }

@@ -51,6 +51,7 @@ mod mongo_distinct_scan;
 mod mongo_escalation;
 mod mongo_exhaust;
 mod mongo_index;
+mod mongo_meta;
 mod mongo_options;
 mod mongo_out;
 mod mongo_out_targets;
