@@ -56,6 +56,20 @@ impl MongoScan {
     /// How the scan counts the documents `selector` matches from its entries alone, if it
     /// can (see the module doc).
     pub fn counts_exactly(&self, selector: &Selector) -> Option<CountCheck> {
+        self.exactly(selector, false)
+    }
+
+    /// Whether the bounds say `selector` whole for each entry, one of a multikey field's
+    /// elements standing for the field: [`MongoScan::counts_exactly`]'s conditions, and on
+    /// a multikey field one equality or `$in` (whose point bounds an element meets exactly;
+    /// a range there keeps one side). A document may have several entries within them, so
+    /// this does not count; it decides whether MongoDB would answer a `distinct` from the
+    /// scan.
+    pub fn selects_exactly(&self, selector: &Selector) -> bool {
+        self.exactly(selector, true).is_some()
+    }
+
+    fn exactly(&self, selector: &Selector, multikey_points: bool) -> Option<CountCheck> {
         let spec = self.index.def.mongo.as_ref()?;
         if selector.has_predicate() {
             return None;
@@ -76,7 +90,8 @@ impl MongoScan {
         let mut numeric = false;
         for (i, on) in conds.iter().enumerate().filter(|(_, c)| !c.is_empty()) {
             let multikey = meta.multikey.get(i).is_some_and(|p| !p.is_empty());
-            if multikey || spec.hashed == Some(i) {
+            let points = matches!(self.bounds.get(i), Some(FieldBounds::Points(_)));
+            if (multikey && !(multikey_points && points)) || spec.hashed == Some(i) {
                 return None;
             }
             numeric |= field_exact(self.bounds.get(i)?, on)?;

@@ -7,7 +7,13 @@
 //! fields whose first field is the distinct key (not partial, not hashed, and under the
 //! query's collation or none), or the hinted one if its first field is the key; with a
 //! filter, the index the query plans when its bounds answer the filter exactly
-//! ([`MongoScan::counts_exactly`]) and the key is one of its fields.
+//! ([`MongoScan::counts_exactly`]) and the key is one of its fields. A filter whose
+//! bounds say it for each entry but not for each document ([`MongoScan::selects_exactly`]:
+//! an equality or `$in` on a multikey field other than the key, as MongoDB's
+//! `jstests/core/query/distinct/distinct_multikey.js` answers `distinct("b", {a: 3})` over
+//! `{a: 1, b: 1}` with `a` multikey) is answered too, reading the documents (index keys
+//! flatten nested arrays, so an entry within the bounds may belong to a document the
+//! filter does not match: `{a: [[3]]}`).
 //!
 //! An index multikey at the key is not used. MongoDB 8's planner does use one when the
 //! filter is empty (`jstests/core/query/distinct/distinct_multikey.js`: `DISTINCT_SCAN` +
@@ -19,7 +25,7 @@
 //! Values: an index whose entries keep their documents' values
 //! (`crate::index::mongo::covered_fields`) gives each value from the entry itself
 //! (MongoDB's `PROJECTION_COVERED` over `DISTINCT_SCAN`). Otherwise (a collated index:
-//! keys are sort keys) the entry's document is read and the value is the one at the key
+//! keys are sort keys; a filter only the documents say) the entry's document is read and the value is the one at the key
 //! whose encoding is the entry's (`FETCH` over `DISTINCT_SCAN`). A key whose first entry
 //! gives no value (a missing field indexed as `null`, an entry the filter's numeric check
 //! rejects) reads the next entry of the same key, so the values are those a collection scan
@@ -69,16 +75,20 @@ impl Database {
         if hint == Some(NATURAL) || selector.has_predicate() {
             return Ok(None);
         }
-        let (scan, check) = match selector.root() {
+        // `fetch`: the entries alone cannot say which documents match.
+        let (scan, check, mut fetch) = match selector.root() {
             Node::Empty => {
                 let Some(index) = self.distinct_index(key, hint) else { return Ok(None) };
                 let bounds = vec![FieldBounds::All; index.def.fields.len()];
-                (MongoScan::unsorted(index, bounds), CountCheck::Keys)
+                (MongoScan::unsorted(index, bounds), CountCheck::Keys, false)
             }
             _ => {
                 let Some(scan) = self.mongo_plan(selector, hint)? else { return Ok(None) };
-                let Some(check) = scan.counts_exactly(selector) else { return Ok(None) };
-                (scan, check)
+                match scan.counts_exactly(selector) {
+                    Some(check) => (scan, check, false),
+                    None if scan.selects_exactly(selector) => (scan, CountCheck::Keys, true),
+                    None => return Ok(None),
+                }
             }
         };
         let Some(spec) = scan.index.def.mongo.as_ref() else { return Ok(None) };
@@ -97,7 +107,7 @@ impl Database {
         if meta.multikey.get(field).is_some_and(|p| !p.is_empty()) {
             return Ok(None);
         }
-        let fetch = own.is_some() || !meta.covering;
+        fetch |= own.is_some() || !meta.covering;
         Ok(Some(DistinctScan { scan, field, fetch, check }))
     }
 

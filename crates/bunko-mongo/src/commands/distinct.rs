@@ -1,6 +1,8 @@
 //! `distinct` and its `explain`: a `DISTINCT_SCAN` of an index where one answers
 //! (`bunko_engine::find::mongo_distinct`: the key is a field of the index, and the filter
-//! is empty or said whole by the index bounds), reading about one entry per value;
+//! is empty or said whole by the index bounds), reading about one entry per value, shown
+//! as MongoDB 8 shows it (`PROJECTION_COVERED` over it, or `PROJECTION_DEFAULT` over one
+//! that reads documents, `isFetching`);
 //! otherwise the matching documents, each value reached through arrays. Values equal in
 //! MongoDB's order (under the query's collation) count once, the first met kept.
 
@@ -98,25 +100,21 @@ pub(super) fn explain(
     let n = once_each(values.iter().map(ejson::value_from_json).collect()).len() as u64;
     let mut scan = explain::plan_access(&plan.scan, true);
     scan.insert("stage", "DISTINCT_SCAN");
-    let on_top = |scan: Document, counts: Option<&ExecStats>| match plan.fetch {
-        true => {
-            let mut fetch = doc! {"stage": "FETCH"};
-            if let Some(stats) = counts {
-                fetch.insert("nReturned", explain::number(n));
-                fetch.insert("docsExamined", explain::number(stats.docs_examined));
+    scan.insert("isFetching", plan.fetch);
+    // MongoDB 8's distinct scan reads the documents itself (`isFetching`); the projection
+    // above it is covered when it does not.
+    let on_top = |mut scan: Document, counts: Option<&ExecStats>| {
+        let stage = if plan.fetch { "PROJECTION_DEFAULT" } else { "PROJECTION_COVERED" };
+        let mut projection = doc! {"stage": stage};
+        if let Some(stats) = counts {
+            projection.insert("nReturned", explain::number(n));
+            if plan.fetch {
+                scan.insert("docsExamined", explain::number(stats.docs_examined));
             }
-            fetch.insert("inputStage", scan);
-            fetch
         }
-        false => {
-            let mut projection = doc! {"stage": "PROJECTION_COVERED"};
-            if counts.is_some() {
-                projection.insert("nReturned", explain::number(n));
-            }
-            projection.insert("transformBy", doc! {"_id": 0, key: 1});
-            projection.insert("inputStage", scan);
-            projection
-        }
+        projection.insert("transformBy", doc! {"_id": 0, key: 1});
+        projection.insert("inputStage", scan);
+        projection
     };
     let mut reply = doc! {"explainVersion": "1"};
     let winning = on_top(scan.clone(), None);
