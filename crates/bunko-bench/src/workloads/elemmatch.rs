@@ -34,11 +34,13 @@ pub async fn run(ctx: &Ctx, rows: &mut Vec<Row>) -> Result {
         case: "$elemMatch on links, limit 25, 16 connections",
         preloaded,
     };
-    index_then_query(ctx, rows, plan, move |r| {
-        let class = students.class(r as usize % students.classes);
-        format!(
-            r#"{{"selector":{{"links":{{"$elemMatch":{{"target":"{class}","doc_type":"class"}}}}}},"limit":25}}"#
-        )
-    })
-    .await
+    index_then_query(ctx, rows, plan, move |r| selector(students, r)).await
+}
+
+/// A `_find` body: the students of a random class, limit 25.
+pub fn selector(students: Students, r: u64) -> String {
+    let class = students.class(r as usize % students.classes);
+    format!(
+        r#"{{"selector":{{"links":{{"$elemMatch":{{"target":"{class}","doc_type":"class"}}}}}},"limit":25}}"#
+    )
 }

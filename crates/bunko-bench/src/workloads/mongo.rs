@@ -15,16 +15,28 @@
 //!    16 connections find the students of a random class with the same
 //!    `{links: {$elemMatch: {target, doc_type: "class"}}}`, limit 25: `elemmatch`'s case.
 //!
-//! Collections live in the database `bench` and are dropped afterwards.
+//! Each case is preceded by its HTTP twin, the same work over the CouchDB API into a fresh
+//! database (`_bulk_docs` 1 client, point `GET`, `_find` after `_index`: the `load`,
+//! `read`, `find` and `elemmatch` cases, their rows named `HTTP twin: …`), and every case
+//! runs on a fresh database or collection that is dropped, and the server let go idle,
+//! before the next starts. The two protocols are so compared like for like within this
+//! workload, whatever earlier workloads left the store doing (run last, after `load` and
+//! `read` filled and emptied it, MongoDB's inserts looked dearer than HTTP's on a fresh
+//! server: session 28).
+//!
+//! Collections live in the database `bench` and are dropped after their case.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use bson::{Document, doc};
+use bytes::Bytes;
 use mongodb::options::{ClientOptions, Credential, ServerAddress};
 use mongodb::{Client, Collection, IndexModel};
 
-use super::{Ctx, usage};
+use super::find::{Plan, index_then_query};
+use super::{Ctx, Feature, usage};
+use crate::cli::Workload;
 use crate::data::{INTERVAL, Readings, Students, T0};
 use crate::error::{Error, Result};
 use crate::measure::{Sample, Until, drive};
@@ -77,29 +89,65 @@ async fn cases(
     rows: &mut Vec<Row>,
     made: &mut Vec<Collection<Document>>,
 ) -> Result {
+    // Start on an idle server: the workloads before this one dropped their databases.
+    super::note_busy(rows, ctx.settle().await);
     let mut collection = |case: &str| {
         let coll = client.database(DB).collection::<Document>(&format!("{case}-{}", made.len()));
         made.push(coll.clone());
         coll
     };
-    let load = collection("load");
-    let readings = Readings::new(ctx.sizes.load);
+    let (docs, batch) = (ctx.sizes.load, ctx.sizes.batch);
+    let readings = Readings::new(docs);
+    let bodies: Arc<Vec<Bytes>> = Arc::new(
+        (0..docs.div_ceil(batch))
+            .map(|n| Bytes::from(readings.bulk(n * batch..((n + 1) * batch).min(docs))))
+            .collect(),
+    );
+    let db = ctx.create_db(Workload::Mongo, false).await?;
     let probe = ctx.probe();
-    let sample = insert(client, &load, readings, ctx.sizes.batch, 1).await;
+    let sample = ctx.bulk_load(&db, docs, 1, move |n, _| bodies[n].clone()).await;
+    rows.push(Row::measured(
+        "mongo",
+        &twin("_bulk_docs, 1 client"),
+        "docs/s",
+        &sample,
+        usage(probe),
+    ));
+    super::note_busy(rows, ctx.drop_dbs().await);
+    let load = collection("load");
+    let probe = ctx.probe();
+    let sample = insert(client, &load, readings, batch, 1).await;
     rows.push(Row::measured("mongo", "insert_many, 1 client", "docs/s", &sample, usage(probe)));
+    dropped(ctx, rows, &load).await;
 
-    let read = collection("read");
     let readings = Readings::new(ctx.sizes.read);
-    let preloaded = preload(client, &read, readings, ctx.sizes.batch).await?;
+    let db = ctx.create_db(Workload::Mongo, false).await?;
+    let preloaded = ctx.preload(&db, readings).await?;
+    let probe = ctx.probe();
+    let sample = super::read::point_gets(&ctx.server, &db, readings, ctx.duration()).await?;
+    let row = Row::measured("mongo", &twin(super::read::CASE), "req/s", &sample, usage(probe));
+    rows.push(row.note(&preloaded));
+    super::note_busy(rows, ctx.drop_dbs().await);
+    let read = collection("read");
+    let preloaded = preload(client, &read, readings, batch).await?;
     let probe = ctx.probe();
     let connections = super::read::CONNECTIONS;
     let sample = timed(client, &read, connections, ctx, move |c, r| by_id(c, readings, r)).await;
     let case = "find_one({_id}), 32 connections";
     rows.push(Row::measured("mongo", case, "req/s", &sample, usage(probe)).note(&preloaded));
+    dropped(ctx, rows, &read).await;
 
-    let find = collection("find");
     let readings = Readings::new(ctx.sizes.find);
-    let preloaded = preload(client, &find, readings, ctx.sizes.batch).await?;
+    let case = "deviceID + ts range, limit 25, 16 connections";
+    if ctx.require(Feature::Find).await.is_ok() {
+        let db = ctx.create_db(Workload::Mongo, false).await?;
+        let preloaded = ctx.preload(&db, readings).await?;
+        let index = r#"{"index":{"fields":["deviceID","ts"]},"name":"by-device-ts","type":"json"}"#;
+        let plan = Plan { workload: "mongo", db: &db, docs: readings.docs, index, case, preloaded };
+        http_twin(ctx, rows, plan, move |r| super::find::selector(&readings, r)).await?;
+    }
+    let find = collection("find");
+    let preloaded = preload(client, &find, readings, batch).await?;
     let began = Instant::now();
     let index = IndexModel::builder().keys(doc! {"deviceID": 1, "ts": 1}).build();
     find.create_index(index).await.map_err(invalid)?;
@@ -107,21 +155,62 @@ async fn cases(
     let probe = ctx.probe();
     let connections = super::find::CONNECTIONS;
     let sample = timed(client, &find, connections, ctx, move |c, r| by_range(c, readings, r)).await;
-    let case = "deviceID + ts range, limit 25, 16 connections";
     rows.push(Row::measured("mongo", case, "req/s", &sample, usage(probe)).note(&note));
+    dropped(ctx, rows, &find).await;
 
-    let links = collection("links");
     let students = Students::new(ctx.sizes.elemmatch);
-    let preloaded = preload_students(client, &links, students, ctx.sizes.batch).await?;
+    let case = "$elemMatch on links, limit 25, 16 connections";
+    if ctx.require(Feature::Find).await.is_ok() {
+        let db = ctx.create_db(Workload::Mongo, false).await?;
+        let began = Instant::now();
+        let sample = ctx
+            .bulk_load(&db, students.docs, 4, move |_, range| Bytes::from(students.bulk(range)))
+            .await;
+        let preloaded = super::preload_note(&sample, began)?;
+        let index = r#"{"index":{"fields":["links.target","links.doc_type"]},"name":"by-link","type":"json"}"#;
+        let plan = Plan { workload: "mongo", db: &db, docs: students.docs, index, case, preloaded };
+        http_twin(ctx, rows, plan, move |r| super::elemmatch::selector(students, r)).await?;
+    }
+    let links = collection("links");
+    let preloaded = preload_students(client, &links, students, batch).await?;
     let began = Instant::now();
     let index = IndexModel::builder().keys(doc! {"links.target": 1, "links.doc_type": 1}).build();
     links.create_index(index).await.map_err(invalid)?;
     let note = format!("{preloaded}; createIndexes took {:.0} ms", ms(began));
     let probe = ctx.probe();
     let sample = timed(client, &links, connections, ctx, move |c, r| by_link(c, students, r)).await;
-    let case = "$elemMatch on links, limit 25, 16 connections";
     rows.push(Row::measured("mongo", case, "req/s", &sample, usage(probe)).note(&note));
+    dropped(ctx, rows, &links).await;
     Ok(())
+}
+
+/// The name of an HTTP twin's row: the same work over the CouchDB API.
+fn twin(case: &str) -> String {
+    format!("{HTTP_TWIN}{case}")
+}
+
+/// What an HTTP twin's case name starts with.
+const HTTP_TWIN: &str = "HTTP twin: ";
+
+/// The `find` or `elemmatch` case over HTTP ([`index_then_query`]), its rows named as twins.
+async fn http_twin<Q>(ctx: &Ctx, rows: &mut Vec<Row>, plan: Plan<'_>, query: Q) -> Result
+where
+    Q: Fn(u64) -> String + Send + Sync + 'static,
+{
+    let from = rows.len();
+    let result = index_then_query(ctx, rows, plan, query).await;
+    for row in rows.iter_mut().skip(from) {
+        row.case = twin(&row.case);
+    }
+    super::note_busy(rows, ctx.drop_dbs().await);
+    result
+}
+
+/// Drops a case's collection and waits for the server to go idle, so that the next case
+/// starts as fresh as its twin did.
+async fn dropped(ctx: &Ctx, rows: &mut [Row], coll: &Collection<Document>) {
+    let _ = coll.drop().await;
+    super::note_busy(rows, ctx.settle().await);
 }
 
 /// `clients` clients inserting `readings` with `insert_many` in batches of `size`.
