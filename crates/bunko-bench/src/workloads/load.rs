@@ -19,11 +19,7 @@ use crate::report::Row;
 pub async fn run(ctx: &Ctx, rows: &mut Vec<Row>) -> Result {
     let (docs, size) = (ctx.sizes.load, ctx.sizes.batch);
     let readings = Readings::new(docs);
-    let batches: Arc<Vec<Bytes>> = Arc::new(
-        (0..docs.div_ceil(size))
-            .map(|n| Bytes::from(readings.bulk(n * size..((n + 1) * size).min(docs))))
-            .collect(),
-    );
+    let batches = bodies(readings, size);
     for partitioned in [false, true] {
         for clients in [1, 4] {
             let disk =
@@ -46,4 +42,14 @@ pub async fn run(ctx: &Ctx, rows: &mut Vec<Row>) -> Result {
         }
     }
     Ok(())
+}
+
+/// The `_bulk_docs` bodies of `readings`, `size` documents each, made before any clock starts.
+pub fn bodies(readings: Readings, size: usize) -> Arc<Vec<Bytes>> {
+    let docs = readings.docs;
+    Arc::new(
+        (0..docs.div_ceil(size))
+            .map(|n| Bytes::from(readings.bulk(n * size..((n + 1) * size).min(docs))))
+            .collect(),
+    )
 }

@@ -98,11 +98,7 @@ async fn cases(
     };
     let (docs, batch) = (ctx.sizes.load, ctx.sizes.batch);
     let readings = Readings::new(docs);
-    let bodies: Arc<Vec<Bytes>> = Arc::new(
-        (0..docs.div_ceil(batch))
-            .map(|n| Bytes::from(readings.bulk(n * batch..((n + 1) * batch).min(docs))))
-            .collect(),
-    );
+    let bodies = super::load::bodies(readings, batch);
     let db = ctx.create_db(Workload::Mongo, false).await?;
     let probe = ctx.probe();
     let sample = ctx.bulk_load(&db, docs, 1, move |n, _| bodies[n].clone()).await;
