@@ -846,3 +846,39 @@ fn group_speed() -> Result<()> {
     }
     Ok(())
 }
+
+/// `{$meta: "sortKey"}`: the last `$sort`'s key where no stage since changed its fields,
+/// missing with none (or after `$group`), refused where a stage may have changed it.
+#[test]
+fn sort_key_meta_follows_the_last_sort() {
+    let env = Mem::default();
+    let input = vec![doc! {"_id": 1, "a": [3, 0]}, doc! {"_id": 2, "a": 1, "b": 7}];
+    let key = bson!({"$meta": "sortKey"});
+    let sorted = run(
+        &env,
+        input.clone(),
+        bson!([{"$sort": {"a": -1, "b": 1}}, {"$set": {"c": 1}}, {"$project": {"k": key.clone()}}]),
+    );
+    assert_eq!(
+        sorted.ok(),
+        Some(vec![doc! {"_id": 1, "k": [3, Bson::Null]}, doc! {"_id": 2, "k": [1, 7]}])
+    );
+    let none = run(&env, input.clone(), bson!([{"$project": {"k": key.clone()}}]));
+    assert_eq!(none.ok(), Some(vec![doc! {"_id": 1}, doc! {"_id": 2}]));
+    let grouped = run(
+        &env,
+        input.clone(),
+        bson!([{"$sort": {"a": 1}}, {"$group": {"_id": "$b", "k": {"$push": key.clone()}}}, {"$set": {"m": key.clone()}}, {"$sort": {"_id": 1}}]),
+    );
+    let want = vec![doc! {"_id": Bson::Null, "k": [[0]]}, doc! {"_id": 7, "k": [[1]]}];
+    assert_eq!(grouped.ok(), Some(want));
+    for changed in [
+        bson!([{"$sort": {"a": 1}}, {"$set": {"a": 0}}, {"$project": {"k": key.clone()}}]),
+        bson!([{"$sort": {"a": 1}}, {"$unwind": "$a"}, {"$project": {"k": key.clone()}}]),
+        bson!([{"$sort": {"a": 1}}, {"$project": {"a": 1}}, {"$addFields": {"k": key.clone()}}]),
+        bson!([{"$sort": {"a": 1}}, {"$facet": {"x": [{"$project": {"k": key.clone()}}]}}]),
+    ] {
+        let code = run(&env, input.clone(), changed).err().map(|e| e.code);
+        assert_eq!(code, Some(238));
+    }
+}
