@@ -160,6 +160,36 @@ enum WhenMatched {
     Pipeline(Pipeline),
 }
 
+impl WhenMatched {
+    /// MongoDB's name of the mode, as its error messages spell it.
+    fn name(&self) -> &'static str {
+        match self {
+            WhenMatched::Replace => "replace",
+            WhenMatched::KeepExisting => "keepExisting",
+            WhenMatched::Merge => "merge",
+            WhenMatched::Fail => "fail",
+            WhenMatched::Pipeline(_) => "pipeline",
+        }
+    }
+
+    /// `keepExisting` and `fail` go only with `whenNotMatched: "insert"`: MongoDB refuses
+    /// the other combinations (51181) before it looks at the target.
+    fn supports(&self, when_not_matched: &str) -> Result<()> {
+        if matches!(self, WhenMatched::KeepExisting | WhenMatched::Fail)
+            && when_not_matched != "insert"
+        {
+            return Err(ExprError::location(
+                51181,
+                format!(
+                    "Combination of $merge modes 'whenMatched: {}' and 'whenNotMatched: {when_not_matched}' is not supported",
+                    self.name()
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl Merge {
     pub fn parse(arg: &Bson, env: Option<&dyn Env>) -> Result<Merge> {
         let spec = match arg {
@@ -235,6 +265,7 @@ impl Merge {
                 )));
             }
         };
+        when_matched.supports(&when_not_matched)?;
         if let Some(env) = env {
             env.check_output("$merge", db.as_deref(), &coll)?;
         }
