@@ -45,7 +45,6 @@ use bunko_js::CompiledViews;
 use bunko_storage::{Batch, Snapshot, Ticket};
 use serde_json::{Map, Value, json};
 
-use crate::bodies::Bodies;
 use crate::entries::{self, BackIndex, MapMeta};
 use crate::purge::apply_view_purges;
 use crate::{GroupDef, Index, MapIndex, Progress, Registry, order, registry, runtime};
@@ -506,18 +505,28 @@ fn map_share(
     part: &[bunko_storage::Entry],
 ) -> Result<Share> {
     let db_id = db.id();
-    let docs = match page.step.scan {
-        None => part
-            .iter()
-            .map(|(key, value)| {
+    let mut docs = Vec::with_capacity(part.len());
+    for (key, value) in part {
+        docs.push(match page.step.scan {
+            None => {
                 let change = keys::decode_seq(key)?;
                 let id =
                     String::from_utf8(value.clone()).map_err(|e| Error::Corrupt(e.to_string()))?;
-                PageDoc::read(page.snapshot, db_id, &index.def, id, change)
-            })
-            .collect::<Result<Vec<_>>>()?,
-        Some(Scan { seq, .. }) => scan_docs(page.snapshot, db_id, &index.def, seq, part)?,
-    };
+                PageDoc::read(page.snapshot, db_id, &index.def, id, change)?
+            }
+            Some(Scan { seq, .. }) => {
+                let id = keys::decode_doc(key)?;
+                let info: records::DocInfo = records::decode(value)?;
+                match info.seq <= seq {
+                    true => {
+                        PageDoc::from_info(page.snapshot, db_id, &index.def, id, &info, info.seq)?
+                    }
+                    // Changed since the scan began: read by seq after it.
+                    false => PageDoc { id, input: None, unseen: false },
+                }
+            }
+        });
+    }
     let inputs: Vec<&str> = docs.iter().filter_map(|d| d.input.as_deref()).collect();
     let mut outputs = views.map_batch_json_select(&page.step.maps, &inputs)?.into_iter();
     let mut write = PageWrite::new(db_id, page.snapshot, &index.def);
@@ -536,36 +545,6 @@ fn map_share(
         }
     }
     Ok(Share { batch: write.batch, changes: write.changes, rows, bytes })
-}
-
-/// The documents of a [`Scan`] page's part (`Doc` keys and records), their bodies read by
-/// one range scan where that is cheaper ([`Bodies::scan`]).
-fn scan_docs(
-    snapshot: &Snapshot,
-    db: u64,
-    def: &GroupDef,
-    seq: u64,
-    part: &[bunko_storage::Entry],
-) -> Result<Vec<PageDoc>> {
-    let mut read = Vec::with_capacity(part.len());
-    for (key, value) in part {
-        let info: records::DocInfo = records::decode(value)?;
-        read.push((keys::decode_doc(key)?, info));
-    }
-    let revisions = read.iter().map(|(_, info)| info.tree.nodes().len()).sum();
-    let mut bodies = match (read.first(), read.last()) {
-        (Some((first, _)), Some((last, _))) => {
-            Bodies::scan(snapshot, db, (first, last), revisions, read.len())
-        }
-        _ => Bodies::point(snapshot),
-    };
-    read.into_iter()
-        .map(|(id, info)| match info.seq <= seq {
-            true => PageDoc::from_info(&mut bodies, db, def, id, &info, info.seq),
-            // Changed since the scan began: read by seq after it.
-            false => Ok(PageDoc { id, input: None, unseen: false }),
-        })
-        .collect()
 }
 
 /// `POST /{db}/_view_cleanup`: removes the rows of every map index no design document
@@ -874,14 +853,14 @@ impl PageDoc {
         }
         let Some(info) = snapshot.get(&Key::Doc(db, &id).encode())? else { return unmapped(id) };
         let info: records::DocInfo = records::decode(&info)?;
-        let doc = PageDoc::from_info(&mut Bodies::point(snapshot), db, def, id, &info, seq)?;
+        let doc = PageDoc::from_info(snapshot, db, def, id, &info, seq)?;
         Ok(PageDoc { unseen: matches!(info.tree.nodes(), [only] if only.rev.pos == 1), ..doc })
     }
 
     /// Document `id` (changed at `seq`) of a [`Scan`] (no map index of the scan has rows
     /// of it), whose `Doc` record `info` the scan read.
     fn from_info(
-        bodies: &mut Bodies,
+        snapshot: &Snapshot,
         db: u64,
         def: &GroupDef,
         id: String,
@@ -889,7 +868,7 @@ impl PageDoc {
         seq: u64,
     ) -> Result<Self> {
         let input = match mapped(&id, def) {
-            true => map_input(bodies, db, def, &id, info, seq)?,
+            true => map_input(snapshot, db, def, &id, info, seq)?,
             false => None,
         };
         Ok(PageDoc { id, input, unseen: true })
@@ -906,7 +885,7 @@ fn mapped(id: &str, def: &GroupDef) -> bool {
 /// `_conflicts` (if any) and `_local_seq` (with `options.local_seq`). `None` when the
 /// document is deleted or its body gone.
 fn map_input(
-    bodies: &mut Bodies,
+    snapshot: &Snapshot,
     db: u64,
     def: &GroupDef,
     id: &str,
@@ -918,7 +897,7 @@ fn map_input(
         return Ok(None);
     }
     let rev = rev.to_string();
-    let Some(body) = bodies.get(&Key::Rev(db, id, &rev).encode())? else { return Ok(None) };
+    let Some(body) = snapshot.get(&Key::Rev(db, id, &rev).encode())? else { return Ok(None) };
     let Ok(body) = std::str::from_utf8(&body) else { return Ok(None) };
     let inner = body.trim().strip_prefix('{').and_then(|b| b.strip_suffix('}')).unwrap_or("");
     let mut text = format!("{{\"_id\":{},\"_rev\":{}", Value::from(id), Value::from(rev));
@@ -1189,14 +1168,8 @@ mod tests {
 
     /// Two databases of an engine with pages of 64 documents, each with [`varied_docs`].
     fn two_dbs() -> Result<(Engine, Arc<Database>, Arc<Database>)> {
-        two_dbs_on(Arc::new(Memory::new()))
-    }
-
-    fn two_dbs_on(
-        store: Arc<dyn bunko_storage::Store>,
-    ) -> Result<(Engine, Arc<Database>, Arc<Database>)> {
         let config = Config { view_page_bytes: 1, ..Config::default() };
-        let engine = Engine::open(store, config)?;
+        let engine = Engine::open(Arc::new(Memory::new()), config)?;
         let (a, b) =
             (engine.create_db(&admin(), "a", false)?, engine.create_db(&admin(), "b", false)?);
         varied_docs(&a)?;
@@ -1219,19 +1192,6 @@ mod tests {
     #[test]
     fn a_first_build_in_id_order_gives_the_rows_of_a_build_by_seq() -> Result<()> {
         let (_engine, by_seq, scanned) = two_dbs()?;
-        same_rows_by_seq_and_by_scan(by_seq, scanned)
-    }
-
-    #[test]
-    fn a_first_build_in_id_order_on_fjall_reads_the_bodies_it_would_read_by_seq() -> Result<()> {
-        // Fjall streams ranges: the scan's bodies come from one range read per page share.
-        let dir = tempfile::tempdir().map_err(|e| Error::Unknown(e.to_string()))?;
-        let (_engine, by_seq, scanned) =
-            two_dbs_on(Arc::new(bunko_storage::Fjall::open(dir.path())?))?;
-        same_rows_by_seq_and_by_scan(by_seq, scanned)
-    }
-
-    fn same_rows_by_seq_and_by_scan(by_seq: Arc<Database>, scanned: Arc<Database>) -> Result<()> {
         assert!(build(&by_seq, false, None)? > 0, "pages by seq move the checkpoint");
         assert_eq!(build(&scanned, true, None)?, 0, "a scan keeps it at 0 to its last page");
         assert_same_rows(&scanned, &by_seq)?;

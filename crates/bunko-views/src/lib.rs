@@ -34,7 +34,6 @@
 //! Unlike Mango indexes, views are not maintained in the writing commit: like CouchDB,
 //! a view lags the documents until it is updated, and `update=false` reads it as it is.
 
-mod bodies;
 pub mod build;
 pub mod def;
 pub mod entries;
