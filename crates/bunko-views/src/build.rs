@@ -792,7 +792,10 @@ impl<'a> PageWrite<'a> {
                     tracing::warn!(sig, "view key too long, row skipped");
                     continue;
                 }
-                self.batch.put(row_key.clone(), json!([key, id, value]).to_string());
+                // `[key, id, value]`, as `json!` of the three would print it.
+                let text = serde_json::to_string(&(&key, id, &value))
+                    .map_err(|e| Error::Corrupt(format!("view row: {e}")))?;
+                self.batch.put(row_key.clone(), text);
                 new.push(row_key);
             }
         }
@@ -810,7 +813,7 @@ impl<'a> PageWrite<'a> {
                 self.batch.delete(back_key);
             }
         } else {
-            self.batch.put(back_key, records::encode(&new));
+            self.batch.put(back_key, entries::encode_back(&new));
         }
         Ok(())
     }
