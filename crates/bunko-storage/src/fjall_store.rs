@@ -58,7 +58,7 @@ use crate::{
     Ticket, clamp_range,
 };
 use fjall::{AbstractTree, Database, Keyspace, PersistMode, Readable};
-use std::collections::BTreeMap;
+use std::collections::HashSet;
 use std::fs::OpenOptions;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
@@ -481,15 +481,24 @@ fn sync_journals(dir: &Path) -> Result<usize> {
 }
 
 /// The batch's writes with only the last write to each key kept (`None` deletes).
-fn last_writes(batch: Batch) -> BTreeMap<Vec<u8>, Option<Vec<u8>>> {
-    let mut writes = BTreeMap::new();
-    for op in batch.into_ops() {
-        match op {
-            Op::Put(key, value) => writes.insert(key, Some(value)),
-            Op::Delete(key) => writes.insert(key, None),
-        };
-    }
-    writes
+fn last_writes(batch: Batch) -> impl Iterator<Item = (Vec<u8>, Option<Vec<u8>>)> {
+    let ops = batch.into_ops();
+    // From the end: a key seen before (later in the batch) marks this write superseded.
+    // One hash per key, where a map of the whole batch cost a comparison per tree level.
+    let superseded: Vec<bool> = {
+        let mut seen = HashSet::with_capacity(ops.len());
+        ops.iter()
+            .rev()
+            .map(|op| match op {
+                Op::Put(key, _) | Op::Delete(key) => !seen.insert(key.as_slice()),
+            })
+            .collect()
+    };
+    let kept = ops.into_iter().zip(superseded.into_iter().rev()).filter(|(_, gone)| !gone);
+    kept.map(|(op, _)| match op {
+        Op::Put(key, value) => (key, Some(value)),
+        Op::Delete(key) => (key, None),
+    })
 }
 
 /// Maps a fjall error to ours, with a message fit for a log or an HTTP body
@@ -525,6 +534,7 @@ fn in_context(doing: &str, err: fjall::Error) -> Error {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
     use std::ops::Bound;
 
     use crate::Iter;

@@ -140,6 +140,7 @@ fn later_op_in_batch_wins<S: Backend>(f: &Fixture<S>) -> TestResult {
     let store = &*f.store;
     put(store, b"d", b"old")?;
     let mut batch = Batch::new();
+    batch.put(*b"f", *b"0");
     batch.put(*b"a", *b"1");
     batch.put(*b"a", *b"2"); // put, put
     batch.put(*b"b", *b"1");
@@ -152,8 +153,9 @@ fn later_op_in_batch_wins<S: Backend>(f: &Fixture<S>) -> TestResult {
     batch.put(*b"e", *b"1");
     batch.delete(*b"e");
     batch.put(*b"e", *b"5"); // put, delete, put
+    batch.put(*b"f", *b"6"); // put, other keys, put
     store.commit(batch)?;
-    let expected = vec![entry(b"a", b"2"), entry(b"c", b"3"), entry(b"e", b"5")];
+    let expected = vec![entry(b"a", b"2"), entry(b"c", b"3"), entry(b"e", b"5"), entry(b"f", b"6")];
     assert_eq!(all(store)?, expected);
     assert_eq!(store.get(b"b")?, None);
     assert_eq!(store.get(b"d")?, None);
