@@ -99,7 +99,7 @@ pub const CONFLICTED_REASON: &str = "User document conflicts must be resolved be
 pub struct Logins {
     /// name → the configured password, or its `-pbkdf2…` hash (admins added through
     /// `_config`, or a config file holding CouchDB's hashed form).
-    admins: RwLock<Vec<(String, String)>>,
+    admins: RwLock<Vec<Admin>>,
     /// The hashes `_config` shows for admins configured with a plain password.
     shown: Mutex<HashMap<String, String>>,
     /// Key of the cache's password fingerprints, drawn at start-up.
@@ -112,13 +112,32 @@ pub struct Logins {
     upgrading: Arc<Mutex<HashSet<String>>>,
 }
 
+/// A server admin: name, configured password (or hash), and the salt of its cookies,
+/// derived once here rather than on every request that shows a cookie.
+struct Admin {
+    name: String,
+    password: String,
+    salt: String,
+}
+
+impl Admin {
+    fn new((name, password): (String, String)) -> Self {
+        let salt = hex::encode(Sha256::digest(format!("admin:{name}:{password}")));
+        Self { name, password, salt }
+    }
+}
+
+fn admin_list(admins: Vec<(String, String)>) -> Vec<Admin> {
+    admins.into_iter().map(Admin::new).collect()
+}
+
 /// (peer, name, salt) → (failures counted, when the first was).
 type Failures = HashMap<(IpAddr, String, String), (u32, Instant)>;
 
 impl Logins {
     pub fn new(admins: Vec<(String, String)>, lockout: LockoutConfig) -> Self {
         Self {
-            admins: RwLock::new(admins),
+            admins: RwLock::new(admin_list(admins)),
             shown: Mutex::default(),
             cache_key: rand::rng().random(),
             cache: Mutex::default(),
@@ -130,12 +149,12 @@ impl Logins {
 
     /// The server admins' names and passwords (or password hashes).
     pub fn admins(&self) -> Vec<(String, String)> {
-        self.admins.read().clone()
+        self.admins.read().iter().map(|a| (a.name.clone(), a.password.clone())).collect()
     }
 
     /// Replaces the server admins (after a `_config` change).
     pub(crate) fn set_admins(&self, admins: Vec<(String, String)>) {
-        *self.admins.write() = admins;
+        *self.admins.write() = admin_list(admins);
     }
 
     /// Sets how failed logins are counted (after a `_config` change).
@@ -251,9 +270,7 @@ impl Logins {
     /// The login of server admin `name`, if it is one: no storage read, so an async caller
     /// can ask without a blocking thread before falling back to [`Logins::lookup`].
     pub fn admin_login(&self, name: &str) -> Option<Login> {
-        let admin = self.admins.read().iter().find(|(n, _)| n == name).cloned();
-        let (_, password) = admin?;
-        let salt = hex::encode(Sha256::digest(format!("admin:{name}:{password}")));
+        let salt = self.admins.read().iter().find(|a| a.name == name)?.salt.clone();
         Some(Login { ctx: UserCtx::admin(name), salt })
     }
 
@@ -280,8 +297,9 @@ impl Logins {
     fn password_ok(&self, user: &User, password: &str) -> bool {
         let name = user.login.ctx.name.clone().unwrap_or_default();
         let Some((rev, body)) = &user.doc else {
-            let admin = self.admins.read().iter().find(|(n, _)| *n == name).cloned();
-            let Some((_, stored)) = admin else { return false };
+            let admin =
+                self.admins.read().iter().find(|a| a.name == name).map(|a| a.password.clone());
+            let Some(stored) = admin else { return false };
             let Some(record) = hashed_record(&stored) else {
                 return constant_time_eq(stored.as_bytes(), password.as_bytes());
             };
@@ -438,6 +456,19 @@ mod tests {
         assert_eq!(logins.verify(&engine, "admin", "bad", PEER)?, Verdict::Denied);
         assert!(matches!(logins.verify(&engine, "admin", "pw", PEER)?, Verdict::Granted(_)));
         Ok(())
+    }
+
+    #[test]
+    fn an_admins_cookie_salt_follows_the_configured_password() {
+        let (_engine, logins) = setup(LockoutConfig::default());
+        let first = logins.admin_login("admin").expect("an admin").salt;
+        assert_eq!(logins.admin_login("nobody").map(|l| l.salt), None);
+        logins.set_admins(vec![("admin".into(), "other".into())]);
+        let second = logins.admin_login("admin").expect("still an admin").salt;
+        assert_ne!(first, second, "a new password voids the cookies signed with the old salt");
+        logins.set_admins(vec![("admin".into(), "pw".into())]);
+        assert_eq!(logins.admin_login("admin").expect("an admin").salt, first);
+        assert_eq!(logins.admins(), vec![("admin".to_string(), "pw".to_string())]);
     }
 
     #[test]

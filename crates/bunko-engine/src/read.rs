@@ -71,13 +71,15 @@ impl Database {
     /// (`crate::read_gate`). `404 missing`/`deleted`.
     pub fn get(&self, reader: &UserCtx, id: &str, rev: Option<&RevId>) -> Result<DocOut> {
         let sight = self.sight(reader)?;
-        let doc = get_in(self.store.as_ref(), self.id(), id, rev)?;
+        let doc = self.get_stored(id, rev)?;
         sight.apply(DocOut { revs_limit: self.revs_limit() as usize, ..doc })
     }
 
-    /// The document as stored, for the engine's own reads.
+    /// The document as stored, for the engine's own reads. The `Doc` record and the body
+    /// come from one snapshot: a write and a `_compact` between the two lookups cannot
+    /// remove the body the record names.
     pub(crate) fn get_stored(&self, id: &str, rev: Option<&RevId>) -> Result<DocOut> {
-        get_in(self.store.as_ref(), self.id(), id, rev)
+        get_in(self.snapshot().as_ref(), self.id(), id, rev)
     }
 
     /// Fills `doc.revs_info`: each ancestor is `available` while its body is stored (until

@@ -218,9 +218,12 @@ async fn cookie_login(state: &State, cookie: Cookie) -> ApiResult<Option<(Login,
         }
     };
     let Some(login) = found else { return Ok(None) };
-    let expected =
-        hex::encode(state.auth.mac(&format!("{}:{}", cookie.name, cookie.stamp), &login.salt));
-    if !constant_time_eq(expected.as_bytes(), cookie.tag.as_bytes()) {
+    // Hex into a buffer on the stack: `hex::encode`'s iterator was ~0.7 % of a point read.
+    let mac = state.auth.mac(&format!("{}:{}", cookie.name, cookie.stamp), &login.salt);
+    let mut expected = [0u8; 64];
+    if hex::encode_to_slice(&mac, &mut expected).is_err()
+        || !constant_time_eq(&expected, cookie.tag.as_bytes())
+    {
         return Ok(None);
     }
     let left = issued + timeout - now;

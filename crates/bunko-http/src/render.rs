@@ -40,9 +40,9 @@ impl DocOpts {
 pub fn doc_json(doc: &DocOut, opts: &DocOpts) -> Vec<u8> {
     let mut out = Vec::with_capacity(doc.body.len() + 96);
     out.extend_from_slice(b"{\"_id\":");
-    push_json(&mut out, &Value::String(doc.id.clone()));
+    push_str(&mut out, &doc.id);
     out.extend_from_slice(b",\"_rev\":");
-    push_json(&mut out, &Value::String(doc.rev.to_string()));
+    push_str(&mut out, &doc.rev.to_string());
     if doc.deleted {
         out.extend_from_slice(b",\"_deleted\":true");
     }
@@ -74,12 +74,14 @@ fn extras(doc: &DocOut, opts: &DocOpts) -> Vec<(&'static str, Value)> {
             .collect();
         extras.push(("_revs_info", Value::Array(info)));
     }
-    let (live, deleted) = doc.info.tree.conflicts();
-    if opts.conflicts && !live.is_empty() {
-        extras.push(("_conflicts", revs(&live)));
-    }
-    if opts.deleted_conflicts && !deleted.is_empty() {
-        extras.push(("_deleted_conflicts", revs(&deleted)));
+    if opts.conflicts || opts.deleted_conflicts {
+        let (live, deleted) = doc.info.tree.conflicts();
+        if opts.conflicts && !live.is_empty() {
+            extras.push(("_conflicts", revs(&live)));
+        }
+        if opts.deleted_conflicts && !deleted.is_empty() {
+            extras.push(("_deleted_conflicts", revs(&deleted)));
+        }
     }
     if opts.local_seq {
         extras.push(("_local_seq", json!(doc.info.seq)));
@@ -102,14 +104,22 @@ fn body_members(body: &[u8]) -> &[u8] {
 /// `Value` built per document: `_bulk_docs` answers a thousand of these).
 pub fn push_written(out: &mut Vec<u8>, id: &str, rev: &bunko_doc::RevId) {
     out.extend_from_slice(b"{\"ok\":true,\"id\":");
-    if serde_json::to_writer(&mut *out, id).is_err() {
-        out.extend_from_slice(b"null");
-    }
-    out.extend_from_slice(format!(",\"rev\":\"{rev}\"}}").as_bytes());
+    push_str(out, id);
+    out.extend_from_slice(b",\"rev\":");
+    // Escaped: a replicated revision's hash may be any string.
+    push_str(out, &rev.to_string());
+    out.push(b'}');
 }
 
 pub fn push_json(out: &mut Vec<u8>, value: &Value) {
     if serde_json::to_writer(&mut *out, value).is_err() {
+        out.extend_from_slice(b"null");
+    }
+}
+
+/// Appends `text` as a JSON string, as [`push_json`] would write it as a `Value`.
+fn push_str(out: &mut Vec<u8>, text: &str) {
+    if serde_json::to_writer(&mut *out, text).is_err() {
         out.extend_from_slice(b"null");
     }
 }
@@ -160,6 +170,13 @@ mod tests {
         let expected = json!({"ok": true, "id": "a\"b", "rev": "1-abc"});
         assert_eq!(serde_json::from_slice::<Value>(&written).unwrap_or_default(), expected);
         assert_eq!(written, br#"{"ok":true,"id":"a\"b","rev":"1-abc"}"#);
+        let odd: bunko_doc::RevId = "2-a\"b".parse().unwrap_or_else(|_| unreachable!());
+        let mut written = Vec::new();
+        push_written(&mut written, "x", &odd);
+        assert_eq!(
+            written, br#"{"ok":true,"id":"x","rev":"2-a\"b"}"#,
+            "a replicated hash is escaped"
+        );
         let empty = DocOut { body: b"{}".to_vec(), ..doc };
         assert_eq!(doc_json(&empty, &DocOpts::default()), br#"{"_id":"a\"b","_rev":"1-abc"}"#);
     }
