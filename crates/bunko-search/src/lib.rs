@@ -319,9 +319,25 @@ impl Search {
                 }
             }
             if let Some(search) = search.upgrade() {
-                search.watched.lock().remove(&id);
+                search.forget(id);
             }
         });
+    }
+
+    /// Lets go of everything kept for database `id` once it is gone: its updater's entry
+    /// and its open indexes (a geo index's R*-tree and documents, a search index's reader
+    /// and writer), which would otherwise stay in memory until a restart (~250 MB after
+    /// `bunko-bench --workloads search` had deleted its databases).
+    fn forget(&self, id: u64) {
+        self.watched.lock().remove(&id);
+        self.open.lock().retain(|(db, _), _| *db != id);
+        self.geo.lock().retain(|(db, _), _| *db != id);
+    }
+
+    /// How many indexes are open, search and geo, for database `id`.
+    pub fn open_indexes(&self, id: u64) -> usize {
+        let search = self.open.lock().keys().filter(|(db, _)| *db == id).count();
+        search + self.geo.lock().keys().filter(|(db, _)| *db == id).count()
     }
 }
 

@@ -42,3 +42,44 @@ fn phrases_keep_word_order() -> Result<()> {
     assert_eq!(run("panda")?, ["p", "q"]);
     Ok(())
 }
+
+/// A deleted database's open indexes (search and geo) are let go of, not kept in memory
+/// until a restart.
+#[test]
+fn a_deleted_databases_indexes_are_let_go() -> Result<()> {
+    let me = UserCtx::admin("t");
+    let engine = Engine::open(Arc::new(bunko_storage::Memory::new()), Config::default())?;
+    let db = engine.create_db(&me, "d", false)?;
+    let put = |v: Value| -> Result<()> {
+        let doc = bunko_doc::body::from_value(v, &Default::default())?;
+        db.put(&me, doc, WriteOptions::default()).map(drop)
+    };
+    put(json!({"_id": "p", "t": "panda", "geometry": {"type": "Point", "coordinates": [1, 2]}}))?;
+    let index = "function(doc) { index('default', doc.t); }";
+    let geo = "function(doc) { if (doc.geometry) { st_index(doc.geometry); } }";
+    put(json!({"_id": "_design/s", "indexes": {"i": {"index": index}},
+               "st_indexes": {"g": {"index": geo}}}))?;
+    let search = Search::new(None);
+    search.index(&db, "_design/s", "i")?.update(&db)?;
+    search.geo_index(&db, "_design/s", "g")?.update(&db)?;
+    let id = db.id();
+    assert_eq!(search.open_indexes(id), 2);
+    // Another database's indexes stay.
+    let other = engine.create_db(&me, "o", false)?;
+    let doc = bunko_doc::body::from_value(
+        json!({"_id": "_design/s", "indexes": {"i": {"index": index}}}),
+        &Default::default(),
+    )?;
+    other.put(&me, doc, WriteOptions::default())?;
+    search.index(&other, "_design/s", "i")?;
+    drop(db);
+    engine.delete_db(&me, "d")?;
+    let mut waited = 0;
+    while search.open_indexes(id) > 0 && waited < 1000 {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        waited += 1;
+    }
+    assert_eq!(search.open_indexes(id), 0);
+    assert_eq!(search.open_indexes(other.id()), 1);
+    Ok(())
+}
