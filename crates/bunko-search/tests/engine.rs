@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use bunko_engine::security::UserCtx;
-use bunko_engine::{Config, Engine, Result, WriteOptions};
+use bunko_engine::{Config, Database, Engine, Result, WriteOptions};
 use bunko_search::{Search, SearchQuery};
 use serde_json::{Value, json};
 
@@ -19,15 +19,23 @@ fn ids(answer: &Value) -> Vec<String> {
     ids
 }
 
-#[test]
-fn phrases_keep_word_order() -> Result<()> {
+/// An in-memory engine with database `d`, its admin and the database.
+fn fresh() -> Result<(UserCtx, Engine, Arc<Database>)> {
     let me = UserCtx::admin("t");
     let engine = Engine::open(Arc::new(bunko_storage::Memory::new()), Config::default())?;
     let db = engine.create_db(&me, "d", false)?;
-    let put = |v: Value| -> Result<()> {
-        let doc = bunko_doc::body::from_value(v, &Default::default())?;
-        db.put(&me, doc, WriteOptions::default()).map(drop)
-    };
+    Ok((me, engine, db))
+}
+
+fn put_in(db: &Database, v: Value) -> Result<()> {
+    let doc = bunko_doc::body::from_value(v, &Default::default())?;
+    db.put(&UserCtx::admin("t"), doc, WriteOptions::default()).map(drop)
+}
+
+#[test]
+fn phrases_keep_word_order() -> Result<()> {
+    let (_me, _engine, db) = fresh()?;
+    let put = |v: Value| put_in(&db, v);
     put(json!({"_id": "p", "t": "The giant panda is a bear"}))?;
     put(json!({"_id": "q", "t": "a panda, giant"}))?;
     let index = "function(doc) { index('default', doc.t); }";
@@ -47,13 +55,8 @@ fn phrases_keep_word_order() -> Result<()> {
 /// until a restart.
 #[test]
 fn a_deleted_databases_indexes_are_let_go() -> Result<()> {
-    let me = UserCtx::admin("t");
-    let engine = Engine::open(Arc::new(bunko_storage::Memory::new()), Config::default())?;
-    let db = engine.create_db(&me, "d", false)?;
-    let put = |v: Value| -> Result<()> {
-        let doc = bunko_doc::body::from_value(v, &Default::default())?;
-        db.put(&me, doc, WriteOptions::default()).map(drop)
-    };
+    let (me, engine, db) = fresh()?;
+    let put = |v: Value| put_in(&db, v);
     put(json!({"_id": "p", "t": "panda", "geometry": {"type": "Point", "coordinates": [1, 2]}}))?;
     let index = "function(doc) { index('default', doc.t); }";
     let geo = "function(doc) { if (doc.geometry) { st_index(doc.geometry); } }";
@@ -66,11 +69,7 @@ fn a_deleted_databases_indexes_are_let_go() -> Result<()> {
     assert_eq!(search.open_indexes(id), 2);
     // Another database's indexes stay.
     let other = engine.create_db(&me, "o", false)?;
-    let doc = bunko_doc::body::from_value(
-        json!({"_id": "_design/s", "indexes": {"i": {"index": index}}}),
-        &Default::default(),
-    )?;
-    other.put(&me, doc, WriteOptions::default())?;
+    put_in(&other, json!({"_id": "_design/s", "indexes": {"i": {"index": index}}}))?;
     search.index(&other, "_design/s", "i")?;
     drop(db);
     engine.delete_db(&me, "d")?;
