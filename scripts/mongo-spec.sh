@@ -7,7 +7,9 @@
 #   scripts/mongo-spec.sh /path/to/mongo-python-driver [suite...] [-- pytest args...]
 #
 # Suites: crud (the default), retryable-writes, retryable-reads, sessions, transactions,
-# change-streams, or `all`. The checkout and its tests are not part of this repository nor
+# change-streams, collection_management, index_management (the unified part),
+# run_command, command_monitoring, read_write_concern (the operation tests),
+# causal_consistency, or `all`. The checkout and its tests are not part of this repository nor
 # of CI. The checkout's pymongo and pytest go into .deps/mongo-spec-venv/ (ignored by git).
 # Bunko runs from a release build on free loopback ports, with a temporary data directory
 # that is removed afterwards; `BUNKO_BIN=path/to/bunko` runs that binary instead (e.g. a
@@ -26,7 +28,9 @@ while [ $# -gt 0 ] && [ "$1" != "--" ]; do suites+=("$1"); shift; done
 [ "${1:-}" = "--" ] && shift
 [ ${#suites[@]} -eq 0 ] && suites=(crud)
 [ "${suites[0]}" = "all" ] &&
-    suites=(crud retryable-writes retryable-reads sessions transactions change-streams)
+    suites=(crud retryable-writes retryable-reads sessions transactions change-streams
+        collection_management index_management run_command command_monitoring
+        read_write_concern causal_consistency)
 
 # The test file (and pytest filter) of each suite.
 suite_args() {
@@ -37,6 +41,12 @@ suite_args() {
         sessions) echo "test/test_sessions_unified.py" ;;
         transactions) echo "test/test_transactions_unified.py" ;;
         change-streams) echo "test/test_change_stream.py -k Unified" ;;
+        collection_management) echo "test/test_collection_management.py" ;;
+        index_management) echo "test/test_index_management.py -k IndexManagement" ;;
+        run_command) echo "test/test_run_command.py" ;;
+        command_monitoring) echo "test/test_command_monitoring.py" ;;
+        read_write_concern) echo "test/test_read_write_concern_spec.py -k TestOperation" ;;
+        causal_consistency) echo "test/test_causal_consistency.py" ;;
         *) echo "unknown suite $1" >&2; return 2 ;;
     esac
 }

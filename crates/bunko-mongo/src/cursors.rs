@@ -72,6 +72,20 @@ impl<T> Cursors<T> {
         ns: &str,
         step: impl FnOnce(&mut T) -> Result<(R, bool), MongoError>,
     ) -> Result<(R, bool), MongoError> {
+        self.step_checked(id, user, ns, |_| Ok(()), step)
+    }
+
+    /// [`Cursors::step`] after `check`, which sees the cursor before it is taken out: a
+    /// cursor that fails it stays open (as after a wrong user or namespace), like MongoDB's
+    /// checks made while pinning a cursor.
+    pub fn step_checked<R>(
+        &self,
+        id: i64,
+        user: Option<&UserCtx>,
+        ns: &str,
+        check: impl FnOnce(&T) -> Result<(), MongoError>,
+        step: impl FnOnce(&mut T) -> Result<(R, bool), MongoError>,
+    ) -> Result<(R, bool), MongoError> {
         let mut cursor = {
             let mut open = self.open.lock();
             self.sweep(&mut open);
@@ -87,6 +101,7 @@ impl<T> Cursors<T> {
                     cursor.ns
                 )));
             }
+            check(&cursor.state)?;
             open.remove(&id).ok_or_else(|| MongoError::cursor_not_found(id))?
         };
         let (out, alive) = step(&mut cursor.state)?;
@@ -114,16 +129,17 @@ impl<T> Cursors<T> {
 }
 
 impl Cursors<Next> {
-    /// The next batch of cursor `id` (for `user` on namespace `ns`): the documents and
-    /// whether the cursor is still open.
+    /// The next batch of cursor `id` (for `user` on namespace `ns`, after `check`): the
+    /// documents and whether the cursor is still open.
     pub fn next(
         &self,
         id: i64,
         user: Option<&UserCtx>,
         ns: &str,
         size: usize,
+        check: impl FnOnce(&Next) -> Result<(), MongoError>,
     ) -> Result<(Vec<Document>, bool), MongoError> {
-        self.step(id, user, ns, |next| next(size))
+        self.step_checked(id, user, ns, check, |next| next(size))
     }
 }
 
@@ -158,13 +174,25 @@ mod tests {
             alice.clone(),
             buffered((0..3).map(|i| doc! {"i": i}).collect()),
         );
-        assert_eq!(cursors.next(id, None, "d.c", 1).err().map(|e| e.code), Some(13));
-        assert_eq!(cursors.next(id, alice.as_ref(), "d.x", 1).err().map(|e| e.code), Some(13));
-        let (batch, more) = cursors.next(id, alice.as_ref(), "d.c", 2)?;
+        assert_eq!(cursors.next(id, None, "d.c", 1, |_| Ok(())).err().map(|e| e.code), Some(13));
+        assert_eq!(
+            cursors.next(id, alice.as_ref(), "d.x", 1, |_| Ok(())).err().map(|e| e.code),
+            Some(13)
+        );
+        // A failed check leaves the cursor open where it was.
+        let refuse = |_: &Next| Err(MongoError::bad_value("no"));
+        assert_eq!(
+            cursors.next(id, alice.as_ref(), "d.c", 1, refuse).err().map(|e| e.code),
+            Some(2)
+        );
+        let (batch, more) = cursors.next(id, alice.as_ref(), "d.c", 2, |_| Ok(()))?;
         assert_eq!((batch.len(), more), (2, true));
-        let (batch, more) = cursors.next(id, alice.as_ref(), "d.c", 5)?;
+        let (batch, more) = cursors.next(id, alice.as_ref(), "d.c", 5, |_| Ok(()))?;
         assert_eq!((batch.len(), more), (1, false));
-        assert_eq!(cursors.next(id, alice.as_ref(), "d.c", 1).err().map(|e| e.code), Some(43));
+        assert_eq!(
+            cursors.next(id, alice.as_ref(), "d.c", 1, |_| Ok(())).err().map(|e| e.code),
+            Some(43)
+        );
 
         let expiring = Cursors::new(Duration::ZERO);
         let id = expiring.open("d.c".into(), None, buffered(vec![doc! {}]));

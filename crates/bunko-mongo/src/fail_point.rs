@@ -66,6 +66,9 @@ pub(crate) struct Failure {
     pub write_concern_error: Option<Document>,
     /// `errorLabels` given: MongoDB then adds none of its own.
     pub explicit_labels: bool,
+    /// The given `errorLabels` that a reply with the write concern error carries at its
+    /// top level (its `writeConcernError` stays as given).
+    pub write_concern_labels: Vec<String>,
     /// From `failGetMoreAfterCursorCheckout`: the error arises inside the change stream's
     /// `getMore` (after its cursor is checked out), which MongoDB labels
     /// `ResumableChangeStreamError` when resumable; `failCommand` fails the command before
@@ -293,7 +296,6 @@ fn parse_data(data: &Document, times: Option<u64>, skip: u64) -> Result<FailComm
     }
     if let Some(Bson::Array(labels)) = data.get("errorLabels") {
         let mut error = point.failure.error.take();
-        let mut wce = point.failure.write_concern_error.take();
         for label in labels.iter().filter_map(Bson::as_str) {
             let Some(label) = LABELS.iter().find(|l| **l == label) else {
                 return Err(MongoError::not_implemented(format!(
@@ -301,14 +303,9 @@ fn parse_data(data: &Document, times: Option<u64>, skip: u64) -> Result<FailComm
                 )));
             };
             error = error.map(|e| e.with_label(label));
-            if let Some(w) = wce.as_mut() {
-                let mut all = w.get_array("errorLabels").cloned().unwrap_or_default();
-                all.push(Bson::String(label.to_string()));
-                w.insert("errorLabels", all);
-            }
+            point.failure.write_concern_labels.push(label.to_string());
         }
         point.failure.error = error;
-        point.failure.write_concern_error = wce;
         point.failure.explicit_labels = true;
     }
     Ok(point)
@@ -389,15 +386,23 @@ impl Failure {
         Some(error)
     }
 
-    /// Adds the write concern error (and its labels, at the top level too) to a reply.
+    /// Adds the write concern error to a reply, with its labels at the top level: the given
+    /// `errorLabels`, else those inside the given `writeConcernError` (the older form), else
+    /// `RetryableWriteError` for a retryable write's retryable code, as MongoDB adds it.
     pub fn add_write_concern_error(&self, reply: &mut Document, retryable_write: bool) {
-        let Some(mut wce) = self.write_concern_error.clone() else { return };
+        let Some(wce) = self.write_concern_error.clone() else { return };
         let code = wce.get_i32("code").unwrap_or_default();
-        if retryable_write && !self.explicit_labels && retryable_code(code) {
-            wce.insert("errorLabels", vec!["RetryableWriteError"]);
-        }
-        if let Ok(labels) = wce.get_array("errorLabels") {
-            reply.insert("errorLabels", labels.clone());
+        let labels: Vec<Bson> = if self.explicit_labels {
+            self.write_concern_labels.iter().map(|l| Bson::String(l.clone())).collect()
+        } else if let Ok(inside) = wce.get_array("errorLabels") {
+            inside.clone()
+        } else if retryable_write && retryable_code(code) {
+            vec![Bson::String("RetryableWriteError".into())]
+        } else {
+            Vec::new()
+        };
+        if !labels.is_empty() {
+            reply.insert("errorLabels", labels);
         }
         reply.insert("writeConcernError", wce);
     }

@@ -365,7 +365,8 @@ pub(crate) fn get_more(
 ) -> Result<Document, MongoError> {
     let size = int_of(command, "batchSize")?.map_or(0, |n| usize::try_from(n).unwrap_or(0));
     let user = ctx.session.user.clone();
-    let step = ctx.server.tails.step(id, user.as_ref(), ns, |scan| {
+    let check = |scan: &Scan| super::cursor::awaits_data(command, scan.await_data);
+    let step = ctx.server.tails.step_checked(id, user.as_ref(), ns, check, |scan| {
         // Subscribed before reading, so that a commit right after the read wakes the wait.
         let wake = scan.await_data.then(|| scan.db.subscribe());
         let (batch, alive) = scan.next(size)?;

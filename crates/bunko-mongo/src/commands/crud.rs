@@ -397,7 +397,24 @@ pub(super) fn non_negative(command: &Document, field: &str) -> Result<Option<usi
     }
 }
 
+/// `find`, held to its `maxTimeMS`: past it the answer (and its cursor) is dropped for
+/// `MaxTimeMSExpired`.
 pub(super) fn find(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
+    let started = std::time::Instant::now();
+    non_negative(command, "maxTimeMS")?;
+    let reply = find_unlimited(ctx, command)?;
+    if let Err(err) = within_max_time(command, started) {
+        let id = reply.get_document("cursor").ok().and_then(|c| c.get_i64("id").ok());
+        if let Some(id) = id.filter(|&id| id != 0) {
+            let user = ctx.session.user.as_ref();
+            let _ = ctx.server.cursors.kill(id, user) || ctx.server.tails.kill(id, user);
+        }
+        return Err(err);
+    }
+    Ok(reply)
+}
+
+fn find_unlimited(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
     if let Some(reply) = super::point_read::find(ctx, command)? {
         return Ok(reply);
     }

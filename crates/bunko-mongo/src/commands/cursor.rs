@@ -56,8 +56,20 @@ pub(super) fn get_more(ctx: &mut Ctx, command: &Document) -> Result<Document, Mo
     }
     let size = int_of(command, "batchSize")?.map_or(0, |n| usize::try_from(n).unwrap_or(0));
     let user = ctx.session.user.as_ref();
-    let (batch, alive) = ctx.server.cursors.next(id, user, &ns, size)?;
+    let check = |_: &_| awaits_data(command, false);
+    let (batch, alive) = ctx.server.cursors.next(id, user, &ns, size, check)?;
     Ok(cursor_reply(if alive { id } else { 0 }, &ns, "nextBatch", batch))
+}
+
+/// A `getMore`'s `maxTimeMS` is how long an `awaitData` cursor waits for news; on any other
+/// cursor MongoDB refuses it (`BadValue`, 2), leaving the cursor open.
+pub(super) fn awaits_data(command: &Document, await_data: bool) -> Result<(), MongoError> {
+    if command.contains_key("maxTimeMS") && !await_data {
+        return Err(MongoError::bad_value(
+            "cannot set maxTimeMS on getMore command for a non-awaitData cursor",
+        ));
+    }
+    Ok(())
 }
 
 pub(super) fn kill_cursors(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {

@@ -41,6 +41,7 @@ mod procedure;
 mod replset;
 pub(crate) mod roles;
 mod sasl;
+mod search_indexes;
 mod session;
 mod stats;
 mod txn_hint;
@@ -187,7 +188,7 @@ const TABLE: &[Command] = &[
     Command { name: "drop", aliases: &[], public: false, fields: Some(&["writeConcern"]), run: admin::drop },
     Command { name: "dropDatabase", aliases: &[], public: false, fields: Some(&["writeConcern"]), run: admin::drop_database },
     Command { name: "insert", aliases: &[], public: false, fields: Some(&["bypassDocumentValidation", "documents", "ordered", "writeConcern", "txnNumber"]), run: crud::insert },
-    Command { name: "find", aliases: &[], public: false, fields: Some(&["filter", "projection", "sort", "skip", "limit", "batchSize", "singleBatch", "readConcern", "allowDiskUse", "hint", "collation", "tailable", "awaitData"]), run: crud::find },
+    Command { name: "find", aliases: &[], public: false, fields: Some(&["filter", "projection", "sort", "skip", "limit", "batchSize", "singleBatch", "readConcern", "allowDiskUse", "hint", "collation", "tailable", "awaitData", "maxTimeMS"]), run: crud::find },
     Command { name: "delete", aliases: &[], public: false, fields: Some(&["deletes", "ordered", "writeConcern", "txnNumber"]), run: crud::delete },
     Command { name: "count", aliases: &[], public: false, fields: Some(&["query", "limit", "skip", "readConcern", "hint", "collation", "maxTimeMS"]), run: count::count },
     Command { name: "update", aliases: &[], public: false, fields: Some(&["bypassDocumentValidation", "updates", "ordered", "writeConcern", "txnNumber"]), run: update::update },
@@ -197,6 +198,9 @@ const TABLE: &[Command] = &[
     Command { name: "listIndexes", aliases: &[], public: false, fields: Some(&["cursor"]), run: indexes::list_indexes },
     Command { name: "createIndexes", aliases: &["createindexes"], public: false, fields: Some(&["indexes", "writeConcern", "commitQuorum"]), run: indexes::create_indexes },
     Command { name: "dropIndexes", aliases: &["dropindexes", "deleteIndexes"], public: false, fields: Some(&["index", "writeConcern"]), run: indexes::drop_indexes },
+    Command { name: "createSearchIndexes", aliases: &[], public: false, fields: None, run: search_indexes::refuse },
+    Command { name: "updateSearchIndex", aliases: &[], public: false, fields: None, run: search_indexes::refuse },
+    Command { name: "dropSearchIndex", aliases: &[], public: false, fields: None, run: search_indexes::refuse },
     Command { name: "cloneCollectionAsCapped", aliases: &[], public: false, fields: Some(&["toCollection", "size", "writeConcern"]), run: capped_convert::clone_collection_as_capped },
     Command { name: "convertToCapped", aliases: &[], public: false, fields: Some(&["size", "writeConcern"]), run: capped_convert::convert_to_capped },
     Command { name: "renameCollection", aliases: &["renamecollection"], public: false, fields: Some(&["to", "dropTarget", "writeConcern"]), run: stats::rename_collection },

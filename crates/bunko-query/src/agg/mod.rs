@@ -162,16 +162,27 @@ const NOT_YET: &[&str] = &[
     "$densify",
     "$fill",
     "$redact",
-    "$search",
-    "$searchMeta",
-    "$vectorSearch",
     "$planCacheStats",
     "$listSessions",
     "$currentOp",
     "$shardedDataDistribution",
-    "$listSearchIndexes",
     "$changeStreamSplitLargeEvent",
 ];
+
+/// MongoDB's refusal (`SearchNotEnabled`, 31082) of the search index commands and the
+/// `$listSearchIndexes` stage on a server without a search index manager (a self-managed
+/// MongoDB 8 without `mongot`), which Bunko is.
+pub const SEARCH_INDEXES_NOT_ENABLED: &str = "Using Atlas Search Database Commands and the \
+    $listSearchIndexes aggregation stage requires additional configuration. Please connect to \
+    Atlas or an AtlasCLI local deployment to enable. For more information on how to connect, \
+    see https://dochub.mongodb.org/core/atlas-cli-deploy-local-reqs.";
+
+/// MongoDB's refusal (`SearchNotEnabled`, 31082) of `$search`, `$searchMeta` and
+/// `$vectorSearch` on such a server (its missing space after "enable." included).
+const SEARCH_NOT_ENABLED: &str = "Using $search and $vectorSearch aggregation stages requires \
+    additional configuration. Please connect to Atlas or an AtlasCLI local deployment to \
+    enable.For more information on how to connect, see \
+    https://dochub.mongodb.org/core/atlas-cli-deploy-local-reqs.";
 
 fn usize_arg(stage: &str, v: &Bson, code: i32) -> Result<usize> {
     match crate::expr::value::to_int(v) {
@@ -424,6 +435,12 @@ fn parse_stage(name: &str, arg: &Bson, env: Option<&dyn Env>) -> Result<Stage> {
                 40602,
                 format!("{first} is only valid as the first stage in a pipeline"),
             ));
+        }
+        "$search" | "$searchMeta" | "$vectorSearch" => {
+            return Err(ExprError::new(31082, "SearchNotEnabled", SEARCH_NOT_ENABLED));
+        }
+        "$listSearchIndexes" => {
+            return Err(ExprError::new(31082, "SearchNotEnabled", SEARCH_INDEXES_NOT_ENABLED));
         }
         n if NOT_YET.contains(&n) => {
             return Err(ExprError::new(

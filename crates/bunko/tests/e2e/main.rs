@@ -43,6 +43,7 @@ mod mongo_capped_reads;
 mod mongo_causal;
 mod mongo_collation;
 mod mongo_collections;
+mod mongo_conformance;
 mod mongo_couch_dbs;
 mod mongo_count_scan;
 mod mongo_covered;

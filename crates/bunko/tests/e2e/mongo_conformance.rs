@@ -1,0 +1,128 @@
+//! Behaviours found by the drivers' specification suites beyond CRUD (issue 13, session 30:
+//! `scripts/mongo-spec.sh` with `index_management`, `run_command`, `command_monitoring`,
+//! `collection_management`): the search index commands and stages refused as a MongoDB 8
+//! without Atlas Search refuses them, `maxTimeMS` on `find`, `maxTimeMS` on a `getMore` of a
+//! cursor that does not await data, and the top-level labels of a `failCommand` write
+//! concern error. Through pymongo.
+
+use serde_json::json;
+
+use crate::harness::Server;
+
+#[test]
+fn search_indexes_are_refused_as_by_a_mongodb_without_atlas_search() {
+    let s = Server::start();
+    let script = r#"
+from pymongo.operations import SearchIndexModel
+c = client().shop.books
+c.insert_one({"_id": 1, "t": "dune"})
+def refusal(fn):
+    try:
+        fn()
+    except OperationFailure as e:
+        return e.code, e.details["codeName"], e.details["errmsg"]
+    raise AssertionError("not refused")
+out = {}
+out["create"] = refusal(lambda: c.create_search_index({"definition": {"mappings": {"dynamic": True}}}))
+out["update"] = refusal(lambda: c.update_search_index("idx", {"mappings": {"dynamic": True}}))
+out["drop"] = refusal(lambda: c.drop_search_index("idx"))
+out["list"] = refusal(lambda: list(c.list_search_indexes()))
+out["search"] = refusal(lambda: list(c.aggregate([{"$search": {"text": {"query": "dune", "path": "t"}}}])))
+out["vector"] = refusal(lambda: list(c.aggregate([{"$vectorSearch": {}}])))
+# The connection stays usable and nothing was created.
+out["after"] = [d["_id"] for d in c.find()]
+out["indexes"] = [i["name"] for i in c.list_indexes()]
+print(json.dumps(out))
+"#;
+    let Some(out) = crate::mongo::python(&s, script) else { return };
+    let indexes = "Using Atlas Search Database Commands and the $listSearchIndexes aggregation \
+        stage requires additional configuration. Please connect to Atlas or an AtlasCLI local \
+        deployment to enable. For more information on how to connect, see \
+        https://dochub.mongodb.org/core/atlas-cli-deploy-local-reqs.";
+    let stages = "Using $search and $vectorSearch aggregation stages requires additional \
+        configuration. Please connect to Atlas or an AtlasCLI local deployment to enable.For \
+        more information on how to connect, see \
+        https://dochub.mongodb.org/core/atlas-cli-deploy-local-reqs.";
+    for op in ["create", "update", "drop", "list"] {
+        assert_eq!(out[op], json!([31082, "SearchNotEnabled", indexes]), "{op}");
+    }
+    for op in ["search", "vector"] {
+        assert_eq!(out[op], json!([31082, "SearchNotEnabled", stages]), "{op}");
+    }
+    assert_eq!(out["after"], json!([1]));
+    assert_eq!(out["indexes"], json!(["_id_"]));
+}
+
+#[test]
+fn max_time_ms_is_taken_by_find_and_refused_on_a_get_more_that_cannot_wait() {
+    let s = Server::start();
+    let script = r#"
+db = client().shop
+db.books.insert_many([{"_id": i} for i in range(5)])
+out = {}
+out["find"] = [d["_id"] for d in db.books.find({"_id": {"$gte": 1}}).sort("_id", -1).max_time_ms(60000)]
+out["by_id"] = [d["_id"] for d in db.books.find({"_id": 3}).max_time_ms(60000)]
+out["negative"] = code_of(lambda: db.command("find", "books", maxTimeMS=-1))
+out["string"] = code_of(lambda: db.command("find", "books", maxTimeMS="x"))
+first = db.command("find", "books", batchSize=2, maxTimeMS=60000)["cursor"]
+out["first"] = [d["_id"] for d in first["firstBatch"]]
+try:
+    db.command("getMore", first["id"], collection="books", maxTimeMS=300)
+except OperationFailure as e:
+    out["get_more"] = [e.code, e.details["errmsg"]]
+# The refused getMore leaves the cursor where it was.
+nxt = db.command("getMore", first["id"], collection="books")["cursor"]
+out["rest"] = [d["_id"] for d in nxt["nextBatch"]]
+print(json.dumps(out))
+"#;
+    let Some(out) = crate::mongo::python(&s, script) else { return };
+    assert_eq!(out["find"], json!([4, 3, 2, 1]));
+    assert_eq!(out["by_id"], json!([3]));
+    assert_eq!(out["negative"], json!(51024));
+    assert_eq!(out["string"], json!(14));
+    assert_eq!(out["first"], json!([0, 1]));
+    assert_eq!(
+        out["get_more"],
+        json!([2, "cannot set maxTimeMS on getMore command for a non-awaitData cursor"])
+    );
+    assert_eq!(out["rest"], json!([2, 3, 4]));
+}
+
+#[test]
+fn a_fail_point_write_concern_error_keeps_its_labels_at_the_top_level() {
+    let s = Server::start_with(&["--mongo-test-commands"], &[]);
+    let script = r#"
+class Replies(monitoring.CommandListener):
+    def __init__(self): self.replies = []
+    def started(self, e): pass
+    def succeeded(self, e):
+        if e.command_name == "insert": self.replies.append(e.reply)
+    def failed(self, e): pass
+seen = Replies()
+c = client(event_listeners=[seen])
+fp = lambda **kw: c.admin.command("configureFailPoint", **kw)
+fp(configureFailPoint="failCommand", mode={"times": 1}, data={"failCommands": ["insert"], "errorLabels": ["RetryableWriteError"], "writeConcernError": {"code": 91}})
+c.shop.books.insert_one({"_id": 1})
+fp(configureFailPoint="failCommand", mode={"times": 1}, data={"failCommands": ["insert"], "writeConcernError": {"code": 91, "errmsg": "shutting down"}})
+c.shop.books.insert_one({"_id": 2})
+out = [{k: r.get(k) for k in ("n", "errorLabels", "writeConcernError")} for r in seen.replies]
+out.append(c.shop.books.count_documents({}))
+print(json.dumps(out))
+"#;
+    let Some(out) = crate::mongo::python(&s, script) else { return };
+    // Each write ran once, was answered with the error, and was retried (answered `n: 1`
+    // again: the retry finds it done).
+    let labelled =
+        |wce| json!({"n": 1, "errorLabels": ["RetryableWriteError"], "writeConcernError": wce});
+    let plain = json!({"n": 1, "errorLabels": null, "writeConcernError": null});
+    assert_eq!(
+        out,
+        json!([
+            labelled(json!({"code": 91})),
+            plain,
+            labelled(json!({"code": 91, "errmsg": "shutting down"})),
+            plain,
+            2
+        ])
+    );
+}
