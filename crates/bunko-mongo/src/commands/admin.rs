@@ -98,6 +98,13 @@ pub(super) fn list_collections(ctx: &mut Ctx, command: &Document) -> Result<Docu
             if options.contains_key("viewOn") {
                 return doc! {"name": name, "type": "view", "options": options, "info": {"readOnly": true}};
             }
+            if options.contains_key("clusteredIndex") {
+                // A clustered collection has no separate `_id` index.
+                return doc! {
+                    "name": name, "type": "collection", "options": options,
+                    "info": {"readOnly": false},
+                };
+            }
             doc! {
                 "name": name, "type": "collection", "options": options,
                 "info": {"readOnly": false},
@@ -120,6 +127,7 @@ pub(super) fn create(ctx: &mut Ctx, command: &Document) -> Result<Document, Mong
     let ns = namespace(ctx, command)?;
     let mut options = super::capped::options(command)?;
     options.extend(coll_options::from_command(command)?);
+    options.extend(super::clustered::options(command)?);
     let db = match ctx.server.engine.create_db(&user(ctx), &ns.engine_name(), false) {
         Ok(db) => db,
         // MongoDB 7+ accepts creating an existing collection with the same options.

@@ -304,7 +304,9 @@ pub(super) fn list_indexes(ctx: &mut Ctx, command: &Document) -> Result<Document
     let Some(db) = readable_db(ctx, &ns, "listIndexes")? else {
         return Err(MongoError::namespace_not_found(format!("ns does not exist: {}", ns.full())));
     };
-    let mut all = vec![doc! {"v": 2, "key": {"_id": 1}, "name": "_id_"}];
+    let id_index = super::clustered::index(&super::coll_options::read(&db));
+    let mut all =
+        vec![id_index.unwrap_or_else(|| doc! {"v": 2, "key": {"_id": 1}, "name": "_id_"})];
     all.extend(db.mongo_indexes().iter().map(|i| describe(&i.def)));
     Ok(cursor_reply(0, &ns.full(), "firstBatch", all))
 }
@@ -331,14 +333,15 @@ fn names_to_drop(
 ) -> Result<Vec<String>, MongoError> {
     let all = db.mongo_indexes();
     let id_refused = || MongoError::new(72, "InvalidOptions", "cannot drop _id index");
+    let id_name = super::clustered::id_index_name(db);
     match index {
         Some(Bson::String(s)) if s == "*" => Ok(all.iter().map(|i| i.def.name.clone()).collect()),
-        Some(Bson::String(s)) if s == "_id_" => Err(id_refused()),
+        Some(Bson::String(s)) if *s == id_name => Err(id_refused()),
         Some(Bson::String(s)) => Ok(vec![s.clone()]),
         Some(Bson::Array(names)) => names
             .iter()
             .map(|n| match n {
-                Bson::String(s) if s == "_id_" => Err(id_refused()),
+                Bson::String(s) if *s == id_name => Err(id_refused()),
                 Bson::String(s) => Ok(s.clone()),
                 _ => Err(MongoError::type_mismatch("dropIndexes names must be strings")),
             })
@@ -369,7 +372,7 @@ pub(super) fn hint(db: &Database, value: Option<&Bson>) -> Result<Option<String>
     match value {
         // The `_id` index is the documents' own order: the planner's choice serves it.
         None => Ok(None),
-        Some(Bson::String(name)) if name == "_id_" => Ok(None),
+        Some(Bson::String(name)) if *name == super::clustered::id_index_name(db) => Ok(None),
         Some(Bson::Document(key)) if key.len() == 1 && key.contains_key("_id") => Ok(None),
         Some(Bson::String(name)) => Ok(Some(name.clone())),
         Some(Bson::Document(key)) if key.contains_key("$natural") => Ok(Some(NATURAL.into())),

@@ -22,6 +22,7 @@ mod bulk;
 pub(crate) mod capped;
 mod capped_convert;
 pub(crate) mod change_stream;
+mod clustered;
 mod coll_options;
 mod coll_stats_stage;
 mod count;
@@ -183,7 +184,7 @@ const TABLE: &[Command] = &[
     Command { name: "getLog", aliases: &[], public: false, fields: None, run: handshake::get_log },
     Command { name: "listDatabases", aliases: &[], public: false, fields: Some(&["filter", "nameOnly", "authorizedDatabases"]), run: admin::list_databases },
     Command { name: "listCollections", aliases: &[], public: false, fields: Some(&["filter", "nameOnly", "authorizedCollections", "cursor"]), run: admin::list_collections },
-    Command { name: "create", aliases: &[], public: false, fields: Some(&["writeConcern", "capped", "size", "max", "validator", "validationLevel", "validationAction", "changeStreamPreAndPostImages", "viewOn", "pipeline"]), run: admin::create },
+    Command { name: "create", aliases: &[], public: false, fields: Some(&["writeConcern", "capped", "size", "max", "validator", "validationLevel", "validationAction", "changeStreamPreAndPostImages", "viewOn", "pipeline", "clusteredIndex"]), run: admin::create },
     Command { name: "collMod", aliases: &[], public: false, fields: Some(&["writeConcern", "validator", "validationLevel", "validationAction", "changeStreamPreAndPostImages", "cappedSize", "cappedMax"]), run: admin::coll_mod },
     Command { name: "drop", aliases: &[], public: false, fields: Some(&["writeConcern"]), run: admin::drop },
     Command { name: "dropDatabase", aliases: &[], public: false, fields: Some(&["writeConcern"]), run: admin::drop_database },

@@ -126,3 +126,51 @@ print(json.dumps(out))
         ])
     );
 }
+
+#[test]
+fn a_clustered_collection_names_its_id_index_as_mongodb_lists_it() {
+    let s = Server::start();
+    let script = r#"
+db = client().shop
+db.create_collection("events", clusteredIndex={"key": {"_id": 1}, "unique": True, "name": "by id"})
+db.events.insert_many([{"_id": 2, "a": "x"}, {"_id": 1, "a": "y"}])
+out = {}
+out["listed"] = [{k: v for k, v in c.items() if k != "info"} for c in db.list_collections(filter={"name": "events"})]
+out["indexes"] = list(db.events.list_indexes())
+out["hint"] = [d["_id"] for d in db.events.find({"a": {"$exists": True}}, hint="by id").sort("_id", 1)]
+out["hint_id_"] = code_of(lambda: list(db.events.find({}, hint="_id_")))
+out["drop"] = code_of(lambda: db.events.drop_index("by id"))
+out["duplicate"] = code_of(lambda: db.events.insert_one({"_id": 1}))
+# Without a name the index is `_id_`; the spec is checked as MongoDB checks it.
+db.create_collection("plain", clusteredIndex={"key": {"_id": 1}, "unique": True})
+out["default"] = [i["name"] for i in db.plain.list_indexes()]
+bad = lambda **spec: code_of(lambda: db.create_collection("bad", clusteredIndex=spec))
+out["bad"] = [
+    bad(key={"_id": 1}, unique=False),
+    bad(key={"a": 1}, unique=True),
+    bad(key={"_id": 1}),
+    bad(key={"_id": 1}, unique=True, sparse=True),
+    code_of(lambda: db.command("create", "bad", clusteredIndex="yes")),
+]
+out["bad_created"] = "bad" in db.list_collection_names()
+print(json.dumps(out))
+"#;
+    let Some(out) = crate::mongo::python(&s, script) else { return };
+    assert_eq!(
+        out["listed"],
+        json!([{"name": "events", "type": "collection", "options": {
+            "clusteredIndex": {"v": 2, "key": {"_id": 1}, "name": "by id", "unique": true}
+        }}])
+    );
+    assert_eq!(
+        out["indexes"],
+        json!([{"v": 2, "key": {"_id": 1}, "name": "by id", "unique": true, "clustered": true}])
+    );
+    assert_eq!(out["hint"], json!([1, 2]));
+    assert_eq!(out["hint_id_"], json!(2));
+    assert_eq!(out["drop"], json!(72));
+    assert_eq!(out["duplicate"], json!(11000));
+    assert_eq!(out["default"], json!(["_id_"]));
+    assert_eq!(out["bad"], json!([5979700, 197, 40414, 40415, 14]));
+    assert_eq!(out["bad_created"], json!(false));
+}

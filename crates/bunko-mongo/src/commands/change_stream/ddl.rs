@@ -73,7 +73,8 @@ pub(super) fn create(token: Document, db: &Database, ns: &Namespace, user: &User
         }
     }
     let view = description.contains_key("viewOn");
-    if !view {
+    // A clustered collection has no separate `_id` index (its `clusteredIndex` is there).
+    if !view && !description.contains_key("clusteredIndex") {
         description.insert("idIndex", id_index());
     }
     let mut out = event::header(token, "create", ns, ms, 0);
