@@ -431,6 +431,23 @@ fn find_unlimited(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoEr
         return Ok(cursor_reply(0, &ns.full(), "firstBatch", Vec::new()));
     };
     let tailable = bool_of(command, "tailable", false)?;
+    if let Some(bounds) = super::min_max::bounds(&db, command)? {
+        if tailable {
+            return Err(MongoError::not_implemented("min/max on a tailable cursor"));
+        }
+        let ns = ns.full();
+        let find = super::min_max::Within {
+            ns: &ns,
+            selector,
+            order: &order,
+            skip,
+            limit,
+            projection,
+            batch,
+            single,
+        };
+        return super::min_max::find(ctx, &db, command, bounds, find);
+    }
     if let Some(cap) = natural(&db, command, tailable, &order)? {
         let request = super::capped::Request {
             selector,

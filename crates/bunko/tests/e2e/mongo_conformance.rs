@@ -174,3 +174,65 @@ print(json.dumps(out))
     assert_eq!(out["bad"], json!([5979700, 197, 40414, 40415, 14]));
     assert_eq!(out["bad_created"], json!(false));
 }
+
+#[test]
+fn min_and_max_bound_the_keys_of_the_hinted_index() {
+    let s = Server::start();
+    let script = r#"
+db = client().shop
+db.t.insert_many([{"_id": i, "a": i % 3, "b": i} for i in range(10)] + [{"_id": "m", "a": [0, 2], "b": 50}])
+db.t.create_index([("a", 1), ("b", -1)], name="a_b")
+def ids(**kw):
+    kw.setdefault("hint", {"a": 1, "b": -1})
+    return [d["_id"] for d in db.command("find", "t", **kw)["cursor"]["firstBatch"]]
+out = {}
+# Index order is a ascending, b descending; min inclusive, max exclusive.
+out["range"] = ids(min={"a": 1, "b": 7}, max={"a": 2, "b": 100})
+out["max_only"] = ids(max={"a": 1, "b": 4})
+out["min_only"] = ids(min={"a": 2, "b": 5}, hint="a_b")
+# A multikey document is in once, where its first key within the bounds is.
+out["multikey"] = ids(min={"a": 2, "b": 60}, max={"a": 2, "b": 0})
+out["sorted"] = ids(min={"a": 1, "b": 7}, max={"a": 2, "b": 100}, sort={"_id": 1})
+out["filtered"] = ids(filter={"b": {"$gt": 2}}, min={"a": 1, "b": 7}, max={"a": 2, "b": 100}, skip=1)
+out["projected"] = db.command("find", "t", hint="a_b", min={"a": 2, "b": 5}, projection={"_id": 0, "b": 1})["cursor"]["firstBatch"]
+out["by_id"] = ids(hint={"_id": 1}, min={"_id": 3}, max={"_id": 6})
+out["cursor"] = [d["_id"] for d in db.t.find({}).hint([("_id", 1)]).min([("_id", 7)]).batch_size(1)]
+def err(**kw):
+    try:
+        db.command("find", "t", **kw)
+    except OperationFailure as e:
+        return [e.code, e.details["errmsg"]]
+out["no_hint"] = err(min={"a": 1, "b": 1})
+out["natural"] = err(min={"a": 1, "b": 1}, hint={"$natural": 1})
+out["fields"] = err(min={"b": 1}, hint="a_b")
+out["order"] = err(min={"b": 1, "a": 1}, hint="a_b")
+out["empty"] = err(min={"a": 2, "b": 0}, max={"a": 1, "b": 0}, hint="a_b")
+out["collated"] = err(min={"_id": "a"}, hint={"_id": 1}, collation={"locale": "fr"})
+print(json.dumps(out))
+"#;
+    let Some(out) = crate::mongo::python(&s, script) else { return };
+    assert_eq!(out["range"], json!([7, 4, 1]));
+    assert_eq!(out["max_only"], json!(["m", 9, 6, 3, 0, 7]));
+    assert_eq!(out["min_only"], json!([5, 2]));
+    assert_eq!(out["multikey"], json!(["m", 8, 5, 2]));
+    assert_eq!(out["sorted"], json!([1, 4, 7]));
+    assert_eq!(out["filtered"], json!([4]));
+    assert_eq!(out["projected"], json!([{"b": 5}, {"b": 2}]));
+    assert_eq!(out["by_id"], json!([3, 4, 5]));
+    assert_eq!(out["cursor"], json!([7, 8, 9, "m"]));
+    let no_hint =
+        json!([51173, "When using min()/max() a hint of which index to use must be provided"]);
+    assert_eq!(out["no_hint"], no_hint);
+    assert_eq!(out["natural"], no_hint);
+    let incompatible = json!([51174, "The index chosen is not compatible with min/max"]);
+    assert_eq!(out["fields"], incompatible);
+    assert_eq!(out["order"], incompatible);
+    assert_eq!(out["collated"], incompatible);
+    assert_eq!(
+        out["empty"],
+        json!([
+            51175,
+            "The value provided for min() does not come before the value provided for max() in the hinted index"
+        ])
+    );
+}
