@@ -219,6 +219,11 @@ fn insert(ctx: &mut Ctx, txn: &mut Txn, command: &Document) -> Result<Document, 
 }
 
 fn find(ctx: &mut Ctx, txn: &mut Txn, command: &Document) -> Result<Document, MongoError> {
+    let started = std::time::Instant::now();
+    non_negative(command, "maxTimeMS")?;
+    if !doc_of(command, "min")?.is_empty() || !doc_of(command, "max")?.is_empty() {
+        return Err(MongoError::not_implemented("min/max are not supported in a transaction"));
+    }
     let ns = namespace(ctx, command)?;
     let filter = doc_of(command, "filter")?;
     let order = query::sort(&doc_of(command, "sort")?)?;
@@ -239,10 +244,13 @@ fn find(ctx: &mut Ctx, txn: &mut Txn, command: &Document) -> Result<Document, Mo
     let found = matching_hinted(txn, &db, &filter, (&order, hint.as_deref()), skip, limit)?;
     let shown = |d: Document| projection.as_ref().map_or(Ok(d.clone()), |p| p.apply(&d));
     let docs = found.into_iter().map(|f| shown(f.doc)).collect::<Result<_, _>>()?;
+    super::crud::within_max_time(command, started)?;
     Ok(super::cursor::answer(ctx, &ns.full(), docs, batch, single))
 }
 
 fn count(ctx: &mut Ctx, txn: &mut Txn, command: &Document) -> Result<Document, MongoError> {
+    let started = std::time::Instant::now();
+    non_negative(command, "maxTimeMS")?;
     let ns = namespace(ctx, command)?;
     let filter = doc_of(command, "query")?;
     let skip = non_negative(command, "skip")?.unwrap_or(0);
@@ -253,6 +261,7 @@ fn count(ctx: &mut Ctx, txn: &mut Txn, command: &Document) -> Result<Document, M
     let Some(db) = txn_db(ctx, txn, &ns, "count")? else { return Ok(doc! {"n": 0}) };
     let hint = super::indexes::hint(&db, command.get("hint"))?;
     let n = matching_hinted(txn, &db, &filter, (&[], hint.as_deref()), skip, limit)?.len();
+    super::crud::within_max_time(command, started)?;
     Ok(doc! {"n": n as i32})
 }
 

@@ -217,6 +217,16 @@ fn as_aggregate(
     let mut cursor = Document::new();
     let shape: Shape = match name {
         "find" => {
+            // MongoDB's refusal of the find options an aggregation cannot express.
+            for option in ["min", "max"] {
+                if !super::doc_of(command, option)?.is_empty() {
+                    return Err(MongoError::new(
+                        168,
+                        "InvalidPipelineOperator",
+                        format!("Option {option} not supported in aggregation."),
+                    ));
+                }
+            }
             if let Some(filter) = get("filter") {
                 stages.push(Bson::Document(doc! {"$match": filter}));
             }

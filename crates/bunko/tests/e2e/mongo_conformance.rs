@@ -57,7 +57,8 @@ print(json.dumps(out))
 fn max_time_ms_is_taken_by_find_and_refused_on_a_get_more_that_cannot_wait() {
     let s = Server::start();
     let script = r#"
-db = client().shop
+cl = client()
+db = cl.shop
 db.books.insert_many([{"_id": i} for i in range(5)])
 out = {}
 out["find"] = [d["_id"] for d in db.books.find({"_id": {"$gte": 1}}).sort("_id", -1).max_time_ms(60000)]
@@ -73,6 +74,14 @@ except OperationFailure as e:
 # The refused getMore leaves the cursor where it was.
 nxt = db.command("getMore", first["id"], collection="books")["cursor"]
 out["rest"] = [d["_id"] for d in nxt["nextBatch"]]
+# In a transaction too; min/max are not taken there yet.
+with cl.start_session() as s:
+    with s.start_transaction():
+        out["txn"] = [d["_id"] for d in db.books.find({"_id": {"$lt": 2}}, session=s).max_time_ms(60000)]
+        out["txn_count"] = db.books.count_documents({}, session=s, maxTimeMS=60000)
+    s.start_transaction()
+    out["txn_min"] = code_of(lambda: list(db.books.find({}, session=s).hint([("_id", 1)]).min([("_id", 1)])))
+    s.abort_transaction()
 print(json.dumps(out))
 "#;
     let Some(out) = crate::mongo::python(&s, script) else { return };
@@ -86,6 +95,9 @@ print(json.dumps(out))
         json!([2, "cannot set maxTimeMS on getMore command for a non-awaitData cursor"])
     );
     assert_eq!(out["rest"], json!([2, 3, 4]));
+    assert_eq!(out["txn"], json!([0, 1]));
+    assert_eq!(out["txn_count"], json!(5));
+    assert_eq!(out["txn_min"], json!(238));
 }
 
 #[test]
@@ -197,9 +209,9 @@ out["filtered"] = ids(filter={"b": {"$gt": 2}}, min={"a": 1, "b": 7}, max={"a": 
 out["projected"] = db.command("find", "t", hint="a_b", min={"a": 2, "b": 5}, projection={"_id": 0, "b": 1})["cursor"]["firstBatch"]
 out["by_id"] = ids(hint={"_id": 1}, min={"_id": 3}, max={"_id": 6})
 out["cursor"] = [d["_id"] for d in db.t.find({}).hint([("_id", 1)]).min([("_id", 7)]).batch_size(1)]
-def err(**kw):
+def err(coll="t", **kw):
     try:
-        db.command("find", "t", **kw)
+        db.command("find", coll, **kw)
     except OperationFailure as e:
         return [e.code, e.details["errmsg"]]
 out["no_hint"] = err(min={"a": 1, "b": 1})
@@ -208,6 +220,8 @@ out["fields"] = err(min={"b": 1}, hint="a_b")
 out["order"] = err(min={"b": 1, "a": 1}, hint="a_b")
 out["empty"] = err(min={"a": 2, "b": 0}, max={"a": 1, "b": 0}, hint="a_b")
 out["collated"] = err(min={"_id": "a"}, hint={"_id": 1}, collation={"locale": "fr"})
+db.command("create", "v", viewOn="t", pipeline=[])
+out["view"] = err("v", min={"a": 1, "b": 1}, hint="a_b")
 print(json.dumps(out))
 "#;
     let Some(out) = crate::mongo::python(&s, script) else { return };
@@ -228,6 +242,7 @@ print(json.dumps(out))
     assert_eq!(out["fields"], incompatible);
     assert_eq!(out["order"], incompatible);
     assert_eq!(out["collated"], incompatible);
+    assert_eq!(out["view"], json!([168, "Option min not supported in aggregation."]));
     assert_eq!(
         out["empty"],
         json!([
