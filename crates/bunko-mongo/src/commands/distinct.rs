@@ -15,7 +15,7 @@ use bunko_engine::security::UserCtx;
 use bunko_query::{FieldPath, Selector};
 use serde_json::Value;
 
-use super::crud::{mongo_query, reach, readable_db, run_hinted};
+use super::crud::{mongo_query, non_negative, reach, readable_db, run_hinted, within_max_time};
 use super::explain::{self, Explained};
 use super::{Ctx, doc_of, namespace};
 use crate::error::MongoError;
@@ -28,6 +28,8 @@ fn key_of(command: &Document) -> Result<&str, MongoError> {
 }
 
 pub(super) fn distinct(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
+    let started = std::time::Instant::now();
+    non_negative(command, "maxTimeMS")?;
     let ns = namespace(ctx, command)?;
     let key = key_of(command)?;
     let selector = query::selector(&doc_of(command, "query")?)?;
@@ -48,6 +50,7 @@ pub(super) fn distinct(ctx: &mut Ctx, command: &Document) -> Result<Document, Mo
             reached
         }
     };
+    within_max_time(command, started)?;
     Ok(doc! {"values": once_each(values)})
 }
 

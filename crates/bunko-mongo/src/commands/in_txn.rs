@@ -266,6 +266,8 @@ fn count(ctx: &mut Ctx, txn: &mut Txn, command: &Document) -> Result<Document, M
 }
 
 fn distinct(ctx: &mut Ctx, txn: &mut Txn, command: &Document) -> Result<Document, MongoError> {
+    let started = std::time::Instant::now();
+    non_negative(command, "maxTimeMS")?;
     let ns = namespace(ctx, command)?;
     let key = command.get_str("key").map_err(|_| {
         MongoError::failed_to_parse("BSON field 'distinct.key' is missing but a required field")
@@ -286,6 +288,7 @@ fn distinct(ctx: &mut Ctx, txn: &mut Txn, command: &Document) -> Result<Document
             }
         }
     }
+    super::crud::within_max_time(command, started)?;
     Ok(doc! {"values": values.into_iter().map(|(_, v)| v).collect::<Vec<_>>()})
 }
 

@@ -195,7 +195,7 @@ const TABLE: &[Command] = &[
     Command { name: "count", aliases: &[], public: false, fields: Some(&["query", "limit", "skip", "readConcern", "hint", "collation", "maxTimeMS"]), run: count::count },
     Command { name: "update", aliases: &[], public: false, fields: Some(&["bypassDocumentValidation", "updates", "ordered", "writeConcern", "txnNumber"]), run: update::update },
     Command { name: "findAndModify", aliases: &["findandmodify"], public: false, fields: Some(&["bypassDocumentValidation", "query", "sort", "remove", "update", "new", "fields", "upsert", "arrayFilters", "hint", "collation", "writeConcern", "txnNumber"]), run: update::find_and_modify },
-    Command { name: "distinct", aliases: &[], public: false, fields: Some(&["key", "query", "readConcern", "hint", "collation"]), run: distinct::distinct },
+    Command { name: "distinct", aliases: &[], public: false, fields: Some(&["key", "query", "readConcern", "hint", "collation", "maxTimeMS"]), run: distinct::distinct },
     Command { name: "explain", aliases: &[], public: false, fields: Some(&["verbosity"]), run: explain::explain },
     Command { name: "listIndexes", aliases: &[], public: false, fields: Some(&["cursor"]), run: indexes::list_indexes },
     Command { name: "createIndexes", aliases: &["createindexes"], public: false, fields: Some(&["indexes", "writeConcern", "commitQuorum"]), run: indexes::create_indexes },

@@ -65,6 +65,8 @@ out["find"] = [d["_id"] for d in db.books.find({"_id": {"$gte": 1}}).sort("_id",
 out["by_id"] = [d["_id"] for d in db.books.find({"_id": 3}).max_time_ms(60000)]
 out["negative"] = code_of(lambda: db.command("find", "books", maxTimeMS=-1))
 out["string"] = code_of(lambda: db.command("find", "books", maxTimeMS="x"))
+out["distinct"] = sorted(db.books.distinct("_id", {"_id": {"$gt": 2}}, maxTimeMS=60000))
+out["distinct_negative"] = code_of(lambda: db.command("distinct", "books", key="_id", maxTimeMS=-1))
 first = db.command("find", "books", batchSize=2, maxTimeMS=60000)["cursor"]
 out["first"] = [d["_id"] for d in first["firstBatch"]]
 try:
@@ -79,6 +81,7 @@ with cl.start_session() as s:
     with s.start_transaction():
         out["txn"] = [d["_id"] for d in db.books.find({"_id": {"$lt": 2}}, session=s).max_time_ms(60000)]
         out["txn_count"] = db.books.count_documents({}, session=s, maxTimeMS=60000)
+        out["txn_distinct"] = sorted(db.books.distinct("_id", session=s, maxTimeMS=60000))
     s.start_transaction()
     out["txn_min"] = code_of(lambda: list(db.books.find({}, session=s).hint([("_id", 1)]).min([("_id", 1)])))
     s.abort_transaction()
@@ -89,6 +92,8 @@ print(json.dumps(out))
     assert_eq!(out["by_id"], json!([3]));
     assert_eq!(out["negative"], json!(51024));
     assert_eq!(out["string"], json!(14));
+    assert_eq!(out["distinct"], json!([3, 4]));
+    assert_eq!(out["distinct_negative"], json!(51024));
     assert_eq!(out["first"], json!([0, 1]));
     assert_eq!(
         out["get_more"],
@@ -97,6 +102,7 @@ print(json.dumps(out))
     assert_eq!(out["rest"], json!([2, 3, 4]));
     assert_eq!(out["txn"], json!([0, 1]));
     assert_eq!(out["txn_count"], json!(5));
+    assert_eq!(out["txn_distinct"], json!([0, 1, 2, 3, 4]));
     assert_eq!(out["txn_min"], json!(238));
 }
 
