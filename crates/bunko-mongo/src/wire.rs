@@ -521,7 +521,27 @@ impl<'a> Reader<'a> {
 
 /// A checked raw document ([`Reader::raw_document`]) decoded.
 pub(crate) fn decoded(raw: &RawDocumentBuf) -> Result<Document, MongoError> {
-    Document::try_from(raw.as_ref()).map_err(|e| MongoError::invalid_bson(e.to_string()))
+    document(raw).map_err(|e| MongoError::invalid_bson(e.to_string()))
+}
+
+/// What `Document::try_from(&RawDocument)` gives, without the copy of each sub-document
+/// and array the `bson` crate makes before converting it (`RawBsonRef` to `RawBson`):
+/// sub-documents and arrays are converted where they lie, every other value as the crate
+/// converts it. The nesting was checked ([`MAX_DEPTH`]) before.
+fn document(raw: &RawDocument) -> Result<Document, bson::error::Error> {
+    raw.iter()
+        .map(|member| member.and_then(|(key, value)| Ok((key.as_str().to_owned(), bson(value)?))))
+        .collect()
+}
+
+fn bson(value: RawBsonRef<'_>) -> Result<Bson, bson::error::Error> {
+    Ok(match value {
+        RawBsonRef::Document(doc) => Bson::Document(document(doc)?),
+        RawBsonRef::Array(items) => {
+            Bson::Array(items.into_iter().map(|item| bson(item?)).collect::<Result<_, _>>()?)
+        }
+        other => Bson::try_from(other)?,
+    })
 }
 
 /// Walks the nesting of a raw document without recursion; deeper than [`MAX_DEPTH`] is

@@ -9,6 +9,10 @@
 //! with `$` may be an Extended JSON wrapper: it is parsed as a [`Value`] and converted by
 //! [`value_from_json`](super::value_from_json) itself, so wrappers read exactly as before.
 //!
+//! [`object`] writes a parsed stored document (a query's answer, `_id` included) the same
+//! way, walking the `serde_json` map instead of the text: what [`from_json`](super::from_json)
+//! of it encodes to.
+//!
 //! Where the two could differ the writer gives up ([`document`] returns `None`) and the
 //! caller converts the old way: a key repeated in one object (the parsed map keeps the last
 //! value at the first position; a stream cannot), a body member named `_id`, a key holding a
@@ -43,6 +47,19 @@ pub fn document(id: &Bson, body: &[u8]) -> Option<RawDocumentBuf> {
     let mut de = serde_json::Deserializer::from_slice(body);
     de.deserialize_map(Top(&mut out)).ok()?;
     de.end().ok()?;
+    Some(out)
+}
+
+/// The BSON bytes of the parsed stored document `doc` (members in order, `_id` among them
+/// as stored): byte for byte what [`from_json`](super::from_json) of it encodes to, without
+/// building the `bson` document. `None` when that could not be encoded (a key holding a NUL
+/// byte).
+pub fn object(doc: &Map<String, Value>) -> Option<RawDocumentBuf> {
+    let mut out = RawDocumentBuf::new();
+    for (key, value) in doc {
+        let name = <&CStr>::try_from(key.as_str()).ok()?;
+        Element(Slot::Member(&mut out, name)).deserialize(value).ok()?;
+    }
     Some(out)
 }
 
@@ -142,6 +159,17 @@ impl<'de> Visitor<'de> for Element<'_> {
 
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<(), E> {
         self.0.put_bson(super::number(&Number::from(v)))
+    }
+
+    // A parsed `Value`'s number comes as the narrowest of these that reads back as its text.
+    fn visit_u128<E: de::Error>(self, v: u128) -> Result<(), E> {
+        let n = Number::from_u128(v).ok_or_else(|| E::custom("not a number"))?;
+        self.0.put_bson(super::number(&n))
+    }
+
+    fn visit_i128<E: de::Error>(self, v: i128) -> Result<(), E> {
+        let n = Number::from_i128(v).ok_or_else(|| E::custom("not a number"))?;
+        self.0.put_bson(super::number(&n))
     }
 
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<(), E> {

@@ -466,7 +466,14 @@ fn find_unlimited(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoEr
         Pager::new(super::admin::user(ctx), db, selector, &order, (skip, limit), projection, hint)?;
     let (first, more) = match batch {
         0 => (Vec::new(), true),
-        n => pager.next(n)?,
+        n => match ctx.session.raw_batch.wanted().then(|| pager.next_raw(n)).transpose()? {
+            // Framed by the connection: the batch rides beside an empty `firstBatch`.
+            Some(Some((written, more))) => {
+                ctx.session.raw_batch = super::point_read::RawBatch::Written(written);
+                (Vec::new(), more)
+            }
+            _ => pager.next(n)?,
+        },
     };
     let id = if single || !more {
         0
@@ -498,7 +505,8 @@ fn natural(
             "Cannot set 'awaitData' without also setting 'tailable'",
         ));
     }
-    let capped = super::capped::of(db).is_some();
+    // Kept by the database once a write has read it (no design document read per find).
+    let capped = db.is_capped().unwrap_or(false);
     if tailable && !capped {
         return Err(MongoError::bad_value(format!(
             "error processing query: ns={} tailable cursor requested on non capped collection",

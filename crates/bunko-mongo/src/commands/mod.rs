@@ -233,8 +233,7 @@ pub(crate) fn run(
     let Some((name, _)) = command.iter().next() else {
         return Err(MongoError::failed_to_parse("no command name in the request"));
     };
-    let fields: Vec<&str> = command.keys().map(String::as_str).collect();
-    tracing::debug!(?fields, "mongo command");
+    tracing::debug!(fields = ?command.keys().collect::<Vec<_>>(), "mongo command");
     let Some(entry) = TABLE.iter().find(|c| c.name == name || c.aliases.contains(&name.as_str()))
     else {
         return Err(MongoError::command_not_found(name));

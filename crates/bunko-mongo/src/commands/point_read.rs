@@ -101,7 +101,7 @@ pub(crate) enum RawBatch {
 }
 
 impl RawBatch {
-    fn wanted(&self) -> bool {
+    pub(super) fn wanted(&self) -> bool {
         matches!(self, RawBatch::Wanted)
     }
 

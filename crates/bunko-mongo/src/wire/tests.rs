@@ -205,3 +205,45 @@ fn deep_nesting_is_refused_before_decoding() -> Result<(), MongoError> {
     assert_eq!(decode(&header(OP_MSG, &body), &body).err().map(|e| e.code), Some(15));
     Ok(())
 }
+
+/// A command decoded without copying its sub-documents is the document the `bson` crate's
+/// own conversion gives, every type and nesting included; what the crate refuses (a
+/// string that is not UTF-8, deep inside) is refused too.
+#[test]
+fn decoding_in_place_gives_the_crates_document() -> Result<(), MongoError> {
+    use bson::spec::BinarySubtype;
+    use bson::{Binary, JavaScriptCodeWithScope, Regex, Timestamp};
+    let uuid = Binary { subtype: BinarySubtype::Uuid, bytes: vec![7; 16] };
+    let cstr = |s: &str| bson::raw::CString::try_from(s.to_string());
+    let (Ok(pattern), Ok(options)) = (cstr("a.c"), cstr("i")) else { unreachable!("no NUL") };
+    let command = doc! {
+        "find": "c", "filter": {"links": {"$elemMatch": {"target": "k", "n": [1, [2_i64, {"x": null}]]}}},
+        "limit": 25, "lsid": {"id": uuid}, "$db": "d",
+        "$clusterTime": {"clusterTime": Timestamp { time: 1, increment: 2 },
+            "signature": {"hash": Binary { subtype: BinarySubtype::Generic, bytes: vec![0; 20] }, "keyId": 0_i64}},
+        "types": [1.5, f64::NAN, -0.0, "s", true, Bson::Null, bson::oid::ObjectId::new(),
+            bson::DateTime::from_millis(-1), Bson::RegularExpression(Regex { pattern, options }),
+            Bson::JavaScriptCode("f()".into()),
+            Bson::JavaScriptCodeWithScope(JavaScriptCodeWithScope { code: "g()".into(), scope: doc! {"a": {"b": 1}} }),
+            Bson::Symbol("sym".into()), Bson::Undefined, Bson::MinKey, Bson::MaxKey,
+            "1.5".parse::<bson::Decimal128>().unwrap_or(bson::Decimal128::from_bytes([0; 16]))],
+        "empty": {}, "none": [],
+    };
+    let raw =
+        RawDocumentBuf::try_from(&command).map_err(|e| MongoError::internal(e.to_string()))?;
+    let crate_bytes = Document::try_from(raw.as_ref()).ok().and_then(|d| d.to_vec().ok());
+    let ours = decoded(&raw)?.to_vec().ok();
+    assert!(ours.is_some());
+    assert_eq!(ours, crate_bytes);
+
+    // A nested string whose bytes are not UTF-8: both refuse it.
+    let mut bytes = RawDocumentBuf::try_from(&doc! {"a": {"b": ["xy"]}})
+        .map_err(|e| MongoError::internal(e.to_string()))?
+        .into_bytes();
+    let at = bytes.windows(2).position(|w| w == b"xy").unwrap_or_default();
+    bytes[at] = 0xff;
+    let bad = RawDocumentBuf::from_bytes(bytes).map_err(|e| MongoError::internal(e.to_string()))?;
+    assert!(Document::try_from(bad.as_ref()).is_err());
+    assert!(decoded(&bad).is_err());
+    Ok(())
+}
