@@ -16,6 +16,9 @@
 
 mod place;
 
+/// The most `Doc` entries a page of rows reads at once.
+const PAGE: usize = 256;
+
 use bunko_doc::RevId;
 use bunko_storage::{Entry, Iter, Read, Snapshot};
 
@@ -118,8 +121,16 @@ impl Database {
                 let limit = query.limit.unwrap_or(u64::MAX);
                 let ahead = scan.skip.saturating_add(scan.extra as u64);
                 let wanted = usize::try_from(limit.saturating_add(ahead)).unwrap_or(usize::MAX);
-                let iter = Iter::new(snapshot.clone(), scan.range, query.descending, 256);
-                (iter.first_page(wanted), scan.skip, limit, scan.lead_in)
+                let (read, range, descending) = (snapshot.clone(), scan.range, query.descending);
+                // A scan that starts at a bucket's edge stops at a place known only once
+                // read: its first page is streamed, not fetched whole (up to a bucket's
+                // worth of entries more than a short page uses, which cost more than the
+                // seek they save).
+                let iter = match scan.extra {
+                    0 => Iter::new(read, range, descending, PAGE).first_page(wanted),
+                    _ => Iter::streaming(read, range, descending, wanted.clamp(1, PAGE)),
+                };
+                (iter, scan.skip, limit, scan.lead_in)
             }
             // `skip` passes the end: no row is read.
             None => (Iter::new(snapshot.clone(), keys::doc_range(db), false, 1), 0, 0, None),
