@@ -9,7 +9,7 @@
 //! statistics of document ids (`crate::ids`) give it in O(log n), in a partition as in the
 //! whole database, counting the live documents of one bucket on the way into the range
 //! with the scan that reads the rows; they also pass a large `skip` by finding the first
-//! row's position instead of reading every skipped row ([`place`]).
+//! row's position instead of reading every skipped row (`place.rs`).
 //!
 //! Rows are read in pages that start at `skip + limit` entries (plus the lead-in) and
 //! grow, so a short page of a long range reads little more than it returns.
