@@ -345,8 +345,9 @@ impl Engine {
     pub fn delete_db(&self, ctx: &UserCtx, name: &str) -> Result<()> {
         crate::gate::admit_server_admin(ctx)?;
         let guard = self.catalog.lock();
-        self.drop_locked(name)?;
+        let dropped = self.drop_locked(name)?;
         drop(guard);
+        dropped.notify_dropped();
         // CouchDB's auth cache restarts on such an event and then follows the configured
         // authentication database, making sure it holds `_design/_auth`.
         if let Some(users) = self.get_db(&self.users_db_name()) {
@@ -362,25 +363,31 @@ impl Engine {
     pub fn rename_db(&self, ctx: &UserCtx, from: &str, to: &str, drop_target: bool) -> Result<()> {
         crate::gate::admit_server_admin(ctx)?;
         validate_db_name(to)?;
-        let _guard = self.catalog.lock();
+        let guard = self.catalog.lock();
         let db = self.db(from)?;
         let mut dropped = None;
-        if let Some(target) = self.get_db(to) {
+        if self.get_db(to).is_some() {
             if !drop_target {
                 return Err(Error::FileExists);
             }
-            self.drop_locked(to)?;
-            dropped = Some(target.id());
+            dropped = Some(self.drop_locked(to)?);
         }
-        db.rename(to, dropped)?;
-        let mut dbs = self.dbs.write();
-        dbs.remove(from);
-        dbs.insert(to.to_string(), db);
-        Ok(())
+        let renamed = db.rename(to, dropped.as_ref().map(|d| d.id()));
+        if renamed.is_ok() {
+            let mut dbs = self.dbs.write();
+            dbs.remove(from);
+            dbs.insert(to.to_string(), db);
+        }
+        drop(guard);
+        if let Some(dropped) = dropped {
+            dropped.notify_dropped();
+        }
+        renamed
     }
 
-    /// [`Engine::delete_db`] under the catalog lock.
-    fn drop_locked(&self, name: &str) -> Result<()> {
+    /// [`Engine::delete_db`] under the catalog lock; returns the deleted database, whose
+    /// hooks the caller tells once the lock is released.
+    fn drop_locked(&self, name: &str) -> Result<Arc<Database>> {
         let db = self.db(name)?;
         let mut batch = Batch::new();
         batch.delete(Key::Db(name).encode());
@@ -389,7 +396,7 @@ impl Engine {
         self.dbs.write().remove(name);
         self.spawn_drop(db.id());
         crate::db_updates::global().note("deleted", name);
-        Ok(())
+        Ok(db)
     }
 
     /// The database called `name`, or `404 not_found`.

@@ -4,14 +4,17 @@
 //!
 //! Such an index is not maintained in the writing commit, so the engine only tells it
 //! that something happened ([`IndexHooks`]): a database was opened (at registration for
-//! every open database, then for each one created), or a commit was applied (with whether
-//! design documents changed). Everything else the index does itself, through the
-//! database's public reads and its store. Its state per database lives in the database
-//! handle ([`Database::extension`]), so it goes when the handle goes.
+//! every open database, then for each one created), a commit was applied (with whether
+//! design documents changed), or a database was deleted. Everything else the index does
+//! itself, through the database's public reads and its store. Its state per database
+//! lives in the database handle ([`Database::extension`]), so it goes when the handle goes.
 //!
-//! Dropping a database needs no hook: [`crate::keys::all_db_ranges`] covers the key
-//! tags reserved for these indexes ([`crate::keys::VIEW_META`] …), and a background
-//! update stops once [`Database::is_dropped`].
+//! What an index keeps in the store goes with a deleted database without a hook:
+//! [`crate::keys::all_db_ranges`] covers the key tags reserved for these indexes
+//! ([`crate::keys::VIEW_META`] …), and a background update stops once
+//! [`Database::is_dropped`]. An index kept outside the store (search's tantivy
+//! directories) removes it when it hears [`IndexHooks::dropped`], as CouchDB's search
+//! index manager does on the database's `deleted` event.
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
@@ -30,6 +33,13 @@ pub trait IndexHooks: Send + Sync {
 
     /// A commit to `db` was applied; `ddocs_changed` when it wrote design documents.
     fn written(&self, db: &Arc<Database>, ddocs_changed: bool);
+
+    /// `db` was deleted (by `DELETE /{db}`, or by a rename that replaced it): the deletion
+    /// is durable and [`Database::is_dropped`] holds. Its id is never given to another
+    /// database, so whatever the index keeps under that id can go.
+    fn dropped(&self, db: &Arc<Database>) {
+        let _ = db;
+    }
 }
 
 /// The registered hooks, shared by every database of an engine.
@@ -73,6 +83,14 @@ impl Database {
         }
     }
 
+    /// Tells every registered hook that this database was deleted.
+    pub(crate) fn notify_dropped(self: &Arc<Self>) {
+        let hooks = self.hooks.read().clone();
+        for hook in hooks {
+            hook.dropped(self);
+        }
+    }
+
     /// Tells every registered hook that this database was opened.
     pub(crate) fn notify_opened(self: &Arc<Self>) {
         let hooks = self.hooks.read().clone();
@@ -91,7 +109,8 @@ mod tests {
     use crate::security::UserCtx;
     use crate::{Config, Engine, WriteOptions};
 
-    /// Records what it hears: `opened <db>`, `written <db> <ddocs_changed>`.
+    /// Records what it hears: `opened <db>`, `written <db> <ddocs_changed>`,
+    /// `dropped <db> <is_dropped>`.
     #[derive(Default)]
     struct Recorder(Mutex<Vec<String>>);
 
@@ -101,6 +120,9 @@ mod tests {
         }
         fn written(&self, db: &Arc<Database>, ddocs_changed: bool) {
             self.0.lock().push(format!("written {} {ddocs_changed}", db.name()));
+        }
+        fn dropped(&self, db: &Arc<Database>) {
+            self.0.lock().push(format!("dropped {} {}", db.name(), db.is_dropped()));
         }
     }
 
@@ -121,6 +143,27 @@ mod tests {
         put(&old, r#"{"_id": "_design/d", "views": {}}"#)?;
         let heard = recorder.0.lock().clone();
         assert_eq!(heard, ["opened old", "opened new", "written new false", "written old true"]);
+        Ok(())
+    }
+
+    #[test]
+    fn hooks_hear_deletions_and_renames_that_replace_a_database() -> crate::Result<()> {
+        let admin = UserCtx::admin("test");
+        let engine = Engine::open(Arc::new(Memory::new()), Config::default())?;
+        for name in ["gone", "from", "to"] {
+            engine.create_db(&admin, name, false)?;
+        }
+        let recorder = Arc::new(Recorder::default());
+        engine.add_index_hooks(recorder.clone());
+        recorder.0.lock().clear();
+        engine.delete_db(&admin, "gone")?;
+        // A rename that fails or replaces nothing deletes nothing.
+        assert!(engine.rename_db(&admin, "from", "to", false).is_err());
+        engine.create_db(&admin, "other", false)?;
+        engine.rename_db(&admin, "other", "elsewhere", false)?;
+        engine.rename_db(&admin, "from", "to", true)?;
+        let heard = recorder.0.lock().clone();
+        assert_eq!(heard, ["dropped gone true", "opened other", "dropped to true"]);
         Ok(())
     }
 

@@ -138,11 +138,38 @@ impl Ranks<'_> {
         self.buckets.rank(&*self.snapshot, key)
     }
 
-    /// The `Doc` key of the live document at position `n` (from 0, in id order); `None`
-    /// when there are no more than `n` live documents.
-    pub fn nth(&self, n: u64) -> Result<Option<Vec<u8>>> {
-        self.buckets.nth(&*self.snapshot, n)
+    /// The bucket holding `key` or, with `below`, the keys just below it (a different one
+    /// when `key` is a bucket's first key): what a scan that passes `key` on its way
+    /// reads, without a read. `None` for a key outside the database's `Doc` keys.
+    pub fn span_at(&self, key: &[u8], below: bool) -> Option<Span> {
+        let suffix = key.strip_prefix(self.buckets.base.as_slice())?;
+        let fences = &self.buckets.fences;
+        let i = match below {
+            false => self.buckets.bucket(suffix),
+            true => fences.partition_point(|f| **f < *suffix).saturating_sub(1),
+        };
+        Some(self.buckets.span(i))
     }
+
+    /// The bucket holding the live document at position `n` (from 0, in id order), and
+    /// its position among the bucket's live documents; `None` past the last one.
+    pub fn span_of_nth(&self, n: u64) -> Option<(Span, u64)> {
+        let (i, pos) = self.buckets.sums.find(n)?;
+        Some((self.buckets.span(i), pos))
+    }
+}
+
+/// One bucket of ids as a scan sees it.
+#[derive(Debug, Clone)]
+pub struct Span {
+    /// Its `Doc` keys' range.
+    pub range: Range,
+    /// The live documents of the buckets before it.
+    pub live_before: u64,
+    /// Its live documents.
+    pub live: u64,
+    /// Its keys, live or not: the most entries a scan of it reads.
+    pub keys: usize,
 }
 
 /// The buckets of one database's `Doc` keys; see the module docs.
@@ -160,7 +187,7 @@ struct Buckets {
 }
 
 /// Whether a stored `DocInfo` has a live winner.
-fn is_live(value: &[u8]) -> Result<bool> {
+pub(crate) fn is_live(value: &[u8]) -> Result<bool> {
     let info: DocInfo = records::decode(value)?;
     Ok(!info.winner()?.1)
 }
@@ -209,6 +236,15 @@ impl Buckets {
         bucket_range(&self.base, &self.fences, i)
     }
 
+    fn span(&self, i: usize) -> Span {
+        Span {
+            range: self.bucket_range(i),
+            live_before: self.sums.prefix(i),
+            live: u64::from(self.live[i]),
+            keys: self.keys[i] as usize,
+        }
+    }
+
     fn total(&self) -> u64 {
         self.sums.prefix(self.fences.len())
     }
@@ -226,19 +262,6 @@ impl Buckets {
             }
         }
         Ok(n)
-    }
-
-    fn nth(&self, read: &dyn Read, n: u64) -> Result<Option<Vec<u8>>> {
-        let Some((i, mut pos)) = self.sums.find(n) else { return Ok(None) };
-        for (key, value) in read.scan(&self.bucket_range(i), false, self.keys[i] as usize)? {
-            if is_live(&value)? {
-                if pos == 0 {
-                    return Ok(Some(key));
-                }
-                pos -= 1;
-            }
-        }
-        Err(out_of_step())
     }
 
     /// Records `changes` (already applied in `read`), then splits every bucket past twice
@@ -344,6 +367,41 @@ mod tests {
             .count() as u64
     }
 
+    /// The key of the live document at position `n`, found through its bucket's span.
+    fn nth(ranks: &Ranks<'_>, n: u64) -> Result<Option<Vec<u8>>> {
+        let Some((span, pos)) = ranks.span_of_nth(n) else { return Ok(None) };
+        let entries = ranks.snapshot.scan(&span.range, false, usize::MAX)?;
+        assert_eq!(entries.len(), span.keys);
+        let mut live = Vec::new();
+        for (key, value) in entries {
+            if is_live(&value)? {
+                live.push(key);
+            }
+        }
+        assert_eq!(live.len() as u64, span.live);
+        Ok(live.into_iter().nth(pos as usize))
+    }
+
+    /// The spans at `probe` hold it (or the keys just below it), with the live documents
+    /// of the model before them.
+    fn check_spans(ranks: &Ranks<'_>, model: &BTreeMap<String, bool>, probe: &[u8]) -> Result<()> {
+        use std::ops::RangeBounds;
+        for below in [false, true] {
+            let Some(span) = ranks.span_at(probe, below) else { panic!("{probe:?} in the db") };
+            let start = match &span.range.0 {
+                Bound::Included(k) => k.clone(),
+                _ => panic!("a bucket starts at its fence"),
+            };
+            assert_eq!(span.live_before, model_rank(model, &start));
+            // The keys just below a bucket's first key are the bucket's before it.
+            assert!(!below || start.as_slice() < probe, "{probe:?}: {:?}", span.range);
+            let ends_at = span.range.1 == Bound::Excluded(probe.to_vec());
+            let holds = span.range.contains(&probe.to_vec()) || (below && ends_at);
+            assert!(holds, "{probe:?} below={below}: {:?}", span.range);
+        }
+        Ok(())
+    }
+
     fn random_id(rng: &mut StdRng) -> String {
         let chars = ['a', 'b', ':', '\u{0}', 'z'];
         (0..rng.random_range(1..6)).map(|_| chars[rng.random_range(0..chars.len())]).collect()
@@ -391,9 +449,13 @@ mod tests {
                     assert_eq!(ranks.rank(&[0x03])?, 0);
                     assert_eq!(ranks.rank(&[0x04])?, live.len() as u64);
                     for (n, id) in live.iter().enumerate() {
-                        assert_eq!(ranks.nth(n as u64)?, Some(Key::Doc(DB, id).encode()));
+                        assert_eq!(nth(ranks, n as u64)?, Some(Key::Doc(DB, id).encode()));
                     }
-                    assert_eq!(ranks.nth(live.len() as u64)?, None);
+                    assert_eq!(nth(ranks, live.len() as u64)?, None);
+                    for _ in 0..20 {
+                        let probe = Key::Doc(DB, &random_id(&mut rng)).encode();
+                        check_spans(ranks, &model, &probe)?;
+                    }
                     Ok(())
                 })?;
             }

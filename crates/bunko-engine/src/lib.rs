@@ -8,7 +8,7 @@
 //!   [`revtree`]), and applies one batch holding documents, bodies, `_changes` entries and
 //!   counters; then it releases the lock and waits for the group-commit sync before
 //!   answering. Every user operation is one atomic commit.
-//! - Reads (`read.rs`, `all_docs.rs`, `changes.rs`) run on storage snapshots and stream;
+//! - Reads (`read.rs`, `all_docs/`, `changes.rs`) run on storage snapshots and stream;
 //!   each takes the reader and passes every document it hands out through the read gate
 //!   ([`read_gate`]), as every write passes the write gate (`gate.rs`).
 //! - [`hooks`]: what indexes built above the engine from `_changes` (JavaScript views in

@@ -319,7 +319,7 @@ impl bunko_indexer::Build for GeoUpdate<'_> {
     }
 
     fn stopped(&self) -> bool {
-        self.index.seq() >= self.db.update_seq()
+        self.index.seq() >= self.db.update_seq() || self.db.is_dropped()
     }
 }
 

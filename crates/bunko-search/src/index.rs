@@ -30,7 +30,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use bunko_doc::id::{DocKind, kind, partition_of};
 use bunko_engine::changes::{ChangesFilter, ChangesQuery};
@@ -114,6 +114,8 @@ pub struct SearchIndex {
     /// The index's writer, kept between updates (opening one per update costs more than
     /// a small update); dropped, with what it had not committed, when an update fails.
     writer: Mutex<Option<IndexWriter>>,
+    /// Its database was deleted: the index is updated no more.
+    retired: AtomicBool,
     pub activity: Activity,
 }
 
@@ -149,6 +151,7 @@ impl SearchIndex {
             purge_seq: AtomicU64::new(purge_seq),
             build: Mutex::new(None),
             writer: Mutex::new(None),
+            retired: AtomicBool::new(false),
             activity: Activity::default(),
         })
     }
@@ -169,6 +172,9 @@ impl SearchIndex {
             return Ok(());
         }
         let mut compiled = self.build.lock();
+        if self.retired.load(Ordering::Acquire) {
+            return Ok(());
+        }
         let mango = match &self.def.source {
             Source::Mango(def) => Some(def.options()),
             Source::Js(_) => None,
@@ -198,6 +204,14 @@ impl SearchIndex {
             return Err(err);
         }
         self.reader.reload().map_err(tantivy_err)
+    }
+
+    /// Stops the index for good once any running update is done (its database was
+    /// deleted), closing its writer so that its directory can be removed.
+    pub fn retire(&self) {
+        let _update = self.build.lock();
+        self.retired.store(true, Ordering::Release);
+        *self.writer.lock() = None;
     }
 
     /// Deletes the documents purged since the index's purge seq, and commits the new one.
@@ -451,7 +465,7 @@ impl bunko_indexer::Build for Update<'_> {
     }
 
     fn stopped(&self) -> bool {
-        self.index.seq() >= self.db.update_seq()
+        self.index.seq() >= self.db.update_seq() || self.db.is_dropped()
     }
 }
 

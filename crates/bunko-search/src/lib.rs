@@ -17,7 +17,11 @@
 //! A background thread per database waits on the database's change notification and
 //! updates its registered indexes after writes; progress shows in `_active_tasks`
 //! ([`Search::tasks`]). `_search_cleanup` removes the directories of indexes no design
-//! document defines ([`Search::cleanup`]).
+//! document defines ([`Search::cleanup`]). A deleted database's indexes go with it: the
+//! engine tells the service ([`Search::register`]), which closes them and removes their
+//! directory, as CouchDB's search index manager has Clouseau clean up on a database's
+//! `deleted` event; directories of databases deleted while the server was down go at
+//! start-up ([`Search::remove_dropped`]).
 //!
 //! Cloudant Geo ([`geo`]: `st_indexes`, `_geo`) shares the registry, the background
 //! updater and the cleanup, and so do Mango `text` indexes ([`mango`]): entries of
@@ -42,8 +46,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Weak};
 
 use bunko_engine::changes::{ChangesFilter, ChangesQuery};
+use bunko_engine::hooks::IndexHooks;
 use bunko_engine::security::UserCtx;
-use bunko_engine::{Database, Error, Result};
+use bunko_engine::{Database, Engine, Error, Result};
 use bunko_indexer::{Task, Update};
 use parking_lot::Mutex;
 use serde_json::{Map, Value, json};
@@ -65,6 +70,10 @@ pub struct Search {
     geo: Mutex<HashMap<(u64, String), Arc<GeoIndex>>>,
     /// Databases whose background updater runs.
     watched: Mutex<HashSet<u64>>,
+    /// Held while an index is opened and while a deleted database's indexes are taken
+    /// out of the maps, so that no index of a deleted database is opened (and its
+    /// directory made again) after they are.
+    opening: Mutex<()>,
 }
 
 impl Search {
@@ -75,7 +84,16 @@ impl Search {
             open: Mutex::default(),
             geo: Mutex::default(),
             watched: Mutex::default(),
+            opening: Mutex::default(),
         })
+    }
+
+    /// Registers the service with `engine`, which then tells it of every database deleted
+    /// ([`IndexHooks::dropped`]): the database's indexes are closed once any running
+    /// update stops, and its index directory is removed (a geo index's entries in the
+    /// store too), in the background.
+    pub fn register(self: &Arc<Self>, engine: &Engine) {
+        engine.add_index_hooks(Arc::new(Hooks(Arc::downgrade(self))));
     }
 
     /// Index `name` of design document `ddoc`, opened and registered.
@@ -91,9 +109,12 @@ impl Search {
         if let Some(index) = self.open.lock().get(&key) {
             return Ok(index.clone());
         }
+        let opening = self.opening.lock();
+        refuse_dropped(db)?;
         let dir = self.root.as_ref().map(|r| r.join(db.id().to_string()).join(&def.sig));
         let index = Arc::new(SearchIndex::open(def, dir.as_deref())?);
         let index = self.open.lock().entry(key).or_insert(index).clone();
+        drop(opening);
         self.watch(db);
         Ok(index)
     }
@@ -170,8 +191,11 @@ impl Search {
         if let Some(index) = self.geo.lock().get(&key) {
             return Ok(index.clone());
         }
+        let opening = self.opening.lock();
+        refuse_dropped(db)?;
         let index = Arc::new(GeoIndex::open(def, db)?);
         let index = self.geo.lock().entry(key).or_insert(index).clone();
+        drop(opening);
         self.watch(db);
         Ok(index)
     }
@@ -319,7 +343,7 @@ impl Search {
                 }
             }
             if let Some(search) = search.upgrade() {
-                search.forget(id);
+                drop(search.forget(id));
             }
         });
     }
@@ -327,17 +351,100 @@ impl Search {
     /// Lets go of everything kept for database `id` once it is gone: its updater's entry
     /// and its open indexes (a geo index's R*-tree and documents, a search index's reader
     /// and writer), which would otherwise stay in memory until a restart (~250 MB after
-    /// `bunko-bench --workloads search` had deleted its databases).
-    fn forget(&self, id: u64) {
+    /// `bunko-bench --workloads search` had deleted its databases); returns the indexes.
+    fn forget(&self, id: u64) -> (Vec<Arc<SearchIndex>>, Vec<Arc<GeoIndex>>) {
         self.watched.lock().remove(&id);
-        self.open.lock().retain(|(db, _), _| *db != id);
-        self.geo.lock().retain(|(db, _), _| *db != id);
+        (take_of(&mut self.open.lock(), id), take_of(&mut self.geo.lock(), id))
+    }
+
+    /// Database `db` was deleted: takes its indexes out of the maps, then, in the
+    /// background, lets each finish the page it may be updating, retires it, and removes
+    /// the database's index directory.
+    fn dropped(&self, db: &Arc<Database>) {
+        let id = db.id();
+        let opening = self.opening.lock();
+        let (search, geo) = self.forget(id);
+        drop(opening);
+        let (dir, db) = (self.root.as_ref().map(|r| r.join(id.to_string())), db.clone());
+        std::thread::spawn(move || {
+            search.iter().for_each(|index| index.retire());
+            geo.iter().for_each(|index| log(index.retire(&db)));
+            if let Some(dir) = dir {
+                remove_dir(&dir);
+            }
+        });
+    }
+
+    /// Removes the index directories of databases that no longer exist: deleted while the
+    /// server was down, or before their directories were removed. Run at start-up, before
+    /// the indexes are opened; returns how many went. A database's id is never given to
+    /// another, so a directory named by an id the engine does not know is no one's.
+    pub fn remove_dropped(&self, engine: &Engine) -> usize {
+        let Some(root) = &self.root else { return 0 };
+        // Listed before the live ids are read: a database created meanwhile is not listed.
+        let listed: Vec<(u64, PathBuf)> = std::fs::read_dir(root)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|entry| Some((entry.file_name().to_str()?.parse().ok()?, entry.path())))
+            .collect();
+        let live: HashSet<u64> = engine
+            .db_names()
+            .iter()
+            .filter_map(|name| engine.get_db(name))
+            .map(|db| db.id())
+            .collect();
+        let gone: Vec<&PathBuf> =
+            listed.iter().filter(|(id, _)| !live.contains(id)).map(|(_, dir)| dir).collect();
+        gone.iter().for_each(|dir| remove_dir(dir));
+        gone.len()
     }
 
     /// How many indexes are open, search and geo, for database `id`.
     pub fn open_indexes(&self, id: u64) -> usize {
         let search = self.open.lock().keys().filter(|(db, _)| *db == id).count();
         search + self.geo.lock().keys().filter(|(db, _)| *db == id).count()
+    }
+}
+
+/// How the engine tells the search service of deleted databases.
+struct Hooks(Weak<Search>);
+
+impl IndexHooks for Hooks {
+    fn opened(&self, _: &Arc<Database>) {}
+
+    fn written(&self, _: &Arc<Database>, _: bool) {}
+
+    fn dropped(&self, db: &Arc<Database>) {
+        if let Some(search) = self.0.upgrade() {
+            search.dropped(db);
+        }
+    }
+}
+
+/// `404 not_found` for a deleted database, whose indexes are not opened again.
+fn refuse_dropped(db: &Database) -> Result<()> {
+    if db.is_dropped() {
+        return Err(Error::NotFound("Database does not exist.".into()));
+    }
+    Ok(())
+}
+
+/// Takes the indexes of database `id` out of `map`.
+fn take_of<T>(map: &mut HashMap<(u64, String), Arc<T>>, id: u64) -> Vec<Arc<T>> {
+    let keys: Vec<(u64, String)> = map.keys().filter(|(db, _)| *db == id).cloned().collect();
+    keys.iter().filter_map(|key| map.remove(key)).collect()
+}
+
+/// Removes a deleted database's index directory; a failure is logged (the next start-up
+/// tries again, [`Search::remove_dropped`]).
+fn remove_dir(dir: &std::path::Path) {
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => {}
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+        Err(err) => {
+            tracing::warn!(%err, dir = %dir.display(), "removing a deleted database's search indexes failed")
+        }
     }
 }
 

@@ -78,15 +78,19 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     // Views load every database's view groups and keep them current after writes.
     bunko_views::register(&engine);
     let search = bunko_search::Search::new(Some(settings.data.join("search")));
-    // `_find` on Mango text indexes goes to the search service.
+    // `_find` on Mango text indexes goes to the search service; a deleted database's
+    // search indexes go with it.
     engine.set_text_search(std::sync::Arc::new(bunko_search::MangoText(search.clone())));
+    search.register(&engine);
     let state =
         bunko_http::AppState::with_search(engine.clone(), settings.http.clone(), search.clone())?;
     let data_dir = settings.data.display().to_string();
     engine.settings().seed("couchdb", "database_dir", &data_dir);
-    // Reopens every search index, so the background updaters keep them current.
+    // Removes the search indexes of databases deleted while the server was down, then
+    // reopens every search index, so the background updaters keep them current.
     let (loading, load_engine) = (search, engine.clone());
     std::thread::spawn(move || {
+        loading.remove_dropped(&load_engine);
         for db in load_engine.db_names().iter().filter_map(|n| load_engine.get_db(n)) {
             if let Err(err) = loading.load(&db) {
                 tracing::warn!(%err, db = db.name(), "search indexes not reopened");

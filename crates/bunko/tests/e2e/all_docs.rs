@@ -361,28 +361,36 @@ fn bulk_write(s: &Server, db: &str, model: &mut Model, docs: &[(String, bool)]) 
     }
 }
 
-/// Checks one `_all_docs` query (`path` is the database's or a partition's) against the
-/// model: `total_rows`, `offset` and the rows, as CouchDB computes them.
-#[allow(clippy::too_many_arguments)]
-fn check_page(
-    s: &Server,
-    path: &str,
-    live: &[&String],
-    (start, end): (&str, &str),
+/// One page asked of `_all_docs`.
+#[derive(Debug, Clone, Copy)]
+struct Page<'a> {
+    start: &'a str,
+    end: &'a str,
+    inclusive_end: bool,
     descending: bool,
     skip: usize,
     limit: usize,
-) {
+}
+
+/// Checks one `_all_docs` query (`path` is the database's or a partition's) against the
+/// model: `total_rows`, `offset` and the rows, as CouchDB computes them.
+fn check_page(s: &Server, path: &str, live: &[&String], page: Page<'_>) {
+    let Page { start, end, inclusive_end, descending, skip, limit } = page;
     let query = format!(
-        "{path}?startkey={}&endkey={}&descending={descending}&skip={skip}&limit={limit}",
+        "{path}?startkey={}&endkey={}&inclusive_end={inclusive_end}&descending={descending}\
+         &skip={skip}&limit={limit}",
         key(start),
         key(end)
     );
     let (status, body) = s.get(&query);
     assert_eq!(status, 200, "{query} -> {body}");
     let (low, high) = if descending { (end, start) } else { (start, end) };
-    let inside: Vec<&String> =
-        live.iter().copied().filter(|id| id.as_str() >= low && id.as_str() <= high).collect();
+    let past_end = |id: &str| !inclusive_end && id == end;
+    let inside: Vec<&String> = live
+        .iter()
+        .copied()
+        .filter(|id| id.as_str() >= low && id.as_str() <= high && !past_end(id))
+        .collect();
     let before = if descending {
         live.iter().filter(|id| id.as_str() > start).count()
     } else {
@@ -407,24 +415,37 @@ fn check_pages(s: &Server, db: &str, model: &Model, rng: &mut Lcg, partitions: &
         1 => "\u{fff0}".to_string(),
         _ => every[rng.below(every.len())].clone(),
     };
-    for _ in 0..40 {
+    let skips = [0, 0, 1, 7, 33, 64, 600, 1500];
+    for _ in 0..48 {
         let (a, b) = (bound(rng), bound(rng));
         let descending = rng.below(2) == 1;
         let (start, end) = if (a <= b) != descending { (a, b) } else { (b, a) };
-        let skip = [0, 1, 7, 600, 1500][rng.below(5)];
+        let (inclusive_end, skip) = (rng.below(3) > 0, skips[rng.below(skips.len())]);
         let limit = [1, 5, 25][rng.below(3)];
-        check_page(s, &format!("/{db}/_all_docs"), &live, (&start, &end), descending, skip, limit);
+        let page = Page { start: &start, end: &end, inclusive_end, descending, skip, limit };
+        check_page(s, &format!("/{db}/_all_docs"), &live, page);
     }
     for p in partitions {
         let prefix = format!("{p}:");
         let part: Vec<&String> =
             live.iter().copied().filter(|id| id.starts_with(&prefix)).collect();
-        for _ in 0..8 {
-            let start = [prefix.clone(), part[rng.below(part.len())].clone()][rng.below(2)].clone();
-            let skip = [0, 3, 200][rng.below(3)];
+        let every_part: Vec<&String> =
+            every.iter().copied().filter(|id| id.starts_with(&prefix)).collect();
+        let (first, last) = (prefix.clone(), format!("{prefix}\u{fff0}"));
+        for _ in 0..10 {
+            let pick = |rng: &mut Lcg, edge: &String| match rng.below(3) {
+                0 => edge.clone(),
+                _ => every_part[rng.below(every_part.len())].clone(),
+            };
+            let (a, b) = (pick(rng, &first), pick(rng, &last));
+            let descending = rng.below(2) == 1;
+            let (start, end) = if (a <= b) != descending { (a, b) } else { (b, a) };
+            let inclusive_end = rng.below(3) > 0;
+            let skip = [0, 0, 3, 40, 200][rng.below(5)];
             let path = format!("/{db}/_partition/{p}/_all_docs");
-            let end = format!("{prefix}\u{fff0}");
-            check_page(s, &path, &part, (&start, &end), false, skip, 10);
+            let page =
+                Page { start: &start, end: &end, inclusive_end, descending, skip, limit: 10 };
+            check_page(s, &path, &part, page);
         }
     }
 }

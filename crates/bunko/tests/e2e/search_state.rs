@@ -212,3 +212,93 @@ fn pages_ranked_from_columns_equal_pages_from_every_match() {
         }
     }
 }
+
+/// The directories under `data/search` (one per database with search indexes).
+fn search_dirs(s: &Server) -> Vec<std::path::PathBuf> {
+    let entries = std::fs::read_dir(s.data_dir().join("search")).into_iter().flatten();
+    let mut dirs: Vec<_> = entries.flatten().map(|e| e.path()).collect();
+    dirs.sort();
+    dirs
+}
+
+/// Waits up to ten seconds for `dir` to be gone; whether it is.
+fn gone(dir: &std::path::Path) -> bool {
+    for _ in 0..200 {
+        if !dir.exists() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    false
+}
+
+/// A database `keep` with one note and a search index on it, queried once.
+fn keep(s: &Server) {
+    assert_eq!(s.put_empty("/keep").0, 201);
+    bulk(s, "keep", vec![json!({"_id": "k1", "note": "sensor kept"})]);
+    let ddoc = json!({"indexes": {"n": {"index": "function(d) { index('default', d.note); }"}}});
+    assert_eq!(s.put("/keep/_design/s", &ddoc).0, 201);
+    assert_eq!(keep_hits(s), ["k1"]);
+}
+
+fn keep_hits(s: &Server) -> Vec<String> {
+    let (status, body) = s.get(&q("/keep/_design/s/_search/n", &[("q", json!("sensor"))]));
+    assert_eq!(status, 200, "{body}");
+    ids(&body)
+}
+
+/// Issue 20 point 5: a deleted database's search index directories stayed on disk until a
+/// `_search_cleanup` (which a deleted database can no longer be sent). As CouchDB's search
+/// index manager does on the `deleted` event, they now go with the database, and a
+/// database created again under the same name starts with empty indexes.
+#[test]
+fn a_deleted_database_takes_its_search_indexes_with_it() {
+    let mut s = Server::start();
+    notes(&s);
+    sensors(&s);
+    assert_eq!(search(&s, "n", &[]), ["r1", "r2"]);
+    assert_eq!(find(&s, &[]), ["r1", "r2"]);
+    assert_eq!(near_bridge(&s, false), ["device-1", "device-2"]);
+    let notes_dir = match search_dirs(&s).as_slice() {
+        [dir] => dir.clone(),
+        other => panic!("one directory expected (geo indexes live in the store): {other:?}"),
+    };
+    let indexes = std::fs::read_dir(&notes_dir).map(|r| r.count()).unwrap_or(0);
+    assert_eq!(indexes, 2, "the search index and the Mango text index");
+    keep(&s);
+    let keep_dir = search_dirs(&s).into_iter().find(|d| *d != notes_dir).unwrap_or_default();
+
+    assert_eq!(s.delete("/notes"), (200, json!({"ok": true})));
+    assert_eq!(s.delete("/devices").0, 200);
+    assert!(gone(&notes_dir), "{} is still there", notes_dir.display());
+    assert!(keep_dir.is_dir(), "another database's indexes stay");
+    assert_eq!(keep_hits(&s), ["k1"]);
+    let (status, body) = s.get(&q("/notes/_design/s/_search/n", &[("q", json!("sensor"))]));
+    assert_eq!((status, &body["error"]), (404, &json!("not_found")), "{body}");
+
+    // Created again with other documents: no hit of the deleted database's documents.
+    assert_eq!(s.put_empty("/notes").0, 201);
+    bulk(&s, "notes", vec![json!({"_id": "r3", "note": "sensor replaced"})]);
+    let f = "function(d) { index('default', d.note); }";
+    let ddoc = json!({"indexes": {"n": {"index": f}, "lazy": {"index": f, "analyzer": "simple"}}});
+    assert_eq!(s.put("/notes/_design/s", &ddoc).0, 201);
+    let index = json!({"index": {"fields": [{"name": "note", "type": "string"}]}, "type": "text"});
+    assert_eq!(s.post("/notes/_index", &index).0, 200);
+    assert_eq!(search(&s, "n", &[("stale", json!("ok"))]), Vec::<String>::new());
+    assert_eq!(search(&s, "n", &[]), ["r3"]);
+    assert_eq!(find(&s, &[]), ["r3"]);
+    sensors(&s);
+    assert_eq!(near_bridge(&s, true), Vec::<String>::new());
+    assert_eq!(near_bridge(&s, false), ["device-1", "device-2"]);
+
+    // A directory no database owns (its database deleted while the server was down) goes
+    // at the next start; the live databases' indexes stay and answer.
+    s.kill9();
+    let orphan = s.data_dir().join("search").join("987654321");
+    assert!(std::fs::create_dir_all(orphan.join("sig")).is_ok());
+    s.restart();
+    assert!(gone(&orphan), "{} is still there", orphan.display());
+    assert_eq!(search_dirs(&s).len(), 2, "the new notes' and keep's");
+    assert_eq!(search(&s, "n", &[("stale", json!("ok"))]), ["r3"]);
+    assert_eq!(keep_hits(&s), ["k1"]);
+}
