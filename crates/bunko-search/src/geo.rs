@@ -11,7 +11,7 @@
 //! a time and bulk-loads the tree, so a restart runs no JavaScript. An update first drops
 //! the documents purged since the saved purge seq (`Database::purged_since`). A query finds
 //! the candidates whose boxes meet the query's box in the tree, reads their geometries from
-//! one snapshot of the store, then checks the exact relation (`geo`'s DE-9IM `Relate`) or
+//! the store, then checks the exact relation (`geo`'s DE-9IM `Relate`) or
 //! the haversine distance; a query without a box (`disjoint`, or `nearest` without a
 //! radius) reads every entry in order.
 //!
@@ -32,7 +32,7 @@ use bunko_engine::changes::{ChangesFilter, ChangesQuery};
 use bunko_engine::{Database, Error, Result};
 use bunko_indexer::{Activity, Page, Update};
 use bunko_js::{CompiledViews, Limits, Runtime};
-use bunko_storage::{Batch, Snapshot};
+use bunko_storage::Batch;
 use geo::{
     BoundingRect, Centroid, Closest, ClosestPoint, Contains, Distance, Geometry, Haversine, Point,
     Rect, Relate, coord,
@@ -517,9 +517,11 @@ impl Shape {
     }
 }
 
-/// The ids of the documents of `index` that match `q`, in answer order, each read from
-/// `read` (the candidates the tree gives, or every entry when the shape has no box).
-fn matching(index: &GeoIndex, read: &Snapshot, q: &GeoQuery) -> Result<Vec<String>> {
+/// The ids of the documents of `index` that match `q`, in answer order: the candidates the
+/// tree gives, each read from the store (no snapshot: most queries have a few candidates
+/// or none, and opening one per query is work they do not need), or every entry from one
+/// snapshot when the shape has no box.
+fn matching(index: &GeoIndex, db: &Database, q: &GeoQuery) -> Result<Vec<String>> {
     let centre = q.shape.centre().filter(|_| q.nearest);
     let mut found: Vec<(String, f64)> = Vec::new();
     let mut offer = |id: String, json: &Value| {
@@ -536,13 +538,13 @@ fn matching(index: &GeoIndex, read: &Snapshot, q: &GeoQuery) -> Result<Vec<Strin
                 tree.locate_in_envelope_intersecting(&envelope).map(|e| e.data.clone()).collect();
             drop(tree);
             for id in ids {
-                if let Some((_, json)) = index.keys.get(read.as_ref(), &id)? {
+                if let Some((_, json)) = index.keys.get(db.store().as_ref(), &id)? {
                     offer(id.into(), &json);
                 }
             }
         }
         None => {
-            for stored in index.keys.entries(read.clone()) {
+            for stored in index.keys.entries(db.store().snapshot()) {
                 let (id, _, json) = stored?;
                 offer(id, &json);
             }
@@ -562,13 +564,12 @@ pub fn run(
     q: &GeoQuery,
     doc: &dyn Fn(&str) -> Option<Value>,
 ) -> Result<Value> {
-    let read = db.store().snapshot();
-    let found = matching(index, &read, q)?;
+    let found = matching(index, db, q)?;
     let page: Vec<&String> = found.iter().skip(q.skip).take(q.limit).collect();
     let bookmark = URL_SAFE_NO_PAD.encode(json!([q.skip + page.len()]).to_string());
     let mut rows = Vec::new();
     for id in page {
-        let Some((rev, geometry)) = index.keys.get(read.as_ref(), id)? else { continue };
+        let Some((rev, geometry)) = index.keys.get(db.store().as_ref(), id)? else { continue };
         let loaded = if q.include_docs { doc(id) } else { None };
         rows.push(match q.format {
             Format::View => {

@@ -77,7 +77,7 @@ impl GeoKeys {
     }
 
     /// Document `id`'s entry: its rev and GeoJSON geometry, if it has one.
-    pub fn get(&self, read: &dyn Read, id: &str) -> Result<Option<(String, Value)>> {
+    pub fn get(&self, read: &(impl Read + ?Sized), id: &str) -> Result<Option<(String, Value)>> {
         read.get(&self.entry(id))?.map(|value| decode_entry(&value)).transpose()
     }
 
