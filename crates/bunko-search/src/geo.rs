@@ -2,14 +2,18 @@
 //! (doc.geometry) st_index(doc.geometry); }"}}`), queried with
 //! `GET /{db}/_design/{ddoc}/_geo/{index}`.
 //!
-//! An index holds each document's GeoJSON geometry (as georust's `geo` types) and an
-//! R*-tree (`rstar`) of their bounding boxes, built from `_changes` through the index
-//! framework like search indexes. Every page of changes writes the documents' entries and
-//! the checkpoint to the store in one commit (`geo_store.rs`); opening the index reads
-//! them back and bulk-loads the tree, so a restart runs no JavaScript. An update first drops
-//! the documents purged since the saved purge seq (`Database::purged_since`). A query finds the
-//! candidates whose boxes meet the query's box in the tree, then checks the exact
-//! relation (`geo`'s DE-9IM `Relate`) or the haversine distance.
+//! An index keeps each document's rev and GeoJSON geometry in the store (`geo_store.rs`)
+//! and, in memory, only an R*-tree (`rstar`) of their bounding boxes with the document ids,
+//! built from `_changes` through the index framework like search indexes (~100 bytes a
+//! document: the tree of 200,000 points is ~20 MB, where the geometries and their JSON in
+//! memory as well took ~300 MB). Every page of changes writes the documents' entries and
+//! the checkpoint to the store in one commit; opening the index reads them back a page at
+//! a time and bulk-loads the tree, so a restart runs no JavaScript. An update first drops
+//! the documents purged since the saved purge seq (`Database::purged_since`). A query finds
+//! the candidates whose boxes meet the query's box in the tree, reads their geometries from
+//! the store, then checks the exact relation (`geo`'s DE-9IM `Relate`) or
+//! the haversine distance; a query without a box (`disjoint`, or `nearest` without a
+//! radius) reads every entry in order.
 //!
 //! Query parameters: `bbox=minlon,minlat,maxlon,maxlat`; `lat`, `lon` and `radius`
 //! (metres); `g` (WKT) with `relation` (`intersects` by default, `contains`, `within`,
@@ -19,7 +23,6 @@
 //! `skip`, `bookmark`, `include_docs`; `format` (`view`, the default; `geojson`, `legacy`
 //! and `application/vnd.geo+json` give a GeoJSON FeatureCollection).
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use base64::Engine as _;
@@ -49,7 +52,7 @@ const BATCH: u64 = 5000;
 const METRES_PER_DEGREE: f64 = 111_320.0;
 
 /// A tree entry: a document's bounding box and id.
-type Entry = GeomWithData<Rectangle<[f64; 2]>, String>;
+type Entry = GeomWithData<Rectangle<[f64; 2]>, Box<str>>;
 
 /// One `st_indexes` member of a design document.
 #[derive(Debug, Clone)]
@@ -92,29 +95,26 @@ impl GeoDef {
     }
 }
 
-/// What an index holds: per document its rev, geometry and GeoJSON, and the tree.
-#[derive(Default)]
-struct State {
-    docs: HashMap<String, (String, Geometry<f64>, Value)>,
-    tree: RTree<Entry>,
-}
-
-impl State {
-    /// Forgets document `id`.
-    fn remove(&mut self, id: &str) {
-        if let Some((_, geometry, _)) = self.docs.remove(id)
-            && let Some(old) = entry(id, &geometry)
+/// The tree entries of documents as the store holds them now, before a change replaces
+/// or removes them (their boxes are what finds them in the tree).
+fn stored_entries(keys: &GeoKeys, db: &Database, ids: &[String]) -> Result<Vec<Entry>> {
+    let read = db.store().snapshot();
+    let mut out = Vec::new();
+    for id in ids {
+        if let Some((_, json)) = keys.get(read.as_ref(), id)?
+            && let Some(old) = parse_geojson(&json).and_then(|g| entry(id, &g))
         {
-            self.tree.remove(&old);
+            out.push(old);
         }
     }
+    Ok(out)
 }
 
 /// One geo index.
 pub struct GeoIndex {
     pub def: GeoDef,
     keys: GeoKeys,
-    state: RwLock<State>,
+    tree: RwLock<RTree<Entry>>,
     seq: AtomicU64,
     /// The purge seq applied (saved with `seq`).
     purge_seq: AtomicU64,
@@ -133,7 +133,7 @@ impl std::fmt::Debug for GeoIndex {
 fn entry(id: &str, geometry: &Geometry<f64>) -> Option<Entry> {
     let rect = geometry.bounding_rect()?;
     let (lo, hi) = (rect.min(), rect.max());
-    Some(GeomWithData::new(Rectangle::from_corners([lo.x, lo.y], [hi.x, hi.y]), id.to_string()))
+    Some(GeomWithData::new(Rectangle::from_corners([lo.x, lo.y], [hi.x, hi.y]), id.into()))
 }
 
 /// A GeoJSON geometry as `geo` types.
@@ -146,21 +146,19 @@ impl GeoIndex {
     /// Opens the index `db`'s store holds (empty if it was never built).
     pub fn open(def: GeoDef, db: &Database) -> Result<GeoIndex> {
         let keys = GeoKeys::new(db.id(), &def.sig);
-        let stored = keys.load(db)?;
-        let mut state = State::default();
-        for (id, rev, json) in stored.entries {
-            if let Some(geometry) = parse_geojson(&json) {
-                state.docs.insert(id, (rev, geometry, json));
-            }
+        let read = db.store().snapshot();
+        let (seq, purge_seq) = keys.checkpoint_of(read.as_ref())?;
+        let mut entries = Vec::new();
+        for stored in keys.entries(read) {
+            let (id, _, json) = stored?;
+            entries.extend(parse_geojson(&json).and_then(|geometry| entry(&id, &geometry)));
         }
-        let entries = state.docs.iter().filter_map(|(id, (_, g, _))| entry(id, g)).collect();
-        state.tree = RTree::bulk_load(entries);
         Ok(GeoIndex {
             def,
             keys,
-            state: RwLock::new(state),
-            seq: AtomicU64::new(stored.seq),
-            purge_seq: AtomicU64::new(stored.purge_seq),
+            tree: RwLock::new(RTree::bulk_load(entries)),
+            seq: AtomicU64::new(seq),
+            purge_seq: AtomicU64::new(purge_seq),
             build: Mutex::new(None),
             retired: Default::default(),
             activity: Activity::default(),
@@ -171,9 +169,9 @@ impl GeoIndex {
         self.seq.load(Ordering::Acquire)
     }
 
-    /// Number of indexed documents.
+    /// Number of indexed documents (with a geometry that has a bounding box).
     pub fn doc_count(&self) -> usize {
-        self.state.read().docs.len()
+        self.tree.read().size()
     }
 
     /// Brings the index up to the database's latest change.
@@ -203,20 +201,21 @@ impl GeoIndex {
         }
         let mut seq = self.seq();
         let mut batch = Batch::new();
-        {
-            let mut state = self.state.write();
-            match ids {
-                Some(ids) => {
-                    for id in ids {
-                        self.keys.delete(&mut batch, &id);
-                        state.remove(&id);
-                    }
+        match ids {
+            Some(ids) => {
+                let old = stored_entries(&self.keys, db, &ids)?;
+                for id in &ids {
+                    self.keys.delete(&mut batch, id);
                 }
-                None => {
-                    self.keys.clear(db)?;
-                    *state = State::default();
-                    seq = 0;
+                let mut tree = self.tree.write();
+                for old in &old {
+                    tree.remove(old);
                 }
+            }
+            None => {
+                self.keys.clear(db)?;
+                *self.tree.write() = RTree::new();
+                seq = 0;
             }
         }
         self.keys.put_checkpoint(&mut batch, seq, latest);
@@ -284,6 +283,7 @@ impl bunko_indexer::Build for GeoUpdate<'_> {
         let texts: Vec<&str> = inputs.iter().map(|(_, _, t)| t.as_str()).collect();
         let outputs = self.views.map_batch_json(&texts)?;
         let keys = &self.index.keys;
+        let old = stored_entries(keys, self.db, &gone)?;
         let mut batch = Batch::new();
         let mut found = Vec::new();
         for id in &gone {
@@ -295,21 +295,18 @@ impl bunko_indexer::Build for GeoUpdate<'_> {
             let Some((json, _)) = rows.into_iter().next() else { continue };
             let Some(geometry) = parse_geojson(&json) else { continue };
             keys.put(&mut batch, id, rev, &json);
-            found.push((id.clone(), rev.clone(), geometry, json));
+            found.extend(entry(id, &geometry));
         }
         keys.put_checkpoint(&mut batch, last, self.index.purge_seq.load(Ordering::Acquire));
         self.db.store().commit(batch)?;
-        let mut state = self.index.state.write();
-        for id in &gone {
-            state.remove(id);
+        let mut tree = self.index.tree.write();
+        for old in &old {
+            tree.remove(old);
         }
-        for (id, rev, geometry, json) in found {
-            if let Some(e) = entry(&id, &geometry) {
-                state.tree.insert(e);
-            }
-            state.docs.insert(id, (rev, geometry, json));
+        for new in found {
+            tree.insert(new);
         }
-        drop(state);
+        drop(tree);
         self.index.seq.store(last, Ordering::Release);
         Ok(Some(Page { changes, more: true }))
     }
@@ -485,73 +482,113 @@ fn distance(p: &Point<f64>, g: &Geometry<f64>) -> f64 {
     }
 }
 
-/// Runs `q` on `index`; `doc` loads a document for `include_docs`.
-pub fn run(index: &GeoIndex, q: &GeoQuery, doc: &dyn Fn(&str) -> Option<Value>) -> Result<Value> {
-    let state = index.state.read();
-    let candidates = |rect: Option<Rect<f64>>| -> Vec<&String> {
-        match rect {
-            Some(r) => {
-                let envelope = AABB::from_corners([r.min().x, r.min().y], [r.max().x, r.max().y]);
-                state.tree.locate_in_envelope_intersecting(&envelope).map(|e| &e.data).collect()
+impl Shape {
+    /// The box a matching document's box meets (`None`: any document may match).
+    fn bounds(&self) -> Option<Rect<f64>> {
+        match self {
+            Shape::Relate(_, Relation::Disjoint) | Shape::Around(_) => None,
+            Shape::Relate(geometry, _) => geometry.bounding_rect(),
+            Shape::Circle(p, radius) => {
+                let dlat = radius / METRES_PER_DEGREE;
+                let dlon = dlat / p.y().to_radians().cos().abs().max(1e-6);
+                Some(Rect::new(
+                    coord! {x: p.x() - dlon, y: p.y() - dlat},
+                    coord! {x: p.x() + dlon, y: p.y() + dlat},
+                ))
             }
-            None => state.docs.keys().collect(),
         }
-    };
-    let (mut found, centre): (Vec<&String>, Option<Point<f64>>) = match &q.shape {
-        Shape::Relate(geometry, relation) => {
-            let rect = geometry.bounding_rect().filter(|_| *relation != Relation::Disjoint);
-            let found = candidates(rect)
-                .into_iter()
-                .filter(|id| state.docs.get(*id).is_some_and(|d| relation.holds(geometry, &d.1)))
-                .collect();
-            (found, geometry.centroid())
-        }
-        Shape::Circle(p, radius) => {
-            let dlat = radius / METRES_PER_DEGREE;
-            let dlon = dlat / p.y().to_radians().cos().abs().max(1e-6);
-            let rect = Rect::new(
-                coord! {x: p.x() - dlon, y: p.y() - dlat},
-                coord! {x: p.x() + dlon, y: p.y() + dlat},
-            );
-            let found = candidates(Some(rect))
-                .into_iter()
-                .filter(|id| state.docs.get(*id).is_some_and(|d| distance(p, &d.1) <= *radius))
-                .collect();
-            (found, Some(*p))
-        }
-        Shape::Around(p) => (state.docs.keys().collect(), Some(*p)),
-    };
-    found.sort();
-    if let (true, Some(c)) = (q.nearest, centre) {
-        let d = |id: &String| state.docs.get(id).map_or(f64::INFINITY, |x| distance(&c, &x.1));
-        found.sort_by(|a, b| d(a).total_cmp(&d(b)).then(a.cmp(b)));
     }
-    let page: Vec<&String> = found.iter().skip(q.skip).take(q.limit).copied().collect();
+
+    /// Whether a document's geometry matches.
+    fn matches(&self, doc: &Geometry<f64>) -> bool {
+        match self {
+            Shape::Relate(geometry, relation) => relation.holds(geometry, doc),
+            Shape::Circle(p, radius) => distance(p, doc) <= *radius,
+            Shape::Around(_) => true,
+        }
+    }
+
+    /// The point `nearest` orders by.
+    fn centre(&self) -> Option<Point<f64>> {
+        match self {
+            Shape::Relate(geometry, _) => geometry.centroid(),
+            Shape::Circle(p, _) | Shape::Around(p) => Some(*p),
+        }
+    }
+}
+
+/// The ids of the documents of `index` that match `q`, in answer order: the candidates the
+/// tree gives, each read from the store (no snapshot: most queries have a few candidates
+/// or none, and opening one per query is work they do not need), or every entry from one
+/// snapshot when the shape has no box.
+fn matching(index: &GeoIndex, db: &Database, q: &GeoQuery) -> Result<Vec<String>> {
+    let centre = q.shape.centre().filter(|_| q.nearest);
+    let mut found: Vec<(String, f64)> = Vec::new();
+    let mut offer = |id: String, json: &Value| {
+        if let Some(geometry) = parse_geojson(json).filter(|g| q.shape.matches(g)) {
+            let d = centre.map_or(0.0, |c| distance(&c, &geometry));
+            found.push((id, d));
+        }
+    };
+    match q.shape.bounds() {
+        Some(r) => {
+            let envelope = AABB::from_corners([r.min().x, r.min().y], [r.max().x, r.max().y]);
+            let tree = index.tree.read();
+            let ids: Vec<Box<str>> =
+                tree.locate_in_envelope_intersecting(&envelope).map(|e| e.data.clone()).collect();
+            drop(tree);
+            for id in ids {
+                if let Some((_, json)) = index.keys.get(db.store().as_ref(), &id)? {
+                    offer(id.into(), &json);
+                }
+            }
+        }
+        None => {
+            for stored in index.keys.entries(db.store().snapshot()) {
+                let (id, _, json) = stored?;
+                offer(id, &json);
+            }
+        }
+    }
+    found.sort_by(|a, b| a.0.cmp(&b.0));
+    if centre.is_some() {
+        found.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+    }
+    Ok(found.into_iter().map(|(id, _)| id).collect())
+}
+
+/// Runs `q` on `index` of `db`; `doc` loads a document for `include_docs`.
+pub fn run(
+    index: &GeoIndex,
+    db: &Database,
+    q: &GeoQuery,
+    doc: &dyn Fn(&str) -> Option<Value>,
+) -> Result<Value> {
+    let found = matching(index, db, q)?;
+    let page: Vec<&String> = found.iter().skip(q.skip).take(q.limit).collect();
     let bookmark = URL_SAFE_NO_PAD.encode(json!([q.skip + page.len()]).to_string());
-    let rows: Vec<Value> = page
-        .iter()
-        .filter_map(|id| {
-            let (rev, _, geometry) = state.docs.get(*id)?;
-            let loaded = if q.include_docs { doc(id) } else { None };
-            Some(match q.format {
-                Format::View => {
-                    let mut row = json!({"id": id, "rev": rev, "geometry": geometry});
-                    if q.include_docs {
-                        row["doc"] = loaded.unwrap_or(Value::Null);
-                    }
-                    row
+    let mut rows = Vec::new();
+    for id in page {
+        let Some((rev, geometry)) = index.keys.get(db.store().as_ref(), id)? else { continue };
+        let loaded = if q.include_docs { doc(id) } else { None };
+        rows.push(match q.format {
+            Format::View => {
+                let mut row = json!({"id": id, "rev": rev, "geometry": geometry});
+                if q.include_docs {
+                    row["doc"] = loaded.unwrap_or(Value::Null);
                 }
-                Format::GeoJson => {
-                    let mut feature =
-                        json!({"type": "Feature", "_id": id, "_rev": rev, "geometry": geometry});
-                    if let Some(doc) = loaded {
-                        feature["properties"] = doc.get("properties").cloned().unwrap_or(doc);
-                    }
-                    feature
+                row
+            }
+            Format::GeoJson => {
+                let mut feature =
+                    json!({"type": "Feature", "_id": id, "_rev": rev, "geometry": geometry});
+                if let Some(doc) = loaded {
+                    feature["properties"] = doc.get("properties").cloned().unwrap_or(doc);
                 }
-            })
-        })
-        .collect();
+                feature
+            }
+        });
+    }
     Ok(match q.format {
         Format::View => json!({"bookmark": bookmark, "rows": rows}),
         Format::GeoJson => {

@@ -8,14 +8,15 @@
 //! | `0x15, db, sig, 1, doc id` | the document's entry: JSON `[rev, GeoJSON geometry]` |
 //!
 //! Each page of changes writes its entries and the checkpoint in one commit, so the two
-//! never disagree after a crash.
+//! never disagree after a crash. The entries are also what queries read the geometries
+//! from: memory holds only the tree of bounding boxes (`geo.rs`).
 
 use std::ops::Bound;
 
 use bunko_doc::keycode::{KeyReader, KeyWriter};
 use bunko_engine::keys::GEO;
 use bunko_engine::{Database, Error, Result};
-use bunko_storage::{Batch, Iter, Range, prefix_range};
+use bunko_storage::{Batch, Iter, Range, Read, Snapshot, prefix_range};
 use serde_json::{Value, json};
 
 const CHECKPOINT: u8 = 0;
@@ -28,14 +29,6 @@ const PAGE: usize = 1000;
 pub struct GeoKeys {
     db: u64,
     sig: String,
-}
-
-/// A stored index: its checkpoint and `(doc id, rev, geometry)` entries.
-#[derive(Default)]
-pub struct Stored {
-    pub seq: u64,
-    pub purge_seq: u64,
-    pub entries: Vec<(String, String, Value)>,
 }
 
 impl GeoKeys {
@@ -75,24 +68,29 @@ impl GeoKeys {
         batch.put(self.checkpoint(), json!({"seq": seq, "purge_seq": purge_seq}).to_string());
     }
 
-    /// Reads the index back (empty if it was never written).
-    pub fn load(&self, db: &Database) -> Result<Stored> {
-        let mut stored = Stored::default();
-        let (checkpoint, entry_prefix) = (self.checkpoint(), self.base().u8(ENTRY).finish());
-        for row in Iter::new(db.store().snapshot(), self.range(), false, PAGE) {
+    /// The saved `(seq, purge_seq)` (zeros if the index was never written).
+    pub fn checkpoint_of(&self, read: &dyn Read) -> Result<(u64, u64)> {
+        let Some(value) = read.get(&self.checkpoint())? else { return Ok((0, 0)) };
+        let value: Value = serde_json::from_slice(&value)
+            .map_err(|e| Error::Corrupt(format!("geo index checkpoint: {e}")))?;
+        Ok((value["seq"].as_u64().unwrap_or(0), value["purge_seq"].as_u64().unwrap_or(0)))
+    }
+
+    /// Document `id`'s entry: its rev and GeoJSON geometry, if it has one.
+    pub fn get(&self, read: &(impl Read + ?Sized), id: &str) -> Result<Option<(String, Value)>> {
+        read.get(&self.entry(id))?.map(|value| decode_entry(&value)).transpose()
+    }
+
+    /// Every document's entry, `(id, rev, geometry)` in id order, read [`PAGE`] at a time
+    /// from `read`.
+    pub fn entries(&self, read: Snapshot) -> impl Iterator<Item = Result<(String, String, Value)>> {
+        let prefix = self.base().u8(ENTRY).finish();
+        Iter::new(read, prefix_range(&prefix), false, PAGE).map(move |row| -> Result<_> {
             let (key, value) = row?;
-            let value: Value = serde_json::from_slice(&value)
-                .map_err(|e| Error::Corrupt(format!("geo index entry: {e}")))?;
-            if key == checkpoint {
-                stored.seq = value["seq"].as_u64().unwrap_or(0);
-                stored.purge_seq = value["purge_seq"].as_u64().unwrap_or(0);
-            } else if let Some(rest) = key.strip_prefix(entry_prefix.as_slice()) {
-                let id = KeyReader::new(rest).string()?;
-                let rev = value[0].as_str().unwrap_or_default().to_string();
-                stored.entries.push((id, rev, value[1].clone()));
-            }
-        }
-        Ok(stored)
+            let id = KeyReader::new(key.get(prefix.len()..).unwrap_or_default()).string()?;
+            let (rev, geometry) = decode_entry(&value)?;
+            Ok((id, rev, geometry))
+        })
     }
 
     /// Bytes of the index's keys and values.
@@ -107,6 +105,11 @@ impl GeoKeys {
     pub fn clear(&self, db: &Database) -> Result<()> {
         bunko_engine::remove_range(db.store().as_ref(), &self.range())
     }
+}
+
+/// An entry's value: `[rev, geometry]`.
+fn decode_entry(value: &[u8]) -> Result<(String, Value)> {
+    serde_json::from_slice(value).map_err(|e| Error::Corrupt(format!("geo index entry: {e}")))
 }
 
 /// The signatures of the geo indexes `db`'s store holds, one key read per index.

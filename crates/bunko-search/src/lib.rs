@@ -218,7 +218,7 @@ impl Search {
                 std::thread::spawn(move || log(index.update(&db)));
             }
         }
-        geo::run(&index, q, &|id| load_doc(db, reader, id))
+        geo::run(&index, db, q, &|id| load_doc(db, reader, id))
     }
 
     /// `GET /{db}/_design/{ddoc}/_geo_info/{index}`.

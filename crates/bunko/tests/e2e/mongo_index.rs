@@ -140,6 +140,34 @@ print(json.dumps(out, default=str))
     assert_eq!(result["after_all"], json!(["_id_"]));
 }
 
+/// `createIndexes` checks the documents already stored a page at a time: a duplicate key
+/// or parallel arrays far past the first page still refuse the index, and an index over
+/// many clean documents is built and used.
+#[test]
+fn building_over_existing_documents_checks_every_page() {
+    let server = Server::start();
+    let script = r#"
+c = client()
+docs = [{"_id": "d%04d" % i, "n": i, "a": [i], "b": i} for i in range(700)]
+c.app.many.insert_many(docs)
+c.app.many.insert_many([{"_id": "z1", "n": 7}, {"_id": "z2", "n": "late", "a": [1, 2], "b": [3, 4]}])
+out = {
+  "dup": code_of(lambda: c.app.many.create_index("n", unique=True)),
+  "parallel": code_of(lambda: c.app.many.create_index([("a", 1), ("b", 1)])),
+  "plain": c.app.many.create_index("n"),
+}
+out["names"] = sorted(i["name"] for i in c.app.many.list_indexes())
+out["found"] = [d["_id"] for d in c.app.many.find({"n": 7}).sort("_id", 1)]
+print(json.dumps(out))
+"#;
+    let Some(result) = python(&server, script) else { return };
+    assert_eq!(result["dup"], 11000, "{result}");
+    assert_eq!(result["parallel"], 171, "{result}");
+    assert_eq!(result["plain"], "n_1");
+    assert_eq!(result["names"], json!(["_id_", "n_1"]));
+    assert_eq!(result["found"], json!(["d0007", "z1"]));
+}
+
 #[test]
 fn ttl_index_deletes_expired_documents_through_the_write_path() {
     let server = Server::start_with(&["--mongo-ttl-monitor-secs", "1"], &[]);

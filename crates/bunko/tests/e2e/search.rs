@@ -433,6 +433,14 @@ fn iot_sensor_locations_by_bbox_radius_polygon_and_nearest() {
     assert_eq!(sorted(ids(&bbox)), ["device-123450", "device-123451", "device-999999"]);
     let (status, info) = s.get("/devices/_design/geo/_geo_info/where");
     assert_eq!((status, info["geo_index"]["doc_count"].clone()), (200, json!(4)), "{info}");
+    // A deleted sensor leaves the tree and the answers.
+    let gone = s.get_doc("devices", "device-123452");
+    let rev = gone["_rev"].as_str().unwrap_or_default();
+    assert_eq!(s.delete(&format!("/devices/device-123452?rev={rev}")).0, 200);
+    let bridge = geo(&[("lat", json!(51.5)), ("lon", json!(-0.08)), ("radius", json!(2000))]);
+    assert_eq!(sorted(ids(&bridge)), ["device-123450", "device-123451", "device-999999"]);
+    let (status, info) = s.get("/devices/_design/geo/_geo_info/where");
+    assert_eq!((status, info["geo_index"]["doc_count"].clone()), (200, json!(3)), "{info}");
     let (status, body) =
         s.get(&q("/devices/_design/geo/_geo/where", &[("relation", json!("near"))]));
     assert_eq!((status, &body["error"]), (400, &json!("bad_request")), "{body}");
