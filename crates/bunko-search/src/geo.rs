@@ -11,7 +11,8 @@
 //! a time and bulk-loads the tree, so a restart runs no JavaScript. An update first drops
 //! the documents purged since the saved purge seq (`Database::purged_since`). A query finds
 //! the candidates whose boxes meet the query's box in the tree, reads their geometries from
-//! the store, then checks the exact relation (`geo`'s DE-9IM `Relate`) or
+//! the store (a `Point`'s box is its geometry: the tree marks points, which need no read),
+//! then checks the exact relation (`geo`'s DE-9IM `Relate`) or
 //! the haversine distance; a query without a box (`disjoint`, or `nearest` without a
 //! radius) reads every entry in order.
 //!
@@ -51,8 +52,17 @@ const BATCH: u64 = 5000;
 /// Metres per degree of latitude.
 const METRES_PER_DEGREE: f64 = 111_320.0;
 
-/// A tree entry: a document's bounding box and id.
-type Entry = GeomWithData<Rectangle<[f64; 2]>, Box<str>>;
+/// A tree entry: a document's bounding box, id and whether it is a point.
+type Entry = GeomWithData<Rectangle<[f64; 2]>, TreeDoc>;
+
+/// What the tree keeps of a document besides its box.
+#[derive(Debug, Clone, PartialEq)]
+struct TreeDoc {
+    id: Box<str>,
+    /// The geometry is a GeoJSON `Point`: its box's corner is the whole geometry, so a
+    /// query decides on it without reading the store.
+    point: bool,
+}
 
 /// One `st_indexes` member of a design document.
 #[derive(Debug, Clone)]
@@ -133,7 +143,8 @@ impl std::fmt::Debug for GeoIndex {
 fn entry(id: &str, geometry: &Geometry<f64>) -> Option<Entry> {
     let rect = geometry.bounding_rect()?;
     let (lo, hi) = (rect.min(), rect.max());
-    Some(GeomWithData::new(Rectangle::from_corners([lo.x, lo.y], [hi.x, hi.y]), id.into()))
+    let doc = TreeDoc { id: id.into(), point: matches!(geometry, Geometry::Point(_)) };
+    Some(GeomWithData::new(Rectangle::from_corners([lo.x, lo.y], [hi.x, hi.y]), doc))
 }
 
 /// A GeoJSON geometry as `geo` types.
@@ -518,14 +529,14 @@ impl Shape {
 }
 
 /// The ids of the documents of `index` that match `q`, in answer order: the candidates the
-/// tree gives, each read from the store (no snapshot: most queries have a few candidates
+/// tree gives, points decided from the tree alone and other geometries read from the store (no snapshot: most queries have a few candidates
 /// or none, and opening one per query is work they do not need), or every entry from one
 /// snapshot when the shape has no box.
 fn matching(index: &GeoIndex, db: &Database, q: &GeoQuery) -> Result<Vec<String>> {
     let centre = q.shape.centre().filter(|_| q.nearest);
     let mut found: Vec<(String, f64)> = Vec::new();
-    let mut offer = |id: String, json: &Value| {
-        if let Some(geometry) = parse_geojson(json).filter(|g| q.shape.matches(g)) {
+    let mut offer = |id: String, geometry: Option<Geometry<f64>>| {
+        if let Some(geometry) = geometry.filter(|g| q.shape.matches(g)) {
             let d = centre.map_or(0.0, |c| distance(&c, &geometry));
             found.push((id, d));
         }
@@ -534,19 +545,26 @@ fn matching(index: &GeoIndex, db: &Database, q: &GeoQuery) -> Result<Vec<String>
         Some(r) => {
             let envelope = AABB::from_corners([r.min().x, r.min().y], [r.max().x, r.max().y]);
             let tree = index.tree.read();
-            let ids: Vec<Box<str>> =
-                tree.locate_in_envelope_intersecting(&envelope).map(|e| e.data.clone()).collect();
+            let candidates: Vec<(Box<str>, Option<Point<f64>>)> = tree
+                .locate_in_envelope_intersecting(&envelope)
+                .map(|e| {
+                    let [x, y] = e.geom().lower();
+                    (e.data.id.clone(), e.data.point.then(|| Point::new(x, y)))
+                })
+                .collect();
             drop(tree);
-            for id in ids {
-                if let Some((_, json)) = index.keys.get(db.store().as_ref(), &id)? {
-                    offer(id.into(), &json);
+            for (id, point) in candidates {
+                if let Some(point) = point {
+                    offer(id.into(), Some(Geometry::Point(point)));
+                } else if let Some((_, json)) = index.keys.get(db.store().as_ref(), &id)? {
+                    offer(id.into(), parse_geojson(&json));
                 }
             }
         }
         None => {
             for stored in index.keys.entries(db.store().snapshot()) {
                 let (id, _, json) = stored?;
-                offer(id, &json);
+                offer(id, parse_geojson(&json));
             }
         }
     }

@@ -446,6 +446,63 @@ fn iot_sensor_locations_by_bbox_radius_polygon_and_nearest() {
     assert_eq!((status, &body["error"]), (400, &json!("bad_request")), "{body}");
 }
 
+/// Points are decided from the index's tree alone, other geometries from the store: both
+/// kinds answer the same queries, and a document changing kind moves between them.
+#[test]
+fn points_lines_and_polygons_answer_radius_nearest_and_relations_alike() {
+    let s = Server::start();
+    assert_eq!(s.put_empty("/assets").0, 201);
+    let point = |lon: f64, lat: f64| json!({"type": "Point", "coordinates": [lon, lat]});
+    // A cable whose ends are both ~1.1 km from (0, 51.5) but which passes ~110 m from it.
+    let cable = json!({"type": "LineString", "coordinates": [[-0.016, 51.501], [0.016, 51.501]]});
+    let zone = json!({"type": "Polygon",
+        "coordinates": [[[0.1, 51.6], [0.2, 51.6], [0.2, 51.7], [0.1, 51.7], [0.1, 51.6]]]});
+    bulk(
+        &s,
+        "assets",
+        vec![
+            json!({"_id": "sensor", "geometry": point(0.0005, 51.5)}),
+            json!({"_id": "cable", "geometry": cable}),
+            json!({"_id": "zone", "geometry": zone}),
+            json!({"_id": "far", "geometry": point(0.3, 51.5)}),
+        ],
+    );
+    let index = "function(doc) { if (doc.geometry) { st_index(doc.geometry); } }";
+    let ddoc = json!({"st_indexes": {"where": {"index": index}}});
+    assert_eq!(s.put("/assets/_design/geo", &ddoc).0, 201);
+    let geo = |params: &[(&str, Value)]| {
+        let (status, body) = s.get(&q("/assets/_design/geo/_geo/where", params));
+        assert_eq!(status, 200, "{params:?}: {body}");
+        ids(&body)
+    };
+    let around = |radius: u32| {
+        sorted(geo(&[("lat", json!(51.5)), ("lon", json!(0.0)), ("radius", json!(radius))]))
+    };
+    assert_eq!(around(60), ["sensor"]);
+    assert_eq!(around(200), ["cable", "sensor"]);
+    assert_eq!(around(30_000), ["cable", "far", "sensor", "zone"]);
+    let nearest = geo(&[("lat", json!(51.5)), ("lon", json!(0.0)), ("nearest", json!(true))]);
+    assert_eq!(nearest, ["sensor", "cable", "zone", "far"]);
+    let square = "POLYGON((-0.001 51.499,0.001 51.499,0.001 51.502,-0.001 51.502,-0.001 51.499))";
+    let met = |relation: &str| sorted(geo(&[("g", json!(square)), ("relation", json!(relation))]));
+    assert_eq!(met("intersects"), ["cable", "sensor"]);
+    assert_eq!(met("contains"), ["sensor"]);
+    assert_eq!(met("crosses"), ["cable"]);
+    // The sensor becomes a polygon far away, the far point a point beside the origin.
+    let mut sensor = s.get_doc("assets", "sensor");
+    sensor["geometry"] = json!({"type": "Polygon",
+        "coordinates": [[[0.5, 51.5], [0.6, 51.5], [0.6, 51.6], [0.5, 51.5]]]});
+    assert_eq!(s.put("/assets/sensor", &sensor).0, 201);
+    let mut far = s.get_doc("assets", "far");
+    far["geometry"] = point(-0.0005, 51.5);
+    assert_eq!(s.put("/assets/far", &far).0, 201);
+    assert_eq!(around(60), ["far"]);
+    assert_eq!(around(200), ["cable", "far"]);
+    assert_eq!(met("contains"), ["far"]);
+    let nearest = geo(&[("lat", json!(51.5)), ("lon", json!(0.0)), ("nearest", json!(true))]);
+    assert_eq!(nearest, ["far", "cable", "zone", "sensor"]);
+}
+
 /// The inventory and library examples of CouchDB 3.4's `search_test.exs` and
 /// `partition_search_test.exs`, with the answers those tests expect.
 #[test]
