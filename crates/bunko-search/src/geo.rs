@@ -14,7 +14,8 @@
 //! the store (a `Point`'s box is its geometry: the tree marks points, which need no read),
 //! then checks the exact relation (`geo`'s DE-9IM `Relate`) or
 //! the haversine distance; a query without a box (`disjoint`, or `nearest` without a
-//! radius) reads every entry in order.
+//! radius) takes every entry of the tree (or reads every entry of the store in one scan
+//! when most are not points).
 //!
 //! Query parameters: `bbox=minlon,minlat,maxlon,maxlat`; `lat`, `lon` and `radius`
 //! (metres); `g` (WKT) with `relation` (`intersects` by default, `contains`, `within`,
@@ -528,10 +529,17 @@ impl Shape {
     }
 }
 
+/// A tree entry as a query candidate: its id, and its geometry when it is a point.
+fn candidate(e: &Entry) -> (Box<str>, Option<Point<f64>>) {
+    let [x, y] = e.geom().lower();
+    (e.data.id.clone(), e.data.point.then(|| Point::new(x, y)))
+}
+
 /// The ids of the documents of `index` that match `q`, in answer order: the candidates the
-/// tree gives, points decided from the tree alone and other geometries read from the store (no snapshot: most queries have a few candidates
+/// tree gives (all of them when the shape has no box), points decided from the tree alone
+/// and other geometries read from the store (no snapshot: most queries have a few candidates
 /// or none, and opening one per query is work they do not need), or every entry from one
-/// snapshot when the shape has no box.
+/// snapshot when the shape has no box and most documents are not points.
 fn matching(index: &GeoIndex, db: &Database, q: &GeoQuery) -> Result<Vec<String>> {
     let centre = q.shape.centre().filter(|_| q.nearest);
     let mut found: Vec<(String, f64)> = Vec::new();
@@ -541,30 +549,28 @@ fn matching(index: &GeoIndex, db: &Database, q: &GeoQuery) -> Result<Vec<String>
             found.push((id, d));
         }
     };
-    match q.shape.bounds() {
+    let tree = index.tree.read();
+    let candidates: Vec<(Box<str>, Option<Point<f64>>)> = match q.shape.bounds() {
         Some(r) => {
             let envelope = AABB::from_corners([r.min().x, r.min().y], [r.max().x, r.max().y]);
-            let tree = index.tree.read();
-            let candidates: Vec<(Box<str>, Option<Point<f64>>)> = tree
-                .locate_in_envelope_intersecting(&envelope)
-                .map(|e| {
-                    let [x, y] = e.geom().lower();
-                    (e.data.id.clone(), e.data.point.then(|| Point::new(x, y)))
-                })
-                .collect();
-            drop(tree);
-            for (id, point) in candidates {
-                if let Some(point) = point {
-                    offer(id.into(), Some(Geometry::Point(point)));
-                } else if let Some((_, json)) = index.keys.get(db.store().as_ref(), &id)? {
-                    offer(id.into(), parse_geojson(&json));
-                }
-            }
+            tree.locate_in_envelope_intersecting(&envelope).map(candidate).collect()
         }
-        None => {
-            for stored in index.keys.entries(db.store().snapshot()) {
-                let (id, _, json) = stored?;
-                offer(id, parse_geojson(&json));
+        None => tree.iter().map(candidate).collect(),
+    };
+    drop(tree);
+    let shapes = candidates.iter().filter(|(_, point)| point.is_none()).count();
+    if q.shape.bounds().is_none() && shapes * 4 > candidates.len() {
+        // Mostly shapes, every one needed: one scan reads them cheaper than a read each.
+        for stored in index.keys.entries(db.store().snapshot()) {
+            let (id, _, json) = stored?;
+            offer(id, parse_geojson(&json));
+        }
+    } else {
+        for (id, point) in candidates {
+            if let Some(point) = point {
+                offer(id.into(), Some(Geometry::Point(point)));
+            } else if let Some((_, json)) = index.keys.get(db.store().as_ref(), &id)? {
+                offer(id.into(), parse_geojson(&json));
             }
         }
     }
