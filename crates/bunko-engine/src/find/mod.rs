@@ -22,6 +22,7 @@ pub mod mongo_count;
 mod mongo_cover;
 pub mod mongo_distinct;
 pub mod mongo_index;
+mod mongo_key;
 mod mongo_multikey;
 mod mongo_natural;
 pub mod mongo_stream;

@@ -288,6 +288,14 @@ fn rank(bounds: &[FieldBounds]) -> (std::cmp::Reverse<usize>, bool, usize) {
     (std::cmp::Reverse(fixed), !ranged, bounds.len())
 }
 
+/// Whether `selector` bounds `path` as the first field of an index on it would be bounded
+/// (what makes an index on `path` a candidate plan, e.g. MongoDB's `_id` index).
+pub fn bounds_path(selector: &Selector, path: &FieldPath) -> bool {
+    let conds = file(selector.root()).conds;
+    let bounds = field_bounds(std::slice::from_ref(path), &conds, KeyRules::default());
+    !matches!(bounds.first(), Some(FieldBounds::All) | None)
+}
+
 /// Whether the planner would choose a (non-sparse, non-partial) index on `fields` for
 /// `selector` over every index of `indexes` (the advisor's check of its suggestion).
 pub(crate) fn would_choose(

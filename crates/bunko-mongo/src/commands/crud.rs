@@ -21,6 +21,7 @@ use super::{Ctx, bool_of, cursor_reply, doc_of, int_of, namespace};
 use crate::error::MongoError;
 use crate::names::Namespace;
 use crate::projection::Projection;
+use crate::record_meta::KeySource;
 use crate::{query, wire};
 
 /// The deepest document that may be stored (MongoDB's documented limit).
@@ -422,7 +423,9 @@ fn find_unlimited(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoEr
     let filter = doc_of(command, "filter")?;
     let selector = query::selector(&filter)?;
     let order = query::sort(&doc_of(command, "sort")?)?;
-    let projection = Projection::parse_sorted(&doc_of(command, "projection")?, &filter, &order)?;
+    let meta = (bool_of(command, "returnKey", false)?, bool_of(command, "showRecordId", false)?);
+    let spec = doc_of(command, "projection")?;
+    let mut projection = Projection::parse_find(&spec, &filter, &order, meta)?;
     let skip = non_negative(command, "skip")?.unwrap_or(0);
     let limit = non_negative(command, "limit")?.filter(|&l| l > 0).unwrap_or(usize::MAX);
     let batch = non_negative(command, "batchSize")?.unwrap_or(DEFAULT_BATCH);
@@ -431,7 +434,18 @@ fn find_unlimited(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoEr
         return Ok(cursor_reply(0, &ns.full(), "firstBatch", Vec::new()));
     };
     let tailable = bool_of(command, "tailable", false)?;
-    if let Some(bounds) = super::min_max::bounds(&db, command)? {
+    let bounds = super::min_max::bounds(&db, command)?;
+    let cap = match bounds {
+        Some(_) => None,
+        None => natural(&db, command, tailable, &order)?,
+    };
+    if let Some(p) = projection.as_mut().filter(|p| p.needs_keys()) {
+        p.keyed(match cap {
+            Some(_) => KeySource::Scan,
+            None => key_source(&db, command, &selector, &order)?,
+        });
+    }
+    if let Some(bounds) = bounds {
         if tailable {
             return Err(MongoError::not_implemented("min/max on a tailable cursor"));
         }
@@ -448,7 +462,7 @@ fn find_unlimited(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoEr
         };
         return super::min_max::find(ctx, &db, command, bounds, find);
     }
-    if let Some(cap) = natural(&db, command, tailable, &order)? {
+    if let Some(cap) = cap {
         let request = super::capped::Request {
             selector,
             projection,
@@ -484,6 +498,19 @@ fn find_unlimited(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoEr
         ctx.server.cursors.open(ns.full(), ctx.session.user.clone(), next)
     };
     Ok(cursor_reply(id, &ns.full(), "firstBatch", first))
+}
+
+/// Where a `find` on `db` (not read in natural order) finds its documents, for their
+/// index keys.
+pub(super) fn key_source(
+    db: &Arc<Database>,
+    command: &Document,
+    selector: &Selector,
+    order: &[(FieldPath, Direction)],
+) -> Result<KeySource, MongoError> {
+    let hint = super::indexes::hint(db, command.get("hint"))?;
+    let id_hinted = hint.is_none() && !matches!(command.get("hint"), None | Some(Bson::Null));
+    KeySource::of(db, selector, order, (hint.as_deref(), id_hinted))
 }
 
 /// Whether a `find` on `db` reads a capped collection in natural order (`Some(descending)`):

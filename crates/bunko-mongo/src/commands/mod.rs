@@ -190,7 +190,7 @@ const TABLE: &[Command] = &[
     Command { name: "drop", aliases: &[], public: false, fields: Some(&["writeConcern"]), run: admin::drop },
     Command { name: "dropDatabase", aliases: &[], public: false, fields: Some(&["writeConcern"]), run: admin::drop_database },
     Command { name: "insert", aliases: &[], public: false, fields: Some(&["bypassDocumentValidation", "documents", "ordered", "writeConcern", "txnNumber"]), run: crud::insert },
-    Command { name: "find", aliases: &[], public: false, fields: Some(&["filter", "projection", "sort", "skip", "limit", "batchSize", "singleBatch", "readConcern", "allowDiskUse", "hint", "collation", "tailable", "awaitData", "maxTimeMS", "min", "max"]), run: crud::find },
+    Command { name: "find", aliases: &[], public: false, fields: Some(&["filter", "projection", "sort", "skip", "limit", "batchSize", "singleBatch", "readConcern", "allowDiskUse", "hint", "collation", "tailable", "awaitData", "maxTimeMS", "min", "max", "returnKey", "showRecordId"]), run: crud::find },
     Command { name: "delete", aliases: &[], public: false, fields: Some(&["deletes", "ordered", "writeConcern", "txnNumber"]), run: crud::delete },
     Command { name: "count", aliases: &[], public: false, fields: Some(&["query", "limit", "skip", "readConcern", "hint", "collation", "maxTimeMS"]), run: count::count },
     Command { name: "update", aliases: &[], public: false, fields: Some(&["bypassDocumentValidation", "updates", "ordered", "writeConcern", "txnNumber"]), run: update::update },
