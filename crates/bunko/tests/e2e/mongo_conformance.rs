@@ -1,6 +1,6 @@
 //! Behaviours found by the drivers' specification suites beyond CRUD (issue 13, session 30:
 //! `scripts/mongo-spec.sh` with `index_management`, `run_command`, `command_monitoring`,
-//! `collection_management`): the search index commands and stages refused as a MongoDB 8
+//! `collection_management`; session 31: `min`/`max` narrowing the index scan): the search index commands and stages refused as a MongoDB 8
 //! without Atlas Search refuses them, `maxTimeMS` on `find`, `maxTimeMS` on a `getMore` of a
 //! cursor that does not await data, and the top-level labels of a `failCommand` write
 //! concern error. Through pymongo.
@@ -256,4 +256,36 @@ print(json.dumps(out))
             "The value provided for min() does not come before the value provided for max() in the hinted index"
         ])
     );
+}
+
+#[test]
+fn min_and_max_narrow_the_hinted_index_scan() {
+    let s = Server::start();
+    let script = r#"
+db = client().shop
+db.t.insert_many([{"_id": i, "a": i, "b": i % 7} for i in range(300)])
+db.t.create_index("a", name="a_up")
+db.t.create_index([("a", -1)], name="a_down")
+db.t.create_index([("b", 1), ("a", -1)], name="b_a")
+def run(**kw):
+    docs = db.command("find", "t", **kw)["cursor"]["firstBatch"]
+    stats = db.command("explain", {"find": "t", **kw}, verbosity="executionStats")["executionStats"]
+    return [[d["_id"] for d in docs], stats["nReturned"], stats["totalKeysExamined"], stats["totalDocsExamined"]]
+out = {}
+out["up"] = run(hint="a_up", min={"a": 50}, max={"a": 60})
+out["down"] = run(hint="a_down", min={"a": 60}, max={"a": 50})
+out["filtered"] = run(hint="a_up", min={"a": 50}, max={"a": 60}, filter={"b": 3}, limit=1)
+out["compound"] = run(hint="b_a", min={"b": 3, "a": 200}, max={"b": 3, "a": 150})
+print(json.dumps(out))
+"#;
+    let Some(out) = crate::mongo::python(&s, script) else { return };
+    // The scan reads the keys from `min` to `max` (the key at `max` too), not all 300.
+    assert_eq!(out["up"], json!([(50..60).collect::<Vec<_>>(), 10, 11, 11]));
+    assert_eq!(out["down"], json!([(51..=60).rev().collect::<Vec<_>>(), 10, 11, 11]));
+    assert_eq!(out["filtered"], json!([[52], 1, 11, 11]));
+    // `b` ascending then `a` descending: the range bounds `b` alone (the 43 keys of b = 3),
+    // and the documents are kept within the bounds on both fields.
+    let compound: Vec<i64> = (151..=200).rev().filter(|a| a % 7 == 3).collect();
+    assert_eq!(out["compound"][0], json!(compound));
+    assert_eq!(out["compound"][2], json!(43));
 }
