@@ -1,9 +1,10 @@
 //! Behaviours found by the drivers' specification suites beyond CRUD (issue 13, session 30:
 //! `scripts/mongo-spec.sh` with `index_management`, `run_command`, `command_monitoring`,
-//! `collection_management`; session 31: `min`/`max` narrowing the index scan): the search index commands and stages refused as a MongoDB 8
+//! `collection_management`): the search index commands and stages refused as a MongoDB 8
 //! without Atlas Search refuses them, `maxTimeMS` on `find`, `maxTimeMS` on a `getMore` of a
 //! cursor that does not await data, and the top-level labels of a `failCommand` write
-//! concern error. Through pymongo.
+//! concern error; `min`/`max` bounding and (session 31) narrowing the hinted index scan.
+//! Through pymongo.
 
 use serde_json::json;
 
