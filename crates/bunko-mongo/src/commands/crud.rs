@@ -398,24 +398,9 @@ pub(super) fn non_negative(command: &Document, field: &str) -> Result<Option<usi
     }
 }
 
-/// `find`, held to its `maxTimeMS`: past it the answer (and its cursor) is dropped for
-/// `MaxTimeMSExpired`.
+/// `find` (its `maxTimeMS` is held by the command table, `super::read_deadline`).
 pub(super) fn find(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
-    let started = std::time::Instant::now();
     non_negative(command, "maxTimeMS")?;
-    let reply = find_unlimited(ctx, command)?;
-    if let Err(err) = within_max_time(command, started) {
-        let id = reply.get_document("cursor").ok().and_then(|c| c.get_i64("id").ok());
-        if let Some(id) = id.filter(|&id| id != 0) {
-            let user = ctx.session.user.as_ref();
-            let _ = ctx.server.cursors.kill(id, user) || ctx.server.tails.kill(id, user);
-        }
-        return Err(err);
-    }
-    Ok(reply)
-}
-
-fn find_unlimited(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
     if let Some(reply) = super::point_read::find(ctx, command)? {
         return Ok(reply);
     }
@@ -578,18 +563,24 @@ pub(super) fn take_batch(docs: &mut VecDeque<Document>, size: usize) -> Vec<Docu
     out
 }
 
-/// `maxTimeMS` (`0`: none) of a command that ran from `started`: past it the command fails
-/// with MongoDB's `MaxTimeMSExpired` (50) instead of answering (it is checked when the
-/// command is done, not while it runs).
+/// `maxTimeMS` (`0`: none) of a command that ran from `started`: past it (or past the
+/// limit its reads run under, `bunko_engine::deadline`) the command fails with MongoDB's
+/// `MaxTimeMSExpired` (50) instead of answering.
 pub(super) fn within_max_time(
     command: &Document,
     started: std::time::Instant,
 ) -> Result<(), MongoError> {
     let Some(ms) = non_negative(command, "maxTimeMS")? else { return Ok(()) };
-    if ms == 0 || started.elapsed().as_millis() <= ms as u128 {
+    if ms == 0 || (started.elapsed().as_millis() <= ms as u128 && !bunko_engine::deadline::passed())
+    {
         return Ok(());
     }
-    Err(MongoError::new(50, "MaxTimeMSExpired", "operation exceeded time limit"))
+    Err(max_time_expired())
+}
+
+/// MongoDB's `MaxTimeMSExpired` (50).
+pub(super) fn max_time_expired() -> MongoError {
+    MongoError::new(50, "MaxTimeMSExpired", "operation exceeded time limit")
 }
 
 pub(super) fn delete(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {

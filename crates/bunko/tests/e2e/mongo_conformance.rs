@@ -290,3 +290,53 @@ print(json.dumps(out))
     assert_eq!(out["compound"][0], json!(compound));
     assert_eq!(out["compound"][2], json!(43));
 }
+
+#[test]
+fn max_time_ms_stops_reads_and_the_fail_point_times_them_out() {
+    let s = Server::start_with(&["--mongo-test-commands"], &[]);
+    let script = r#"
+from pymongo.errors import ExecutionTimeout
+c = client()
+db = c.shop
+db.big.insert_many([{"_id": i, "a": i % 10, "pad": "x" * 200} for i in range(20000)])
+db.big.create_index("a")
+db.small.insert_many([{"_id": i} for i in range(3)])
+fp = lambda mode: c.admin.command("configureFailPoint", "maxTimeAlwaysTimeOut", mode=mode)
+out = {}
+# Scans that cannot finish within 1 ms stop with MaxTimeMSExpired.
+out["find"] = code_of(lambda: db.command("find", "big", filter={"pad": "none"}, maxTimeMS=1))
+out["sorted"] = code_of(lambda: db.command("find", "big", sort={"pad": 1, "_id": -1}, maxTimeMS=1))
+out["aggregate"] = code_of(lambda: db.command("aggregate", "big", pipeline=[{"$match": {"a": {"$gte": 0}}}, {"$group": {"_id": "$a"}}], cursor={}, maxTimeMS=1))
+out["count"] = code_of(lambda: db.command("count", "big", query={"pad": "none"}, maxTimeMS=1))
+# With room to finish, the same reads answer.
+out["roomy"] = db.command("count", "big", query={"a": 3}, maxTimeMS=600000)["n"]
+fp("alwaysOn")
+out["always"] = [code_of(lambda: db.command(name, "small", **kw)) for name, kw in [
+    ("find", {"maxTimeMS": 1000}),
+    ("find", {"filter": {"_id": 1}, "maxTimeMS": 1000}),
+    ("aggregate", {"pipeline": [], "cursor": {}, "maxTimeMS": 1000}),
+    ("count", {"maxTimeMS": 1000}),
+    ("distinct", {"key": "_id", "maxTimeMS": 1000}),
+]]
+try:
+    db.small.find_one(max_time_ms=1)
+except ExecutionTimeout as e:
+    out["driver"] = [e.code, e.details["codeName"], e.details["errmsg"]]
+out["without"] = len(db.command("find", "small")["cursor"]["firstBatch"])
+fp("off")
+out["off"] = len(db.command("find", "small", maxTimeMS=1000)["cursor"]["firstBatch"])
+fp({"times": 1})
+out["times"] = [code_of(lambda: db.command("find", "small", maxTimeMS=1000)) for _ in range(2)]
+print(json.dumps(out))
+"#;
+    let Some(out) = crate::mongo::python(&s, script) else { return };
+    for read in ["find", "sorted", "aggregate", "count"] {
+        assert_eq!(out[read], json!(50), "{read}");
+    }
+    assert_eq!(out["roomy"], json!(2000));
+    assert_eq!(out["always"], json!([50, 50, 50, 50, 50]));
+    assert_eq!(out["driver"], json!([50, "MaxTimeMSExpired", "operation exceeded time limit"]));
+    assert_eq!(out["without"], json!(3), "no maxTimeMS: no time limit");
+    assert_eq!(out["off"], json!(3));
+    assert_eq!(out["times"], json!([50, null]));
+}
