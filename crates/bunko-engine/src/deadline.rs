@@ -1,6 +1,6 @@
 //! A time limit on the reads the current thread runs (MongoDB's `maxTimeMS`): the
 //! MongoDB front end runs a command inside [`with`], and the scans that read documents
-//! or index entries one by one ([`check`]: the document scans of `find`, index scans,
+//! or index entries one by one (`check`: the document scans of `find`, index scans,
 //! the streams an aggregation pulls) stop with [`Error::TimeLimit`] once it has passed,
 //! instead of reading everything first. The clock is read on the first check and then
 //! every [`EVERY`] checks, so a scan pays for it rarely. Threads without a limit (every
