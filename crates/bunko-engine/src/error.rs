@@ -111,6 +111,10 @@ pub enum Error {
     /// Stored data could not be decoded (a bug or corruption).
     #[error("corrupt data: {0}")]
     Corrupt(String),
+    /// A read ran past the time limit it was given (`crate::deadline`, MongoDB's
+    /// `maxTimeMS`).
+    #[error("operation exceeded time limit")]
+    TimeLimit,
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

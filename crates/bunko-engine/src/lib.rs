@@ -50,6 +50,7 @@ pub mod changes;
 mod compact;
 mod database;
 pub mod db_updates;
+pub mod deadline;
 pub mod design;
 mod error;
 pub mod events;

@@ -200,6 +200,7 @@ impl From<bunko_engine::Error> for MongoError {
             E::TxnAborted(_) => Self::no_such_transaction(text),
             E::InTxn { error, .. } if matches!(*error, E::Conflict) => Self::write_conflict(text),
             E::InTxn { error, .. } => Self::from(*error),
+            E::TimeLimit => Self::new(50, "MaxTimeMSExpired", text),
             E::Storage(_) | E::Corrupt(_) => Self::internal(text),
             _ => Self::internal(text),
         }
@@ -241,6 +242,7 @@ mod tests {
     fn table_gives_mongodb_codes() {
         let cases: Vec<(MongoError, i32, &str)> = vec![
             (bunko_engine::Error::Conflict.into(), 112, "WriteConflict"),
+            (bunko_engine::Error::TimeLimit.into(), 50, "MaxTimeMSExpired"),
             (bunko_engine::Error::Forbidden("no".into()).into(), 13, "Unauthorized"),
             (bunko_engine::Error::NotFound("missing".into()).into(), 26, "NamespaceNotFound"),
             (bunko_engine::Error::FileExists.into(), 48, "NamespaceExists"),

@@ -14,6 +14,8 @@
 //! the write is done, or, with `failBeforeCommitExceptionCode`, without doing it (an open
 //! connection gets that error), counted per statement as in MongoDB.
 //! `failGetMoreAfterCursorCheckout` is `failCommand` on `getMore` (sharing its one slot).
+//! `maxTimeAlwaysTimeOut` makes every read with a `maxTimeMS` (`find`, `aggregate`,
+//! `count`, `distinct`) time out at once (`MaxTimeMSExpired`, 50), as MongoDB's does.
 
 use std::time::Duration;
 
@@ -101,6 +103,8 @@ struct PrimaryWrite {
 pub(crate) struct FailPoints {
     fail_command: Mutex<Option<FailCommand>>,
     primary_write: Mutex<Option<PrimaryWrite>>,
+    /// `maxTimeAlwaysTimeOut`: its `times` (`None`: always) and `skip`.
+    max_time: Mutex<Option<(Option<u64>, u64)>>,
 }
 
 /// What `onPrimaryTransactionalWrite` does to a retryable write.
@@ -117,8 +121,10 @@ impl FailPoints {
     pub fn configure(&self, command: &Document) -> Result<Document, MongoError> {
         let mut primary_write = false;
         let mut get_more = false;
+        let mut max_time = false;
         match command.get("configureFailPoint") {
             Some(Bson::String(name)) if name == "failCommand" => {}
+            Some(Bson::String(name)) if name == "maxTimeAlwaysTimeOut" => max_time = true,
             // MongoDB's getMore-only fail point: `failCommand` on `getMore`.
             Some(Bson::String(name)) if name == "failGetMoreAfterCursorCheckout" => get_more = true,
             Some(Bson::String(name)) if name == "onPrimaryTransactionalWrite" => {
@@ -126,14 +132,16 @@ impl FailPoints {
             }
             Some(Bson::String(name)) => {
                 return Err(MongoError::not_implemented(format!(
-                    "fail point {name} is not supported (only failCommand)"
+                    "fail point {name} is not supported (only failCommand, failGetMoreAfterCursorCheckout, onPrimaryTransactionalWrite and maxTimeAlwaysTimeOut)"
                 )));
             }
             _ => return Err(MongoError::type_mismatch("configureFailPoint must be a string")),
         }
         let (times, skip) = match command.get("mode") {
             Some(Bson::String(m)) if m == "off" => {
-                if primary_write {
+                if max_time {
+                    *self.max_time.lock() = None;
+                } else if primary_write {
                     *self.primary_write.lock() = None;
                 } else {
                     *self.fail_command.lock() = None;
@@ -147,6 +155,10 @@ impl FailPoints {
                 return Err(MongoError::bad_value("mode must be off, alwaysOn, {times} or {skip}"));
             }
         };
+        if max_time {
+            *self.max_time.lock() = Some((times, skip));
+            return Ok(doc! {"count": 0});
+        }
         if primary_write {
             let data = doc_of(command.get("data"));
             let code = match data.get("failBeforeCommitExceptionCode") {
@@ -175,7 +187,25 @@ impl FailPoints {
 
     /// Whether any fail point is set.
     pub fn armed(&self) -> bool {
-        self.fail_command.lock().is_some() || self.primary_write.lock().is_some()
+        self.fail_command.lock().is_some()
+            || self.primary_write.lock().is_some()
+            || self.max_time.lock().is_some()
+    }
+
+    /// Whether `maxTimeAlwaysTimeOut` times out the read about to run (counting it).
+    pub fn max_time_always(&self) -> bool {
+        let mut slot = self.max_time.lock();
+        let Some((times, skip)) = slot.as_mut() else { return false };
+        if *skip > 0 {
+            *skip -= 1;
+            return false;
+        }
+        match times {
+            Some(1) => *slot = None,
+            Some(n) => *n -= 1,
+            None => {}
+        }
+        true
     }
 
     /// What the command `name` of a connection named `app_name` meets, if it fails.

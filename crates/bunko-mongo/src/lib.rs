@@ -28,6 +28,7 @@ mod fail_point;
 pub mod names;
 mod projection;
 mod query;
+mod record_meta;
 mod retried;
 mod sessions;
 mod snapshots;

@@ -7,10 +7,14 @@
 //! adds the values the find's sort ordered the document by (one per sort field, as the sort
 //! reads them: a missing field `null`, an array its smallest element ascending, its largest
 //! descending), without turning the projection into an inclusion; without a sort it is
-//! MongoDB's `BadValue`. Other `$meta` arguments are refused as MongoDB refuses them
-//! without the metadata (`textScore` without `$text`: 40218; an unknown argument: 17308);
-//! the others MongoDB knows (`indexKey`, `recordId`, search and geo metadata) are
-//! `NotImplemented`.
+//! MongoDB's `BadValue`. `{$meta: "indexKey"}` adds the key of the index the query found
+//! the document at (left out when no index was used) and `{$meta: "recordId"}` the
+//! document's record id ([`crate::record_meta`]); a `returnKey` projection keeps only the
+//! index key and the sort keys (MongoDB ignores the rest of the projection then). These
+//! fields go after the projected ones, in the projection's order. Other `$meta` arguments
+//! are refused as MongoDB refuses them without the metadata (`textScore` without `$text`:
+//! 40218; an unknown argument: 17308); the others MongoDB knows (search and geo metadata)
+//! are `NotImplemented`, and so are `indexKey`/`recordId` inside computed expressions.
 
 use std::sync::Arc;
 
@@ -22,6 +26,7 @@ use bunko_query::{Direction, FieldPath, Selector};
 
 use crate::error::MongoError;
 use crate::query::{self, matches};
+use crate::record_meta::{self, KeySource};
 
 /// A parsed projection.
 #[derive(Debug, Clone)]
@@ -32,10 +37,22 @@ pub struct Projection {
     ops: Vec<(Vec<String>, Op)>,
     /// The paths it reads, when an index holding them may answer (a plain inclusion).
     paths: Option<Vec<FieldPath>>,
-    /// Fields set to the document's sort key (`{$meta: "sortKey"}`).
-    sort_keys: Vec<String>,
+    /// Fields set to the document's metadata (`{$meta: "sortKey"}` and the like).
+    metas: Vec<(String, Meta)>,
     /// The find's sort (paths, ascending), which the sort keys hold values of.
     order: Option<SortSpec>,
+    /// `returnKey`: the document is its index key (and its sort keys) alone.
+    return_key: bool,
+    /// Where index keys come from ([`Projection::needs_keys`]); unset: no index.
+    keys: Option<Arc<KeySource>>,
+}
+
+/// A `{$meta: …}` field a find's projection fills.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Meta {
+    SortKey,
+    IndexKey,
+    RecordId,
 }
 
 #[derive(Clone)]
@@ -116,7 +133,7 @@ impl Projection {
         let mut seen = Seen::default();
         let mut plain = Document::new();
         let mut ops = Vec::new();
-        let mut sort_keys = Vec::new();
+        let mut metas = Vec::new();
         let mut flat = Vec::new();
         flatten(spec, "", &mut flat)?;
         for (field, value) in &flat {
@@ -131,13 +148,13 @@ impl Projection {
                 ops.push((split(path), op));
                 continue;
             }
-            if is_sort_key(value) {
+            if let Some(meta) = meta_of(value) {
                 if field.contains('.') {
                     return Err(MongoError::not_implemented(format!(
-                        "$meta projection of \"sortKey\" into a dotted field ({field}) is not supported yet"
+                        "$meta projection into a dotted field ({field}) is not supported yet"
                     )));
                 }
-                sort_keys.push(field.clone());
+                metas.push((field.clone(), meta));
                 continue;
             }
             if let Some(op) = find_operator(&mut seen, field, value)? {
@@ -160,8 +177,51 @@ impl Projection {
                 .map(|p| p.iter().map(|p| FieldPath::from_segments(p.split('.'))).collect()),
             _ => None,
         };
-        let paths = paths.filter(|_| sort_keys.is_empty());
-        Ok(Some(Projection { shape, ops, paths, sort_keys, order: None }))
+        let paths = paths.filter(|_| metas.is_empty());
+        let (return_key, keys) = (false, None);
+        Ok(Some(Projection { shape, ops, paths, metas, order: None, return_key, keys }))
+    }
+
+    /// The projection of a `find` with `returnKey` (and `showRecordId`, which adds
+    /// `{$recordId: {$meta: "recordId"}}` unless the projection names `$recordId`), as
+    /// MongoDB builds it: `spec` is checked as usual, but with `returnKey` only its sort
+    /// key fields are kept.
+    pub fn parse_find(
+        spec: &Document,
+        filter: &Document,
+        order: &[(FieldPath, Direction)],
+        (return_key, show_record_id): (bool, bool),
+    ) -> Result<Option<Projection>, MongoError> {
+        let mut spec = spec.clone();
+        if show_record_id && !spec.contains_key("$recordId") {
+            spec.insert("$recordId", doc! {"$meta": "recordId"});
+        }
+        let projection = Projection::parse_sorted(&spec, filter, order)?;
+        if !return_key {
+            return Ok(projection);
+        }
+        let sort_keys = projection.map(|p| p.metas).unwrap_or_default();
+        let mut keyed = Projection {
+            shape: None,
+            ops: Vec::new(),
+            paths: None,
+            metas: sort_keys.into_iter().filter(|(_, m)| *m == Meta::SortKey).collect(),
+            order: None,
+            return_key: true,
+            keys: None,
+        };
+        keyed.sorted_by(order)?;
+        Ok(Some(keyed))
+    }
+
+    /// Whether the projection shows index keys, which [`Projection::keyed`] must give it.
+    pub fn needs_keys(&self) -> bool {
+        self.return_key || self.metas.iter().any(|(_, m)| *m == Meta::IndexKey)
+    }
+
+    /// Gives the projection where the query found its documents (their index keys).
+    pub fn keyed(&mut self, keys: KeySource) {
+        self.keys = Some(Arc::new(keys));
     }
 
     /// [`Projection::parse`] of the projection of a query sorted by `order` (empty: not
@@ -181,7 +241,7 @@ impl Projection {
     /// Gives the projection the find's sort, which `{$meta: "sortKey"}` reports; without
     /// one such a projection is MongoDB's `BadValue`.
     fn sorted_by(&mut self, order: &[(FieldPath, Direction)]) -> Result<(), MongoError> {
-        if !self.sort_keys.is_empty() && order.is_empty() {
+        if self.metas.iter().any(|(_, m)| *m == Meta::SortKey) && order.is_empty() {
             return Err(MongoError::bad_value(
                 "cannot use sortKey $meta projection without a sort",
             ));
@@ -207,6 +267,15 @@ impl Projection {
     /// The projected document; an expression's error, or `51246` when a positional `$`
     /// finds no matching element.
     pub fn apply(&self, doc: &Document) -> Result<Document, MongoError> {
+        let key = match &self.keys {
+            Some(keys) if self.needs_keys() => keys.key(doc)?,
+            _ => None,
+        };
+        if self.return_key {
+            let mut out = key.unwrap_or_default();
+            self.add_metas(doc, None, &mut out);
+            return Ok(out);
+        }
         let mut input = doc.clone();
         for (path, op) in &self.ops {
             operate(&mut input, doc, path, op)?;
@@ -218,13 +287,26 @@ impl Projection {
             }
             None => input,
         };
-        for field in &self.sort_keys {
-            let key: Vec<Bson> = (self.order.iter().flat_map(|o| o.iter()))
-                .map(|(path, asc)| bunko_query::agg::document_sort_key(doc, path, *asc))
-                .collect();
-            out.insert(field.clone(), key);
-        }
+        self.add_metas(doc, key, &mut out);
         Ok(out)
+    }
+
+    /// Adds the metadata fields of `doc` to its projected form `out`; `key`: its index key.
+    fn add_metas(&self, doc: &Document, key: Option<Document>, out: &mut Document) {
+        for (field, meta) in &self.metas {
+            let value: Bson = match meta {
+                Meta::SortKey => (self.order.iter().flat_map(|o| o.iter()))
+                    .map(|(path, asc)| bunko_query::agg::document_sort_key(doc, path, *asc))
+                    .collect::<Vec<Bson>>()
+                    .into(),
+                Meta::IndexKey => match &key {
+                    Some(key) => key.clone().into(),
+                    None => continue,
+                },
+                Meta::RecordId => record_meta::record_id(doc).into(),
+            };
+            out.insert(field.clone(), value);
+        }
     }
 }
 
@@ -341,10 +423,15 @@ fn find_operator(seen: &mut Seen, field: &str, value: &Bson) -> Result<Option<Op
     }
 }
 
-/// Whether a projection value is `{$meta: "sortKey"}`.
-fn is_sort_key(value: &Bson) -> bool {
-    let Bson::Document(sub) = value else { return false };
-    sub.len() == 1 && matches!(sub.get("$meta"), Some(Bson::String(s)) if s == "sortKey")
+/// The metadata a projection value `{$meta: "sortKey" | "indexKey" | "recordId"}` asks for.
+fn meta_of(value: &Bson) -> Option<Meta> {
+    let Bson::Document(sub) = value else { return None };
+    match (sub.len(), sub.get("$meta")) {
+        (1, Some(Bson::String(s))) if s == "sortKey" => Some(Meta::SortKey),
+        (1, Some(Bson::String(s))) if s == "indexKey" => Some(Meta::IndexKey),
+        (1, Some(Bson::String(s))) if s == "recordId" => Some(Meta::RecordId),
+        _ => None,
+    }
 }
 
 /// Why a `{$meta: arg}` projection other than `sortKey` is refused, as MongoDB refuses
@@ -550,7 +637,13 @@ mod tests {
         assert_eq!(p(doc! {})?, d);
         assert_eq!(p(doc! {"a": 1, "b": 0}).err().map(|e| e.code), Some(31254));
         assert_eq!(p(doc! {"a": {"$meta": "textScore"}}).err().map(|e| e.code), Some(40218));
-        assert_eq!(p(doc! {"a": {"$meta": "indexKey"}}).err().map(|e| e.code), Some(238));
+        assert_eq!(p(doc! {"a": {"$meta": "indexKey"}})?, d, "no index: no key");
+        assert_eq!(p(doc! {"a": {"$meta": "searchScore"}}).err().map(|e| e.code), Some(238));
+        let id = record_meta::record_id(&d);
+        assert_eq!(
+            p(doc! {"name": 1, "r": {"$meta": "recordId"}})?,
+            doc! {"_id": 1, "name": "Sato", "r": id}
+        );
         assert_eq!(p(doc! {"a": {"$meta": "bogus"}}).err().map(|e| e.code), Some(17308));
         assert_eq!(
             p(doc! {"_id": 0, "n": {"$concat": ["$name", "!"]}, "c": "$x.z"})?,

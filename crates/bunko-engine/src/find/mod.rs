@@ -22,6 +22,7 @@ pub mod mongo_count;
 mod mongo_cover;
 pub mod mongo_distinct;
 pub mod mongo_index;
+mod mongo_key;
 mod mongo_multikey;
 mod mongo_natural;
 pub mod mongo_stream;
@@ -420,6 +421,7 @@ impl Database {
         {
             let (key, value) = entry?;
             run.stats.keys_examined += 1;
+            crate::deadline::check()?;
             let Some((_, id, whole)) = entries::decode_full(&value) else { continue };
             if !run.seen.insert(id.clone()) {
                 continue;
@@ -454,6 +456,7 @@ impl Database {
                 continue; // deleted: not a row of `_all_docs`
             }
             run.stats.keys_examined += 1;
+            crate::deadline::check()?;
             let id = keys::decode_doc(&key)?;
             if kind(&id) != DocKind::Normal {
                 // CouchDB reads design documents too, then skips them; a MongoDB collection

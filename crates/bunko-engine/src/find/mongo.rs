@@ -92,7 +92,7 @@ impl Database {
 
 impl Database {
     /// [`Database::find_mongo`] over the index `scan` chose.
-    fn find_mongo_indexed(
+    pub fn find_mongo_indexed(
         &self,
         reader: &UserCtx,
         query: &FindQuery,

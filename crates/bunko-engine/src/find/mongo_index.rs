@@ -72,19 +72,54 @@ pub struct MongoScan {
     pub reverse: bool,
     /// The scan yields documents in the query's sort order ([`Database::mongo_sort_plan`]).
     pub sorted: bool,
+    /// The storage range the scan stays within besides its bounds (`find`'s `min`/`max`,
+    /// [`MongoScan::clamp_to_keys`]).
+    pub(super) clamp: Option<Range>,
 }
 
 impl MongoScan {
     /// A forward scan of `index` within `bounds`, with no rejected plans.
     pub(super) fn unsorted(index: Arc<Index>, bounds: Vec<FieldBounds>) -> Self {
-        MongoScan { index, bounds, rejected: Vec::new(), reverse: false, sorted: false }
+        MongoScan {
+            index,
+            bounds,
+            rejected: Vec::new(),
+            reverse: false,
+            sorted: false,
+            clamp: None,
+        }
     }
 
     /// The storage ranges of the index entries the scan reads, in ascending order (string
     /// bounds as the sort keys of the index's collation).
     pub(super) fn storage_ranges(&self, db: u64) -> Vec<Range> {
         let prefix = entries::prefix(db, self.index.num(), None);
-        collation::with(self.index.compiled.collation(), || storage_ranges(&prefix, &self.bounds))
+        let ranges = collation::with(self.index.compiled.collation(), || {
+            storage_ranges(&prefix, &self.bounds)
+        });
+        match &self.clamp {
+            Some(clamp) => ranges.iter().filter_map(|r| intersect(r, clamp)).collect(),
+            None => ranges,
+        }
+    }
+
+    /// Keeps the scan to the index keys from `lower` to `upper` (one value per index field,
+    /// `upper` excluded, compared in the index's order, each field in its direction: `find`'s
+    /// `min` and `max`). Entries are stored ascending whatever the declared directions, so
+    /// the range bounds the leading fields that share the first field's direction, with
+    /// `upper`'s key included (numbers MongoDB tells apart may share a key): the documents
+    /// read must still be checked against the exact bounds.
+    pub fn clamp_to_keys(&mut self, db: u64, lower: &[Value], upper: &[Value]) {
+        let Some(spec) = &self.index.def.mongo else { return };
+        let Some((_, first)) = spec.key.first() else { return };
+        let run = spec.key.iter().take_while(|(_, dir)| (*dir < 0) == (*first < 0)).count();
+        let (lo, hi) = if *first < 0 { (upper, lower) } else { (lower, upper) };
+        let at = |values: &[Value]| {
+            let mut key = entries::prefix(db, self.index.num(), None);
+            values.iter().take(run).for_each(|v| encode(v, &mut key));
+            key
+        };
+        self.clamp = Some((Bound::Included(at(lo)), prefix_range(&at(hi)).1));
     }
 
     /// `indexBounds` as MongoDB's explain shows them (a string bound of a collated index as
@@ -119,7 +154,8 @@ impl Database {
             };
             let index = index.clone();
             let rejected = Vec::new();
-            return Ok(Some(MongoScan { index, bounds, rejected, reverse: false, sorted: false }));
+            let (reverse, sorted, clamp) = (false, false, None);
+            return Ok(Some(MongoScan { index, bounds, rejected, reverse, sorted, clamp }));
         }
         let mut ranked: Vec<(Arc<Index>, Vec<FieldBounds>)> = indexes
             .into_iter()
@@ -134,7 +170,7 @@ impl Database {
         let mut ranked = ranked.into_iter();
         let Some((index, bounds)) = ranked.next() else { return Ok(None) };
         let rejected = ranked.map(|(index, bounds)| MongoScan::unsorted(index, bounds)).collect();
-        Ok(Some(MongoScan { index, bounds, rejected, reverse: false, sorted: false }))
+        Ok(Some(MongoScan { index, bounds, rejected, reverse: false, sorted: false, clamp: None }))
     }
 
     /// An index that yields every document in the order `order` asks (its first fields are
@@ -160,7 +196,7 @@ impl Database {
         })?;
         let bounds = vec![FieldBounds::All; index.def.fields.len()];
         let reverse = *first == Direction::Desc;
-        Some(MongoScan { index, bounds, rejected: Vec::new(), reverse, sorted: true })
+        Some(MongoScan { index, bounds, rejected: Vec::new(), reverse, sorted: true, clamp: None })
     }
 
     /// Runs the plan `scan` read-only for a trial period, as MongoDB's multi-planner runs
@@ -286,6 +322,14 @@ fn rank(bounds: &[FieldBounds]) -> (std::cmp::Reverse<usize>, bool, usize) {
     let ranged =
         bounds.iter().any(|f| matches!(f, FieldBounds::Range { .. } | FieldBounds::Union(_)));
     (std::cmp::Reverse(fixed), !ranged, bounds.len())
+}
+
+/// Whether `selector` bounds `path` as the first field of an index on it would be bounded
+/// (what makes an index on `path` a candidate plan, e.g. MongoDB's `_id` index).
+pub fn bounds_path(selector: &Selector, path: &FieldPath) -> bool {
+    let conds = file(selector.root()).conds;
+    let bounds = field_bounds(std::slice::from_ref(path), &conds, KeyRules::default());
+    !matches!(bounds.first(), Some(FieldBounds::All) | None)
 }
 
 /// Whether the planner would choose a (non-sparse, non-partial) index on `fields` for
@@ -527,6 +571,37 @@ fn storage_ranges(base: &[u8], bounds: &[FieldBounds]) -> Vec<Range> {
     prefixes.iter().map(|p| prefix_range(p)).collect()
 }
 
+/// The part of storage range `a` within `b` (`None`: none).
+fn intersect(a: &Range, b: &Range) -> Option<Range> {
+    // A bound's key, and whether it is excluded; `None`: unbounded.
+    let key = |b: &Bound<Vec<u8>>| match b {
+        Bound::Included(k) => Some((k.clone(), false)),
+        Bound::Excluded(k) => Some((k.clone(), true)),
+        Bound::Unbounded => None,
+    };
+    // The later start (at one key, an excluded start is the later one).
+    let start = match (key(&a.0), key(&b.0)) {
+        (Some(x), Some(y)) if x < y => b.0.clone(),
+        (None, _) => b.0.clone(),
+        _ => a.0.clone(),
+    };
+    // The earlier end (at one key, an excluded end is the earlier one).
+    let end_key = |b: &Bound<Vec<u8>>| key(b).map(|(k, excluded)| (k, !excluded));
+    let end = match (end_key(&a.1), end_key(&b.1)) {
+        (Some(x), Some(y)) if y < x => b.1.clone(),
+        (None, _) => b.1.clone(),
+        _ => a.1.clone(),
+    };
+    let empty = match (&start, &end) {
+        (Bound::Included(s), Bound::Included(e)) => s > e,
+        (Bound::Included(s) | Bound::Excluded(s), Bound::Included(e) | Bound::Excluded(e)) => {
+            s >= e
+        }
+        _ => false,
+    };
+    (!empty).then_some((start, end))
+}
+
 /// A value's index key.
 fn key_of(value: &Value) -> Vec<u8> {
     let mut key = Vec::new();
@@ -607,5 +682,24 @@ fn class_end(class: Class, upper: bool) -> String {
         (Class::String, true) => "{}".into(),
         (_, false) => "MinKey".into(),
         (_, true) => "MaxKey".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intersected_ranges_keep_the_inner_bounds() {
+        let k = |b: &[u8]| b.to_vec();
+        let a: Range = (Bound::Included(k(b"b")), Bound::Excluded(k(b"m")));
+        let b: Range = (Bound::Excluded(k(b"b")), Bound::Unbounded);
+        assert_eq!(intersect(&a, &b), Some((Bound::Excluded(k(b"b")), Bound::Excluded(k(b"m")))));
+        let c: Range = (Bound::Unbounded, Bound::Included(k(b"c")));
+        assert_eq!(intersect(&a, &c), Some((Bound::Included(k(b"b")), Bound::Included(k(b"c")))));
+        let d: Range = (Bound::Included(k(b"m")), Bound::Unbounded);
+        assert_eq!(intersect(&a, &d), None, "the end is excluded");
+        let e: Range = (Bound::Unbounded, Bound::Unbounded);
+        assert_eq!(intersect(&e, &a), Some(a.clone()));
     }
 }

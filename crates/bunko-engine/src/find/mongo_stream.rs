@@ -107,6 +107,7 @@ impl Database {
         let range = id_range(db, selector).unwrap_or_else(|| keys::doc_range(db));
         let (read, selector) = (snap.clone(), selector.clone());
         let fetch = move |id: String, info: Vec<u8>| -> Result<Option<Value>> {
+            crate::deadline::check()?;
             let info: records::DocInfo = records::decode(&info)?;
             let (rev, deleted) = info.winner()?;
             if deleted || kind(&id) != DocKind::Normal {
@@ -252,6 +253,7 @@ impl IndexStream {
 
     /// The document an index entry names, if it is live, not seen before and matches.
     fn read(&mut self, value: &[u8]) -> Result<Option<Value>> {
+        crate::deadline::check()?;
         self.stats.keys_examined += 1;
         if let Some(counts) = &self.counts {
             counts.keys.fetch_add(1, Ordering::Relaxed);

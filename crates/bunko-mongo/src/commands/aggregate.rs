@@ -18,8 +18,9 @@
 //! engine's temporary keys (`bunko_query::agg::spill`) when `allowDiskUse` is true (the
 //! default, as MongoDB 6+) and fails with `QueryExceededMemoryLimitNoDiskUseAllowed` (292)
 //! when it is false. `hint` (an index name or key pattern, as `find` takes it) picks the
-//! index of the pushed-down query; `maxTimeMS` is accepted; `collation` applies to the
-//! whole pipeline (string comparisons in `$match` and the pushed-down query).
+//! index of the pushed-down query; `maxTimeMS` limits the command (the command table runs
+//! it under the limit, where its scans stop); `collation` applies to the whole pipeline
+//! (string comparisons in `$match` and the pushed-down query).
 
 use std::iter::Peekable;
 use std::sync::Arc;

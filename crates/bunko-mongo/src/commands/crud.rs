@@ -21,6 +21,7 @@ use super::{Ctx, bool_of, cursor_reply, doc_of, int_of, namespace};
 use crate::error::MongoError;
 use crate::names::Namespace;
 use crate::projection::Projection;
+use crate::record_meta::KeySource;
 use crate::{query, wire};
 
 /// The deepest document that may be stored (MongoDB's documented limit).
@@ -397,24 +398,9 @@ pub(super) fn non_negative(command: &Document, field: &str) -> Result<Option<usi
     }
 }
 
-/// `find`, held to its `maxTimeMS`: past it the answer (and its cursor) is dropped for
-/// `MaxTimeMSExpired`.
+/// `find` (its `maxTimeMS` is held by the command table, `super::read_deadline`).
 pub(super) fn find(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
-    let started = std::time::Instant::now();
     non_negative(command, "maxTimeMS")?;
-    let reply = find_unlimited(ctx, command)?;
-    if let Err(err) = within_max_time(command, started) {
-        let id = reply.get_document("cursor").ok().and_then(|c| c.get_i64("id").ok());
-        if let Some(id) = id.filter(|&id| id != 0) {
-            let user = ctx.session.user.as_ref();
-            let _ = ctx.server.cursors.kill(id, user) || ctx.server.tails.kill(id, user);
-        }
-        return Err(err);
-    }
-    Ok(reply)
-}
-
-fn find_unlimited(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
     if let Some(reply) = super::point_read::find(ctx, command)? {
         return Ok(reply);
     }
@@ -422,7 +408,9 @@ fn find_unlimited(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoEr
     let filter = doc_of(command, "filter")?;
     let selector = query::selector(&filter)?;
     let order = query::sort(&doc_of(command, "sort")?)?;
-    let projection = Projection::parse_sorted(&doc_of(command, "projection")?, &filter, &order)?;
+    let meta = (bool_of(command, "returnKey", false)?, bool_of(command, "showRecordId", false)?);
+    let spec = doc_of(command, "projection")?;
+    let mut projection = Projection::parse_find(&spec, &filter, &order, meta)?;
     let skip = non_negative(command, "skip")?.unwrap_or(0);
     let limit = non_negative(command, "limit")?.filter(|&l| l > 0).unwrap_or(usize::MAX);
     let batch = non_negative(command, "batchSize")?.unwrap_or(DEFAULT_BATCH);
@@ -431,7 +419,18 @@ fn find_unlimited(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoEr
         return Ok(cursor_reply(0, &ns.full(), "firstBatch", Vec::new()));
     };
     let tailable = bool_of(command, "tailable", false)?;
-    if let Some(bounds) = super::min_max::bounds(&db, command)? {
+    let bounds = super::min_max::bounds(&db, command)?;
+    let cap = match bounds {
+        Some(_) => None,
+        None => natural(&db, command, tailable, &order)?,
+    };
+    if let Some(p) = projection.as_mut().filter(|p| p.needs_keys()) {
+        p.keyed(match cap {
+            Some(_) => KeySource::Scan,
+            None => key_source(&db, command, &selector, &order)?,
+        });
+    }
+    if let Some(bounds) = bounds {
         if tailable {
             return Err(MongoError::not_implemented("min/max on a tailable cursor"));
         }
@@ -448,7 +447,7 @@ fn find_unlimited(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoEr
         };
         return super::min_max::find(ctx, &db, command, bounds, find);
     }
-    if let Some(cap) = natural(&db, command, tailable, &order)? {
+    if let Some(cap) = cap {
         let request = super::capped::Request {
             selector,
             projection,
@@ -484,6 +483,19 @@ fn find_unlimited(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoEr
         ctx.server.cursors.open(ns.full(), ctx.session.user.clone(), next)
     };
     Ok(cursor_reply(id, &ns.full(), "firstBatch", first))
+}
+
+/// Where a `find` on `db` (not read in natural order) finds its documents, for their
+/// index keys.
+pub(super) fn key_source(
+    db: &Arc<Database>,
+    command: &Document,
+    selector: &Selector,
+    order: &[(FieldPath, Direction)],
+) -> Result<KeySource, MongoError> {
+    let hint = super::indexes::hint(db, command.get("hint"))?;
+    let id_hinted = hint.is_none() && !matches!(command.get("hint"), None | Some(Bson::Null));
+    KeySource::of(db, selector, order, (hint.as_deref(), id_hinted))
 }
 
 /// Whether a `find` on `db` reads a capped collection in natural order (`Some(descending)`):
@@ -551,18 +563,24 @@ pub(super) fn take_batch(docs: &mut VecDeque<Document>, size: usize) -> Vec<Docu
     out
 }
 
-/// `maxTimeMS` (`0`: none) of a command that ran from `started`: past it the command fails
-/// with MongoDB's `MaxTimeMSExpired` (50) instead of answering (it is checked when the
-/// command is done, not while it runs).
+/// `maxTimeMS` (`0`: none) of a command that ran from `started`: past it (or past the
+/// limit its reads run under, `bunko_engine::deadline`) the command fails with MongoDB's
+/// `MaxTimeMSExpired` (50) instead of answering.
 pub(super) fn within_max_time(
     command: &Document,
     started: std::time::Instant,
 ) -> Result<(), MongoError> {
     let Some(ms) = non_negative(command, "maxTimeMS")? else { return Ok(()) };
-    if ms == 0 || started.elapsed().as_millis() <= ms as u128 {
+    if ms == 0 || (started.elapsed().as_millis() <= ms as u128 && !bunko_engine::deadline::passed())
+    {
         return Ok(());
     }
-    Err(MongoError::new(50, "MaxTimeMSExpired", "operation exceeded time limit"))
+    Err(max_time_expired())
+}
+
+/// MongoDB's `MaxTimeMSExpired` (50).
+pub(super) fn max_time_expired() -> MongoError {
+    MongoError::new(50, "MaxTimeMSExpired", "operation exceeded time limit")
 }
 
 pub(super) fn delete(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {

@@ -90,8 +90,12 @@ pub(super) fn explain(ctx: &mut Ctx, command: &Document) -> Result<Document, Mon
             }
             _ => Vec::new(),
         };
+        let bounds = match inner.keys().next().map(String::as_str) {
+            Some("find") => super::min_max::bounds(&db, inner)?,
+            _ => None,
+        };
         let run = (selector, &order[..], hint, blocking, reads);
-        let mut stats = execution(&user, &db, &target, run, &access)?;
+        let mut stats = execution(&user, &db, &target, (run, bounds.as_ref()), &access)?;
         if verbosity == "allPlansExecution" {
             stats.insert("allPlansExecution", trials);
         }
@@ -436,7 +440,7 @@ fn execution(
     user: &bunko_engine::security::UserCtx,
     db: &Database,
     target: &Explained,
-    (selector, order, hint, blocking, reads): Run,
+    ((selector, order, hint, blocking, reads), bounds): (Run, Option<&super::min_max::Bounds>),
     access: &Document,
 ) -> Result<Document, MongoError> {
     let limit = if target.limit == 0 { usize::MAX } else { target.limit };
@@ -444,7 +448,10 @@ fn execution(
     query.use_index = hint.map(|h| (h, None));
     query.fields = reads;
     let started = std::time::Instant::now();
-    let result = db.find_mongo(user, &query, order)?;
+    let result = match bounds {
+        Some(bounds) => super::min_max::run(user, db, query, order, bounds)?,
+        None => db.find_mongo(user, &query, order)?,
+    };
     let millis = number(started.elapsed().as_millis() as u64);
     let n = result.docs.len() as i32;
     let (keys, docs) = match &result.index {

@@ -227,7 +227,9 @@ fn find(ctx: &mut Ctx, txn: &mut Txn, command: &Document) -> Result<Document, Mo
     let ns = namespace(ctx, command)?;
     let filter = doc_of(command, "filter")?;
     let order = query::sort(&doc_of(command, "sort")?)?;
-    let projection = Projection::parse_sorted(&doc_of(command, "projection")?, &filter, &order)?;
+    let meta = (bool_of(command, "returnKey", false)?, bool_of(command, "showRecordId", false)?);
+    let spec = doc_of(command, "projection")?;
+    let mut projection = Projection::parse_find(&spec, &filter, &order, meta)?;
     let skip = non_negative(command, "skip")?.unwrap_or(0);
     let limit = non_negative(command, "limit")?.filter(|&l| l > 0).unwrap_or(usize::MAX);
     let batch = non_negative(command, "batchSize")?.unwrap_or(DEFAULT_BATCH);
@@ -240,6 +242,10 @@ fn find(ctx: &mut Ctx, txn: &mut Txn, command: &Document) -> Result<Document, Mo
     let Some(db) = txn_db(ctx, txn, &ns, "find")? else {
         return Ok(cursor_reply(0, &ns.full(), "firstBatch", Vec::new()));
     };
+    if let Some(p) = projection.as_mut().filter(|p| p.needs_keys()) {
+        let selector = query::selector(&filter)?;
+        p.keyed(super::crud::key_source(&db, command, &selector, &order)?);
+    }
     let hint = super::indexes::hint(&db, command.get("hint"))?;
     let found = matching_hinted(txn, &db, &filter, (&order, hint.as_deref()), skip, limit)?;
     let shown = |d: Document| projection.as_ref().map_or(Ok(d.clone()), |p| p.apply(&d));

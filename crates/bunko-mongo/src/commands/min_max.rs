@@ -7,9 +7,11 @@
 //! Checked as MongoDB checks them: a hint is required (51173), each bound names the index's
 //! fields in its order (51174, also for a string bound under a query collation), and `min`
 //! must come before `max` (51175); a bound left out is the index's open end (`MinKey` /
-//! `MaxKey` by direction). The bounds filter the documents the hinted index's scan finds
-//! (the scan itself is not narrowed by them yet); an index with a collation or a hashed
-//! field is `NotImplemented`.
+//! `MaxKey` by direction). The bounds narrow the hinted index's scan
+//! (`MongoScan::clamp_to_keys`: its leading fields that share the first one's direction),
+//! and every document it finds is checked against them exactly; the `_id` index (documents
+//! are stored by their document ids, whose order is not MongoDB's for numbers) is read
+//! whole and filtered. An index with a collation or a hashed field is `NotImplemented`.
 
 use std::cmp::Ordering;
 
@@ -169,12 +171,11 @@ pub(super) fn find(
     bounds: Bounds,
     find: Within,
 ) -> Result<Document, MongoError> {
-    let mut query = super::crud::mongo_query(find.selector, 0, usize::MAX);
+    let mut query = super::crud::mongo_query(find.selector, find.skip, find.limit);
     query.use_index = super::indexes::hint(db, command.get("hint"))?.map(|h| (h, None));
-    let found = db.find_mongo(&super::admin::user(ctx), &query, find.order)?;
-    let docs = bounds.filter(found.docs, !find.order.is_empty())?;
+    let found = run(&super::admin::user(ctx), db, query, find.order, &bounds)?;
     let mut out = Vec::new();
-    for doc in docs.iter().skip(find.skip).take(find.limit) {
+    for doc in &found.docs {
         let Some(map) = doc.as_object() else { continue };
         let doc = ejson::from_json(map);
         out.push(match &find.projection {
@@ -183,4 +184,33 @@ pub(super) fn find(
         });
     }
     Ok(super::cursor::answer(ctx, find.ns, out, find.batch, find.single))
+}
+
+/// Runs `query` (hinted, its `skip` and `limit` applied after the bounds) over the hinted
+/// index within `bounds`: the documents (matching forms) and what the scan examined.
+pub(super) fn run(
+    user: &bunko_engine::security::UserCtx,
+    db: &Database,
+    query: bunko_engine::find::FindQuery,
+    order: &[(bunko_query::FieldPath, bunko_query::Direction)],
+    bounds: &Bounds,
+) -> Result<bunko_engine::find::FindResult, MongoError> {
+    let (skip, limit) = (query.skip, query.limit);
+    let query = bunko_engine::find::FindQuery { skip: 0, limit: usize::MAX, ..query };
+    let hint = query.use_index.as_ref().map(|(h, _)| h.as_str());
+    let scan = match (&bounds.index, hint) {
+        (Some(_), Some(hint)) => db.mongo_plan(&query.selector, Some(hint))?,
+        _ => None,
+    };
+    let mut found = match scan {
+        Some(mut scan) => {
+            scan.clamp_to_keys(db.id(), &bounds.min, &bounds.max);
+            db.find_mongo_indexed(user, &query, order, &scan)?
+        }
+        None => db.find_mongo(user, &query, order)?,
+    };
+    let docs = bounds.filter(std::mem::take(&mut found.docs), !order.is_empty())?;
+    found.docs = docs.into_iter().skip(skip).take(limit).collect();
+    found.stats.results_returned = found.docs.len() as u64;
+    Ok(found)
 }

@@ -190,7 +190,7 @@ const TABLE: &[Command] = &[
     Command { name: "drop", aliases: &[], public: false, fields: Some(&["writeConcern"]), run: admin::drop },
     Command { name: "dropDatabase", aliases: &[], public: false, fields: Some(&["writeConcern"]), run: admin::drop_database },
     Command { name: "insert", aliases: &[], public: false, fields: Some(&["bypassDocumentValidation", "documents", "ordered", "writeConcern", "txnNumber"]), run: crud::insert },
-    Command { name: "find", aliases: &[], public: false, fields: Some(&["filter", "projection", "sort", "skip", "limit", "batchSize", "singleBatch", "readConcern", "allowDiskUse", "hint", "collation", "tailable", "awaitData", "maxTimeMS", "min", "max"]), run: crud::find },
+    Command { name: "find", aliases: &[], public: false, fields: Some(&["filter", "projection", "sort", "skip", "limit", "batchSize", "singleBatch", "readConcern", "allowDiskUse", "hint", "collation", "tailable", "awaitData", "maxTimeMS", "min", "max", "returnKey", "showRecordId"]), run: crud::find },
     Command { name: "delete", aliases: &[], public: false, fields: Some(&["deletes", "ordered", "writeConcern", "txnNumber"]), run: crud::delete },
     Command { name: "count", aliases: &[], public: false, fields: Some(&["query", "limit", "skip", "readConcern", "hint", "collation", "maxTimeMS"]), run: count::count },
     Command { name: "update", aliases: &[], public: false, fields: Some(&["bypassDocumentValidation", "updates", "ordered", "writeConcern", "txnNumber"]), run: update::update },
@@ -338,29 +338,61 @@ pub(crate) fn run(
         }
         _ => None,
     };
-    let mut reply = bunko_query::collation::with(collation, || {
-        let view = match txn.in_txn || ends_txn {
-            false => views::run(&mut ctx, entry.name, command)?,
-            true => None,
-        };
-        if let Some(reply) = view {
-            Ok(reply)
-        } else if txn.in_txn || ends_txn {
-            session::in_transaction(&mut ctx, entry.name, &txn, command)
-        } else if snapshot_read(command) {
-            session::snapshot_read(&mut ctx, entry.name, command)
-        } else if txn.txn_number.is_some() && RETRYABLE.contains(&entry.name) {
-            session::retryable(&mut ctx, &txn, |ctx| (entry.run)(ctx, command))
-        } else {
-            (entry.run)(&mut ctx, command)
+    let deadline = read_deadline(server, entry.name, command)?;
+    let run = || {
+        bunko_query::collation::with(collation, || {
+            let view = match txn.in_txn || ends_txn {
+                false => views::run(&mut ctx, entry.name, command)?,
+                true => None,
+            };
+            if let Some(reply) = view {
+                Ok(reply)
+            } else if txn.in_txn || ends_txn {
+                session::in_transaction(&mut ctx, entry.name, &txn, command)
+            } else if snapshot_read(command) {
+                session::snapshot_read(&mut ctx, entry.name, command)
+            } else if txn.txn_number.is_some() && RETRYABLE.contains(&entry.name) {
+                session::retryable(&mut ctx, &txn, |ctx| (entry.run)(ctx, command))
+            } else {
+                (entry.run)(&mut ctx, command)
+            }
+        })
+    };
+    let mut reply = bunko_engine::deadline::with(deadline, run)?;
+    if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+        // Past `maxTimeMS`: the answer is dropped, and so is its cursor.
+        if let Some(id) = reply.get_document("cursor").ok().and_then(|c| c.get_i64("id").ok()) {
+            let user = ctx.session.user.as_ref();
+            let _ = server.cursors.kill(id, user) || server.tails.kill(id, user);
         }
-    })?;
+        return Err(crud::max_time_expired());
+    }
     if let Some(failure) = failure {
         failure.add_write_concern_error(&mut reply, retryable_write);
     }
     ctx.session.close |= close_after;
     reply.insert("ok", 1.0);
     Ok((reply, plain))
+}
+
+/// When a read with a `maxTimeMS` (`find`, `aggregate`, `count`, `distinct`; `0`: none) that
+/// starts now must be done (now under the `maxTimeAlwaysTimeOut` fail point).
+fn read_deadline(
+    server: &Server,
+    name: &str,
+    command: &Document,
+) -> Result<Option<std::time::Instant>, MongoError> {
+    if !["find", "aggregate", "count", "distinct"].contains(&name) {
+        return Ok(None);
+    }
+    let Some(ms) = crud::non_negative(command, "maxTimeMS")?.filter(|&ms| ms > 0) else {
+        return Ok(None);
+    };
+    let now = std::time::Instant::now();
+    Ok(Some(match server.fail_points.max_time_always() {
+        true => now,
+        false => now + std::time::Duration::from_millis(ms as u64),
+    }))
 }
 
 /// How many statements a write command holds (`insert`'s documents, `update`'s and

@@ -202,6 +202,11 @@ pub(super) fn run(
     shape(ctx, &ns, reply).map(Some)
 }
 
+/// MongoDB's refusal of a find option an aggregation cannot express (`what`: `Option min`).
+fn not_in_aggregation(what: &str) -> MongoError {
+    MongoError::new(168, "InvalidPipelineOperator", format!("{what} not supported in aggregation."))
+}
+
 /// How the reply of the `aggregate` a read became is shaped back into the read's.
 type Shape = fn(&Ctx, &Namespace, Document) -> Result<Document, MongoError>;
 
@@ -220,12 +225,20 @@ fn as_aggregate(
             // MongoDB's refusal of the find options an aggregation cannot express.
             for option in ["min", "max"] {
                 if !super::doc_of(command, option)?.is_empty() {
-                    return Err(MongoError::new(
-                        168,
-                        "InvalidPipelineOperator",
-                        format!("Option {option} not supported in aggregation."),
-                    ));
+                    return Err(not_in_aggregation(&format!("Option {option}")));
                 }
+            }
+            for option in ["returnKey", "showRecordId"] {
+                if super::bool_of(command, option, false)? {
+                    return Err(not_in_aggregation(&format!("Option {option}")));
+                }
+            }
+            if super::bool_of(command, "tailable", false)? {
+                return Err(MongoError::new(
+                    168,
+                    "InvalidPipelineOperator",
+                    "Tailable cursors are not supported in aggregation.",
+                ));
             }
             if let Some(filter) = get("filter") {
                 stages.push(Bson::Document(doc! {"$match": filter}));

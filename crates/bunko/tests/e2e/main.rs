@@ -58,6 +58,7 @@ mod mongo_out;
 mod mongo_out_targets;
 mod mongo_projection;
 mod mongo_query_ops;
+mod mongo_return_key;
 mod mongo_sha1;
 mod mongo_stream;
 mod mongo_txn;

@@ -3,7 +3,8 @@
 //! `collection_management`): the search index commands and stages refused as a MongoDB 8
 //! without Atlas Search refuses them, `maxTimeMS` on `find`, `maxTimeMS` on a `getMore` of a
 //! cursor that does not await data, and the top-level labels of a `failCommand` write
-//! concern error. Through pymongo.
+//! concern error; `min`/`max` bounding and (session 31) narrowing the hinted index scan.
+//! Through pymongo.
 
 use serde_json::json;
 
@@ -256,4 +257,86 @@ print(json.dumps(out))
             "The value provided for min() does not come before the value provided for max() in the hinted index"
         ])
     );
+}
+
+#[test]
+fn min_and_max_narrow_the_hinted_index_scan() {
+    let s = Server::start();
+    let script = r#"
+db = client().shop
+db.t.insert_many([{"_id": i, "a": i, "b": i % 7} for i in range(300)])
+db.t.create_index("a", name="a_up")
+db.t.create_index([("a", -1)], name="a_down")
+db.t.create_index([("b", 1), ("a", -1)], name="b_a")
+def run(**kw):
+    docs = db.command("find", "t", **kw)["cursor"]["firstBatch"]
+    stats = db.command("explain", {"find": "t", **kw}, verbosity="executionStats")["executionStats"]
+    return [[d["_id"] for d in docs], stats["nReturned"], stats["totalKeysExamined"], stats["totalDocsExamined"]]
+out = {}
+out["up"] = run(hint="a_up", min={"a": 50}, max={"a": 60})
+out["down"] = run(hint="a_down", min={"a": 60}, max={"a": 50})
+out["filtered"] = run(hint="a_up", min={"a": 50}, max={"a": 60}, filter={"b": 3}, limit=1)
+out["compound"] = run(hint="b_a", min={"b": 3, "a": 200}, max={"b": 3, "a": 150})
+print(json.dumps(out))
+"#;
+    let Some(out) = crate::mongo::python(&s, script) else { return };
+    // The scan reads the keys from `min` to `max` (the key at `max` too), not all 300.
+    assert_eq!(out["up"], json!([(50..60).collect::<Vec<_>>(), 10, 11, 11]));
+    assert_eq!(out["down"], json!([(51..=60).rev().collect::<Vec<_>>(), 10, 11, 11]));
+    assert_eq!(out["filtered"], json!([[52], 1, 11, 11]));
+    // `b` ascending then `a` descending: the range bounds `b` alone (the 43 keys of b = 3),
+    // and the documents are kept within the bounds on both fields.
+    let compound: Vec<i64> = (151..=200).rev().filter(|a| a % 7 == 3).collect();
+    assert_eq!(out["compound"][0], json!(compound));
+    assert_eq!(out["compound"][2], json!(43));
+}
+
+#[test]
+fn max_time_ms_stops_reads_and_the_fail_point_times_them_out() {
+    let s = Server::start_with(&["--mongo-test-commands"], &[]);
+    let script = r#"
+from pymongo.errors import ExecutionTimeout
+c = client()
+db = c.shop
+db.big.insert_many([{"_id": i, "a": i % 10, "pad": "x" * 200} for i in range(20000)])
+db.big.create_index("a")
+db.small.insert_many([{"_id": i} for i in range(3)])
+fp = lambda mode: c.admin.command("configureFailPoint", "maxTimeAlwaysTimeOut", mode=mode)
+out = {}
+# Scans that cannot finish within 1 ms stop with MaxTimeMSExpired.
+out["find"] = code_of(lambda: db.command("find", "big", filter={"pad": "none"}, maxTimeMS=1))
+out["sorted"] = code_of(lambda: db.command("find", "big", sort={"pad": 1, "_id": -1}, maxTimeMS=1))
+out["aggregate"] = code_of(lambda: db.command("aggregate", "big", pipeline=[{"$match": {"a": {"$gte": 0}}}, {"$group": {"_id": "$a"}}], cursor={}, maxTimeMS=1))
+out["count"] = code_of(lambda: db.command("count", "big", query={"pad": "none"}, maxTimeMS=1))
+# With room to finish, the same reads answer.
+out["roomy"] = db.command("count", "big", query={"a": 3}, maxTimeMS=600000)["n"]
+fp("alwaysOn")
+out["always"] = [code_of(lambda: db.command(name, "small", **kw)) for name, kw in [
+    ("find", {"maxTimeMS": 1000}),
+    ("find", {"filter": {"_id": 1}, "maxTimeMS": 1000}),
+    ("aggregate", {"pipeline": [], "cursor": {}, "maxTimeMS": 1000}),
+    ("count", {"maxTimeMS": 1000}),
+    ("distinct", {"key": "_id", "maxTimeMS": 1000}),
+]]
+try:
+    db.small.find_one(max_time_ms=1)
+except ExecutionTimeout as e:
+    out["driver"] = [e.code, e.details["codeName"], e.details["errmsg"]]
+out["without"] = len(db.command("find", "small")["cursor"]["firstBatch"])
+fp("off")
+out["off"] = len(db.command("find", "small", maxTimeMS=1000)["cursor"]["firstBatch"])
+fp({"times": 1})
+out["times"] = [code_of(lambda: db.command("find", "small", maxTimeMS=1000)) for _ in range(2)]
+print(json.dumps(out))
+"#;
+    let Some(out) = crate::mongo::python(&s, script) else { return };
+    for read in ["find", "sorted", "aggregate", "count"] {
+        assert_eq!(out[read], json!(50), "{read}");
+    }
+    assert_eq!(out["roomy"], json!(2000));
+    assert_eq!(out["always"], json!([50, 50, 50, 50, 50]));
+    assert_eq!(out["driver"], json!([50, "MaxTimeMSExpired", "operation exceeded time limit"]));
+    assert_eq!(out["without"], json!(3), "no maxTimeMS: no time limit");
+    assert_eq!(out["off"], json!(3));
+    assert_eq!(out["times"], json!([50, null]));
 }

@@ -195,7 +195,7 @@ cases = [
     ("arr", {{}}, {{"b": 0, "c": "lit"}}),
     ("arr", {{}}, {{"score": {{"$meta": "textScore"}}}}),
     ("arr", {{}}, {{"score": {{"$meta": "bogus"}}}}),
-    ("arr", {{}}, {{"k": {{"$meta": "indexKey"}}}}),
+    ("arr", {{}}, {{"k": {{"$meta": "searchScore"}}}}),
 ]
 out = [find(c, f, p) for c, f, p in cases]
 print(json.dumps(out, default=str))
