@@ -57,10 +57,10 @@
 //! 256 MiB level 1 merged every 4 flushes of 6 MiB memtables), loading 1M documents
 //! wrote ~15 GB for a 1.2 GB directory. 8 tables of 32 MiB keep level 1 at 256 MiB and
 //! merge half as often: ~10 GB written and 15 % less server CPU per document loaded
-//! from 200k to 1M, but 7-13 % more per point GET and `_find` at 200k (a read looks
-//! into up to 8 level-0 tables instead of 4), so that shape is an option, not the
-//! default (docs/performance.md, issue 20 point 8, session 31). fjall slows every write
-//! down once level 0 holds 20 tables.
+//! from 200k to 1M, but 7-14 % more per point GET and `_find` at 200k (a read looks
+//! into up to 8 level-0 tables instead of 4; 2-6 % less at 1M), so that shape is an
+//! option, not the default (docs/performance.md, issue 20 point 8, session 31). fjall
+//! slows every write down once level 0 holds 20 tables.
 //!
 //! Keyspace settings (memtable size, compression, compaction) are stored by fjall when the
 //! keyspace is created and kept when it is reopened: a store created with other values keeps them,
