@@ -48,12 +48,27 @@
 //! fjall recompute its snapshot watermark, without which that seal kept the replaced
 //! tables whenever fjall had not recomputed it since the compaction).
 //!
-//! Keyspace settings (memtable size, compression) are stored by fjall when the keyspace is
-//! created and kept when it is reopened: a store created with other values keeps them,
+//! **Compaction**: fjall's leveled compaction, with level 1 sized `level0_tables ×
+//! table_bytes` and each level after it 10 times the one before (fjall's ratio). Every
+//! table flushed from a memtable holds keys of every kind (doc infos, bodies, seqs,
+//! index entries), so its key range spans the whole keyspace and each merge of level 0
+//! into level 1 rewrites all of level 1: per byte flushed, that merge writes about
+//! `table_bytes / memtable_bytes`. With the defaults (fjall's: 4 tables of 64 MiB, a
+//! 256 MiB level 1 merged every 4 flushes of 6 MiB memtables), loading 1M documents
+//! wrote ~15 GB for a 1.2 GB directory. 8 tables of 32 MiB keep level 1 at 256 MiB and
+//! merge half as often: ~10 GB written and 15 % less server CPU per document loaded
+//! from 200k to 1M, but 7-14 % more per point GET and `_find` at 200k (a read looks
+//! into up to 8 level-0 tables instead of 4; 2-6 % less at 1M), so that shape is an
+//! option, not the default (docs/performance.md, issue 20 point 8, session 31). fjall
+//! slows every write down once level 0 holds 20 tables.
+//!
+//! Keyspace settings (memtable size, compression, compaction) are stored by fjall when the
+//! keyspace is created and kept when it is reopened: a store created with other values keeps them,
 //! so a data directory from before compression opens and stays as it was. The cache size
 //! applies every time the store is opened.
 
 use fjall::CompressionType;
+use fjall::compaction::Leveled;
 use fjall::config::{CompressionPolicy, PartitioningPolicy};
 use fjall::{Database, DatabaseBuilder, KeyspaceCreateOptions};
 use std::path::Path;
@@ -81,6 +96,12 @@ pub struct FjallOptions {
     pub memtables_bytes: u64,
     /// Compression of data blocks (for new stores).
     pub compression: Compression,
+    /// Size fjall's leveled compaction cuts the tables it writes to, in bytes (for new
+    /// stores); see "Compaction" in the module docs.
+    pub table_bytes: u64,
+    /// Tables level 0 (the flushed memtables) collects before they are merged into
+    /// level 1 (for new stores); see "Compaction" in the module docs.
+    pub level0_tables: u8,
 }
 
 /// How a store compresses what it writes: values one by one, and fjall's data blocks
@@ -136,11 +157,26 @@ impl FjallOptions {
             memtable_bytes: shares.memtable_bytes,
             memtables_bytes: shares.memtables_bytes,
             compression: Compression::default(),
+            table_bytes: Self::TABLE_BYTES,
+            level0_tables: Self::LEVEL0_TABLES,
         }
     }
 
     /// The smallest memtable accepted; smaller ones would flush tiny tables.
     pub const MIN_MEMTABLE_BYTES: u64 = 1 << 20;
+
+    /// The default [`FjallOptions::table_bytes`]: fjall's, 64 MiB.
+    pub const TABLE_BYTES: u64 = 64 << 20;
+
+    /// The smallest [`FjallOptions::table_bytes`] accepted.
+    pub const MIN_TABLE_BYTES: u64 = 1 << 20;
+
+    /// The default [`FjallOptions::level0_tables`]: fjall's, 4.
+    pub const LEVEL0_TABLES: u8 = 4;
+
+    /// The range of [`FjallOptions::level0_tables`] accepted: fjall slows every write
+    /// down once level 0 holds 20 tables, so the merge has to start well before.
+    pub const LEVEL0_TABLES_RANGE: std::ops::RangeInclusive<u8> = 2..=16;
 
     /// The database builder for `path`, with these options.
     pub(crate) fn database(&self, path: &Path) -> DatabaseBuilder<Database> {
@@ -168,8 +204,17 @@ impl FjallOptions {
     /// block cache out, and every short read loaded (and checksummed) a whole index block
     /// again: a partition `_all_docs` of 25 rows took ~1 ms instead of ~40 µs
     /// (`crates/bunko-bench`, `partition-scaling`).
+    ///
+    /// Compaction: see "Compaction" in the module docs.
     pub(crate) fn keyspace(&self) -> KeyspaceCreateOptions {
+        let compaction = Leveled::default()
+            .with_l0_threshold(
+                self.level0_tables
+                    .clamp(*Self::LEVEL0_TABLES_RANGE.start(), *Self::LEVEL0_TABLES_RANGE.end()),
+            )
+            .with_table_target_size(self.table_bytes.max(Self::MIN_TABLE_BYTES));
         KeyspaceCreateOptions::default()
+            .compaction_strategy(std::sync::Arc::new(compaction))
             .manual_journal_persist(true)
             .max_memtable_size(self.memtable_bytes.max(Self::MIN_MEMTABLE_BYTES))
             .index_block_partitioning_policy(PartitioningPolicy::new([false, false, true]))

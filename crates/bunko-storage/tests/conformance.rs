@@ -734,6 +734,63 @@ fn fjall_every_compression_reads_back() -> TestResult {
     Ok(())
 }
 
+/// The compaction shape is chosen when a store is created: a store made with tiny tables
+/// merged two at a time (many compactions through several levels) and one made with the
+/// bulk-load shape (8 tables of 32 MiB) both read back all they hold after being reopened
+/// with the default options (fjall's shape) and written to again, across flushes and
+/// compactions, and after `reclaim`.
+#[test]
+fn fjall_every_compaction_shape_reads_back() -> TestResult {
+    let shapes = [(FjallOptions::MIN_TABLE_BYTES, 2), (32 << 20, 8)];
+    for (table_bytes, level0_tables) in shapes {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("db");
+        let small = FjallOptions {
+            memtable_bytes: FjallOptions::MIN_MEMTABLE_BYTES,
+            compression: Compression::None,
+            ..FjallOptions::default()
+        };
+        let value = |n: u32, round: u32| format!("{n:08} round {round} reading 21.5;").repeat(8);
+        let fill = |store: &Fjall, round: u32| -> TestResult {
+            for chunk in 0..10u32 {
+                let mut batch = Batch::new();
+                // Keys spread over the key space, as document ids are: every flushed table
+                // overlaps the level below.
+                for n in (chunk..40_000).step_by(10) {
+                    batch.put(
+                        n.wrapping_mul(2_654_435_761).to_be_bytes(),
+                        value(n, round).into_bytes(),
+                    );
+                }
+                store.commit(batch)?; // ~1 MB: one flush each
+            }
+            Ok(())
+        };
+        let check = |store: &Fjall, round: u32| -> TestResult {
+            for n in (0..40_000u32).step_by(113) {
+                let key = n.wrapping_mul(2_654_435_761).to_be_bytes();
+                assert_eq!(store.get(&key)?, Some(value(n, round).into_bytes()), "{table_bytes}");
+            }
+            assert_eq!(store.scan(&(Unbounded, Unbounded), false, usize::MAX)?.len(), 40_000);
+            Ok(())
+        };
+        {
+            let store =
+                Fjall::open_with(&path, FjallOptions { table_bytes, level0_tables, ..small })?;
+            fill(&store, 0)?;
+            check(&store, 0)?;
+            store.close()?;
+        }
+        let store = Fjall::open_with(&path, small)?;
+        check(&store, 0)?;
+        fill(&store, 1)?;
+        check(&store, 1)?;
+        store.reclaim()?;
+        check(&store, 1)?;
+    }
+    Ok(())
+}
+
 /// Bytes of the table files under `path` (fjall keeps them in `tables` directories).
 fn table_bytes(path: &std::path::Path) -> TestResult<u64> {
     let mut total = 0;

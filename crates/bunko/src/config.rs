@@ -29,6 +29,8 @@
 //! memory_budget = 100663296 # resident bytes: cache, memtables, view pages, aggregations, rest
 //! cache_size = 25165824   # fjall block cache, bytes
 //! memtable_size = 6291456 # memtable flush threshold, bytes (applies to a new data dir)
+//! table_size = 67108864   # table size of the leveled compaction, bytes (a new data dir)
+//! level0_tables = 4        # flushed tables merged into level 1 at once (a new data dir)
 //! compression = "zstd"     # "zstd" (values), "lz4" (blocks), "deep" (blocks, levels 2+), "none"
 //! ```
 
@@ -98,6 +100,15 @@ pub struct ServeArgs {
     /// (at least two memtables).
     #[arg(long)]
     pub memtable_size: Option<u64>,
+    /// Size of the tables the store's leveled compaction writes, in bytes, for a new store
+    /// (default 64 MiB; an existing store keeps its own).
+    #[arg(long)]
+    pub table_size: Option<u64>,
+    /// Flushed tables level 0 collects before they are merged into level 1, for a new store
+    /// (2 to 16, default 4; an existing store keeps its own). Level 1 holds this many tables
+    /// of `--table-size`: 8 and 32 MiB load faster and read slower (docs/config.md).
+    #[arg(long)]
+    pub level0_tables: Option<u8>,
     /// Compression: zstd (default: each value), lz4 (LZ4 data blocks), deep (LZ4 from
     /// level 2) or none. Blocks: chosen when a store is created; values: written from now on.
     #[arg(long)]
@@ -182,6 +193,8 @@ struct Storage {
     memory_budget: Option<u64>,
     cache_size: Option<u64>,
     memtable_size: Option<u64>,
+    table_size: Option<u64>,
+    level0_tables: Option<u8>,
     compression: Option<String>,
 }
 
@@ -281,6 +294,21 @@ impl Settings {
             );
             storage.memtable_bytes = bytes;
         }
+        if let Some(bytes) = args.table_size.or(file.storage.table_size) {
+            let least = bunko_storage::FjallOptions::MIN_TABLE_BYTES;
+            anyhow::ensure!(bytes >= least, "table_size must be at least {least} bytes");
+            storage.table_bytes = bytes;
+        }
+        if let Some(tables) = args.level0_tables.or(file.storage.level0_tables) {
+            let range = bunko_storage::FjallOptions::LEVEL0_TABLES_RANGE;
+            anyhow::ensure!(
+                range.contains(&tables),
+                "level0_tables must be from {} to {}",
+                range.start(),
+                range.end()
+            );
+            storage.level0_tables = tables;
+        }
         if let Some(compression) = args.compression {
             storage.compression = compression;
         } else if let Some(text) = &file.storage.compression {
@@ -329,6 +357,27 @@ mod tests {
         assert_eq!((from_file.cache_bytes, from_file.memtable_bytes), (1_000_000, 2_000_000));
         let flag = load(&["--config", path, "--memtable-size", "4000000"])?.storage;
         assert_eq!((flag.cache_bytes, flag.memtable_bytes), (1_000_000, 4_000_000));
+        Ok(())
+    }
+
+    #[test]
+    fn compaction_shape_comes_from_flags_then_file_and_is_checked() -> anyhow::Result<()> {
+        let defaults = load(&[])?.storage;
+        assert_eq!((defaults.table_bytes, defaults.level0_tables), (64 << 20, 4));
+        let dir = tempfile::tempdir()?;
+        let file = dir.path().join("bunko.toml");
+        std::fs::write(&file, "[storage]\ntable_size = 16777216\nlevel0_tables = 4\n")?;
+        let path = file.to_str().context("path")?;
+        let from_file = load(&["--config", path])?.storage;
+        assert_eq!((from_file.table_bytes, from_file.level0_tables), (16 << 20, 4));
+        let flags = load(&["--config", path, "--table-size", "67108864", "--level0-tables", "12"])?;
+        assert_eq!((flags.storage.table_bytes, flags.storage.level0_tables), (64 << 20, 12));
+        let small = load(&["--table-size", "1000"]).err().map(|e| e.to_string());
+        assert!(small.is_some_and(|e| e.contains("table_size must be at least 1048576 bytes")));
+        for tables in ["1", "17"] {
+            let err = load(&["--level0-tables", tables]).err().map(|e| e.to_string());
+            assert!(err.is_some_and(|e| e.contains("level0_tables must be from 2 to 16")));
+        }
         Ok(())
     }
 
