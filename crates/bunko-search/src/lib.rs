@@ -142,15 +142,16 @@ impl Search {
             }
             _ => {}
         }
-        match q.update {
-            Update::True => index.update(db)?,
-            Update::False => {}
-            Update::Lazy => {
-                let (db, index) = (db.clone(), index.clone());
-                std::thread::spawn(move || log(index.update(&db)));
-            }
+        if q.update == Update::True {
+            index.update(db)?;
         }
-        query::run(&index, q, partition, &|id| load_doc(db, reader, id))
+        let answer = query::run(&index, q, partition, &|id| load_doc(db, reader, id));
+        // `update_after`: answer first, so that the update cannot overtake the read.
+        if q.update == Update::Lazy {
+            let (db, index) = (db.clone(), index.clone());
+            std::thread::spawn(move || log(index.update(&db)));
+        }
+        answer
     }
 
     /// `GET /{db}/_design/{ddoc}/_search_info/{index}`.
@@ -210,15 +211,16 @@ impl Search {
         q: &GeoQuery,
     ) -> Result<Value> {
         let index = self.geo_index(db, ddoc, name)?;
-        match q.update {
-            Update::True => index.update(db)?,
-            Update::False => {}
-            Update::Lazy => {
-                let (db, index) = (db.clone(), index.clone());
-                std::thread::spawn(move || log(index.update(&db)));
-            }
+        if q.update == Update::True {
+            index.update(db)?;
         }
-        geo::run(&index, db, q, &|id| load_doc(db, reader, id))
+        let answer = geo::run(&index, db, q, &|id| load_doc(db, reader, id));
+        // `update_after`: answer first, so that the update cannot overtake the read.
+        if q.update == Update::Lazy {
+            let (db, index) = (db.clone(), index.clone());
+            std::thread::spawn(move || log(index.update(&db)));
+        }
+        answer
     }
 
     /// `GET /{db}/_design/{ddoc}/_geo_info/{index}`.

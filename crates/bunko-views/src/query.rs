@@ -153,14 +153,8 @@ pub fn query_view(
         _ => {}
     }
     let reduce = check(q, &view_def)?;
-    match q.update {
-        Update::True => catch_up(db, &index)?,
-        Update::False => {}
-        Update::Lazy => {
-            if let Some(me) = db.arc() {
-                spawn_view_update(&me, index.clone());
-            }
-        }
+    if q.update == Update::True {
+        catch_up(db, &index)?;
     }
     let map = index.map_of(&view_def).ok_or_else(|| Error::Corrupt("view map".into()))?;
     let base = entries::row_base(db.id(), &map.sig, partition);
@@ -173,6 +167,13 @@ pub fn query_view(
     };
     if q.update_seq {
         result.update_seq = Some(index.seq());
+    }
+    // `update_after`: the answer is read before the update starts, or a fast update could
+    // overtake the read and the answer would not be the stale one asked for.
+    if q.update == Update::Lazy
+        && let Some(me) = db.arc()
+    {
+        spawn_view_update(&me, index);
     }
     Ok(result)
 }
