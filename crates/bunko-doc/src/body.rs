@@ -34,12 +34,47 @@ pub struct ParsedDoc {
     pub body: Map<String, Value>,
     /// `_attachments`, in the order sent; `None` when the document has none.
     pub attachments: Option<Vec<crate::att::AttIn>>,
+    /// The body already printed as its stored text (a MongoDB insert,
+    /// [`crate::ejson::print`]); [`ParsedDoc::body`] is then empty, and whatever reads the
+    /// user's fields calls [`ParsedDoc::materialize`] first.
+    pub printed: Option<Printed>,
+}
+
+/// A body printed as the compact JSON it is stored as, with its EJSON term (the bytes its
+/// revision id hashes, [`crate::etf`]); both are what [`ParsedDoc::body`] holding the same
+/// members would give.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Printed {
+    pub json: Vec<u8>,
+    pub term: Vec<u8>,
 }
 
 impl ParsedDoc {
     /// The body as compact JSON, as it is stored.
     pub fn body_json(&self) -> Vec<u8> {
+        if let Some(printed) = &self.printed {
+            return printed.json.clone();
+        }
         serde_json::to_vec(&self.body).unwrap_or_else(|_| b"{}".to_vec())
+    }
+
+    /// Parses a [`Printed`] body into [`ParsedDoc::body`], for what reads the user's
+    /// fields (validation, triggers, `_users`); the stored text and revision stay the same.
+    pub fn materialize(&mut self) -> Result<()> {
+        if let Some(printed) = self.printed.take() {
+            self.body = serde_json::from_slice(&printed.json)
+                .map_err(|e| Error::BadRequest(format!("printed body: {e}")))?;
+        }
+        Ok(())
+    }
+
+    /// The id of the revision that follows `parent` with this body and `atts`
+    /// ([`RevId::next_for`]).
+    pub fn next_rev(&self, parent: Option<&RevId>, atts: &[(&str, &str, [u8; 16])]) -> RevId {
+        match &self.printed {
+            Some(printed) => RevId::next_for_term(parent, self.deleted, &printed.term, atts),
+            None => RevId::next_for(parent, self.deleted, &self.body, atts),
+        }
     }
 }
 

@@ -28,7 +28,8 @@
 //! tells the four numeric types apart for `$type`, and [`plain_number`] unwraps one. [`doc_id`] and [`id_value`] map a MongoDB `_id` to the document id
 //! and back. [`raw::document`] writes a stored document as BSON bytes straight from its
 //! text, as [`from_json`] of the parsed text would encode; [`from_bson::document`] writes a
-//! document sent as BSON bytes as its stored JSON, as [`to_json`] of the decoded document.
+//! document sent as BSON bytes as its stored JSON, as [`to_json`] of the decoded document,
+//! and [`print::body`] prints that JSON's text (and revision term) without the map.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
@@ -38,6 +39,7 @@ use bson::{Binary, Bson, Decimal128, Document, Regex, Timestamp};
 use serde_json::{Map, Number, Value, json};
 
 pub mod from_bson;
+pub mod print;
 pub mod raw;
 
 /// The escape for a user's sub-document that looks like a type wrapper.
@@ -111,11 +113,25 @@ fn double(d: f64) -> Value {
         };
         return json!({ "$numberDouble": text });
     }
+    double_text(d).parse::<Number>().map_or(Value::Null, Value::Number)
+}
+
+/// A finite double's stored text: Rust's shortest form, with `.0` when it has no `.`.
+fn double_text(d: f64) -> String {
     let mut text = d.to_string();
     if !text.contains(['.', 'e', 'E', 'i', 'N']) {
         text.push_str(".0");
     }
-    text.parse::<Number>().map_or(Value::Null, Value::Number)
+    text
+}
+
+/// How deep a JSON value nests (objects and arrays; 0 for any other value).
+pub fn json_depth(value: &Value) -> usize {
+    match value {
+        Value::Object(m) => 1 + m.values().map(json_depth).max().unwrap_or(0),
+        Value::Array(a) => 1 + a.iter().map(json_depth).max().unwrap_or(0),
+        _ => 0,
+    }
 }
 
 /// A Decimal128 as its canonical text, unless that text reads back as other bytes (the

@@ -30,6 +30,35 @@ impl Writer {
         self.0
     }
 
+    /// How many bytes are written so far.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether nothing is written (a [`Writer::default`] before its first term).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Drops what was written after the first `len` bytes.
+    pub fn truncate(&mut self, len: usize) {
+        self.0.truncate(len);
+    }
+
+    /// Sets the count of the [`Writer::list_header`] written at `at` to `len` (a list
+    /// whose length was not known when it began).
+    pub fn patch_list_len(&mut self, at: usize, len: usize) {
+        if let Some(count) = self.0.get_mut(at + 1..at + 5) {
+            count.copy_from_slice(&(len as u32).to_be_bytes());
+        }
+    }
+
+    /// Appends a term already encoded (without the version byte).
+    pub fn encoded(&mut self, term: &[u8]) -> &mut Self {
+        self.0.extend_from_slice(term);
+        self
+    }
+
     pub fn atom(&mut self, name: &str) -> &mut Self {
         self.0.push(100);
         self.0.extend_from_slice(&(name.len() as u16).to_be_bytes());

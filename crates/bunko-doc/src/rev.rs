@@ -65,6 +65,19 @@ impl RevId {
         })
     }
 
+    /// [`RevId::next_for`] for a body whose EJSON term is already encoded (`term`, without
+    /// the version byte: [`crate::body::Printed::term`]).
+    pub fn next_for_term(
+        parent: Option<&RevId>,
+        deleted: bool,
+        term: &[u8],
+        atts: &[(&str, &str, [u8; 16])],
+    ) -> RevId {
+        RevId::hashed(parent, deleted, atts, |writer| {
+            writer.encoded(term);
+        })
+    }
+
     /// MD5 of `[Deleted, ParentPos, ParentHash, Body, Attachments]`, the body written by
     /// `body`.
     fn hashed(

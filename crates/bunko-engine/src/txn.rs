@@ -347,8 +347,10 @@ impl Transaction<'_> {
 
     /// Buffers a write (an update names its `_rev`, as any CouchDB write does; a document
     /// the transaction already wrote is named by the revision [`Transaction::get`] gives).
-    pub fn put(&mut self, db: &str, doc: ParsedDoc) -> Result<()> {
+    pub fn put(&mut self, db: &str, mut doc: ParsedDoc) -> Result<()> {
         self.check_alive()?;
+        // Reads within the transaction see the user's fields.
+        doc.materialize()?;
         if doc.id.is_none() {
             return Err(Error::BadRequest("a transaction's documents need an _id".into()));
         }

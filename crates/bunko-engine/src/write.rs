@@ -297,6 +297,11 @@ impl Database {
         opts: WriteOptions,
     ) -> Result<(Vec<DocResult>, Option<Unsynced>)> {
         if opts.new_edits && self.has_triggers()? {
+            // Triggers read the user's fields: printed bodies are parsed for them.
+            let prepared = prepared
+                .into_iter()
+                .map(|(id, doc)| (id, doc.and_then(|mut doc| Ok(doc.materialize().map(|()| doc)?))))
+                .collect();
             return Ok((self.write_triggered(writer, checks, ctx, prepared, opts)?, None));
         }
         let mut batch = Batch::new();
@@ -378,7 +383,7 @@ impl Database {
         run: &mut Run<'_>,
         batch: &mut Batch,
         id: &str,
-        doc: ParsedDoc,
+        mut doc: ParsedDoc,
         opts: WriteOptions,
         system: bool,
     ) -> Result<RevId> {
@@ -386,6 +391,10 @@ impl Database {
         let old = self.current(&mut run.pending, db, id)?;
         let atts = self.doc_atts(&run.pending, id, &doc, old.as_ref(), opts.new_edits)?;
         if kind(id) == DocKind::Normal && !system {
+            // Validation reads the user's fields: a printed body is parsed for it.
+            if doc.printed.is_some() && (self.is_users_db() || self.has_validators()?) {
+                doc.materialize()?;
+            }
             let bypass = opts.bypass_document_validation;
             let edit = (id, &doc, atts.metas.as_slice());
             self.check_update(run.ctx, run.checks, &run.pending, edit, old.as_ref(), bypass)?;
@@ -660,6 +669,14 @@ impl Database {
             }
         };
         doc.id = Some(id.clone());
+        // Only a normal document of an ordinary database is written from a printed body
+        // unread; the checks below read the others' fields.
+        let plain = kind(&id) == DocKind::Normal
+            && !self.is_users_db()
+            && self.name() != crate::replicator_doc::REPLICATOR_DB;
+        if !plain && let Err(err) = doc.materialize() {
+            return (id, Err(err.into()));
+        }
         let checked = validate_doc_id(&id, self.is_partitioned())
             .map_err(Error::from)
             .and_then(|()| self.admit_doc(security, ctx, &id))
@@ -838,7 +855,7 @@ fn edit_new(
         (Some(_), None) => return Err(Error::Conflict),
     };
     let parent_rev = parent.and_then(|p| tree.node(p)).map(|n| n.rev.clone());
-    let rev = RevId::next_for(parent_rev.as_ref(), doc.deleted, &doc.body, atts);
+    let rev = doc.next_rev(parent_rev.as_ref(), atts);
     tree.push(rev.clone(), parent, doc.deleted);
     let stemmed = tree.stem(limit);
     let info = DocInfo { seq: 0, tree, size: 0 };

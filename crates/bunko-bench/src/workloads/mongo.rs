@@ -29,7 +29,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use bson::{Document, doc};
+use bson::{Document, RawDocumentBuf, doc};
 use bytes::Bytes;
 use mongodb::options::{ClientOptions, Credential, ServerAddress};
 use mongodb::{Client, Collection, IndexModel};
@@ -209,7 +209,9 @@ async fn dropped(ctx: &Ctx, rows: &mut [Row], coll: &Collection<Document>) {
     super::note_busy(rows, ctx.settle().await);
 }
 
-/// `clients` clients inserting `readings` with `insert_many` in batches of `size`.
+/// `clients` clients inserting `readings` with `insert_many` in batches of `size`. The
+/// documents are encoded as BSON before the clock starts and lent to the driver, as `load`
+/// sends `_bulk_docs` bodies made before it starts: neither client encodes while timed.
 async fn insert(
     client: &Client,
     coll: &Collection<Document>,
@@ -217,9 +219,11 @@ async fn insert(
     size: usize,
     clients: usize,
 ) -> Sample {
-    let batches: Vec<Vec<Document>> = match (0..readings.docs.div_ceil(size))
+    let batches: Vec<Vec<RawDocumentBuf>> = match (0..readings.docs.div_ceil(size))
         .map(|n| {
-            (n * size..((n + 1) * size).min(readings.docs)).map(|i| reading(&readings, i)).collect()
+            (n * size..((n + 1) * size).min(readings.docs))
+                .map(|i| raw_reading(&readings, i))
+                .collect()
         })
         .collect::<Result<_>>()
     {
@@ -227,11 +231,11 @@ async fn insert(
         Err(err) => return Sample::failed(err.to_string()),
     };
     let (batches, count) = (Arc::new(batches), readings.docs.div_ceil(size));
-    let coll = coll.clone();
+    let coll = coll.clone_with_type::<RawDocumentBuf>();
     drive(vec![client.clone(); clients], Until::Count(count), move |_, n| {
         let (coll, batches) = (coll.clone(), batches.clone());
         async move {
-            let batch = batches.get(n as usize).cloned().unwrap_or_default();
+            let batch = batches.get(n as usize).map_or(&[][..], Vec::as_slice);
             let written = coll.insert_many(batch).await.map_err(invalid)?;
             Ok(written.inserted_ids.len() as u64)
         }
@@ -330,6 +334,11 @@ where
 /// Reading `i` as a BSON document (`_id` first), from the same JSON `load` sends.
 fn reading(readings: &Readings, i: usize) -> Result<Document> {
     to_bson(&readings.doc(i))
+}
+
+/// [`reading`] as BSON bytes.
+fn raw_reading(readings: &Readings, i: usize) -> Result<RawDocumentBuf> {
+    RawDocumentBuf::try_from(&reading(readings, i)?).map_err(|e| Error::Invalid(e.to_string()))
 }
 
 /// A JSON document as BSON (key order kept).

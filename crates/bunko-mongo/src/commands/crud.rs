@@ -35,14 +35,6 @@ fn bson_depth(value: &Bson) -> usize {
     }
 }
 
-fn json_depth(value: &Value) -> usize {
-    match value {
-        Value::Object(m) => 1 + m.values().map(json_depth).max().unwrap_or(0),
-        Value::Array(a) => 1 + a.iter().map(json_depth).max().unwrap_or(0),
-        _ => 0,
-    }
-}
-
 /// The first batch's size when the client names none (MongoDB's default).
 const DEFAULT_BATCH: usize = 101;
 
@@ -263,12 +255,31 @@ pub(super) fn prepare_sized(item: &Bson) -> Result<(ParsedDoc, Bson), MongoError
         .map(|(key, value)| (key.clone(), ejson::value_to_json(value)))
         .collect();
     let depth = 1 + doc.values().map(bson_depth).max().unwrap_or(0);
-    stored(doc.get("_id").cloned(), body, depth)
+    let json_depth = body.values().map(ejson::json_depth).max().unwrap_or(0);
+    stored(doc.get("_id").cloned(), body, depth, json_depth)
 }
 
 /// [`prepare_sized`] of a document sent as BSON bytes (an insert's kind-1 sequence, sized
-/// as it was read), converted to its stored JSON in one pass ([`ejson::from_bson`]).
+/// as it was read): its body printed as its stored JSON straight from the bytes
+/// ([`ejson::print::body`]), or converted to the map in one pass ([`ejson::from_bson`])
+/// when a key repeats (the map keeps its first place and last value).
 fn prepare_raw(doc: &RawDocument) -> Result<(ParsedDoc, Bson), MongoError> {
+    let invalid = |e: bson::error::Error| MongoError::invalid_bson(e.to_string());
+    let Some(body) = ejson::print::body(doc, Some("_id")).map_err(invalid)? else {
+        return prepare_repeated(doc);
+    };
+    let id = match doc.get("_id").map_err(invalid)? {
+        Some(id) => Some(Bson::try_from(id).map_err(invalid)?),
+        None => None,
+    };
+    let depth = body.depth.max(1 + id.as_ref().map_or(0, bson_depth));
+    let (mut parsed, id) = stored(id, serde_json::Map::new(), depth, body.json_depth)?;
+    parsed.printed = Some(body.printed);
+    Ok((parsed, id))
+}
+
+/// [`prepare_raw`] of a document in which a key repeats.
+fn prepare_repeated(doc: &RawDocument) -> Result<(ParsedDoc, Bson), MongoError> {
     let invalid = |e: bson::error::Error| MongoError::invalid_bson(e.to_string());
     let mut id = None;
     let mut body = serde_json::Map::new();
@@ -285,15 +296,18 @@ fn prepare_raw(doc: &RawDocument) -> Result<(ParsedDoc, Bson), MongoError> {
         body.insert(key.as_str().to_owned(), value);
     }
     let depth = 1 + deepest.max(id.as_ref().map_or(0, bson_depth));
-    stored(id, body, depth)
+    let json_depth = body.values().map(ejson::json_depth).max().unwrap_or(0);
+    stored(id, body, depth, json_depth)
 }
 
 /// The document to store: `_id` checked (an ObjectId made when missing), the nesting of
-/// the sent document (`depth`) and of its stored JSON checked.
+/// the sent document (`depth`) and of its stored JSON (`json_depth`, its deepest member's)
+/// checked.
 fn stored(
     id: Option<Bson>,
     body: serde_json::Map<String, Value>,
     depth: usize,
+    json_depth: usize,
 ) -> Result<(ParsedDoc, Bson), MongoError> {
     let id = id.unwrap_or_else(|| Bson::ObjectId(ObjectId::new()));
     match id {
@@ -307,7 +321,7 @@ fn stored(
     }
     // MongoDB stores at most 100 levels; the stored JSON (with its wrappers) must also stay
     // within what the JSON parser reads back (128).
-    if depth > MAX_STORED_DEPTH || body.values().map(json_depth).max().unwrap_or(0) >= 127 {
+    if depth > MAX_STORED_DEPTH || json_depth >= 127 {
         return Err(MongoError::new(
             15,
             "Overflow",

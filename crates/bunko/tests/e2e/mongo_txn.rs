@@ -344,6 +344,30 @@ print(json.dumps({"dangling": dangling, "count": books.find_one({"_id": "mspress
     assert_eq!(server.get_doc("library$books", "mspress")["countOfBooks"], 2);
 }
 
+/// Triggers read the fields of documents inserted outside a transaction too (an insert's
+/// body goes to the engine printed, and is parsed for them): `countOfBooks` counts the
+/// books of an `insert_many`, and a dangling reference is refused with 121.
+#[test]
+fn triggers_read_the_fields_of_a_plain_insert() {
+    use crate::procedures::{COUNT, REFERENCES};
+    let server = Server::start();
+    server.create_db("library$books");
+    let ddoc = json!({"triggers": {"references": REFERENCES, "countOfBooks": COUNT}});
+    server.put_doc("library$books", "_design/library", &ddoc);
+    server.put_doc("library$books", "mspress", &json!({"type": "publisher", "countOfBooks": 0}));
+    let script = r#"
+books = client().library.books
+def book(i, publisher="mspress"):
+    return {"_id": f"b{i}", "type": "book", "name": "Azure Cosmos DB 101", "pub-id": publisher}
+books.insert_many([book(1), book(2)])
+dangling = code_of(lambda: books.insert_one(book(3, "nobody")))
+print(json.dumps({"dangling": dangling, "count": books.find_one({"_id": "mspress"})["countOfBooks"],
+                  "books": sorted(d["_id"] for d in books.find({"type": "book"}))}))
+"#;
+    let Some(result) = run(&server, script) else { return };
+    assert_eq!(result, json!({"dangling": 121, "count": 2, "books": ["b1", "b2"]}));
+}
+
 /// A transaction past its lifetime (`[limits] transaction_lifetime`, MongoDB's
 /// `transactionLifetimeLimitSeconds`, here 1 s) is aborted: its next command and its commit
 /// are NoSuchTransaction with TransientTransactionError, and nothing of it lands.

@@ -36,10 +36,13 @@ fn raw_of(members: &[(&str, Bson)]) -> RawDocumentBuf {
     raw
 }
 
-fn same(raw: &RawDocumentBuf) {
+/// The one-pass map gives the old text, and so does the printer (unless a key repeats,
+/// where it declines), with the old map's revision term and depths, with `_id` or without.
+fn same(raw: &RawDocumentBuf) -> bool {
     let was = old(raw);
     assert!(was.is_some(), "{raw:?}");
     assert_eq!(new(raw), was);
+    crate::ejson::print::tests::prints_as_before(raw)
 }
 
 fn regex(pattern: &str, options: &str) -> Bson {
@@ -62,7 +65,8 @@ fn pointer() -> Bson {
 #[test]
 fn every_type_converts_as_before() {
     let every: Vec<(String, Bson)> = crate::ejson::tests::every_type().into_iter().collect();
-    same(&raw_of(&every.iter().map(|(k, v)| (k.as_str(), v.clone())).collect::<Vec<_>>()));
+    let members: Vec<_> = every.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+    assert!(same(&raw_of(&members)));
 }
 
 #[test]
@@ -123,8 +127,13 @@ fn edges_of_each_type_convert_as_before() {
         ("esc", Bson::Document(doc! {"$bunkoDoc": {"a": 1_i32}})),
         ("notwrap", Bson::Document(doc! {"$oid": "zz"})),
         ("codescope", Bson::Document(doc! {"$code": "x", "$scope": {}})),
+        ("_id", Bson::Document(doc! {"a": [1_i32]})),
+        ("bytes", Bson::Array((0..=255).map(Bson::Int32).collect())),
+        ("notbytes", Bson::Array(vec![Bson::Int32(1), Bson::Int32(256)])),
+        ("longs", Bson::Array(vec![Bson::Int64(1), Bson::Double(2.0)])),
+        ("deep", Bson::Document(doc! {"a": {"b": {"$date": 1_i32}, "c": [[{}]]}})),
     ];
-    same(&raw_of(&members));
+    assert!(same(&raw_of(&members)));
 }
 
 #[test]
@@ -135,7 +144,7 @@ fn repeated_keys_keep_their_first_place_and_last_value() {
         ("a", Bson::String("last".into())),
         ("o", Bson::Document(doc! {"$oid": "65a1b2c3d4e5f60718293a4b"})),
     ]);
-    same(&raw);
+    assert!(!same(&raw), "the printer leaves repeated keys to the map");
     assert_eq!(
         new(&raw).as_deref(),
         Some(r#"{"a":"last","b":2,"o":{"$bunkoDoc":{"$oid":"65a1b2c3d4e5f60718293a4b"}}}"#)
@@ -146,7 +155,13 @@ fn repeated_keys_keep_their_first_place_and_last_value() {
     inner.append(bson::raw::cstr!("$oid"), "65a1b2c3d4e5f60718293a4b");
     let mut outer = RawDocumentBuf::new();
     outer.append(bson::raw::cstr!("w"), inner);
-    same(&outer);
+    assert!(same(&outer), "a `$`-led sub-document is converted the old way, repeats and all");
+    let mut inner = RawDocumentBuf::new();
+    inner.append(bson::raw::cstr!("a"), 1_i32);
+    inner.append(bson::raw::cstr!("a"), 2_i32);
+    let mut outer = RawDocumentBuf::new();
+    outer.append(bson::raw::cstr!("w"), inner);
+    assert!(!same(&outer), "a key repeated in a sub-document is seen too");
 }
 
 #[test]
@@ -212,14 +227,23 @@ fn scalar(rng: &mut StdRng) -> Bson {
     }
 }
 
-fn item(rng: &mut StdRng, depth: usize) -> RawBson {
+/// A random value; `unique`: no key repeats in its documents.
+fn item(rng: &mut StdRng, depth: usize, unique: bool) -> RawBson {
     match rng.random_range(0..10) {
         // Sub-documents as bytes, so a key may repeat in them too.
-        0..=2 if depth < 4 => RawBson::Document(raw_members(&members(rng, depth + 1))),
+        0..=2 if depth < 4 => RawBson::Document(raw_members(&members(rng, depth + 1, unique))),
         3 if depth < 4 => {
             let mut items = RawArrayBuf::new();
             for _ in 0..rng.random_range(0..4) {
-                items.push(item(rng, depth + 1));
+                items.push(item(rng, depth + 1, unique));
+            }
+            RawBson::Array(items)
+        }
+        4 if depth < 4 => {
+            // An array of small int32s (a byte string in the revision term), or nearly.
+            let mut items = RawArrayBuf::new();
+            for _ in 0..rng.random_range(1..4) {
+                items.push(RawBson::Int32([0, 7, 255, 256, -1][rng.random_range(0..5)]));
             }
             RawBson::Array(items)
         }
@@ -227,10 +251,15 @@ fn item(rng: &mut StdRng, depth: usize) -> RawBson {
     }
 }
 
-fn members(rng: &mut StdRng, depth: usize) -> Vec<(String, RawBson)> {
-    (0..rng.random_range(0..5))
-        .map(|_| (KEYS[rng.random_range(0..KEYS.len())].to_string(), item(rng, depth)))
-        .collect()
+fn members(rng: &mut StdRng, depth: usize, unique: bool) -> Vec<(String, RawBson)> {
+    let mut out: Vec<(String, RawBson)> = Vec::new();
+    for _ in 0..rng.random_range(0..5) {
+        let key = KEYS[rng.random_range(0..KEYS.len())].to_string();
+        if !unique || out.iter().all(|(k, _)| *k != key) {
+            out.push((key, item(rng, depth, unique)));
+        }
+    }
+    out
 }
 
 fn raw_members(members: &[(String, RawBson)]) -> RawDocumentBuf {
@@ -249,6 +278,16 @@ fn raw_members(members: &[(String, RawBson)]) -> RawDocumentBuf {
 fn random_documents_convert_exactly() {
     let mut rng = StdRng::seed_from_u64(13);
     for _ in 0..3000 {
-        same(&raw_members(&members(&mut rng, 0)));
+        same(&raw_members(&members(&mut rng, 0, false)));
+    }
+}
+
+/// Seeded random documents without repeated keys: every one is printed, as before.
+#[test]
+fn random_documents_print_exactly() {
+    let mut rng = StdRng::seed_from_u64(31);
+    for _ in 0..3000 {
+        let raw = raw_members(&members(&mut rng, 0, true));
+        assert!(same(&raw), "{raw:?}");
     }
 }
