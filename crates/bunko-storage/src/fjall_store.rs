@@ -54,8 +54,8 @@ use crate::group::Group;
 use crate::journal;
 use crate::value::ValueCodec;
 use crate::{
-    Batch, Durable, Entry, Error, MAX_KEY_LEN, Op, Range, Read, Result, Snapshot, Store, Stream,
-    Ticket, clamp_range,
+    Batch, Bulk, Durable, Entry, Error, MAX_KEY_LEN, Op, Range, Read, Result, Snapshot, Store,
+    Stream, Ticket, clamp_range,
 };
 use fjall::{AbstractTree, Database, Keyspace, PersistMode, Readable};
 use std::collections::HashSet;
@@ -63,6 +63,7 @@ use std::fs::OpenOptions;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The one fjall keyspace holding all of Bunko's keys.
 const KEYSPACE: &str = "bunko";
@@ -86,10 +87,15 @@ pub struct Fjall {
     codec: ValueCodec,
     db: Database,
     path: PathBuf,
-    /// Size of one memtable (of a new store; an older one keeps the size it was made with).
+    /// Size at which the active memtable is sealed (in a store created before session 31,
+    /// fjall seals at the size the store was created with if that is smaller).
     memtable_bytes: u64,
     /// What all memtables may hold together; see [`Fjall::bound_memtables`].
     memtables_bytes: u64,
+    /// [`Fjall::memtable_bytes`] while a [`Bulk`] lease is held.
+    bulk_memtable_bytes: u64,
+    /// [`Bulk`] leases held now.
+    bulk: Arc<AtomicUsize>,
 }
 
 impl std::fmt::Debug for Fjall {
@@ -128,6 +134,8 @@ impl Fjall {
             path: path.to_path_buf(),
             memtable_bytes,
             memtables_bytes,
+            bulk_memtable_bytes: options.bulk_memtable_bytes.max(memtable_bytes),
+            bulk: Arc::default(),
         })
     }
 
@@ -160,6 +168,16 @@ impl Fjall {
         Ok(())
     }
 
+    /// The size at which the active memtable is sealed now, and what all memtables may hold
+    /// together: larger while a [`Bulk`] lease is held (one memtable being flushed and the
+    /// active one at most).
+    fn memtable_limits(&self) -> (u64, u64) {
+        match self.bulk.load(Ordering::Acquire) {
+            0 => (self.memtable_bytes, self.memtables_bytes),
+            _ => (self.bulk_memtable_bytes, self.memtables_bytes.max(2 * self.bulk_memtable_bytes)),
+        }
+    }
+
     /// Bytes of keys and values the memtables hold now (the active one and the sealed ones
     /// not yet flushed).
     pub fn memtables_size(&self) -> u64 {
@@ -174,11 +192,15 @@ impl Fjall {
     /// then waits until flushes bring them back under it (as fjall makes writers wait at
     /// four sealed memtables).
     fn bound_memtables(&self) -> Result<()> {
-        while self.db.write_buffer_size() > self.memtables_bytes {
+        loop {
+            let (memtable_bytes, memtables_bytes) = self.memtable_limits();
+            if self.db.write_buffer_size() <= memtables_bytes {
+                break;
+            }
             if self.keyspace.sealed_memtable_count() == 0 {
                 // Nothing is being flushed (or a flush has not yet subtracted its bytes):
                 // seal the active memtable if it is full, else the share is kept.
-                if self.keyspace.tree.active_memtable().size() < self.memtable_bytes {
+                if self.keyspace.tree.active_memtable().size() < memtable_bytes {
                     break;
                 }
                 self.keyspace
@@ -235,10 +257,11 @@ impl Fjall {
     /// in [`Fjall::bound_memtables`] (seen as a hang of `bunko-bench --workloads limit`,
     /// 64 writers, on a loaded machine). Sealing here first keeps fjall from finding a
     /// full memtable more than once per memtable, so its queue holds at most a few
-    /// messages. (A store whose memtables were made larger than `memtable_bytes` is sealed
-    /// at the smaller size; one made smaller keeps fjall's requests, as before.)
+    /// messages. (A store is created with fjall's own size at the larger of the two sizes
+    /// of [`Fjall::memtable_limits`], so fjall asks only if a memtable outgrows both; a store
+    /// created before session 31 keeps its size, and fjall's requests at it.)
     fn seal_full_memtable(&self) -> Result<()> {
-        if self.keyspace.tree.active_memtable().size() >= self.memtable_bytes {
+        if self.keyspace.tree.active_memtable().size() >= self.memtable_limits().0 {
             self.keyspace.rotate_memtable().map_err(|err| in_context("sealing a memtable", err))?;
         }
         Ok(())
@@ -346,6 +369,21 @@ impl Store for Fjall {
 
     fn close(&self) -> Result<()> {
         self.group.close()
+    }
+
+    fn bulk(&self) -> Bulk {
+        self.bulk.fetch_add(1, Ordering::AcqRel);
+        let (bulk, keyspace, memtable_bytes) =
+            (self.bulk.clone(), self.keyspace.clone(), self.memtable_bytes);
+        Bulk::new(move || {
+            // The last lease ends: a memtable past the usual size is sealed now rather
+            // than held (in memory) until the next write.
+            let last = bulk.fetch_sub(1, Ordering::AcqRel) == 1;
+            if last && keyspace.tree.active_memtable().size() >= memtable_bytes {
+                // A failure here (fjall poisoned) fails the next write, which reports it.
+                keyspace.rotate_memtable().ok();
+            }
+        })
     }
 }
 
@@ -591,6 +629,49 @@ mod tests {
         // A flush subtracts its bytes just after its memtables are gone: one memtable more.
         assert!(most > 0);
         assert!(most <= 3 * FjallOptions::MIN_MEMTABLE_BYTES, "memtables held {most} bytes");
+        Ok(())
+    }
+
+    /// While a [`Bulk`] lease is held the active memtable grows to the bulk size before it
+    /// is sealed (past the usual share of all memtables together), and the last lease to
+    /// end seals it, so it is flushed instead of held in memory. Without the lease the
+    /// same writes keep to the usual share.
+    #[test]
+    fn a_bulk_lease_widens_the_memtable_until_it_ends()
+    -> std::result::Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let mib = FjallOptions::MIN_MEMTABLE_BYTES;
+        let options = FjallOptions {
+            memtable_bytes: mib,
+            memtables_bytes: 2 * mib,
+            bulk_memtable_bytes: 4 * mib,
+            compression: crate::Compression::None,
+            ..FjallOptions::default()
+        };
+        let store = Fjall::open_with(&dir.path().join("db"), options)?;
+        // 12 batches of 256 KiB: 3 MiB, below the bulk size.
+        let fill = |round: u32| -> Result<u64> {
+            let mut most = 0;
+            for n in 0..12u32 {
+                let mut batch = Batch::new();
+                for k in 0..64u32 {
+                    batch.put(format!("{round}-{n:04}{k:04}").into_bytes(), vec![k as u8; 4096]);
+                }
+                store.apply(batch)?;
+                most = most.max(store.keyspace.tree.active_memtable().size());
+            }
+            Ok(most)
+        };
+        let two = store.bulk();
+        let (one, most) = (store.bulk(), fill(0)?);
+        assert!(most > 5 * mib / 2, "the active memtable held at most {most} bytes");
+        drop(one);
+        let active = store.keyspace.tree.active_memtable().size();
+        assert!(active > 5 * mib / 2, "sealed while a lease was left: {active} bytes");
+        drop(two);
+        assert_eq!(store.keyspace.tree.active_memtable().size(), 0, "not sealed at the end");
+        let most = fill(1)?;
+        assert!(most <= mib + 256 * 1024 + 64 * 64, "without a lease: {most} bytes");
         Ok(())
     }
 

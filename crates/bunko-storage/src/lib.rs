@@ -296,6 +296,40 @@ pub trait Store: Read {
     fn close(&self) -> Result<()> {
         Ok(())
     }
+
+    /// Lets the store hold more writes in memory before it writes them to disk, for as long
+    /// as the returned [`Bulk`] lives: for a writer that writes much at once and then stops
+    /// (a view's first build). Fewer, larger flushes leave the store fewer tables to merge
+    /// later. How much more is the store's to decide within its share of the memory budget
+    /// ([`crate::FjallOptions::bulk_memtable_bytes`]); by default nothing changes.
+    fn bulk(&self) -> Bulk {
+        Bulk::default()
+    }
+}
+
+/// A lease of larger in-memory buffers ([`Store::bulk`]), given back when dropped.
+#[derive(Default)]
+pub struct Bulk(Option<Box<dyn FnOnce() + Send>>);
+
+impl Bulk {
+    /// A lease that runs `end` when dropped.
+    pub(crate) fn new(end: impl FnOnce() + Send + 'static) -> Bulk {
+        Bulk(Some(Box::new(end)))
+    }
+}
+
+impl std::fmt::Debug for Bulk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Bulk").field(&self.0.is_some()).finish()
+    }
+}
+
+impl Drop for Bulk {
+    fn drop(&mut self) {
+        if let Some(end) = self.0.take() {
+            end();
+        }
+    }
 }
 
 /// A lazy iterator over a range of a snapshot, fetching a page of entries at a time.

@@ -98,7 +98,10 @@ pub fn push_key(out: &mut Vec<u8>, key: &Value, raw: bool) {
 
 /// The full key of one row.
 pub fn row_key(base: &[u8], key: &Value, raw: bool, id: &str, n: u64) -> Vec<u8> {
-    let mut bytes = base.to_vec();
+    // Room for a short key's sort key and the id, so that most rows are written without
+    // growing the vector.
+    let mut bytes = Vec::with_capacity(base.len() + 2 * id.len() + 64);
+    bytes.extend_from_slice(base);
     push_key(&mut bytes, key, raw);
     KeyWriter::from_bytes(bytes).str(id).u64(n).finish()
 }

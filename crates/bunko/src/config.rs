@@ -28,7 +28,7 @@
 //! [storage]
 //! memory_budget = 100663296 # resident bytes: cache, memtables, view pages, aggregations, rest
 //! cache_size = 25165824   # fjall block cache, bytes
-//! memtable_size = 6291456 # memtable flush threshold, bytes (applies to a new data dir)
+//! memtable_size = 6291456 # memtable flush threshold, bytes (capped by the data dir's own)
 //! table_size = 67108864   # table size of the leveled compaction, bytes (a new data dir)
 //! level0_tables = 4        # flushed tables merged into level 1 at once (a new data dir)
 //! compression = "zstd"     # "zstd" (values), "lz4" (blocks), "deep" (blocks, levels 2+), "none"
@@ -95,9 +95,9 @@ pub struct ServeArgs {
     /// Block cache of the store in bytes (default: a quarter of the memory budget).
     #[arg(long)]
     pub cache_size: Option<u64>,
-    /// Memtable size of a new store in bytes (default: 1/16 of the memory budget; an
-    /// existing store keeps its own). All memtables together keep to 3/16 of the budget
-    /// (at least two memtables).
+    /// Memtable size in bytes (default: 1/16 of the memory budget; at most what the data
+    /// directory was created with, docs/config.md). All memtables together keep to 3/16
+    /// of the budget (at least two memtables).
     #[arg(long)]
     pub memtable_size: Option<u64>,
     /// Size of the tables the store's leveled compaction writes, in bytes, for a new store

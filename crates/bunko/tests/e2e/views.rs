@@ -1020,3 +1020,104 @@ fn autoupdate_false_leaves_updates_to_queries() {
     }
     assert_eq!(seq_of(""), Some(103));
 }
+
+/// The map function of [`rows_of_every_json_type_are_written_as_javascript_writes_them`]:
+/// what JavaScript alone can emit by `special`, else the document's `v` as key and `[v]`
+/// as value.
+const EVERY_TYPE_MAP: &str = r#"function(doc) {
+  switch (doc.special) {
+    case "undefined": emit(undefined, undefined); break;
+    case "function": emit(function () {}, [function () {}, undefined]); break;
+    case "object": emit({a: undefined, b: 1, c: function () {}}, {toJSON: function () { return "j"; }}); break;
+    case "date": emit(new Date(0), [new Date(86400000)]); break;
+    case "nan": emit(NaN, [Infinity, -Infinity]); break;
+    case "negzero": emit(-0, [-0, 0.1 + 0.2]); break;
+    case "twice": emit(1, 1); emit(1, 2); break;
+    default: emit(doc.v, [doc.v]);
+  }
+}"#;
+
+/// A first build's rows for keys and values of every JSON type, compared as the bytes of
+/// the answer: what CouchDB's JavaScript query server gives (`JSON.stringify` of each
+/// emitted row): `-0` as `0`, integers past 2^53 rounded to a double, `1e21` as `1e+21`,
+/// unicode kept and only `"`, `\` and control characters escaped, `undefined`, functions,
+/// `NaN` and infinities as `null`, members holding `undefined` or a function dropped,
+/// `toJSON` and `Date`s honoured, integer-like member names first. Fails if rows are read
+/// from JavaScript or written to storage in any other form.
+#[test]
+fn rows_of_every_json_type_are_written_as_javascript_writes_them() {
+    // (the document's `v` as JSON text, the row's key as JSON text)
+    let plain: &[(&str, &str)] = &[
+        ("null", "null"),
+        ("true", "true"),
+        ("false", "false"),
+        ("0", "0"),
+        ("-0", "0"),
+        ("-1", "-1"),
+        ("1.5", "1.5"),
+        ("1e2", "100"),
+        ("1E21", "1e+21"),
+        ("0.0000001", "1e-7"),
+        ("2.5e-300", "2.5e-300"),
+        ("9007199254740993", "9007199254740992"),
+        ("-123456789012345678901234567890", "-1.2345678901234568e+29"),
+        (r#""""#, r#""""#),
+        (r#""\u00e9t\u00e9""#, "\"\u{e9}t\u{e9}\""),
+        ("\"\u{65e5}\u{672c}\u{8a9e}\"", "\"\u{65e5}\u{672c}\u{8a9e}\""),
+        (r#""\ud83d\ude00""#, "\"\u{1f600}\""),
+        (r#""line\nbreak\ttab\r\b\f""#, r#""line\nbreak\ttab\r\b\f""#),
+        (r#""quote\"back\\slash\/""#, r#""quote\"back\\slash/""#),
+        (r#""\u0001\u001f\u007f\u2028""#, "\"\\u0001\\u001f\u{7f}\u{2028}\""),
+        ("[]", "[]"),
+        ("[1,[2.0,[3,[]]]]", "[1,[2,[3,[]]]]"),
+        (r#"["a",null,{"x":1.0,"y":-0.0}]"#, r#"["a",null,{"x":1,"y":0}]"#),
+        ("{}", "{}"),
+        (r#"{"b":1,"a":[true],"2":"n","1":"m"}"#, r#"{"1":"m","2":"n","b":1,"a":[true]}"#),
+        (
+            r#"{"nested":{"deeper":{"k":[{"z":null}]}}}"#,
+            r#"{"nested":{"deeper":{"k":[{"z":null}]}}}"#,
+        ),
+    ];
+    // (`special`, the rows as `{"id":…,"key":…,"value":…}` text without the id)
+    let special: &[(&str, &[&str])] = &[
+        ("undefined", &[r#""key":null,"value":null"#]),
+        ("function", &[r#""key":null,"value":[null,null]"#]),
+        ("object", &[r#""key":{"b":1},"value":"j""#]),
+        ("date", &[r#""key":"1970-01-01T00:00:00.000Z","value":["1970-01-02T00:00:00.000Z"]"#]),
+        ("nan", &[r#""key":null,"value":[null,null]"#]),
+        ("negzero", &[r#""key":0,"value":[0,0.30000000000000004]"#]),
+        ("twice", &[r#""key":1,"value":1"#, r#""key":1,"value":2"#]),
+    ];
+    let s = Server::start();
+    assert_eq!(s.put_empty("/types").0, 201);
+    let mut docs: Vec<String> = plain
+        .iter()
+        .enumerate()
+        .map(|(i, (v, _))| format!(r#"{{"_id":"p{i:02}","v":{v}}}"#))
+        .collect();
+    docs.extend(
+        special.iter().map(|(name, _)| format!(r#"{{"_id":"s-{name}","special":"{name}"}}"#)),
+    );
+    let body = format!(r#"{{"docs":[{}]}}"#, docs.join(","));
+    let (status, answer) = s.raw(Method::POST, "/types/_bulk_docs", body);
+    assert_eq!(status, 201, "{answer}");
+    let ddoc = json!({"views": {"t": {"map": EVERY_TYPE_MAP}}});
+    assert_eq!(s.put("/types/_design/t", &ddoc).0, 201);
+    let response = s.req(Method::GET, "/types/_design/t/_view/t").send().expect("view");
+    assert_eq!(response.status().as_u16(), 200);
+    let text = response.text().expect("view text");
+    let mut expected: Vec<String> = plain
+        .iter()
+        .enumerate()
+        .map(|(i, (_, key))| format!(r#"{{"id":"p{i:02}","key":{key},"value":[{key}]}}"#))
+        .collect();
+    for (name, rows) in special {
+        expected.extend(rows.iter().map(|row| format!(r#"{{"id":"s-{name}",{row}}}"#)));
+    }
+    for row in &expected {
+        assert!(text.contains(row.as_str()), "no row {row} in {text}");
+    }
+    let answer: Value = serde_json::from_str(&text).expect("view JSON");
+    assert_eq!(answer["total_rows"], expected.len(), "{text}");
+    assert_eq!(answer["rows"].as_array().map(Vec::len), Some(expected.len()), "{text}");
+}
