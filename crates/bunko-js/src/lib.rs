@@ -62,6 +62,7 @@ mod sandbox;
 mod script;
 #[cfg(feature = "quickjs")]
 mod source;
+mod surrogates;
 mod update;
 mod validate;
 mod views;

@@ -10,7 +10,8 @@
 //!    per document); `emit` appends `[key, value]` to a buffer; a function that throws
 //!    contributes no rows and one [`FunctionError`];
 //! 3. the host writes every row with `JSON.stringify` (so `undefined` becomes `null`, as in
-//!    CouchDB) and Rust parses the text into [`MapOutput`]s.
+//!    CouchDB) and Rust parses the text into [`MapOutput`]s (a lone surrogate read as
+//!    U+FFFD, `surrogates.rs`).
 
 use std::time::Duration;
 
@@ -211,7 +212,13 @@ impl CompiledViews {
     fn run_ids(&self, ids: &[u32], docs: &[Doc]) -> Result<Vec<MapOutput>> {
         let out = self.sandbox.map_docs(ids, docs)?;
         type Raw = (Vec<Rows>, Vec<(usize, String)>, Vec<String>);
-        let raw: Vec<Raw> = serde_json::from_str(&out).map_err(internal)?;
+        let raw: Vec<Raw> = match serde_json::from_str(&out) {
+            Ok(raw) => raw,
+            Err(error) => match crate::surrogates::replace_lone(&out) {
+                Some(fixed) => serde_json::from_str(&fixed).map_err(internal)?,
+                None => return Err(internal(error)),
+            },
+        };
         if raw.len() != docs.len() {
             return Err(internal(format!(
                 "mapped {} documents, expected {}",

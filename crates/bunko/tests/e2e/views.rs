@@ -1041,6 +1041,30 @@ const EVERY_TYPE_MAP: &str = r#"function(doc) {
 /// the answer: what CouchDB's JavaScript query server gives (`JSON.stringify` of each
 /// emitted row): `-0` as `0`, integers past 2^53 rounded to a double, `1e21` as `1e+21`,
 /// unicode kept and only `"`, `\` and control characters escaped, `undefined`, functions,
+/// A map function emitting half of a surrogate pair (an emoji cut by `substring`) gets
+/// U+FFFD in its row where CouchDB fails the whole index update; the other rows of the
+/// same document and every other document are indexed as usual.
+#[test]
+fn a_lone_surrogate_in_an_emitted_string_becomes_a_replacement_character() {
+    let s = Server::start();
+    assert_eq!(s.put_empty("/notes").0, 201);
+    bulk(
+        &s,
+        "notes",
+        vec![json!({"_id": "a", "text": "\u{1F600} smile"}), json!({"_id": "b", "text": "plain"})],
+    );
+    let map =
+        "function(doc) { emit(doc.text.substring(0, 1), doc.text.length); emit(doc._id, null); }";
+    let ddoc = json!({"views": {"first": {"map": map}}});
+    assert_eq!(s.put("/notes/_design/cut", &ddoc).0, 201);
+    let (status, body) = s.get("/notes/_design/cut/_view/first");
+    assert_eq!(status, 200, "{body}");
+    let keys: Vec<Value> =
+        body["rows"].as_array().unwrap().iter().map(|r| r["key"].clone()).collect();
+    assert_eq!(keys, [json!("a"), json!("b"), json!("p"), json!("\u{fffd}")], "{body}");
+    assert_eq!(body["rows"][3]["value"], 8, "{body}");
+}
+
 /// `NaN` and infinities as `null`, members holding `undefined` or a function dropped,
 /// `toJSON` and `Date`s honoured, integer-like member names first. Fails if rows are read
 /// from JavaScript or written to storage in any other form.
