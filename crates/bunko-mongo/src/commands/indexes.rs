@@ -57,7 +57,7 @@ pub(super) fn create_indexes(ctx: &mut Ctx, command: &Document) -> Result<Docume
 }
 
 /// One entry of `indexes`, checked as MongoDB checks it.
-fn parse_spec(spec: &Bson) -> Result<IndexDef, MongoError> {
+pub(super) fn parse_spec(spec: &Bson) -> Result<IndexDef, MongoError> {
     let Bson::Document(spec) = spec else {
         return Err(MongoError::type_mismatch("Each index specification must be an object"));
     };

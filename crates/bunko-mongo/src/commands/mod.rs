@@ -46,6 +46,8 @@ mod sasl;
 mod search_indexes;
 mod session;
 mod stats;
+mod timeseries;
+mod timeseries_write;
 mod txn_hint;
 mod update;
 #[cfg(test)]
@@ -185,7 +187,7 @@ const TABLE: &[Command] = &[
     Command { name: "getLog", aliases: &[], public: false, fields: None, run: handshake::get_log },
     Command { name: "listDatabases", aliases: &[], public: false, fields: Some(&["filter", "nameOnly", "authorizedDatabases"]), run: admin::list_databases },
     Command { name: "listCollections", aliases: &[], public: false, fields: Some(&["filter", "nameOnly", "authorizedCollections", "cursor"]), run: admin::list_collections },
-    Command { name: "create", aliases: &[], public: false, fields: Some(&["writeConcern", "capped", "size", "max", "validator", "validationLevel", "validationAction", "changeStreamPreAndPostImages", "viewOn", "pipeline", "clusteredIndex"]), run: admin::create },
+    Command { name: "create", aliases: &[], public: false, fields: Some(&["writeConcern", "capped", "size", "max", "validator", "validationLevel", "validationAction", "changeStreamPreAndPostImages", "viewOn", "pipeline", "clusteredIndex", "timeseries", "expireAfterSeconds"]), run: admin::create },
     Command { name: "collMod", aliases: &[], public: false, fields: Some(&["writeConcern", "validator", "validationLevel", "validationAction", "changeStreamPreAndPostImages", "cappedSize", "cappedMax"]), run: admin::coll_mod },
     Command { name: "drop", aliases: &[], public: false, fields: Some(&["writeConcern"]), run: admin::drop },
     Command { name: "dropDatabase", aliases: &[], public: false, fields: Some(&["writeConcern"]), run: admin::drop_database },
@@ -343,7 +345,7 @@ pub(crate) fn run(
         bunko_query::collation::with(collation, || {
             let view = match txn.in_txn || ends_txn {
                 false => views::run(&mut ctx, entry.name, command)?,
-                true => None,
+                true => timeseries::outside_transactions(&ctx, command).map(|()| None)?,
             };
             if let Some(reply) = view {
                 Ok(reply)
