@@ -343,7 +343,10 @@ pub(crate) fn run(
     let deadline = read_deadline(server, entry.name, command)?;
     let run = || {
         bunko_query::collation::with(collation, || {
+            let retryable = txn.txn_number.is_some() && RETRYABLE.contains(&entry.name);
+            // A retryable write runs a view's (a time-series collection's) write once too.
             let view = match txn.in_txn || ends_txn {
+                false if retryable => None,
                 false => views::run(&mut ctx, entry.name, command)?,
                 true => timeseries::outside_transactions(&ctx, command).map(|()| None)?,
             };
@@ -353,8 +356,13 @@ pub(crate) fn run(
                 session::in_transaction(&mut ctx, entry.name, &txn, command)
             } else if snapshot_read(command) {
                 session::snapshot_read(&mut ctx, entry.name, command)
-            } else if txn.txn_number.is_some() && RETRYABLE.contains(&entry.name) {
-                session::retryable(&mut ctx, &txn, |ctx| (entry.run)(ctx, command))
+            } else if retryable {
+                session::retryable(&mut ctx, &txn, |ctx| {
+                    match views::run(ctx, entry.name, command)? {
+                        Some(reply) => Ok(reply),
+                        None => (entry.run)(ctx, command),
+                    }
+                })
             } else {
                 (entry.run)(&mut ctx, command)
             }

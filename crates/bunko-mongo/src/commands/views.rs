@@ -13,6 +13,9 @@
 //! views, with the views' pipelines first and the command's own stages after; the answer
 //! is shaped as the command's (and a cursor is the view's). Writes and index commands are
 //! MongoDB's `CommandNotSupportedOnView` (166).
+//!
+//! A time-series collection ([`super::timeseries`]) is read the same way, as a view on its
+//! own stored measurements; its writes go to [`super::timeseries_write`].
 
 use std::sync::Arc;
 

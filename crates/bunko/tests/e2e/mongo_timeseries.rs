@@ -124,6 +124,9 @@ out["temps"] = sorted(d["temp"] for d in m.find({"_id": 1}))
 out["delete_one"] = m.delete_one({"_id": 1}).deleted_count
 out["delete_many"] = m.delete_many({"ts": at(9)}).deleted_count
 out["left"] = sorted(d["temp"] for d in m.find({}))
+from pymongo import InsertOne
+r = c.bulk_write([InsertOne({"_id": 1, "ts": at(7)}, namespace="ts.m"), InsertOne({"_id": 1, "ts": at(8)}, namespace="ts.m")])
+out["bulk"] = [r.inserted_count, m.count_documents({"_id": 1})]
 # Not built: refused, never ignored.
 out["refused"] = [
     code_of(lambda: m.create_index("sensor.id")),
@@ -169,6 +172,7 @@ print(json.dumps(out))
     assert_eq!(out["delete_one"], json!(1));
     assert_eq!(out["delete_many"], json!(2));
     assert_eq!(out["left"].as_array().map(Vec::len), Some(3));
+    assert_eq!(out["bulk"], json!([2, 3]));
     assert_eq!(out["refused"], json!([238, 238, 238, 238]));
     assert_eq!(out["indexes"], json!([]));
     assert_eq!(out["txn"], json!(263));
@@ -187,7 +191,7 @@ print(json.dumps(out))
 "#;
     let out = python(&server, script).expect("pymongo ran before the restart");
     assert_eq!(out["type"], json!(["timeseries"]));
-    assert_eq!(out["ids"].as_array().map(Vec::len), Some(3));
+    assert_eq!(out["ids"].as_array().map(Vec::len), Some(5));
     assert_eq!(out["after_drop"], json!(["sensors"]));
     assert_eq!(out["plain_again"], json!(["collection", "collection"]));
 }
