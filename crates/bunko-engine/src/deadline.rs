@@ -33,6 +33,11 @@ pub fn with<R>(deadline: Option<Instant>, f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// The current limit (`None`: none).
+pub fn current() -> Option<Instant> {
+    DEADLINE.with(Cell::get)
+}
+
 /// Whether the current limit has passed (`false` without one).
 pub fn passed() -> bool {
     DEADLINE.with(Cell::get).is_some_and(|deadline| Instant::now() >= deadline)

@@ -4,6 +4,12 @@
 //! next-batch function: an unsorted `find` resumes its scan from
 //! where the last batch stopped (so memory does not grow with the result), a sorted one hands
 //! out the rest of its sorted answer. A batch is computed outside the registry's lock.
+//!
+//! A cursor opened by a command with a `maxTimeMS` (its reads ran under a
+//! `bunko_engine::deadline`) keeps what is left of that time: as in MongoDB, the limit is
+//! on the cursor's whole processing time, the `find`/`aggregate` and every `getMore` on a
+//! [`Next`] cursor together, while the time it waits between them does not count. A
+//! `getMore` past it is `MaxTimeMSExpired` (50) and ends the cursor.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -24,6 +30,8 @@ struct Cursor<T> {
     owner: Option<UserCtx>,
     state: T,
     last_used: Instant,
+    /// What is left of the opening command's `maxTimeMS`.
+    time_left: Option<Duration>,
 }
 
 /// Open cursors whose state is `T`: a `find`'s [`Next`], or a change stream.
@@ -47,7 +55,9 @@ impl<T> Cursors<T> {
                 break id;
             }
         };
-        open.insert(id, Cursor { ns, owner, state, last_used: Instant::now() });
+        let now = Instant::now();
+        let time_left = bunko_engine::deadline::current().map(|d| d.saturating_duration_since(now));
+        open.insert(id, Cursor { ns, owner, state, last_used: now, time_left });
         id
     }
 
@@ -86,6 +96,19 @@ impl<T> Cursors<T> {
         check: impl FnOnce(&T) -> Result<(), MongoError>,
         step: impl FnOnce(&mut T) -> Result<(R, bool), MongoError>,
     ) -> Result<(R, bool), MongoError> {
+        self.take(id, user, ns, check, |cursor| step(&mut cursor.state))
+    }
+
+    /// Takes cursor `id` out (after the checks of [`Cursors::step_checked`]), runs `step`
+    /// on it outside the lock, and puts it back if `step` says it stays open.
+    fn take<R>(
+        &self,
+        id: i64,
+        user: Option<&UserCtx>,
+        ns: &str,
+        check: impl FnOnce(&T) -> Result<(), MongoError>,
+        step: impl FnOnce(&mut Cursor<T>) -> Result<(R, bool), MongoError>,
+    ) -> Result<(R, bool), MongoError> {
         let mut cursor = {
             let mut open = self.open.lock();
             self.sweep(&mut open);
@@ -104,7 +127,7 @@ impl<T> Cursors<T> {
             check(&cursor.state)?;
             open.remove(&id).ok_or_else(|| MongoError::cursor_not_found(id))?
         };
-        let (out, alive) = step(&mut cursor.state)?;
+        let (out, alive) = step(&mut cursor)?;
         if alive {
             cursor.last_used = Instant::now();
             self.open.lock().insert(id, cursor);
@@ -130,7 +153,9 @@ impl<T> Cursors<T> {
 
 impl Cursors<Next> {
     /// The next batch of cursor `id` (for `user` on namespace `ns`, after `check`): the
-    /// documents and whether the cursor is still open.
+    /// documents and whether the cursor is still open. A cursor with a time limit reads
+    /// under what is left of it (none when `expired()`, MongoDB's `maxTimeAlwaysTimeOut`
+    /// fail point); past it the cursor ends with `MaxTimeMSExpired`.
     pub fn next(
         &self,
         id: i64,
@@ -138,8 +163,24 @@ impl Cursors<Next> {
         ns: &str,
         size: usize,
         check: impl FnOnce(&Next) -> Result<(), MongoError>,
+        expired: impl FnOnce() -> bool,
     ) -> Result<(Vec<Document>, bool), MongoError> {
-        self.step_checked(id, user, ns, check, |next| next(size))
+        self.take(id, user, ns, check, |cursor| {
+            let Some(left) = cursor.time_left else { return (cursor.state)(size) };
+            let start = Instant::now();
+            let left = if expired() { Duration::ZERO } else { left };
+            let batch = bunko_engine::deadline::with(Some(start + left), || (cursor.state)(size))?;
+            let spent = start.elapsed();
+            if spent >= left {
+                return Err(MongoError::new(
+                    50,
+                    "MaxTimeMSExpired",
+                    "operation exceeded time limit",
+                ));
+            }
+            cursor.time_left = Some(left - spent);
+            Ok(batch)
+        })
     }
 }
 
@@ -174,29 +215,62 @@ mod tests {
             alice.clone(),
             buffered((0..3).map(|i| doc! {"i": i}).collect()),
         );
-        assert_eq!(cursors.next(id, None, "d.c", 1, |_| Ok(())).err().map(|e| e.code), Some(13));
         assert_eq!(
-            cursors.next(id, alice.as_ref(), "d.x", 1, |_| Ok(())).err().map(|e| e.code),
+            cursors.next(id, None, "d.c", 1, |_| Ok(()), || false).err().map(|e| e.code),
+            Some(13)
+        );
+        assert_eq!(
+            cursors.next(id, alice.as_ref(), "d.x", 1, |_| Ok(()), || false).err().map(|e| e.code),
             Some(13)
         );
         // A failed check leaves the cursor open where it was.
         let refuse = |_: &Next| Err(MongoError::bad_value("no"));
         assert_eq!(
-            cursors.next(id, alice.as_ref(), "d.c", 1, refuse).err().map(|e| e.code),
+            cursors.next(id, alice.as_ref(), "d.c", 1, refuse, || false).err().map(|e| e.code),
             Some(2)
         );
-        let (batch, more) = cursors.next(id, alice.as_ref(), "d.c", 2, |_| Ok(()))?;
+        let (batch, more) = cursors.next(id, alice.as_ref(), "d.c", 2, |_| Ok(()), || false)?;
         assert_eq!((batch.len(), more), (2, true));
-        let (batch, more) = cursors.next(id, alice.as_ref(), "d.c", 5, |_| Ok(()))?;
+        let (batch, more) = cursors.next(id, alice.as_ref(), "d.c", 5, |_| Ok(()), || false)?;
         assert_eq!((batch.len(), more), (1, false));
         assert_eq!(
-            cursors.next(id, alice.as_ref(), "d.c", 1, |_| Ok(())).err().map(|e| e.code),
+            cursors.next(id, alice.as_ref(), "d.c", 1, |_| Ok(()), || false).err().map(|e| e.code),
             Some(43)
         );
 
         let expiring = Cursors::new(Duration::ZERO);
         let id = expiring.open("d.c".into(), None, buffered(vec![doc! {}]));
         assert!(!expiring.kill(id, None));
+        Ok(())
+    }
+
+    #[test]
+    fn a_cursor_keeps_what_is_left_of_its_time_limit() -> Result<(), MongoError> {
+        let cursors = Cursors::new(Duration::from_secs(600));
+        let docs = || buffered((0..10).map(|i| doc! {"i": i}).collect());
+        let within = |ms| Some(Instant::now() + Duration::from_millis(ms));
+        let id =
+            bunko_engine::deadline::with(within(400), || cursors.open("d.c".into(), None, docs()));
+        // Time between batches does not count.
+        std::thread::sleep(Duration::from_millis(500));
+        let (batch, more) = cursors.next(id, None, "d.c", 2, |_| Ok(()), || false)?;
+        assert_eq!((batch.len(), more), (2, true));
+        // Expired (the fail point): MaxTimeMSExpired, and the cursor is gone.
+        let code = |r: Result<(Vec<Document>, bool), MongoError>| r.err().map(|e| e.code);
+        assert_eq!(code(cursors.next(id, None, "d.c", 2, |_| Ok(()), || true)), Some(50));
+        assert_eq!(code(cursors.next(id, None, "d.c", 2, |_| Ok(()), || false)), Some(43));
+        // A batch that takes longer than what is left.
+        let slow: Next = Box::new(|_| {
+            std::thread::sleep(Duration::from_millis(60));
+            Ok((Vec::new(), true))
+        });
+        let id =
+            bunko_engine::deadline::with(within(30), || cursors.open("d.c".into(), None, slow));
+        assert_eq!(code(cursors.next(id, None, "d.c", 2, |_| Ok(()), || false)), Some(50));
+        // Opened without a limit: none, whatever the fail point says.
+        let id = cursors.open("d.c".into(), None, docs());
+        let (batch, _) = cursors.next(id, None, "d.c", 2, |_| Ok(()), || true)?;
+        assert_eq!(batch.len(), 2);
         Ok(())
     }
 }

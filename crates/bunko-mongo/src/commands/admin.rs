@@ -98,6 +98,9 @@ pub(super) fn list_collections(ctx: &mut Ctx, command: &Document) -> Result<Docu
             if options.contains_key("viewOn") {
                 return doc! {"name": name, "type": "view", "options": options, "info": {"readOnly": true}};
             }
+            if options.contains_key("timeseries") {
+                return super::timeseries::listed(name, options);
+            }
             if options.contains_key("clusteredIndex") {
                 // A clustered collection has no separate `_id` index.
                 return doc! {
@@ -124,6 +127,10 @@ pub(super) fn create(ctx: &mut Ctx, command: &Document) -> Result<Document, Mong
     if command.contains_key("viewOn") || command.contains_key("pipeline") {
         return super::views::create(ctx, command);
     }
+    if command.contains_key("timeseries") {
+        return super::timeseries::create(ctx, command);
+    }
+    super::timeseries::check_plain_expiry(command)?;
     let ns = namespace(ctx, command)?;
     let mut options = super::capped::options(command)?;
     options.extend(coll_options::from_command(command)?);

@@ -145,6 +145,9 @@ impl AggEnv {
     }
 
     fn read(&self, ns: &Namespace, filter: &Document) -> Result<Vec<Document>, MongoError> {
+        if super::views::is_timeseries(&self.engine, ns) {
+            return self.measurements(ns, filter);
+        }
         let all = |filter: &Document| {
             let query = mongo_query(selector(filter)?, 0, usize::MAX);
             let docs: Result<Vec<Document>, ExprError> =
@@ -155,6 +158,23 @@ impl AggEnv {
         let mut out = Vec::new();
         for id in ids {
             out.extend(all(&bson::doc! {"_id": id})?);
+        }
+        Ok(out)
+    }
+
+    /// The measurements of the time-series collection `ns` that match `filter` (a
+    /// `$lookup`, `$unionWith` or `$graphLookup` from it), as its reads show them.
+    fn measurements(&self, ns: &Namespace, filter: &Document) -> Result<Vec<Document>, MongoError> {
+        let wanted = selector(filter)?;
+        let query = mongo_query(selector(&Document::new())?, 0, usize::MAX);
+        let mut out = Vec::new();
+        for doc in self.stream(ns, &query, &[], None)? {
+            let doc = doc.map_err(from_expr)?;
+            if let Ok(m) = doc.get_document("m")
+                && query::matches(&wanted, m)
+            {
+                out.push(m.clone());
+            }
         }
         Ok(out)
     }
@@ -343,6 +363,10 @@ impl Env for AggEnv {
 
     fn find_stream(&self, coll: &str, filter: &Document) -> Result<Docs<'static>, ExprError> {
         let ns = self.ns(None, coll)?;
+        if super::views::is_timeseries(&self.engine, &ns) {
+            let found = self.measurements(&ns, filter).map_err(to_expr)?;
+            return Ok(Box::new(found.into_iter().map(Ok)));
+        }
         let query = mongo_query(selector(filter).map_err(to_expr)?, 0, usize::MAX);
         self.stream(&ns, &query, &[], None).map_err(to_expr)
     }

@@ -52,8 +52,11 @@ pub(super) type Runner<'r> = dyn FnMut(&mut Ctx, &Document) -> Result<Document, 
 pub(super) fn bulk_write(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
     let mut plain = |ctx: &mut Ctx, command: &Document| {
         let name = command.keys().next().map_or("delete", String::as_str);
-        // A view refuses the operation (`CommandNotSupportedOnView`).
-        super::views::run(ctx, name, command)?;
+        // A view refuses the operation (`CommandNotSupportedOnView`); a time-series
+        // collection runs it.
+        if let Some(reply) = super::views::run(ctx, name, command)? {
+            return Ok(reply);
+        }
         match name {
             "insert" => crud::insert(ctx, command),
             "update" => update::update(ctx, command),

@@ -475,6 +475,10 @@ pub(super) fn find(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoE
         return super::capped::open(ctx, &ns, scan, batch, single);
     }
     let hint = super::indexes::hint(&db, command.get("hint"))?;
+    let order = match order.is_empty() {
+        true => super::indexes::hinted_order(&db, hint.as_deref())?,
+        false => order,
+    };
     let mut pager =
         Pager::new(super::admin::user(ctx), db, selector, &order, (skip, limit), projection, hint)?;
     let (first, more) = match batch {

@@ -57,7 +57,8 @@ pub(super) fn get_more(ctx: &mut Ctx, command: &Document) -> Result<Document, Mo
     let size = int_of(command, "batchSize")?.map_or(0, |n| usize::try_from(n).unwrap_or(0));
     let user = ctx.session.user.as_ref();
     let check = |_: &_| awaits_data(command, false);
-    let (batch, alive) = ctx.server.cursors.next(id, user, &ns, size, check)?;
+    let expired = || ctx.server.fail_points.max_time_always();
+    let (batch, alive) = ctx.server.cursors.next(id, user, &ns, size, check, expired)?;
     Ok(cursor_reply(if alive { id } else { 0 }, &ns, "nextBatch", batch))
 }
 

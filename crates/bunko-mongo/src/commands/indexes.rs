@@ -57,7 +57,7 @@ pub(super) fn create_indexes(ctx: &mut Ctx, command: &Document) -> Result<Docume
 }
 
 /// One entry of `indexes`, checked as MongoDB checks it.
-fn parse_spec(spec: &Bson) -> Result<IndexDef, MongoError> {
+pub(super) fn parse_spec(spec: &Bson) -> Result<IndexDef, MongoError> {
     let Bson::Document(spec) = spec else {
         return Err(MongoError::type_mismatch("Each index specification must be an object"));
     };
@@ -383,6 +383,27 @@ pub(super) fn hint(db: &Database, value: Option<&Bson>) -> Result<Option<String>
         }
         Some(_) => Err(MongoError::failed_to_parse("hint must be a string or an object")),
     }
+}
+
+/// The order a `find` without a sort returns documents in when `hint` names an index with a
+/// descending field: the index's, as MongoDB reads it (the engine keeps entries ascending
+/// whatever the declared directions). Empty otherwise (the scan's own order), also for a
+/// hashed or collated index, whose order no sort of the documents gives.
+pub(super) fn hinted_order(
+    db: &Database,
+    hint: Option<&str>,
+) -> Result<Vec<(bunko_query::FieldPath, bunko_query::Direction)>, MongoError> {
+    let Some(name) = hint else { return Ok(Vec::new()) };
+    let indexes = db.mongo_indexes();
+    let spec = indexes.iter().find(|i| i.def.name == name).and_then(|i| i.def.mongo.as_ref());
+    let Some(spec) = spec.filter(|s| s.hashed.is_none() && s.collation.is_none()) else {
+        return Ok(Vec::new());
+    };
+    if spec.key.iter().all(|(_, dir)| *dir > 0) {
+        return Ok(Vec::new());
+    }
+    let pattern: Document = spec.key.iter().map(|(f, d)| (f.clone(), Bson::Int32(*d))).collect();
+    query::sort(&pattern)
 }
 
 /// `1` or `-1` of a key pattern's value.

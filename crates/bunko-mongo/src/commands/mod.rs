@@ -46,6 +46,8 @@ mod sasl;
 mod search_indexes;
 mod session;
 mod stats;
+mod timeseries;
+mod timeseries_write;
 mod txn_hint;
 mod update;
 #[cfg(test)]
@@ -185,7 +187,7 @@ const TABLE: &[Command] = &[
     Command { name: "getLog", aliases: &[], public: false, fields: None, run: handshake::get_log },
     Command { name: "listDatabases", aliases: &[], public: false, fields: Some(&["filter", "nameOnly", "authorizedDatabases"]), run: admin::list_databases },
     Command { name: "listCollections", aliases: &[], public: false, fields: Some(&["filter", "nameOnly", "authorizedCollections", "cursor"]), run: admin::list_collections },
-    Command { name: "create", aliases: &[], public: false, fields: Some(&["writeConcern", "capped", "size", "max", "validator", "validationLevel", "validationAction", "changeStreamPreAndPostImages", "viewOn", "pipeline", "clusteredIndex"]), run: admin::create },
+    Command { name: "create", aliases: &[], public: false, fields: Some(&["writeConcern", "capped", "size", "max", "validator", "validationLevel", "validationAction", "changeStreamPreAndPostImages", "viewOn", "pipeline", "clusteredIndex", "timeseries", "expireAfterSeconds"]), run: admin::create },
     Command { name: "collMod", aliases: &[], public: false, fields: Some(&["writeConcern", "validator", "validationLevel", "validationAction", "changeStreamPreAndPostImages", "cappedSize", "cappedMax"]), run: admin::coll_mod },
     Command { name: "drop", aliases: &[], public: false, fields: Some(&["writeConcern"]), run: admin::drop },
     Command { name: "dropDatabase", aliases: &[], public: false, fields: Some(&["writeConcern"]), run: admin::drop_database },
@@ -341,9 +343,12 @@ pub(crate) fn run(
     let deadline = read_deadline(server, entry.name, command)?;
     let run = || {
         bunko_query::collation::with(collation, || {
+            let retryable = txn.txn_number.is_some() && RETRYABLE.contains(&entry.name);
+            // A retryable write runs a view's (a time-series collection's) write once too.
             let view = match txn.in_txn || ends_txn {
+                false if retryable => None,
                 false => views::run(&mut ctx, entry.name, command)?,
-                true => None,
+                true => timeseries::outside_transactions(&ctx, command).map(|()| None)?,
             };
             if let Some(reply) = view {
                 Ok(reply)
@@ -351,8 +356,13 @@ pub(crate) fn run(
                 session::in_transaction(&mut ctx, entry.name, &txn, command)
             } else if snapshot_read(command) {
                 session::snapshot_read(&mut ctx, entry.name, command)
-            } else if txn.txn_number.is_some() && RETRYABLE.contains(&entry.name) {
-                session::retryable(&mut ctx, &txn, |ctx| (entry.run)(ctx, command))
+            } else if retryable {
+                session::retryable(&mut ctx, &txn, |ctx| {
+                    match views::run(ctx, entry.name, command)? {
+                        Some(reply) => Ok(reply),
+                        None => (entry.run)(ctx, command),
+                    }
+                })
             } else {
                 (entry.run)(&mut ctx, command)
             }

@@ -13,6 +13,9 @@
 //! views, with the views' pipelines first and the command's own stages after; the answer
 //! is shaped as the command's (and a cursor is the view's). Writes and index commands are
 //! MongoDB's `CommandNotSupportedOnView` (166).
+//!
+//! A time-series collection ([`super::timeseries`]) is read the same way, as a view on its
+//! own stored measurements; its writes go to [`super::timeseries_write`].
 
 use std::sync::Arc;
 
@@ -45,10 +48,17 @@ const WRITES: &[&str] = &[
 const COPIED: &[&str] =
     &["lsid", "readConcern", "let", "comment", "collation", "hint", "allowDiskUse", "maxTimeMS"];
 
-/// A view's definition: the collection (or view) it reads and its pipeline.
+/// A view's definition: the collection (or view) it reads and its pipeline. A time-series
+/// collection ([`super::timeseries`]) is read as a view on itself: `on` is empty.
 struct View {
     on: String,
     pipeline: Vec<Bson>,
+}
+
+impl View {
+    fn is_timeseries(&self) -> bool {
+        self.on.is_empty()
+    }
 }
 
 /// The definition of `ns`, if it is a view.
@@ -65,9 +75,14 @@ pub(super) fn refused(ns: &Namespace) -> MongoError {
     )
 }
 
-/// Whether `ns` is a view.
+/// Whether `ns` is read through a pipeline: a view, or a time-series collection.
 pub(super) fn is_view(engine: &bunko_engine::Engine, ns: &Namespace) -> bool {
     view_in(engine, ns).is_some()
+}
+
+/// Whether `ns` is a time-series collection.
+pub(super) fn is_timeseries(engine: &bunko_engine::Engine, ns: &Namespace) -> bool {
+    view_in(engine, ns).is_some_and(|v| v.is_timeseries())
 }
 
 /// What a collection's design document said about it being a view, as of an update seq
@@ -96,17 +111,23 @@ fn view_in(engine: &bunko_engine::Engine, ns: &Namespace) -> Option<Arc<View>> {
 /// The view `db`'s design document defines, if it does (parsed only when it names one).
 fn read_view(db: &bunko_engine::Database) -> Option<View> {
     let found = db.get(&UserCtx::system(), coll_options::DDOC, None).ok()?;
-    if found.deleted || !found.body.windows(8).any(|w| w == b"\"viewOn\"") {
+    let names = |w: &[u8]| w == b"\"viewOn\"" || w == b"\"timeseries\"";
+    let named = found.body.windows(8).any(names) || found.body.windows(12).any(names);
+    if found.deleted || !named {
         return None;
     }
     let options = coll_options::read(db);
+    if options.contains_key("timeseries") {
+        return Some(View { on: String::new(), pipeline: super::timeseries::pipeline() });
+    }
     let on = options.get_str("viewOn").ok()?.to_string();
     let pipeline = options.get_array("pipeline").cloned().unwrap_or_default();
     Some(View { on, pipeline })
 }
 
 /// The collection at the bottom of the view `ns` and the pipeline of the chain of views,
-/// or `None` when `ns` is not a view.
+/// or `None` when `ns` is not a view. A time-series collection is the bottom of its chain:
+/// its measurements are read with its own pipeline.
 fn resolve(ctx: &Ctx, ns: &Namespace) -> Result<Option<(Namespace, Vec<Bson>)>, MongoError> {
     let mut at = ns.clone();
     let mut stages: Vec<Bson> = Vec::new();
@@ -117,6 +138,9 @@ fn resolve(ctx: &Ctx, ns: &Namespace) -> Result<Option<(Namespace, Vec<Bson>)>, 
         let mut pipeline = view.pipeline.clone();
         pipeline.extend(stages);
         stages = pipeline;
+        if view.is_timeseries() {
+            return Ok(Some((at, stages)));
+        }
         at = Namespace::new(&ns.db, &view.on)?;
     }
     Err(MongoError::new(
@@ -189,6 +213,9 @@ pub(super) fn run(
     let Some((_, Bson::String(coll))) = command.iter().next() else { return Ok(None) };
     let ns = Namespace::new(&ctx.db, coll)?;
     let Some((source, stages)) = resolve(ctx, &ns)? else { return Ok(None) };
+    if !reads && source == ns {
+        return super::timeseries_write::write(ctx, name, command, &ns).map(Some);
+    }
     if !reads {
         return Err(refused(&ns));
     }

@@ -340,3 +340,45 @@ print(json.dumps(out))
     assert_eq!(out["off"], json!(3));
     assert_eq!(out["times"], json!([50, null]));
 }
+
+/// A `find`'s or `aggregate`'s `maxTimeMS` holds for its cursor's `getMore`s too (MongoDB
+/// counts the cursor's whole processing time): under the `maxTimeAlwaysTimeOut` fail point
+/// the `getMore` of such a cursor is `MaxTimeMSExpired` and the cursor is gone, while a
+/// cursor opened without one reads on.
+#[test]
+fn max_time_ms_of_a_find_holds_for_its_get_mores() {
+    let s = Server::start_with(&["--mongo-test-commands"], &[]);
+    let script = r#"
+c = client()
+db = c.shop
+db.items.insert_many([{"_id": i} for i in range(10)])
+fp = lambda mode: c.admin.command("configureFailPoint", "maxTimeAlwaysTimeOut", mode=mode)
+out = {}
+for name, first in [
+    ("find", lambda **kw: db.command("find", "items", batchSize=2, **kw)),
+    ("aggregate", lambda **kw: db.command("aggregate", "items", pipeline=[{"$sort": {"_id": 1}}], cursor={"batchSize": 2}, **kw)),
+]:
+    timed = first(maxTimeMS=600000)["cursor"]["id"]
+    plain = first()["cursor"]["id"]
+    more = lambda cid: db.command("getMore", cid, collection="items", batchSize=2)
+    fp("alwaysOn")
+    out[name] = [code_of(lambda: more(timed)), len(more(plain)["cursor"]["nextBatch"])]
+    fp("off")
+    out[name].append(code_of(lambda: more(timed)))
+    out[name].append(len(more(plain)["cursor"]["nextBatch"]))
+# Without the fail point the cursor with room left reads to its end.
+cid = db.command("find", "items", batchSize=3, maxTimeMS=600000)["cursor"]["id"]
+n = 3
+while cid:
+    reply = db.command("getMore", cid, collection="items", batchSize=3)["cursor"]
+    n += len(reply["nextBatch"])
+    cid = reply["id"]
+out["roomy"] = n
+print(json.dumps(out))
+"#;
+    let Some(out) = crate::mongo::python(&s, script) else { return };
+    // Expired, the plain cursor reads on; then the expired cursor is gone (43).
+    assert_eq!(out["find"], json!([50, 2, 43, 2]));
+    assert_eq!(out["aggregate"], json!([50, 2, 43, 2]));
+    assert_eq!(out["roomy"], json!(10));
+}

@@ -576,3 +576,35 @@ print(json.dumps(out))
     assert_eq!(r["scalar"][0], json!([2]));
     assert_eq!(r["scalar"][2], json!({"a": ["(1, 5)"]}));
 }
+
+/// A `find` hinted to an index with a descending field and no sort returns the documents
+/// in the index's order, as MongoDB reads them (across `getMore`s too); a sort still wins.
+#[test]
+fn a_find_hinted_to_a_descending_index_returns_the_index_order() {
+    let server = Server::start();
+    let script = r#"
+c = client()
+t = c.app.readings
+xs = [3, 1, 4, 15, 5, 9, 2, 6]
+t.insert_many([{"_id": i, "x": x, "a": i % 2, "b": x} for i, x in enumerate(xs)] + [{"_id": 99, "a": 0}])
+t.create_index([("x", -1)])
+t.create_index([("x", 1)], name="x_up")
+t.create_index([("a", 1), ("b", -1)])
+out = {}
+out["desc"] = [d.get("x") for d in t.find({}, hint=[("x", -1)], batch_size=3)]
+out["filtered"] = [d["x"] for d in t.find({"x": {"$gt": 2}}, hint="x_-1")]
+out["up"] = [d.get("x") for d in t.find({}, hint="x_up")]
+out["compound"] = [[d["a"], d.get("b")] for d in t.find({}, hint="a_1_b_-1")]
+out["sorted"] = [d.get("x") for d in t.find({}, hint=[("x", -1)], sort=[("x", 1)])]
+print(json.dumps(out))
+"#;
+    let Some(out) = python(&server, script) else { return };
+    assert_eq!(out["desc"], json!([15, 9, 6, 5, 4, 3, 2, 1, null]));
+    assert_eq!(out["filtered"], json!([15, 9, 6, 5, 4, 3]));
+    assert_eq!(out["up"], json!([null, 1, 2, 3, 4, 5, 6, 9, 15]));
+    assert_eq!(
+        out["compound"],
+        json!([[0, 5], [0, 4], [0, 3], [0, 2], [0, null], [1, 15], [1, 9], [1, 6], [1, 1]])
+    );
+    assert_eq!(out["sorted"], json!([null, 1, 2, 3, 4, 5, 6, 9, 15]));
+}

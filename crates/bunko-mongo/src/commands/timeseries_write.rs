@@ -1,0 +1,287 @@
+//! Writes to a time-series collection ([`super::timeseries`] describes the layout): `insert`
+//! checks each measurement's time field (a BSON date, MongoDB's `BadValue` otherwise), gives
+//! it an `_id` when it has none and stores it under a new internal key, so `_id`s may
+//! repeat; `delete` and `update` (as MongoDB 8 allows them: any filter, `multi` or not)
+//! test each stored measurement against the filter and write the ones that match;
+//! `listIndexes` lists no index. What is not built is refused with MongoDB's codes.
+
+use std::sync::Arc;
+
+use bson::oid::ObjectId;
+use bson::{Bson, Document, doc};
+use bunko_doc::body::ParsedDoc;
+use bunko_doc::ejson;
+use bunko_engine::{Database, Error, WriteOptions};
+use bunko_query::update::Update;
+
+use super::admin::{readable, user};
+use super::crud::{clone_error, mongo_query, prepare, run_hinted, write_error};
+use super::{Ctx, bool_of, coll_options, cursor_reply, doc_of};
+use crate::error::MongoError;
+use crate::names::Namespace;
+use crate::query;
+
+/// Runs the write or index command `name` on the time-series collection `ns`.
+pub(super) fn write(
+    ctx: &mut Ctx,
+    name: &str,
+    command: &Document,
+    ns: &Namespace,
+) -> Result<Document, MongoError> {
+    let Some(db) = ctx.server.engine.get_db(&ns.engine_name()) else {
+        return Err(MongoError::namespace_not_found(format!("ns does not exist: {}", ns.full())));
+    };
+    if !readable(&db, &user(ctx)) {
+        return Err(MongoError::unauthorized(format!(
+            "not authorized on {} to execute command {{ {name}: \"{}\" }}",
+            ns.db, ns.coll
+        )));
+    }
+    match name {
+        "insert" => insert(ctx, &db, command),
+        "delete" => delete(ctx, &db, command),
+        "update" => update(ctx, &db, command),
+        "listIndexes" => Ok(cursor_reply(0, &ns.full(), "firstBatch", Vec::new())),
+        _ => Err(MongoError::not_implemented(format!(
+            "{name} on a time-series collection is not supported yet"
+        ))),
+    }
+}
+
+/// The collection's time field.
+fn time_field(db: &Database) -> String {
+    let options = coll_options::read(db);
+    let field = options.get_document("timeseries").ok().and_then(|t| t.get_str("timeField").ok());
+    field.unwrap_or_default().to_string()
+}
+
+/// MongoDB's refusal of a measurement without a date in its time field.
+fn check_time(measurement: &Document, field: &str) -> Result<(), MongoError> {
+    match measurement.get(field) {
+        Some(Bson::DateTime(_)) => Ok(()),
+        _ => Err(MongoError::bad_value(format!(
+            "'{field}' must be present and contain a valid BSON UTC datetime value"
+        ))),
+    }
+}
+
+/// A measurement stored under `key` (a new one when `None`), with its revision.
+fn stored(
+    key: Option<(String, bunko_doc::RevId)>,
+    measurement: Document,
+) -> Result<ParsedDoc, MongoError> {
+    let internal = Bson::ObjectId(ObjectId::new());
+    let (mut parsed, _) = prepare(&Bson::Document(doc! {"_id": internal, "m": measurement}))?;
+    if let Some((id, rev)) = key {
+        parsed.id = Some(id);
+        parsed.rev = Some(rev);
+    }
+    Ok(parsed)
+}
+
+fn insert(ctx: &mut Ctx, db: &Arc<Database>, command: &Document) -> Result<Document, MongoError> {
+    let documents = match (ctx.session.documents.take(), command.get("documents")) {
+        (Some(raw), _) => raw.iter().map(crate::wire::decoded).collect::<Result<Vec<_>, _>>()?,
+        (None, Some(Bson::Array(items))) => {
+            let doc = |item: &Bson| match item {
+                Bson::Document(d) => Ok(d.clone()),
+                _ => Err(MongoError::type_mismatch("documents to insert must be objects")),
+            };
+            items.iter().map(doc).collect::<Result<Vec<_>, _>>()?
+        }
+        _ => {
+            return Err(MongoError::failed_to_parse(
+                "BSON field 'insert.documents' is missing but a required field",
+            ));
+        }
+    };
+    let ordered = bool_of(command, "ordered", true)?;
+    let field = time_field(db);
+    let mut errors = Vec::new();
+    let mut docs = Vec::new();
+    for (index, mut measurement) in documents.into_iter().enumerate() {
+        let checked = check_time(&measurement, &field).and_then(|()| {
+            if !measurement.contains_key("_id") {
+                let mut with_id = doc! {"_id": ObjectId::new()};
+                with_id.extend(std::mem::take(&mut measurement));
+                measurement = with_id;
+            }
+            stored(None, measurement)
+        });
+        match checked {
+            Ok(parsed) => docs.push(parsed),
+            Err(err) => {
+                errors.push(write_error(index, &err));
+                if ordered {
+                    break;
+                }
+            }
+        }
+    }
+    let opts = WriteOptions { all_or_nothing: ordered, ..ctx.write_options() };
+    let results = ctx.session.unsynced.write(db, &user(ctx), docs, opts)?;
+    if let Some(Err(err)) = results.iter().map(|r| &r.result).find(|r| r.is_err()) {
+        return Err(MongoError::from(clone_error(err)));
+    }
+    let mut reply = doc! {"n": results.len() as i32};
+    if !errors.is_empty() {
+        reply.insert("writeErrors", errors);
+    }
+    Ok(reply)
+}
+
+/// The stored measurements matching `filter`, at most `limit`: (internal key, measurement).
+fn matching(
+    ctx: &Ctx,
+    db: &Database,
+    filter: &Document,
+    limit: usize,
+) -> Result<Vec<(String, Document)>, MongoError> {
+    let selector = query::selector(filter)?;
+    let all = query::selector(&Document::new())?;
+    let stored = run_hinted(&user(ctx), db, mongo_query(all, 0, usize::MAX), &[], None)?;
+    let mut out = Vec::new();
+    for doc in stored {
+        let Ok(measurement) = doc.get_document("m") else { continue };
+        if query::matches(&selector, measurement) {
+            let key = ejson::doc_id(doc.get("_id").unwrap_or(&Bson::Null));
+            out.push((key, measurement.clone()));
+            if out.len() == limit {
+                break;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Runs each statement of `list` with `run`: MongoDB's reply counts and `writeErrors`.
+fn statements(
+    command: &Document,
+    list: &str,
+    mut run: impl FnMut(&Document) -> Result<(usize, usize), MongoError>,
+) -> Result<(usize, usize, Vec<Document>), MongoError> {
+    let Some(Bson::Array(items)) = command.get(list) else {
+        return Err(MongoError::failed_to_parse(format!(
+            "BSON field '{}.{list}' is missing but a required field",
+            command.keys().next().map_or("", String::as_str)
+        )));
+    };
+    let ordered = bool_of(command, "ordered", true)?;
+    let (mut n, mut changed, mut errors) = (0, 0, Vec::new());
+    for (index, item) in items.iter().enumerate() {
+        let outcome = match item {
+            Bson::Document(statement) => query::collation_of(statement)
+                .and_then(|c| bunko_query::collation::with(c, || run(statement))),
+            _ => Err(MongoError::type_mismatch(format!("{list} statements must be objects"))),
+        };
+        match outcome {
+            Ok((matched, modified)) => {
+                n += matched;
+                changed += modified;
+            }
+            Err(err) => {
+                errors.push(write_error(index, &err));
+                if ordered {
+                    break;
+                }
+            }
+        }
+    }
+    Ok((n, changed, errors))
+}
+
+fn with_errors(mut reply: Document, errors: Vec<Document>) -> Document {
+    if !errors.is_empty() {
+        reply.insert("writeErrors", errors);
+    }
+    reply
+}
+
+fn delete(ctx: &mut Ctx, db: &Arc<Database>, command: &Document) -> Result<Document, MongoError> {
+    let (n, _, errors) = statements(command, "deletes", |statement| {
+        if let Some(key) =
+            statement.keys().find(|k| !["q", "limit", "collation"].contains(&k.as_str()))
+        {
+            return Err(refused_option("delete.deletes", key));
+        }
+        let limit = super::crud::delete_limit(statement)?;
+        let found = matching(ctx, db, &doc_of(statement, "q")?, limit)?;
+        let mut tombstones = Vec::with_capacity(found.len());
+        for (id, _) in found {
+            let Ok(Some(rev)) = db.current_rev(&id) else { continue };
+            tombstones.push(ParsedDoc {
+                id: Some(id),
+                rev: Some(rev),
+                deleted: true,
+                ..Default::default()
+            });
+        }
+        let results =
+            ctx.session.unsynced.write(db, &user(ctx), tombstones, WriteOptions::default())?;
+        let deleted = results.iter().filter(|r| r.result.is_ok()).count();
+        Ok((deleted, 0))
+    })?;
+    Ok(with_errors(doc! {"n": n as i32}, errors))
+}
+
+fn refused_option(at: &str, key: &str) -> MongoError {
+    match key {
+        "hint" | "sort" | "c" | "upsertSupplied" | "arrayFilters" => MongoError::not_implemented(
+            format!("option '{key}' of a write to a time-series collection is not supported yet"),
+        ),
+        other => MongoError::unknown_field(&format!("{at}.{other}")),
+    }
+}
+
+fn update(ctx: &mut Ctx, db: &Arc<Database>, command: &Document) -> Result<Document, MongoError> {
+    let field = time_field(db);
+    let (n, modified, errors) = statements(command, "updates", |statement| {
+        let known = ["q", "u", "multi", "upsert", "collation"];
+        if let Some(key) = statement.keys().find(|k| !known.contains(&k.as_str())) {
+            return Err(refused_option("update.updates", key));
+        }
+        if bool_of(statement, "upsert", false)? {
+            return Err(MongoError::not_implemented(
+                "upserts into a time-series collection are not supported yet",
+            ));
+        }
+        let (filter, update, multi, _) = super::update::statement_parts(statement)?;
+        let found = matching(ctx, db, &filter, if multi { usize::MAX } else { 1 })?;
+        let (mut matched, mut changed) = (0, 0);
+        for (id, before) in found {
+            matched += 1;
+            changed += usize::from(modify(ctx, db, &id, &before, &update, &field)?);
+        }
+        Ok((matched, changed))
+    })?;
+    Ok(with_errors(doc! {"n": n as i32, "nModified": modified as i32}, errors))
+}
+
+/// Writes `before` (stored under `id`) with `update` applied; whether it changed. A
+/// measurement changed meanwhile is MongoDB's `WriteConflict`.
+fn modify(
+    ctx: &Ctx,
+    db: &Arc<Database>,
+    id: &str,
+    before: &Document,
+    update: &Update,
+    time_field: &str,
+) -> Result<bool, MongoError> {
+    let after = update.apply(before, false)?;
+    if after.to_vec().ok() == before.to_vec().ok() {
+        return Ok(false);
+    }
+    check_time(&after, time_field)?;
+    let Ok(Some(rev)) = db.current_rev(id) else { return Ok(false) };
+    let parsed = stored(Some((id.to_string(), rev)), after)?;
+    let opts = WriteOptions { replacement: true, ..ctx.write_options() };
+    match ctx.session.unsynced.put(db, &user(ctx), parsed, opts) {
+        Ok(_) => Ok(true),
+        Err(Error::Conflict) => Err(MongoError::new(
+            112,
+            "WriteConflict",
+            "Write conflict during plan execution and yielding is disabled.",
+        )),
+        Err(err) => Err(err.into()),
+    }
+}
