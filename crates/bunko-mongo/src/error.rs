@@ -41,6 +41,15 @@ impl MongoError {
         Self::new(112, "WriteConflict", msg).with_label(TRANSIENT)
     }
 
+    /// A write outside a transaction that kept losing to other writes after its retries.
+    pub fn write_conflict_retries_exhausted() -> Self {
+        Self::new(
+            112,
+            "WriteConflict",
+            "Write conflict during plan execution and yielding is disabled.",
+        )
+    }
+
     /// The transaction is unknown, aborted or over (MongoDB's `NoSuchTransaction`).
     pub fn no_such_transaction(msg: impl Into<String>) -> Self {
         Self::new(251, "NoSuchTransaction", msg).with_label(TRANSIENT)

@@ -2,7 +2,9 @@
 //! checks each measurement's time field (a BSON date, MongoDB's `BadValue` otherwise), gives
 //! it an `_id` when it has none and stores it under a new internal key, so `_id`s may
 //! repeat; `delete` and `update` (as MongoDB 8 allows them: any filter, `multi` or not)
-//! test each stored measurement against the filter and write the ones that match;
+//! test each stored measurement against the filter and write the ones that match, each
+//! read again with its revision and tested again just before its write, so a concurrent
+//! write is never overwritten (an update retries on a conflict, as MongoDB does);
 //! `listIndexes` lists no index. What is not built is refused with MongoDB's codes.
 
 use std::sync::Arc;
@@ -205,10 +207,16 @@ fn delete(ctx: &mut Ctx, db: &Arc<Database>, command: &Document) -> Result<Docum
             return Err(refused_option("delete.deletes", key));
         }
         let limit = super::crud::delete_limit(statement)?;
-        let found = matching(ctx, db, &doc_of(statement, "q")?, limit)?;
+        let filter = doc_of(statement, "q")?;
+        let selector = query::selector(&filter)?;
+        let found = matching(ctx, db, &filter, limit)?;
         let mut tombstones = Vec::with_capacity(found.len());
         for (id, _) in found {
-            let Ok(Some(rev)) = db.current_rev(&id) else { continue };
+            // Deleted only if it still matches as it is now, at the revision it has now.
+            let Some((rev, now)) = current(ctx, db, &id)? else { continue };
+            if !query::matches(&selector, &now) {
+                continue;
+            }
             tombstones.push(ParsedDoc {
                 id: Some(id),
                 rev: Some(rev),
@@ -246,42 +254,87 @@ fn update(ctx: &mut Ctx, db: &Arc<Database>, command: &Document) -> Result<Docum
             ));
         }
         let (filter, update, multi, _) = super::update::statement_parts(statement)?;
+        let selector = query::selector(&filter)?;
         let found = matching(ctx, db, &filter, if multi { usize::MAX } else { 1 })?;
         let (mut matched, mut changed) = (0, 0);
-        for (id, before) in found {
-            matched += 1;
-            changed += usize::from(modify(ctx, db, &id, &before, &update, &field)?);
+        for (id, _) in found {
+            let change = Change { selector: &selector, update: &update, time_field: &field };
+            match modify(ctx, db, &id, &change)? {
+                Modified::NoLongerMatches => {}
+                Modified::Unchanged => matched += 1,
+                Modified::Changed => (matched, changed) = (matched + 1, changed + 1),
+            }
         }
         Ok((matched, changed))
     })?;
     Ok(with_errors(doc! {"n": n as i32, "nModified": modified as i32}, errors))
 }
 
-/// Writes `before` (stored under `id`) with `update` applied; whether it changed. A
-/// measurement changed meanwhile is MongoDB's `WriteConflict`.
+/// How many times an update of one measurement is tried when another write changed it
+/// between its read and its write.
+const ATTEMPTS: usize = 8;
+
+/// One update statement applied to measurements.
+struct Change<'a> {
+    selector: &'a bunko_query::Selector,
+    update: &'a Update,
+    time_field: &'a str,
+}
+
+/// What [`modify`] did to one measurement.
+enum Modified {
+    NoLongerMatches,
+    Unchanged,
+    Changed,
+}
+
+/// Applies `change` to the measurement stored under `id` as it is now: it is read with its
+/// revision from one snapshot, checked against the filter again and written at that
+/// revision, so a write that changed it since the scan is never overwritten; a conflict
+/// (a write between this read and this write) reads it again. After [`ATTEMPTS`]
+/// conflicts: MongoDB's `WriteConflict`.
 fn modify(
     ctx: &Ctx,
     db: &Arc<Database>,
     id: &str,
-    before: &Document,
-    update: &Update,
-    time_field: &str,
-) -> Result<bool, MongoError> {
-    let after = update.apply(before, false)?;
-    if after.to_vec().ok() == before.to_vec().ok() {
-        return Ok(false);
+    change: &Change,
+) -> Result<Modified, MongoError> {
+    for _ in 0..ATTEMPTS {
+        let Some((rev, before)) = current(ctx, db, id)? else {
+            return Ok(Modified::NoLongerMatches);
+        };
+        if !query::matches(change.selector, &before) {
+            return Ok(Modified::NoLongerMatches);
+        }
+        let after = change.update.apply(&before, false)?;
+        if after.to_vec().ok() == before.to_vec().ok() {
+            return Ok(Modified::Unchanged);
+        }
+        check_time(&after, change.time_field)?;
+        let parsed = stored(Some((id.to_string(), rev)), after)?;
+        let opts = WriteOptions { replacement: true, ..ctx.write_options() };
+        match ctx.session.unsynced.put(db, &user(ctx), parsed, opts) {
+            Ok(_) => return Ok(Modified::Changed),
+            Err(Error::Conflict) => continue,
+            Err(err) => return Err(err.into()),
+        }
     }
-    check_time(&after, time_field)?;
-    let Ok(Some(rev)) = db.current_rev(id) else { return Ok(false) };
-    let parsed = stored(Some((id.to_string(), rev)), after)?;
-    let opts = WriteOptions { replacement: true, ..ctx.write_options() };
-    match ctx.session.unsynced.put(db, &user(ctx), parsed, opts) {
-        Ok(_) => Ok(true),
-        Err(Error::Conflict) => Err(MongoError::new(
-            112,
-            "WriteConflict",
-            "Write conflict during plan execution and yielding is disabled.",
-        )),
-        Err(err) => Err(err.into()),
-    }
+    Err(MongoError::write_conflict_retries_exhausted())
+}
+
+/// The measurement stored under `id` now, with its revision (one snapshot); `None` once
+/// it is gone.
+fn current(
+    ctx: &Ctx,
+    db: &Database,
+    id: &str,
+) -> Result<Option<(bunko_doc::RevId, Document)>, MongoError> {
+    let out = match db.get(&user(ctx), id, None) {
+        Ok(out) if !out.deleted => out,
+        Ok(_) | Err(Error::NotFound(_)) => return Ok(None),
+        Err(err) => return Err(err.into()),
+    };
+    let body: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(&out.body)
+        .map_err(|err| MongoError::internal(format!("a stored measurement: {err}")))?;
+    Ok(ejson::from_json(&body).get_document("m").ok().map(|m| (out.rev, m.clone())))
 }

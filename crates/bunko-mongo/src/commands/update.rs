@@ -241,11 +241,7 @@ fn modify(
             Err(err) => return Err(err.into()),
         }
     }
-    Err(MongoError::new(
-        112,
-        "WriteConflict",
-        "Write conflict during plan execution and yielding is disabled.",
-    ))
+    Err(MongoError::write_conflict_retries_exhausted())
 }
 
 /// Inserts the upserted document: the filter's equalities, then the update (with
