@@ -166,7 +166,9 @@ impl AggEnv {
     /// `$lookup`, `$unionWith` or `$graphLookup` from it), as its reads show them.
     fn measurements(&self, ns: &Namespace, filter: &Document) -> Result<Vec<Document>, MongoError> {
         let wanted = selector(filter)?;
-        let query = mongo_query(selector(&Document::new())?, 0, usize::MAX);
+        // The part of the filter an index on the stored form can serve, then all of it.
+        let stored = super::timeseries_query::implied(filter);
+        let query = mongo_query(selector(&stored)?, 0, usize::MAX);
         let mut out = Vec::new();
         for doc in self.stream(ns, &query, &[], None)? {
             let doc = doc.map_err(from_expr)?;

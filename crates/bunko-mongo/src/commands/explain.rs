@@ -6,7 +6,9 @@
 //! default) the query run read-only for `executionStats` (`nReturned`, `totalKeysExamined`,
 //! `totalDocsExamined`, `executionStages`). `IXSCAN` shows the index's multikey state
 //! (`isMultiKey`, `multiKeyPaths`); `allPlansExecution` runs every candidate plan for
-//! MongoDB's trial period (`all_plans`). Writes are planned and counted, never applied.
+//! MongoDB's trial period (`all_plans`). Writes are planned and counted, never applied. On a
+//! time-series collection, the query explained is the one run over its stored documents
+//! ([`stored_form`]).
 
 use bson::{Bson, Document, doc};
 use bunko_engine::Database;
@@ -272,7 +274,24 @@ fn explained(ctx: &Ctx, inner: &Document) -> Result<Explained, MongoError> {
             ));
         }
     };
+    if super::views::is_timeseries(&ctx.server.engine, &ns) {
+        return Ok(stored_form(Explained { ns, filter, sort, skip, limit, hint, projection }));
+    }
     Ok(Explained { ns, filter, sort, skip, limit, hint, projection })
+}
+
+/// A command on a time-series collection explained as the query it runs over the stored
+/// documents ([`super::timeseries_query`]): the part of its filter an index can serve, its
+/// sort when it sorts by fields, its hint on the stored fields, no projection.
+fn stored_form(target: Explained) -> Explained {
+    use super::timeseries_query as ts;
+    Explained {
+        filter: ts::implied(&target.filter),
+        sort: ts::sort(&target.sort).unwrap_or_default(),
+        hint: target.hint.as_ref().map(ts::hint),
+        projection: Document::new(),
+        ..target
+    }
 }
 
 pub(super) fn planner(target: &Explained, winning: Document, rejected: Vec<Document>) -> Document {

@@ -254,7 +254,9 @@ fn existing(db: &Database, def: &IndexDef) -> Result<bool, MongoError> {
             ));
         }
         let options = |s: &MongoSpec| (s.unique, s.sparse, s.collation.clone());
-        if same_key && other.map(options) == spec.map(options) {
+        // A time-series collection's hidden `expireAfterSeconds` index is no user's index.
+        let hidden = index.def.name == super::timeseries::TTL_INDEX;
+        if same_key && !hidden && other.map(options) == spec.map(options) {
             return Err(MongoError::new(
                 85,
                 "IndexOptionsConflict",

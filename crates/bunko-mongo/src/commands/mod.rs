@@ -47,6 +47,8 @@ mod search_indexes;
 mod session;
 mod stats;
 mod timeseries;
+mod timeseries_index;
+mod timeseries_query;
 mod timeseries_write;
 mod txn_hint;
 mod update;

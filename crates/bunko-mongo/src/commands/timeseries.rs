@@ -12,11 +12,14 @@
 //! `[{$replaceRoot: {newRoot: "$m"}}]` ([`pipeline`]), so every query and aggregation
 //! works over the measurements; writes are [`super::timeseries_write`]. `expireAfterSeconds`
 //! is a TTL index on `m.<timeField>` that the TTL monitor runs like any other
-//! ([`crate::ttl`]); it is not listed. There is no `system.buckets.*` collection to list
-//! (as in MongoDB's later "viewless" time-series collections).
+//! ([`crate::ttl`]); it is not listed. With a `metaField`, `create` makes the
+//! `{<metaField>: 1, <timeField>: 1}` index MongoDB 6.3+ makes; reads are moved onto the
+//! stored form where they can be so that indexes serve them ([`super::timeseries_query`]);
+//! index commands are [`super::timeseries_index`]. There is no `system.buckets.*`
+//! collection to list (as in MongoDB's later "viewless" time-series collections).
 //!
-//! Not built, and refused: secondary indexes (`createIndexes`, `dropIndexes`), `collMod`,
-//! `findAndModify`, upserts, and time-series collections in transactions.
+//! Not built, and refused: `collMod`, `findAndModify`, upserts, and time-series collections
+//! in transactions.
 
 use bson::{Bson, Document, doc};
 use bunko_engine::Error;
@@ -58,9 +61,6 @@ pub(super) fn create(ctx: &mut Ctx, command: &Document) -> Result<Document, Mong
         }
     }
     let options = options(&ns.full(), command)?;
-    let time_field =
-        options.get_document("timeseries").ok().and_then(|t| t.get_str("timeField").ok());
-    let time_field = time_field.unwrap_or_default().to_string();
     let db = match ctx.server.engine.create_db(&user(ctx), &ns.engine_name(), false) {
         Ok(db) => db,
         Err(Error::FileExists) => {
@@ -78,14 +78,19 @@ pub(super) fn create(ctx: &mut Ctx, command: &Document) -> Result<Document, Mong
     };
     super::roles::grant(&db, &user(ctx))?;
     coll_options::write(&db, &user(ctx), options.clone())?;
+    let fields = super::timeseries_index::Fields::of(&options);
+    let mut specs: Vec<Bson> =
+        super::timeseries_index::default_index(&fields).into_iter().collect();
     if let Ok(seconds) = options.get_i64("expireAfterSeconds") {
-        let spec = doc! {
-            "key": {format!("m.{time_field}"): 1},
+        specs.push(Bson::Document(doc! {
+            "key": {super::timeseries_query::stored_path(&fields.time): 1},
             "name": TTL_INDEX,
             "expireAfterSeconds": seconds,
-        };
-        let def = super::indexes::parse_spec(&Bson::Document(spec))?;
-        db.create_mongo_indexes(&user(ctx), vec![def])?;
+        }));
+    }
+    if !specs.is_empty() {
+        let defs = specs.iter().map(super::indexes::parse_spec).collect::<Result<Vec<_>, _>>()?;
+        db.create_mongo_indexes(&user(ctx), defs)?;
     }
     Ok(Document::new())
 }

@@ -4,8 +4,9 @@
 //! repeat; `delete` and `update` (as MongoDB 8 allows them: any filter, `multi` or not)
 //! test each stored measurement against the filter and write the ones that match, each
 //! read again with its revision and tested again just before its write, so a concurrent
-//! write is never overwritten (an update retries on a conflict, as MongoDB does);
-//! `listIndexes` lists no index. What is not built is refused with MongoDB's codes.
+//! write is never overwritten (an update retries on a conflict, as MongoDB does); the
+//! part of their filter an index can serve is read from one (`hint` too). Index commands
+//! go to [`super::timeseries_index`]. What is not built is refused with MongoDB's codes.
 
 use std::sync::Arc;
 
@@ -18,7 +19,7 @@ use bunko_query::update::Update;
 
 use super::admin::{readable, user};
 use super::crud::{clone_error, mongo_query, prepare, run_hinted, write_error};
-use super::{Ctx, bool_of, coll_options, cursor_reply, doc_of};
+use super::{Ctx, bool_of, coll_options, doc_of};
 use crate::error::MongoError;
 use crate::names::Namespace;
 use crate::query;
@@ -43,7 +44,9 @@ pub(super) fn write(
         "insert" => insert(ctx, &db, command),
         "delete" => delete(ctx, &db, command),
         "update" => update(ctx, &db, command),
-        "listIndexes" => Ok(cursor_reply(0, &ns.full(), "firstBatch", Vec::new())),
+        "listIndexes" => super::timeseries_index::list(&db, ns),
+        "createIndexes" => super::timeseries_index::create(ctx, &db, command),
+        "dropIndexes" => super::timeseries_index::drop(ctx, &db, command),
         _ => Err(MongoError::not_implemented(format!(
             "{name} on a time-series collection is not supported yet"
         ))),
@@ -132,16 +135,21 @@ fn insert(ctx: &mut Ctx, db: &Arc<Database>, command: &Document) -> Result<Docum
     Ok(reply)
 }
 
-/// The stored measurements matching `filter`, at most `limit`: (internal key, measurement).
+/// The stored measurements matching the statement's `q`, at most `limit`: (internal key,
+/// measurement). The part of the filter an index can serve is read over the stored form
+/// ([`super::timeseries_query`]), with the statement's `hint`; each is tested in full.
 fn matching(
     ctx: &Ctx,
     db: &Database,
-    filter: &Document,
+    statement: &Document,
     limit: usize,
 ) -> Result<Vec<(String, Document)>, MongoError> {
+    let filter = &doc_of(statement, "q")?;
     let selector = query::selector(filter)?;
-    let all = query::selector(&Document::new())?;
-    let stored = run_hinted(&user(ctx), db, mongo_query(all, 0, usize::MAX), &[], None)?;
+    let stored = query::selector(&super::timeseries_query::implied(filter))?;
+    let hint = statement.get("hint").map(super::timeseries_query::hint);
+    let hint = super::indexes::hint(db, hint.as_ref())?;
+    let stored = run_hinted(&user(ctx), db, mongo_query(stored, 0, usize::MAX), &[], hint)?;
     let mut out = Vec::new();
     for doc in stored {
         let Ok(measurement) = doc.get_document("m") else { continue };
@@ -202,14 +210,14 @@ fn with_errors(mut reply: Document, errors: Vec<Document>) -> Document {
 fn delete(ctx: &mut Ctx, db: &Arc<Database>, command: &Document) -> Result<Document, MongoError> {
     let (n, _, errors) = statements(command, "deletes", |statement| {
         if let Some(key) =
-            statement.keys().find(|k| !["q", "limit", "collation"].contains(&k.as_str()))
+            statement.keys().find(|k| !["q", "limit", "collation", "hint"].contains(&k.as_str()))
         {
             return Err(refused_option("delete.deletes", key));
         }
         let limit = super::crud::delete_limit(statement)?;
         let filter = doc_of(statement, "q")?;
         let selector = query::selector(&filter)?;
-        let found = matching(ctx, db, &filter, limit)?;
+        let found = matching(ctx, db, statement, limit)?;
         let mut tombstones = Vec::with_capacity(found.len());
         for (id, _) in found {
             // Deleted only if it still matches as it is now, at the revision it has now.
@@ -234,9 +242,9 @@ fn delete(ctx: &mut Ctx, db: &Arc<Database>, command: &Document) -> Result<Docum
 
 fn refused_option(at: &str, key: &str) -> MongoError {
     match key {
-        "hint" | "sort" | "c" | "upsertSupplied" | "arrayFilters" => MongoError::not_implemented(
-            format!("option '{key}' of a write to a time-series collection is not supported yet"),
-        ),
+        "sort" | "c" | "upsertSupplied" | "arrayFilters" => MongoError::not_implemented(format!(
+            "option '{key}' of a write to a time-series collection is not supported yet"
+        )),
         other => MongoError::unknown_field(&format!("{at}.{other}")),
     }
 }
@@ -244,7 +252,7 @@ fn refused_option(at: &str, key: &str) -> MongoError {
 fn update(ctx: &mut Ctx, db: &Arc<Database>, command: &Document) -> Result<Document, MongoError> {
     let field = time_field(db);
     let (n, modified, errors) = statements(command, "updates", |statement| {
-        let known = ["q", "u", "multi", "upsert", "collation"];
+        let known = ["q", "u", "multi", "upsert", "collation", "hint"];
         if let Some(key) = statement.keys().find(|k| !known.contains(&k.as_str())) {
             return Err(refused_option("update.updates", key));
         }
@@ -255,7 +263,7 @@ fn update(ctx: &mut Ctx, db: &Arc<Database>, command: &Document) -> Result<Docum
         }
         let (filter, update, multi, _) = super::update::statement_parts(statement)?;
         let selector = query::selector(&filter)?;
-        let found = matching(ctx, db, &filter, if multi { usize::MAX } else { 1 })?;
+        let found = matching(ctx, db, statement, if multi { usize::MAX } else { 1 })?;
         let (mut matched, mut changed) = (0, 0);
         for (id, _) in found {
             let change = Change { selector: &selector, update: &update, time_field: &field };

@@ -15,7 +15,9 @@
 //! MongoDB's `CommandNotSupportedOnView` (166).
 //!
 //! A time-series collection ([`super::timeseries`]) is read the same way, as a view on its
-//! own stored measurements; its writes go to [`super::timeseries_write`].
+//! own stored measurements, with what can be moved onto the stored form put in front of the
+//! `$replaceRoot` so that its indexes serve it ([`super::timeseries_query`]); its writes and
+//! index commands go to [`super::timeseries_write`].
 
 use std::sync::Arc;
 
@@ -225,8 +227,27 @@ pub(super) fn run(
             aggregate.insert(key.clone(), value.clone());
         }
     }
+    if is_timeseries(&ctx.server.engine, &source) {
+        to_stored_form(&mut aggregate);
+    }
     let reply = super::aggregate::aggregate(ctx, &aggregate)?;
     shape(ctx, &ns, reply).map(Some)
+}
+
+/// The `aggregate` of a read of a time-series collection (its pipeline starting with the
+/// `$replaceRoot` that reads the measurements) with what can run over the stored documents
+/// moved in front of it and a key pattern `hint` on the stored fields
+/// ([`super::timeseries_query`]), so that an index serves it.
+fn to_stored_form(aggregate: &mut Document) {
+    if let Ok(stages) = aggregate.get_array_mut("pipeline")
+        && let Some((first, rest)) = stages.split_first()
+    {
+        *stages = super::timeseries_query::pipeline(first.clone(), rest);
+    }
+    if let Some(hint) = aggregate.get("hint") {
+        let stored = super::timeseries_query::hint(hint);
+        aggregate.insert("hint", stored);
+    }
 }
 
 /// MongoDB's refusal of a find option an aggregation cannot express (`what`: `Option min`).

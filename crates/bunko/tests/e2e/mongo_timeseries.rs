@@ -3,7 +3,10 @@
 //! a BSON date in the time field; `_id`s may repeat; queries, aggregation, counts,
 //! `distinct`, deletes and updates work over the measurements; `expireAfterSeconds`
 //! expires them; what is not built is refused with MongoDB's codes; it all survives a
-//! restart and a `drop`.
+//! restart and a `drop`. Indexes: the default `{meta: 1, time: 1}` index, secondary
+//! indexes created, listed (as the user gave them), used (the same answers as a plain
+//! collection and a collection scan give, `explain` showing the index scan), hinted,
+//! dropped and refused as MongoDB 8 refuses them.
 
 use serde_json::json;
 
@@ -129,7 +132,6 @@ r = c.bulk_write([InsertOne({"_id": 1, "ts": at(7)}, namespace="ts.m"), InsertOn
 out["bulk"] = [r.inserted_count, m.count_documents({"_id": 1})]
 # Not built: refused, never ignored.
 out["refused"] = [
-    code_of(lambda: m.create_index("sensor.id")),
     code_of(lambda: m.find_one_and_update({"_id": 2}, {"$set": {"x": 1}})),
     code_of(lambda: m.update_one({"_id": 9}, {"$set": {"x": 1}}, upsert=True)),
     code_of(lambda: db.command("collMod", "m", expireAfterSeconds=5)),
@@ -173,8 +175,11 @@ print(json.dumps(out))
     assert_eq!(out["delete_many"], json!(2));
     assert_eq!(out["left"].as_array().map(Vec::len), Some(3));
     assert_eq!(out["bulk"], json!([2, 3]));
-    assert_eq!(out["refused"], json!([238, 238, 238, 238]));
-    assert_eq!(out["indexes"], json!([]));
+    assert_eq!(out["refused"], json!([238, 238, 238]));
+    assert_eq!(
+        out["indexes"],
+        json!([{"v": 2, "key": {"sensor": 1, "ts": 1}, "name": "sensor_1_ts_1"}])
+    );
     assert_eq!(out["txn"], json!(263));
     assert!(server.terminate());
     server.restart();
@@ -210,11 +215,231 @@ db.log.insert_many([
     {"_id": "old", "at": now - datetime.timedelta(hours=5)},
     {"_id": "fresh", "at": now},
 ])
+# A TTL index on the time field with a partial filter on the meta field: only those expire.
+db.create_collection("jobs", timeseries={"timeField": "at", "metaField": "kind"})
+db.jobs.create_index("at", expireAfterSeconds=3600, partialFilterExpression={"kind": "tmp"})
+db.jobs.insert_many([
+    {"_id": "old_tmp", "at": now - datetime.timedelta(hours=2), "kind": "tmp"},
+    {"_id": "old_kept", "at": now - datetime.timedelta(hours=2), "kind": "keep"},
+    {"_id": "new_tmp", "at": now, "kind": "tmp"},
+])
 deadline = time.time() + 60
-while time.time() < deadline and db.log.count_documents({"_id": "old"}) > 0:
+while time.time() < deadline and db.log.count_documents({"_id": "old"}) + db.jobs.count_documents({"_id": "old_tmp"}) > 0:
     time.sleep(0.2)
-print(json.dumps(sorted(d["_id"] for d in db.log.find({}))))
+print(json.dumps([sorted(d["_id"] for d in db.log.find({})), sorted(d["_id"] for d in db.jobs.find({}))]))
 "#;
     let Some(result) = python(&server, script) else { return };
-    assert_eq!(result, json!(["fresh"]));
+    assert_eq!(result, json!([["fresh"], ["new_tmp", "old_kept"]]));
+}
+
+/// The start of the index tests: the time-series collection `ts.m` (meta field `sensor`)
+/// and its measurements (`_id`s unique, times unique; some without `v`, some with arrays).
+const MEASUREMENTS: &str = r#"
+c = client()
+db = c.ts
+db.create_collection("m", timeseries={"timeField": "ts", "metaField": "sensor"})
+t0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+def at(minutes):
+    return t0 + datetime.timedelta(minutes=minutes)
+def measurement(i):
+    d = {"_id": i, "ts": at(i), "sensor": {"id": i % 6, "site": "xy"[i % 2]}}
+    if i % 7:
+        d["v"] = i % 50
+    if i % 5 == 0:
+        d["tags"] = [i % 3, "t%d" % (i % 4)]
+    return d
+"#;
+
+#[test]
+fn time_series_reads_answer_as_a_plain_collection_and_a_collection_scan_with_indexes() {
+    let server = Server::start();
+    let script = format!(
+        "{MEASUREMENTS}{}",
+        r#"
+m, p = db.m, db.p
+docs = [measurement(i) for i in range(600)]
+m.insert_many(docs)
+p.insert_many(docs)
+m.create_index("v")
+m.create_index([("sensor.id", 1), ("ts", -1)])
+m.create_index("tags")
+filters = [
+    {},
+    {"sensor": {"id": 3, "site": "y"}},
+    {"sensor": {"id": 3, "site": "y"}, "ts": {"$gte": at(100), "$lt": at(300)}},
+    {"sensor.id": {"$in": [1, 3]}, "ts": {"$gt": at(500)}},
+    {"v": {"$gte": 10, "$lt": 13}},
+    {"v": None},
+    {"v": {"$exists": False}},
+    {"tags": 2},
+    {"tags": {"$elemMatch": {"$gte": 1, "$lt": 3}}},
+    {"$or": [{"v": 3}, {"sensor.id": 5, "ts": {"$lt": at(60)}}]},
+    {"$nor": [{"v": {"$lt": 45}}, {"sensor.site": "x"}]},
+    {"$and": [{"v": {"$gt": 40}}, {"$expr": {"$lt": ["$v", 44]}}]},
+    {"sensor.id": 4, "$expr": {"$eq": [{"$mod": ["$v", 2]}, 0]}},
+    {"$or": [{"v": 1}, {"$expr": {"$eq": ["$v", 2]}}]},
+    {"v": {"$not": {"$gt": 5}}, "sensor.site": {"$regex": "^x"}},
+    {"_id": {"$in": [5, 77, 599, 1000]}},
+]
+def ids(cursor):
+    return sorted(d["_id"] for d in cursor)
+out = {"mismatches": [], "sizes": []}
+for f in filters:
+    ts, plain, scan = ids(m.find(f)), ids(p.find(f)), ids(m.find(f).hint([("$natural", 1)]))
+    out["sizes"].append(len(ts))
+    if not (ts == plain == scan and m.count_documents(f) == len(plain)):
+        out["mismatches"].append([repr(f), len(ts), len(plain), len(scan)])
+    if sorted(m.distinct("v", f), key=repr) != sorted(p.distinct("v", f), key=repr):
+        out["mismatches"].append(["distinct", repr(f)])
+    pipe = [{"$match": f}, {"$group": {"_id": "$sensor.id", "n": {"$sum": 1}}}, {"$sort": {"_id": 1}}]
+    if list(m.aggregate(pipe)) != list(p.aggregate(pipe)):
+        out["mismatches"].append(["aggregate", repr(f)])
+    page = lambda coll: [d["_id"] for d in coll.find(f).sort("ts", -1).skip(3).limit(7)]
+    if page(m) != page(p):
+        out["mismatches"].append(["page", repr(f), page(m), page(p)])
+plan = m.find({"sensor.id": 2, "ts": {"$gte": at(100), "$lt": at(300)}}).explain()
+ix = plan["queryPlanner"]["winningPlan"]["inputStage"]
+out["plan"] = [plan["queryPlanner"]["winningPlan"]["stage"], ix["stage"], ix["indexName"]]
+out["stats"] = [plan["executionStats"][k] for k in ["nReturned", "totalKeysExamined", "totalDocsExamined"]]
+out["hinted"] = [
+    ids(m.find({"v": {"$lt": 2}, "ts": {"$lt": at(120)}}).hint("v_1")),
+    ids(m.find({"v": {"$lt": 2}, "ts": {"$lt": at(120)}}).hint([("v", 1)])),
+    m.find({"v": {"$lt": 2}}).hint([("v", 1)]).explain()["queryPlanner"]["winningPlan"]["inputStage"]["indexName"],
+    m.count_documents({"v": 3}, hint="v_1"),
+]
+# Writes read through the indexes too; the same documents change as in the plain collection.
+for coll in (m, p):
+    coll.update_many({"sensor.id": 3, "ts": {"$lt": at(200)}, "$expr": {"$gt": ["$v", 20]}}, {"$inc": {"v": 100}})
+    coll.delete_many({"v": {"$gte": 45, "$lt": 100}}, hint="v_1" if coll is m else None)
+out["after_writes"] = [sorted((d["_id"], d.get("v")) for d in m.find()) == sorted((d["_id"], d.get("v")) for d in p.find()), m.count_documents({})]
+print(json.dumps(out))
+"#
+    );
+    let Some(out) = python(&server, &script) else { return };
+    assert_eq!(out["mismatches"], json!([]));
+    let sizes = json!([600, 100, 33, 33, 30, 86, 86, 40, 80, 19, 30, 31, 86, 22, 31, 3]);
+    assert_eq!(out["sizes"], sizes);
+    assert_eq!(out["plan"], json!(["FETCH", "IXSCAN", "sensor.id_1_ts_-1"]));
+    // Only the 33 measurements of sensor 2 in the range are read, not the 600.
+    assert_eq!(out["stats"], json!([33, 33, 33]));
+    assert_eq!(out["hinted"], json!([[1, 50, 51, 100, 101], [1, 50, 51, 100, 101], "v_1", 10]));
+    assert_eq!(out["after_writes"][0], json!(true));
+}
+
+#[test]
+fn time_series_indexes_are_created_listed_dropped_refused_and_survive_a_restart() {
+    let mut server = Server::start();
+    let script = format!(
+        "{MEASUREMENTS}{}",
+        r#"
+db.create_collection("bare", timeseries={"timeField": "ts"}, expireAfterSeconds=60)
+m = db.m
+m.insert_many([measurement(i) for i in range(100)])
+out = {"default": list(m.list_indexes()), "bare": list(db.bare.list_indexes())}
+r = db.command("createIndexes", "m", indexes=[{"key": {"v": -1}, "name": "by_v"}, {"key": {"sensor.site": 1, "ts": 1}}])
+out["created"] = [r["numIndexesBefore"], r["numIndexesAfter"]]
+out["partial"] = m.create_index("ts", partialFilterExpression={"sensor.id": {"$gt": 3}})
+out["hashed"] = m.create_index([("sensor", "hashed")])
+out["again"] = db.command("createIndexes", "m", indexes=[{"key": {"v": -1}, "name": "by_v"}]).get("note")
+out["listed"] = list(m.list_indexes())
+out["bare_created"] = db.bare.create_index("x")
+def err(fn):
+    try:
+        fn()
+    except OperationFailure as e:
+        return [e.code, e.details.get("errmsg")]
+out["refused"] = [
+    err(lambda: m.create_index("v", unique=True)),
+    err(lambda: m.create_index([("v", "text")])),
+    err(lambda: m.create_index([("ts", "hashed")])),
+    err(lambda: m.create_index([("v", "hashed")])),
+    err(lambda: m.create_index("v", sparse=True)),
+    err(lambda: m.create_index("ts", expireAfterSeconds=10)),
+    err(lambda: m.create_index("v", expireAfterSeconds=10, partialFilterExpression={"sensor.id": 1})),
+    err(lambda: m.create_index([("ts", 1), ("v", 1)], expireAfterSeconds=10, partialFilterExpression={"sensor.id": 1})),
+    err(lambda: m.create_index("v", partialFilterExpression={"sensor.id": 1}, collation={"locale": "en"})),
+    err(lambda: m.create_index("v", name="by_v")),
+]
+out["sparse_meta"] = m.create_index("sensor.id", sparse=True)
+out["drop_key"] = db.command("dropIndexes", "m", index={"sensor.site": 1, "ts": 1})["nIndexesWas"]
+m.drop_index("sensor.id_1")
+out["drop_missing"] = code_of(lambda: m.drop_index("nope"))
+out["drop_hidden"] = code_of(lambda: db.bare.drop_index("$timeseries_ttl"))
+db.bare.drop_indexes()
+out["bare_after"] = list(db.bare.list_indexes())
+out["names"] = [i["name"] for i in m.list_indexes()]
+print(json.dumps(out))
+"#
+    );
+    let Some(out) = python(&server, &script) else { return };
+    let default = json!({"v": 2, "key": {"sensor": 1, "ts": 1}, "name": "sensor_1_ts_1"});
+    assert_eq!(out["default"], json!([default]));
+    assert_eq!(out["bare"], json!([]));
+    assert_eq!(out["created"], json!([1, 3]));
+    assert_eq!(out["partial"], json!("ts_1"));
+    assert_eq!(out["hashed"], json!("sensor_hashed"));
+    assert_eq!(out["again"], json!("all indexes already exist"));
+    assert_eq!(
+        out["listed"],
+        json!([
+            {"v": 2, "key": {"v": -1}, "name": "by_v"},
+            {"v": 2, "key": {"sensor.site": 1, "ts": 1}, "name": "sensor.site_1_ts_1"},
+            default,
+            {"v": 2, "key": {"sensor": "hashed"}, "name": "sensor_hashed"},
+            {"v": 2, "key": {"ts": 1}, "name": "ts_1", "partialFilterExpression": {"sensor.id": {"$gt": 3}}},
+        ])
+    );
+    assert_eq!(out["bare_created"], json!("x_1"));
+    let codes: Vec<_> = out["refused"].as_array().unwrap().iter().map(|e| e[0].clone()).collect();
+    assert_eq!(
+        codes,
+        vec![
+            json!(72),
+            json!(72),
+            json!(67),
+            json!(67),
+            json!(72),
+            json!(72),
+            json!(72),
+            json!(67),
+            json!(85),
+            json!(86)
+        ]
+    );
+    assert_eq!(
+        out["refused"][0][1],
+        json!("Unique indexes are not supported on time-series collections")
+    );
+    assert_eq!(
+        out["refused"][5][1],
+        json!(
+            "TTL indexes on time-series collections require a partialFilterExpression on the metaField"
+        )
+    );
+    assert_eq!(out["sparse_meta"], json!("sensor.id_1"));
+    assert_eq!(out["drop_key"], json!(6));
+    assert_eq!(out["drop_missing"], json!(27));
+    assert_eq!(out["drop_hidden"], json!(27));
+    assert_eq!(out["bare_after"], json!([]));
+    assert_eq!(out["names"], json!(["by_v", "sensor_1_ts_1", "sensor_hashed", "ts_1"]));
+    assert!(server.terminate());
+    server.restart();
+    let script = r#"
+c = client()
+m = c.ts.m
+plan = m.find({"v": {"$gte": 48}}).explain()
+ix = plan["queryPlanner"]["winningPlan"]["inputStage"]
+out = {"names": [i["name"] for i in m.list_indexes()], "plan": [ix["stage"], ix["indexName"]],
+       "found": sorted(d["_id"] for d in m.find({"v": {"$gte": 48}})),
+       "examined": plan["executionStats"]["totalDocsExamined"]}
+m.drop_indexes()
+out["dropped"] = list(m.list_indexes())
+print(json.dumps(out))
+"#;
+    let out = python(&server, script).expect("pymongo ran before the restart");
+    assert_eq!(out["names"], json!(["by_v", "sensor_1_ts_1", "sensor_hashed", "ts_1"]));
+    assert_eq!(out["plan"], json!(["IXSCAN", "by_v"]));
+    assert_eq!(out["found"], json!([48, 99]));
+    assert_eq!(out["examined"], json!(2));
+    assert_eq!(out["dropped"], json!([]));
 }
