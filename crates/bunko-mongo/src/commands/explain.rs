@@ -8,7 +8,7 @@
 //! (`isMultiKey`, `multiKeyPaths`); `allPlansExecution` runs every candidate plan for
 //! MongoDB's trial period (`all_plans`). Writes are planned and counted, never applied. On a
 //! time-series collection, the query explained is the one run over its stored documents
-//! ([`stored_form`]).
+//! ([`stored_form`]), its field names shown as the measurements' again.
 
 use bson::{Bson, Document, doc};
 use bunko_engine::Database;
@@ -35,6 +35,18 @@ pub(super) struct Explained {
 }
 
 pub(super) fn explain(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
+    let mut reply = explain_command(ctx, command)?;
+    let target = match command.get("explain") {
+        Some(Bson::Document(inner)) => explained(ctx, inner).ok(),
+        _ => None,
+    };
+    if target.is_some_and(|t| super::views::is_timeseries(&ctx.server.engine, &t.ns)) {
+        super::timeseries_query::measurement_plan(&mut reply);
+    }
+    Ok(reply)
+}
+
+fn explain_command(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoError> {
     let Some(Bson::Document(inner)) = command.get("explain") else {
         return Err(MongoError::type_mismatch("BSON field 'explain.explain' must be an object"));
     };

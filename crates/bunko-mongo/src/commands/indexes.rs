@@ -221,7 +221,7 @@ fn normalized(key: &Document) -> Document {
 }
 
 /// The index `key` names.
-fn by_pattern(db: &Database, key: &Document) -> Option<Arc<bunko_engine::index::Index>> {
+pub(super) fn by_pattern(db: &Database, key: &Document) -> Option<Arc<bunko_engine::index::Index>> {
     let wanted = normalized(key);
     db.mongo_indexes()
         .into_iter()
@@ -419,7 +419,7 @@ fn direction(value: &Bson) -> i32 {
     if negative { -1 } else { 1 }
 }
 
-fn describe_key(key: &Document) -> String {
+pub(super) fn describe_key(key: &Document) -> String {
     let parts: Vec<String> = key.iter().map(|(k, v)| format!("{k}: {v}")).collect();
     format!("{{ {} }}", parts.join(", "))
 }

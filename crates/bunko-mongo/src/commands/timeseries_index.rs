@@ -21,6 +21,7 @@ use std::sync::Arc;
 use bson::{Bson, Document, doc};
 use bunko_engine::Database;
 
+use super::indexes::describe_key;
 use super::timeseries::TTL_INDEX;
 use super::timeseries_query::{exact, measurement_filter, stored_key};
 use super::{Ctx, coll_options, cursor_reply};
@@ -63,11 +64,6 @@ fn invalid_options(message: &str) -> MongoError {
 
 fn cannot_create(message: String) -> MongoError {
     MongoError::new(67, "CannotCreateIndex", message)
-}
-
-fn describe_key(key: &Document) -> String {
-    let parts: Vec<String> = key.iter().map(|(k, v)| format!("{k}: {v}")).collect();
-    format!("{{ {} }}", parts.join(", "))
 }
 
 /// `createIndexes` on a time-series collection: each spec checked as MongoDB checks it and
@@ -249,7 +245,16 @@ pub(super) fn drop(
         Some(Bson::Array(names)) if names.iter().any(|n| n.as_str() == Some(TTL_INDEX)) => {
             return Err(not_found());
         }
-        Some(Bson::Document(key)) if !key.is_empty() => Bson::Document(stored_key(key)),
+        Some(Bson::Document(key)) if !key.is_empty() => {
+            if super::indexes::by_pattern(db, &stored_key(key)).is_none() {
+                return Err(MongoError::new(
+                    27,
+                    "IndexNotFound",
+                    format!("can't find index with key: {}", describe_key(key)),
+                ));
+            }
+            Bson::Document(stored_key(key))
+        }
         Some(other) => other.clone(),
         None => Bson::Null,
     };

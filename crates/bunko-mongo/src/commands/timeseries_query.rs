@@ -14,6 +14,8 @@
 //! read runs after the `$replaceRoot`: their leading `$match` becomes a stored-form
 //! `$match` in front (the planner's pushed-down filter), and when it is exact, the
 //! `$sort`/`$skip`/`$limit` after it move in front too (a sort on field paths only).
+//! [`measurement_plan`] names the fields of an `explain` of such a query as the
+//! measurements' again.
 
 use bson::{Bson, Document, doc};
 
@@ -67,6 +69,9 @@ fn exact_list(value: &Bson) -> Option<Vec<Bson>> {
 /// `filter` matches: the parts of `filter` that can be moved exactly (its conjuncts,
 /// through `$and`), the rest left out.
 pub(super) fn implied(filter: &Document) -> Document {
+    if let Some(all) = exact(filter) {
+        return all;
+    }
     let mut conjuncts = Vec::new();
     for (key, value) in filter {
         let part = doc! {key: value.clone()};
@@ -127,6 +132,45 @@ pub(super) fn measurement_filter(filter: &Document) -> Document {
         out.insert(measurement_path(key).unwrap_or(key), value);
     }
     out
+}
+
+/// The fields of an `explain` answer that name stored fields (keys, bounds, sorts, filters).
+const PLAN_FIELDS: &[&str] = &[
+    "keyPattern",
+    "indexBounds",
+    "startKey",
+    "endKey",
+    "multiKeyPaths",
+    "sortPattern",
+    "parsedQuery",
+    "filter",
+];
+
+/// An `explain` answer of a query run over the stored documents ([`exact`]) with the
+/// measurements' field names (`m.ts` → `ts`), its `command` (the user's) left as it is.
+pub(super) fn measurement_plan(plan: &mut Document) {
+    for (key, value) in plan.iter_mut() {
+        match value {
+            Bson::Document(d) if PLAN_FIELDS.contains(&key.as_str()) => {
+                *d = measurement_filter(d);
+                measurement_plan(d);
+                if key == "multiKeyPaths" {
+                    for paths in d.iter_mut().filter_map(|(_, v)| v.as_array_mut()) {
+                        for path in paths.iter_mut() {
+                            if let Some(p) = path.as_str().and_then(measurement_path) {
+                                *path = Bson::String(p.to_string());
+                            }
+                        }
+                    }
+                }
+            }
+            Bson::Document(d) if key != "command" => measurement_plan(d),
+            Bson::Array(items) => {
+                items.iter_mut().filter_map(Bson::as_document_mut).for_each(measurement_plan);
+            }
+            _ => {}
+        }
+    }
 }
 
 /// A `hint` as the stored documents' index: a key pattern moved, a name or `$natural` kept.

@@ -47,8 +47,17 @@ const WRITES: &[&str] = &[
 ];
 
 /// The fields of a read that its `aggregate` takes as they are.
-const COPIED: &[&str] =
-    &["lsid", "readConcern", "let", "comment", "collation", "hint", "allowDiskUse", "maxTimeMS"];
+const COPIED: &[&str] = &[
+    "lsid",
+    "readConcern",
+    "let",
+    "comment",
+    "collation",
+    "hint",
+    "allowDiskUse",
+    "maxTimeMS",
+    "explain",
+];
 
 /// A view's definition: the collection (or view) it reads and its pipeline. A time-series
 /// collection ([`super::timeseries`]) is read as a view on itself: `on` is empty.

@@ -299,8 +299,11 @@ for f in filters:
         out["mismatches"].append(["page", repr(f), page(m), page(p)])
 plan = m.find({"sensor.id": 2, "ts": {"$gte": at(100), "$lt": at(300)}}).explain()
 ix = plan["queryPlanner"]["winningPlan"]["inputStage"]
-out["plan"] = [plan["queryPlanner"]["winningPlan"]["stage"], ix["stage"], ix["indexName"]]
+out["plan"] = [plan["queryPlanner"]["winningPlan"]["stage"], ix["stage"], ix["indexName"], ix["keyPattern"], sorted(ix["indexBounds"]), plan["queryPlanner"]["parsedQuery"]["sensor.id"]]
 out["stats"] = [plan["executionStats"][k] for k in ["nReturned", "totalKeysExamined", "totalDocsExamined"]]
+agg = db.command("aggregate", "m", pipeline=[{"$match": {"v": 3}}, {"$count": "n"}], explain=True)
+agg_plan = agg["stages"][0]["$cursor"]["queryPlanner"]["winningPlan"]["inputStage"]
+out["agg_plan"] = [agg_plan["stage"], agg_plan["indexName"]]
 out["hinted"] = [
     ids(m.find({"v": {"$lt": 2}, "ts": {"$lt": at(120)}}).hint("v_1")),
     ids(m.find({"v": {"$lt": 2}, "ts": {"$lt": at(120)}}).hint([("v", 1)])),
@@ -319,9 +322,14 @@ print(json.dumps(out))
     assert_eq!(out["mismatches"], json!([]));
     let sizes = json!([600, 100, 33, 33, 30, 86, 86, 40, 80, 19, 30, 31, 86, 22, 31, 3]);
     assert_eq!(out["sizes"], sizes);
-    assert_eq!(out["plan"], json!(["FETCH", "IXSCAN", "sensor.id_1_ts_-1"]));
+    // Explained with the measurements' field names, as the index is listed.
+    assert_eq!(
+        out["plan"],
+        json!(["FETCH", "IXSCAN", "sensor.id_1_ts_-1", {"sensor.id": 1, "ts": -1}, ["sensor.id", "ts"], 2])
+    );
     // Only the 33 measurements of sensor 2 in the range are read, not the 600.
     assert_eq!(out["stats"], json!([33, 33, 33]));
+    assert_eq!(out["agg_plan"], json!(["IXSCAN", "v_1"]));
     assert_eq!(out["hinted"], json!([[1, 50, 51, 100, 101], [1, 50, 51, 100, 101], "v_1", 10]));
     assert_eq!(out["after_writes"][0], json!(true));
 }
@@ -363,7 +371,7 @@ out["refused"] = [
 out["sparse_meta"] = m.create_index("sensor.id", sparse=True)
 out["drop_key"] = db.command("dropIndexes", "m", index={"sensor.site": 1, "ts": 1})["nIndexesWas"]
 m.drop_index("sensor.id_1")
-out["drop_missing"] = code_of(lambda: m.drop_index("nope"))
+out["drop_missing"] = [code_of(lambda: m.drop_index("nope")), err(lambda: db.command("dropIndexes", "m", index={"nope": 1}))]
 out["drop_hidden"] = code_of(lambda: db.bare.drop_index("$timeseries_ttl"))
 db.bare.drop_indexes()
 out["bare_after"] = list(db.bare.list_indexes())
@@ -418,7 +426,7 @@ print(json.dumps(out))
     );
     assert_eq!(out["sparse_meta"], json!("sensor.id_1"));
     assert_eq!(out["drop_key"], json!(6));
-    assert_eq!(out["drop_missing"], json!(27));
+    assert_eq!(out["drop_missing"], json!([27, [27, "can't find index with key: { nope: 1 }"]]));
     assert_eq!(out["drop_hidden"], json!(27));
     assert_eq!(out["bare_after"], json!([]));
     assert_eq!(out["names"], json!(["by_v", "sensor_1_ts_1", "sensor_hashed", "ts_1"]));
