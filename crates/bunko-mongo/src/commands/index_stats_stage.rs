@@ -31,7 +31,14 @@ pub(super) fn rewrite(
         ));
     }
     let host = ctx.session.local.to_string();
-    let stats = match indexes::list_indexes(ctx, &doc! {"listIndexes": &ns.coll}) {
+    let listed = match ctx.server.engine.get_db(&ns.engine_name()) {
+        // A time-series collection's indexes as its `listIndexes` shows them.
+        Some(db) if super::views::is_timeseries(&ctx.server.engine, ns) => {
+            super::timeseries_index::list(&db, ns)
+        }
+        _ => indexes::list_indexes(ctx, &doc! {"listIndexes": &ns.coll}),
+    };
+    let stats = match listed {
         Ok(reply) => first_batch(&reply)
             .into_iter()
             .map(|spec| Bson::Document(entry(ctx, ns, &host, spec)))
@@ -39,7 +46,8 @@ pub(super) fn rewrite(
         Err(err) if err.code == 26 => Vec::new(),
         Err(err) => return Err(err),
     };
-    let mut rewritten = vec![Bson::Document(doc! {"$documents": stats})];
+    // Literal: a spec's `partialFilterExpression` holds `$` operators, not expressions.
+    let mut rewritten = vec![Bson::Document(doc! {"$documents": {"$literal": stats}})];
     rewritten.extend(stages[1..].iter().cloned());
     Ok(Some(rewritten))
 }

@@ -15,7 +15,7 @@
 //! `$match` in front (the planner's pushed-down filter), and when it is exact, the
 //! `$sort`/`$skip`/`$limit` after it move in front too (a sort on field paths only).
 //! [`measurement_plan`] names the fields of an `explain` of such a query as the
-//! measurements' again.
+//! measurements' again. A leading `$indexStats` or `$collStats` runs as on any collection.
 
 use bson::{Bson, Document, doc};
 
@@ -31,6 +31,9 @@ pub(super) fn stored_path(path: &str) -> String {
 pub(super) fn measurement_path(path: &str) -> Option<&str> {
     path.strip_prefix(FIELD)?.strip_prefix('.')
 }
+
+/// Leading stages about the collection, not its documents: run without the `$replaceRoot`.
+const STATISTICS: &[&str] = &["$indexStats", "$collStats"];
 
 /// Top-level operators that hold filters (rewritten inside).
 const LOGICAL: &[&str] = &["$and", "$or", "$nor"];
@@ -185,6 +188,11 @@ pub(super) fn hint(value: &Bson) -> Bson {
 /// reads the measurements) with the `$replaceRoot` inserted, and what can run over the
 /// stored documents moved in front of it (see the module docs).
 pub(super) fn pipeline(replace_root: Bson, stages: &[Bson]) -> Vec<Bson> {
+    // Statistics of the collection itself read no measurement.
+    let leading = stages.first().and_then(Bson::as_document).and_then(|d| d.keys().next());
+    if leading.is_some_and(|name| STATISTICS.contains(&name.as_str())) {
+        return stages.to_vec();
+    }
     let mut front = Vec::new();
     let mut moved = 0;
     for stage in stages {

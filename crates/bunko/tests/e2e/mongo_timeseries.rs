@@ -376,6 +376,9 @@ out["drop_hidden"] = code_of(lambda: db.bare.drop_index("$timeseries_ttl"))
 db.bare.drop_indexes()
 out["bare_after"] = list(db.bare.list_indexes())
 out["names"] = [i["name"] for i in m.list_indexes()]
+m.find_one({"v": 3})
+out["index_stats"] = sorted([s["name"], s["key"], s["accesses"]["ops"]] for s in m.aggregate([{"$indexStats": {}}]))
+out["coll_stats"] = next(m.aggregate([{"$collStats": {"count": {}}}]))["count"]
 print(json.dumps(out))
 "#
     );
@@ -430,6 +433,16 @@ print(json.dumps(out))
     assert_eq!(out["drop_hidden"], json!(27));
     assert_eq!(out["bare_after"], json!([]));
     assert_eq!(out["names"], json!(["by_v", "sensor_1_ts_1", "sensor_hashed", "ts_1"]));
+    assert_eq!(
+        out["index_stats"],
+        json!([
+            ["by_v", {"v": -1}, 1],
+            ["sensor_1_ts_1", {"sensor": 1, "ts": 1}, 0],
+            ["sensor_hashed", {"sensor": "hashed"}, 0],
+            ["ts_1", {"ts": 1}, 0],
+        ])
+    );
+    assert_eq!(out["coll_stats"], json!(100));
     assert!(server.terminate());
     server.restart();
     let script = r#"
