@@ -30,11 +30,16 @@ fn clamp(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-/// The index sizes of a collection and their sum.
+/// The index sizes of a collection and their sum. A time-series collection's are those
+/// `listIndexes` lists (no `_id_`, not the hidden `expireAfterSeconds` index).
 pub(super) fn index_sizes(db: &Database, scale: i64) -> Result<(Document, i64), MongoError> {
     let mut sizes = Document::new();
     let mut total = 0;
+    let timeseries = super::coll_options::read(db).contains_key("timeseries");
     for (name, bytes) in db.mongo_index_sizes()? {
+        if timeseries && (name == "_id_" || name == super::timeseries::TTL_INDEX) {
+            continue;
+        }
         total += clamp(bytes);
         sizes.insert(name, clamp(bytes) / scale);
     }

@@ -379,6 +379,10 @@ out["names"] = [i["name"] for i in m.list_indexes()]
 m.find_one({"v": 3})
 out["index_stats"] = sorted([s["name"], s["key"], s["accesses"]["ops"]] for s in m.aggregate([{"$indexStats": {}}]))
 out["coll_stats"] = next(m.aggregate([{"$collStats": {"count": {}}}]))["count"]
+stats = db.command("collStats", "m")
+out["index_sizes"] = [stats["nindexes"], sorted(stats["indexSizes"])]
+bare = db.command("collStats", "bare")
+out["bare_sizes"] = [bare["nindexes"], sorted(bare["indexSizes"])]
 print(json.dumps(out))
 "#
     );
@@ -443,6 +447,8 @@ print(json.dumps(out))
         ])
     );
     assert_eq!(out["coll_stats"], json!(100));
+    assert_eq!(out["index_sizes"], json!([4, ["by_v", "sensor_1_ts_1", "sensor_hashed", "ts_1"]]));
+    assert_eq!(out["bare_sizes"], json!([0, []]));
     assert!(server.terminate());
     server.restart();
     let script = r#"
