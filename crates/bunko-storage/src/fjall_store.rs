@@ -85,6 +85,8 @@ pub struct Fjall {
     group: Group,
     keyspace: Keyspace,
     codec: ValueCodec,
+    /// The directory's storage format (`format.rs`).
+    format: u32,
     db: Database,
     path: PathBuf,
     /// Size at which the active memtable is sealed (in a store created before session 31,
@@ -114,7 +116,8 @@ impl Fjall {
     /// [`Fjall::open`] with memory and disk settings other than the defaults.
     pub fn open_with(path: &Path, options: FjallOptions) -> Result<Fjall> {
         let context = |err| in_context(&format!("opening {}", path.display()), err);
-        let codec = options.codec(crate::format::prepare(path)?);
+        let format = crate::format::prepare(path)?;
+        let codec = options.codec(format);
         let db = options.database(path).open().map_err(context)?;
         let keyspace = db.keyspace(KEYSPACE, || options.keyspace()).map_err(context)?;
         // Absolute: the journals are synced from the leader thread, whatever the cwd then.
@@ -130,6 +133,7 @@ impl Fjall {
             group,
             keyspace,
             codec,
+            format,
             db,
             path: path.to_path_buf(),
             memtable_bytes,
@@ -369,6 +373,10 @@ impl Store for Fjall {
 
     fn close(&self) -> Result<()> {
         self.group.close()
+    }
+
+    fn format(&self) -> u32 {
+        self.format
     }
 
     fn bulk(&self) -> Bulk {

@@ -305,6 +305,13 @@ pub trait Store: Read {
     fn bulk(&self) -> Bulk {
         Bulk::default()
     }
+
+    /// The storage format of this store's directory ([`FORMAT_VERSION`] for a new one;
+    /// `format.rs` lists them). The engine writes records of a format only into stores
+    /// that have it.
+    fn format(&self) -> u32 {
+        FORMAT_VERSION
+    }
 }
 
 /// A lease of larger in-memory buffers ([`Store::bulk`]), given back when dropped.

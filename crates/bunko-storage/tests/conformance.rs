@@ -683,6 +683,28 @@ fn fjall_new_directory_compresses_values() -> TestResult {
     Ok(())
 }
 
+/// A format 2 directory (values as format 3 writes them; only the engine's `Doc` records
+/// differ) opens with its values, and is re-marked 3, so that a format 2 build refuses it
+/// from then on.
+#[test]
+fn fjall_format_2_directory_opens_and_is_re_marked_3() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("data");
+    let value = "reading temperature 21.5; ".repeat(40).into_bytes();
+    {
+        let store = Fjall::open(&path)?;
+        put(&store, b"k", &value)?;
+        store.close()?;
+    }
+    let marker = path.join("BUNKO_FORMAT");
+    std::fs::write(&marker, "bunko storage format 2\n")?;
+    let store = Fjall::open(&path)?;
+    assert_eq!(store.get(b"k")?, Some(value));
+    assert_eq!(store.format(), 3);
+    assert_eq!(std::fs::read_to_string(&marker)?.trim(), "bunko storage format 3");
+    Ok(())
+}
+
 /// A directory written by a newer Bunko is refused before anything is touched, with a
 /// message naming its format and the ones this build reads.
 #[test]
