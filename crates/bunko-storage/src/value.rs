@@ -1,7 +1,8 @@
 //! How a [`crate::Fjall`] store writes values to fjall: [`ValueCodec`].
 //!
 //! Format 1 (directories from before issue 20's value compression) stores every value as
-//! given. Format 2 prefixes each value with one byte:
+//! given. Format 2 (and 3, which differs only in the engine's records) prefixes each value
+//! with one byte:
 //!
 //! - `0x00`: the value follows as given;
 //! - `0x01`: a zstd frame follows (recording its decompressed size), which decompresses
