@@ -76,7 +76,7 @@ impl Database {
         };
         let mut batch = Batch::new();
         let mut removed = 0;
-        for entry in Iter::new(snapshot.clone(), keys::doc_range(db), false, 256) {
+        for entry in Iter::new(snapshot.clone(), keys::doc_range(db), false, 256).heads() {
             let (key, value) = entry?;
             let id = keys::decode_doc(&key)?;
             let info: DocInfo = records::decode(&value)?;

@@ -168,7 +168,8 @@ impl Database {
                 *carried = None;
             }
             let body = carried.as_ref().map(|(rev, body)| (rev, body.as_slice()));
-            pb.batch.put(Key::Doc(db, id).encode(), records::DocRecord::encode(&info, body));
+            let (record, head) = records::DocRecord::encode(&info, body);
+            pb.batch.put_with_head(Key::Doc(db, id).encode(), record, head);
             pb.batch.put(Key::Seq(db, info.seq).encode(), id.as_bytes().to_vec());
             Some(info)
         };

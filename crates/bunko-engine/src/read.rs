@@ -187,8 +187,10 @@ impl Database {
     }
 }
 
+/// The document's revision tree: the head of its `Doc` record, without the body it may
+/// carry.
 pub(crate) fn doc_info_in(read: &dyn Read, db: u64, id: &str) -> Result<Option<DocInfo>> {
-    match read.get(&Key::Doc(db, id).encode())? {
+    match read.get_head(&Key::Doc(db, id).encode())? {
         Some(bytes) => Ok(Some(records::decode(&bytes)?)),
         None => Ok(None),
     }
@@ -229,6 +231,17 @@ pub fn body_in(read: &dyn Read, db: u64, id: &str, rev: &RevId) -> Result<Option
 /// record alone when the record carries its body (one lookup), else from its `Rev` key too.
 pub(crate) fn get_in(read: &dyn Read, db: u64, id: &str, rev: Option<&RevId>) -> Result<DocOut> {
     let record = doc_record_in(read, db, id)?.ok_or_else(missing)?;
+    doc_out(read, db, id, record, rev)
+}
+
+/// [`get_in`] with the document's `Doc` record already read from `read`.
+pub(crate) fn doc_out(
+    read: &dyn Read,
+    db: u64,
+    id: &str,
+    record: DocRecord,
+    rev: Option<&RevId>,
+) -> Result<DocOut> {
     let info = &record.info;
     let (rev, deleted) = match rev {
         Some(rev) => {

@@ -81,7 +81,9 @@ impl DocInfo {
 /// ([`crate::read::body_of`]). A point read of the winner is then one lookup, not two.
 ///
 /// Readers that want only the tree decode the value as a [`DocInfo`] (postcard ignores
-/// the bytes after it), so they need not know of the body.
+/// the bytes after it), so they need not know of the body. The `DocInfo` is the value's
+/// head ([`bunko_storage::Batch::put_with_head`]): such readers read it with
+/// [`bunko_storage::Read::get_head`] and decompress no body.
 #[derive(Debug, Clone)]
 pub struct DocRecord {
     pub info: DocInfo,
@@ -100,14 +102,16 @@ impl DocRecord {
         Ok(DocRecord { info, body: Some((rev, body.to_vec())) })
     }
 
-    /// The stored form of `info` with the body of `rev`, if given.
-    pub fn encode(info: &DocInfo, body: Option<(&RevId, &[u8])>) -> Vec<u8> {
+    /// The stored form of `info` with the body of `rev`, if given, and the length of its
+    /// head (the `DocInfo`).
+    pub fn encode(info: &DocInfo, body: Option<(&RevId, &[u8])>) -> (Vec<u8>, usize) {
         let mut out = encode(info);
+        let head = out.len();
         if let Some((rev, body)) = body {
             out.extend_from_slice(&encode(rev));
             out.extend_from_slice(body);
         }
-        out
+        (out, head)
     }
 
     /// The body of `rev`, if this record carries it.
@@ -296,10 +300,11 @@ mod tests {
         let mut tree = RevTree::default();
         tree.push(rev.clone(), None, false);
         let info = DocInfo { seq: 4, tree, size: 9 };
-        let bare = DocRecord::decode(&DocRecord::encode(&info, None))?;
+        let bare = DocRecord::decode(&DocRecord::encode(&info, None).0)?;
         assert_eq!((bare.info.seq, bare.body), (4, None));
-        assert_eq!(DocRecord::encode(&info, None), encode(&info));
-        let stored = DocRecord::encode(&info, Some((&rev, br#"{"a":1}"#)));
+        assert_eq!(DocRecord::encode(&info, None), (encode(&info), encode(&info).len()));
+        let (stored, head) = DocRecord::encode(&info, Some((&rev, br#"{"a":1}"#)));
+        assert_eq!(decode::<DocInfo>(&stored[..head])?.seq, info.seq);
         let carried = DocRecord::decode(&stored)?;
         assert_eq!(carried.body_of(&rev), Some(&br#"{"a":1}"#[..]));
         assert_eq!(carried.body_of(&RevId { pos: 2, hash: "cd".into() }), None);

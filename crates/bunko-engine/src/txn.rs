@@ -195,7 +195,7 @@ impl Touched {
         self.scanned = true;
         let range = keys::doc_id_range(self.db.id(), start, end);
         let mut out = Vec::new();
-        for (key, value) in read.scan(&range, false, usize::MAX)? {
+        for (key, value) in read.scan_heads(&range, false, usize::MAX)? {
             let info: crate::records::DocInfo = crate::records::decode(&value)?;
             if !info.winner()?.1 {
                 out.push(keys::decode_doc(&key)?);

@@ -846,7 +846,8 @@ fn add_to_batch(
         }
     }
     let body = carried.as_ref().map(|(rev, body)| (rev, body.as_slice()));
-    batch.put(Key::Doc(db, id).encode(), records::DocRecord::encode(&o.info, body));
+    let (record, head) = records::DocRecord::encode(&o.info, body);
+    batch.put_with_head(Key::Doc(db, id).encode(), record, head);
     for rev in &o.stemmed {
         batch.delete(Key::Rev(db, id, &rev.to_string()).encode());
     }

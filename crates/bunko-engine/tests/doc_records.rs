@@ -1,13 +1,15 @@
 //! Where a document's winning body is stored (issue 20 point 2): in a format 3 store its
 //! `Doc` record carries it, so a point read is one lookup; documents written before (a
 //! format 2 directory: every body under its `Rev` key) still read, update, compact and
-//! purge; a format 1 directory keeps every body under its `Rev` key.
+//! purge; a format 1 directory keeps every body under its `Rev` key. The record's tree is
+//! its stored head, readable without decompressing the body.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use bunko_doc::RevId;
 use bunko_doc::body;
+use bunko_engine::all_docs::AllDocsQuery;
 use bunko_engine::keys::Key;
 use bunko_engine::records::{self, DocInfo, DocRecord};
 use bunko_engine::revtree::RevTree;
@@ -54,6 +56,39 @@ fn write_as_format_2(store: &dyn Store, db: &Database, id: &str, body: &[u8]) ->
     batch.put(Key::Rev(db.id(), id, &rev.to_string()).encode(), body.to_vec());
     store.commit(batch)?;
     Ok(rev)
+}
+
+#[test]
+fn a_records_tree_is_read_apart_from_the_compressed_body_it_carries() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let store = Arc::new(Fjall::open(dir.path())?);
+    let engine = Engine::open(store.clone(), Config::default())?;
+    let db = engine.create_db(&admin(), "readings", false)?;
+    let text = "temperature 21.5 at the north gate; ".repeat(30);
+    let rev = put(&db, &format!(r#"{{"_id":"r1","note":"{text}"}}"#))?;
+    let key = Key::Doc(db.id(), "r1").encode();
+    let whole = store.get(&key)?.ok_or("no Doc record")?;
+    let head = store.get_head(&key)?.ok_or("no Doc record")?;
+    assert!(head.len() < 100 && whole.len() > text.len(), "{} / {}", head.len(), whole.len());
+    assert_eq!(whole[..head.len()], head);
+    let info: DocInfo = records::decode(&head)?;
+    assert_eq!(info.winner()?, (&rev, false));
+    assert_eq!(DocRecord::decode(&head)?.body, None);
+    assert!(DocRecord::decode(&whole)?.body_of(&rev).is_some());
+    // Readers of the tree alone (`_all_docs`, `_changes`) and of the body agree.
+    for include_docs in [false, true] {
+        let query = AllDocsQuery { include_docs, ..AllDocsQuery::default() };
+        let rows = db.all_docs(&admin(), &query, None)?.rows.collect::<Vec<_>>();
+        let row = match rows.as_slice() {
+            [Ok(row)] => row,
+            other => return Err(format!("rows {other:?}").into()),
+        };
+        assert_eq!((row.id.as_str(), &row.rev, row.info.seq), ("r1", &rev, info.seq));
+        let doc = row.doc.as_ref().map(|doc| doc.body.len() > text.len());
+        assert_eq!(doc, include_docs.then_some(true));
+    }
+    assert!(db.get(&admin(), "r1", None)?.body.len() > text.len());
+    Ok(())
 }
 
 #[test]

@@ -16,7 +16,8 @@
 //! 1. fjall 3, one keyspace `bunko`, keys as in `docs/architecture/keys.md`, values as given.
 //! 2. As 1, but every value starts with a header byte: raw or zstd (`value.rs`).
 //! 3. As 2, but a document's `Doc` record may carry its winning revision's body, which
-//!    then has no `Rev` key (the engine's `records::DocRecord`, issue 20 point 2). A format
+//!    then has no `Rev` key (the engine's `records::DocRecord`, issue 20 point 2), and a
+//!    value may be stored as a raw head and a zstd frame of the rest (`value.rs`). A format
 //!    1 directory stays format 1 and never gets such records ([`crate::Store::format`]).
 
 use std::path::Path;
