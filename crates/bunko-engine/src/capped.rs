@@ -213,7 +213,7 @@ impl Database {
     fn design_docs(&self, run: &Run<'_>) -> Result<u64> {
         let mut live = std::collections::HashSet::new();
         for (key, info) in
-            self.store.scan(&keys::doc_prefix(self.id(), "_design/"), false, usize::MAX)?
+            self.store.scan_heads(&keys::doc_prefix(self.id(), "_design/"), false, usize::MAX)?
         {
             let info: DocInfo = records::decode(&info)?;
             if !info.winner()?.1 {
@@ -302,7 +302,7 @@ impl Database {
             if kind(&id) != DocKind::Normal {
                 continue;
             }
-            let Some(info) = self.store.get(&Key::Doc(db, &id).encode())? else { continue };
+            let Some(info) = self.store.get_head(&Key::Doc(db, &id).encode())? else { continue };
             let info: DocInfo = records::decode(&info)?;
             if !info.winner()?.1 {
                 lives.add(batch, db, id, seq);

@@ -26,7 +26,7 @@ use bunko_storage::{Batch, Iter, Read, Snapshot};
 use crate::Result;
 use crate::database::Database;
 use crate::keys::{self, Key};
-use crate::records::{self, DocInfo};
+use crate::records::{self, DocInfo, DocRecord};
 
 impl Database {
     /// Starts [`Database::compact`] on a thread of its own; `compact_running`
@@ -76,7 +76,7 @@ impl Database {
         };
         let mut batch = Batch::new();
         let mut removed = 0;
-        for entry in Iter::new(snapshot.clone(), keys::doc_range(db), false, 256) {
+        for entry in Iter::new(snapshot.clone(), keys::doc_range(db), false, 256).heads() {
             let (key, value) = entry?;
             let id = keys::decode_doc(&key)?;
             let info: DocInfo = records::decode(&value)?;
@@ -156,7 +156,8 @@ impl Database {
         for entry in Iter::new(snapshot.clone(), keys::doc_range(db), false, 256) {
             let (key, value) = entry?;
             let id = keys::decode_doc(&key)?;
-            spare(snapshot.as_ref(), db, &id, &records::decode(&value)?, &mut orphans)?;
+            let record = DocRecord::decode(&value)?;
+            spare(snapshot.as_ref(), db, &id, &record, &mut orphans)?;
         }
         let since = match snapshot.scan(&keys::seq_range(db), true, 1)?.first() {
             Some((key, _)) => keys::decode_seq(key)?,
@@ -167,8 +168,8 @@ impl Database {
         for entry in Iter::new(self.store.snapshot(), later, false, 256) {
             let (_, id) = entry?;
             let id = String::from_utf8_lossy(&id).into_owned();
-            if let Some(info) = self.store.get(&Key::Doc(db, &id).encode())? {
-                spare(self.store.as_ref(), db, &id, &records::decode(&info)?, &mut orphans)?;
+            if let Some(record) = crate::read::doc_record_in(self.store.as_ref(), db, &id)? {
+                spare(self.store.as_ref(), db, &id, &record, &mut orphans)?;
             }
         }
         if orphans.is_empty() {
@@ -229,11 +230,12 @@ fn spare(
     store: &dyn Read,
     db: u64,
     id: &str,
-    info: &DocInfo,
+    record: &DocRecord,
     orphans: &mut HashMap<Vec<u8>, u64>,
 ) -> Result<()> {
-    for leaf in info.tree.leaves().into_iter().filter_map(|i| info.tree.node(i)) {
-        let Some(body) = store.get(&Key::Rev(db, id, &leaf.rev.to_string()).encode())? else {
+    let tree = &record.info.tree;
+    for leaf in tree.leaves().into_iter().filter_map(|i| tree.node(i)) {
+        let Some(body) = crate::read::body_of(store, db, id, &leaf.rev, Some(record))? else {
             continue;
         };
         for att in crate::attachments::of_body(&body) {

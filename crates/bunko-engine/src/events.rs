@@ -18,7 +18,7 @@ use bunko_storage::{Iter, Read, Snapshot};
 
 use crate::database::Database;
 use crate::keys::{self, Key};
-use crate::read::doc_info_in;
+use crate::read::{body_of, doc_record_in};
 use crate::records::ChangeRecord;
 use crate::security::UserCtx;
 use crate::{Error, Result};
@@ -155,8 +155,8 @@ fn event(read: &dyn Read, db: u64, seq: u64, record: ChangeRecord) -> Result<Cha
         let (deleted, body) = (true, None);
         return Ok(ChangeEvent { seq, id, rev, deleted, ms, body, before, replacement });
     }
-    let info = doc_info_in(read, db, &id)?;
-    let tree = info.as_ref().map(|i| &i.tree);
+    let record = doc_record_in(read, db, &id)?;
+    let tree = record.as_ref().map(|r| &r.info.tree);
     let node = tree.and_then(|t| t.find(&rev).and_then(|i| t.node(i)));
     let deleted = node.is_some_and(|n| n.deleted);
     let parent = node.and_then(|n| n.parent).and_then(|p| tree.and_then(|t| t.node(p)));
@@ -164,17 +164,13 @@ fn event(read: &dyn Read, db: u64, seq: u64, record: ChangeRecord) -> Result<Cha
         None if rev.pos > 1 => Before::Unavailable,
         None => Before::Nothing,
         Some(node) if node.deleted => Before::Deleted,
-        Some(node) => match rev_body(read, db, &id, &node.rev)? {
+        Some(node) => match body_of(read, db, &id, &node.rev, record.as_ref())? {
             Some(body) => Before::Body(body),
             None => Before::Unavailable,
         },
     };
-    let body = rev_body(read, db, &id, &rev)?;
+    let body = body_of(read, db, &id, &rev, record.as_ref())?;
     Ok(ChangeEvent { seq, id, rev, deleted, ms, body, before, replacement })
-}
-
-fn rev_body(read: &dyn Read, db: u64, id: &str, rev: &RevId) -> Result<Option<Vec<u8>>> {
-    read.get(&Key::Rev(db, id, &rev.to_string()).encode()).map_err(Error::from)
 }
 
 #[cfg(test)]

@@ -202,7 +202,7 @@ impl Buckets {
         let mut range = prefix_range(&base);
         let mut last: Option<Vec<u8>> = None;
         loop {
-            let page = read.scan(&range, false, 4096)?;
+            let page = read.scan_heads(&range, false, 4096)?;
             for (key, value) in &page {
                 if let (Some(&n), Some(prev)) = (counts.last(), &last)
                     && n as usize >= target
@@ -257,7 +257,7 @@ impl Buckets {
         let mut n = self.sums.prefix(i);
         if self.live[i] > 0 && *self.fences[i] != *suffix {
             let range = (self.bucket_range(i).0, Bound::Excluded(key.to_vec()));
-            for (_, value) in read.scan(&range, false, self.keys[i] as usize)? {
+            for (_, value) in read.scan_heads(&range, false, self.keys[i] as usize)? {
                 n += u64::from(is_live(&value)?);
             }
         }
@@ -307,7 +307,8 @@ impl Buckets {
                 live.push(self.live[i]);
                 continue;
             }
-            let entries = read.scan(&self.bucket_range(i), false, self.keys[i] as usize + 1)?;
+            let entries =
+                read.scan_heads(&self.bucket_range(i), false, self.keys[i] as usize + 1)?;
             if entries.len() != self.keys[i] as usize {
                 return Err(out_of_step());
             }
@@ -370,7 +371,7 @@ mod tests {
     /// The key of the live document at position `n`, found through its bucket's span.
     fn nth(ranks: &Ranks<'_>, n: u64) -> Result<Option<Vec<u8>>> {
         let Some((span, pos)) = ranks.span_of_nth(n) else { return Ok(None) };
-        let entries = ranks.snapshot.scan(&span.range, false, usize::MAX)?;
+        let entries = ranks.snapshot.scan_heads(&span.range, false, usize::MAX)?;
         assert_eq!(entries.len(), span.keys);
         let mut live = Vec::new();
         for (key, value) in entries {

@@ -5,8 +5,8 @@
 //! |---|---|---|
 //! | `0x01` | `Meta(name)` | server-wide values (`next_db_id`, `cookie_secret`, `server_uuid`, `mongo_retry/…`, `mongo_clock`) |
 //! | `0x02` | `Db(name)` | [`crate::records::DbMeta`] |
-//! | `0x03` | `Doc(db, id)` | [`crate::records::DocInfo`]: the revision tree |
-//! | `0x04` | `Rev(db, id, rev)` | body of a revision (compact JSON); non-leaf bodies stay until `_compact` |
+//! | `0x03` | `Doc(db, id)` | [`crate::records::DocRecord`]: the revision tree, and in a format 3 store the winner's body |
+//! | `0x04` | `Rev(db, id, rev)` | body of a revision (compact JSON) that its `Doc` record does not carry; non-leaf bodies stay until `_compact` |
 //! | `0x05` | `Seq(db, seq)` | the id of the document whose latest change has this seq |
 //! | `0x06` | `Local(db, id)` | [`crate::records::LocalDoc`] |
 //! | `0x07` | `Stats(db)` | [`crate::records::Stats`] of the database |

@@ -61,6 +61,8 @@ struct PurgeBatch {
     ddocs: DdocChanges,
     /// MongoDB indexes a purge makes multikey (a conflict becoming the winner).
     multikey: MultikeyMarks,
+    /// The revision and body each touched `Doc` record carries ([`records::DocRecord`]).
+    carried: HashMap<String, Option<(RevId, Vec<u8>)>>,
 }
 
 impl Database {
@@ -97,6 +99,7 @@ impl Database {
             partitions: HashMap::new(),
             ddocs: DdocChanges::default(),
             multikey: MultikeyMarks::default(),
+            carried: HashMap::new(),
         };
         let mut results = Vec::with_capacity(requests.len());
         for (id, mut revs) in requests {
@@ -130,8 +133,11 @@ impl Database {
         let db = self.id();
         let old = match pb.docs.get(id) {
             Some(info) => info.clone(),
-            None => match self.store.get(&Key::Doc(db, id).encode())? {
-                Some(bytes) => Some(records::decode::<DocInfo>(&bytes)?),
+            None => match crate::read::doc_record_in(self.store.as_ref(), db, id)? {
+                Some(record) => {
+                    pb.carried.insert(id.to_string(), record.body);
+                    Some(record.info)
+                }
                 None => None,
             },
         };
@@ -156,7 +162,14 @@ impl Database {
             pb.seq += 1;
             let mut info = DocInfo { seq: pb.seq, tree, size: 0 };
             info.size = self.winner(id, &info)?.map_or(0, |(_, body, _)| body.len() as u64);
-            pb.batch.put(Key::Doc(db, id).encode(), records::encode(&info));
+            // The carried body stays with its revision, or goes with it.
+            let carried = pb.carried.entry(id.to_string()).or_default();
+            if carried.as_ref().is_some_and(|(rev, _)| info.tree.find(rev).is_none()) {
+                *carried = None;
+            }
+            let body = carried.as_ref().map(|(rev, body)| (rev, body.as_slice()));
+            let (record, head) = records::DocRecord::encode(&info, body);
+            pb.batch.put_with_head(Key::Doc(db, id).encode(), record, head);
             pb.batch.put(Key::Seq(db, info.seq).encode(), id.as_bytes().to_vec());
             Some(info)
         };
@@ -217,10 +230,9 @@ impl Database {
         if deleted {
             return Ok(None);
         }
-        let rev = rev.to_string();
-        let body = self.store.get(&Key::Rev(self.id(), id, &rev).encode())?;
+        let body = crate::read::body_in(self.store.as_ref(), self.id(), id, rev)?;
         let conflicts = crate::index::entries::conflicts_of(info);
-        Ok(body.map(|body| (rev, body, conflicts)))
+        Ok(body.map(|body| (rev.to_string(), body, conflicts)))
     }
 
     /// The number of the latest purge request (`purge_seq`), 0 if none.

@@ -7,7 +7,7 @@ use bunko_storage::Read;
 
 use crate::database::Database;
 use crate::keys::Key;
-use crate::records::{self, DocInfo};
+use crate::records::{self, DocInfo, DocRecord};
 use crate::security::UserCtx;
 use crate::{Error, Result, error::missing};
 
@@ -87,11 +87,14 @@ impl Database {
     pub fn fill_revs_info(&self, doc: &mut DocOut) -> Result<()> {
         let path = doc.path();
         let mut info = Vec::with_capacity(path.len());
+        let snapshot = self.snapshot();
+        let record = doc_record_in(snapshot.as_ref(), self.id(), &doc.id)?;
         for node in path {
             let key = Key::Rev(self.id(), &doc.id, &node.rev.to_string()).encode();
+            let carried = record.as_ref().is_some_and(|r| r.body_of(&node.rev).is_some());
             let status = if node.deleted {
                 "deleted"
-            } else if self.store.get(&key)?.is_some() {
+            } else if carried || snapshot.get(&key)?.is_some() {
                 "available"
             } else {
                 "missing"
@@ -184,16 +187,62 @@ impl Database {
     }
 }
 
+/// The document's revision tree: the head of its `Doc` record, without the body it may
+/// carry.
 pub(crate) fn doc_info_in(read: &dyn Read, db: u64, id: &str) -> Result<Option<DocInfo>> {
-    match read.get(&Key::Doc(db, id).encode())? {
+    match read.get_head(&Key::Doc(db, id).encode())? {
         Some(bytes) => Ok(Some(records::decode(&bytes)?)),
         None => Ok(None),
     }
 }
 
-/// Reads a document from `read` (the store or a snapshot).
+/// The document's `Doc` record with the body it may carry ([`DocRecord`]).
+pub(crate) fn doc_record_in(read: &dyn Read, db: u64, id: &str) -> Result<Option<DocRecord>> {
+    match read.get(&Key::Doc(db, id).encode())? {
+        Some(bytes) => Ok(Some(DocRecord::decode(&bytes)?)),
+        None => Ok(None),
+    }
+}
+
+/// The body of revision `rev`: from `record` (the document's `Doc` record, read from the
+/// same `read`) if it carries it, else from its `Rev` key. `None` when neither has it
+/// (a deleted or compacted revision).
+pub fn body_of(
+    read: &dyn Read,
+    db: u64,
+    id: &str,
+    rev: &RevId,
+    record: Option<&DocRecord>,
+) -> Result<Option<Vec<u8>>> {
+    if let Some(body) = record.and_then(|r| r.body_of(rev)) {
+        return Ok(Some(body.to_vec()));
+    }
+    Ok(read.get(&Key::Rev(db, id, &rev.to_string()).encode())?)
+}
+
+/// [`body_of`] for a reader that has not read the `Doc` record: the record first (a
+/// winner's body is there), then the `Rev` key.
+pub fn body_in(read: &dyn Read, db: u64, id: &str, rev: &RevId) -> Result<Option<Vec<u8>>> {
+    let record = doc_record_in(read, db, id)?;
+    body_of(read, db, id, rev, record.as_ref())
+}
+
+/// Reads a document from `read` (the store or a snapshot): the winner from its `Doc`
+/// record alone when the record carries its body (one lookup), else from its `Rev` key too.
 pub(crate) fn get_in(read: &dyn Read, db: u64, id: &str, rev: Option<&RevId>) -> Result<DocOut> {
-    let info = doc_info_in(read, db, id)?.ok_or_else(missing)?;
+    let record = doc_record_in(read, db, id)?.ok_or_else(missing)?;
+    doc_out(read, db, id, record, rev)
+}
+
+/// [`get_in`] with the document's `Doc` record already read from `read`.
+pub(crate) fn doc_out(
+    read: &dyn Read,
+    db: u64,
+    id: &str,
+    record: DocRecord,
+    rev: Option<&RevId>,
+) -> Result<DocOut> {
+    let info = &record.info;
     let (rev, deleted) = match rev {
         Some(rev) => {
             let node = info.tree.find(rev).and_then(|i| info.tree.node(i)).ok_or_else(missing)?;
@@ -204,7 +253,11 @@ pub(crate) fn get_in(read: &dyn Read, db: u64, id: &str, rev: Option<&RevId>) ->
             (rev, false) => (rev.clone(), false),
         },
     };
-    let body = read.get(&Key::Rev(db, id, &rev.to_string()).encode())?.ok_or_else(missing)?;
+    let DocRecord { info, body: carried } = record;
+    let body = match carried {
+        Some((carried, body)) if carried == rev => body,
+        _ => read.get(&Key::Rev(db, id, &rev.to_string()).encode())?.ok_or_else(missing)?,
+    };
     Ok(DocOut {
         id: id.to_string(),
         rev,

@@ -1,5 +1,6 @@
-//! The engine's stored records and their (postcard) encoding. Document bodies are not here:
-//! they are stored as compact JSON text under `Rev` keys.
+//! The engine's stored records and their (postcard) encoding. Document bodies are stored as
+//! compact JSON text under `Rev` keys, except the winning revision's body of a document
+//! written to a format 3 store, which its `Doc` record carries ([`DocRecord`]).
 
 use bunko_doc::RevId;
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
@@ -68,6 +69,54 @@ pub struct DocInfo {
 impl DocInfo {
     pub fn winner(&self) -> Result<(&RevId, bool)> {
         self.tree.winner().map(|n| (&n.rev, n.deleted)).ok_or_else(|| corrupt("empty rev tree"))
+    }
+}
+
+/// A `Doc` record as stored: the postcard [`DocInfo`], then, in a format 3 store, either
+/// nothing or the postcard [`RevId`] of one revision followed by that revision's body (the
+/// rest of the value, as it would be stored under its `Rev` key, which it then lacks). The
+/// revision is the winner when it was written; a later change to the tree that does not
+/// go through the write path (a purge) may leave another winner, so a reader takes the body
+/// only if the revision is the one it wants, else reads the `Rev` key
+/// ([`crate::read::body_of`]). A point read of the winner is then one lookup, not two.
+///
+/// Readers that want only the tree decode the value as a [`DocInfo`] (postcard ignores
+/// the bytes after it), so they need not know of the body. The `DocInfo` is the value's
+/// head ([`bunko_storage::Batch::put_with_head`]): such readers read it with
+/// [`bunko_storage::Read::get_head`] and decompress no body.
+#[derive(Debug, Clone)]
+pub struct DocRecord {
+    pub info: DocInfo,
+    pub body: Option<(RevId, Vec<u8>)>,
+}
+
+impl DocRecord {
+    pub fn decode(bytes: &[u8]) -> Result<Self> {
+        let (info, rest) =
+            postcard::take_from_bytes::<DocInfo>(bytes).map_err(|e| corrupt(&e.to_string()))?;
+        if rest.is_empty() {
+            return Ok(DocRecord { info, body: None });
+        }
+        let (rev, body) =
+            postcard::take_from_bytes::<RevId>(rest).map_err(|e| corrupt(&e.to_string()))?;
+        Ok(DocRecord { info, body: Some((rev, body.to_vec())) })
+    }
+
+    /// The stored form of `info` with the body of `rev`, if given, and the length of its
+    /// head (the `DocInfo`).
+    pub fn encode(info: &DocInfo, body: Option<(&RevId, &[u8])>) -> (Vec<u8>, usize) {
+        let mut out = encode(info);
+        let head = out.len();
+        if let Some((rev, body)) = body {
+            out.extend_from_slice(&encode(rev));
+            out.extend_from_slice(body);
+        }
+        (out, head)
+    }
+
+    /// The body of `rev`, if this record carries it.
+    pub fn body_of(&self, rev: &RevId) -> Option<&[u8]> {
+        self.body.as_ref().filter(|(r, _)| r == rev).map(|(_, body)| body.as_slice())
     }
 }
 
@@ -242,6 +291,26 @@ mod tests {
         assert_eq!(Stats::decode(&before_file)?, Stats { writes: 9, ..want });
         let new = Stats { writes: 9, file: 5000, ..want };
         assert_eq!(Stats::decode(&encode(&new))?, new);
+        Ok(())
+    }
+
+    #[test]
+    fn doc_records_with_and_without_a_body_read_both_ways() -> Result<()> {
+        let rev = RevId { pos: 1, hash: "ab".into() };
+        let mut tree = RevTree::default();
+        tree.push(rev.clone(), None, false);
+        let info = DocInfo { seq: 4, tree, size: 9 };
+        let bare = DocRecord::decode(&DocRecord::encode(&info, None).0)?;
+        assert_eq!((bare.info.seq, bare.body), (4, None));
+        assert_eq!(DocRecord::encode(&info, None), (encode(&info), encode(&info).len()));
+        let (stored, head) = DocRecord::encode(&info, Some((&rev, br#"{"a":1}"#)));
+        assert_eq!(decode::<DocInfo>(&stored[..head])?.seq, info.seq);
+        let carried = DocRecord::decode(&stored)?;
+        assert_eq!(carried.body_of(&rev), Some(&br#"{"a":1}"#[..]));
+        assert_eq!(carried.body_of(&RevId { pos: 2, hash: "cd".into() }), None);
+        // A reader of the tree alone does not see the body.
+        let tree_only: DocInfo = decode(&stored)?;
+        assert_eq!((tree_only.seq, tree_only.tree), (4, carried.info.tree));
         Ok(())
     }
 

@@ -68,7 +68,8 @@ impl Database {
     /// The id and winning revision of every live document but the design documents.
     fn live_docs(&self) -> Result<Vec<(String, RevId)>> {
         let mut out = Vec::new();
-        for entry in Iter::new(self.store.snapshot(), keys::doc_range(self.id()), false, PAGE) {
+        let snapshot = self.store.snapshot();
+        for entry in Iter::new(snapshot, keys::doc_range(self.id()), false, PAGE).heads() {
             let (key, value) = entry?;
             let id = keys::decode_doc(&key)?;
             if kind(&id) == DocKind::Design {

@@ -69,18 +69,18 @@ impl Scope {
     /// buffered writes): `null` if missing, a `_deleted` stub if deleted.
     pub(crate) fn stored_json(&self, id: &str) -> Result<Value> {
         let db = self.touched.db.id();
-        let Some(info) = crate::read::doc_info_in(self.read.as_ref(), db, id)? else {
+        let Some(record) = crate::read::doc_record_in(self.read.as_ref(), db, id)? else {
             return Ok(Value::Null);
         };
-        let (rev, deleted) = info.winner()?;
+        let (rev, deleted) = record.info.winner()?;
         let mut out = Map::new();
         out.insert("_id".into(), json!(id));
         out.insert("_rev".into(), json!(rev.to_string()));
         if deleted {
             out.insert("_deleted".into(), json!(true));
         } else {
-            let key = crate::keys::Key::Rev(db, id, &rev.to_string()).encode();
-            let body = self.read.get(&key)?.ok_or_else(crate::error::missing)?;
+            let body = crate::read::body_of(self.read.as_ref(), db, id, rev, Some(&record))?
+                .ok_or_else(crate::error::missing)?;
             let body: Map<String, Value> =
                 serde_json::from_slice(&body).map_err(|e| Error::Corrupt(e.to_string()))?;
             out.extend(body);

@@ -72,7 +72,7 @@ use serde_json::{Map, Value};
 
 use crate::catalog::Engine;
 use crate::database::{Database, Part, apply_parts};
-use crate::read::doc_info_in;
+use crate::read::doc_record_in;
 use crate::scope::Scope;
 use crate::security::UserCtx;
 use crate::write::{AfterCommit, Checks, WriteOptions};
@@ -175,15 +175,16 @@ impl Touched {
             }));
         }
         let db_id = self.db.id();
-        let info = doc_info_in(read, db_id, id)?;
-        self.seen.entry(id.to_string()).or_insert(Seen::Seq(info.as_ref().map(|i| i.seq)));
-        let Some(info) = info else { return Ok(None) };
-        let (rev, deleted) = info.winner()?;
+        let record = doc_record_in(read, db_id, id)?;
+        let seq = record.as_ref().map(|r| r.info.seq);
+        self.seen.entry(id.to_string()).or_insert(Seen::Seq(seq));
+        let Some(record) = record else { return Ok(None) };
+        let (rev, deleted) = record.info.winner()?;
         if deleted {
             return Ok(None);
         }
-        let key = keys::Key::Rev(db_id, id, &rev.to_string()).encode();
-        let body = read.get(&key)?.ok_or_else(crate::error::missing)?;
+        let body = crate::read::body_of(read, db_id, id, rev, Some(&record))?
+            .ok_or_else(crate::error::missing)?;
         let body = serde_json::from_slice(&body).map_err(|e| Error::Corrupt(e.to_string()))?;
         Ok(Some(TxnDoc { rev: rev.clone(), body }))
     }
@@ -194,7 +195,7 @@ impl Touched {
         self.scanned = true;
         let range = keys::doc_id_range(self.db.id(), start, end);
         let mut out = Vec::new();
-        for (key, value) in read.scan(&range, false, usize::MAX)? {
+        for (key, value) in read.scan_heads(&range, false, usize::MAX)? {
             let info: crate::records::DocInfo = crate::records::decode(&value)?;
             if !info.winner()?.1 {
                 out.push(keys::decode_doc(&key)?);

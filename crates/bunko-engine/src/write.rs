@@ -203,7 +203,13 @@ pub(crate) struct Pending {
     multikey: MultikeyMarks,
     /// Documents that became live or stopped being live (a capped database's order).
     pub(crate) natural: crate::capped::Lives,
+    /// The revision and body each touched document's `Doc` record carries so far
+    /// ([`records::DocRecord`]).
+    carried: HashMap<String, Carried>,
 }
+
+/// The revision and body a `Doc` record carries, if any.
+type Carried = Option<(RevId, Vec<u8>)>;
 
 impl Database {
     /// Writes one document as `ctx` and returns its new revision.
@@ -423,7 +429,9 @@ impl Database {
         run.stats.active += atts.added;
         run.seq += 1;
         outcome.info.seq = run.seq;
-        add_to_batch(batch, db, id, old.as_ref(), &outcome, opts.replacement);
+        let carried = run.pending.carried.entry(id.to_string()).or_default();
+        let carry = self.store.format() >= 3;
+        add_to_batch(batch, (db, id, carried, carry), old.as_ref(), &outcome, opts.replacement)?;
         run.ids.record(id, was_live, now_live);
         if normal && was_live.unwrap_or(false) != now_live {
             run.pending.natural.lived(id, run.seq, now_live);
@@ -538,7 +546,7 @@ impl Database {
                 let rev_text = rev.to_string();
                 let body = match pending.winners.get(id) {
                     Some(Some((r, body, _))) if *r == rev_text => Some(body.clone()),
-                    _ => self.store.get(&Key::Rev(self.id(), id, &rev_text).encode())?,
+                    _ => crate::read::body_in(self.store.as_ref(), self.id(), id, rev)?,
                 };
                 (body, rev.pos + 1)
             }
@@ -578,7 +586,7 @@ impl Database {
         {
             return Ok(Some((rev, body.clone(), conflicts)));
         }
-        let body = self.store.get(&Key::Rev(self.id(), id, &rev).encode())?;
+        let body = crate::read::body_in(self.store.as_ref(), self.id(), id, info.winner()?.0)?;
         Ok(body.map(|b| (rev, b, conflicts)))
     }
 
@@ -727,8 +735,11 @@ impl Database {
         if let Some(info) = pending.docs.get(id) {
             return Ok(info.clone());
         }
-        match self.store.get(&Key::Doc(db, id).encode())? {
-            Some(bytes) => Ok(Some(records::decode(&bytes)?)),
+        match crate::read::doc_record_in(self.store.as_ref(), db, id)? {
+            Some(record) => {
+                pending.carried.insert(id.to_string(), record.body);
+                Ok(Some(record.info))
+            }
             None => Ok(None),
         }
     }
@@ -739,8 +750,8 @@ impl Database {
         if *winner == outcome.rev {
             return Ok(outcome.body.len() as u64);
         }
-        let key = Key::Rev(db, id, &winner.to_string()).encode();
-        Ok(self.store.get(&key)?.map_or(0, |b| b.len() as u64))
+        let body = crate::read::body_in(self.store.as_ref(), db, id, winner)?;
+        Ok(body.map_or(0, |b| b.len() as u64))
     }
 
     /// Moves one document's contribution in the counters. With `limit`, refuses to grow a
@@ -807,16 +818,36 @@ pub(crate) fn active_size(info: &DocInfo) -> u64 {
     info.size + 40 * info.tree.nodes().len() as u64
 }
 
+/// Stages one document's new revision. `carried`: what its `Doc` record carried until
+/// now, updated to what it carries after; `carry`: the store takes records that carry a
+/// body (format 3). A new winner's body goes into the `Doc` record, and the body the record
+/// carried before, if its revision is still in the tree, to its `Rev` key (non-leaf
+/// bodies stay until `_compact`); any other new revision's body goes to its `Rev` key.
 fn add_to_batch(
     batch: &mut Batch,
-    db: u64,
-    id: &str,
+    (db, id, carried, carry): (u64, &str, &mut Carried, bool),
     old: Option<&DocInfo>,
     o: &Outcome,
     replacement: bool,
-) {
-    batch.put(Key::Doc(db, id).encode(), records::encode(&o.info));
-    batch.put(Key::Rev(db, id, &o.rev.to_string()).encode(), o.body.clone());
+) -> Result<()> {
+    let kept = |rev: &RevId| !o.stemmed.contains(rev) && o.info.tree.find(rev).is_some();
+    if carry && *o.info.winner()?.0 == o.rev {
+        if let Some((rev, body)) = carried.take()
+            && rev != o.rev
+            && kept(&rev)
+        {
+            batch.put(Key::Rev(db, id, &rev.to_string()).encode(), body);
+        }
+        *carried = Some((o.rev.clone(), o.body.clone()));
+    } else {
+        batch.put(Key::Rev(db, id, &o.rev.to_string()).encode(), o.body.clone());
+        if carried.as_ref().is_some_and(|(rev, _)| !kept(rev)) {
+            *carried = None;
+        }
+    }
+    let body = carried.as_ref().map(|(rev, body)| (rev, body.as_slice()));
+    let (record, head) = records::DocRecord::encode(&o.info, body);
+    batch.put_with_head(Key::Doc(db, id).encode(), record, head);
     for rev in &o.stemmed {
         batch.delete(Key::Rev(db, id, &rev.to_string()).encode());
     }
@@ -827,6 +858,7 @@ fn add_to_batch(
     let ms = crate::catalog::now_us() / 1000;
     let record = records::ChangeRecord { id: id.to_string(), rev: o.rev.clone(), ms, replacement };
     batch.put(Key::Event(db, o.info.seq).encode(), records::encode(&record));
+    Ok(())
 }
 
 /// An interactive edit: `doc.rev` must name a leaf (or be absent for a new or deleted

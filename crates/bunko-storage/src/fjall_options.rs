@@ -22,7 +22,7 @@
 //! default of one per core, up to four, makes one of them spin while the others compact).
 //!
 //! On disk, values of 128 bytes or more are compressed one by one with zstd
-//! ([`Compression::Zstd`], the default, in stores of format 2: `value.rs`), and data
+//! ([`Compression::Zstd`], the default, in stores of format 2 or 3: `value.rs`), and data
 //! blocks are left as written. The benchmark documents' padding is random hex, which LZ4
 //! barely shrinks (no entropy coding) and zstd halves, so LZ4 over blocks of zstd frames
 //! gains little, while it was 12 % of the server's CPU samples in `load` (fjall's worker

@@ -52,7 +52,7 @@
 use crate::fjall_options::FjallOptions;
 use crate::group::Group;
 use crate::journal;
-use crate::value::ValueCodec;
+use crate::value::{Part, ValueCodec};
 use crate::{
     Batch, Bulk, Durable, Entry, Error, MAX_KEY_LEN, Op, Range, Read, Result, Snapshot, Store,
     Stream, Ticket, clamp_range,
@@ -85,6 +85,8 @@ pub struct Fjall {
     group: Group,
     keyspace: Keyspace,
     codec: ValueCodec,
+    /// The directory's storage format (`format.rs`).
+    format: u32,
     db: Database,
     path: PathBuf,
     /// Size at which the active memtable is sealed (in a store created before session 31,
@@ -114,7 +116,8 @@ impl Fjall {
     /// [`Fjall::open`] with memory and disk settings other than the defaults.
     pub fn open_with(path: &Path, options: FjallOptions) -> Result<Fjall> {
         let context = |err| in_context(&format!("opening {}", path.display()), err);
-        let codec = options.codec(crate::format::prepare(path)?);
+        let format = crate::format::prepare(path)?;
+        let codec = options.codec(format);
         let db = options.database(path).open().map_err(context)?;
         let keyspace = db.keyspace(KEYSPACE, || options.keyspace()).map_err(context)?;
         // Absolute: the journals are synced from the leader thread, whatever the cwd then.
@@ -130,6 +133,7 @@ impl Fjall {
             group,
             keyspace,
             codec,
+            format,
             db,
             path: path.to_path_buf(),
             memtable_bytes,
@@ -289,11 +293,21 @@ fn sync_now(db: &Database, dir: &Path) -> Result<()> {
 
 impl Read for Fjall {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        get_at(&self.db.snapshot(), &self.keyspace, self.codec, key)
+        get_at(&self.db.snapshot(), &self.keyspace, self.codec, key, Part::Whole)
     }
 
     fn scan(&self, range: &Range, reverse: bool, limit: usize) -> Result<Vec<Entry>> {
-        scan_at(&self.db.snapshot(), &self.keyspace, self.codec, range, reverse, limit)
+        let snapshot = self.db.snapshot();
+        scan_at(&snapshot, &self.keyspace, self.codec, range, reverse, limit, Part::Whole)
+    }
+
+    fn get_head(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        get_at(&self.db.snapshot(), &self.keyspace, self.codec, key, Part::Head)
+    }
+
+    fn scan_heads(&self, range: &Range, reverse: bool, limit: usize) -> Result<Vec<Entry>> {
+        let snapshot = self.db.snapshot();
+        scan_at(&snapshot, &self.keyspace, self.codec, range, reverse, limit, Part::Head)
     }
 }
 
@@ -314,7 +328,9 @@ impl Store for Fjall {
         // fjall's memtable (today the last). Keep only the last ourselves, as `Batch` says.
         for (key, value) in last_writes(batch) {
             match value {
-                Some(value) => write.insert(&self.keyspace, key, self.codec.encode(value)?),
+                Some((value, head)) => {
+                    write.insert(&self.keyspace, key, self.codec.encode(value, head)?)
+                }
                 None => write.remove(&self.keyspace, key),
             }
         }
@@ -371,6 +387,10 @@ impl Store for Fjall {
         self.group.close()
     }
 
+    fn format(&self) -> u32 {
+        self.format
+    }
+
     fn bulk(&self) -> Bulk {
         self.bulk.fetch_add(1, Ordering::AcqRel);
         let (bulk, keyspace, memtable_bytes) =
@@ -397,15 +417,27 @@ struct FjallSnapshot {
 
 impl Read for FjallSnapshot {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        get_at(&self.snapshot, &self.keyspace, self.codec, key)
+        get_at(&self.snapshot, &self.keyspace, self.codec, key, Part::Whole)
     }
 
     fn scan(&self, range: &Range, reverse: bool, limit: usize) -> Result<Vec<Entry>> {
-        scan_at(&self.snapshot, &self.keyspace, self.codec, range, reverse, limit)
+        scan_at(&self.snapshot, &self.keyspace, self.codec, range, reverse, limit, Part::Whole)
     }
 
     fn stream(&self, range: &Range, reverse: bool) -> Option<Stream> {
-        Some(stream_at(&self.snapshot, &self.keyspace, self.codec, range, reverse))
+        Some(stream_at(&self.snapshot, &self.keyspace, self.codec, range, reverse, Part::Whole))
+    }
+
+    fn get_head(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        get_at(&self.snapshot, &self.keyspace, self.codec, key, Part::Head)
+    }
+
+    fn scan_heads(&self, range: &Range, reverse: bool, limit: usize) -> Result<Vec<Entry>> {
+        scan_at(&self.snapshot, &self.keyspace, self.codec, range, reverse, limit, Part::Head)
+    }
+
+    fn stream_heads(&self, range: &Range, reverse: bool) -> Option<Stream> {
+        Some(stream_at(&self.snapshot, &self.keyspace, self.codec, range, reverse, Part::Head))
     }
 }
 
@@ -414,13 +446,14 @@ fn get_at(
     keyspace: &Keyspace,
     codec: ValueCodec,
     key: &[u8],
+    part: Part,
 ) -> Result<Option<Vec<u8>>> {
     if key.len() > MAX_KEY_LEN {
         // Cannot be stored, and fjall panics on such a lookup key.
         return Ok(None);
     }
     let value = snapshot.get(keyspace, key).map_err(|err| in_context("reading a key", err))?;
-    value.map(|value| codec.decode(&value)).transpose()
+    value.map(|value| codec.decode(&value, part)).transpose()
 }
 
 fn scan_at(
@@ -430,12 +463,17 @@ fn scan_at(
     range: &Range,
     reverse: bool,
     limit: usize,
+    part: Part,
 ) -> Result<Vec<Entry>> {
     let Some(bounds) = clamp_range(range).filter(|_| limit > 0) else {
         return Ok(Vec::new());
     };
     let iter = snapshot.range::<&[u8], _>(keyspace, bounds);
-    if reverse { collect(iter.rev(), codec, limit) } else { collect(iter, codec, limit) }
+    if reverse {
+        collect(iter.rev(), codec, limit, part)
+    } else {
+        collect(iter, codec, limit, part)
+    }
 }
 
 /// The entries of `range`, read lazily. fjall is given the bound where the scan begins
@@ -449,13 +487,14 @@ fn stream_at(
     codec: ValueCodec,
     range: &Range,
     reverse: bool,
+    part: Part,
 ) -> Stream {
     let Some((start, end)) = clamp_range(range) else {
         return Box::new(std::iter::empty());
     };
     let entry = move |guard: fjall::Guard| -> Result<Entry> {
         let (key, value) = guard.into_inner().map_err(|err| in_context("scanning", err))?;
-        Ok((key.to_vec(), codec.decode(&value)?))
+        Ok((key.to_vec(), codec.decode(&value, part)?))
     };
     let within = |bound: Bound<&[u8]>, below: bool| {
         let bound = bound.map(<[u8]>::to_vec);
@@ -483,11 +522,12 @@ fn collect(
     iter: impl Iterator<Item = fjall::Guard>,
     codec: ValueCodec,
     limit: usize,
+    part: Part,
 ) -> Result<Vec<Entry>> {
     let mut entries = Vec::with_capacity(limit.min(256));
     for guard in iter.take(limit) {
         let (key, value) = guard.into_inner().map_err(|err| in_context("scanning", err))?;
-        entries.push((key.to_vec(), codec.decode(&value)?));
+        entries.push((key.to_vec(), codec.decode(&value, part)?));
     }
     Ok(entries)
 }
@@ -518,8 +558,9 @@ fn sync_journals(dir: &Path) -> Result<usize> {
     Ok(synced)
 }
 
-/// The batch's writes with only the last write to each key kept (`None` deletes).
-fn last_writes(batch: Batch) -> impl Iterator<Item = (Vec<u8>, Option<Vec<u8>>)> {
+/// The batch's writes with only the last write to each key kept (`None` deletes), each
+/// value with the length of its head.
+fn last_writes(batch: Batch) -> impl Iterator<Item = (Vec<u8>, Option<(Vec<u8>, usize)>)> {
     let ops = batch.into_ops();
     // From the end: a key seen before (later in the batch) marks this write superseded.
     // One hash per key, where a map of the whole batch cost a comparison per tree level.
@@ -528,13 +569,13 @@ fn last_writes(batch: Batch) -> impl Iterator<Item = (Vec<u8>, Option<Vec<u8>>)>
         ops.iter()
             .rev()
             .map(|op| match op {
-                Op::Put(key, _) | Op::Delete(key) => !seen.insert(key.as_slice()),
+                Op::Put(key, ..) | Op::Delete(key) => !seen.insert(key.as_slice()),
             })
             .collect()
     };
     let kept = ops.into_iter().zip(superseded.into_iter().rev()).filter(|(_, gone)| !gone);
     kept.map(|(op, _)| match op {
-        Op::Put(key, value) => (key, Some(value)),
+        Op::Put(key, value, head) => (key, Some((value, head))),
         Op::Delete(key) => (key, None),
     })
 }

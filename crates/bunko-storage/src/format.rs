@@ -8,18 +8,24 @@
 //! settings, compression included, are stored by fjall and kept), so it opens, gets the
 //! marker of format 1 and stays format 1. A directory written by a newer build, or a marker
 //! this build cannot read, is refused before fjall touches it, with a message naming both
-//! versions.
+//! versions. A format 2 directory is re-marked 3 when this build opens it: its data reads
+//! as it is (format 3 only adds what format 2 lacks), but from then on it may hold records
+//! a format 2 build would misread, so such a build refuses it.
 //!
 //! Formats:
 //! 1. fjall 3, one keyspace `bunko`, keys as in `docs/architecture/keys.md`, values as given.
 //! 2. As 1, but every value starts with a header byte: raw or zstd (`value.rs`).
+//! 3. As 2, but a document's `Doc` record may carry its winning revision's body, which
+//!    then has no `Rev` key (the engine's `records::DocRecord`, issue 20 point 2), and a
+//!    value may be stored as a raw head and a zstd frame of the rest (`value.rs`). A format
+//!    1 directory stays format 1 and never gets such records ([`crate::Store::format`]).
 
 use std::path::Path;
 
 use crate::{Error, Result};
 
 /// The newest format this build reads and the one it writes.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 
 const FILE: &str = "BUNKO_FORMAT";
 const PREFIX: &str = "bunko storage format ";
@@ -27,8 +33,13 @@ const PREFIX: &str = "bunko storage format ";
 /// The format of the store in `dir`, marking a new or unmarked directory (see the module
 /// docs); refuses a directory whose marker names a format this build cannot read.
 pub(crate) fn prepare(dir: &Path) -> Result<u32> {
-    if let Some(version) = check(dir)? {
-        return Ok(version);
+    match check(dir)? {
+        Some(2) => {
+            mark(dir, 3)?;
+            return Ok(3);
+        }
+        Some(version) => return Ok(version),
+        None => {}
     }
     let io = |err: std::io::Error| Error::Io(format!("opening {}: {err}", dir.display()));
     let fresh = match std::fs::read_dir(dir) {

@@ -80,7 +80,9 @@ pub struct Batch {
 /// One write in a [`Batch`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
-    Put(Vec<u8>, Vec<u8>),
+    /// A key, its value, and the length of the value's head (0: none; see
+    /// [`Batch::put_with_head`]).
+    Put(Vec<u8>, Vec<u8>, usize),
     Delete(Vec<u8>),
 }
 
@@ -91,9 +93,23 @@ impl Batch {
 
     /// Sets `key` to `value`.
     pub fn put(&mut self, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) {
+        self.put_with_head(key, value, 0);
+    }
+
+    /// Sets `key` to `value`, whose first `head` bytes are its *head*: a store may keep
+    /// them so that [`Read::get_head`] reads them without the rest (a [`Fjall`] store
+    /// compresses only the rest). The head must be something its readers can tell the end
+    /// of, since a store may also give them the whole value.
+    pub fn put_with_head(
+        &mut self,
+        key: impl Into<Vec<u8>>,
+        value: impl Into<Vec<u8>>,
+        head: usize,
+    ) {
         let (key, value) = (key.into(), value.into());
         self.bytes += (key.len() + value.len()) as u64;
-        self.ops.push(Op::Put(key, value));
+        let head = head.min(value.len());
+        self.ops.push(Op::Put(key, value, head));
     }
 
     /// Removes `key` (a no-op if absent).
@@ -138,7 +154,7 @@ impl Batch {
     pub fn validate(&self) -> Result<()> {
         for op in &self.ops {
             let (key, value) = match op {
-                Op::Put(key, value) => (key, Some(value)),
+                Op::Put(key, value, _) => (key, Some(value)),
                 Op::Delete(key) => (key, None),
             };
             if key.is_empty() {
@@ -236,6 +252,23 @@ pub trait Read: Send + Sync {
     fn stream(&self, _range: &Range, _reverse: bool) -> Option<Stream> {
         None
     }
+
+    /// [`Read::get`] for a reader of the value's head alone ([`Batch::put_with_head`]):
+    /// the head, or the whole value (whose head is its prefix) where the store keeps
+    /// none apart, as by default.
+    fn get_head(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.get(key)
+    }
+
+    /// [`Read::scan`] giving heads as [`Read::get_head`] does.
+    fn scan_heads(&self, range: &Range, reverse: bool, limit: usize) -> Result<Vec<Entry>> {
+        self.scan(range, reverse, limit)
+    }
+
+    /// [`Read::stream`] giving heads as [`Read::get_head`] does.
+    fn stream_heads(&self, range: &Range, reverse: bool) -> Option<Stream> {
+        self.stream(range, reverse)
+    }
 }
 
 /// A lazy iterator over entries ([`Read::stream`]).
@@ -305,6 +338,13 @@ pub trait Store: Read {
     fn bulk(&self) -> Bulk {
         Bulk::default()
     }
+
+    /// The storage format of this store's directory ([`FORMAT_VERSION`] for a new one;
+    /// `format.rs` lists them). The engine writes records of a format only into stores
+    /// that have it.
+    fn format(&self) -> u32 {
+        FORMAT_VERSION
+    }
 }
 
 /// A lease of larger in-memory buffers ([`Store::bulk`]), given back when dropped.
@@ -345,6 +385,8 @@ pub struct Iter {
     /// The first page, read lazily ([`Iter::streaming`]), and the entries it may still
     /// give.
     stream: Option<(Stream, usize)>,
+    /// Read values' heads only ([`Iter::heads`]).
+    heads: bool,
 }
 
 impl Iter {
@@ -352,7 +394,7 @@ impl Iter {
     pub fn new(read: Snapshot, range: Range, reverse: bool, page: usize) -> Self {
         let page = page.max(1);
         let (range, buf, stream) = (Some(range), Vec::new(), None);
-        Self { read, range, reverse, page, max_page: page, buf, stream }
+        Self { read, range, reverse, page, max_page: page, buf, stream, heads: false }
     }
 
     /// [`Iter::new`], with its first `page` entries read one at a time from the reader's
@@ -363,7 +405,17 @@ impl Iter {
         let page = page.max(1);
         let stream = read.stream(&range, reverse).map(|stream| (stream, page));
         let (range, buf) = (Some(range), Vec::new());
-        Self { read, range, reverse, page, max_page: page, buf, stream }
+        Self { read, range, reverse, page, max_page: page, buf, stream, heads: false }
+    }
+
+    /// Reads only the heads of values ([`Read::get_head`]), for a caller that wants no
+    /// more of them.
+    pub fn heads(mut self) -> Self {
+        self.heads = true;
+        if let (Some((_, left)), Some(range)) = (self.stream.take(), &self.range) {
+            self.stream = self.read.stream_heads(range, self.reverse).map(|stream| (stream, left));
+        }
+        self
     }
 
     /// Makes the first page `first` entries (at most the page size given to [`Iter::new`]);
@@ -411,7 +463,12 @@ impl Iterator for Iter {
             let range = self.range.take()?;
             let size = self.page;
             self.page = (size * 2).min(self.max_page);
-            let mut page = match self.read.scan(&range, self.reverse, size) {
+            let page = if self.heads {
+                self.read.scan_heads(&range, self.reverse, size)
+            } else {
+                self.read.scan(&range, self.reverse, size)
+            };
+            let mut page = match page {
                 Ok(page) => page,
                 Err(err) => return Some(Err(err)),
             };

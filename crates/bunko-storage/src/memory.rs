@@ -112,7 +112,7 @@ impl Store for Memory {
             let map = Arc::make_mut(&mut data);
             for op in batch.into_ops() {
                 match op {
-                    Op::Put(key, value) => map.insert(key, value),
+                    Op::Put(key, value, _) => map.insert(key, value),
                     Op::Delete(key) => map.remove(&key),
                 };
             }

@@ -25,6 +25,7 @@ macro_rules! conformance {
                 oversized_keys_in_reads, prefix_range_edges, iter_pages_both_directions,
                 snapshot_is_isolated, concurrent_committers_all_succeed,
                 concurrent_commits_share_syncs, apply_then_sync, close_refuses_later_commits,
+                heads_read_as_a_prefix_and_values_whole,
             );
         }
     };
@@ -76,6 +77,49 @@ fn get_put_delete<S: Backend>(f: &Fixture<S>) -> TestResult {
     delete(store, b"never-there")?;
     store.commit(Batch::new())?;
     assert_eq!(all(store)?, vec![entry(b"b", b"")]);
+    Ok(())
+}
+
+/// A value written with a head reads whole through `get`, `scan` and `Iter`, and through
+/// the head readers as its head or (a store keeping no head apart) as its whole value.
+fn heads_read_as_a_prefix_and_values_whole<S: Backend>(f: &Fixture<S>) -> TestResult {
+    let store = &*f.store;
+    let head = b"tree:".to_vec();
+    let body: Vec<u8> =
+        (0..2000u32).flat_map(|i| format!("{{\"n\":{}}}", i % 97).into_bytes()).collect();
+    let value = [head.clone(), body].concat();
+    let mut batch = Batch::new();
+    batch.put_with_head(*b"h", value.clone(), head.len());
+    batch.put_with_head(*b"i", b"short".to_vec(), 3);
+    batch.put(*b"j", value.clone());
+    store.commit(batch)?;
+    let as_head = |read: Option<Vec<u8>>, whole: &[u8], head: usize| {
+        let read = read.expect("present");
+        assert!(whole.starts_with(&read) && read.len() >= head, "{} bytes", read.len());
+    };
+    for read in [store as &dyn Read, f.store.snapshot().as_ref()] {
+        assert_eq!(read.get(b"h")?, Some(value.clone()));
+        as_head(read.get_head(b"h")?, &value, head.len());
+        as_head(read.get_head(b"i")?, b"short", 3);
+        assert_eq!(read.get_head(b"j")?, Some(value.clone()), "no head: the whole value");
+        assert_eq!(read.get_head(b"absent")?, None);
+        let whole = read.scan(&prefix_range(b""), false, 10)?;
+        assert_eq!(whole[0], entry(b"h", &value));
+        let heads = read.scan_heads(&prefix_range(b""), true, 10)?;
+        assert_eq!(heads.iter().map(|(k, _)| k.as_slice()).collect::<Vec<_>>(), [b"j", b"i", b"h"]);
+        as_head(Some(heads[2].1.clone()), &value, head.len());
+    }
+    for streaming in [false, true] {
+        let snapshot = f.store.snapshot();
+        let iter = match streaming {
+            false => Iter::new(snapshot, prefix_range(b""), false, 2),
+            true => Iter::streaming(snapshot, prefix_range(b""), false, 2),
+        };
+        let entries = iter.heads().collect::<bunko_storage::Result<Vec<_>>>()?;
+        assert_eq!(entries.len(), 3);
+        as_head(Some(entries[0].1.clone()), &value, head.len());
+        assert_eq!(entries[2].1, value);
+    }
     Ok(())
 }
 
@@ -668,6 +712,17 @@ fn fjall_new_directory_compresses_values() -> TestResult {
         assert_eq!(marker.trim(), format!("bunko storage format {FORMAT_VERSION}"));
         let store = Fjall::open_with(&path, options)?;
         assert_eq!(store.get(&7u32.to_be_bytes())?, Some(value.clone()));
+        // A value with a head: the head alone is read apart, whole where nothing is
+        // compressed.
+        let mut batch = Batch::new();
+        batch.put_with_head(*b"head", value.clone(), 9);
+        store.commit(batch)?;
+        let head = store.get_head(b"head")?.unwrap_or_default();
+        match compression {
+            Compression::Zstd => assert_eq!(head, value[..9]),
+            _ => assert_eq!(head, value),
+        }
+        assert_eq!(store.get(b"head")?, Some(value.clone()));
         let journals: u64 = std::fs::read_dir(&path)?
             .filter_map(|entry| entry.ok())
             .filter(|entry| entry.path().extension().is_some_and(|ext| ext == "jnl"))
@@ -680,6 +735,28 @@ fn fjall_new_directory_compresses_values() -> TestResult {
     let (plain, _) = sizes(Compression::None)?;
     assert!(plain >= 200 * value.len() as u64, "{plain} bytes of journal uncompressed");
     assert!(zstd * 5 < plain, "{zstd} bytes of journal compressed, {plain} not");
+    Ok(())
+}
+
+/// A format 2 directory (values as format 3 writes them; only the engine's `Doc` records
+/// differ) opens with its values, and is re-marked 3, so that a format 2 build refuses it
+/// from then on.
+#[test]
+fn fjall_format_2_directory_opens_and_is_re_marked_3() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("data");
+    let value = "reading temperature 21.5; ".repeat(40).into_bytes();
+    {
+        let store = Fjall::open(&path)?;
+        put(&store, b"k", &value)?;
+        store.close()?;
+    }
+    let marker = path.join("BUNKO_FORMAT");
+    std::fs::write(&marker, "bunko storage format 2\n")?;
+    let store = Fjall::open(&path)?;
+    assert_eq!(store.get(b"k")?, Some(value));
+    assert_eq!(store.format(), 3);
+    assert_eq!(std::fs::read_to_string(&marker)?.trim(), "bunko storage format 3");
     Ok(())
 }
 

@@ -54,6 +54,7 @@ use crate::{GroupDef, Index, MapIndex, Progress, Registry, order, registry, runt
 use bunko_engine::Database;
 use bunko_engine::keys::{self, Key};
 use bunko_engine::purge::purge_seq_in;
+use bunko_engine::read::body_of;
 use bunko_engine::{Error, Result, records};
 use bunko_indexer::Background;
 
@@ -527,10 +528,11 @@ fn map_share(
             }
             Some(Scan { seq, .. }) => {
                 let id = keys::decode_doc(key)?;
-                let info: records::DocInfo = records::decode(value)?;
-                match info.seq <= seq {
+                let record = records::DocRecord::decode(value)?;
+                match record.info.seq <= seq {
                     true => {
-                        PageDoc::from_info(page.snapshot, db_id, &index.def, id, &info, info.seq)?
+                        let change = record.info.seq;
+                        PageDoc::from_info(page.snapshot, db_id, &index.def, id, &record, change)?
                     }
                     // Changed since the scan began: read by seq after it.
                     false => PageDoc { id, input: None, unseen: false },
@@ -832,13 +834,13 @@ impl<'a> PageWrite<'a> {
 
 /// The winning body of a design document, if it exists and is not deleted.
 fn design_body(snapshot: &Snapshot, db: u64, id: &str) -> Result<Option<Map<String, Value>>> {
-    let Some(info) = snapshot.get(&Key::Doc(db, id).encode())? else { return Ok(None) };
-    let info: records::DocInfo = records::decode(&info)?;
-    let (rev, deleted) = info.winner()?;
+    let Some(record) = snapshot.get(&Key::Doc(db, id).encode())? else { return Ok(None) };
+    let record = records::DocRecord::decode(&record)?;
+    let (rev, deleted) = record.info.winner()?;
     if deleted {
         return Ok(None);
     }
-    let body = snapshot.get(&Key::Rev(db, id, &rev.to_string()).encode())?;
+    let body = body_of(snapshot.as_ref(), db, id, rev, Some(&record))?;
     Ok(body.and_then(|b| serde_json::from_slice::<Map<String, Value>>(&b).ok()))
 }
 
@@ -862,24 +864,27 @@ impl PageDoc {
         if !mapped(&id, def) {
             return unmapped(id);
         }
-        let Some(info) = snapshot.get(&Key::Doc(db, &id).encode())? else { return unmapped(id) };
-        let info: records::DocInfo = records::decode(&info)?;
-        let doc = PageDoc::from_info(snapshot, db, def, id, &info, seq)?;
-        Ok(PageDoc { unseen: matches!(info.tree.nodes(), [only] if only.rev.pos == 1), ..doc })
+        let Some(record) = snapshot.get(&Key::Doc(db, &id).encode())? else {
+            return unmapped(id);
+        };
+        let record = records::DocRecord::decode(&record)?;
+        let doc = PageDoc::from_info(snapshot, db, def, id, &record, seq)?;
+        let unseen = matches!(record.info.tree.nodes(), [only] if only.rev.pos == 1);
+        Ok(PageDoc { unseen, ..doc })
     }
 
     /// Document `id` (changed at `seq`) of a [`Scan`] (no map index of the scan has rows
-    /// of it), whose `Doc` record `info` the scan read.
+    /// of it), whose `Doc` record `record` the scan read.
     fn from_info(
         snapshot: &Snapshot,
         db: u64,
         def: &GroupDef,
         id: String,
-        info: &records::DocInfo,
+        record: &records::DocRecord,
         seq: u64,
     ) -> Result<Self> {
         let input = match mapped(&id, def) {
-            true => map_input(snapshot, db, def, &id, info, seq)?,
+            true => map_input(snapshot, db, def, &id, record, seq)?,
             false => None,
         };
         Ok(PageDoc { id, input, unseen: true })
@@ -900,15 +905,18 @@ fn map_input(
     db: u64,
     def: &GroupDef,
     id: &str,
-    info: &records::DocInfo,
+    record: &records::DocRecord,
     seq: u64,
 ) -> Result<Option<String>> {
+    let info = &record.info;
     let (rev, deleted) = info.winner()?;
     if deleted {
         return Ok(None);
     }
+    let Some(body) = body_of(snapshot.as_ref(), db, id, rev, Some(record))? else {
+        return Ok(None);
+    };
     let rev = rev.to_string();
-    let Some(body) = snapshot.get(&Key::Rev(db, id, &rev).encode())? else { return Ok(None) };
     let Ok(body) = std::str::from_utf8(&body) else { return Ok(None) };
     let inner = body.trim().strip_prefix('{').and_then(|b| b.strip_suffix('}')).unwrap_or("");
     // Sized for the whole document at once: grown from the `_id` and `_rev` alone, it was

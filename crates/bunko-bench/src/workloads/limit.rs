@@ -2,8 +2,9 @@
 //! `write` are quoted against. Like `crates/bunko-storage/examples/limit.rs`, but writing
 //! what the engine writes for a new document, with the engine's own key and record
 //! encodings (`bunko_engine::keys`, `bunko_engine::records`): per document its `Doc` key
-//! (`DocInfo` with a one-revision tree), its `Rev` key (the body as stored, without `_id`;
-//! the revision hash computed as the engine does), its `Seq` entry, and per commit the
+//! (a format 3 record: the `DocInfo` with a one-revision tree as its head, then the body as
+//! stored, without `_id`; the revision hash computed as the engine does), its `Seq` entry,
+//! and per commit the
 //! database's `Stats`. Each commit is `Store::apply` then `Store::sync` on a fresh
 //! [`Fjall`] store in a temporary directory (`--temp-dir`, else the system's).
 //!
@@ -115,8 +116,9 @@ impl Writer {
             let mut tree = RevTree::default();
             tree.push(rev.clone(), None, false);
             let info = DocInfo { seq, tree, size: body.len() as u64 };
-            batch.put(Key::Doc(DB, &id).encode(), records::encode(&info));
-            batch.put(Key::Rev(DB, &id, &rev.to_string()).encode(), body.clone());
+            // As the server writes a new document: its `Doc` record carries the body.
+            let (record, head) = records::DocRecord::encode(&info, Some((&rev, body)));
+            batch.put_with_head(Key::Doc(DB, &id).encode(), record, head);
             batch.put(Key::Seq(DB, seq).encode(), id.into_bytes());
             stats.apply(false, body.len() as u64, body.len() as u64, 1);
         }

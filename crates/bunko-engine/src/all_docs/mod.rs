@@ -26,9 +26,9 @@ use crate::Result;
 use crate::database::Database;
 use crate::ids::is_live;
 use crate::keys;
-use crate::read::{DocOut, doc_info_in, get_in};
+use crate::read::{DocOut, doc_info_in, doc_out, doc_record_in};
 use crate::read_gate::Sight;
-use crate::records::{self, DocInfo, Stats};
+use crate::records::{DocInfo, DocRecord, Stats};
 use crate::security::UserCtx;
 
 /// The parameters of an `_all_docs` range query.
@@ -130,6 +130,9 @@ impl Database {
                     0 => Iter::new(read, range, descending, PAGE).first_page(wanted),
                     _ => Iter::streaming(read, range, descending, wanted.clamp(1, PAGE)),
                 };
+                // Without documents a row needs the revision tree alone: the records'
+                // heads, with no carried body decompressed.
+                let iter = if docs.is_none() { iter.heads() } else { iter };
                 (iter, scan.skip, limit, scan.lead_in)
             }
             // `skip` passes the end: no row is read.
@@ -162,8 +165,13 @@ impl Database {
         let db = self.id();
         ids.iter()
             .map(|id| {
-                let Some(info) = doc_info_in(snapshot.as_ref(), db, id)? else { return Ok(None) };
-                row(snapshot.as_ref(), db, id.clone(), info, docs.as_ref()).map(Some)
+                let record = match docs {
+                    Some(_) => doc_record_in(snapshot.as_ref(), db, id)?,
+                    None => doc_info_in(snapshot.as_ref(), db, id)?
+                        .map(|info| DocRecord { info, body: None }),
+                };
+                let Some(record) = record else { return Ok(None) };
+                row(snapshot.as_ref(), db, id.clone(), record, docs.as_ref()).map(Some)
             })
             .collect()
     }
@@ -218,12 +226,12 @@ impl Iterator for Rows {
                 Err(err) => return Some(Err(err.into())),
             };
             let decoded =
-                keys::decode_doc(&key).and_then(|id| Ok((id, records::decode::<DocInfo>(&value)?)));
-            let (id, info) = match decoded {
+                keys::decode_doc(&key).and_then(|id| Ok((id, DocRecord::decode(&value)?)));
+            let (id, record) = match decoded {
                 Ok(pair) => pair,
                 Err(err) => return Some(Err(err)),
             };
-            if matches!(info.winner(), Ok((_, true))) {
+            if matches!(record.info.winner(), Ok((_, true))) {
                 continue;
             }
             if self.skip > 0 {
@@ -231,18 +239,29 @@ impl Iterator for Rows {
                 continue;
             }
             self.remaining -= 1;
-            return Some(row(self.snapshot.as_ref(), self.db, id, info, self.docs.as_ref()));
+            return Some(row(self.snapshot.as_ref(), self.db, id, record, self.docs.as_ref()));
         }
         None
     }
 }
 
 /// One row; with `docs` (`include_docs`) its document as the reader sees it.
-fn row(read: &dyn Read, db: u64, id: String, info: DocInfo, docs: Option<&Sight>) -> Result<Row> {
-    let (rev, deleted) = info.winner().map(|(r, d)| (r.clone(), d))?;
-    let doc = match docs {
-        Some(sight) if !deleted => sight.apply_listed(get_in(read, db, &id, Some(&rev))?)?,
-        _ => None,
+/// `record` is the document's `Doc` record as read, whole when `docs` is given (the body
+/// it carries is the document's), else its head (the revision tree) alone is enough.
+fn row(
+    read: &dyn Read,
+    db: u64,
+    id: String,
+    record: DocRecord,
+    docs: Option<&Sight>,
+) -> Result<Row> {
+    let (rev, deleted) = record.info.winner().map(|(r, d)| (r.clone(), d))?;
+    let (info, doc) = match docs {
+        Some(sight) if !deleted => {
+            let out = doc_out(read, db, &id, record, Some(&rev))?;
+            (out.info.clone(), sight.apply_listed(out)?)
+        }
+        _ => (record.info, None),
     };
     Ok(Row { id, rev, deleted, info, doc })
 }

@@ -262,7 +262,7 @@ fn count_live_within(read: &dyn Read, range: &Range, pages: usize) -> Result<Opt
     let mut count = 0;
     let mut page_range = range.clone();
     for _ in 0..pages {
-        let page = read.scan(&page_range, false, COUNT_PAGE)?;
+        let page = read.scan_heads(&page_range, false, COUNT_PAGE)?;
         for (_, value) in &page {
             count += u64::from(is_live(value)?);
         }

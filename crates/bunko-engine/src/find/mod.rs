@@ -450,9 +450,9 @@ impl Database {
         let range = run.resume(range, query.descending);
         for entry in Iter::new(snap.clone(), range, query.descending, 256).first_page(run.wanted())
         {
-            let (key, info) = entry?;
-            let info: records::DocInfo = records::decode(&info)?;
-            if info.winner()?.1 {
+            let (key, record) = entry?;
+            let record = records::DocRecord::decode(&record)?;
+            if record.info.winner()?.1 {
                 continue; // deleted: not a row of `_all_docs`
             }
             run.stats.keys_examined += 1;
@@ -466,7 +466,7 @@ impl Database {
                 }
                 continue;
             }
-            if let Some(doc) = self.read_doc(snap, &id, &info, query, run)?
+            if let Some(doc) = self.read_doc(snap, &id, &record, query, run)?
                 && run.offer(doc, &key)
             {
                 return Ok(true);
@@ -484,25 +484,25 @@ impl Database {
         run: &mut Run,
     ) -> Result<Option<Value>> {
         let Some(info) = snap.get(&Key::Doc(self.id(), id).encode())? else { return Ok(None) };
-        self.read_doc(snap, id, &records::decode(&info)?, query, run)
+        self.read_doc(snap, id, &records::DocRecord::decode(&info)?, query, run)
     }
 
-    /// The winning body of `id` (whose `DocInfo` is `info`) as Mango sees it, if it is
-    /// not deleted and matches.
+    /// The winning body of `id` (whose `Doc` record is `record`) as Mango sees it, if it
+    /// is not deleted and matches.
     fn read_doc(
         &self,
         snap: &Snapshot,
         id: &str,
-        info: &records::DocInfo,
+        record: &records::DocRecord,
         query: &FindQuery,
         run: &mut Run,
     ) -> Result<Option<Value>> {
-        let db = self.id();
+        let (db, info) = (self.id(), &record.info);
         let (rev, deleted) = info.winner()?;
         if deleted {
             return Ok(None);
         }
-        let Some(body) = snap.get(&Key::Rev(db, id, &rev.to_string()).encode())? else {
+        let Some(body) = crate::read::body_of(snap.as_ref(), db, id, rev, Some(record))? else {
             return Ok(None);
         };
         run.stats.docs_examined += 1;

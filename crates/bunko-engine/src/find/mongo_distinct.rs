@@ -250,9 +250,9 @@ impl Walk<'_> {
     fn fetch(&mut self, id: &str) -> Result<Option<Value>> {
         let db = self.db.id();
         let Some(info) = self.snap.get(&Key::Doc(db, id).encode())? else { return Ok(None) };
-        let info: records::DocInfo = records::decode(&info)?;
-        let (rev, deleted) = info.winner()?;
-        let body = self.snap.get(&Key::Rev(db, id, &rev.to_string()).encode())?;
+        let record = records::DocRecord::decode(&info)?;
+        let (rev, deleted) = record.info.winner()?;
+        let body = crate::read::body_of(self.snap.as_ref(), db, id, rev, Some(&record))?;
         let (false, Some(body)) = (deleted, body) else { return Ok(None) };
         self.stats.docs_examined += 1;
         Ok(matching_doc(id, &body, self.selector))

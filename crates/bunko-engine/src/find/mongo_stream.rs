@@ -108,16 +108,18 @@ impl Database {
         let (read, selector) = (snap.clone(), selector.clone());
         let fetch = move |id: String, info: Vec<u8>| -> Result<Option<Value>> {
             crate::deadline::check()?;
-            let info: records::DocInfo = records::decode(&info)?;
+            let record = records::DocRecord::decode(&info)?;
+            let info = &record.info;
             let (rev, deleted) = info.winner()?;
             if deleted || kind(&id) != DocKind::Normal {
                 return Ok(None);
             }
-            let Some(body) = read.get(&Key::Rev(db, &id, &rev.to_string()).encode())? else {
+            let Some(body) = crate::read::body_of(read.as_ref(), db, &id, rev, Some(&record))?
+            else {
                 return Ok(None);
             };
             counts.docs.fetch_add(1, Ordering::Relaxed);
-            let Some((_, body)) = sight.body(&id, &info, rev, false, body)? else {
+            let Some((_, body)) = sight.body(&id, info, rev, false, body)? else {
                 return Ok(None);
             };
             Ok(matching_fields(&id, &body, &selector, parse.as_deref()))
@@ -274,15 +276,16 @@ impl IndexStream {
         let Some(info) = self.snap.get(&Key::Doc(self.db, &id).encode())? else {
             return Ok(None);
         };
-        let info: records::DocInfo = records::decode(&info)?;
+        let record = records::DocRecord::decode(&info)?;
+        let info = &record.info;
         let (rev, deleted) = info.winner()?;
-        let body = self.snap.get(&Key::Rev(self.db, &id, &rev.to_string()).encode())?;
+        let body = crate::read::body_of(self.snap.as_ref(), self.db, &id, rev, Some(&record))?;
         let (false, Some(body)) = (deleted, body) else { return Ok(None) };
         self.stats.docs_examined += 1;
         if let Some(counts) = &self.counts {
             counts.docs.fetch_add(1, Ordering::Relaxed);
         }
-        let Some((_, body)) = self.sight.body(&id, &info, rev, false, body)? else {
+        let Some((_, body)) = self.sight.body(&id, info, rev, false, body)? else {
             return Ok(None);
         };
         Ok(matching_fields(&id, &body, &self.selector, self.parse.as_deref()))

@@ -140,8 +140,8 @@ impl Database {
             *offset += 1;
             run.stats.keys_examined += 1;
             let Some(info) = snapshot.get(&Key::Doc(self.id(), &id).encode())? else { continue };
-            let info = records::decode(&info)?;
-            let Some(doc) = self.read_doc(snapshot, &id, &info, query, run)? else { continue };
+            let record = records::DocRecord::decode(&info)?;
+            let Some(doc) = self.read_doc(snapshot, &id, &record, query, run)? else { continue };
             if run.seen.insert(id) {
                 run.offer(doc, &[]);
             }

@@ -76,13 +76,14 @@ impl Database {
         for (key, info) in &page {
             let id = keys::decode_doc(key)?;
             if kind(&id) == DocKind::Normal {
-                let info: records::DocInfo = records::decode(info)?;
+                let record = records::DocRecord::decode(info)?;
+                let info = &record.info;
                 let (rev, deleted) = info.winner()?;
+                let body = crate::read::body_of(self.store.as_ref(), db, &id, rev, Some(&record))?;
                 let rev = rev.to_string();
-                let body = self.store.get(&Key::Rev(db, &id, &rev).encode())?;
                 if let (false, Some(body)) = (deleted, body) {
                     let mut doc = entries::mango_doc(&id, &rev, &body);
-                    entries::add_conflicts(&mut doc, &entries::conflicts_of(&info));
+                    entries::add_conflicts(&mut doc, &entries::conflicts_of(info));
                     let (entries, paths) = index.compiled.indexed(db, meta.num, &id, &doc);
                     for (k, v) in entries {
                         batch.put(k, v);

@@ -161,12 +161,12 @@ impl Database {
         let Some(info) = self.store.get(&Key::Doc(self.id(), id).encode())? else {
             return Ok(None);
         };
-        let info: records::DocInfo = records::decode(&info)?;
-        let (rev, deleted) = info.winner()?;
+        let record = records::DocRecord::decode(&info)?;
+        let (rev, deleted) = record.info.winner()?;
         if deleted {
             return Ok(None);
         }
-        let body = self.store.get(&Key::Rev(self.id(), id, &rev.to_string()).encode())?;
+        let body = crate::read::body_of(self.store.as_ref(), self.id(), id, rev, Some(&record))?;
         Ok(body.and_then(|b| serde_json::from_slice::<Map<String, Value>>(&b).ok()))
     }
 }

@@ -37,7 +37,7 @@ use serde_json::{Map, Value, json};
 
 use super::{Index, IndexDef, IndexField, Winner, entries};
 use crate::database::Database;
-use crate::keys::{self, Key};
+use crate::keys;
 use crate::security::UserCtx;
 use crate::{Error, Result, records};
 
@@ -471,10 +471,13 @@ impl Database {
             if kind(&id) != DocKind::Normal {
                 continue;
             }
-            let info: records::DocInfo = records::decode(&info)?;
-            let (rev, deleted) = info.winner()?;
-            let rev = rev.to_string();
-            if let (false, Some(body)) = (deleted, snap.get(&Key::Rev(db, &id, &rev).encode())?) {
+            let record = records::DocRecord::decode(&info)?;
+            let (rev, deleted) = record.info.winner()?;
+            if deleted {
+                continue;
+            }
+            if let Some(body) = crate::read::body_of(snap.as_ref(), db, &id, rev, Some(&record))? {
+                let rev = rev.to_string();
                 each(&id, match_form(&id, &entries::mango_doc(&id, &rev, &body)))?;
             }
         }
