@@ -328,7 +328,7 @@ impl Database {
         }
         let (seq, stats) = (writer.seq, writer.stats);
         batch.put(Key::Stats(self.id()).encode(), records::encode(&stats));
-        self.commit_locked(writer, batch, seq, stats)
+        self.commit_locked(writer, batch, &Default::default(), seq, stats)
     }
 
     /// One page of a capped database's natural (insertion) order: up to `limit` pairs of

@@ -245,15 +245,6 @@ fn by_ids(
 impl Database {
     /// How many documents changed after `seq` (the `pending` count of a limited feed).
     pub fn pending_changes(&self, seq: u64) -> Result<u64> {
-        let db = self.id();
-        let (_, end) = keys::seq_range(db);
-        let range = (Bound::Excluded(Key::Seq(db, seq).encode()), end);
-        let iter = Iter::new(self.snapshot(), range, false, 1024);
-        let mut count = 0;
-        for entry in iter {
-            entry?;
-            count += 1;
-        }
-        Ok(count)
+        self.ids.changes_after(self.store.as_ref(), self.id(), seq)
     }
 }

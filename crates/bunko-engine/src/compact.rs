@@ -139,7 +139,7 @@ impl Database {
         let mut batch = Batch::new();
         batch.put(Key::Stats(db).encode(), records::encode(&stats));
         let seq = writer.seq;
-        self.commit_locked(writer, batch, seq, stats)
+        self.commit_locked(writer, batch, &Default::default(), seq, stats)
     }
 
     /// Removes the attachment bodies that no leaf revision refers to; returns their size.
@@ -204,7 +204,7 @@ impl Database {
         stats.active = stats.active.saturating_sub(freed);
         batch.put(Key::Stats(db).encode(), records::encode(&stats));
         let seq = writer.seq;
-        self.commit_locked(writer, batch, seq, stats)?;
+        self.commit_locked(writer, batch, &Default::default(), seq, stats)?;
         Ok(freed)
     }
 }

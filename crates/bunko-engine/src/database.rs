@@ -291,17 +291,18 @@ impl Database {
         Ok(guard)
     }
 
-    /// Applies `batch` (built under `writer`), records the new seq and counters, releases
-    /// the lock and waits until the batch is durable. `batch` must already contain the
-    /// `Stats` key for `stats`.
+    /// Applies `batch` (built under `writer`, and writing the documents `ids`), records the
+    /// new seq and counters, releases the lock and waits until the batch is durable.
+    /// `batch` must already contain the `Stats` key for `stats`.
     pub(crate) fn commit_locked(
         &self,
         writer: MutexGuard<'_, Writer>,
         batch: Batch,
+        ids: &IdChanges,
         seq: u64,
         stats: Stats,
     ) -> Result<()> {
-        let ticket = self.apply_locked(writer, batch, &IdChanges::default(), seq, stats)?;
+        let ticket = self.apply_locked(writer, batch, ids, seq, stats)?;
         self.store.sync(ticket)?;
         self.notify_durable(seq);
         Ok(())

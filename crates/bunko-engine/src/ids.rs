@@ -32,21 +32,27 @@ use crate::buckets::separator;
 use crate::buckets::{Fenwick, bucket_of, bucket_range};
 use crate::keys::{self, Key};
 use crate::records::{self, DocInfo};
+use crate::seqs::SeqCounts;
 use crate::{Error, Result};
 
 /// Keys per bucket after a split or a build.
 pub const TARGET: usize = 32;
 
-/// The order statistics of one database's document ids; empty until a query needs them.
+/// The order statistics of one database's document ids, and the counts of its changes by
+/// seq ([`SeqCounts`]); each empty until a query needs it.
 #[derive(Debug, Default)]
 pub struct IdOrder {
     state: RwLock<Option<Buckets>>,
+    seqs: RwLock<Option<SeqCounts>>,
 }
 
 /// The `Doc` keys one commit writes, in the order it staged them.
 #[derive(Debug, Default)]
 pub struct IdChanges {
     docs: Vec<(String, Change)>,
+    /// The commit changed documents it does not list (`_purge`): the structures are
+    /// dropped, to be built again.
+    unlisted: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -55,26 +61,59 @@ struct Change {
     created: bool,
     was_live: bool,
     live: bool,
+    /// The seq of its `Seq` entry before (none for a new document), and now.
+    old_seq: Option<u64>,
+    seq: u64,
 }
 
 impl IdChanges {
     /// Records a write of document `id`: `was_live` is `None` for a new document, else
-    /// whether its winner was live; `live`, whether it is now.
-    pub fn record(&mut self, id: &str, was_live: Option<bool>, live: bool) {
-        let change = Change { created: was_live.is_none(), was_live: was_live == Some(true), live };
+    /// whether its winner was live; `live`, whether it is now; its `Seq` entry moves from
+    /// `old_seq` (none for a new document) to `seq`.
+    pub fn record(
+        &mut self,
+        id: &str,
+        was_live: Option<bool>,
+        live: bool,
+        old_seq: Option<u64>,
+        seq: u64,
+    ) {
+        let created = was_live.is_none();
+        let change = Change { created, was_live: was_live == Some(true), live, old_seq, seq };
         self.docs.push((id.to_string(), change));
+    }
+
+    /// The changes of a commit that removes or rewrites documents without listing them.
+    pub fn unlisted() -> IdChanges {
+        IdChanges { docs: Vec::new(), unlisted: true }
     }
 }
 
-/// The write-locked structure of a database, for one commit.
+/// The write-locked structures of a database, for one commit.
 pub struct Locked<'a> {
     state: RwLockWriteGuard<'a, Option<Buckets>>,
+    seqs: RwLockWriteGuard<'a, Option<SeqCounts>>,
 }
 
 impl IdOrder {
-    /// Locks the structure for a commit: apply the batch, then [`Locked::record`] it.
+    /// Locks the structures for a commit: apply the batch, then [`Locked::record`] it.
     pub fn lock(&self) -> Locked<'_> {
-        Locked { state: self.state.write() }
+        Locked { state: self.state.write(), seqs: self.seqs.write() }
+    }
+
+    /// The `Seq` entries of database `db` after `seq`: how many changes follow it.
+    pub fn changes_after(&self, store: &dyn Store, db: u64, seq: u64) -> Result<u64> {
+        let mut counts = self.seqs.read();
+        if counts.is_none() {
+            drop(counts);
+            let mut built = self.seqs.write();
+            if built.is_none() {
+                *built = Some(SeqCounts::build(&store.snapshot(), db)?);
+            }
+            counts = RwLockWriteGuard::downgrade(built);
+        }
+        let counts = counts.as_ref().ok_or_else(|| Error::Corrupt("seq counts".into()))?;
+        counts.after(&*store.snapshot(), db, seq)
     }
 
     /// Whether a query has needed the structure since the database was opened.
@@ -113,6 +152,20 @@ impl Locked<'_> {
     /// Records `changes`, which `read` (the store, under the database's writer lock)
     /// already shows. A structure that disagrees is dropped, to be built again.
     pub fn record(mut self, read: &dyn Read, db: u64, changes: &IdChanges) {
+        if changes.unlisted {
+            return self.forget();
+        }
+        if let Some(counts) = self.seqs.as_mut() {
+            let moved = changes.docs.iter().try_for_each(|(_, change)| {
+                change.old_seq.map_or(Ok(()), |old| counts.remove(old))?;
+                counts.add(change.seq);
+                Ok::<_, Error>(())
+            });
+            if let Err(err) = moved {
+                tracing::warn!(%err, db, "change counts out of step; rebuilt when next needed");
+                *self.seqs = None;
+            }
+        }
         let Some(buckets) = self.state.as_mut() else { return };
         if let Err(err) = buckets.record(read, db, changes) {
             tracing::warn!(%err, db, "document id order out of step; rebuilt on next query");
@@ -120,9 +173,10 @@ impl Locked<'_> {
         }
     }
 
-    /// Drops the structure (a commit failed half-way), to be built again.
+    /// Drops the structures (a commit failed half-way), to be built again.
     pub fn forget(mut self) {
         *self.state = None;
+        *self.seqs = None;
     }
 }
 
@@ -432,7 +486,7 @@ mod tests {
                     let live = rng.random_bool(0.7);
                     let was = model.insert(id.clone(), live);
                     batch.put(Key::Doc(DB, &id).encode(), info(live));
-                    changes.record(&id, was, live);
+                    changes.record(&id, was, live, None, 0);
                 }
                 let locked = order.lock();
                 store.commit(batch)?;

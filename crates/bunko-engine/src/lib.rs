@@ -78,6 +78,7 @@ pub mod revtree;
 mod scope;
 pub mod scram;
 pub mod security;
+mod seqs;
 pub mod settings;
 pub mod show_list;
 pub mod spill;

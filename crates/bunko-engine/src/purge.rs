@@ -123,7 +123,10 @@ impl Database {
         pb.batch.put(Key::Stats(db).encode(), records::encode(&pb.stats));
         let plan = (!pb.ddocs.is_empty()).then(|| self.plan_ddocs(&mut pb.batch, &pb.ddocs, seq));
         let after = self.install(plan, std::mem::take(&mut pb.multikey));
-        self.commit_locked(writer, pb.batch, seq, pb.stats)?;
+        // Purged documents lose their `Doc` and `Seq` keys, which the order statistics
+        // cannot follow: they are built again when next needed.
+        let ids = crate::ids::IdChanges::unlisted();
+        self.commit_locked(writer, pb.batch, &ids, seq, pb.stats)?;
         self.after_commit(after);
         Ok(results.into_iter().map(|(purged, _)| purged).collect())
     }

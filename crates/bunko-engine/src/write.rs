@@ -432,7 +432,8 @@ impl Database {
         let carried = run.pending.carried.entry(id.to_string()).or_default();
         let carry = self.store.format() >= 3;
         add_to_batch(batch, (db, id, carried, carry), old.as_ref(), &outcome, opts.replacement)?;
-        run.ids.record(id, was_live, now_live);
+        let old_seq = old.as_ref().map(|old| old.seq);
+        run.ids.record(id, was_live, now_live, old_seq, run.seq);
         if normal && was_live.unwrap_or(false) != now_live {
             run.pending.natural.lived(id, run.seq, now_live);
         }

@@ -88,6 +88,49 @@ fn changes_since_a_seq_returns_only_later_changes() {
     assert_eq!(now["last_seq"], s.db_info("db")["update_seq"]);
 }
 
+/// `pending` counts every later change exactly while a client pages through a feed longer
+/// than the counts' blocks (256 seqs) with `limit`, as PouchDB's replicator does, and stays
+/// exact after updates move documents to new seqs and deletions.
+#[test]
+fn pending_stays_exact_while_a_long_feed_is_paged_and_documents_move() {
+    let s = setup();
+    let docs: Vec<Value> = (0..1200).map(|i| json!({"_id": format!("r{i:04}"), "n": i})).collect();
+    let (status, written) = s.post("/db/_bulk_docs", &json!({"docs": docs}));
+    assert_eq!(status, 201, "{written}");
+    // Move 300 documents (every fourth) to new seqs; delete 100 of them again.
+    let moved: Vec<Value> = written
+        .as_array()
+        .unwrap()
+        .iter()
+        .step_by(4)
+        .map(|r| json!({"_id": r["id"], "_rev": r["rev"], "n": -1}))
+        .collect();
+    let (_, moved) = s.post("/db/_bulk_docs", &json!({"docs": moved}));
+    let deleted: Vec<Value> = moved
+        .as_array()
+        .unwrap()
+        .iter()
+        .step_by(3)
+        .map(|r| json!({"_id": r["id"], "_rev": r["rev"], "_deleted": true}))
+        .collect();
+    assert_eq!(s.post("/db/_bulk_docs", &json!({"docs": deleted})).0, 201);
+    let (mut since, mut seen) = ("0".to_string(), 0u64);
+    loop {
+        let page = changes(&s, &format!("?limit=97&since={}", enc(&since)));
+        let rows = page["results"].as_array().unwrap().len() as u64;
+        seen += rows;
+        assert_eq!(page["pending"], 1200 - seen, "after {seen} rows");
+        since = page["last_seq"].as_str().unwrap().to_string();
+        if rows < 97 {
+            break;
+        }
+    }
+    assert_eq!(seen, 1200, "one row per document");
+    // From an old seq: only the documents whose latest change is later.
+    let page = changes(&s, "?limit=1&since=600");
+    assert_eq!(page["pending"], 1200 - (600 - 150) - 1, "150 documents left seqs 1-600");
+}
+
 #[test]
 fn changes_limit_truncates_and_reports_pending() {
     let s = setup();

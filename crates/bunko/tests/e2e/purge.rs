@@ -188,6 +188,42 @@ fn a_purged_document_leaves_all_docs_changes_counters_and_every_index() {
     assert_eq!(find_tag(&s, "schema"), ["a1", "a2"]);
 }
 
+/// Past 1,024 documents `_all_docs` places `offset` and `skip` with the order statistics of
+/// ids, and `_changes`' `pending` comes from counts by seq: a purge removes keys both must
+/// forget, so later answers count the purged document no more.
+#[test]
+fn a_purge_leaves_all_docs_offsets_and_pending_exact_in_a_large_database() {
+    let s = Server::start();
+    s.create_db("big");
+    let docs: Vec<Value> = (0..3000).map(|i| json!({"_id": format!("d{i:05}")})).collect();
+    let (_, written) = s.post("/big/_bulk_docs", &json!({"docs": docs}));
+    let rev_of = |n: usize| written[n]["rev"].as_str().unwrap().to_string();
+    let all_docs = |query: &str| {
+        let (status, body) = s.get(&format!("/big/_all_docs?{query}"));
+        assert_eq!(status, 200, "{body}");
+        (body["offset"].clone(), ids(&body["rows"]), body["total_rows"].clone())
+    };
+    let pending =
+        |since: u64| s.get(&format!("/big/_changes?limit=1&since={since}")).1["pending"].clone();
+    // Both structures are built by these queries.
+    assert_eq!(
+        all_docs("skip=2500&limit=1"),
+        (json!(2500), vec!["d02500".to_string()], json!(3000))
+    );
+    assert_eq!(pending(100), json!(2899));
+    let (status, body) = purge(&s, "big", json!({"d00005": [rev_of(5)], "d02990": [rev_of(2990)]}));
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(
+        all_docs("startkey=%22d02000%22&limit=1"),
+        (json!(1999), vec!["d02000".to_string()], json!(2998))
+    );
+    assert_eq!(all_docs("skip=1999&limit=1").1, ["d02000"]);
+    assert_eq!(all_docs("skip=2997&limit=1").1, ["d02999"]);
+    assert_eq!(all_docs("skip=2998&limit=1").1, Vec::<String>::new());
+    assert_eq!(pending(100), json!(2898));
+    assert_eq!(pending(2990), json!(8));
+}
+
 #[test]
 fn purging_one_branch_of_a_conflict_keeps_the_document_at_a_new_seq() {
     let s = Server::start();
