@@ -24,7 +24,7 @@ root=$(pwd)
 target="${CARGO_TARGET_DIR:-target}"
 case "$target" in /*) ;; *) target="$root/$target" ;; esac
 out="${BENCH_OUT:-docs/performance.md}"
-all="load,write,read,find,mongo,elemmatch,partition-scaling,view,search,txn,agg,limit,baseline"
+all="load,write,read,changes,find,mongo,elemmatch,partition-scaling,view,search,txn,agg,limit,baseline"
 workloads="${WORKLOADS:-$all}"
 # limit and baseline run in bunko-bench's own process, with no server running (so that
 # nothing else competes for the machine), and once: they are the same for every server.

@@ -98,6 +98,7 @@ pub enum Workload {
     Load,
     Write,
     Read,
+    Changes,
     Find,
     Elemmatch,
     PartitionScaling,
@@ -114,10 +115,11 @@ pub enum Workload {
 
 impl Workload {
     /// What runs when no workload is named: all but `scale` (10M documents, ~10 GB).
-    pub const DEFAULT: [Workload; 12] = [
+    pub const DEFAULT: [Workload; 13] = [
         Workload::Load,
         Workload::Write,
         Workload::Read,
+        Workload::Changes,
         Workload::Find,
         Workload::Elemmatch,
         Workload::PartitionScaling,
@@ -131,10 +133,10 @@ impl Workload {
 
     /// Every workload: [`Workload::DEFAULT`], then `mongo` (which needs `--mongo-url`),
     /// `soak` (as long as `--duration`) and `scale`.
-    pub const ALL: [Workload; 15] = {
-        let mut all = [Workload::Scale; 15];
-        all[12] = Workload::Mongo;
-        all[13] = Workload::Soak;
+    pub const ALL: [Workload; 16] = {
+        let mut all = [Workload::Scale; 16];
+        all[13] = Workload::Mongo;
+        all[14] = Workload::Soak;
         let mut i = 0;
         while i < Self::DEFAULT.len() {
             all[i] = Self::DEFAULT[i];
@@ -148,6 +150,7 @@ impl Workload {
             Workload::Load => "load",
             Workload::Write => "write",
             Workload::Read => "read",
+            Workload::Changes => "changes",
             Workload::Find => "find",
             Workload::Elemmatch => "elemmatch",
             Workload::PartitionScaling => "partition-scaling",

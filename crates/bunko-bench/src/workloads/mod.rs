@@ -14,6 +14,7 @@
 
 mod agg;
 mod baseline;
+mod changes;
 mod disk;
 mod elemmatch;
 mod find;
@@ -358,6 +359,7 @@ pub async fn run(ctx: &Ctx, workload: Workload) -> Vec<Row> {
         Workload::Load => load::run(ctx, &mut rows).await,
         Workload::Write => write::run(ctx, &mut rows).await,
         Workload::Read => read::run(ctx, &mut rows).await,
+        Workload::Changes => changes::run(ctx, &mut rows).await,
         Workload::Find => find::run(ctx, &mut rows).await,
         Workload::Elemmatch => elemmatch::run(ctx, &mut rows).await,
         Workload::PartitionScaling => partition::run(ctx, &mut rows).await,
