@@ -8,7 +8,10 @@
 //! A filter that a MongoDB index serves is answered by an index scan ([`super::mongo_index`]);
 //! otherwise an equality on a non-numeric `_id` reads that one document, and everything else
 //! scans the database's documents (in `_id` order, or for a capped database without a
-//! sort in natural order, `find/mongo_natural.rs`). A sort that no filter index serves, on
+//! sort in natural order, `find/mongo_natural.rs`). The filter's index scan yields the
+//! sort's order itself when the sort's fields follow, in the index, fields the filter fixes
+//! to one value ([`MongoScan::serve_order`]): it then stops at `skip + limit`. A sort that
+//! no filter index serves, on
 //! the leading fields of an index (all ascending or all descending), is an index scan in
 //! that order which stops at `skip + limit` ([`Database::mongo_sort_plan`]); any other sort is done
 //! in memory after the scan (MongoDB's "blocking sort") in MongoDB's order
@@ -60,10 +63,7 @@ impl Database {
             return self.find_mongo(reader, query, &[]);
         }
         let hint = query.use_index.as_ref().map(|(name, _)| name.as_str());
-        if let Some(scan) = self.mongo_plan(&query.selector, hint)? {
-            return self.find_mongo_indexed(reader, query, order, &scan);
-        }
-        if let Some(scan) = hint.is_none().then(|| self.mongo_sort_plan(order)).flatten() {
+        if let Some(scan) = self.mongo_access(&query.selector, hint, order)? {
             return self.find_mongo_indexed(reader, query, order, &scan);
         }
         let query = &FindQuery { use_index: None, ..query.clone() };

@@ -122,6 +122,45 @@ impl MongoScan {
         self.clamp = Some((Bound::Included(at(lo)), prefix_range(&at(hi)).1));
     }
 
+    /// Makes this plan yield its documents in `order` when its index holds them so: the
+    /// sort's fields (all ascending or all descending) are the index's fields from some
+    /// position on, every field before that is fixed to one value by the bounds, and no
+    /// bound is several points or a union (several ranges, each in order but not
+    /// together). So `{sensor: 7}` sorted by `{ts: -1}` reads the index `{sensor: 1, ts: 1}`
+    /// backwards and stops at `skip + limit`, as MongoDB's planner does. Not on a multikey
+    /// index (a document's sort key is its array's smallest or largest element, not the
+    /// entry within the bounds), a hashed field among the sort's, another collation, or a
+    /// scan clamped to `min`/`max`. Returns whether it does.
+    pub fn serve_order(&mut self, order: &[(FieldPath, Direction)]) -> bool {
+        let Some((_, first)) = order.first() else { return false };
+        let index = &self.index;
+        let paths = index.compiled.paths();
+        let query = collation::current();
+        let usable = order.iter().all(|(_, d)| d == first)
+            && self.clamp.is_none()
+            && !index.meta().is_multikey()
+            && collation::same(index.compiled.collation().as_deref(), query.as_deref())
+            && !self.bounds.iter().any(|b| match b {
+                FieldBounds::Points(points) => points.len() > 1,
+                FieldBounds::Union(_) => true,
+                _ => false,
+            });
+        let single = |b: &FieldBounds| matches!(b, FieldBounds::Points(p) if p.len() == 1);
+        let fits = usable
+            && (0..=paths.len().saturating_sub(order.len())).any(|at| {
+                self.bounds.len() >= at
+                    && paths.len() >= at + order.len()
+                    && self.bounds[..at].iter().all(single)
+                    && hashed_at(index).is_none_or(|h| h < at || h >= at + order.len())
+                    && order.iter().zip(&paths[at..]).all(|((p, _), q)| p == q)
+            });
+        if fits {
+            self.sorted = true;
+            self.reverse = *first == Direction::Desc;
+        }
+        fits
+    }
+
     /// `indexBounds` as MongoDB's explain shows them (a string bound of a collated index as
     /// `CollationKey(0x…)`, its sort key).
     pub fn index_bounds(&self) -> Vec<(String, Vec<String>)> {
@@ -171,6 +210,22 @@ impl Database {
         let Some((index, bounds)) = ranked.next() else { return Ok(None) };
         let rejected = ranked.map(|(index, bounds)| MongoScan::unsorted(index, bounds)).collect();
         Ok(Some(MongoScan { index, bounds, rejected, reverse: false, sorted: false, clamp: None }))
+    }
+
+    /// The index scan a query sorted by `order` runs: the filter's plan ([`Database::mongo_plan`],
+    /// yielding `order` where its index can, [`MongoScan::serve_order`]), else (unhinted) an
+    /// index that yields `order` ([`Database::mongo_sort_plan`]), else none.
+    pub fn mongo_access(
+        &self,
+        selector: &Selector,
+        hint: Option<&str>,
+        order: &[(FieldPath, Direction)],
+    ) -> Result<Option<MongoScan>> {
+        if let Some(mut scan) = self.mongo_plan(selector, hint)? {
+            scan.serve_order(order);
+            return Ok(Some(scan));
+        }
+        Ok(if hint.is_none() { self.mongo_sort_plan(order) } else { None })
     }
 
     /// An index that yields every document in the order `order` asks (its first fields are

@@ -55,11 +55,7 @@ impl Database {
         let parse: Option<Arc<[String]>> =
             parse_list(&query.selector, order, wanted).map(Into::into);
         let hint = query.use_index.as_ref().map(|(name, _)| name.as_str());
-        let scan = match self.mongo_plan(&query.selector, hint)? {
-            Some(scan) => Some(scan),
-            None if hint.is_none() => self.mongo_sort_plan(order),
-            None => None,
-        };
+        let scan = self.mongo_access(&query.selector, hint, order)?;
         let sight = self.sight(reader)?;
         let in_order = order.is_empty() || scan.as_ref().is_some_and(|s| s.sorted);
         let counts = Arc::new(Examined::default());

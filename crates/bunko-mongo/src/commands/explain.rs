@@ -127,11 +127,7 @@ fn access_scan(
     order: &[(bunko_query::FieldPath, bunko_query::Direction)],
     hint: Option<&str>,
 ) -> Result<Option<MongoScan>, MongoError> {
-    Ok(match db.mongo_plan(selector, hint)? {
-        Some(scan) => Some(scan),
-        None if hint.is_none() => db.mongo_sort_plan(order),
-        None => None,
-    })
+    Ok(db.mongo_access(selector, hint, order)?)
 }
 
 /// Whether `scan` answers from its index entries alone (a covered query) when the caller

@@ -104,6 +104,14 @@ def code_of(fn):
     except OperationFailure as e:
         return e.code
     return None
+
+def stages(plan):
+    """The stage names of an explained plan, from the top down its input stages."""
+    names = []
+    while plan:
+        names.append(plan["stage"])
+        plan = plan.get("inputStage")
+    return names
 "#;
 
 #[test]

@@ -756,6 +756,10 @@ ops = {s["name"]: s["accesses"]["ops"] for s in orders.aggregate([
     {"$indexStats": {}}, {"$sort": {"name": 1}}, {"$project": {"name": 1, "accesses.ops": 1}}])}
 assert ops == {"_id_": 2, "item_1_quantity_1": 2, "type_1_item_1": 5}, ops
 assert list(c.shop.nothing.aggregate([{"$indexStats": {}}])) == []
+# A partial index's filter is shown as given: its operators are not read as expressions.
+c.shop.partial.create_index([("price", 1)], partialFilterExpression={"price": {"$gt": 10}})
+spec = [s["spec"] for s in c.shop.partial.aggregate([{"$indexStats": {}}]) if s["name"] == "price_1"]
+assert spec == [{"v": 2, "key": {"price": 1}, "name": "price_1", "partialFilterExpression": {"price": {"$gt": 10}}}], spec
 assert code_of(lambda: list(orders.aggregate([{"$match": {}}, {"$indexStats": {}}]))) == 40602
 assert code_of(lambda: list(orders.aggregate([{"$indexStats": {"x": 1}}]))) == 28803
 with c.start_session() as session:

@@ -117,13 +117,6 @@ fn distinct_over_multikey_indexes_plans_as_mongodb() {
 db = client().dis
 coll = db.mk
 
-def stages(p):
-    out = []
-    while p:
-        out.append(p["stage"])
-        p = p.get("inputStage")
-    return out
-
 def case(key, query):
     e = db.command("explain", {"distinct": "mk", "key": key, "query": query}, verbosity="executionStats")
     values = db.command({"distinct": "mk", "key": key, "query": query})["values"]

@@ -608,3 +608,64 @@ print(json.dumps(out))
     );
     assert_eq!(out["sorted"], json!([null, 1, 2, 3, 4, 5, 6, 9, 15]));
 }
+
+/// The index that serves the filter also serves the sort when the sort's fields follow
+/// fields the filter fixes (`{sensor: 1, ts: 1}`: the newest readings of one sensor): no
+/// `SORT` stage, the scan stops at `skip + limit`, and the answers are those of a
+/// collection scan sorted in memory. A multikey index, several points (`$in`) or a sort
+/// that skips an index field still sort in memory, with the same answers.
+#[test]
+fn a_filter_index_serves_a_sort_on_the_fields_after_its_fixed_ones() {
+    let server = Server::start();
+    let script = r#"
+c = client()
+t = c.app.readings
+t.insert_many([{"_id": i, "sensor": i % 5, "ts": (i * 7919) % 1000, "v": i % 3} for i in range(500)])
+t.create_index([("sensor", 1), ("ts", 1), ("v", 1)])
+cases = [
+    ({"sensor": 3}, [("ts", -1)], 0, 5),
+    ({"sensor": 3}, [("ts", 1)], 4, 5),
+    ({"sensor": 3, "ts": {"$gte": 400}}, [("ts", 1)], 0, 7),
+    ({"sensor": 3}, [("sensor", -1), ("ts", -1)], 0, 3),
+    ({"sensor": 2, "ts": 18}, [("v", -1)], 0, 2),
+    ({"sensor": 3, "v": 1}, [("ts", -1)], 0, 4),
+    ({"sensor": {"$in": [1, 2]}}, [("ts", -1)], 0, 5),
+    ({"sensor": 3}, [("v", 1), ("ts", 1)], 0, 5),
+    ({"sensor": 3}, [("ts", 1), ("v", -1)], 0, 5),
+]
+out = {"mismatch": [], "stages": [], "examined": []}
+for q, sort, skip, limit in cases:
+    got = [d["_id"] for d in t.find(q).sort(sort).skip(skip).limit(limit)]
+    want = [d["_id"] for d in t.find(q).sort(sort + [("_id", 1)]).hint([("$natural", 1)]).skip(skip).limit(limit)]
+    if got != want:
+        out["mismatch"].append([repr(q), repr(sort), got, want])
+    plan = t.find(q).sort(sort).skip(skip).limit(limit).explain()
+    out["stages"].append(stages(plan["queryPlanner"]["winningPlan"]))
+    out["examined"].append(plan["executionStats"]["totalDocsExamined"])
+agg = list(t.aggregate([{"$match": {"sensor": 4}}, {"$sort": {"ts": -1}}, {"$limit": 2}]))
+out["agg"] = [d["_id"] for d in agg]
+out["agg_want"] = [d["_id"] for d in sorted(t.find({"sensor": 4}), key=lambda d: -d["ts"])[:2]]
+t.insert_one({"_id": 1000, "sensor": 3, "ts": [1, 999], "v": 0})
+got = [d["_id"] for d in t.find({"sensor": 3}).sort("ts", -1).limit(3)]
+want = [d["_id"] for d in t.find({"sensor": 3}).sort([("ts", -1), ("_id", 1)]).hint([("$natural", 1)]).limit(3)]
+out["multikey"] = [got == want, got[0], stages(t.find({"sensor": 3}).sort("ts", -1).limit(3).explain()["queryPlanner"]["winningPlan"])]
+print(json.dumps(out))
+"#;
+    let Some(out) = python(&server, script) else { return };
+    assert_eq!(out["mismatch"], json!([]), "answers differ from a sorted collection scan");
+    let served = json!(["LIMIT", "FETCH", "IXSCAN"]);
+    let stages = out["stages"].as_array().unwrap();
+    for i in [0, 2, 3, 4, 5] {
+        assert_eq!(stages[i], served, "case {i}: {}", out["stages"]);
+    }
+    assert_eq!(stages[1], json!(["LIMIT", "SKIP", "FETCH", "IXSCAN"]), "{}", out["stages"]);
+    for i in [6, 7, 8] {
+        assert_eq!(stages[i][1], json!("SORT"), "case {i}: {}", out["stages"]);
+    }
+    // Served cases stop at `skip + limit` matches: the documents read are those, and for
+    // `{sensor: 3, v: 1}` the readings of sensor 3 newest first up to the fourth with v 1.
+    let examined = &out["examined"].as_array().unwrap()[..6];
+    assert_eq!(examined, [json!(5), json!(9), json!(7), json!(3), json!(1), json!(14)]);
+    assert_eq!(out["agg"], out["agg_want"]);
+    assert_eq!(out["multikey"], json!([true, 1000, ["LIMIT", "SORT", "FETCH", "IXSCAN"]]));
+}

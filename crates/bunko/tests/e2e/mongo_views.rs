@@ -38,6 +38,9 @@ out["count"] = v.count_documents({"tags": "小説"})
 out["estimated"] = v.estimated_document_count()
 out["distinct"] = sorted(v.distinct("tags"))
 out["agg"] = list(v.aggregate([{"$group": {"_id": None, "n": {"$sum": 1}}}]))
+# An explained aggregate over a view is a plan over the collection the view reads, not rows.
+explained = db.command("aggregate", "soseki", pipeline=[{"$match": {"year": 1906}}], explain=True)
+out["explained"] = ["cursor" in explained, explained["stages"][0]["$cursor"]["queryPlanner"]["namespace"]]
 out["chain"] = [d["_id"] for d in db.late_soseki.find(sort=[("_id", 1)])]
 out["errors"] = []
 for write in [lambda: v.insert_one({"x": 1}), lambda: v.update_one({}, {"$set": {"x": 1}}),
@@ -73,6 +76,7 @@ print(json.dumps(out, default=str))
     assert_eq!(out["estimated"], json!(3));
     assert_eq!(out["distinct"], json!(["名作", "小説", "猫"]));
     assert_eq!(out["agg"], json!([{"_id": null, "n": 3}]));
+    assert_eq!(out["explained"], json!([false, "library.books"]));
     assert_eq!(out["chain"], json!([2, 4]));
     let refused = json!([166, "CommandNotSupportedOnView"]);
     assert_eq!(out["errors"], json!([refused, refused, refused, refused, refused, refused]));
