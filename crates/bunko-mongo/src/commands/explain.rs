@@ -64,10 +64,14 @@ fn explain_command(ctx: &mut Ctx, command: &Document) -> Result<Document, MongoE
         }
     };
     let target = explained(ctx, inner)?;
-    if inner.keys().next().is_some_and(|name| name == "count") {
+    // On a time-series collection `count` and `distinct` run as aggregations over the
+    // stored documents, with no `COUNT_SCAN` or `DISTINCT_SCAN`: their plan is the scan's.
+    let scans_entries = !super::views::is_timeseries(&ctx.server.engine, &target.ns);
+    if scans_entries && inner.keys().next().is_some_and(|name| name == "count") {
         return super::count::explain(ctx, inner, &target, verbosity);
     }
-    if inner.keys().next().is_some_and(|name| name == "distinct")
+    if scans_entries
+        && inner.keys().next().is_some_and(|name| name == "distinct")
         && let Some(reply) = super::distinct::explain(ctx, inner, &target, verbosity)?
     {
         return Ok(reply);

@@ -304,6 +304,11 @@ out["stats"] = [plan["executionStats"][k] for k in ["nReturned", "totalKeysExami
 agg = db.command("aggregate", "m", pipeline=[{"$match": {"v": 3}}, {"$count": "n"}], explain=True)
 agg_plan = agg["stages"][0]["$cursor"]["queryPlanner"]["winningPlan"]["inputStage"]
 out["agg_plan"] = [agg_plan["stage"], agg_plan["indexName"]]
+# `count` and `distinct` run as aggregations: their explained plan is that scan's, not a
+# COUNT_SCAN or DISTINCT_SCAN of index entries.
+counted = db.command("explain", {"count": "m", "query": {"v": 3}}, verbosity="queryPlanner")
+listed = db.command("explain", {"distinct": "m", "key": "v", "query": {"v": {"$lt": 2}}}, verbosity="queryPlanner")
+out["count_plans"] = [stages(counted["queryPlanner"]["winningPlan"]), stages(listed["queryPlanner"]["winningPlan"])]
 out["hinted"] = [
     ids(m.find({"v": {"$lt": 2}, "ts": {"$lt": at(120)}}).hint("v_1")),
     ids(m.find({"v": {"$lt": 2}, "ts": {"$lt": at(120)}}).hint([("v", 1)])),
@@ -330,6 +335,7 @@ print(json.dumps(out))
     // Only the 33 measurements of sensor 2 in the range are read, not the 600.
     assert_eq!(out["stats"], json!([33, 33, 33]));
     assert_eq!(out["agg_plan"], json!(["IXSCAN", "v_1"]));
+    assert_eq!(out["count_plans"], json!([["FETCH", "IXSCAN"], ["FETCH", "IXSCAN"]]));
     assert_eq!(out["hinted"], json!([[1, 50, 51, 100, 101], [1, 50, 51, 100, 101], "v_1", 10]));
     assert_eq!(out["after_writes"][0], json!(true));
 }
