@@ -452,6 +452,30 @@ mod tests {
 
     use super::*;
 
+    /// A store of the newest format keeps each kind of key in the keyspace meant for it
+    /// (`bunko-storage`'s `layout.rs`, issue 20 point 8): a tag added here without a line
+    /// there lands in `meta`, which this list then shows.
+    #[test]
+    fn each_key_kind_has_its_keyspace() {
+        use crate::index::entries::IDX;
+        let meta = [META, DB, LOCAL, STATS, PART_STATS, DROPPED, IDX_META, IDX_DROPPED, CONFIG];
+        let kinds = [
+            (&[DOC][..], "docs"),
+            (&[REV, ATT_CHUNK, ATT_ALIAS, ATT_GZIP], "bodies"),
+            (&[SEQ, EVENT, PURGE, NATURAL], "seqs"),
+            (&[IDX], "index"),
+            (&[VIEW_META, VIEW_ROW, VIEW_BACK, GEO], "views"),
+            (&[SPILL], "spill"),
+            (&meta, "meta"),
+            (&[PURGED_LIMIT, NATURAL_OF, NATURAL_FROM], "meta"),
+        ];
+        for (tags, keyspace) in kinds {
+            for &tag in tags {
+                assert_eq!(bunko_storage::keyspace_of_tag(tag), keyspace, "tag {tag:#04x}");
+            }
+        }
+    }
+
     #[test]
     fn keys_round_trip_and_partitions_are_contiguous() -> Result<()> {
         assert_eq!(decode_db(&Key::Db("readings").encode())?, "readings");

@@ -95,7 +95,7 @@ fn a_records_tree_is_read_apart_from_the_compressed_body_it_carries() -> Result<
 fn a_new_winner_is_carried_by_its_record_and_the_one_it_replaces_keeps_its_body() -> Result<()> {
     let dir = tempfile::tempdir()?;
     let store = Arc::new(Fjall::open(dir.path())?);
-    assert_eq!(store.format(), 3);
+    assert_eq!(store.format(), 4);
     let engine = Engine::open(store.clone(), Config::default())?;
     let db = engine.create_db(&admin(), "books", false)?;
     let rev1 = put(&db, r#"{"_id":"b1","title":"one"}"#)?;

@@ -4,7 +4,8 @@
 //!
 //! - **Block cache** (database-wide, [`FjallOptions::cache_bytes`]): decompressed data,
 //!   index and filter blocks read from tables.
-//! - **Memtables** (per keyspace; Bunko has one): the active memtable is sealed once it
+//! - **Memtables** (per keyspace: one in a store of format 1 to 3, seven in format 4,
+//!   `layout.rs`): a keyspace's active memtable is sealed once it
 //!   holds [`FjallOptions::memtable_bytes`] of keys and values (or
 //!   [`FjallOptions::bulk_memtable_bytes`] while a [`crate::Bulk`] lease is held; fjall's
 //!   own size, kept from the keyspace's creation, is the larger of the two, so that Bunko
@@ -52,7 +53,8 @@
 //! tables whenever fjall had not recomputed it since the compaction).
 //!
 //! **Compaction**: fjall's leveled compaction, with level 1 sized `level0_tables ×
-//! table_bytes` and each level after it 10 times the one before (fjall's ratio). Every
+//! table_bytes` and each level after it 10 times the one before (fjall's ratio), in each
+//! keyspace. In a store of format 1 to 3 (one keyspace), every
 //! table flushed from a memtable holds keys of every kind (doc infos, bodies, seqs,
 //! index entries), so its key range spans the whole keyspace and each merge of level 0
 //! into level 1 rewrites all of level 1: per byte flushed, that merge writes about
@@ -63,7 +65,10 @@
 //! from 200k to 1M, but 7-14 % more per point GET and `_find` at 200k (a read looks
 //! into up to 8 level-0 tables instead of 4; 2-6 % less at 1M), so that shape is an
 //! option, not the default (docs/performance.md, issue 20 point 8, session 31). fjall
-//! slows every write down once level 0 holds 20 tables.
+//! slows every write down once level 0 holds 20 tables. A store of format 4 keeps each
+//! kind of key in a keyspace of its own, so that a kind written in key order flushes
+//! tables that fjall moves down without merging (`layout.rs`; measured in
+//! docs/performance.md, issue 20 point 8, session 34).
 //!
 //! Keyspace settings (memtable size, compression, compaction) are stored by fjall when the
 //! keyspace is created and kept when it is reopened: a store created with other values keeps them,

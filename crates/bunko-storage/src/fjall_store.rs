@@ -1,4 +1,4 @@
-//! [`Fjall`]: the embedded on-disk store, one fjall keyspace driven by group commit.
+//! [`Fjall`]: the embedded on-disk store, fjall keyspaces driven by group commit.
 //!
 //! # Writes
 //!
@@ -33,10 +33,14 @@
 //!
 //! # Reads
 //!
-//! Every read goes through a fjall snapshot (a sequence number registered with fjall's
-//! snapshot tracker, cheap). Reading the keyspace directly would see the newest version
-//! of every key, including a batch that is half inserted into the memtable; a snapshot
-//! sees only published batches, so readers see each batch whole or not at all.
+//! Through a fjall snapshot: `fjall_read.rs`.
+//!
+//! # Keyspaces
+//!
+//! A store of format 4 spreads its keys over several keyspaces by their first byte
+//! (`layout.rs`); older formats keep one. Writes, syncs and snapshots are the database's,
+//! so they span every keyspace; memtables and compactions are each keyspace's own, and
+//! the memtable bounds below take them all into account.
 //!
 //! # Lifetime
 //!
@@ -50,23 +54,18 @@
 //! lets in-flight commits finish and refuses new ones.
 
 use crate::fjall_options::FjallOptions;
+use crate::fjall_read::{FjallSnapshot, Keyspaces, get_at, scan_at};
 use crate::group::Group;
 use crate::journal;
+use crate::layout::Layout;
 use crate::value::{Part, ValueCodec};
-use crate::{
-    Batch, Bulk, Durable, Entry, Error, MAX_KEY_LEN, Op, Range, Read, Result, Snapshot, Store,
-    Stream, Ticket, clamp_range,
-};
-use fjall::{AbstractTree, Database, Keyspace, PersistMode, Readable};
+use crate::{Batch, Bulk, Durable, Entry, Error, Op, Range, Read, Result, Snapshot, Store, Ticket};
+use fjall::{AbstractTree, Database, Keyspace, PersistMode};
 use std::collections::HashSet;
 use std::fs::OpenOptions;
-use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-
-/// The one fjall keyspace holding all of Bunko's keys.
-const KEYSPACE: &str = "bunko";
 
 /// A key no one writes (tag `0x00`, which no engine key uses), whose removal is the write
 /// [`Store::reclaim`] flushes last.
@@ -83,7 +82,7 @@ const FLUSH_WAIT: std::time::Duration = std::time::Duration::from_millis(5);
 /// A [`Store`] on disk, backed by fjall. See the module docs.
 pub struct Fjall {
     group: Group,
-    keyspace: Keyspace,
+    keyspaces: Arc<Keyspaces>,
     codec: ValueCodec,
     /// The directory's storage format (`format.rs`).
     format: u32,
@@ -119,7 +118,10 @@ impl Fjall {
         let format = crate::format::prepare(path)?;
         let codec = options.codec(format);
         let db = options.database(path).open().map_err(context)?;
-        let keyspace = db.keyspace(KEYSPACE, || options.keyspace()).map_err(context)?;
+        let keyspaces = Keyspaces::open(Layout::of_format(format), |name| {
+            db.keyspace(name, || options.keyspace())
+        })
+        .map_err(context)?;
         // Absolute: the journals are synced from the leader thread, whatever the cwd then.
         let dir = std::path::absolute(path)
             .map_err(|err| Error::Io(format!("opening {}: {err}", path.display())))?;
@@ -131,7 +133,7 @@ impl Fjall {
         let memtables_bytes = options.memtables_bytes.max(2 * memtable_bytes);
         Ok(Fjall {
             group,
-            keyspace,
+            keyspaces: Arc::new(keyspaces),
             codec,
             format,
             db,
@@ -166,8 +168,9 @@ impl Fjall {
         let filler = journal::filler();
         for _ in 0..journal::chunks_to_seal(bytes) {
             // Removed right away, so a flush finds the value shadowed by its removal.
-            self.keyspace.insert(RECLAIM_MARK, filler.as_slice()).map_err(context)?;
-            self.keyspace.remove(RECLAIM_MARK).map_err(context)?;
+            let keyspace = self.keyspaces.of_key(RECLAIM_MARK);
+            keyspace.insert(RECLAIM_MARK, filler.as_slice()).map_err(context)?;
+            keyspace.remove(RECLAIM_MARK).map_err(context)?;
         }
         Ok(())
     }
@@ -196,22 +199,58 @@ impl Fjall {
     /// then waits until flushes bring them back under it (as fjall makes writers wait at
     /// four sealed memtables).
     fn bound_memtables(&self) -> Result<()> {
+        self.release_sealed_journal()?;
         loop {
             let (memtable_bytes, memtables_bytes) = self.memtable_limits();
             if self.db.write_buffer_size() <= memtables_bytes {
                 break;
             }
-            if self.keyspace.sealed_memtable_count() == 0 {
+            if self.sealed_memtables() == 0 {
                 // Nothing is being flushed (or a flush has not yet subtracted its bytes):
-                // seal the active memtable if it is full, else the share is kept.
-                if self.keyspace.tree.active_memtable().size() < memtable_bytes {
-                    break;
-                }
-                self.keyspace
-                    .rotate_memtable()
-                    .map_err(|err| in_context("sealing a memtable", err))?;
+                // seal the largest active memtable if it holds at least its even share of
+                // a memtable, else the share is kept.
+                let share = memtable_bytes / self.keyspaces.all.len() as u64;
+                let largest = self.keyspaces.all.iter().max_by_key(|k| active_bytes(k));
+                match largest {
+                    Some(keyspace) if active_bytes(keyspace) >= share.max(1) => keyspace
+                        .rotate_memtable()
+                        .map_err(|err| in_context("sealing a memtable", err))?,
+                    _ => break,
+                };
             }
             std::thread::sleep(FLUSH_WAIT);
+        }
+        Ok(())
+    }
+
+    /// Sealed memtables of every keyspace, waiting for their flush.
+    fn sealed_memtables(&self) -> usize {
+        self.keyspaces.all.iter().map(|k| k.tree.sealed_memtable_count()).sum()
+    }
+
+    /// Bytes held by the active memtables of every keyspace.
+    #[cfg(test)]
+    fn active_memtables_bytes(&self) -> u64 {
+        self.keyspaces.all.iter().map(active_bytes).sum()
+    }
+
+    /// In a store of several keyspaces, seals every active memtable that holds anything
+    /// once fjall has sealed a journal and flushed what it had to: a journal is deleted only
+    /// when every keyspace's data in it is in tables, and a keyspace written seldom (the
+    /// database metadata) would otherwise keep its memtable, and every sealed journal
+    /// since, for as long as it takes to fill it (fjall itself seals stragglers only once
+    /// its journals hold 512 MiB). One check of fjall's journal count per write.
+    fn release_sealed_journal(&self) -> Result<()> {
+        if self.keyspaces.all.len() == 1
+            || self.db.journal_count() < 2
+            || self.db.outstanding_flushes() > 0
+        {
+            return Ok(());
+        }
+        for keyspace in &self.keyspaces.all {
+            if active_bytes(keyspace) > 0 {
+                keyspace.rotate_memtable().map_err(|err| in_context("sealing a memtable", err))?;
+            }
         }
         Ok(())
     }
@@ -225,8 +264,10 @@ impl Fjall {
     /// versions of its keys on disk (the CI run of stop 31).
     fn flush_memtables(&self) -> Result<()> {
         let context = |err| in_context("flushing the memtables", err);
-        self.keyspace.rotate_memtable_and_wait().map_err(context)?;
-        while self.keyspace.tree.sealed_memtable_count() > 0 {
+        for keyspace in &self.keyspaces.all {
+            keyspace.rotate_memtable_and_wait().map_err(context)?;
+        }
+        while self.sealed_memtables() > 0 {
             std::thread::sleep(FLUSH_WAIT);
         }
         Ok(())
@@ -265,8 +306,11 @@ impl Fjall {
     /// of [`Fjall::memtable_limits`], so fjall asks only if a memtable outgrows both; a store
     /// created before session 31 keeps its size, and fjall's requests at it.)
     fn seal_full_memtable(&self) -> Result<()> {
-        if self.keyspace.tree.active_memtable().size() >= self.memtable_limits().0 {
-            self.keyspace.rotate_memtable().map_err(|err| in_context("sealing a memtable", err))?;
+        let limit = self.memtable_limits().0;
+        for keyspace in &self.keyspaces.all {
+            if active_bytes(keyspace) >= limit {
+                keyspace.rotate_memtable().map_err(|err| in_context("sealing a memtable", err))?;
+            }
         }
         Ok(())
     }
@@ -275,6 +319,11 @@ impl Fjall {
     pub fn commits(&self) -> u64 {
         self.group.commits()
     }
+}
+
+/// Bytes of keys and values in `keyspace`'s active memtable.
+fn active_bytes(keyspace: &Keyspace) -> u64 {
+    keyspace.tree.active_memtable().size()
 }
 
 /// Makes every batch applied so far durable; see "Syncing" in the module docs. Run by the
@@ -293,21 +342,21 @@ fn sync_now(db: &Database, dir: &Path) -> Result<()> {
 
 impl Read for Fjall {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        get_at(&self.db.snapshot(), &self.keyspace, self.codec, key, Part::Whole)
+        get_at(&self.db.snapshot(), &self.keyspaces, self.codec, key, Part::Whole)
     }
 
     fn scan(&self, range: &Range, reverse: bool, limit: usize) -> Result<Vec<Entry>> {
         let snapshot = self.db.snapshot();
-        scan_at(&snapshot, &self.keyspace, self.codec, range, reverse, limit, Part::Whole)
+        scan_at(&snapshot, &self.keyspaces, self.codec, range, reverse, limit, Part::Whole)
     }
 
     fn get_head(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        get_at(&self.db.snapshot(), &self.keyspace, self.codec, key, Part::Head)
+        get_at(&self.db.snapshot(), &self.keyspaces, self.codec, key, Part::Head)
     }
 
     fn scan_heads(&self, range: &Range, reverse: bool, limit: usize) -> Result<Vec<Entry>> {
         let snapshot = self.db.snapshot();
-        scan_at(&snapshot, &self.keyspace, self.codec, range, reverse, limit, Part::Head)
+        scan_at(&snapshot, &self.keyspaces, self.codec, range, reverse, limit, Part::Head)
     }
 }
 
@@ -315,7 +364,7 @@ impl Store for Fjall {
     fn snapshot(&self) -> Snapshot {
         Arc::new(FjallSnapshot {
             snapshot: self.db.snapshot(),
-            keyspace: self.keyspace.clone(),
+            keyspaces: self.keyspaces.clone(),
             codec: self.codec,
         })
     }
@@ -329,9 +378,10 @@ impl Store for Fjall {
         for (key, value) in last_writes(batch) {
             match value {
                 Some((value, head)) => {
-                    write.insert(&self.keyspace, key, self.codec.encode(value, head)?)
+                    let encoded = self.codec.encode(value, head)?;
+                    write.insert(self.keyspaces.of_key(&key), key, encoded)
                 }
-                None => write.remove(&self.keyspace, key),
+                None => write.remove(self.keyspaces.of_key(&key), key),
             }
         }
         let ticket = self.group.apply(|| {
@@ -374,11 +424,13 @@ impl Store for Fjall {
         // above if the memtable was empty) or closes its 10,000th snapshot: so it is
         // brought up to now first.
         self.advance_gc_watermark();
-        self.keyspace.major_compact().map_err(context)?;
+        for keyspace in &self.keyspaces.all {
+            keyspace.major_compact().map_err(context)?;
+        }
         // The tables it replaced are deleted once fjall's version history lets go of
         // them, which it checks when a memtable is sealed: so one more flush, of one
         // write that changes no key (the removal of a key no one writes).
-        self.keyspace.remove(RECLAIM_MARK).map_err(context)?;
+        self.keyspaces.of_key(RECLAIM_MARK).remove(RECLAIM_MARK).map_err(context)?;
         self.advance_gc_watermark();
         self.flush_memtables()
     }
@@ -393,143 +445,21 @@ impl Store for Fjall {
 
     fn bulk(&self) -> Bulk {
         self.bulk.fetch_add(1, Ordering::AcqRel);
-        let (bulk, keyspace, memtable_bytes) =
-            (self.bulk.clone(), self.keyspace.clone(), self.memtable_bytes);
+        let (bulk, keyspaces, memtable_bytes) =
+            (self.bulk.clone(), self.keyspaces.clone(), self.memtable_bytes);
         Bulk::new(move || {
             // The last lease ends: a memtable past the usual size is sealed now rather
             // than held (in memory) until the next write.
             let last = bulk.fetch_sub(1, Ordering::AcqRel) == 1;
-            if last && keyspace.tree.active_memtable().size() >= memtable_bytes {
+            if !last {
+                return;
+            }
+            for keyspace in keyspaces.all.iter().filter(|k| active_bytes(k) >= memtable_bytes) {
                 // A failure here (fjall poisoned) fails the next write, which reports it.
                 keyspace.rotate_memtable().ok();
             }
         })
     }
-}
-
-/// A point-in-time view of a [`Fjall`] store. It keeps the database files open (and the
-/// directory locked) until dropped.
-struct FjallSnapshot {
-    snapshot: fjall::Snapshot,
-    keyspace: Keyspace,
-    codec: ValueCodec,
-}
-
-impl Read for FjallSnapshot {
-    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        get_at(&self.snapshot, &self.keyspace, self.codec, key, Part::Whole)
-    }
-
-    fn scan(&self, range: &Range, reverse: bool, limit: usize) -> Result<Vec<Entry>> {
-        scan_at(&self.snapshot, &self.keyspace, self.codec, range, reverse, limit, Part::Whole)
-    }
-
-    fn stream(&self, range: &Range, reverse: bool) -> Option<Stream> {
-        Some(stream_at(&self.snapshot, &self.keyspace, self.codec, range, reverse, Part::Whole))
-    }
-
-    fn get_head(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        get_at(&self.snapshot, &self.keyspace, self.codec, key, Part::Head)
-    }
-
-    fn scan_heads(&self, range: &Range, reverse: bool, limit: usize) -> Result<Vec<Entry>> {
-        scan_at(&self.snapshot, &self.keyspace, self.codec, range, reverse, limit, Part::Head)
-    }
-
-    fn stream_heads(&self, range: &Range, reverse: bool) -> Option<Stream> {
-        Some(stream_at(&self.snapshot, &self.keyspace, self.codec, range, reverse, Part::Head))
-    }
-}
-
-fn get_at(
-    snapshot: &fjall::Snapshot,
-    keyspace: &Keyspace,
-    codec: ValueCodec,
-    key: &[u8],
-    part: Part,
-) -> Result<Option<Vec<u8>>> {
-    if key.len() > MAX_KEY_LEN {
-        // Cannot be stored, and fjall panics on such a lookup key.
-        return Ok(None);
-    }
-    let value = snapshot.get(keyspace, key).map_err(|err| in_context("reading a key", err))?;
-    value.map(|value| codec.decode(&value, part)).transpose()
-}
-
-fn scan_at(
-    snapshot: &fjall::Snapshot,
-    keyspace: &Keyspace,
-    codec: ValueCodec,
-    range: &Range,
-    reverse: bool,
-    limit: usize,
-    part: Part,
-) -> Result<Vec<Entry>> {
-    let Some(bounds) = clamp_range(range).filter(|_| limit > 0) else {
-        return Ok(Vec::new());
-    };
-    let iter = snapshot.range::<&[u8], _>(keyspace, bounds);
-    if reverse {
-        collect(iter.rev(), codec, limit, part)
-    } else {
-        collect(iter, codec, limit, part)
-    }
-}
-
-/// The entries of `range`, read lazily. fjall is given the bound where the scan begins
-/// only, and the iterator stops at the first key past the other one: with both bounds,
-/// fjall seeks the far one in the index and in every data block it loads (a tenth of a
-/// short view lookup's CPU in its profile), while a reader that stops early never gets
-/// there.
-fn stream_at(
-    snapshot: &fjall::Snapshot,
-    keyspace: &Keyspace,
-    codec: ValueCodec,
-    range: &Range,
-    reverse: bool,
-    part: Part,
-) -> Stream {
-    let Some((start, end)) = clamp_range(range) else {
-        return Box::new(std::iter::empty());
-    };
-    let entry = move |guard: fjall::Guard| -> Result<Entry> {
-        let (key, value) = guard.into_inner().map_err(|err| in_context("scanning", err))?;
-        Ok((key.to_vec(), codec.decode(&value, part)?))
-    };
-    let within = |bound: Bound<&[u8]>, below: bool| {
-        let bound = bound.map(<[u8]>::to_vec);
-        move |entry: &Result<Entry>| {
-            let Ok((key, _)) = entry else { return true };
-            match (&bound, below) {
-                (Bound::Unbounded, _) => true,
-                (Bound::Included(b), true) => key <= b,
-                (Bound::Excluded(b), true) => key < b,
-                (Bound::Included(b), false) => key >= b,
-                (Bound::Excluded(b), false) => key > b,
-            }
-        }
-    };
-    if reverse {
-        let iter = snapshot.range::<&[u8], _>(keyspace, (Bound::Unbounded, end));
-        Box::new(iter.rev().map(entry).take_while(within(start, false)))
-    } else {
-        let iter = snapshot.range::<&[u8], _>(keyspace, (start, Bound::Unbounded));
-        Box::new(iter.map(entry).take_while(within(end, true)))
-    }
-}
-
-fn collect(
-    iter: impl Iterator<Item = fjall::Guard>,
-    codec: ValueCodec,
-    limit: usize,
-    part: Part,
-) -> Result<Vec<Entry>> {
-    let mut entries = Vec::with_capacity(limit.min(256));
-    for guard in iter.take(limit) {
-        let (key, value) = guard.into_inner().map_err(|err| in_context("scanning", err))?;
-        entries.push((key.to_vec(), codec.decode(&value, part)?));
-    }
-    Ok(entries)
 }
 
 /// Fsyncs every fjall journal (`*.jnl` in the database directory) and returns how many.
@@ -582,7 +512,7 @@ fn last_writes(batch: Batch) -> impl Iterator<Item = (Vec<u8>, Option<(Vec<u8>, 
 
 /// Maps a fjall error to ours, with a message fit for a log or an HTTP body
 /// (fjall's own `Display` is just `FjallError: {Debug}`).
-fn in_context(doing: &str, err: fjall::Error) -> Error {
+pub(crate) fn in_context(doing: &str, err: fjall::Error) -> Error {
     use fjall::{Error as F, LsmError as L};
     match err {
         F::Poisoned => Error::Poisoned,
@@ -616,7 +546,7 @@ mod tests {
     use std::collections::BTreeMap;
     use std::ops::Bound;
 
-    use crate::Iter;
+    use crate::{Iter, MAX_KEY_LEN};
 
     use super::*;
 
@@ -699,7 +629,7 @@ mod tests {
                     batch.put(format!("{round}-{n:04}{k:04}").into_bytes(), vec![k as u8; 4096]);
                 }
                 store.apply(batch)?;
-                most = most.max(store.keyspace.tree.active_memtable().size());
+                most = most.max(store.active_memtables_bytes());
             }
             Ok(most)
         };
@@ -707,12 +637,91 @@ mod tests {
         let (one, most) = (store.bulk(), fill(0)?);
         assert!(most > 5 * mib / 2, "the active memtable held at most {most} bytes");
         drop(one);
-        let active = store.keyspace.tree.active_memtable().size();
+        let active = store.active_memtables_bytes();
         assert!(active > 5 * mib / 2, "sealed while a lease was left: {active} bytes");
         drop(two);
-        assert_eq!(store.keyspace.tree.active_memtable().size(), 0, "not sealed at the end");
+        assert_eq!(store.active_memtables_bytes(), 0, "not sealed at the end");
         let most = fill(1)?;
         assert!(most <= mib + 256 * 1024 + 64 * 64, "without a lease: {most} bytes");
+        Ok(())
+    }
+
+    /// A new directory spreads its keys over the keyspaces of format 4 by their first
+    /// byte; a directory created by a format 3 build keeps one keyspace.
+    #[test]
+    fn keys_go_to_the_keyspace_of_their_kind() -> std::result::Result<(), Box<dyn std::error::Error>>
+    {
+        let dir = tempfile::tempdir()?;
+        let store = Fjall::open(&dir.path().join("new"))?;
+        assert_eq!(store.format(), 4);
+        let mut batch = Batch::new();
+        for tag in [0x01u8, 0x03, 0x05, 0x0A, 0x0E, 0x20] {
+            batch.put(vec![tag, 7], vec![tag]);
+        }
+        store.commit(batch)?;
+        let names = Layout::by_kind().names();
+        for (tag, name) in [(0x01, "meta"), (0x03, "docs"), (0x05, "seqs"), (0x0A, "index")] {
+            let at = names.iter().position(|n| *n == name).ok_or(name)?;
+            assert!(store.keyspaces.all[at].contains_key([tag, 7])?, "{tag:#x} not in {name}");
+            assert!(!store.keyspaces.all[0].contains_key([0x03, 7])?, "a doc key in meta");
+        }
+        let old = dir.path().join("old");
+        std::fs::create_dir_all(&old)?;
+        std::fs::write(old.join("BUNKO_FORMAT"), "bunko storage format 3\n")?;
+        let store = Fjall::open(&old)?;
+        assert_eq!((store.format(), store.keyspaces.all.len()), (3, 1));
+        Ok(())
+    }
+
+    /// A keyspace written once and then left alone does not keep the journals fjall seals
+    /// after it: once their other data is flushed, every journal but the active one goes.
+    #[test]
+    fn a_quiet_keyspace_lets_sealed_journals_go()
+    -> std::result::Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let options = FjallOptions {
+            memtable_bytes: 4 * FjallOptions::MIN_MEMTABLE_BYTES,
+            memtables_bytes: 8 * FjallOptions::MIN_MEMTABLE_BYTES,
+            compression: crate::Compression::None,
+            ..FjallOptions::default()
+        };
+        let store = Fjall::open_with(&dir.path().join("db"), options)?;
+        let mut batch = Batch::new();
+        batch.put(*b"\x01quiet", *b"meta");
+        store.commit(batch)?;
+        // ~150 MB of documents that do not compress: fjall seals a journal every 64 MB.
+        let doc = |n: u32| [&[0x03u8][..], &n.to_be_bytes()].concat();
+        let (mut x, mut most) = (0x9e37_79b9_7f4a_7c15_u64, 0);
+        for round in 0..150u32 {
+            let mut batch = Batch::new();
+            for k in 0..64u32 {
+                let value: Vec<u8> = (0..2048)
+                    .flat_map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        x.to_le_bytes()
+                    })
+                    .collect();
+                batch.put(doc(round * 64 + k), value);
+            }
+            store.apply(batch)?;
+            most = most.max(store.db.journal_count());
+        }
+        assert!(most >= 2, "no journal was sealed");
+        let mut journals = store.db.journal_count();
+        for _ in 0..500 {
+            if journals == 1 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            let mut batch = Batch::new();
+            batch.put(doc(u32::MAX), *b"tick");
+            store.apply(batch)?;
+            journals = store.db.journal_count();
+        }
+        assert_eq!(journals, 1, "sealed journals kept");
+        assert_eq!(store.get(b"\x01quiet")?, Some(b"meta".to_vec()));
         Ok(())
     }
 

@@ -19,13 +19,18 @@
 //!    then has no `Rev` key (the engine's `records::DocRecord`, issue 20 point 2), and a
 //!    value may be stored as a raw head and a zstd frame of the rest (`value.rs`). A format
 //!    1 directory stays format 1 and never gets such records ([`crate::Store::format`]).
+//! 4. As 3, but the keys are spread over several fjall keyspaces by their first byte
+//!    (`layout.rs`: `meta`, `docs`, `bodies`, `seqs`, `index`, `views`, `spill`) instead of
+//!    one keyspace `bunko` (issue 20 point 8). Only a new directory gets it: a format 2 or
+//!    3 directory keeps its one keyspace (its data would have to be moved), so a directory's
+//!    layout is the one it was created with.
 
 use std::path::Path;
 
 use crate::{Error, Result};
 
 /// The newest format this build reads and the one it writes.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 
 const FILE: &str = "BUNKO_FORMAT";
 const PREFIX: &str = "bunko storage format ";

@@ -44,10 +44,12 @@
 mod budget;
 mod error;
 mod fjall_options;
+mod fjall_read;
 mod fjall_store;
 mod format;
 mod group;
 mod journal;
+mod layout;
 mod memory;
 mod value;
 
@@ -57,6 +59,7 @@ pub use fjall_options::{Compression, FjallOptions};
 pub use fjall_store::Fjall;
 pub use format::FORMAT_VERSION;
 pub use group::Durable;
+pub use layout::keyspace_of_tag;
 pub use memory::Memory;
 
 use std::ops::Bound;

@@ -746,12 +746,15 @@ fn fjall_format_2_directory_opens_and_is_re_marked_3() -> TestResult {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("data");
     let value = "reading temperature 21.5; ".repeat(40).into_bytes();
+    let marker = path.join("BUNKO_FORMAT");
+    std::fs::create_dir_all(&path)?;
+    // A directory created by a format 2 build: one keyspace.
+    std::fs::write(&marker, "bunko storage format 2\n")?;
     {
         let store = Fjall::open(&path)?;
         put(&store, b"k", &value)?;
         store.close()?;
     }
-    let marker = path.join("BUNKO_FORMAT");
     std::fs::write(&marker, "bunko storage format 2\n")?;
     let store = Fjall::open(&path)?;
     assert_eq!(store.get(b"k")?, Some(value));
