@@ -62,6 +62,7 @@ mod mongo_return_key;
 mod mongo_sha1;
 mod mongo_stream;
 mod mongo_timeseries;
+mod mongo_timeseries_writes;
 mod mongo_txn;
 mod mongo_types;
 mod mongo_update;
