@@ -60,6 +60,7 @@ mod mongo_projection;
 mod mongo_query_ops;
 mod mongo_return_key;
 mod mongo_sha1;
+mod mongo_sort_merge;
 mod mongo_stream;
 mod mongo_timeseries;
 mod mongo_timeseries_writes;
