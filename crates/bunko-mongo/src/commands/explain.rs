@@ -356,10 +356,11 @@ fn ixscan(index: &Index, scan: Option<&MongoScan>) -> Document {
         })
         .unwrap_or_default();
     // Entries are stored ascending whatever the key pattern says; a scan in descending
-    // key order (`reverse`) is `forward` over a descending index, as MongoDB names it. The
-    // direction that counts is the first field's the bounds do not fix to one value.
+    // key order (`reverse`) is `forward` over a descending index, as MongoDB names it. For
+    // a scan serving a sort, the direction that counts is that of the first field the
+    // bounds do not fix to one value (the first sort field).
     let reverse = scan.is_some_and(|s| s.reverse);
-    let moving = scan.map_or(0, MongoScan::fixed_fields);
+    let moving = scan.filter(|s| s.sorted).map_or(0, MongoScan::fixed_fields);
     let descending = spec.as_ref().and_then(|s| s.key.get(moving).or(s.key.first()));
     let descending = descending.is_some_and(|(_, d)| *d < 0);
     let direction = if reverse == descending { "forward" } else { "backward" };

@@ -56,6 +56,14 @@ merge = win["inputStage"]["inputStage"]
 out["plan"] = [win["stage"], win["inputStage"]["stage"], merge["stage"], merge["sortPattern"], [s["stage"] for s in merge["inputStages"]], [s["indexBounds"]["k"] for s in merge["inputStages"]], merge["inputStages"][0]["indexBounds"]["t"], merge["inputStages"][0]["direction"]]
 stats = plan["executionStats"]
 out["stats"] = [stats["nReturned"], stats["totalKeysExamined"], stats["totalDocsExamined"]]
+# The direction of {k: 1, t: -1} read for t descending is its own (forward), with one point
+# too; an unsorted scan reads forward.
+def direction(cursor):
+    p = cursor.explain()["queryPlanner"]["winningPlan"]
+    while p.get("inputStage"):
+        p = p["inputStage"]
+    return p["direction"]
+out["directions"] = [direction(coll.find({"k": 1}).sort("t", -1).limit(2)), direction(coll.find({"k": 1}).sort("t", 1).limit(2)), direction(coll.find({"k": 1, "t": {"$gt": 5}}))]
 scan = coll.find({"k": {"$in": [1, 3, 5]}}).sort("t", -1).limit(5).hint([("$natural", 1)]).explain()["executionStats"]
 out["scan_docs"] = scan["totalDocsExamined"]
 # A multikey index yields no order (an array sorts by its smallest or largest element).
@@ -97,6 +105,7 @@ print(json.dumps(out))
     );
     // The limit of 5 reads 5 entries, plus the one each scan holds ready: not the 900.
     assert_eq!(out["stats"], json!([5, 8, 8]));
+    assert_eq!(out["directions"], json!(["forward", "backward", "forward"]));
     assert_eq!(out["scan_docs"], json!(3000));
     assert_eq!(out["multikey"], json!([["SORT", "FETCH", "IXSCAN"], [[5, 1], 3, 4]]));
     assert_eq!(out["ts_same"], json!(true));
