@@ -23,6 +23,7 @@ mod mongo_cover;
 pub mod mongo_distinct;
 pub mod mongo_index;
 mod mongo_key;
+pub mod mongo_merge;
 mod mongo_multikey;
 mod mongo_natural;
 pub mod mongo_stream;

@@ -10,7 +10,8 @@
 //! scans the database's documents (in `_id` order, or for a capped database without a
 //! sort in natural order, `find/mongo_natural.rs`). The filter's index scan yields the
 //! sort's order itself when the sort's fields follow, in the index, fields the filter fixes
-//! to one value ([`MongoScan::serve_order`]): it then stops at `skip + limit`. A sort that
+//! ([`MongoScan::serve_order`]; to several points: one scan per point, merged,
+//! `find/mongo_merge.rs`): it then stops at `skip + limit`. A sort that
 //! no filter index serves, on
 //! the leading fields of an index (all ascending or all descending), is an index scan in
 //! that order which stops at `skip + limit` ([`Database::mongo_sort_plan`]); any other sort is done

@@ -34,6 +34,7 @@ use bunko_query::{Cond, Direction, FieldPath, Node, Selector};
 use bunko_storage::{Range, prefix_range};
 use serde_json::Value;
 
+use super::mongo_merge::Merged;
 use super::mongo_multikey::{Filed, file, multikey_bounds};
 use super::mongo_stream::IndexStream;
 use super::{ExecStats, FindQuery};
@@ -75,6 +76,9 @@ pub struct MongoScan {
     /// The storage range the scan stays within besides its bounds (`find`'s `min`/`max`,
     /// [`MongoScan::clamp_to_keys`]).
     pub(super) clamp: Option<Range>,
+    /// The sort is served by merging one scan per point of the fields the filter fixes to
+    /// several points (MongoDB's `SORT_MERGE`, [`super::mongo_merge`]).
+    pub merged: Option<Merged>,
 }
 
 impl MongoScan {
@@ -87,6 +91,7 @@ impl MongoScan {
             reverse: false,
             sorted: false,
             clamp: None,
+            merged: None,
         }
     }
 
@@ -124,13 +129,15 @@ impl MongoScan {
 
     /// Makes this plan yield its documents in `order` when its index holds them so: the
     /// sort's fields (all ascending or all descending) are the index's fields from some
-    /// position on, every field before that is fixed to one value by the bounds, and no
-    /// bound is several points or a union (several ranges, each in order but not
-    /// together). So `{sensor: 7}` sorted by `{ts: -1}` reads the index `{sensor: 1, ts: 1}`
-    /// backwards and stops at `skip + limit`, as MongoDB's planner does. Not on a multikey
-    /// index (a document's sort key is its array's smallest or largest element, not the
-    /// entry within the bounds), a hashed field among the sort's, another collation, or a
-    /// scan clamped to `min`/`max`. Returns whether it does.
+    /// position on, every field before that is fixed by the bounds, and no bound from there
+    /// on is several points or a union (several ranges, each in order but not together).
+    /// So `{sensor: 7}` sorted by `{ts: -1}` reads the index `{sensor: 1, ts: 1}` backwards
+    /// and stops at `skip + limit`, as MongoDB's planner does. When a fixed field is fixed
+    /// to several points (`$in`), each combination of points is one scan in the sort's
+    /// order, and the scans are merged ([`MongoScan::merged`], MongoDB's `SORT_MERGE`). Not
+    /// on a multikey index (a document's sort key is its array's smallest or largest
+    /// element, not the entry within the bounds), a hashed field among the sort's, another
+    /// collation, or a scan clamped to `min`/`max`. Returns whether it does.
     pub fn serve_order(&mut self, order: &[(FieldPath, Direction)]) -> bool {
         let Some((_, first)) = order.first() else { return false };
         let index = &self.index;
@@ -139,26 +146,34 @@ impl MongoScan {
         let usable = order.iter().all(|(_, d)| d == first)
             && self.clamp.is_none()
             && !index.meta().is_multikey()
-            && collation::same(index.compiled.collation().as_deref(), query.as_deref())
-            && !self.bounds.iter().any(|b| match b {
-                FieldBounds::Points(points) => points.len() > 1,
-                FieldBounds::Union(_) => true,
-                _ => false,
-            });
-        let single = |b: &FieldBounds| matches!(b, FieldBounds::Points(p) if p.len() == 1);
-        let fits = usable
-            && (0..=paths.len().saturating_sub(order.len())).any(|at| {
-                self.bounds.len() >= at
-                    && paths.len() >= at + order.len()
-                    && self.bounds[..at].iter().all(single)
-                    && hashed_at(index).is_none_or(|h| h < at || h >= at + order.len())
-                    && order.iter().zip(&paths[at..]).all(|((p, _), q)| p == q)
-            });
-        if fits {
-            self.sorted = true;
-            self.reverse = *first == Direction::Desc;
+            && collation::same(index.compiled.collation().as_deref(), query.as_deref());
+        let spread = |b: &FieldBounds| match b {
+            FieldBounds::Points(points) => points.len() > 1,
+            FieldBounds::Union(_) => true,
+            _ => false,
+        };
+        let fixed = |b: &FieldBounds| matches!(b, FieldBounds::Points(_));
+        let at = (0..=paths.len().saturating_sub(order.len())).find(|&at| {
+            self.bounds.len() >= at
+                && paths.len() >= at + order.len()
+                && self.bounds[..at].iter().all(fixed)
+                && !self.bounds[at..].iter().any(spread)
+                && hashed_at(index).is_none_or(|h| h < at || h >= at + order.len())
+                && order.iter().zip(&paths[at..]).all(|((p, _), q)| p == q)
+        });
+        let Some(at) = at.filter(|_| usable) else { return false };
+        self.sorted = true;
+        self.reverse = *first == Direction::Desc;
+        if self.bounds[..at].iter().any(spread) {
+            self.merged = Some(self.merge(at, order));
         }
-        fits
+        true
+    }
+
+    /// How many leading index fields the bounds fix to one value.
+    pub fn fixed_fields(&self) -> usize {
+        let single = |b: &&FieldBounds| matches!(b, FieldBounds::Points(p) if p.len() == 1);
+        self.bounds.iter().take_while(single).count()
     }
 
     /// `indexBounds` as MongoDB's explain shows them (a string bound of a collated index as
@@ -193,8 +208,8 @@ impl Database {
             };
             let index = index.clone();
             let rejected = Vec::new();
-            let (reverse, sorted, clamp) = (false, false, None);
-            return Ok(Some(MongoScan { index, bounds, rejected, reverse, sorted, clamp }));
+            let (reverse, sorted, clamp, merged) = (false, false, None, None);
+            return Ok(Some(MongoScan { index, bounds, rejected, reverse, sorted, clamp, merged }));
         }
         let mut ranked: Vec<(Arc<Index>, Vec<FieldBounds>)> = indexes
             .into_iter()
@@ -209,7 +224,9 @@ impl Database {
         let mut ranked = ranked.into_iter();
         let Some((index, bounds)) = ranked.next() else { return Ok(None) };
         let rejected = ranked.map(|(index, bounds)| MongoScan::unsorted(index, bounds)).collect();
-        Ok(Some(MongoScan { index, bounds, rejected, reverse: false, sorted: false, clamp: None }))
+        let mut scan = MongoScan::unsorted(index, bounds);
+        scan.rejected = rejected;
+        Ok(Some(scan))
     }
 
     /// The index scan a query sorted by `order` runs: the filter's plan ([`Database::mongo_plan`],
@@ -251,7 +268,9 @@ impl Database {
         })?;
         let bounds = vec![FieldBounds::All; index.def.fields.len()];
         let reverse = *first == Direction::Desc;
-        Some(MongoScan { index, bounds, rejected: Vec::new(), reverse, sorted: true, clamp: None })
+        let mut scan = MongoScan::unsorted(index, bounds);
+        (scan.reverse, scan.sorted) = (reverse, true);
+        Some(scan)
     }
 
     /// Runs the plan `scan` read-only for a trial period, as MongoDB's multi-planner runs

@@ -24,6 +24,7 @@ use serde_json::Value;
 
 use super::mongo::{compare, id_range, matching_fields, parse_list};
 use super::mongo_index::MongoScan;
+use super::mongo_merge::{Merged, Merging};
 use super::{ExecStats, FindQuery};
 use crate::database::Database;
 use crate::index::{Index, entries, mongo};
@@ -168,6 +169,10 @@ pub(super) struct IndexStream {
     pub(super) budget: Option<u64>,
     /// Documents are the values entries keep (`super::mongo_cover`), not read.
     pub(super) covered: bool,
+    /// A sort served by merging per-point scans ([`super::mongo_merge`]): the plan until
+    /// the first document is asked for, then the merge running.
+    merged: Option<Merged>,
+    merging: Option<Merging>,
 }
 
 /// Keys and documents a stream examined, shared with its [`Logged`] wrapper.
@@ -228,13 +233,17 @@ impl IndexStream {
         selector: &Selector,
         sight: Sight,
     ) -> Self {
-        let mut ranges = scan.storage_ranges(db.id());
+        Self::over(db.id(), snap, scan, selector, sight)
+    }
+
+    fn over(db: u64, snap: &Snapshot, scan: &MongoScan, selector: &Selector, sight: Sight) -> Self {
+        let mut ranges = scan.storage_ranges(db);
         if scan.reverse {
             ranges.reverse();
         }
         IndexStream {
             snap: snap.clone(),
-            db: db.id(),
+            db,
             selector: selector.clone(),
             ranges: ranges.into(),
             reverse: scan.reverse,
@@ -246,7 +255,34 @@ impl IndexStream {
             parse: None,
             budget: None,
             covered: false,
+            merged: scan.merged.clone(),
+            merging: None,
         }
+    }
+
+    /// The next document of a merged sort ([`super::mongo_merge`]), the merge started with
+    /// this stream's settings on its first call; `None` when this stream is no merge.
+    fn next_merged(&mut self) -> Option<Option<Result<Value>>> {
+        if let Some(plan) = self.merged.take() {
+            let part = |scan: &MongoScan| {
+                let mut part =
+                    Self::over(self.db, &self.snap, scan, &self.selector, self.sight.clone());
+                part.counts.clone_from(&self.counts);
+                part.parse.clone_from(&self.parse);
+                part.covered = self.covered;
+                part
+            };
+            let parts = plan.parts.iter().map(part).collect();
+            self.merging = Some(Merging::new(plan.order, parts));
+        }
+        let merging = self.merging.as_mut()?;
+        if self.budget.is_some_and(|keys| self.stats.keys_examined >= keys) {
+            return Some(None);
+        }
+        let next = merging.next();
+        let ExecStats { keys_examined, docs_examined, .. } = merging.stats();
+        (self.stats.keys_examined, self.stats.docs_examined) = (keys_examined, docs_examined);
+        Some(next)
     }
 
     /// The document an index entry names, if it is live, not seen before and matches.
@@ -292,6 +328,9 @@ impl Iterator for IndexStream {
     type Item = Result<Value>;
 
     fn next(&mut self) -> Option<Result<Value>> {
+        if let Some(next) = self.next_merged() {
+            return next;
+        }
         loop {
             if self.budget.is_some_and(|keys| self.stats.keys_examined >= keys) {
                 return None;

@@ -161,6 +161,26 @@ pub(super) fn coll_mod(ctx: &mut Ctx, command: &Document) -> Result<Document, Mo
     let Some(db) = ctx.server.engine.get_db(&ns.engine_name()) else {
         return Err(MongoError::namespace_not_found(format!("ns does not exist: {}", ns.full())));
     };
+    // A time-series collection's `collMod` is `timeseries_coll_mod`; these are its own.
+    if command.contains_key("timeseries") {
+        return Err(MongoError::new(
+            72,
+            "InvalidOptions",
+            "option only supported on a time-series collection: timeseries",
+        ));
+    }
+    if command.contains_key("expireAfterSeconds") {
+        if coll_options::read(&db).contains_key("clusteredIndex") {
+            return Err(MongoError::not_implemented(
+                "expireAfterSeconds on a clustered collection is not supported yet",
+            ));
+        }
+        return Err(MongoError::new(
+            72,
+            "InvalidOptions",
+            "'expireAfterSeconds' option is only supported on collections clustered by _id",
+        ));
+    }
     options.extend(super::capped::resize(&db, command)?);
     coll_options::write(&db, &user(ctx), options)?;
     Ok(Document::new())

@@ -112,6 +112,13 @@ fn split(validator: &Document) -> Result<(Option<Document>, Document), MongoErro
 /// database admins write the design document. It is written even with no changes, as
 /// MongoDB records every `collMod` (change streams report it as `modify`).
 pub(crate) fn write(db: &Database, user: &UserCtx, changes: Document) -> Result<(), MongoError> {
+    let mut options = read(db);
+    options.extend(changes);
+    replace(db, user, options)
+}
+
+/// Stores `options` in place of the current ones (as [`write`] does).
+pub(crate) fn replace(db: &Database, user: &UserCtx, options: Document) -> Result<(), MongoError> {
     let (rev, mut body) = match db.get(user, DDOC, None) {
         Ok(found) if !found.deleted => {
             let body =
@@ -121,8 +128,6 @@ pub(crate) fn write(db: &Database, user: &UserCtx, changes: Document) -> Result<
         Ok(_) | Err(bunko_engine::Error::NotFound(_)) => (None, Map::new()),
         Err(err) => return Err(err.into()),
     };
-    let mut options = read(db);
-    options.extend(changes);
     // The same design document holds the collection's indexes, read only under this language.
     body.entry("language").or_insert_with(|| Value::String("mongodb".into()));
     body.insert("options".into(), Value::Object(ejson::to_json(&options)));

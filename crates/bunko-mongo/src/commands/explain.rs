@@ -1,7 +1,8 @@
 //! `explain` of `find`, `count`, `distinct`, `delete`, `update` and `findAndModify` (and so
 //! pymongo's `cursor.explain()`): the plan of the shared planner in MongoDB's shape
 //! (`queryPlanner.winningPlan` with `IXSCAN` + `FETCH`, `IDHACK` or `COLLSCAN`, then `SORT`
-//! unless an index scan yields the order (its `direction` then says which way), `SKIP`,
+//! unless an index scan yields the order (its `direction` then says which way; a
+//! `SORT_MERGE` of one `IXSCAN` per point when the filter fixes a field to several), `SKIP`,
 //! `LIMIT`; `rejectedPlans`), and with verbosity `executionStats` or `allPlansExecution` (the
 //! default) the query run read-only for `executionStats` (`nReturned`, `totalKeysExamined`,
 //! `totalDocsExamined`, `executionStages`). `IXSCAN` shows the index's multikey state
@@ -178,7 +179,10 @@ pub(super) fn access_stage(
 /// The stages reading an index scan's documents: `FETCH` over the `IXSCAN`, or the `IXSCAN`
 /// alone for a covered query.
 pub(super) fn plan_access(scan: &MongoScan, covered: bool) -> Document {
-    let mut fetch = ixscan(&scan.index, Some(scan));
+    let mut fetch = match &scan.merged {
+        Some(merged) => sort_merge(merged),
+        None => ixscan(&scan.index, Some(scan)),
+    };
     match (covered, fetch.remove("inputStage")) {
         (true, Some(Bson::Document(ix))) => ix,
         (_, Some(ix)) => {
@@ -319,6 +323,26 @@ pub(super) fn planner(target: &Explained, winning: Document, rejected: Vec<Docum
     }
 }
 
+/// A sort served by merging one index scan per point (MongoDB's `SORT_MERGE` over an
+/// `IXSCAN` per point) under its `FETCH`.
+fn sort_merge(merged: &bunko_engine::find::mongo_merge::Merged) -> Document {
+    let pattern: Document = merged
+        .order
+        .iter()
+        .map(|(path, dir)| {
+            let dir = if *dir == bunko_query::Direction::Desc { -1 } else { 1 };
+            (path.segments().join("."), Bson::Int32(dir))
+        })
+        .collect();
+    let scans: Vec<Bson> = merged
+        .parts
+        .iter()
+        .filter_map(|part| ixscan(&part.index, Some(part)).remove("inputStage"))
+        .collect();
+    let merge = doc! {"stage": "SORT_MERGE", "sortPattern": pattern, "inputStages": scans};
+    doc! {"stage": "FETCH", "inputStage": merge}
+}
+
 /// The `IXSCAN` stage under its `FETCH`.
 fn ixscan(index: &Index, scan: Option<&MongoScan>) -> Document {
     let spec = index.def.mongo.clone();
@@ -332,9 +356,13 @@ fn ixscan(index: &Index, scan: Option<&MongoScan>) -> Document {
         })
         .unwrap_or_default();
     // Entries are stored ascending whatever the key pattern says; a scan in descending
-    // key order (`reverse`) is `forward` over a descending index, as MongoDB names it.
+    // key order (`reverse`) is `forward` over a descending index, as MongoDB names it. For
+    // a scan serving a sort, the direction that counts is that of the first field the
+    // bounds do not fix to one value (the first sort field).
     let reverse = scan.is_some_and(|s| s.reverse);
-    let descending = spec.as_ref().and_then(|s| s.key.first()).is_some_and(|(_, d)| *d < 0);
+    let moving = scan.filter(|s| s.sorted).map_or(0, MongoScan::fixed_fields);
+    let descending = spec.as_ref().and_then(|s| s.key.get(moving).or(s.key.first()));
+    let descending = descending.is_some_and(|(_, d)| *d < 0);
     let direction = if reverse == descending { "forward" } else { "backward" };
     let bounds: Document = match reverse {
         true => bounds
@@ -441,7 +469,7 @@ fn projection_stage(target: &Explained, access: &Document) -> Option<&'static st
         return None;
     }
     Some(match access.get_str("stage") {
-        Ok("IXSCAN") => "PROJECTION_COVERED",
+        Ok("IXSCAN" | "SORT_MERGE") => "PROJECTION_COVERED",
         _ if target.projection.iter().any(|(k, v)| {
             k.contains('.')
                 || !matches!(

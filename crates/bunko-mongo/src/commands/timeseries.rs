@@ -18,8 +18,8 @@
 //! index commands are [`super::timeseries_index`]. There is no `system.buckets.*`
 //! collection to list (as in MongoDB's later "viewless" time-series collections).
 //!
-//! Not built, and refused: `collMod`, `findAndModify`, upserts, and time-series collections
-//! in transactions.
+//! `collMod` is [`super::timeseries_coll_mod`]. Not built, and refused: time-series
+//! collections in transactions.
 
 use bson::{Bson, Document, doc};
 use bunko_engine::Error;
@@ -42,7 +42,7 @@ pub(super) fn pipeline() -> Vec<Bson> {
     vec![Bson::Document(doc! {"$replaceRoot": {"newRoot": "$m"}})]
 }
 
-fn invalid_options(message: impl Into<String>) -> MongoError {
+pub(super) fn invalid_options(message: impl Into<String>) -> MongoError {
     MongoError::new(72, "InvalidOptions", message)
 }
 
@@ -82,17 +82,22 @@ pub(super) fn create(ctx: &mut Ctx, command: &Document) -> Result<Document, Mong
     let mut specs: Vec<Bson> =
         super::timeseries_index::default_index(&fields).into_iter().collect();
     if let Ok(seconds) = options.get_i64("expireAfterSeconds") {
-        specs.push(Bson::Document(doc! {
-            "key": {super::timeseries_query::stored_path(&fields.time): 1},
-            "name": TTL_INDEX,
-            "expireAfterSeconds": seconds,
-        }));
+        specs.push(ttl_index(&fields.time, seconds));
     }
     if !specs.is_empty() {
         let defs = specs.iter().map(super::indexes::parse_spec).collect::<Result<Vec<_>, _>>()?;
         db.create_mongo_indexes(&user(ctx), defs)?;
     }
     Ok(Document::new())
+}
+
+/// The spec of the hidden TTL index that keeps `expireAfterSeconds` on the time field.
+pub(super) fn ttl_index(time_field: &str, seconds: i64) -> Bson {
+    Bson::Document(doc! {
+        "key": {super::timeseries_query::stored_path(time_field): 1},
+        "name": TTL_INDEX,
+        "expireAfterSeconds": seconds,
+    })
 }
 
 /// The stored options of a `create` with `timeseries`: `{timeseries, expireAfterSeconds?}`.
@@ -107,30 +112,30 @@ fn options(ns: &str, command: &Document) -> Result<Document, MongoError> {
         }
     };
     let mut out = doc! {"timeseries": timeseries(ns, spec)?};
-    match command.get("expireAfterSeconds") {
-        None => {}
-        Some(Bson::Int32(n)) if *n >= 0 => {
-            out.insert("expireAfterSeconds", i64::from(*n));
-        }
-        Some(Bson::Int64(n)) if *n >= 0 => {
-            out.insert("expireAfterSeconds", *n);
-        }
-        Some(Bson::Double(d)) if *d >= 0.0 && d.fract() == 0.0 => {
-            out.insert("expireAfterSeconds", *d as i64);
-        }
-        Some(Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_)) => {
-            return Err(invalid_options(
-                "TTL index 'expireAfterSeconds' option cannot be less than 0",
-            ));
-        }
-        Some(_) => return Err(MongoError::bad_value("'expireAfterSeconds' must be a number.")),
+    if let Some(value) = command.get("expireAfterSeconds") {
+        out.insert("expireAfterSeconds", expire_after(value)?);
     }
-    if out.get_i64("expireAfterSeconds").is_ok_and(|n| n > i64::from(i32::MAX)) {
+    Ok(out)
+}
+
+/// An `expireAfterSeconds` number, checked as MongoDB checks it.
+pub(super) fn expire_after(value: &Bson) -> Result<i64, MongoError> {
+    let seconds = match value {
+        Bson::Int32(n) => i64::from(*n),
+        Bson::Int64(n) => *n,
+        Bson::Double(d) if *d < 0.0 => -1,
+        Bson::Double(d) if d.fract() == 0.0 => *d as i64,
+        _ => return Err(MongoError::bad_value("'expireAfterSeconds' must be a number.")),
+    };
+    if seconds < 0 {
+        return Err(invalid_options("TTL index 'expireAfterSeconds' option cannot be less than 0"));
+    }
+    if seconds > i64::from(i32::MAX) {
         return Err(invalid_options(
             "TTL index 'expireAfterSeconds' must be within the range of a 32-bit integer",
         ));
     }
-    Ok(out)
+    Ok(seconds)
 }
 
 /// The `timeseries` option checked, with MongoDB 8's defaults filled in.
@@ -176,18 +181,9 @@ fn timeseries(ns: &str, spec: &Document) -> Result<Document, MongoError> {
         }
     }
     let granularity = string("granularity")?;
-    let defaults = match granularity.as_deref() {
-        None | Some("seconds") => (3600, 60),
-        Some("minutes") => (86_400, 3600),
-        Some("hours") => (2_592_000, 86_400),
-        Some(other) => {
-            return Err(MongoError::bad_value(format!(
-                "Enumeration value '{other}' for field 'create.timeseries.granularity' is not a valid value."
-            )));
-        }
-    };
-    let span = seconds(spec, "bucketMaxSpanSeconds")?;
-    let rounding = seconds(spec, "bucketRoundingSeconds")?;
+    let defaults = defaults(granularity.as_deref().unwrap_or("seconds"), "create")?;
+    let span = seconds(spec, "create", "bucketMaxSpanSeconds")?;
+    let rounding = seconds(spec, "create", "bucketRoundingSeconds")?;
     let mut out = doc! {"timeField": &time_field};
     if let Some(meta) = meta_field {
         out.insert("metaField", meta);
@@ -209,31 +205,57 @@ fn timeseries(ns: &str, spec: &Document) -> Result<Document, MongoError> {
         out.insert("bucketMaxSpanSeconds", defaults.0 as i32);
         return Ok(out);
     }
-    match (span, rounding) {
-        (None, None) => {
+    match custom_bucketing(span, rounding)? {
+        None => {
             out.insert("granularity", "seconds");
             out.insert("bucketMaxSpanSeconds", defaults.0 as i32);
         }
-        (Some(span), Some(rounding)) if span == rounding => {
+        Some((span, rounding)) => {
             out.insert("bucketRoundingSeconds", rounding as i32);
             out.insert("bucketMaxSpanSeconds", span as i32);
-        }
-        (Some(_), Some(_)) => {
-            return Err(invalid_options(
-                "Timeseries 'bucketRoundingSeconds' needs to be equal to 'bucketMaxSpanSeconds'",
-            ));
-        }
-        _ => {
-            return Err(invalid_options(
-                "Timeseries 'bucketMaxSpanSeconds' and 'bucketRoundingSeconds' need to be set alongside each other",
-            ));
         }
     }
     Ok(out)
 }
 
-/// `bucketMaxSpanSeconds` or `bucketRoundingSeconds`: a whole number from 1 to a year.
-fn seconds(spec: &Document, field: &str) -> Result<Option<i64>, MongoError> {
+/// `bucketMaxSpanSeconds` and `bucketRoundingSeconds` without a granularity: both or
+/// neither (`None`), and equal.
+pub(super) fn custom_bucketing(
+    span: Option<i64>,
+    rounding: Option<i64>,
+) -> Result<Option<(i64, i64)>, MongoError> {
+    match (span, rounding) {
+        (None, None) => Ok(None),
+        (Some(span), Some(rounding)) if span == rounding => Ok(Some((span, rounding))),
+        (Some(_), Some(_)) => Err(invalid_options(
+            "Timeseries 'bucketRoundingSeconds' needs to be equal to 'bucketMaxSpanSeconds'",
+        )),
+        _ => Err(invalid_options(
+            "Timeseries 'bucketMaxSpanSeconds' and 'bucketRoundingSeconds' need to be set alongside each other",
+        )),
+    }
+}
+
+/// A granularity's `bucketMaxSpanSeconds` and `bucketRoundingSeconds` (`command`, `create`
+/// or `collMod`, names the field in MongoDB's refusal of another name).
+pub(super) fn defaults(granularity: &str, command: &str) -> Result<(i64, i64), MongoError> {
+    match granularity {
+        "seconds" => Ok((3600, 60)),
+        "minutes" => Ok((86_400, 3600)),
+        "hours" => Ok((2_592_000, 86_400)),
+        other => Err(MongoError::bad_value(format!(
+            "Enumeration value '{other}' for field '{command}.timeseries.granularity' is not a valid value."
+        ))),
+    }
+}
+
+/// `bucketMaxSpanSeconds` or `bucketRoundingSeconds` of `command`'s `timeseries`: a whole
+/// number from 1 to a year.
+pub(super) fn seconds(
+    spec: &Document,
+    command: &str,
+    field: &str,
+) -> Result<Option<i64>, MongoError> {
     let n = match spec.get(field) {
         None => return Ok(None),
         Some(Bson::Int32(n)) => i64::from(*n),
@@ -241,7 +263,7 @@ fn seconds(spec: &Document, field: &str) -> Result<Option<i64>, MongoError> {
         Some(Bson::Double(d)) if d.fract() == 0.0 => *d as i64,
         Some(other) => {
             return Err(MongoError::type_mismatch(format!(
-                "BSON field 'create.timeseries.{field}' is the wrong type '{}', expected type 'int'",
+                "BSON field '{command}.timeseries.{field}' is the wrong type '{}', expected type 'int'",
                 super::type_of(Some(other))
             )));
         }
@@ -252,7 +274,7 @@ fn seconds(spec: &Document, field: &str) -> Result<Option<i64>, MongoError> {
             51024,
             "Location51024",
             format!(
-                "BSON field 'create.timeseries.{field}' value must be {bound}, actual value '{n}'"
+                "BSON field '{command}.timeseries.{field}' value must be {bound}, actual value '{n}'"
             ),
         ));
     }

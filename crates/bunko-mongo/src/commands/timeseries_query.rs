@@ -14,8 +14,8 @@
 //! read runs after the `$replaceRoot`: their leading `$match` becomes a stored-form
 //! `$match` in front (the planner's pushed-down filter), and when it is exact, the
 //! `$sort`/`$skip`/`$limit` after it move in front too (a sort on field paths only).
-//! [`measurement_plan`] names the fields of an `explain` of such a query as the
-//! measurements' again. A leading `$indexStats` or `$collStats` runs as on any collection.
+//! [`measurement_plan`] (and for an aggregation [`measurement_stages`]) names the fields of
+//! an `explain` of such a query as the measurements' again. A leading `$indexStats` or `$collStats` runs as on any collection.
 
 use bson::{Bson, Document, doc};
 
@@ -172,6 +172,26 @@ pub(super) fn measurement_plan(plan: &mut Document) {
                 items.iter_mut().filter_map(Bson::as_document_mut).for_each(measurement_plan);
             }
             _ => {}
+        }
+    }
+}
+
+/// An aggregation's `explain` over the stored documents as over the measurements: the
+/// pushed-down query (`$cursor`) with the measurements' field names ([`measurement_plan`]),
+/// and without the `$replaceRoot` that reads the measurements (as `find`'s explain shows
+/// none); the stages after it are the user's, as given.
+pub(super) fn measurement_stages(reply: &mut Document) {
+    let Ok(stages) = reply.get_array_mut("stages") else { return };
+    let unwraps = |stage: &Bson| {
+        let root = stage.as_document().and_then(|d| d.get_document("$replaceRoot").ok());
+        root.is_some_and(|r| r.get_str("newRoot").ok() == Some(&format!("${FIELD}")))
+    };
+    if let Some(at) = stages.iter().position(unwraps) {
+        stages.remove(at);
+    }
+    for stage in stages.iter_mut().filter_map(Bson::as_document_mut) {
+        if let Ok(cursor) = stage.get_document_mut("$cursor") {
+            measurement_plan(cursor);
         }
     }
 }

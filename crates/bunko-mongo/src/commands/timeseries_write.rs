@@ -1,12 +1,15 @@
 //! Writes to a time-series collection ([`super::timeseries`] describes the layout): `insert`
 //! checks each measurement's time field (a BSON date, MongoDB's `BadValue` otherwise), gives
 //! it an `_id` when it has none and stores it under a new internal key, so `_id`s may
-//! repeat; `delete` and `update` (as MongoDB 8 allows them: any filter, `multi` or not)
-//! test each stored measurement against the filter and write the ones that match, each
-//! read again with its revision and tested again just before its write, so a concurrent
-//! write is never overwritten (an update retries on a conflict, as MongoDB does); the
-//! part of their filter an index can serve is read from one (`hint` too). Index commands
-//! go to [`super::timeseries_index`]. What is not built is refused with MongoDB's codes.
+//! repeat; `delete` and `update` (as MongoDB 8 allows them: any filter, `multi` or not,
+//! upserts) test each stored measurement against the filter and write the ones that match,
+//! each read again with its revision and tested again just before its write, so a
+//! concurrent write is never overwritten (an update retries on a conflict, as MongoDB does);
+//! the part of their filter an index can serve is read from one (`hint` too). An update
+//! may change any field, `_id` included (a measurement's `_id` is not a key), but must
+//! leave a date in the time field. `findAndModify` is [`super::timeseries_modify`], index
+//! commands [`super::timeseries_index`], `collMod` [`super::timeseries_coll_mod`]. What is
+//! not built is refused with MongoDB's codes.
 
 use std::sync::Arc;
 
@@ -16,6 +19,7 @@ use bunko_doc::body::ParsedDoc;
 use bunko_doc::ejson;
 use bunko_engine::{Database, Error, WriteOptions};
 use bunko_query::update::Update;
+use bunko_query::{Direction, FieldPath};
 
 use super::admin::{readable, user};
 use super::crud::{clone_error, mongo_query, prepare, run_hinted, write_error};
@@ -44,6 +48,8 @@ pub(super) fn write(
         "insert" => insert(ctx, &db, command),
         "delete" => delete(ctx, &db, command),
         "update" => update(ctx, &db, command),
+        "findAndModify" => super::timeseries_modify::find_and_modify(ctx, &db, command),
+        "collMod" => super::timeseries_coll_mod::coll_mod(ctx, &db, command),
         "listIndexes" => super::timeseries_index::list(&db, ns),
         "createIndexes" => super::timeseries_index::create(ctx, &db, command),
         "dropIndexes" => super::timeseries_index::drop(ctx, &db, command),
@@ -54,14 +60,14 @@ pub(super) fn write(
 }
 
 /// The collection's time field.
-fn time_field(db: &Database) -> String {
+pub(super) fn time_field(db: &Database) -> String {
     let options = coll_options::read(db);
     let field = options.get_document("timeseries").ok().and_then(|t| t.get_str("timeField").ok());
     field.unwrap_or_default().to_string()
 }
 
 /// MongoDB's refusal of a measurement without a date in its time field.
-fn check_time(measurement: &Document, field: &str) -> Result<(), MongoError> {
+pub(super) fn check_time(measurement: &Document, field: &str) -> Result<(), MongoError> {
     match measurement.get(field) {
         Some(Bson::DateTime(_)) => Ok(()),
         _ => Err(MongoError::bad_value(format!(
@@ -71,7 +77,7 @@ fn check_time(measurement: &Document, field: &str) -> Result<(), MongoError> {
 }
 
 /// A measurement stored under `key` (a new one when `None`), with its revision.
-fn stored(
+pub(super) fn stored(
     key: Option<(String, bunko_doc::RevId)>,
     measurement: Document,
 ) -> Result<ParsedDoc, MongoError> {
@@ -135,21 +141,22 @@ fn insert(ctx: &mut Ctx, db: &Arc<Database>, command: &Document) -> Result<Docum
     Ok(reply)
 }
 
-/// The stored measurements matching the statement's `q`, at most `limit`: (internal key,
-/// measurement). The part of the filter an index can serve is read over the stored form
-/// ([`super::timeseries_query`]), with the statement's `hint`; each is tested in full.
-fn matching(
+/// The stored measurements matching `filter`, at most `limit`, in `order` (a sort of the
+/// stored documents, [`stored_order`]): (internal key, measurement). The part of the filter
+/// an index can serve is read over the stored form ([`super::timeseries_query`]), with
+/// `hint`; each is tested in full.
+pub(super) fn matching(
     ctx: &Ctx,
     db: &Database,
-    statement: &Document,
+    (filter, hint): (&Document, Option<&Bson>),
+    order: &[(FieldPath, Direction)],
     limit: usize,
 ) -> Result<Vec<(String, Document)>, MongoError> {
-    let filter = &doc_of(statement, "q")?;
     let selector = query::selector(filter)?;
     let stored = query::selector(&super::timeseries_query::implied(filter))?;
-    let hint = statement.get("hint").map(super::timeseries_query::hint);
+    let hint = hint.map(super::timeseries_query::hint);
     let hint = super::indexes::hint(db, hint.as_ref())?;
-    let stored = run_hinted(&user(ctx), db, mongo_query(stored, 0, usize::MAX), &[], hint)?;
+    let stored = run_hinted(&user(ctx), db, mongo_query(stored, 0, usize::MAX), order, hint)?;
     let mut out = Vec::new();
     for doc in stored {
         let Ok(measurement) = doc.get_document("m") else { continue };
@@ -164,12 +171,26 @@ fn matching(
     Ok(out)
 }
 
-/// Runs each statement of `list` with `run`: MongoDB's reply counts and `writeErrors`.
+/// A write's `sort` (on the measurements' fields) as a sort of the stored documents.
+pub(super) fn stored_order(sort: &Document) -> Result<Vec<(FieldPath, Direction)>, MongoError> {
+    match super::timeseries_query::sort(sort) {
+        Some(stored) => query::sort(&stored),
+        None => query::sort(sort).and(Err(MongoError::not_implemented(
+            "a sort by other than field paths on a time-series collection is not supported yet",
+        ))),
+    }
+}
+
+/// What one write statement did: matched (or deleted), modified, and the `_id` it upserted.
+type Done = (usize, usize, Option<Bson>);
+
+/// Runs each statement of `list` with `run`: MongoDB's reply counts (an upsert counts in
+/// `n`), `upserted` (`{index, _id}`) and `writeErrors`.
 fn statements(
     command: &Document,
     list: &str,
-    mut run: impl FnMut(&Document) -> Result<(usize, usize), MongoError>,
-) -> Result<(usize, usize, Vec<Document>), MongoError> {
+    mut run: impl FnMut(&Document) -> Result<Done, MongoError>,
+) -> Result<(usize, usize, Vec<Document>, Vec<Document>), MongoError> {
     let Some(Bson::Array(items)) = command.get(list) else {
         return Err(MongoError::failed_to_parse(format!(
             "BSON field '{}.{list}' is missing but a required field",
@@ -177,7 +198,7 @@ fn statements(
         )));
     };
     let ordered = bool_of(command, "ordered", true)?;
-    let (mut n, mut changed, mut errors) = (0, 0, Vec::new());
+    let (mut n, mut changed, mut errors, mut upserted) = (0, 0, Vec::new(), Vec::new());
     for (index, item) in items.iter().enumerate() {
         let outcome = match item {
             Bson::Document(statement) => query::collation_of(statement)
@@ -185,9 +206,13 @@ fn statements(
             _ => Err(MongoError::type_mismatch(format!("{list} statements must be objects"))),
         };
         match outcome {
-            Ok((matched, modified)) => {
+            Ok((matched, modified, upsert)) => {
                 n += matched;
                 changed += modified;
+                if let Some(id) = upsert {
+                    n += 1;
+                    upserted.push(doc! {"index": index as i32, "_id": id});
+                }
             }
             Err(err) => {
                 errors.push(write_error(index, &err));
@@ -197,7 +222,7 @@ fn statements(
             }
         }
     }
-    Ok((n, changed, errors))
+    Ok((n, changed, errors, upserted))
 }
 
 fn with_errors(mut reply: Document, errors: Vec<Document>) -> Document {
@@ -208,7 +233,7 @@ fn with_errors(mut reply: Document, errors: Vec<Document>) -> Document {
 }
 
 fn delete(ctx: &mut Ctx, db: &Arc<Database>, command: &Document) -> Result<Document, MongoError> {
-    let (n, _, errors) = statements(command, "deletes", |statement| {
+    let (n, _, errors, _) = statements(command, "deletes", |statement| {
         if let Some(key) =
             statement.keys().find(|k| !["q", "limit", "collation", "hint"].contains(&k.as_str()))
         {
@@ -217,7 +242,8 @@ fn delete(ctx: &mut Ctx, db: &Arc<Database>, command: &Document) -> Result<Docum
         let limit = super::crud::delete_limit(statement)?;
         let filter = doc_of(statement, "q")?;
         let selector = query::selector(&filter)?;
-        let found = matching(ctx, db, statement, limit)?;
+        let hint = statement.get("hint");
+        let found = matching(ctx, db, (&filter, hint), &[], limit)?;
         let mut tombstones = Vec::with_capacity(found.len());
         for (id, _) in found {
             // Deleted only if it still matches as it is now, at the revision it has now.
@@ -235,7 +261,7 @@ fn delete(ctx: &mut Ctx, db: &Arc<Database>, command: &Document) -> Result<Docum
         let results =
             ctx.session.unsynced.write(db, &user(ctx), tombstones, WriteOptions::default())?;
         let deleted = results.iter().filter(|r| r.result.is_ok()).count();
-        Ok((deleted, 0))
+        Ok((deleted, 0, None))
     })?;
     Ok(with_errors(doc! {"n": n as i32}, errors))
 }
@@ -251,31 +277,50 @@ fn refused_option(at: &str, key: &str) -> MongoError {
 
 fn update(ctx: &mut Ctx, db: &Arc<Database>, command: &Document) -> Result<Document, MongoError> {
     let field = time_field(db);
-    let (n, modified, errors) = statements(command, "updates", |statement| {
+    let (n, modified, errors, upserted) = statements(command, "updates", |statement| {
         let known = ["q", "u", "multi", "upsert", "collation", "hint"];
         if let Some(key) = statement.keys().find(|k| !known.contains(&k.as_str())) {
             return Err(refused_option("update.updates", key));
         }
-        if bool_of(statement, "upsert", false)? {
-            return Err(MongoError::not_implemented(
-                "upserts into a time-series collection are not supported yet",
-            ));
-        }
-        let (filter, update, multi, _) = super::update::statement_parts(statement)?;
+        let (filter, update, multi, upsert) = super::update::statement_parts(statement)?;
         let selector = query::selector(&filter)?;
-        let found = matching(ctx, db, statement, if multi { usize::MAX } else { 1 })?;
+        let limit = if multi { usize::MAX } else { 1 };
+        let found = matching(ctx, db, (&filter, statement.get("hint")), &[], limit)?;
         let (mut matched, mut changed) = (0, 0);
         for (id, _) in found {
             let change = Change { selector: &selector, update: &update, time_field: &field };
             match modify(ctx, db, &id, &change)? {
                 Modified::NoLongerMatches => {}
-                Modified::Unchanged => matched += 1,
-                Modified::Changed => (matched, changed) = (matched + 1, changed + 1),
+                Modified::Unchanged(_) => matched += 1,
+                Modified::Changed(..) => (matched, changed) = (matched + 1, changed + 1),
             }
         }
-        Ok((matched, changed))
+        if matched == 0 && upsert {
+            let (id, _) = insert_upsert(ctx, db, (&filter, &update), &field)?;
+            return Ok((0, 0, Some(id)));
+        }
+        Ok((matched, changed, None))
     })?;
-    Ok(with_errors(doc! {"n": n as i32, "nModified": modified as i32}, errors))
+    let mut reply = doc! {"n": n as i32, "nModified": modified as i32};
+    if !upserted.is_empty() {
+        reply.insert("upserted", upserted);
+    }
+    Ok(with_errors(reply, errors))
+}
+
+/// Inserts the measurement an upsert makes (the filter's equalities, then the update, as
+/// on any collection), which must hold a date in the time field: its `_id` and itself.
+pub(super) fn insert_upsert(
+    ctx: &Ctx,
+    db: &Arc<Database>,
+    (filter, update): (&Document, &Update),
+    time_field: &str,
+) -> Result<(Bson, Document), MongoError> {
+    let (id, measurement) = super::update::upserted(filter, update)?;
+    check_time(&measurement, time_field)?;
+    let parsed = stored(None, measurement.clone())?;
+    ctx.session.unsynced.put(db, &user(ctx), parsed, ctx.write_options())?;
+    Ok((id, measurement))
 }
 
 /// How many times an update of one measurement is tried when another write changed it
@@ -283,17 +328,17 @@ fn update(ctx: &mut Ctx, db: &Arc<Database>, command: &Document) -> Result<Docum
 const ATTEMPTS: usize = 8;
 
 /// One update statement applied to measurements.
-struct Change<'a> {
-    selector: &'a bunko_query::Selector,
-    update: &'a Update,
-    time_field: &'a str,
+pub(super) struct Change<'a> {
+    pub(super) selector: &'a bunko_query::Selector,
+    pub(super) update: &'a Update,
+    pub(super) time_field: &'a str,
 }
 
-/// What [`modify`] did to one measurement.
-enum Modified {
+/// What [`modify`] did to one measurement: the measurement before (and after) the update.
+pub(super) enum Modified {
     NoLongerMatches,
-    Unchanged,
-    Changed,
+    Unchanged(Document),
+    Changed(Document, Document),
 }
 
 /// Applies `change` to the measurement stored under `id` as it is now: it is read with its
@@ -301,7 +346,7 @@ enum Modified {
 /// revision, so a write that changed it since the scan is never overwritten; a conflict
 /// (a write between this read and this write) reads it again. After [`ATTEMPTS`]
 /// conflicts: MongoDB's `WriteConflict`.
-fn modify(
+pub(super) fn modify(
     ctx: &Ctx,
     db: &Arc<Database>,
     id: &str,
@@ -314,15 +359,15 @@ fn modify(
         if !query::matches(change.selector, &before) {
             return Ok(Modified::NoLongerMatches);
         }
-        let after = change.update.apply(&before, false)?;
+        let after = updated(change.update, &before)?;
         if after.to_vec().ok() == before.to_vec().ok() {
-            return Ok(Modified::Unchanged);
+            return Ok(Modified::Unchanged(before));
         }
         check_time(&after, change.time_field)?;
-        let parsed = stored(Some((id.to_string(), rev)), after)?;
+        let parsed = stored(Some((id.to_string(), rev)), after.clone())?;
         let opts = WriteOptions { replacement: true, ..ctx.write_options() };
         match ctx.session.unsynced.put(db, &user(ctx), parsed, opts) {
-            Ok(_) => return Ok(Modified::Changed),
+            Ok(_) => return Ok(Modified::Changed(before, after)),
             Err(Error::Conflict) => continue,
             Err(err) => return Err(err.into()),
         }
@@ -330,9 +375,33 @@ fn modify(
     Err(MongoError::write_conflict_retries_exhausted())
 }
 
+/// `measurement` updated. A measurement's `_id` is not a key, so MongoDB lets an update
+/// change it: the update runs without it, and it is put back where it was unless the
+/// update set one.
+fn updated(update: &Update, measurement: &Document) -> Result<Document, MongoError> {
+    let mut without = measurement.clone();
+    let Some(id) = without.remove("_id") else { return Ok(update.apply(measurement, false)?) };
+    let after = update.apply(&without, false)?;
+    if after.contains_key("_id") {
+        return Ok(after);
+    }
+    let at = measurement.keys().position(|k| k == "_id").unwrap_or(0);
+    let mut out = Document::new();
+    for (i, (key, value)) in after.into_iter().enumerate() {
+        if i == at {
+            out.insert("_id", id.clone());
+        }
+        out.insert(key, value);
+    }
+    if !out.contains_key("_id") {
+        out.insert("_id", id);
+    }
+    Ok(out)
+}
+
 /// The measurement stored under `id` now, with its revision (one snapshot); `None` once
 /// it is gone.
-fn current(
+pub(super) fn current(
     ctx: &Ctx,
     db: &Database,
     id: &str,

@@ -236,10 +236,14 @@ pub(super) fn run(
             aggregate.insert(key.clone(), value.clone());
         }
     }
-    if is_timeseries(&ctx.server.engine, &source) {
+    let timeseries = is_timeseries(&ctx.server.engine, &source);
+    if timeseries {
         to_stored_form(&mut aggregate);
     }
-    let reply = super::aggregate::aggregate(ctx, &aggregate)?;
+    let mut reply = super::aggregate::aggregate(ctx, &aggregate)?;
+    if timeseries && super::bool_of(command, "explain", false)? {
+        super::timeseries_query::measurement_stages(&mut reply);
+    }
     shape(ctx, &ns, reply).map(Some)
 }
 

@@ -227,6 +227,7 @@ out["fields"] = err(min={"b": 1}, hint="a_b")
 out["order"] = err(min={"b": 1, "a": 1}, hint="a_b")
 out["empty"] = err(min={"a": 2, "b": 0}, max={"a": 1, "b": 0}, hint="a_b")
 out["collated"] = err(min={"_id": "a"}, hint={"_id": 1}, collation={"locale": "fr"})
+out["id_fields"] = [err(min={"a": 1}, hint={"_id": 1}), err(max={"_id": 1, "a": 1}, hint="_id_"), err(min={"_id": 6}, max={"_id": 3}, hint={"_id": 1})[0]]
 db.command("create", "v", viewOn="t", pipeline=[])
 out["view"] = err("v", min={"a": 1, "b": 1}, hint="a_b")
 print(json.dumps(out))
@@ -249,6 +250,8 @@ print(json.dumps(out))
     assert_eq!(out["fields"], incompatible);
     assert_eq!(out["order"], incompatible);
     assert_eq!(out["collated"], incompatible);
+    // On the `_id` index too: a bound on another field, or on more fields, and an empty range.
+    assert_eq!(out["id_fields"], json!([incompatible, incompatible, 51175]));
     assert_eq!(out["view"], json!([168, "Option min not supported in aggregation."]));
     assert_eq!(
         out["empty"],
