@@ -6,8 +6,14 @@
 //! {"_id": "_design/mongodb", "language": "mongodb", "indexes": {
 //!   "links.target_1_links.doc_type_1": {"key": {"links.target": 1, "links.doc_type": 1},
 //!     "unique": false, "sparse": false, "partialFilterExpression": {…}, "selector": {…},
-//!     "expireAfterSeconds": 3600}}}
+//!     "expireAfterSeconds": 3600, "hidden": true}}}
 //! ```
+//!
+//! A `hidden` index (MongoDB 4.4+) is kept like any other (written in every commit, `unique`
+//! checked, TTL expiry run) but the MongoDB planner does not see it
+//! ([`Database::plannable_mongo_indexes`]). Hiding it, or changing its `expireAfterSeconds`
+//! ([`Database::modify_mongo_index`]), leaves its entries as they are: the registry swaps
+//! the definition and keeps the storage (`IndexDef::same_entries`).
 //!
 //! Entries: `0x0A | db | num | mongo_index::encode(v1) … | doc_id → [[], doc_id, fields]`, one
 //! per key of `bunko_query::mongo_index::keys` (every document, a missing field as `null`,
@@ -65,6 +71,8 @@ pub struct MongoSpec {
     /// (`bunko_query::collation::Collation::full_spec`); `None`: simple (binary). Its string
     /// keys are the collation's sort keys.
     pub collation: Option<Map<String, Value>>,
+    /// Hidden from the planner (`hidden: true`): maintained, never chosen nor hinted.
+    pub hidden: bool,
 }
 
 impl MongoSpec {
@@ -107,6 +115,7 @@ fn def_from(ddoc: &str, name: &str, spec: &Value) -> Option<IndexDef> {
             expire_after_seconds: spec.get("expireAfterSeconds").and_then(Value::as_i64),
             hashed,
             collation: spec.get("collation").and_then(Value::as_object).cloned(),
+            hidden: flag("hidden"),
         }),
     })
 }
@@ -122,6 +131,9 @@ fn to_json(def: &IndexDef, spec: &MongoSpec) -> Value {
     }
     if let Some(collation) = &spec.collation {
         out["collation"] = Value::Object(collation.clone());
+    }
+    if spec.hidden {
+        out["hidden"] = json!(true);
     }
     out
 }
@@ -362,6 +374,40 @@ impl Database {
             self.indexes.all().iter().filter(|i| i.def.mongo.is_some()).cloned().collect();
         out.sort_by(|a, b| a.def.name.cmp(&b.def.name));
         out
+    }
+
+    /// The MongoDB indexes the planner may use: built, and not hidden.
+    pub fn plannable_mongo_indexes(&self) -> Vec<Arc<Index>> {
+        let visible =
+            |i: &Arc<Index>| i.is_ready() && i.def.mongo.as_ref().is_some_and(|s| !s.hidden);
+        self.mongo_indexes().into_iter().filter(visible).collect()
+    }
+
+    /// Changes the options of the MongoDB index `name` that leave its entries as they are:
+    /// `hidden` and `expireAfterSeconds` (as `ctx`, a database admin, asked first). The
+    /// index keeps its storage ([`IndexDef::same_entries`]). `Error::NotFound` when no
+    /// such index is stored.
+    pub fn modify_mongo_index(
+        &self,
+        ctx: &UserCtx,
+        name: &str,
+        hidden: Option<bool>,
+        expire_after_seconds: Option<i64>,
+    ) -> Result<()> {
+        self.admit_admin(ctx)?;
+        let (rev, mut body) = self.load_mongo_ddoc()?;
+        let Some(def) = defs_from(DDOC, &body).into_iter().find(|d| d.name == name) else {
+            return Err(Error::NotFound(format!("index {name}")));
+        };
+        let Some(mut spec) = def.mongo.clone() else {
+            return Err(Error::NotFound(format!("index {name}")));
+        };
+        spec.hidden = hidden.unwrap_or(spec.hidden);
+        spec.expire_after_seconds = expire_after_seconds.or(spec.expire_after_seconds);
+        if let Some(Value::Object(map)) = body.get_mut("indexes") {
+            map.insert(name.to_string(), to_json(&def, &spec));
+        }
+        self.save_ddoc(ctx, DDOC, rev, body, false)
     }
 
     /// Adds MongoDB indexes to `_design/mongodb` in one write (as `ctx`, a database admin:
