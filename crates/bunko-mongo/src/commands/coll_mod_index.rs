@@ -49,6 +49,9 @@ pub(super) fn apply(
     let mut reply = Document::new();
     let (mut new_hidden, mut new_ttl) = (None, None);
     if let Some(ttl) = ttl {
+        if super::capped::of(db).is_some() {
+            return Err(invalid("TTL indexes are not supported for capped collections."));
+        }
         let old = ttl_of(&target)?;
         if old != Some(ttl) {
             if let Some(old) = old {
@@ -117,9 +120,9 @@ fn requested(index: &Document) -> Result<(Option<bool>, Option<i64>), MongoError
         Some(n) if n < 0 => {
             Err(invalid("TTL index 'expireAfterSeconds' option cannot be less than 0"))
         }
-        Some(n) if n > i64::from(i32::MAX) => Err(invalid(format!(
-            "TTL index 'expireAfterSeconds' option must be within an acceptable range, try a lower number: {n}"
-        ))),
+        Some(n) if n > i64::from(i32::MAX) => Err(invalid(
+            "TTL index 'expireAfterSeconds' option must be within an acceptable range, try a lower number",
+        )),
         _ => Ok((hidden, ttl)),
     }
 }

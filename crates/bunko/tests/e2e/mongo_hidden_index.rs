@@ -203,10 +203,18 @@ cases = {
     "id_ttl": {"name": "_id_", "expireAfterSeconds": 10},
     "compound_ttl": {"name": "a_1_b_1", "expireAfterSeconds": 10},
     "negative_ttl": {"name": "b_1", "expireAfterSeconds": -1},
+    "big_ttl": {"name": "b_1", "expireAfterSeconds": 2**31},
     "hidden_type": {"name": "b_1", "hidden": "yes"},
     "name_type": {"name": 5, "hidden": True},
 }
 out = {k: refused(v) for k, v in cases.items()}
+db.create_collection("cap", capped=True, size=4096)
+db.cap.create_index("t")
+try:
+    db.command("collMod", "cap", index={"name": "t_1", "expireAfterSeconds": 5})
+    out["capped_ttl"] = None
+except OperationFailure as e:
+    out["capped_ttl"] = [e.code, e.details.get("errmsg")]
 out["not_index"] = code_of(lambda: db.command("collMod", "c", index=5))
 out["create_id_hidden"] = code_of(lambda: db.c.create_index("_id", hidden=True))
 out["create_hidden_type"] = code_of(lambda: db.c.create_index("z", hidden="yes"))
@@ -227,6 +235,14 @@ print(json.dumps(out))
         ("no_key", json!([27, "cannot find index { z: 1 } for ns app.c"])),
         ("id_hide", json!([2, "can't hide _id index"])),
         ("id_key_hide", json!([2, "can't hide _id index"])),
+        (
+            "big_ttl",
+            json!([
+                72,
+                "TTL index 'expireAfterSeconds' option must be within an acceptable range, try a lower number"
+            ]),
+        ),
+        ("capped_ttl", json!([72, "TTL indexes are not supported for capped collections."])),
         ("id_ttl", json!([72, "the _id field does not support TTL indexes"])),
         (
             "compound_ttl",
