@@ -215,6 +215,8 @@ try:
     out["capped_ttl"] = None
 except OperationFailure as e:
     out["capped_ttl"] = [e.code, e.details.get("errmsg")]
+db.create_collection("ts", timeseries={"timeField": "at"})
+out["timeseries"] = code_of(lambda: db.command("collMod", "ts", index={"name": "x", "hidden": True}))
 out["not_index"] = code_of(lambda: db.command("collMod", "c", index=5))
 out["create_id_hidden"] = code_of(lambda: db.c.create_index("_id", hidden=True))
 out["create_hidden_type"] = code_of(lambda: db.c.create_index("z", hidden="yes"))
@@ -262,6 +264,7 @@ print(json.dumps(out))
     assert_eq!(r["hidden_type"][0], json!(14));
     assert_eq!(r["name_type"][0], json!(14));
     assert_eq!(r["not_index"], json!(14));
+    assert_eq!(r["timeseries"], json!(238), "not built on a time-series collection");
     assert_eq!(r["create_id_hidden"], json!(2));
     assert_eq!(r["create_hidden_type"], json!(14));
     assert_eq!(r["listed"], json!([null, null, null]), "nothing was hidden");
