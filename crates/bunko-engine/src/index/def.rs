@@ -76,7 +76,8 @@ impl IndexDef {
     }
 
     /// Whether `other` is this index with only options changed that leave its entries as
-    /// they are (a MongoDB index's `hidden` and `expireAfterSeconds`): the registry then
+    /// they are (a MongoDB index's `hidden`, `expireAfterSeconds`, `unique` and
+    /// `prepareUnique`: entries are the same whether or not keys are unique): the registry then
     /// keeps the built index under the new definition instead of building it again.
     pub fn same_entries(&self, other: &IndexDef) -> bool {
         let unmodified = |d: &IndexDef| {
@@ -84,6 +85,8 @@ impl IndexDef {
             if let Some(spec) = d.mongo.as_mut() {
                 spec.hidden = false;
                 spec.expire_after_seconds = None;
+                spec.unique = false;
+                spec.prepare_unique = false;
             }
             d
         };

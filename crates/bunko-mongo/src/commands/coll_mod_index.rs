@@ -1,15 +1,18 @@
-//! `collMod`'s `index` option: `{name: … | keyPattern: {…}, hidden: bool,
-//! expireAfterSeconds: n}` hides or unhides an index (mongosh's `hideIndex`/`unhideIndex`)
-//! and changes a TTL index's expiry, or makes a single-field index a TTL index, with
-//! MongoDB's checks, codes and messages (its `coll_mod.cpp`). The engine keeps the index's
-//! entries as they are (`bunko_engine::Database::modify_mongo_index`). The reply names what
-//! changed: `hidden_old`/`hidden_new`, `expireAfterSeconds_old`/`_new` (a no-op names
-//! nothing). Converting an index to `unique` (`unique`, `prepareUnique`, MongoDB 6+) and
-//! `forceNonUnique` are refused.
+//! `collMod`'s `index` option: `{name: … | keyPattern: {…}, hidden, expireAfterSeconds,
+//! prepareUnique, unique, forceNonUnique}` hides or unhides an index (mongosh's
+//! `hideIndex`/`unhideIndex`), changes a TTL index's expiry (or makes a single-field index a
+//! TTL index), and converts an index to unique in MongoDB 6's two steps or back
+//! ([`super::coll_mod_unique`]), with MongoDB's checks, codes and messages (its
+//! `coll_mod.cpp`/`coll_mod_index.cpp`). The engine keeps the index's entries as they are
+//! (`bunko_engine::Database::modify_mongo_index`). The reply names what changed:
+//! `expireAfterSeconds_old`/`_new`, `hidden_old`/`_new`, `unique_new`,
+//! `prepareUnique_old`/`_new`, `forceNonUnique_new` (a no-op names nothing).
 
 use bson::{Bson, Document};
 use bunko_engine::Database;
+use bunko_engine::index::mongo::{MongoIndexChange, MongoSpec};
 
+use super::coll_mod_unique::{self, Uniqueness};
 use super::indexes::{by_pattern, describe_key};
 use crate::error::MongoError;
 use crate::names::Namespace;
@@ -25,10 +28,14 @@ const FIELDS: &[&str] = &[
     "forceNonUnique",
 ];
 
+/// The fields that ask for a change.
+const CHANGES: &[&str] =
+    &["expireAfterSeconds", "hidden", "unique", "prepareUnique", "forceNonUnique"];
+
 /// The index `collMod` names: the `_id` index, or a MongoDB index with its options.
-enum Target {
+pub(super) enum Target {
     Id,
-    Index { name: String, hidden: bool, ttl: Option<i64>, fields: usize, hashed: bool },
+    Index(String, Box<MongoSpec>),
 }
 
 /// Checks `collMod`'s `index` and applies it; the reply's fields about it.
@@ -44,66 +51,66 @@ pub(super) fn apply(
     if let Some(field) = index.keys().find(|f| !FIELDS.contains(&f.as_str())) {
         return Err(MongoError::unknown_field(&format!("collMod.index.{field}")));
     }
-    let (hidden, ttl) = requested(index)?;
+    let ttl = requested(index)?;
+    let uniqueness = Uniqueness::requested(index)?;
+    if ttl.is_some() && super::capped::of(db).is_some() {
+        return Err(invalid("TTL indexes are not supported for capped collections."));
+    }
     let target = target(db, ns, index)?;
     let mut reply = Document::new();
-    let (mut new_hidden, mut new_ttl) = (None, None);
+    let mut change = MongoIndexChange::default();
     if let Some(ttl) = ttl {
-        if super::capped::of(db).is_some() {
-            return Err(invalid("TTL indexes are not supported for capped collections."));
-        }
         let old = ttl_of(&target)?;
         if old != Some(ttl) {
             if let Some(old) = old {
                 reply.insert("expireAfterSeconds_old", old);
             }
             reply.insert("expireAfterSeconds_new", ttl);
-            new_ttl = Some(ttl);
+            change.expire_after_seconds = Some(ttl);
         }
     }
-    if let Some(hide) = hidden {
+    let unique = uniqueness.unique_change(&target)?;
+    if let Some(hide) = flag(index, "hidden")? {
         let old = hidden_of(db, &target)?;
         if old != hide {
             reply.insert("hidden_old", old);
             reply.insert("hidden_new", hide);
-            new_hidden = Some(hide);
+            change.hidden = Some(hide);
         }
     }
-    if let Target::Index { name, .. } = &target
-        && (new_hidden.is_some() || new_ttl.is_some())
+    uniqueness.apply(&target, unique, &mut change, &mut reply)?;
+    let asked = CHANGES.iter().filter(|f| index.contains_key(*f)).count();
+    if reply.contains_key("prepareUnique_new") && asked > 1 {
+        return Err(invalid("prepareUnique cannot be combined with any other modification."));
+    }
+    if let Target::Index(name, _) = &target
+        && change != MongoIndexChange::default()
     {
-        db.modify_mongo_index(user, name, new_hidden, new_ttl)?;
+        if change.unique == Some(true) {
+            coll_mod_unique::check_no_duplicates(db, name)?;
+        }
+        db.modify_mongo_index(user, name, change)?;
     }
     Ok(reply)
 }
 
-/// The `hidden` and `expireAfterSeconds` asked for, checked; the unique conversions are
-/// refused.
-fn requested(index: &Document) -> Result<(Option<bool>, Option<i64>), MongoError> {
-    let named = index.contains_key("name") || index.contains_key("keyPattern");
+/// The `expireAfterSeconds` asked for, checked, after MongoDB's checks of the request as a
+/// whole.
+fn requested(index: &Document) -> Result<Option<i64>, MongoError> {
     if index.contains_key("name") && index.contains_key("keyPattern") {
         return Err(invalid("Cannot specify both key pattern and name."));
     }
-    if !named {
+    if !index.contains_key("name") && !index.contains_key("keyPattern") {
         return Err(invalid("Must specify either index name or key pattern."));
     }
-    let changes = ["expireAfterSeconds", "hidden", "unique", "prepareUnique", "forceNonUnique"];
-    if !changes.iter().any(|f| index.contains_key(f)) {
+    if !CHANGES.iter().any(|f| index.contains_key(f)) {
         return Err(invalid("no expireAfterSeconds, hidden, unique, or prepareUnique field"));
     }
-    if index.contains_key("unique") || index.contains_key("prepareUnique") {
+    if index.contains_key("unique") && index.contains_key("forceNonUnique") {
         return Err(invalid(
-            "collMod does not support converting an index to 'unique' or to 'prepareUnique' mode",
+            "collMod does not support 'unique' and 'forceNonUnique' options at the same time",
         ));
     }
-    if index.contains_key("forceNonUnique") {
-        return Err(MongoError::not_implemented("collMod's 'forceNonUnique' is not supported"));
-    }
-    let hidden = match index.get("hidden") {
-        None => None,
-        Some(Bson::Boolean(b)) => Some(*b),
-        Some(other) => return Err(wrong_type("collMod.index.hidden", other, "bool")),
-    };
     let ttl = match index.get("expireAfterSeconds") {
         None => None,
         Some(Bson::Int32(n)) => Some(i64::from(*n)),
@@ -123,7 +130,16 @@ fn requested(index: &Document) -> Result<(Option<bool>, Option<i64>), MongoError
         Some(n) if n > i64::from(i32::MAX) => Err(invalid(
             "TTL index 'expireAfterSeconds' option must be within an acceptable range, try a lower number",
         )),
-        _ => Ok((hidden, ttl)),
+        _ => Ok(ttl),
+    }
+}
+
+/// A boolean field of `index` (`TypeMismatch` for another type).
+pub(super) fn flag(index: &Document, field: &str) -> Result<Option<bool>, MongoError> {
+    match index.get(field) {
+        None => Ok(None),
+        Some(Bson::Boolean(b)) => Ok(Some(*b)),
+        Some(other) => Err(wrong_type(&format!("collMod.index.{field}"), other, "bool")),
     }
 }
 
@@ -145,35 +161,30 @@ fn target(db: &Database, ns: &Namespace, index: &Document) -> Result<Target, Mon
             by_pattern(db, key).ok_or_else(|| not_found(&describe_key(key), ns))?
         }
         (_, other) => {
-            return Err(wrong_type(
-                "collMod.index.keyPattern",
-                other.unwrap_or(&Bson::Null),
-                "object",
-            ));
+            let other = other.unwrap_or(&Bson::Null);
+            return Err(wrong_type("collMod.index.keyPattern", other, "object"));
         }
     };
-    let Some(spec) = found.def.mongo.as_ref() else { return Err(not_found(&found.def.name, ns)) };
-    Ok(Target::Index {
-        name: found.def.name.clone(),
-        hidden: spec.hidden,
-        ttl: spec.expire_after_seconds,
-        fields: spec.key.len(),
-        hashed: spec.hashed.is_some(),
-    })
+    match found.def.mongo.clone() {
+        Some(spec) => Ok(Target::Index(found.def.name.clone(), Box::new(spec))),
+        None => Err(not_found(&found.def.name, ns)),
+    }
 }
 
 /// The index's `expireAfterSeconds` now, after MongoDB's checks that it may have one.
 fn ttl_of(target: &Target) -> Result<Option<i64>, MongoError> {
     match target {
         Target::Id => Err(invalid("the _id field does not support TTL indexes")),
-        Target::Index { ttl: Some(ttl), .. } => Ok(Some(*ttl)),
-        Target::Index { fields, .. } if *fields != 1 => Err(invalid(
+        Target::Index(_, spec) if spec.expire_after_seconds.is_some() => {
+            Ok(spec.expire_after_seconds)
+        }
+        Target::Index(_, spec) if spec.key.len() != 1 => Err(invalid(
             "TTL indexes are single-field indexes, compound indexes do not support TTL",
         )),
-        Target::Index { hashed: true, .. } => Err(MongoError::not_implemented(
+        Target::Index(_, spec) if spec.hashed.is_some() => Err(MongoError::not_implemented(
             "expireAfterSeconds on a hashed index is not supported",
         )),
-        Target::Index { .. } => Ok(None),
+        Target::Index(..) => Ok(None),
     }
 }
 
@@ -188,11 +199,11 @@ fn hidden_of(db: &Database, target: &Target) -> Result<bool, MongoError> {
             ))
         }
         Target::Id => Err(MongoError::bad_value("can't hide _id index")),
-        Target::Index { hidden, .. } => Ok(*hidden),
+        Target::Index(_, spec) => Ok(spec.hidden),
     }
 }
 
-fn invalid(msg: impl Into<String>) -> MongoError {
+pub(super) fn invalid(msg: impl Into<String>) -> MongoError {
     MongoError::new(72, "InvalidOptions", msg)
 }
 

@@ -148,6 +148,7 @@ pub(super) fn parse_spec(spec: &Bson) -> Result<IndexDef, MongoError> {
             "partialFilterExpression",
             "collation",
             "hidden",
+            "prepareUnique",
         ];
         if !known.contains(&field.as_str())
             && field != "expireAfterSeconds"
@@ -214,6 +215,7 @@ pub(super) fn parse_spec(spec: &Bson) -> Result<IndexDef, MongoError> {
             hashed,
             collation,
             hidden,
+            prepare_unique: bool_of(spec, "prepareUnique", false)?,
         }),
     })
 }
@@ -261,9 +263,10 @@ fn existing(db: &Database, def: &IndexDef) -> Result<bool, MongoError> {
     for index in db.mongo_indexes() {
         let other = index.def.mongo.as_ref();
         let same_key = other.map(key_pattern) == spec.map(key_pattern);
-        // Hiding is no option of the index's identity: asking again with another
-        // `hidden` finds the index there.
-        let visible = |s: &MongoSpec| MongoSpec { hidden: false, ..s.clone() };
+        // Hiding and `prepareUnique` are no options of the index's identity: asking again
+        // with another finds the index there.
+        let visible =
+            |s: &MongoSpec| MongoSpec { hidden: false, prepare_unique: false, ..s.clone() };
         if index.def.name == def.name && other.map(visible) == spec.map(visible) {
             return Ok(true);
         }
@@ -325,6 +328,9 @@ pub(super) fn describe(def: &IndexDef) -> Document {
     }
     if spec.hidden {
         out.insert("hidden", true);
+    }
+    if spec.prepare_unique {
+        out.insert("prepareUnique", true);
     }
     out
 }

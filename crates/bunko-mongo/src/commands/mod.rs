@@ -24,6 +24,7 @@ mod capped_convert;
 pub(crate) mod change_stream;
 mod clustered;
 mod coll_mod_index;
+mod coll_mod_unique;
 mod coll_options;
 mod coll_stats_stage;
 mod count;

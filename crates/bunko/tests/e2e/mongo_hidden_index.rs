@@ -1,6 +1,7 @@
 //! Hidden indexes and `collMod`'s `index` option through pymongo (issue 13): `createIndexes`
 //! with `hidden: true`, `collMod: c, index: {name | keyPattern, hidden}` (what mongosh's
-//! `hideIndex`/`unhideIndex` send) and `expireAfterSeconds`. A hidden index is kept on
+//! `hideIndex`/`unhideIndex` send), `expireAfterSeconds`, and the unique conversions
+//! (`prepareUnique`, then `unique` or `CannotConvertIndexToUnique`; `forceNonUnique`). A hidden index is kept on
 //! every write and still enforces `unique`, but no plan uses it (filters, sorts,
 //! `SORT_MERGE`, `count`, `distinct`: it is in neither `winningPlan` nor `rejectedPlans`)
 //! and a `hint` naming it fails; the flag survives a restart; a hidden TTL index still
@@ -194,8 +195,6 @@ cases = {
     "both": {"name": "b_1", "keyPattern": {"b": 1}, "hidden": True},
     "neither": {"hidden": True},
     "nothing": {"name": "b_1"},
-    "unique": {"name": "b_1", "unique": True},
-    "prepare": {"name": "b_1", "prepareUnique": True},
     "no_name": {"name": "nope", "hidden": True},
     "no_key": {"keyPattern": {"z": 1}, "hidden": True},
     "id_hide": {"name": "_id_", "hidden": True},
@@ -224,15 +223,11 @@ out["listed"] = [i.get("hidden") for i in db.c.list_indexes()]
 print(json.dumps(out))
 "#;
     let Some(r) = python(&server, script) else { return };
-    const UNIQUE: &str =
-        "collMod does not support converting an index to 'unique' or to 'prepareUnique' mode";
     let expect = [
         ("unknown", json!([40415, "BSON field 'collMod.index.sparse' is an unknown field."])),
         ("both", json!([72, "Cannot specify both key pattern and name."])),
         ("neither", json!([72, "Must specify either index name or key pattern."])),
         ("nothing", json!([72, "no expireAfterSeconds, hidden, unique, or prepareUnique field"])),
-        ("unique", json!([72, UNIQUE])),
-        ("prepare", json!([72, UNIQUE])),
         ("no_name", json!([27, "cannot find index nope for ns app.c"])),
         ("no_key", json!([27, "cannot find index { z: 1 } for ns app.c"])),
         ("id_hide", json!([2, "can't hide _id index"])),
@@ -268,4 +263,105 @@ print(json.dumps(out))
     assert_eq!(r["create_id_hidden"], json!(2));
     assert_eq!(r["create_hidden_type"], json!(14));
     assert_eq!(r["listed"], json!([null, null, null]), "nothing was hidden");
+}
+
+#[test]
+fn prepare_unique_then_unique_converts_an_index_and_force_non_unique_turns_it_back() {
+    let server = Server::start();
+    let script = format!(
+        "{PLANS}{}",
+        r#"
+c = client()
+db = c.app
+def refused(index, coll="c"):
+    try:
+        db.command("collMod", coll, index=index)
+    except OperationFailure as e:
+        return [e.code, e.details.get("errmsg")]
+    return None
+def spec():
+    return [{k: i.get(k) for k in ("unique", "prepareUnique")} for i in db.c.list_indexes() if i["name"] == "a_1"][0]
+db.c.insert_many([{"_id": 1, "a": 100}, {"_id": 2, "a": 100}, {"_id": 3, "a": 7}, {"_id": "s", "a": 7.0}, {"_id": 5, "a": 1}])
+db.c.create_index("a")
+key = {"keyPattern": {"a": 1}}
+out = {"without_prepare": refused({**key, "unique": True})}
+out["prepare"] = mod(db, {**key, "prepareUnique": True})
+out["prepare_again"] = mod(db, {**key, "prepareUnique": True})
+out["combined"] = refused({"name": "a_1", "prepareUnique": False, "hidden": True})
+out["prepared"] = spec()
+out["new_dup"] = code_of(lambda: db.c.insert_one({"_id": 6, "a": 1}))
+out["new_dup_update"] = code_of(lambda: db.c.update_one({"_id": 5}, {"$set": {"a": 7}}))
+db.c.update_one({"_id": 2}, {"$set": {"b": 1}})
+out["fresh_key"] = code_of(lambda: db.c.insert_one({"_id": 7, "a": 2}))
+try:
+    db.command("collMod", "c", index={**key, "unique": True})
+    out["convert_dups"] = None
+except OperationFailure as e:
+    d = e.details
+    out["convert_dups"] = [d["code"], d["codeName"], d["errmsg"], [sorted(v["ids"], key=str) for v in d["violations"]]]
+out["still"] = spec()
+db.c.delete_one({"_id": 2})
+db.c.update_one({"_id": "s"}, {"$set": {"a": 8}})
+out["convert"] = mod(db, {**key, "unique": True, "hidden": False})
+out["converted"] = spec()
+out["unique_dup"] = code_of(lambda: db.c.insert_one({"_id": 8, "a": 100}))
+out["unique_again"] = mod(db, {**key, "unique": True})
+out["non_unique"] = refused({**key, "unique": False})
+out["force_false"] = refused({**key, "forceNonUnique": False})
+out["both"] = refused({**key, "unique": True, "forceNonUnique": True})
+out["type"] = refused({**key, "unique": "100"})
+out["force"] = mod(db, {**key, "forceNonUnique": True})
+out["forced"] = spec()
+out["dup_again"] = code_of(lambda: db.c.insert_one({"_id": 9, "a": 100}))
+out["force_again"] = mod(db, {**key, "forceNonUnique": True})
+db.c.create_index("z", prepareUnique=True)
+out["created_prepared"] = [i.get("prepareUnique") for i in db.c.list_indexes() if i["name"] == "z_1"]
+out["created_dup"] = code_of(lambda: db.c.insert_many([{"_id": 20, "z": 1}, {"_id": 21, "z": 1}]))
+print(json.dumps(out))
+"#
+    );
+    let Some(r) = python(&server, &script) else { return };
+    let need_prepare =
+        "Cannot make index unique with 'prepareUnique=false'. Run collMod to set it first.";
+    assert_eq!(r["without_prepare"], json!([72, need_prepare]));
+    assert_eq!(
+        r["prepare"],
+        json!({"prepareUnique_old": false, "prepareUnique_new": true, "ok": 1.0})
+    );
+    assert_eq!(r["prepare_again"], json!({"ok": 1.0}));
+    assert_eq!(
+        r["combined"],
+        json!([72, "prepareUnique cannot be combined with any other modification."])
+    );
+    assert_eq!(r["prepared"], json!({"unique": null, "prepareUnique": true}));
+    assert_eq!(r["new_dup"], json!(11000), "prepareUnique refuses a new duplicate");
+    assert_eq!(r["new_dup_update"], json!(11000));
+    assert_eq!(r["fresh_key"], json!(null));
+    let msg = "Cannot convert the index to unique. Please resolve conflicting documents before running collMod again.";
+    assert_eq!(
+        r["convert_dups"],
+        json!([359, "CannotConvertIndexToUnique", msg, [[3, "s"], [1, 2]]]),
+        "the violations, one per shared key in key order (7 and 7.0 are one key)"
+    );
+    assert_eq!(r["still"], json!({"unique": null, "prepareUnique": true}));
+    assert_eq!(r["convert"], json!({"unique_new": true, "ok": 1.0}));
+    assert_eq!(r["converted"], json!({"unique": true, "prepareUnique": null}));
+    assert_eq!(r["unique_dup"], json!(11000));
+    assert_eq!(r["unique_again"], json!({"ok": 1.0}));
+    assert_eq!(r["non_unique"], json!([2, "Cannot make index non-unique"]));
+    assert_eq!(r["force_false"], json!([2, "'forceNonUnique: false' is not supported"]));
+    assert_eq!(
+        r["both"],
+        json!([
+            72,
+            "collMod does not support 'unique' and 'forceNonUnique' options at the same time"
+        ])
+    );
+    assert_eq!(r["type"][0], json!(14));
+    assert_eq!(r["force"], json!({"forceNonUnique_new": true, "ok": 1.0}));
+    assert_eq!(r["forced"], json!({"unique": null, "prepareUnique": null}));
+    assert_eq!(r["dup_again"], json!(null), "a regular index again");
+    assert_eq!(r["force_again"], json!({"ok": 1.0}));
+    assert_eq!(r["created_prepared"], json!([true]), "createIndexes takes prepareUnique");
+    assert_eq!(r["created_dup"], json!(65), "a bulk write error holding E11000");
 }
