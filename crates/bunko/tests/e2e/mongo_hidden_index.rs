@@ -214,6 +214,12 @@ try:
     out["capped_ttl"] = None
 except OperationFailure as e:
     out["capped_ttl"] = [e.code, e.details.get("errmsg")]
+db.create_collection("cl", clusteredIndex={"key": {"_id": 1}, "unique": True})
+try:
+    db.command("collMod", "cl", index={"name": "_id_", "hidden": True})
+    out["clustered"] = None
+except OperationFailure as e:
+    out["clustered"] = [e.code, e.details.get("errmsg")]
 db.create_collection("ts", timeseries={"timeField": "at"})
 out["timeseries"] = code_of(lambda: db.command("collMod", "ts", index={"name": "x", "hidden": True}))
 out["not_index"] = code_of(lambda: db.command("collMod", "c", index=5))
@@ -238,6 +244,10 @@ print(json.dumps(out))
                 72,
                 "TTL index 'expireAfterSeconds' option must be within an acceptable range, try a lower number"
             ]),
+        ),
+        (
+            "clustered",
+            json!([6011800, "The 'hidden' option is not supported for a clusteredIndex"]),
         ),
         ("capped_ttl", json!([72, "TTL indexes are not supported for capped collections."])),
         ("id_ttl", json!([72, "the _id field does not support TTL indexes"])),
