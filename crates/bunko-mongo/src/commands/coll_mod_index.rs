@@ -51,8 +51,10 @@ pub(super) fn apply(
     if let Some(field) = index.keys().find(|f| !FIELDS.contains(&f.as_str())) {
         return Err(MongoError::unknown_field(&format!("collMod.index.{field}")));
     }
-    let ttl = requested(index)?;
+    // Types first, as MongoDB's parser checks them before the request's sense.
+    let hidden = flag(index, "hidden")?;
     let uniqueness = Uniqueness::requested(index)?;
+    let ttl = requested(index)?;
     if ttl.is_some() && super::capped::of(db).is_some() {
         return Err(invalid("TTL indexes are not supported for capped collections."));
     }
@@ -70,7 +72,7 @@ pub(super) fn apply(
         }
     }
     let unique = uniqueness.unique_change(&target)?;
-    if let Some(hide) = flag(index, "hidden")? {
+    if let Some(hide) = hidden {
         let old = hidden_of(db, &target)?;
         if old != hide {
             reply.insert("hidden_old", old);
@@ -97,6 +99,18 @@ pub(super) fn apply(
 /// The `expireAfterSeconds` asked for, checked, after MongoDB's checks of the request as a
 /// whole.
 fn requested(index: &Document) -> Result<Option<i64>, MongoError> {
+    let ttl = match index.get("expireAfterSeconds") {
+        None => None,
+        Some(Bson::Int32(n)) => Some(i64::from(*n)),
+        Some(Bson::Int64(n)) => Some(*n),
+        Some(Bson::Double(d)) if d.is_finite() => Some(d.trunc() as i64),
+        Some(other) => {
+            return Err(MongoError::type_mismatch(format!(
+                "BSON field 'collMod.index.expireAfterSeconds' is the wrong type '{}', expected types '[long, int, decimal, double]'",
+                super::type_of(Some(other))
+            )));
+        }
+    };
     if index.contains_key("name") && index.contains_key("keyPattern") {
         return Err(invalid("Cannot specify both key pattern and name."));
     }
@@ -111,18 +125,6 @@ fn requested(index: &Document) -> Result<Option<i64>, MongoError> {
             "collMod does not support 'unique' and 'forceNonUnique' options at the same time",
         ));
     }
-    let ttl = match index.get("expireAfterSeconds") {
-        None => None,
-        Some(Bson::Int32(n)) => Some(i64::from(*n)),
-        Some(Bson::Int64(n)) => Some(*n),
-        Some(Bson::Double(d)) if d.fract() == 0.0 && d.is_finite() => Some(*d as i64),
-        Some(other) => {
-            return Err(MongoError::type_mismatch(format!(
-                "BSON field 'collMod.index.expireAfterSeconds' is the wrong type '{}', expected types '[long, int, decimal, double]'",
-                super::type_of(Some(other))
-            )));
-        }
-    };
     match ttl {
         Some(n) if n < 0 => {
             Err(invalid("TTL index 'expireAfterSeconds' option cannot be less than 0"))
