@@ -115,9 +115,9 @@ impl Database {
     fn distinct_index(&self, key: &FieldPath, hint: Option<&str>) -> Option<Arc<Index>> {
         let query = collation::current();
         let mut usable: Vec<Arc<Index>> = self
-            .mongo_indexes()
+            .plannable_mongo_indexes()
             .into_iter()
-            .filter(|i| i.is_ready() && hint.is_none_or(|h| i.def.name == h))
+            .filter(|i| hint.is_none_or(|h| i.def.name == h))
             .filter(|i| i.compiled.paths().first() == Some(key))
             .filter(|i| {
                 i.def.mongo.as_ref().is_some_and(|s| s.partial.is_none() && s.hashed.is_none())

@@ -194,8 +194,8 @@ impl Database {
             return Ok(None);
         }
         let filed = file(selector.root());
-        let indexes: Vec<Arc<Index>> =
-            self.mongo_indexes().into_iter().filter(|i| i.is_ready()).collect();
+        // A hidden index is neither chosen nor hinted (MongoDB: the hint then names no index).
+        let indexes: Vec<Arc<Index>> = self.plannable_mongo_indexes();
         if let Some(name) = hint {
             let Some(index) = indexes.iter().find(|i| i.def.name == name) else {
                 return Err(Error::BadRequest(
@@ -257,10 +257,9 @@ impl Database {
             return None;
         }
         let query = collation::current();
-        let index = self.mongo_indexes().into_iter().find(|i| {
+        let index = self.plannable_mongo_indexes().into_iter().find(|i| {
             let paths = i.compiled.paths();
-            i.is_ready()
-                && i.def.mongo.as_ref().is_some_and(|s| !s.sparse && s.partial.is_none())
+            i.def.mongo.as_ref().is_some_and(|s| !s.sparse && s.partial.is_none())
                 && hashed_at(i).is_none_or(|h| h >= order.len())
                 && collation::same(i.compiled.collation().as_deref(), query.as_deref())
                 && paths.len() >= order.len()

@@ -75,6 +75,24 @@ impl IndexDef {
             .collect()
     }
 
+    /// Whether `other` is this index with only options changed that leave its entries as
+    /// they are (a MongoDB index's `hidden`, `expireAfterSeconds`, `unique` and
+    /// `prepareUnique`: entries are the same whether or not keys are unique): the registry then
+    /// keeps the built index under the new definition instead of building it again.
+    pub fn same_entries(&self, other: &IndexDef) -> bool {
+        let unmodified = |d: &IndexDef| {
+            let mut d = d.clone();
+            if let Some(spec) = d.mongo.as_mut() {
+                spec.hidden = false;
+                spec.expire_after_seconds = None;
+                spec.unique = false;
+                spec.prepare_unique = false;
+            }
+            d
+        };
+        unmodified(self) == unmodified(other)
+    }
+
     /// A stable number naming this index's entries in storage: a change of definition
     /// gives a new number, so stale entries are never read.
     pub fn num(&self) -> u64 {

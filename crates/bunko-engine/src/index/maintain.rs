@@ -103,7 +103,7 @@ impl Database {
                 None => Vec::new(),
             };
             for old in current.iter().filter(|i| &i.def.ddoc == ddoc) {
-                if !defs.contains(&old.def) {
+                if !defs.iter().any(|d| d.same_entries(&old.def)) {
                     batch.delete(Key::IdxMeta(db, ddoc, &old.def.name).encode());
                     batch.put(Key::IdxDropped(db, old.num()).encode(), Vec::new());
                     dropped.push(old.num());
@@ -112,6 +112,15 @@ impl Database {
             for def in defs {
                 if let Some(kept) = current.iter().find(|i| i.def == def) {
                     next.push(kept.clone());
+                    continue;
+                }
+                // Only options changed that leave the entries as they are (`hidden`, a
+                // TTL): the same storage, state and number under the new definition.
+                if let Some(kept) = current.iter().find(|i| i.def.same_entries(&def)) {
+                    match Index::new(def, kept.meta()) {
+                        Ok(index) => next.push(Arc::new(index)),
+                        Err(reason) => tracing::warn!(ddoc, reason, "index definition ignored"),
+                    }
                     continue;
                 }
                 fresh += 1;

@@ -6,8 +6,16 @@
 //! {"_id": "_design/mongodb", "language": "mongodb", "indexes": {
 //!   "links.target_1_links.doc_type_1": {"key": {"links.target": 1, "links.doc_type": 1},
 //!     "unique": false, "sparse": false, "partialFilterExpression": {…}, "selector": {…},
-//!     "expireAfterSeconds": 3600}}}
+//!     "expireAfterSeconds": 3600, "hidden": true}}}
 //! ```
+//!
+//! A `hidden` index (MongoDB 4.4+) is kept like any other (written in every commit, `unique`
+//! checked, TTL expiry run) but the MongoDB planner does not see it
+//! ([`Database::plannable_mongo_indexes`]). Hiding it, changing its `expireAfterSeconds`,
+//! `prepareUnique` (new duplicates refused, stored ones kept) or converting it to `unique`
+//! ([`Database::modify_mongo_index`], after [`Database::mongo_duplicates`] found none)
+//! leaves its entries as they are: the registry swaps the definition and keeps the storage
+//! (`IndexDef::same_entries`).
 //!
 //! Entries: `0x0A | db | num | mongo_index::encode(v1) … | doc_id → [[], doc_id, fields]`, one
 //! per key of `bunko_query::mongo_index::keys` (every document, a missing field as `null`,
@@ -65,6 +73,22 @@ pub struct MongoSpec {
     /// (`bunko_query::collation::Collation::full_spec`); `None`: simple (binary). Its string
     /// keys are the collation's sort keys.
     pub collation: Option<Map<String, Value>>,
+    /// Hidden from the planner (`hidden: true`): maintained, never chosen nor hinted.
+    pub hidden: bool,
+    /// `prepareUnique` (MongoDB 6+): a write adding a key another document holds is refused
+    /// as for a `unique` index, while duplicates already stored stay (until `collMod`
+    /// converts the index to `unique`).
+    pub prepare_unique: bool,
+}
+
+/// Options of a stored MongoDB index that `collMod` changes in place
+/// ([`Database::modify_mongo_index`]); `None` leaves one as it is.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct MongoIndexChange {
+    pub hidden: Option<bool>,
+    pub expire_after_seconds: Option<i64>,
+    pub unique: Option<bool>,
+    pub prepare_unique: Option<bool>,
 }
 
 impl MongoSpec {
@@ -107,6 +131,8 @@ fn def_from(ddoc: &str, name: &str, spec: &Value) -> Option<IndexDef> {
             expire_after_seconds: spec.get("expireAfterSeconds").and_then(Value::as_i64),
             hashed,
             collation: spec.get("collation").and_then(Value::as_object).cloned(),
+            hidden: flag("hidden"),
+            prepare_unique: flag("prepareUnique"),
         }),
     })
 }
@@ -122,6 +148,12 @@ fn to_json(def: &IndexDef, spec: &MongoSpec) -> Value {
     }
     if let Some(collation) = &spec.collation {
         out["collation"] = Value::Object(collation.clone());
+    }
+    if spec.hidden {
+        out["hidden"] = json!(true);
+    }
+    if spec.prepare_unique {
+        out["prepareUnique"] = json!(true);
     }
     out
 }
@@ -295,7 +327,7 @@ impl Database {
             None => Ok(Vec::new()),
         };
         let after = keys_of(new_doc)?;
-        if !spec.unique {
+        if !spec.unique && !spec.prepare_unique {
             return Ok(());
         }
         let before = keys_of(old_doc).unwrap_or_default();
@@ -362,6 +394,81 @@ impl Database {
             self.indexes.all().iter().filter(|i| i.def.mongo.is_some()).cloned().collect();
         out.sort_by(|a, b| a.def.name.cmp(&b.def.name));
         out
+    }
+
+    /// The MongoDB indexes the planner may use: built, and not hidden.
+    pub fn plannable_mongo_indexes(&self) -> Vec<Arc<Index>> {
+        let visible =
+            |i: &Arc<Index>| i.is_ready() && i.def.mongo.as_ref().is_some_and(|s| !s.hidden);
+        self.mongo_indexes().into_iter().filter(visible).collect()
+    }
+
+    /// Changes the options of the MongoDB index `name` that leave its entries as they are
+    /// (`hidden`, `expireAfterSeconds`, `unique`, `prepareUnique`; as `ctx`, a database
+    /// admin, asked first). The index keeps its storage ([`IndexDef::same_entries`]).
+    /// `Error::NotFound` when no such index is stored. Making an index `unique` does not
+    /// look for duplicates: [`Database::mongo_duplicates`] does.
+    pub fn modify_mongo_index(
+        &self,
+        ctx: &UserCtx,
+        name: &str,
+        change: MongoIndexChange,
+    ) -> Result<()> {
+        self.admit_admin(ctx)?;
+        let (rev, mut body) = self.load_mongo_ddoc()?;
+        let found = defs_from(DDOC, &body).into_iter().find(|d| d.name == name);
+        let Some((def, mut spec)) = found.and_then(|d| d.mongo.clone().map(|s| (d, s))) else {
+            return Err(Error::NotFound(format!("index {name}")));
+        };
+        spec.hidden = change.hidden.unwrap_or(spec.hidden);
+        spec.expire_after_seconds = change.expire_after_seconds.or(spec.expire_after_seconds);
+        spec.unique = change.unique.unwrap_or(spec.unique);
+        spec.prepare_unique = change.prepare_unique.unwrap_or(spec.prepare_unique);
+        if let Some(Value::Object(map)) = body.get_mut("indexes") {
+            map.insert(name.to_string(), to_json(&def, &spec));
+        }
+        self.save_ddoc(ctx, DDOC, rev, body, false)
+    }
+
+    /// The documents (ids, in id order) that share a key of the MongoDB index `name`, one
+    /// group per key in key order (ascending whatever the index's directions), as the
+    /// stored documents give them: what converting it to `unique` finds in the way.
+    pub fn mongo_duplicates(&self, name: &str) -> Result<Vec<Vec<String>>> {
+        let Some(index) = self.mongo_indexes().into_iter().find(|i| i.def.name == name) else {
+            return Err(Error::NotFound(format!("index {name}")));
+        };
+        let Some(spec) = index.def.mongo.as_ref() else { return Ok(Vec::new()) };
+        let compiled = &index.compiled;
+        bunko_query::collation::with(compiled.collation(), || {
+            let mut groups: Vec<(Vec<Value>, Vec<String>)> = Vec::new();
+            let mut by_key: HashMap<Vec<u8>, Vec<usize>> = HashMap::new();
+            self.each_mongo_doc(|id, doc| {
+                for values in doc_keys(spec, compiled.paths(), compiled.partial(), &doc)? {
+                    let held = by_key.entry(mongo_index::encode_key(&values)).or_default();
+                    let exact = numeric(&values);
+                    let same =
+                        held.iter().copied().find(|g| !exact || same_key(&groups[*g].0, &values));
+                    match same {
+                        Some(g) if !groups[g].1.iter().any(|o| o == id) => {
+                            groups[g].1.push(id.to_string());
+                        }
+                        Some(_) => {}
+                        None => {
+                            held.push(groups.len());
+                            groups.push((values, vec![id.to_string()]));
+                        }
+                    }
+                }
+                Ok(())
+            })?;
+            // In key order, as MongoDB's scan of the index meets them.
+            groups.retain(|(_, ids)| ids.len() > 1);
+            groups.sort_by(|(a, _), (b, _)| {
+                let order = a.iter().zip(b).map(|(x, y)| bunko_query::bson_order::compare(x, y));
+                order.into_iter().find(|o| o.is_ne()).unwrap_or(std::cmp::Ordering::Equal)
+            });
+            Ok(groups.into_iter().map(|(_, ids)| ids).collect())
+        })
     }
 
     /// Adds MongoDB indexes to `_design/mongodb` in one write (as `ctx`, a database admin:

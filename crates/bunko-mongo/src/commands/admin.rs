@@ -181,9 +181,13 @@ pub(super) fn coll_mod(ctx: &mut Ctx, command: &Document) -> Result<Document, Mo
             "'expireAfterSeconds' option is only supported on collections clustered by _id",
         ));
     }
+    let reply = match command.get("index") {
+        Some(index) => super::coll_mod_index::apply(&db, &user(ctx), &ns, index)?,
+        None => Document::new(),
+    };
     options.extend(super::capped::resize(&db, command)?);
     coll_options::write(&db, &user(ctx), options)?;
-    Ok(Document::new())
+    Ok(reply)
 }
 
 /// The collection's database, created (as MongoDB creates collections on first insert)

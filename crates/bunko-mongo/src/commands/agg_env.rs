@@ -327,13 +327,13 @@ impl Env for AggEnv {
 
     fn index_on(&self, coll: &str, field: &str) -> Option<String> {
         let db = self.engine.get_db(&self.ns(None, coll).ok()?.engine_name())?;
-        let indexes = db.mongo_indexes();
+        let indexes = db.plannable_mongo_indexes();
         let usable = |i: &&Arc<bunko_engine::index::Index>| {
-            i.is_ready()
-                // A collated index serves no string bounds of a simple-collation lookup.
-                && i.def.mongo.as_ref().is_some_and(|s| {
-                    !s.sparse && s.partial.is_none() && s.collation.is_none()
-                })
+            // A collated index serves no string bounds of a simple-collation lookup.
+            i.def
+                .mongo
+                .as_ref()
+                .is_some_and(|s| !s.sparse && s.partial.is_none() && s.collation.is_none())
                 && i.def.fields.first().is_some_and(|f| f.name == field)
         };
         indexes.iter().find(usable).map(|i| i.def.name.clone())

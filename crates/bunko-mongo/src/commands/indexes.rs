@@ -118,6 +118,19 @@ pub(super) fn parse_spec(spec: &Bson) -> Result<IndexDef, MongoError> {
             ),
         ));
     }
+    let hidden = match spec.get("hidden") {
+        None => false,
+        Some(Bson::Boolean(b)) => *b,
+        Some(other) => {
+            return Err(MongoError::type_mismatch(format!(
+                "The field 'hidden' must be a boolean, but got {}",
+                super::type_of(Some(other))
+            )));
+        }
+    };
+    if hidden && key.len() == 1 && key.contains_key("_id") {
+        return Err(MongoError::bad_value("can't hide _id index"));
+    }
     if hashed.is_some() && bool_of(spec, "unique", false)? {
         return Err(MongoError::new(
             16764,
@@ -126,8 +139,17 @@ pub(super) fn parse_spec(spec: &Bson) -> Result<IndexDef, MongoError> {
         ));
     }
     for field in spec.keys() {
-        let known =
-            ["key", "name", "v", "unique", "sparse", "partialFilterExpression", "collation"];
+        let known = [
+            "key",
+            "name",
+            "v",
+            "unique",
+            "sparse",
+            "partialFilterExpression",
+            "collation",
+            "hidden",
+            "prepareUnique",
+        ];
         if !known.contains(&field.as_str())
             && field != "expireAfterSeconds"
             && field != "background"
@@ -192,6 +214,8 @@ pub(super) fn parse_spec(spec: &Bson) -> Result<IndexDef, MongoError> {
             expire_after_seconds: ttl,
             hashed,
             collation,
+            hidden,
+            prepare_unique: bool_of(spec, "prepareUnique", false)?,
         }),
     })
 }
@@ -239,7 +263,11 @@ fn existing(db: &Database, def: &IndexDef) -> Result<bool, MongoError> {
     for index in db.mongo_indexes() {
         let other = index.def.mongo.as_ref();
         let same_key = other.map(key_pattern) == spec.map(key_pattern);
-        if index.def.name == def.name && other == spec {
+        // Hiding and `prepareUnique` are no options of the index's identity: asking again
+        // with another finds the index there.
+        let visible =
+            |s: &MongoSpec| MongoSpec { hidden: false, prepare_unique: false, ..s.clone() };
+        if index.def.name == def.name && other.map(visible) == spec.map(visible) {
             return Ok(true);
         }
         if index.def.name == def.name {
@@ -297,6 +325,12 @@ pub(super) fn describe(def: &IndexDef) -> Document {
     }
     if let Some(collation) = &spec.collation {
         out.insert("collation", ejson::from_json(collation));
+    }
+    if spec.hidden {
+        out.insert("hidden", true);
+    }
+    if spec.prepare_unique {
+        out.insert("prepareUnique", true);
     }
     out
 }

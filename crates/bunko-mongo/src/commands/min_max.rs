@@ -52,7 +52,8 @@ pub(super) fn bounds(db: &Database, command: &Document) -> Result<Option<Bounds>
     let (pattern, index) = match super::indexes::hint(db, hint)? {
         None => (vec![("_id".to_string(), 1)], None),
         Some(name) => {
-            let Some(index) = db.mongo_indexes().into_iter().find(|i| i.def.name == name) else {
+            let indexes = db.plannable_mongo_indexes();
+            let Some(index) = indexes.into_iter().find(|i| i.def.name == name) else {
                 return Err(MongoError::bad_value(
                     "error processing query: planner returned error :: caused by :: hint provided does not correspond to an existing index",
                 ));

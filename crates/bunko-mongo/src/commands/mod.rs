@@ -23,6 +23,8 @@ pub(crate) mod capped;
 mod capped_convert;
 pub(crate) mod change_stream;
 mod clustered;
+mod coll_mod_index;
+mod coll_mod_unique;
 mod coll_options;
 mod coll_stats_stage;
 mod count;
@@ -192,7 +194,7 @@ const TABLE: &[Command] = &[
     Command { name: "listDatabases", aliases: &[], public: false, fields: Some(&["filter", "nameOnly", "authorizedDatabases"]), run: admin::list_databases },
     Command { name: "listCollections", aliases: &[], public: false, fields: Some(&["filter", "nameOnly", "authorizedCollections", "cursor"]), run: admin::list_collections },
     Command { name: "create", aliases: &[], public: false, fields: Some(&["writeConcern", "capped", "size", "max", "validator", "validationLevel", "validationAction", "changeStreamPreAndPostImages", "viewOn", "pipeline", "clusteredIndex", "timeseries", "expireAfterSeconds"]), run: admin::create },
-    Command { name: "collMod", aliases: &[], public: false, fields: Some(&["writeConcern", "validator", "validationLevel", "validationAction", "changeStreamPreAndPostImages", "cappedSize", "cappedMax", "timeseries", "expireAfterSeconds"]), run: admin::coll_mod },
+    Command { name: "collMod", aliases: &[], public: false, fields: Some(&["writeConcern", "validator", "validationLevel", "validationAction", "changeStreamPreAndPostImages", "cappedSize", "cappedMax", "timeseries", "expireAfterSeconds", "index"]), run: admin::coll_mod },
     Command { name: "drop", aliases: &[], public: false, fields: Some(&["writeConcern"]), run: admin::drop },
     Command { name: "dropDatabase", aliases: &[], public: false, fields: Some(&["writeConcern"]), run: admin::drop_database },
     Command { name: "insert", aliases: &[], public: false, fields: Some(&["bypassDocumentValidation", "documents", "ordered", "writeConcern", "txnNumber"]), run: crud::insert },

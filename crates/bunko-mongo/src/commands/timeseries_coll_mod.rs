@@ -47,6 +47,12 @@ pub(super) fn coll_mod(
                 return Err(invalid_options("Collection must be capped."));
             }
             "timeseries" | "expireAfterSeconds" => modifications.push(key),
+            // Its indexes are on the buckets' fields (`timeseries_index`): not built here.
+            "index" => {
+                return Err(MongoError::not_implemented(
+                    "collMod's 'index' option on a time-series collection is not supported yet",
+                ));
+            }
             _ => {}
         }
     }

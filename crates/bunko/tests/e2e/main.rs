@@ -51,6 +51,7 @@ mod mongo_crash;
 mod mongo_distinct_scan;
 mod mongo_escalation;
 mod mongo_exhaust;
+mod mongo_hidden_index;
 mod mongo_index;
 mod mongo_meta;
 mod mongo_options;
