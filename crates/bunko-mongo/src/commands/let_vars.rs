@@ -173,4 +173,20 @@ mod tests {
         assert_eq!(bind("update", &doc! {"update": "c"}).unwrap(), None);
         assert!(bind("find", &doc! {"find": "c", "let": {"Bad": 1}}).is_err());
     }
+
+    #[test]
+    fn constants_are_bound_as_values_and_their_names_checked_as_read() {
+        let stages = [Bson::Document(doc! {"$set": {"a": "$$k", "b": "$$o.x", "c": "$$other"}})];
+        let bound = bind_constants(&stages, &doc! {"k": "$f", "o": {"x": 1}, "Up": 2}).unwrap();
+        let want = doc! {"$set": {
+            "a": {"$literal": "$f"},
+            "b": {"$let": {"vars": {"o": {"$literal": {"x": 1}}}, "in": "$$o.x"}},
+            "c": "$$other",
+        }};
+        assert_eq!(bound, vec![Bson::Document(want)]);
+        for (name, code) in [("1x", 9), ("a-b", 9), ("", 9)] {
+            let err = bind_constants(&stages, &doc! {name: 1}).unwrap_err();
+            assert_eq!(err.code, code, "{name}");
+        }
+    }
 }
