@@ -150,6 +150,25 @@ pub fn multikey_paths(doc: &Value, fields: &[FieldPath]) -> Vec<Vec<usize>> {
         .collect()
 }
 
+/// For each indexed field, whether the document holds an array inside an array at the
+/// field's end (`a` over `{a: [1, [2]]}`, `a.b` over `{a: [{b: [[1]]}]}`): its keys are
+/// the inner array's elements, where MongoDB's are the inner array.
+pub fn nested_leaf_arrays(doc: &Value, fields: &[FieldPath]) -> Vec<bool> {
+    fields.iter().map(|field| leaf_nests(doc, field.segments())).collect()
+}
+
+fn leaf_nests(value: &Value, segments: &[String]) -> bool {
+    match (segments.split_first(), value) {
+        (None, Value::Array(items)) => items.iter().any(Value::is_array),
+        (None, _) => false,
+        (Some(_), Value::Array(items)) => items.iter().any(|i| leaf_nests(i, segments)),
+        (Some((first, rest)), Value::Object(m)) => {
+            m.get(first).is_some_and(|v| leaf_nests(v, rest))
+        }
+        (Some(_), _) => false,
+    }
+}
+
 /// Adds to `found` the components from `depth` on where `value` (the value at the first
 /// `depth` segments) reaches an array.
 fn array_components(value: &Value, segments: &[String], depth: usize, found: &mut Vec<usize>) {
@@ -403,6 +422,18 @@ mod tests {
         }
         assert_eq!(encode_key(&[json!(2)]), encode_key(&[json!(2.0)]));
         assert_eq!(encode_key(&[json!(0)]), encode_key(&[json!(-0.0)]));
+    }
+
+    #[test]
+    fn nested_leaf_arrays_are_arrays_inside_the_last_array() {
+        let fields = paths(&["a", "a.b", "c"]);
+        let nested = |doc| nested_leaf_arrays(&doc, &fields);
+        assert_eq!(nested(json!({"a": [1, [2]], "c": [1]})), vec![true, false, false]);
+        assert_eq!(nested(json!({"a": [{"b": [[1]]}, 2]})), vec![false, true, false]);
+        assert_eq!(
+            nested(json!({"a": {"b": [1, {"x": [2]}]}, "c": []})),
+            vec![false, false, false]
+        );
     }
 
     #[test]

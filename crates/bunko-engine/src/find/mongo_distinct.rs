@@ -15,12 +15,17 @@
 //! flatten nested arrays, so an entry within the bounds may belong to a document the
 //! filter does not match: `{a: [[3]]}`).
 //!
-//! An index multikey at the key is not used. MongoDB 8's planner does use one when the
-//! filter is empty (`jstests/core/query/distinct/distinct_multikey.js`: `DISTINCT_SCAN` +
-//! `PROJECTION_COVERED`; with a predicate on the key, `IXSCAN` + `FETCH`), since its keys
-//! are the elements of the arrays one level down, which are `distinct`'s values. Here the
-//! keys are the elements of arrays nested in arrays too, where `distinct` returns the nested
-//! array whole, so no walk of the keys can give it.
+//! An index multikey at the key is used when the filter is empty, as MongoDB 8's planner
+//! uses one (`jstests/core/query/distinct/distinct_multikey.js`: `DISTINCT_SCAN` +
+//! `PROJECTION_COVERED`; with a predicate on the key, `IXSCAN` + `FETCH`, so not here
+//! either): its keys are the elements of the arrays one level down, which are `distinct`'s
+//! values, and each key's value is the element of the document's array it encodes (read
+//! from the document: entries keep no arrays, so where MongoDB's plan is covered, Bunko's
+//! is `PROJECTION_DEFAULT` over a fetching `DISTINCT_SCAN`, one document per value). Bunko's
+//! keys are the elements of arrays nested in arrays too, where `distinct` returns the
+//! nested array whole, so the index is used only while its state says no document has
+//! held a nested array at the key (`IndexMeta::flat_at`; an index stored before that was
+//! kept says nothing, and is not used).
 //!
 //! Values: an index whose entries keep their documents' values
 //! (`crate::index::mongo::covered_fields`) gives each value from the entry itself
@@ -104,10 +109,15 @@ impl Database {
             return Ok(None);
         }
         let meta = scan.index.meta();
-        if meta.multikey.get(field).is_some_and(|p| !p.is_empty()) {
+        // Multikey at the key: only unfiltered, and only while no document holds a nested
+        // array there (see the module doc).
+        let multikey = meta.multikey.get(field).is_some_and(|p| !p.is_empty());
+        if multikey && !(matches!(selector.root(), Node::Empty) && meta.flat_at(field)) {
             return Ok(None);
         }
-        fetch |= own.is_some() || !meta.covering;
+        // An entry keeps no array (`bunko_query::covered`): a multikey key's value is the
+        // element of its document's array the key encodes.
+        fetch |= own.is_some() || !meta.covering || multikey;
         Ok(Some(DistinctScan { scan, field, fetch, check }))
     }
 

@@ -139,10 +139,14 @@ impl Compiled {
         for values in &keys {
             out.insert(super::mongo::entry(db, num, id, values, fields.as_ref()));
         }
-        let paths = match keys.is_empty() {
+        let mut paths = match keys.is_empty() {
             true => Vec::new(),
             false => bunko_query::mongo_index::multikey_paths(&form, &self.paths),
         };
+        let nested = bunko_query::mongo_index::nested_leaf_arrays(&form, &self.paths);
+        for (components, _) in paths.iter_mut().zip(nested).filter(|(_, n)| *n) {
+            components.push(super::NESTED);
+        }
         (out, paths)
     }
 }

@@ -131,6 +131,7 @@ impl Database {
                     ready: false,
                     multikey: Vec::new(),
                     covering: true,
+                    nested: Some(Vec::new()),
                 };
                 batch.put(Key::IdxMeta(db, ddoc, &def.name).encode(), records::encode(&meta));
                 match Index::new(def, meta) {

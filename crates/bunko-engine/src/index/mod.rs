@@ -63,6 +63,27 @@ pub struct IndexMeta {
     /// for indexes created since entries keep them; an older index (its entries lack them)
     /// is read as not covering until it is built again.
     pub covering: bool,
+    /// The fields (positions) at which some document indexed so far held an array inside
+    /// the array at the field's end (`{a: [[3]]}` for `a`), whose keys are the inner
+    /// array's elements, not the array `distinct` returns; `None` for an index stored
+    /// before this was kept (read as possibly nested everywhere).
+    pub nested: Option<Vec<usize>>,
+}
+
+/// The array component of a document's multikey paths that says it holds an array inside
+/// the array at the end of the field (`bunko_query::mongo_index::nested_leaf_arrays`).
+pub const NESTED: usize = usize::MAX;
+
+/// [`IndexMeta`] as stored before nested arrays were kept.
+#[derive(Deserialize)]
+#[cfg_attr(test, derive(Serialize))]
+struct IndexMetaV3 {
+    num: u64,
+    def_hash: u64,
+    cursor: Option<String>,
+    ready: bool,
+    multikey: Vec<Vec<usize>>,
+    covering: bool,
 }
 
 /// [`IndexMeta`] as stored before covering entries.
@@ -85,19 +106,39 @@ struct IndexMetaV1 {
 }
 
 impl IndexMeta {
-    /// A stored state, also one written before covering entries or multikey paths.
+    /// A stored state, also one written before nested arrays, covering entries or
+    /// multikey paths were kept.
     pub fn decode(bytes: &[u8]) -> crate::Result<Self> {
         crate::records::decode::<IndexMeta>(bytes)
             .or_else(|_| {
+                let IndexMetaV3 { num, def_hash, cursor, ready, multikey, covering } =
+                    crate::records::decode(bytes)?;
+                Ok(IndexMeta { num, def_hash, cursor, ready, multikey, covering, nested: None })
+            })
+            .or_else(|_: crate::Error| {
                 let IndexMetaV2 { num, def_hash, cursor, ready, multikey } =
                     crate::records::decode(bytes)?;
-                Ok(IndexMeta { num, def_hash, cursor, ready, multikey, covering: false })
+                Ok(IndexMeta {
+                    num,
+                    def_hash,
+                    cursor,
+                    ready,
+                    multikey,
+                    covering: false,
+                    nested: None,
+                })
             })
             .or_else(|_: crate::Error| {
                 let IndexMetaV1 { num, def_hash, cursor, ready } = crate::records::decode(bytes)?;
-                let multikey = Vec::new();
-                Ok(IndexMeta { num, def_hash, cursor, ready, multikey, covering: false })
+                let (multikey, covering) = (Vec::new(), false);
+                Ok(IndexMeta { num, def_hash, cursor, ready, multikey, covering, nested: None })
             })
+    }
+
+    /// Whether no document indexed so far held an array inside the array at the end of
+    /// field `field` (known only for an index stored since this is kept).
+    pub fn flat_at(&self, field: usize) -> bool {
+        self.nested.as_ref().is_some_and(|n| !n.contains(&field))
     }
 
     /// Whether a document made the index multikey.
@@ -105,21 +146,28 @@ impl IndexMeta {
         self.multikey.iter().any(|p| !p.is_empty())
     }
 
-    /// This state with the array components `paths` (per field) added, if any is new.
+    /// This state with the array components `paths` (per field) added, if any is new; a
+    /// component [`NESTED`] marks an array inside the field's last array.
     pub fn with_multikey(&self, paths: &[Vec<usize>]) -> Option<IndexMeta> {
         let mut merged = self.multikey.clone();
         merged.resize(merged.len().max(paths.len()), Vec::new());
+        let mut nested = self.nested.clone();
         let mut changed = false;
-        for (into, from) in merged.iter_mut().zip(paths) {
+        for (field, (into, from)) in merged.iter_mut().zip(paths).enumerate() {
             for component in from {
-                if !into.contains(component) {
+                if *component == NESTED {
+                    if let Some(n) = nested.as_mut().filter(|n| !n.contains(&field)) {
+                        n.push(field);
+                        changed = true;
+                    }
+                } else if !into.contains(component) {
                     into.push(*component);
                     changed = true;
                 }
             }
             into.sort_unstable();
         }
-        changed.then(|| IndexMeta { multikey: merged, ..self.clone() })
+        changed.then(|| IndexMeta { multikey: merged, nested, ..self.clone() })
     }
 }
 
@@ -215,5 +263,31 @@ mod tests {
         assert_eq!(meta.multikey, vec![vec![0]]);
         let new = IndexMeta { covering: true, ..meta };
         assert_eq!(IndexMeta::decode(&crate::records::encode(&new)).unwrap(), new);
+    }
+
+    /// An index stored before nested arrays were kept knows nothing of them; a newer one
+    /// records the fields a document nested an array at, and keeps them.
+    #[test]
+    fn nested_arrays_are_known_only_where_kept() {
+        let old = IndexMetaV3 {
+            num: 7,
+            def_hash: 9,
+            cursor: None,
+            ready: true,
+            multikey: vec![],
+            covering: true,
+        };
+        let meta = IndexMeta::decode(&crate::records::encode(&old)).unwrap();
+        assert_eq!((meta.covering, meta.nested.clone(), meta.flat_at(0)), (true, None, false));
+        let kept = IndexMeta { nested: Some(Vec::new()), multikey: vec![vec![], vec![]], ..meta };
+        assert!(kept.flat_at(1));
+        let marked = kept.with_multikey(&[vec![], vec![0, NESTED]]).unwrap();
+        assert_eq!(
+            (marked.multikey.clone(), marked.nested.clone()),
+            (vec![vec![], vec![0]], Some(vec![1]))
+        );
+        assert!(marked.flat_at(0) && !marked.flat_at(1));
+        assert_eq!(marked.with_multikey(&[vec![], vec![0, NESTED]]), None, "nothing new");
+        assert_eq!(IndexMeta::decode(&crate::records::encode(&marked)).unwrap(), marked);
     }
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use bson::Document;
 use bunko_engine::Transaction;
 use bunko_query::agg::{Docs, Env, EnvRef, Matcher, Pushdown, Source};
-use bunko_query::expr::ExprError;
+use bunko_query::expr::{ExprError, IndexKeys};
 use bunko_query::{Direction, FieldPath};
 use parking_lot::Mutex;
 
@@ -131,7 +131,13 @@ pub(super) fn aggregate(
     };
     let plan =
         |push: &Pushdown| super::aggregate::explained(ctx, &request.ns, push, hint.as_deref());
-    let docs = match request.run(command, &env, &input, &plan)? {
+    // A transaction's reads are not planned as `find`'s: their index keys are not known.
+    let keys = |_: &Pushdown| -> Result<Option<IndexKeys>, MongoError> {
+        Err(MongoError::not_implemented(
+            "$meta \"indexKey\" or \"recordId\" in a transaction is not supported yet",
+        ))
+    };
+    let docs = match request.run(command, &env, (&input, &keys), &plan)? {
         Ok(docs) => docs.collect::<Result<Vec<Document>, _>>().map_err(from_expr)?,
         Err(explain) => return Ok(explain),
     };

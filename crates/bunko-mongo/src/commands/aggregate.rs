@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use bson::{Bson, DateTime, Document, doc};
 use bunko_query::agg::{Docs, Env, EnvRef, Pipeline, Pushdown, Source, vec_source};
-use bunko_query::expr::{Expr, Vars};
+use bunko_query::expr::{Expr, IndexKeys, RecordMeta, Vars};
 use bunko_query::{Direction, FieldPath};
 
 use super::agg_env::{AggEnv, from_expr, selector, to_expr};
@@ -104,12 +104,13 @@ impl<'c> Request<'c> {
 
     /// Runs the pipeline: the explain document, or the stream of result documents.
     /// `input` opens the pushed-down part over the collection; `plan` is its explained
-    /// `winningPlan`.
+    /// `winningPlan`; `keys` gives its documents' index keys, asked for only when a stage
+    /// reads `{$meta: "indexKey"}` or `{$meta: "recordId"}` (`bunko_query::agg::meta_record`).
     pub fn run<'a>(
         &self,
         command: &Document,
         env: &EnvRef<'a>,
-        input: &dyn Fn(&Pushdown) -> Result<Source<'a>, MongoError>,
+        (input, keys): (&Input<'_, 'a>, &Keys),
         plan: &dyn Fn(&Pushdown) -> Result<Document, MongoError>,
     ) -> Result<Result<Docs<'a>, Document>, MongoError> {
         let pipeline = Pipeline::parse(self.stages, Some(env.as_ref())).map_err(from_expr)?;
@@ -133,9 +134,19 @@ impl<'c> Request<'c> {
             true => vec_source(Vec::new()),
             false => input(&push)?,
         };
+        let vars = match pipeline.reads_record_meta() && !self.collectionless {
+            true => vars.with_record_meta(RecordMeta::Unknown, keys(&push)?),
+            false => vars,
+        };
         Ok(Ok(pipeline.stream(push.stages, source, env, &vars).map_err(from_expr)?))
     }
 }
+
+/// Opens the pushed-down part of a pipeline over the collection.
+pub(super) type Input<'i, 'a> = dyn Fn(&Pushdown) -> Result<Source<'a>, MongoError> + 'i;
+
+/// The index keys of the documents a pushed-down query reads (`None`: none).
+pub(super) type Keys<'k> = dyn Fn(&Pushdown) -> Result<Option<IndexKeys>, MongoError> + 'k;
 
 /// `aggregate`, under the command's `collation` (its string comparisons: `$match`, the
 /// pushed-down query, and each later batch the cursor computes).
@@ -167,9 +178,10 @@ fn run(
         Some(stages) => Request { stages, collectionless: true, ..request },
         None => request,
     };
-    let hint = match readable_db(ctx, &request.ns, "aggregate")? {
-        Some(db) if !request.collectionless => super::indexes::hint(&db, command.get("hint"))?,
-        _ => None,
+    let db = readable_db(ctx, &request.ns, "aggregate")?.filter(|_| !request.collectionless);
+    let hint = match &db {
+        Some(db) => super::indexes::hint(db, command.get("hint"))?,
+        None => None,
     };
     let agg = Arc::new(AggEnv::new(ctx, request.allow_disk_use));
     let env: EnvRef<'static> = agg.clone();
@@ -183,8 +195,14 @@ fn run(
         let reads = push.reads.clone();
         Ok(Arc::new(move || agg.stream(&ns, &query, &order, reads.clone()).map_err(to_expr)))
     };
+    let keys = |push: &Pushdown| -> Result<Option<IndexKeys>, MongoError> {
+        let Some(db) = &db else { return Ok(None) };
+        let source =
+            super::crud::key_source(db, command, &selector(&push.filter)?, &order_of(push)?)?;
+        Ok(Some(Arc::new(move |doc: &Document| source.key(doc).ok().flatten())))
+    };
     let plan = |push: &Pushdown| explained(ctx, &request.ns, push, hint.as_deref());
-    let docs = match request.run(command, &env, &input, &plan)? {
+    let docs = match request.run(command, &env, (&input, &keys), &plan)? {
         Ok(docs) => docs,
         Err(explain) => return Ok(explain),
     };

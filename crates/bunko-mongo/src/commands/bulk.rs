@@ -30,10 +30,10 @@ const UPDATE: &[&str] = &[
     "hint",
     "collation",
     "sort",
+    "constants",
+    "upsertSupplied",
 ];
 const DELETE: &[&str] = &["delete", "filter", "multi", "hint", "collation"];
-/// Options of MongoDB's operations that Bunko does not implement yet.
-const NOT_YET: &[&str] = &["constants"];
 
 /// The counts of the reply.
 #[derive(Default)]
@@ -138,11 +138,6 @@ fn parse_op(op: &Bson, namespaces: usize) -> Result<Op<'_>, MongoError> {
         }
     };
     for key in doc.keys().map(String::as_str) {
-        if NOT_YET.contains(&key) {
-            return Err(MongoError::not_implemented(format!(
-                "option '{key}' of a bulkWrite {kind} is not supported yet"
-            )));
-        }
         if !fields.contains(&key) {
             return Err(MongoError::new(
                 40415,
@@ -196,10 +191,14 @@ fn run_ops(
         }
         "update" => {
             let mut statement = doc! {"q": get("filter"), "u": get("updateMods")};
-            for field in ["arrayFilters", "multi", "upsert", "hint", "collation", "sort"] {
+            let fields = ["arrayFilters", "multi", "upsert", "hint", "collation", "sort"];
+            for field in fields.into_iter().chain(["upsertSupplied"]) {
                 if let Some(v) = first.doc.get(field) {
                     statement.insert(field, v.clone());
                 }
+            }
+            if let Some(constants) = first.doc.get("constants") {
+                statement.insert("c", constants.clone());
             }
             doc! {"update": &ns.coll, "updates": [statement]}
         }

@@ -316,7 +316,9 @@ fn update(ctx: &mut Ctx, txn: &mut Txn, command: &Document) -> Result<Document, 
                 "option 'collation' of an update statement is not supported in a transaction",
             ));
         }
-        let (filter, update, multi, upsert) = statement_parts(statement)?;
+        let parts = statement_parts(statement)?;
+        let (filter, update, multi, upsert) =
+            (&parts.filter, &parts.update, parts.multi, parts.upsert);
         let db = match (upsert, txn_db(ctx, txn, &ns, "update")?) {
             (_, Some(db)) => db,
             (true, None) => create_with(ctx, txn, &ns)?,
@@ -326,9 +328,9 @@ fn update(ctx: &mut Ctx, txn: &mut Txn, command: &Document) -> Result<Document, 
         let limit = if multi { usize::MAX } else { 1 };
         let order = query::sort(&doc_of(statement, "sort")?)?;
         let hint = super::indexes::hint(&db, statement.get("hint"))?;
-        let found = matching_hinted(txn, &db, &filter, (&order, hint.as_deref()), 0, limit)?;
+        let found = matching_hinted(txn, &db, filter, (&order, hint.as_deref()), 0, limit)?;
         if found.is_empty() && upsert {
-            let (id, doc) = upserted(&filter, &update)?;
+            let (id, doc) = parts.upserted(true)?;
             insert_one(txn, &db, &ns, &Bson::Document(doc))?;
             upserts.push(doc! {"index": index as i32, "_id": id});
             continue;

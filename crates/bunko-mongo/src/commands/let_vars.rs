@@ -69,6 +69,39 @@ fn evaluate(spec: &Document) -> Result<Document, MongoError> {
     Ok(values)
 }
 
+/// A pipeline-style update's stages with its statement's constants (`c`) bound: each
+/// `"$$name"` becomes the value (constants are values, not expressions, as MongoDB takes
+/// them). Their names are checked as MongoDB checks a name a user reads (a letter of
+/// either case first): `FailedToParse`.
+pub(super) fn bind_constants(
+    stages: &[Bson],
+    constants: &Document,
+) -> Result<Vec<Bson>, MongoError> {
+    for name in constants.keys() {
+        check_read_name(name)?;
+    }
+    Ok(stages.iter().map(|s| in_expr(s, constants)).collect())
+}
+
+fn check_read_name(name: &str) -> Result<(), MongoError> {
+    let fits = |c: char, first: bool| {
+        c.is_ascii_alphabetic() || !c.is_ascii() || (!first && (c.is_ascii_digit() || c == '_'))
+    };
+    let mut chars = name.chars();
+    match chars.next() {
+        None => Err(MongoError::failed_to_parse("empty variable names are not allowed")),
+        Some(c) if !fits(c, true) => Err(MongoError::failed_to_parse(format!(
+            "'{name}' starts with an invalid character for a user variable name"
+        ))),
+        Some(_) => match chars.find(|&c| !fits(c, false)) {
+            Some(c) => Err(MongoError::failed_to_parse(format!(
+                "'{name}' contains an invalid character for a variable name: '{c}'"
+            ))),
+            None => Ok(()),
+        },
+    }
+}
+
 /// A filter: `$expr` (also under `$and`/`$or`/`$nor`) is an expression context.
 fn in_filter(filter: &Document, values: &Document) -> Document {
     let mut out = Document::new();
@@ -91,13 +124,22 @@ fn in_filter(filter: &Document, values: &Document) -> Document {
     out
 }
 
-/// An expression: `"$$name"` of a bound variable becomes its value; `$literal` stays.
+/// An expression: `"$$name"` of a bound variable becomes its value (`"$$name.a.b"` a `$let`
+/// binding it); `$literal` stays.
 fn in_expr(value: &Bson, values: &Document) -> Bson {
     match value {
-        Bson::String(s) => match s.strip_prefix("$$").and_then(|name| values.get(name)) {
-            Some(bound) => Bson::Document(bson::doc! {"$literal": bound.clone()}),
-            None => value.clone(),
-        },
+        Bson::String(s) => {
+            let name = s.strip_prefix("$$").map(|n| n.split('.').next().unwrap_or(n));
+            match name.and_then(|name| Some((name, values.get(name)?))) {
+                Some((name, bound)) if name.len() + 2 == s.len() => {
+                    Bson::Document(bson::doc! {"$literal": bound.clone()})
+                }
+                Some((name, bound)) => Bson::Document(bson::doc! {
+                    "$let": {"vars": {name: {"$literal": bound.clone()}}, "in": s.clone()}
+                }),
+                None => value.clone(),
+            }
+        }
         Bson::Array(items) => Bson::Array(items.iter().map(|i| in_expr(i, values)).collect()),
         Bson::Document(d) if d.contains_key("$literal") => value.clone(),
         Bson::Document(d) => {
@@ -130,5 +172,21 @@ mod tests {
         );
         assert_eq!(bind("update", &doc! {"update": "c"}).unwrap(), None);
         assert!(bind("find", &doc! {"find": "c", "let": {"Bad": 1}}).is_err());
+    }
+
+    #[test]
+    fn constants_are_bound_as_values_and_their_names_checked_as_read() {
+        let stages = [Bson::Document(doc! {"$set": {"a": "$$k", "b": "$$o.x", "c": "$$other"}})];
+        let bound = bind_constants(&stages, &doc! {"k": "$f", "o": {"x": 1}, "Up": 2}).unwrap();
+        let want = doc! {"$set": {
+            "a": {"$literal": "$f"},
+            "b": {"$let": {"vars": {"o": {"$literal": {"x": 1}}}, "in": "$$o.x"}},
+            "c": "$$other",
+        }};
+        assert_eq!(bound, vec![Bson::Document(want)]);
+        for (name, code) in [("1x", 9), ("a-b", 9), ("", 9)] {
+            let err = bind_constants(&stages, &doc! {name: 1}).unwrap_err();
+            assert_eq!(err.code, code, "{name}");
+        }
     }
 }

@@ -5,7 +5,7 @@
 //! (and the sort) an index can serve ([`super::timeseries_write::matching`]); it is read
 //! again with its revision and changed only if it still matches, else the next is looked
 //! for, so a concurrent write is never overwritten. An update must leave a date in the time
-//! field (`BadValue`, as MongoDB). `arrayFilters` is refused as on the other writes.
+//! field (`BadValue`, as MongoDB); `arrayFilters` apply as on any collection.
 
 use std::sync::Arc;
 
@@ -16,7 +16,7 @@ use bunko_engine::{Database, Error, WriteOptions};
 use super::Ctx;
 use super::admin::user;
 use super::timeseries_write::{self as write, Change, Modified};
-use super::update::{FindAndModify, nothing_modified};
+use super::update::{FindAndModify, nothing_modified, upserted};
 use crate::error::MongoError;
 use crate::query;
 
@@ -29,11 +29,6 @@ pub(super) fn find_and_modify(
     db: &Arc<Database>,
     command: &Document,
 ) -> Result<Document, MongoError> {
-    if command.contains_key("arrayFilters") {
-        return Err(MongoError::not_implemented(
-            "option 'arrayFilters' of a write to a time-series collection is not supported yet",
-        ));
-    }
     let spec = FindAndModify::parse(ctx, command)?;
     let order = write::stored_order(&super::doc_of(command, "sort")?)?;
     let selector = query::selector(&spec.filter)?;
@@ -59,7 +54,8 @@ pub(super) fn find_and_modify(
     }
     match (&spec.update, spec.upsert) {
         (Some(update), true) => {
-            let (id, inserted) = write::insert_upsert(ctx, db, (&spec.filter, update), &field)?;
+            let (id, inserted) =
+                write::insert_upsert(ctx, db, upserted(&spec.filter, update)?, &field)?;
             let value = match spec.return_new {
                 true => Bson::Document(spec.shown(inserted)?),
                 false => Bson::Null,

@@ -2,7 +2,10 @@
 //! checks each measurement's time field (a BSON date, MongoDB's `BadValue` otherwise), gives
 //! it an `_id` when it has none and stores it under a new internal key, so `_id`s may
 //! repeat; `delete` and `update` (as MongoDB 8 allows them: any filter, `multi` or not,
-//! upserts) test each stored measurement against the filter and write the ones that match,
+//! upserts,
+//! `sort`, `arrayFilters`, `c` and `upsertSupplied`, parsed as on any collection by
+//! [`super::update::statement_parts`]) test each stored measurement against the filter and
+//! write the ones that match (a single update the first in `sort`'s order),
 //! each read again with its revision and tested again just before its write, so a
 //! concurrent write is never overwritten (an update retries on a conflict, as MongoDB does);
 //! the part of their filter an index can serve is read from one (`hint` too). An update
@@ -267,36 +270,29 @@ fn delete(ctx: &mut Ctx, db: &Arc<Database>, command: &Document) -> Result<Docum
 }
 
 fn refused_option(at: &str, key: &str) -> MongoError {
-    match key {
-        "sort" | "c" | "upsertSupplied" | "arrayFilters" => MongoError::not_implemented(format!(
-            "option '{key}' of a write to a time-series collection is not supported yet"
-        )),
-        other => MongoError::unknown_field(&format!("{at}.{other}")),
-    }
+    MongoError::unknown_field(&format!("{at}.{key}"))
 }
 
 fn update(ctx: &mut Ctx, db: &Arc<Database>, command: &Document) -> Result<Document, MongoError> {
     let field = time_field(db);
     let (n, modified, errors, upserted) = statements(command, "updates", |statement| {
-        let known = ["q", "u", "multi", "upsert", "collation", "hint"];
-        if let Some(key) = statement.keys().find(|k| !known.contains(&k.as_str())) {
-            return Err(refused_option("update.updates", key));
-        }
-        let (filter, update, multi, upsert) = super::update::statement_parts(statement)?;
-        let selector = query::selector(&filter)?;
-        let limit = if multi { usize::MAX } else { 1 };
-        let found = matching(ctx, db, (&filter, statement.get("hint")), &[], limit)?;
+        let parts = super::update::statement_parts(statement)?;
+        let selector = query::selector(&parts.filter)?;
+        let limit = if parts.multi { usize::MAX } else { 1 };
+        // MongoDB 8's `sort` picks which measurement a single update changes.
+        let order = stored_order(&doc_of(statement, "sort")?)?;
+        let found = matching(ctx, db, (&parts.filter, statement.get("hint")), &order, limit)?;
         let (mut matched, mut changed) = (0, 0);
         for (id, _) in found {
-            let change = Change { selector: &selector, update: &update, time_field: &field };
+            let change = Change { selector: &selector, update: &parts.update, time_field: &field };
             match modify(ctx, db, &id, &change)? {
                 Modified::NoLongerMatches => {}
                 Modified::Unchanged(_) => matched += 1,
                 Modified::Changed(..) => (matched, changed) = (matched + 1, changed + 1),
             }
         }
-        if matched == 0 && upsert {
-            let (id, _) = insert_upsert(ctx, db, (&filter, &update), &field)?;
+        if matched == 0 && parts.upsert {
+            let (id, _) = insert_upsert(ctx, db, parts.upserted(false)?, &field)?;
             return Ok((0, 0, Some(id)));
         }
         Ok((matched, changed, None))
@@ -308,15 +304,14 @@ fn update(ctx: &mut Ctx, db: &Arc<Database>, command: &Document) -> Result<Docum
     Ok(with_errors(reply, errors))
 }
 
-/// Inserts the measurement an upsert makes (the filter's equalities, then the update, as
-/// on any collection), which must hold a date in the time field: its `_id` and itself.
+/// Inserts the measurement an upsert makes (its `_id` and itself, as any collection's
+/// upsert makes it: `super::update::upserted`), which must hold a date in the time field.
 pub(super) fn insert_upsert(
     ctx: &Ctx,
     db: &Arc<Database>,
-    (filter, update): (&Document, &Update),
+    (id, measurement): (Bson, Document),
     time_field: &str,
 ) -> Result<(Bson, Document), MongoError> {
-    let (id, measurement) = super::update::upserted(filter, update)?;
     check_time(&measurement, time_field)?;
     let parsed = stored(None, measurement.clone())?;
     ctx.session.unsynced.put(db, &user(ctx), parsed, ctx.write_options())?;

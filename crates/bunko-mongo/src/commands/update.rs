@@ -80,8 +80,9 @@ struct Outcome {
 }
 
 fn statement_run(ctx: &Ctx, ns: &Namespace, statement: &Document) -> Result<Outcome, MongoError> {
-    let (filter, update, multi, upsert) = statement_parts(statement)?;
-    let selector = query::selector(&filter)?;
+    let parts = statement_parts(statement)?;
+    let (filter, update, multi, upsert) = (&parts.filter, &parts.update, parts.multi, parts.upsert);
+    let selector = query::selector(filter)?;
     let db = match (upsert, readable_db(ctx, ns, "update")?) {
         (_, Some(db)) => db,
         (true, None) => open_or_create(ctx, ns)?,
@@ -102,12 +103,12 @@ fn statement_run(ctx: &Ctx, ns: &Namespace, statement: &Document) -> Result<Outc
         hint,
     )?;
     if matches.is_empty() && upsert {
-        let (id, _) = insert_upsert(ctx, &db, &filter, &update)?;
+        let (id, _) = insert_upsert(ctx, &db, parts.upserted(true)?)?;
         return Ok(Outcome { matched: 0, changed: 0, upserted: Some(id) });
     }
     let mut outcome = Outcome { matched: 0, changed: 0, upserted: None };
     for found in matches {
-        if let Some((_, _, changed)) = modify(ctx, &db, &found, &selector, &update)? {
+        if let Some((_, _, changed)) = modify(ctx, &db, &found, &selector, update)? {
             outcome.matched += 1;
             outcome.changed += usize::from(changed);
         }
@@ -115,41 +116,97 @@ fn statement_run(ctx: &Ctx, ns: &Namespace, statement: &Document) -> Result<Outc
     Ok(outcome)
 }
 
-/// An update statement's `q`, `u`, `multi` and `upsert`, its fields checked.
-pub(super) fn statement_parts(
-    statement: &Document,
-) -> Result<(Document, Update, bool, bool), MongoError> {
+/// One statement of an `update` command, its fields checked.
+pub(super) struct Statement {
+    pub filter: Document,
+    pub update: Update,
+    pub multi: bool,
+    pub upsert: bool,
+    /// `c.new` of an `upsertSupplied: true` statement: the document its upsert inserts.
+    pub supplied: Option<Document>,
+}
+
+impl Statement {
+    /// The document this statement's upsert inserts, and its `_id`: `supplied` (a
+    /// replacement of the filter's equalities, as MongoDB applies it) or [`upserted`]. A
+    /// time-series collection's supplied document is taken as it is (`seeded` false).
+    pub(super) fn upserted(&self, seeded: bool) -> Result<(Bson, Document), MongoError> {
+        let Some(new) = &self.supplied else { return upserted(&self.filter, &self.update) };
+        let seed = if seeded { self.filter.clone() } else { Document::new() };
+        upserted(&seed, &Update::Replace(new.clone()))
+    }
+}
+
+/// An update statement's `q`, `u`, `c`, `multi`, `upsert` and `upsertSupplied`, its fields
+/// checked in MongoDB's order.
+pub(super) fn statement_parts(statement: &Document) -> Result<Statement, MongoError> {
     for key in statement.keys() {
         match key.as_str() {
-            "q" | "u" | "upsert" | "multi" | "arrayFilters" | "hint" | "collation" | "sort" => {}
-            "c" | "upsertSupplied" => {
-                return Err(MongoError::not_implemented(format!(
-                    "option '{key}' of update is not supported yet"
-                )));
-            }
-            other => {
-                return Err(MongoError::new(
-                    40415,
-                    "Location40415",
-                    format!("BSON field 'update.updates.{other}' is an unknown field."),
-                ));
-            }
+            "q" | "u" | "c" | "upsert" | "upsertSupplied" | "multi" | "arrayFilters" | "hint"
+            | "collation" | "sort" => {}
+            other => return Err(MongoError::unknown_field(&format!("update.updates.{other}"))),
         }
     }
     let filter = doc_of(statement, "q")?;
+    let constants = match statement.get("c") {
+        None => None,
+        Some(Bson::Document(c)) => Some(c),
+        Some(other) => {
+            return Err(MongoError::type_mismatch(format!(
+                "BSON field 'update.updates.c' is the wrong type '{}', expected type 'object'",
+                bunko_query::expr::value::type_name(other)
+            )));
+        }
+    };
+    let upsert = bool_of(statement, "upsert", false)?;
+    let supplied = supplied(statement, upsert, constants)?;
     let array_filters = array_filters(statement)?;
-    let update = parse_update(statement.get("u"), &filter, array_filters.as_deref())?;
+    let u = match (statement.get("u"), constants) {
+        (Some(Bson::Array(stages)), Some(c)) => {
+            Some(Bson::Array(super::let_vars::bind_constants(stages, c)?))
+        }
+        (Some(_), Some(_)) => {
+            return Err(MongoError::new(
+                51198,
+                "Location51198",
+                "Constant values may only be specified for pipeline updates",
+            ));
+        }
+        (u, _) => u.cloned(),
+    };
+    let update = parse_update(u.as_ref(), &filter, array_filters.as_deref())?;
     let multi = bool_of(statement, "multi", false)?;
     if multi && matches!(update, Update::Replace(_)) {
         return Err(MongoError::failed_to_parse(
             "multi update is not supported for replacement-style update",
         ));
     }
-    let upsert = bool_of(statement, "upsert", false)?;
     if multi && statement.contains_key("sort") {
         return Err(MongoError::new(72, "InvalidOptions", "Cannot specify sort with multi=true"));
     }
-    Ok((filter, update, multi, upsert))
+    Ok(Statement { filter, update, multi, upsert, supplied })
+}
+
+/// `c.new` when `upsertSupplied` is true: MongoDB requires an upsert and a document.
+fn supplied(
+    statement: &Document,
+    upsert: bool,
+    constants: Option<&Document>,
+) -> Result<Option<Document>, MongoError> {
+    if !bool_of(statement, "upsertSupplied", false)? {
+        return Ok(None);
+    }
+    if !upsert {
+        return Err(MongoError::failed_to_parse(
+            "cannot specify 'upsertSupplied: true' for a non-upsert operation",
+        ));
+    }
+    match constants.and_then(|c| c.get("new")) {
+        Some(Bson::Document(new)) => Ok(Some(new.clone())),
+        _ => Err(MongoError::failed_to_parse(
+            "the parameter 'upsertSupplied' is set to 'true', but no document was supplied",
+        )),
+    }
 }
 
 /// `arrayFilters` of an update statement or a `findAndModify`.
@@ -244,15 +301,13 @@ fn modify(
     Err(MongoError::write_conflict_retries_exhausted())
 }
 
-/// Inserts the upserted document: the filter's equalities, then the update (with
-/// `$setOnInsert`), `_id` from the filter or a new ObjectId.
+/// Inserts an upsert's document ([`upserted`], [`Statement::upserted`]): its `_id` and
+/// itself.
 fn insert_upsert(
     ctx: &Ctx,
     db: &Arc<Database>,
-    filter: &Document,
-    update: &Update,
+    (id, with_id): (Bson, Document),
 ) -> Result<(Bson, Document), MongoError> {
-    let (id, with_id) = upserted(filter, update)?;
     let (parsed, _) = prepare_for(db, &Bson::Document(with_id.clone()), false)?;
     let results = ctx.session.unsynced.write(db, &user(ctx), vec![parsed], ctx.write_options())?;
     if let Some(Err(err)) = results.into_iter().next().map(|r| r.result) {
@@ -397,7 +452,7 @@ pub(super) fn find_and_modify(ctx: &mut Ctx, command: &Document) -> Result<Docum
     }
     match (update, spec.upsert) {
         (Some(update), true) => {
-            let (id, inserted) = insert_upsert(ctx, &db, &spec.filter, update)?;
+            let (id, inserted) = insert_upsert(ctx, &db, upserted(&spec.filter, update)?)?;
             let value = if return_new { Bson::Document(shown(inserted)?) } else { Bson::Null };
             Ok(
                 doc! {"lastErrorObject": {"n": 1, "updatedExisting": false, "upserted": id}, "value": value},

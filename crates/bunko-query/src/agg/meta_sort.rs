@@ -36,10 +36,7 @@ pub(super) fn sorts(stages: &[(String, Stage)], raw: &[Bson]) -> Result<Vec<Opti
     let mut out = Vec::with_capacity(stages.len());
     let mut state = State::Missing;
     for ((name, stage), raw) in stages.iter().zip(raw) {
-        let arg = match raw {
-            Bson::Document(d) => d.get(name).unwrap_or(&Bson::Null),
-            _ => &Bson::Null,
-        };
+        let arg = arg_of(name, raw);
         // A `$lookup` or `$unionWith` pipeline reads another collection (its own stages
         // are judged when it is parsed); a `$facet`'s reads this stage's documents.
         let reads = match (name.as_str(), arg) {
@@ -63,6 +60,14 @@ pub(super) fn sorts(stages: &[(String, Stage)], raw: &[Bson]) -> Result<Vec<Opti
         state = next(state, name, stage, arg);
     }
     Ok(out)
+}
+
+/// The argument of the stage `name` as it was given (`raw`).
+pub(super) fn arg_of<'r>(name: &str, raw: &'r Bson) -> &'r Bson {
+    match raw {
+        Bson::Document(d) => d.get(name).unwrap_or(&Bson::Null),
+        _ => &Bson::Null,
+    }
 }
 
 /// The state of the documents a stage outputs.

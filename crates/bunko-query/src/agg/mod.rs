@@ -17,12 +17,14 @@
 //! `project` holds `$project`/`$addFields`/`$unset`, `group` `$group`, `$bucket`,
 //! `$bucketAuto`, `$sortByCount`, `$count`; `stages` the other single-input stages;
 //! `lookup` and `join` the stages that read or write other collections; `spill` keeps `$sort` and
-//! `$group` within [`Env::memory_limit`], spilling to temporary storage past it.
+//! `$group` within [`Env::memory_limit`], spilling to temporary storage past it;
+//! `meta_sort` and `meta_record` decide what `{$meta: …}` reads at each stage.
 
 mod granularity;
 mod group;
 mod join;
 mod lookup;
+mod meta_record;
 mod meta_sort;
 mod project;
 pub mod spill;
@@ -134,6 +136,9 @@ pub struct Pipeline {
     pub stages: Arc<Vec<(String, Stage)>>,
     /// Per stage, the sort whose key its `{$meta: "sortKey"}` reads ([`meta_sort`]).
     sorts: Arc<Vec<Option<crate::expr::SortSpec>>>,
+    /// Per stage, what its `{$meta: "indexKey"}`/`{$meta: "recordId"}` read
+    /// ([`meta_record`]).
+    records: Arc<Vec<crate::expr::RecordMeta>>,
 }
 
 /// The part of a pipeline a `find` can answer.
@@ -234,7 +239,14 @@ impl Pipeline {
             out.push((name.clone(), stage));
         }
         let sorts = meta_sort::sorts(&out, stages)?;
-        Ok(Pipeline { stages: Arc::new(out), sorts: Arc::new(sorts) })
+        let records = meta_record::states(&out, stages)?;
+        Ok(Pipeline { stages: Arc::new(out), sorts: Arc::new(sorts), records: Arc::new(records) })
+    }
+
+    /// Whether a stage reads `{$meta: "indexKey"}` or `{$meta: "recordId"}`
+    /// ([`meta_record`]).
+    pub fn reads_record_meta(&self) -> bool {
+        self.records.iter().any(|r| *r != crate::expr::RecordMeta::Unknown)
     }
 
     /// Whether the pipeline starts with `$documents` (needs no collection).

@@ -61,8 +61,9 @@ impl Pipeline {
         let mut source = input;
         for i in from..self.stages.len() {
             let sort = self.sorts.get(i).cloned().flatten();
-            let (stages, env, vars, prev) =
-                (self.stages.clone(), env.clone(), vars.clone().sorted_by(sort), source);
+            let record = self.records.get(i).copied().unwrap_or_default();
+            let vars = vars.clone().sorted_by(sort).with_record_meta(record, None);
+            let (stages, env, prev) = (self.stages.clone(), env.clone(), source);
             source = Arc::new(move || match stages.get(i) {
                 Some((_, stage)) => open(stage, &prev, &env, &vars),
                 None => prev(),

@@ -882,3 +882,44 @@ fn sort_key_meta_follows_the_last_sort() {
         assert_eq!(code, Some(238));
     }
 }
+
+/// `{$meta: "recordId"}` and `{$meta: "indexKey"}`: computed from the collection's
+/// documents while only filtered, sorted, skipped or limited (the index key through the
+/// caller's `IndexKeys`), missing after `$group`, refused after a stage that changes them.
+#[test]
+fn record_meta_follows_the_collection_read() -> Result<()> {
+    let env = Mem::default();
+    let input = vec![doc! {"_id": 1, "a": 5}, doc! {"_id": 2, "a": 3}];
+    let (rid, ik) = (bson!({"$meta": "recordId"}), bson!({"$meta": "indexKey"}));
+    let stages = bson!([{"$sort": {"a": 1}}, {"$limit": 1}, {"$project": {"r": rid.clone(), "k": ik.clone()}}]);
+    let Bson::Array(stages) = stages else { return Err(ExprError::bad_value("stages")) };
+    let p = Pipeline::parse(&stages, Some(&env))?;
+    let envr: EnvRef = Arc::new(env.clone());
+    let keys: crate::expr::IndexKeys = Arc::new(|d: &Document| Some(doc! {"a": d.get("a")?}));
+    let vars = Vars::new(&doc! {}, DateTime::from_millis(0))
+        .with_record_meta(crate::expr::RecordMeta::Unknown, Some(keys));
+    let rid2 = bunko_doc::bson_hash::hash64(&Bson::Int32(2));
+    assert_eq!(
+        p.run(input.clone(), &envr, &vars)?,
+        vec![doc! {"_id": 2, "r": rid2, "k": {"a": 3}}]
+    );
+    // Without index keys (a collection scan) the key is left out.
+    let plain = run(
+        &env,
+        input.clone(),
+        bson!([{"$match": {"_id": 1}}, {"$addFields": {"k": ik.clone()}}]),
+    )?;
+    assert_eq!(plain, vec![doc! {"_id": 1, "a": 5}]);
+    let grouped =
+        run(&env, input.clone(), bson!([{"$group": {"_id": null}}, {"$set": {"r": rid.clone()}}]))?;
+    assert_eq!(grouped, vec![doc! {"_id": Bson::Null}]);
+    for changed in [
+        bson!([{"$set": {"b": 1}}, {"$project": {"r": rid.clone()}}]),
+        bson!([{"$unwind": "$a"}, {"$project": {"k": ik.clone()}}]),
+        bson!([{"$facet": {"x": [{"$project": {"r": rid.clone()}}]}}]),
+    ] {
+        let code = run(&env, input.clone(), changed).err().map(|e| e.code);
+        assert_eq!(code, Some(238));
+    }
+    Ok(())
+}

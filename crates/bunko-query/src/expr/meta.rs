@@ -1,6 +1,7 @@
 //! `{$meta: …}`: the metadata MongoDB attaches to the documents a query produces (text
-//! and search scores, the sort key, index keys, record ids). `sortKey` is an expression
-//! ([`super::Expr::SortKey`], computed from the document where it has one). No other is
+//! and search scores, the sort key, index keys, record ids). `sortKey`, `indexKey` and
+//! `recordId` are expressions ([`super::Expr::SortKey`], [`super::Expr::IndexKey`],
+//! [`super::Expr::RecordId`], computed from the document where it has one). No other is
 //! produced, so an expression reading one is refused as MongoDB refuses it: an argument
 //! that is no string is `Location17307`, one MongoDB does not know `Location17308`
 //! (MongoDB 8's wording), a text score (no query has one: `$text` is not supported)

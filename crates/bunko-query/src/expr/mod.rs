@@ -104,6 +104,28 @@ pub enum Expr {
     Op(&'static ops::Op, Args),
     /// `{$meta: "sortKey"}` ([`Vars::sorted_by`]).
     SortKey,
+    /// `{$meta: "indexKey"}` ([`Vars::with_record_meta`]).
+    IndexKey,
+    /// `{$meta: "recordId"}` ([`Vars::with_record_meta`]).
+    RecordId,
+}
+
+/// A document's key in the index its collection read found it at (`None`: no key, as
+/// after a collection scan); given by the database layer, which knows the plan.
+pub type IndexKeys = std::sync::Arc<dyn Fn(&Document) -> Option<Document> + Send + Sync>;
+
+/// Whether the documents a stage reads carry the record metadata of the collection read
+/// (`{$meta: "indexKey"}`, `{$meta: "recordId"}`; see `crate::agg::meta_record`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RecordMeta {
+    /// Not known here (outside a pipeline's stages): reading it is `NotImplemented`.
+    #[default]
+    Unknown,
+    /// The documents are the collection's, as read (only filtered, sorted, skipped or
+    /// limited since): the metadata is computed from them.
+    Source,
+    /// Documents made anew (after a `$group`, ...): none, the expression is missing.
+    Missing,
 }
 
 /// An operator's arguments: `{"$add": [a, b]}` (or one argument not in an array) is
@@ -125,6 +147,18 @@ pub struct Vars {
     /// The sort whose key `{$meta: "sortKey"}` reads from `$$ROOT` (paths, ascending), where
     /// the documents carry one (a pipeline's stages after a `$sort`, a sorted `find`).
     sort: Option<SortSpec>,
+    /// Whether `$$ROOT` carries the collection read's record metadata, and its index keys.
+    record: (RecordMeta, Option<Keys>),
+}
+
+/// [`IndexKeys`], printable.
+#[derive(Clone)]
+struct Keys(IndexKeys);
+
+impl std::fmt::Debug for Keys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("IndexKeys")
+    }
 }
 
 /// A sort specification: paths, ascending.
@@ -139,6 +173,7 @@ impl Vars {
             now,
             bound: Vec::new(),
             sort: None,
+            record: (RecordMeta::Unknown, None),
         }
     }
 
@@ -156,6 +191,7 @@ impl Vars {
             now: self.now,
             bound: self.bound.clone(),
             sort: self.sort.clone(),
+            record: self.record.clone(),
         }
     }
 
@@ -164,6 +200,39 @@ impl Vars {
     pub fn sorted_by(mut self, sort: Option<SortSpec>) -> Self {
         self.sort = sort;
         self
+    }
+
+    /// The same variables, with `{$meta: "indexKey"}` and `{$meta: "recordId"}` reading
+    /// `$$ROOT`'s record metadata as `meta` says; `keys` (when given) replaces the index
+    /// keys of the collection read.
+    pub fn with_record_meta(mut self, meta: RecordMeta, keys: Option<IndexKeys>) -> Self {
+        self.record.0 = meta;
+        if let Some(keys) = keys {
+            self.record.1 = Some(Keys(keys));
+        }
+        self
+    }
+
+    /// `{$meta: "indexKey"}` or `{$meta: "recordId"}` of `$$ROOT` (see [`RecordMeta`]): a
+    /// record id is the hash of the document's `_id` (Bunko keeps no record numbers; it is
+    /// what `find`'s `showRecordId` shows).
+    fn record_meta(&self, index_key: bool) -> Result<Bson> {
+        let name = if index_key { "indexKey" } else { "recordId" };
+        let Bson::Document(doc) = &self.root else { return Ok(MISSING) };
+        match (self.record.0, index_key, &self.record.1) {
+            (RecordMeta::Unknown, ..) => Err(ExprError::new(
+                238,
+                "NotImplemented",
+                format!("$meta \"{name}\" is not supported here yet"),
+            )),
+            (RecordMeta::Missing, ..) | (RecordMeta::Source, true, None) => Ok(MISSING),
+            (RecordMeta::Source, true, Some(Keys(keys))) => {
+                Ok(keys(doc).map_or(MISSING, Bson::Document))
+            }
+            (RecordMeta::Source, false, _) => {
+                Ok(Bson::Int64(bunko_doc::bson_hash::hash64(doc.get("_id").unwrap_or(&Bson::Null))))
+            }
+        }
     }
 
     /// `{$meta: "sortKey"}`: one value per sort field, as the sort reads it; missing where
@@ -264,6 +333,8 @@ impl Expr {
             )),
             Expr::Op(op, args) => (op.run)(op.name, args, vars),
             Expr::SortKey => Ok(vars.sort_key()),
+            Expr::IndexKey => vars.record_meta(true),
+            Expr::RecordId => vars.record_meta(false),
         }
     }
 
@@ -344,10 +415,12 @@ fn parse_doc(doc: &Document) -> Result<Expr> {
         return Ok(Expr::Literal(arg.clone()));
     }
     if first == "$meta" {
-        if matches!(arg, Bson::String(name) if name == "sortKey") {
-            return Ok(Expr::SortKey);
-        }
-        return Err(meta::unavailable(arg));
+        return match arg {
+            Bson::String(name) if name == "sortKey" => Ok(Expr::SortKey),
+            Bson::String(name) if name == "indexKey" => Ok(Expr::IndexKey),
+            Bson::String(name) if name == "recordId" => Ok(Expr::RecordId),
+            _ => Err(meta::unavailable(arg)),
+        };
     }
     let op = ops::find(first).ok_or_else(|| {
         ExprError::new(168, "InvalidPipelineOperator", format!("Unrecognized expression '{first}'"))

@@ -33,8 +33,8 @@ impl Expr {
             }
             Expr::Op(_, Args::List(args)) => args.iter().all(|e| e.visit(seen)),
             Expr::Op(_, Args::Named(args)) => args.iter().all(|(_, e)| e.visit(seen)),
-            // The sort's fields, which the expression does not name.
-            Expr::SortKey => false,
+            // The sort's fields (the index's, `_id`), which the expression does not name.
+            Expr::SortKey | Expr::IndexKey | Expr::RecordId => false,
         }
     }
 }

@@ -2,11 +2,13 @@
 //! from about one entry per value, from the entries themselves (`PROJECTION_COVERED`, no
 //! document read) or, for a collated index, from one document per value (`FETCH`); the
 //! values are those a collection scan gives (BSON types included): a missing field is none
-//! (though indexed as `null`), numbers equal across types count once, a multikey field is
-//! answered by the documents (array elements are values, a nested array one value), a
-//! collated index serves only its own collation. Over multikey indexes the plans are those
-//! of MongoDB's `distinct_multikey.js`, and a document whose nested array flattens into a
-//! key within the bounds is not taken for a match.
+//! (though indexed as `null`), numbers equal across types count once, a multikey field that
+//! held a nested array is answered by the documents (array elements are values, a nested
+//! array one value), a collated index serves only its own collation. Over multikey indexes
+//! the plans are those of MongoDB's `distinct_multikey.js` (an unfiltered distinct of a
+//! multikey field is a covered `DISTINCT_SCAN` until a document holds a nested array
+//! there), and a document whose nested array flattens into a key within the bounds is not
+//! taken for a match.
 
 use serde_json::json;
 
@@ -131,10 +133,19 @@ def reset(index, docs):
 
 out = {}
 reset("a", [{"a": [1, 2, 3]}, {"a": [2, 3, 4]}, {"a": [5, 6, 7]}])
-# MongoDB: PROJECTION_COVERED over DISTINCT_SCAN; Bunko's keys flatten nested arrays,
-# which distinct returns whole, so it reads the documents.
 out["unfiltered"] = case("a", {})
 out["filtered"] = case("a", {"a": 3})
+# Empty arrays, nulls in arrays, missing fields and arrays of objects on the way.
+coll.insert_many([{"a": []}, {"a": [None, 1]}, {"b": 1}, {"a": [{"b": 1}, {"b": [2, 3]}]}])
+out["unfiltered_mixed"] = case("a", {})
+reset("a.b", [{"a": [{"b": 1}, {"b": [2, 3]}]}, {"a": {"b": [3, 4]}}])
+out["unfiltered_dotted"] = case("a.b", {})
+# Once a document held a nested array there, the keys cannot give the values (Bunko's keys
+# flatten it, distinct returns it whole): the documents are read, as ever after.
+reset("a", [{"a": [1, 2]}, {"a": [[2], 3]}])
+out["nested"] = case("a", {})
+coll.delete_many({"a": [[2], 3]})
+out["nested_gone"] = case("a", {})
 reset("a.b", [{"a": {"b": [1, 2, 3]}}, {"a": {"b": [2, 3, 4]}}])
 out["dotted"] = case("a.b", {"a.b": 3})
 reset("a", [{"a": 1}, {"a": 2}, {"a": 3}])
@@ -158,7 +169,14 @@ print(json.dumps(out, default=str))
     let covered = json!(["PROJECTION_COVERED", "DISTINCT_SCAN"]);
     let fetching = json!(["PROJECTION_DEFAULT", "DISTINCT_SCAN"]);
     let ixscan = json!(["FETCH", "IXSCAN"]);
-    assert_eq!(out["unfiltered"], json!([[1, 2, 3, 4, 5, 6, 7], ["COLLSCAN"], 3]));
+    // MongoDB 8: a DISTINCT_SCAN of the multikey index, one value per key (covered there;
+    // here each value is read from one document, as entries keep no arrays).
+    assert_eq!(out["unfiltered"], json!([[1, 2, 3, 4, 5, 6, 7], fetching, 7]));
+    let mixed = json!([[1, 2, 3, 4, 5, 6, 7, null, {"b": 1}, {"b": [2, 3]}], fetching, 10]);
+    assert_eq!(out["unfiltered_mixed"], mixed);
+    assert_eq!(out["unfiltered_dotted"], json!([[1, 2, 3, 4], fetching, 4]));
+    assert_eq!(out["nested"], json!([[1, 2, 3, [2]], ["COLLSCAN"], 2]));
+    assert_eq!(out["nested_gone"], json!([[1, 2], ["COLLSCAN"], 1]));
     assert_eq!(out["filtered"], json!([[1, 2, 3, 4], ixscan, 2]));
     assert_eq!(out["dotted"], json!([[1, 2, 3, 4], ixscan, 2]));
     assert_eq!(out["plain"], json!([[2, 3], covered, 2]));

@@ -267,7 +267,7 @@ def agg_code(meta):
         return None
     except OperationFailure as e:
         return [e.code, e.details.get("errmsg")]
-out["agg"] = [agg_code("zzz"), agg_code(1)[0], agg_code("indexKey")[0], agg_code("textScore")[0]]
+out["agg"] = [agg_code("zzz"), agg_code(1)[0], agg_code("searchScore")[0], agg_code("textScore")[0]]
 db.sk.create_index("a")
 out["indexed"] = keys(db.sk.find({"a": {"$gte": 0}}, meta).sort("a", -1))
 print(json.dumps(out))

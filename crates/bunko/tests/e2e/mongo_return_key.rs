@@ -10,14 +10,18 @@ use serde_json::json;
 use crate::harness::Server;
 use crate::mongo::python;
 
-#[test]
-fn return_key_gives_the_key_of_the_index_the_plan_scans() {
-    let s = Server::start();
-    let script = r#"
+/// Five documents in `shop.t`, with a compound index `x_name` and a multikey one on `tags`.
+const SETUP: &str = r#"
 db = client().shop
 db.t.insert_many([{"_id": i, "x": i * 11, "tags": [i, i + 10], "name": "n%d" % i} for i in range(1, 6)])
 db.t.create_index([("x", -1), ("name", 1)], name="x_name")
 db.t.create_index("tags")
+"#;
+
+#[test]
+fn return_key_gives_the_key_of_the_index_the_plan_scans() {
+    let s = Server::start();
+    let script = r#"
 def batch(**kw):
     return db.command("find", "t", **kw)["cursor"]["firstBatch"]
 out = {}
@@ -33,7 +37,7 @@ cur = db.t.find({"x": {"$gt": 0}}, return_key=True, batch_size=2)
 out["cursor"] = sorted([d for d in cur], key=lambda d: -d["x"])
 print(json.dumps(out))
 "#;
-    let Some(out) = python(&s, script) else { return };
+    let Some(out) = python(&s, &format!("{SETUP}{script}")) else { return };
     assert_eq!(out["by_id"], json!([{"_id": 1}, {"_id": 2}, {"_id": 3}, {"_id": 4}, {"_id": 5}]));
     assert_eq!(
         out["by_x"],
@@ -98,4 +102,63 @@ print(json.dumps(out))
         "Tailable cursors are not supported in aggregation."
     ]);
     assert_eq!(out["view_tailable"], tailable);
+}
+
+/// `{$meta: "indexKey"}` and `{$meta: "recordId"}` in an aggregation (MongoDB's
+/// `projection_meta_index_key.js`: the key where the pipeline's pushed-down query scans an
+/// index, left out after a collection scan): the values `find` gives for the same filter,
+/// missing after a `$group`, refused (238) after a stage that changes the documents.
+#[test]
+fn aggregation_reads_the_index_key_and_record_id_find_gives() {
+    let s = Server::start();
+    let script = r#"
+meta = {"ik": {"$meta": "indexKey"}, "rid": {"$meta": "recordId"}}
+def find(**kw):
+    docs = db.command("find", "t", projection={"_id": 1, **meta}, **kw)["cursor"]["firstBatch"]
+    return sorted(docs, key=lambda d: d["_id"])
+def agg(stages, **kw):
+    docs = list(db.t.aggregate(stages + [{"$project": {"_id": 1, **meta}}], **kw))
+    return sorted(docs, key=lambda d: d["_id"])
+def same(f, stages, found={}, **kw):
+    a = agg(stages, **kw)
+    return [a == find(filter=f, **found, **kw), [d.get("ik") for d in a]]
+out = {}
+out["ixscan"] = same({"x": {"$gte": 33}}, [{"$match": {"x": {"$gte": 33}}}])
+out["sorted"] = same({"x": {"$gte": 33}}, [{"$match": {"x": {"$gte": 33}}}, {"$sort": {"name": 1}}, {"$limit": 2}], found={"sort": {"name": 1}, "limit": 2})
+out["collscan"] = same({"name": "n2"}, [{"$match": {"name": "n2"}}])
+out["multikey"] = same({"tags": {"$gte": 12, "$lte": 13}}, [{"$match": {"tags": {"$gte": 12, "$lte": 13}}}])
+out["hinted"] = same({"name": "n3"}, [{"$match": {"name": "n3"}}], hint="x_name")
+out["by_id"] = same({"_id": {"$in": [2, 3]}}, [{"$match": {"_id": {"$in": [2, 3]}}}])
+rid2 = find(filter={"_id": 2})[0]["rid"]
+out["add_fields"] = list(db.t.aggregate([{"$match": {"x": 22}}, {"$addFields": meta}]))
+out["rid_type"] = type(out["add_fields"][0]["rid"]).__name__
+out["add_fields"][0]["rid"] = out["add_fields"][0]["rid"] == rid2
+out["expr"] = [d["_id"] for d in db.t.aggregate([{"$match": {"$expr": {"$eq": [{"$meta": "recordId"}, rid2]}}}])]
+out["group"] = list(db.t.aggregate([{"$match": {"_id": 2}}, {"$group": {"_id": "$name", "r": {"$first": {"$meta": "recordId"}}}}]))
+out["group"][0]["r"] = out["group"][0]["r"] == rid2
+out["after_group"] = list(db.t.aggregate([{"$group": {"_id": None, "n": {"$sum": 1}}}, {"$addFields": meta}]))
+out["refused"] = [
+    code_of(lambda: list(db.t.aggregate([{"$set": {"y": 1}}, {"$project": meta}]))),
+    code_of(lambda: list(db.t.aggregate([{"$lookup": {"from": "t", "pipeline": [{"$project": meta}], "as": "j"}}]))),
+]
+print(json.dumps(out))
+"#;
+    let Some(out) = python(&s, &format!("{SETUP}{script}")) else { return };
+    let k = |x: i64, n: &str| json!({"x": x, "name": n});
+    assert_eq!(out["ixscan"], json!([true, [k(33, "n3"), k(44, "n4"), k(55, "n5")]]));
+    assert_eq!(out["sorted"], json!([true, [k(33, "n3"), k(44, "n4")]]));
+    assert_eq!(out["collscan"], json!([true, [null]]));
+    // As `find`'s: each document at the key the multikey scan met it at.
+    let tags = json!([{"tags": 12}, {"tags": 13}, {"tags": 14}, {"tags": 15}]);
+    assert_eq!(out["multikey"], json!([true, tags]));
+    assert_eq!(out["hinted"], json!([true, [k(33, "n3")]]));
+    assert_eq!(out["by_id"], json!([true, [{"_id": 2}, {"_id": 3}]]));
+    let whole =
+        json!({"_id": 2, "x": 22, "tags": [2, 12], "name": "n2", "ik": k(22, "n2"), "rid": true});
+    assert_eq!(out["add_fields"], json!([whole]));
+    assert_eq!(out["rid_type"], json!("Int64"));
+    assert_eq!(out["expr"], json!([2]));
+    assert_eq!(out["group"], json!([{"_id": "n2", "r": true}]));
+    assert_eq!(out["after_group"], json!([{"_id": null, "n": 5}]), "no metadata after $group");
+    assert_eq!(out["refused"], json!([238, 238]));
 }

@@ -2,19 +2,21 @@
 //! deletes, through pymongo (issue 13): `findAndModify` (update, replace and remove forms,
 //! `sort`, `new`, `fields`, `upsert`), upserts of `update`, updates that change `_id` or
 //! break the time field, and `collMod` (granularity and bucketing transitions,
-//! `expireAfterSeconds` set, changed and `"off"`) with MongoDB's refusals. Each write is
-//! run on a plain collection holding the same documents too, and the answers compared.
+//! `expireAfterSeconds` set, changed and `"off"`) with MongoDB's refusals; the update
+//! statements' `arrayFilters`, `sort`, `c` and `upsertSupplied` (also through `bulkWrite`)
+//! and `findAndModify`'s `arrayFilters`. Each write is run on a plain collection holding the
+//! same documents too, and the answers compared.
 
 use serde_json::json;
 
 use crate::harness::Server;
 use crate::mongo::python;
 
-#[test]
-fn find_and_modify_and_upserts_on_a_time_series_collection_answer_as_on_a_plain_one() {
-    let server = Server::start();
-    let script = r#"
-from pymongo import ReturnDocument, UpdateOne
+/// A time-series collection `m` and a plain one `p` (database `ts`), `setup(docs)` inserting
+/// the same documents into both, and `both(op)`: `op`'s answer on `m` and whether `p`'s is
+/// the same.
+const SETUP: &str = r#"
+from pymongo import ReturnDocument
 c = client()
 db = c.ts
 db.create_collection("m", timeseries={"timeField": "ts", "metaField": "sensor"})
@@ -22,14 +24,21 @@ m, p = db.m, db.p
 t0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
 def at(minutes):
     return t0 + datetime.timedelta(minutes=minutes)
-docs = [{"_id": i, "ts": at(i), "sensor": {"id": "ab"[i % 2]}, "temp": 10 + i} for i in range(10)]
-m.insert_many(docs)
-p.insert_many(docs)
-AFTER, BEFORE = ReturnDocument.AFTER, ReturnDocument.BEFORE
+def setup(docs):
+    m.insert_many(docs)
+    p.insert_many(docs)
 def both(op):
-    """The answer of `op` on the time-series and the plain collection, and whether equal."""
     a, b = op(m), op(p)
     return [a == b, a]
+"#;
+
+#[test]
+fn find_and_modify_and_upserts_on_a_time_series_collection_answer_as_on_a_plain_one() {
+    let server = Server::start();
+    let script = r#"
+from pymongo import UpdateOne
+setup([{"_id": i, "ts": at(i), "sensor": {"id": "ab"[i % 2]}, "temp": 10 + i} for i in range(10)])
+AFTER, BEFORE = ReturnDocument.AFTER, ReturnDocument.BEFORE
 out = {}
 out["newest_a_after"] = both(lambda c: c.find_one_and_update({"sensor.id": "a"}, {"$inc": {"temp": 100}}, sort=[("ts", -1)], projection={"_id": 0, "temp": 1}, return_document=AFTER))
 out["oldest_b_before"] = both(lambda c: c.find_one_and_update({"sensor.id": "b"}, {"$set": {"seen": True}}, sort=[("ts", 1)], projection={"temp": 1}, return_document=BEFORE))
@@ -62,13 +71,13 @@ out["bad_time"] = [
 ]
 out["unchanged"] = [m.find_one({"_id": 8}, {"_id": 0, "temp": 1}), m.count_documents({"_id": {"$in": [90, 91]}})]
 out["refused"] = [
-    code_of(lambda: m.find_one_and_update({"_id": 8}, {"$set": {"a.$[x]": 1}}, array_filters=[{"x": 1}])),
+    both(lambda c: code_of(lambda: c.find_one_and_update({"_id": 8}, {"$set": {"a.$[x]": 1}}, array_filters=[{"x": 1}]))),
     code_of(lambda: m.find_one_and_update({"_id": 8}, {"$set": {"x": 1}}, sort={"score": {"$meta": "textScore"}})),
 ]
 out["count"] = m.count_documents({})
 print(json.dumps(out, default=str))
 "#;
-    let Some(out) = python(&server, script) else { return };
+    let Some(out) = python(&server, &format!("{SETUP}{script}")) else { return };
     // The same answers as the plain collection's.
     assert_eq!(out["newest_a_after"], json!([true, {"temp": 118}]));
     assert_eq!(out["oldest_b_before"], json!([true, {"_id": 1, "temp": 11}]));
@@ -91,9 +100,131 @@ print(json.dumps(out, default=str))
     assert_eq!(out["kept_id"], json!([{"_id": 6, "temp": 66}]));
     assert_eq!(out["bad_time"], json!([2, 2, 2, 2, 2, 2]));
     assert_eq!(out["unchanged"], json!([{"temp": 118}, 0]));
-    assert_eq!(out["refused"], json!([238, 238]));
+    // `a` is missing: MongoDB's BadValue on either collection.
+    assert_eq!(out["refused"], json!([[true, 2], 238]));
     // 10 measurements, one removed, 5 upserted.
     assert_eq!(out["count"], json!(14));
+}
+
+#[test]
+fn array_filters_sort_constants_and_supplied_upserts_on_a_time_series_collection_answer_as_on_a_plain_one()
+ {
+    let server = Server::start();
+    let script = r#"
+setup([{"_id": i, "ts": at(i), "sensor": {"id": "ab"[i % 2]}, "temp": 10 + i, "r": [i, i + 5, i + 10]} for i in range(8)])
+def update(coll, **statement):
+    """A raw update command of one statement: its counts, upserts and errors."""
+    reply = db.command("update", coll.name, updates=[statement])
+    for e in reply.get("writeErrors", []):
+        e.pop("index")
+    return {k: v for k, v in reply.items() if k in ("n", "nModified", "upserted", "writeErrors")}
+def all_of(coll):
+    """The measurements but the one upserted with a new ObjectId."""
+    return list(coll.find({"temp": {"$ne": 41}}, {"ts": 0}).sort("_id", 1))
+out = {}
+out["array_filters"] = both(lambda c: c.update_many({"sensor.id": "a"}, {"$set": {"r.$[big]": 0}}, array_filters=[{"big": {"$gte": 10}}]).modified_count)
+out["sorted_one"] = both(lambda c: [c.update_one({"sensor.id": "b"}, {"$inc": {"temp": 100}}, sort={"ts": -1}).modified_count, c.find_one({"temp": {"$gt": 100}}, {"_id": 1})])
+out["sorted_replace"] = both(lambda c: [c.replace_one({"temp": {"$lt": 14}}, {"ts": at(9), "temp": 9}, sort={"temp": -1}).modified_count, c.find_one({"temp": 9}, {"_id": 1})])
+out["sort_multi"] = both(lambda c: update(c, q={}, u={"$set": {"x": 1}}, multi=True, sort={"ts": 1}))
+out["constants"] = both(lambda c: [update(c, q={"_id": 4}, u=[{"$set": {"temp": "$$t", "tag": "$$o.name", "up": "$$Up", "lit": {"$literal": "$$t"}}}], c={"t": "$sensor", "o": {"name": "x"}, "Up": 1}), c.find_one({"_id": 4}, {"_id": 0, "temp": 1, "tag": 1, "up": 1, "lit": 1})])
+out["constants_refused"] = both(lambda c: [update(c, q={"_id": 4}, u={"$set": {"y": 1}}, c={"t": 1}), update(c, q={}, u=[{"$set": {"y": "$$x"}}], c={"1x": 1, "x": 2}), update(c, q={}, u=[{"$set": {"y": 1}}], c=5)])
+out["supplied"] = both(lambda c: [update(c, q={"_id": 40}, u=[{"$set": {"x": 1}}], c={"new": {"_id": 40, "ts": at(40), "temp": 4}}, upsert=True, upsertSupplied=True), c.find_one({"_id": 40}, {"ts": 0})])
+out["supplied_no_id"] = both(lambda c: [update(c, q={"temp": 999}, u=[{"$set": {"x": 1}}], c={"new": {"temp": 41, "ts": at(41)}}, upsert=True, upsertSupplied=True)["n"], c.find_one({"temp": 41}, {"_id": 0, "ts": 0})])
+out["supplied_matched"] = both(lambda c: [update(c, q={"_id": 0}, u=[{"$set": {"temp": "$$new.temp"}}], c={"new": {"temp": 77, "ts": at(0)}}, upsert=True, upsertSupplied=True), c.find_one({"_id": 0}, {"_id": 0, "temp": 1})])
+out["supplied_refused"] = both(lambda c: [update(c, q={"_id": 42}, u=[{"$set": {"x": 1}}], c={"new": {"ts": at(42)}}, upsertSupplied=True), update(c, q={"_id": 42}, u=[{"$set": {"x": 1}}], c={"old": {}}, upsert=True, upsertSupplied=True)])
+out["fam_array_filters"] = both(lambda c: c.find_one_and_update({"_id": 2}, {"$inc": {"r.$[e]": 1}}, array_filters=[{"e": {"$lt": 10}}], projection={"_id": 0, "r": 1}, return_document=ReturnDocument.AFTER))
+def bulk(coll):
+    ops = [
+        {"update": 0, "filter": {"_id": 5}, "updateMods": [{"$set": {"temp": "$$v"}}], "constants": {"v": 55}},
+        {"update": 0, "filter": {"_id": 43}, "updateMods": [{"$set": {"x": 1}}], "upsert": True, "upsertSupplied": True, "constants": {"new": {"_id": 43, "ts": at(43)}}},
+    ]
+    reply = c.admin.command("bulkWrite", 1, ops=ops, nsInfo=[{"ns": coll.full_name}])
+    return [reply["cursor"]["firstBatch"], coll.find_one({"_id": 5}, {"_id": 0, "temp": 1}), coll.count_documents({"_id": 43})]
+out["bulk"] = both(bulk)
+out["same_documents"] = all_of(m) == all_of(p)
+# The time field must stay a date, whichever option wrote it.
+out["bad_time"] = [
+    update(m, q={"_id": 6}, u=[{"$set": {"ts": "$$t"}}], c={"t": "soon"})["writeErrors"][0]["code"],
+    update(m, q={"_id": 44}, u=[{"$set": {"x": 1}}], c={"new": {"temp": 1}}, upsert=True, upsertSupplied=True)["writeErrors"][0]["code"],
+    update(m, q={"_id": 6}, u={"$set": {"ts": "soon"}}, sort={"ts": 1})["writeErrors"][0]["code"],
+]
+out["count"] = [m.count_documents({}), m.count_documents({"ts": {"$type": "date"}})]
+print(json.dumps(out, default=str))
+"#;
+    let Some(out) = python(&server, &format!("{SETUP}{script}")) else { return };
+    assert_eq!(out["array_filters"], json!([true, 4]));
+    // The newest `b` measurement (7), and of those under 14 the warmest (3).
+    assert_eq!(out["sorted_one"], json!([true, [1, {"_id": 7}]]));
+    assert_eq!(out["sorted_replace"], json!([true, [1, {"_id": 3}]]));
+    let sort_multi = json!({"n": 0, "nModified": 0, "writeErrors": [
+        {"code": 72, "codeName": "InvalidOptions", "errmsg": "Cannot specify sort with multi=true"}]});
+    assert_eq!(out["sort_multi"], json!([true, sort_multi]));
+    // Constants are values, not expressions; `$$o.name` reads into one.
+    assert_eq!(
+        out["constants"],
+        json!([true, [{"n": 1, "nModified": 1}, {"temp": "$sensor", "tag": "x", "up": 1, "lit": "$$t"}]])
+    );
+    let refused = |code: i32, name: &str, msg: &str| json!({"n": 0, "nModified": 0, "writeErrors": [{"code": code, "codeName": name, "errmsg": msg}]});
+    assert_eq!(
+        out["constants_refused"],
+        json!([
+            true,
+            [
+                refused(
+                    51198,
+                    "Location51198",
+                    "Constant values may only be specified for pipeline updates"
+                ),
+                refused(
+                    9,
+                    "FailedToParse",
+                    "'1x' starts with an invalid character for a user variable name"
+                ),
+                refused(
+                    14,
+                    "TypeMismatch",
+                    "BSON field 'update.updates.c' is the wrong type 'int', expected type 'object'"
+                ),
+            ]
+        ])
+    );
+    assert_eq!(
+        out["supplied"],
+        json!([true, [{"n": 1, "nModified": 0, "upserted": [{"index": 0, "_id": 40}]}, {"_id": 40, "temp": 4}]])
+    );
+    assert_eq!(out["supplied_no_id"], json!([true, [1, {"temp": 41}]]));
+    assert_eq!(out["supplied_matched"], json!([true, [{"n": 1, "nModified": 1}, {"temp": 77}]]));
+    assert_eq!(
+        out["supplied_refused"],
+        json!([
+            true,
+            [
+                refused(
+                    9,
+                    "FailedToParse",
+                    "cannot specify 'upsertSupplied: true' for a non-upsert operation"
+                ),
+                refused(
+                    9,
+                    "FailedToParse",
+                    "the parameter 'upsertSupplied' is set to 'true', but no document was supplied"
+                ),
+            ]
+        ])
+    );
+    assert_eq!(out["fam_array_filters"], json!([true, {"r": [3, 8, 1]}]));
+    assert_eq!(
+        out["bulk"],
+        json!([true, [
+            [{"ok": 1.0, "idx": 0, "n": 1, "nModified": 1}, {"ok": 1.0, "idx": 1, "n": 1, "nModified": 0, "upserted": {"_id": 43}}],
+            {"temp": 55},
+            1,
+        ]])
+    );
+    assert_eq!(out["same_documents"], json!(true));
+    assert_eq!(out["bad_time"], json!([2, 2, 2]));
+    // 8 measurements and 3 upserted, every one with its date.
+    assert_eq!(out["count"], json!([11, 11]));
 }
 
 #[test]

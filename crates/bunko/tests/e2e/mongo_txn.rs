@@ -545,3 +545,23 @@ print(json.dumps(out))
             "one": 5, "upd": 2, "del": 1, "unknown": 2, "after": [1, 2, 3, 4], "seen": [4]})
     );
 }
+
+/// An update statement's constants (`c`) and `upsertSupplied` in a transaction, as outside
+/// one: the pipeline reads `$$name`, an upsert that matches nothing inserts `c.new`.
+#[test]
+fn update_constants_and_supplied_upserts_commit_with_the_transaction() {
+    let server = Server::start();
+    let script = r#"
+c = client()
+db = c.shop
+db.k.insert_one({"_id": 1, "n": 0})
+def work(s):
+    db.command("update", "k", updates=[{"q": {"_id": 1}, "u": [{"$set": {"n": "$$v"}}], "c": {"v": 5}}], session=s)
+    db.command("update", "k", updates=[{"q": {"_id": 2}, "u": [{"$set": {"n": 1}}], "c": {"new": {"n": 9}}, "upsert": True, "upsertSupplied": True}], session=s)
+with c.start_session() as s:
+    s.with_transaction(work)
+print(json.dumps(list(db.k.find({}).sort("_id", 1))))
+"#;
+    let Some(out) = run(&server, script) else { return };
+    assert_eq!(out, json!([{"_id": 1, "n": 5}, {"_id": 2, "n": 9}]));
+}
