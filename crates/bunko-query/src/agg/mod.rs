@@ -16,7 +16,8 @@
 //!
 //! `project` holds `$project`/`$addFields`/`$unset`, `group` `$group`, `$bucket`,
 //! `$bucketAuto`, `$sortByCount`, `$count`; `stages` the other single-input stages;
-//! `lookup` and `join` the stages that read or write other collections; `spill` keeps `$sort` and
+//! `lookup` and `join` the stages that read or write other collections; `window`
+//! `$setWindowFields`; `spill` keeps `$sort` and
 //! `$group` within [`Env::memory_limit`], spilling to temporary storage past it.
 
 mod granularity;
@@ -28,6 +29,7 @@ mod project;
 pub mod spill;
 mod stages;
 mod stream;
+mod window;
 
 use std::sync::Arc;
 
@@ -125,6 +127,7 @@ pub enum Stage {
     UnionWith(String, Pipeline),
     Out(Option<String>, String),
     Merge(join::Merge),
+    SetWindowFields(window::SetWindowFields),
 }
 
 /// A parsed pipeline.
@@ -158,7 +161,6 @@ pub struct Pushdown {
 /// A stage name MongoDB has but Bunko does not implement yet.
 const NOT_YET: &[&str] = &[
     "$geoNear",
-    "$setWindowFields",
     "$densify",
     "$fill",
     "$redact",
@@ -373,6 +375,7 @@ fn parse_stage(name: &str, arg: &Bson, env: Option<&dyn Env>) -> Result<Stage> {
             }
             Stage::Facet(facets)
         }
+        "$setWindowFields" => Stage::SetWindowFields(window::SetWindowFields::parse(arg)?),
         "$bucket" => Stage::Bucket(group::Bucket::parse(doc_arg(name, arg, 40201)?)?),
         "$bucketAuto" => Stage::BucketAuto(group::BucketAuto::parse(doc_arg(name, arg, 40240)?)?),
         "$sample" => {
