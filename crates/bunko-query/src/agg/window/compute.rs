@@ -221,7 +221,11 @@ fn integral(
     if points.iter().any(|(x, y)| x.is_nan() || y.is_nan()) {
         return Ok(Bson::Double(f64::NAN));
     }
-    let area: f64 = points.windows(2).map(|w| (w[1].0 - w[0].0) * (w[0].1 + w[1].1) / 2.0).sum();
+    // A fold from +0: an empty `sum` of floats is -0.
+    let area = points
+        .windows(2)
+        .map(|w| (w[1].0 - w[0].0) * (w[0].1 + w[1].1) / 2.0)
+        .fold(0.0, |a, b| a + b);
     Ok(match unit {
         Some(unit) => Bson::Double(area / crate::expr::date::unit_ms(unit) as f64),
         None if points.len() < 2 => Bson::Int32(0),
