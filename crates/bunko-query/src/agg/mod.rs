@@ -128,6 +128,7 @@ pub enum Stage {
     Out(Option<String>, String),
     Merge(join::Merge),
     SetWindowFields(window::SetWindowFields),
+    Fill(window::Fill),
 }
 
 /// A parsed pipeline.
@@ -162,7 +163,6 @@ pub struct Pushdown {
 const NOT_YET: &[&str] = &[
     "$geoNear",
     "$densify",
-    "$fill",
     "$redact",
     "$planCacheStats",
     "$listSessions",
@@ -376,6 +376,7 @@ fn parse_stage(name: &str, arg: &Bson, env: Option<&dyn Env>) -> Result<Stage> {
             Stage::Facet(facets)
         }
         "$setWindowFields" => Stage::SetWindowFields(window::SetWindowFields::parse(arg)?),
+        "$fill" => Stage::Fill(window::Fill::parse(arg)?),
         "$bucket" => Stage::Bucket(group::Bucket::parse(doc_arg(name, arg, 40201)?)?),
         "$bucketAuto" => Stage::BucketAuto(group::BucketAuto::parse(doc_arg(name, arg, 40240)?)?),
         "$sample" => {

@@ -214,3 +214,50 @@ print(json.dumps(out))
     let fits: Vec<_> = (0..10).map(|g| json!({"_id": 390 + g, "g": g, "n": 1})).collect();
     assert_eq!(out["fits"], json!(fits));
 }
+
+#[test]
+fn fill_by_value_linear_and_locf_through_the_driver() {
+    let server = Server::start();
+    let script = r#"
+D = datetime.datetime
+db = client().market
+db.stock.insert_many([{"_id": i, "time": D(2021, 3, 8, 9, i), "sym": "A"} for i in range(6)])
+for i, p in [(0, 500), (2, 515), (5, 530)]:
+    db.stock.update_one({"_id": i}, {"$set": {"price": p}})
+out = {"filled": [[r["_id"], r["price"], r["carried"], r["volume"]] for r in db.stock.aggregate([
+    {"$set": {"carried": "$price"}},
+    {"$fill": {"sortBy": {"time": 1}, "partitionByFields": ["sym"], "output": {
+        "price": {"method": "linear"}, "carried": {"method": "locf"}, "volume": {"value": 0}}}}])]}
+def error(spec):
+    try:
+        list(db.stock.aggregate([{"$fill": spec}]))
+    except OperationFailure as e:
+        return [e.code, e.details.get("codeName")]
+out["errors"] = [
+    error({"output": {"price": {"method": "nearest"}}}),
+    error({"output": {"price": {"method": "linear"}}}),
+    error({"output": {}}),
+]
+print(json.dumps(out))
+"#;
+    let Some(out) = python(&server, script) else { return };
+    assert_eq!(
+        out["filled"],
+        json!([
+            [0, 500, 500, 0],
+            [1, 507.5, 500, 0],
+            [2, 515, 515, 0],
+            [3, 520.0, 515, 0],
+            [4, 525.0, 515, 0],
+            [5, 530, 530, 0],
+        ])
+    );
+    assert_eq!(
+        out["errors"],
+        json!([
+            [6050202, "Location6050202"],
+            [605001, "Location605001"],
+            [6050203, "Location6050203"]
+        ])
+    );
+}

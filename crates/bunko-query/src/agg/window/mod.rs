@@ -15,10 +15,14 @@
 //!    documents then passed on, so documents come out grouped by partition in partition
 //!    order, each sorted by `sortBy`.
 //!
+//!
+//! `$fill` (`fill`) is MongoDB's rewrite into this stage and an `$addFields`.
+//!
 //! [`Env::memory_limit`]: super::Env::memory_limit
 
 mod bounds;
 mod compute;
+mod fill;
 mod func;
 
 use std::sync::Arc;
@@ -27,6 +31,7 @@ use bson::{Bson, Document};
 
 use self::bounds::Window;
 use self::compute::Partition;
+pub use self::fill::Fill;
 use self::func::Func;
 use super::stream::map_docs;
 use super::{Docs, EnvRef, spill, stages};

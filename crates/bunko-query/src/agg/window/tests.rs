@@ -436,3 +436,80 @@ fn a_partition_past_the_budget_is_refused() -> Result<()> {
     assert_eq!(out.first().and_then(|d| d.get("g")), Some(&Bson::Int32(0)));
     Ok(())
 }
+
+#[test]
+fn fill_by_value_linear_and_locf_as_the_manual_shows_them() -> Result<()> {
+    let sales = vec![
+        doc! {"_id": 1, "bootsSold": 10, "sandalsSold": 20, "sneakersSold": 12},
+        doc! {"_id": 2, "bootsSold": 7, "sneakersSold": 18},
+        doc! {"_id": 3, "sneakersSold": 5},
+    ];
+    let zero = bson!([{"$fill": {"output": {
+        "bootsSold": {"value": 0}, "sandalsSold": {"value": 0}, "sneakersSold": {"value": 0}}}}]);
+    assert_eq!(
+        run(&Mem::default(), sales, zero)?,
+        vec![
+            doc! {"_id": 1, "bootsSold": 10, "sandalsSold": 20, "sneakersSold": 12},
+            doc! {"_id": 2, "bootsSold": 7, "sneakersSold": 18, "sandalsSold": 0},
+            doc! {"_id": 3, "sneakersSold": 5, "bootsSold": 0, "sandalsSold": 0},
+        ]
+    );
+    let prices: Vec<Document> = [Some(500), None, Some(515), None, None, Some(530)]
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let t = date(&format!("2021-03-08T09:0{i}:00Z"));
+            match p {
+                Some(p) => doc! {"_id": i as i32, "time": t, "price": *p},
+                None => doc! {"_id": i as i32, "time": t},
+            }
+        })
+        .collect();
+    let linear =
+        bson!({"$fill": {"sortBy": {"time": 1}, "output": {"price": {"method": "linear"}}}});
+    let got = numbers(&column(prices.clone(), linear, "price")?);
+    let want = [500.0, 507.5, 515.0, 520.0, 525.0, 530.0];
+    let want: Vec<_> = want.into_iter().enumerate().map(|(i, v)| (i as i32, Some(v))).collect();
+    assert!(close(&got, &want), "{got:?}");
+    let reviews = vec![
+        doc! {"_id": 0, "r": "a", "day": 1, "score": 5},
+        doc! {"_id": 1, "r": "b", "day": 1, "score": 2},
+        doc! {"_id": 2, "r": "a", "day": 2},
+        doc! {"_id": 3, "r": "b", "day": 2, "score": Bson::Null},
+        doc! {"_id": 4, "r": "a", "day": 3, "score": 8},
+        doc! {"_id": 5, "r": "b", "day": 3},
+    ];
+    let locf = bson!({"$fill": {"sortBy": {"day": 1}, "partitionByFields": ["r"],
+        "output": {"score": {"method": "locf"}}}});
+    assert_eq!(
+        column(reviews, locf, "score")?,
+        ints(&[(0, 5), (2, 5), (4, 8), (1, 2), (3, 2), (5, 2)])
+    );
+    Ok(())
+}
+
+#[test]
+fn fill_specification_errors_carry_mongodb_codes() {
+    let d = || vec![doc! {"_id": 1, "x": 1}];
+    let fill =
+        |spec: Bson| run(&Mem::default(), d(), bson!([{"$fill": spec}])).err().map(|e| e.code);
+    let cases: Vec<(Bson, i32)> = vec![
+        (bson!(1), 9),
+        (bson!({"sortBy": {"x": 1}}), 40414),
+        (bson!({"output": {}}), 6050203),
+        (bson!({"output": {"x": 1}}), 6050200),
+        (bson!({"output": {"x": {"method": "locf", "value": 1}}}), 6050201),
+        (bson!({"output": {"x": {"method": "nearest"}}}), 6050202),
+        (bson!({"output": {"x": {"how": "locf"}}}), 40415),
+        (bson!({"output": {"x": {"value": 1}}, "bogus": 1}), 40415),
+        (bson!({"output": {"x": {"value": 1}}, "partitionBy": 1}), 14),
+        (
+            bson!({"partitionBy": "$a", "partitionByFields": ["a"], "output": {"x": {"value": 1}}}),
+            6050204,
+        ),
+        (bson!({"output": {"x": {"method": "linear"}}}), 605001),
+    ];
+    for (spec, want) in cases {
+        assert_eq!(fill(spec.clone()), Some(want), "{spec}");
+    }
+}
