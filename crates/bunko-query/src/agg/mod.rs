@@ -17,9 +17,10 @@
 //! `project` holds `$project`/`$addFields`/`$unset`, `group` `$group`, `$bucket`,
 //! `$bucketAuto`, `$sortByCount`, `$count`; `stages` the other single-input stages;
 //! `lookup` and `join` the stages that read or write other collections; `window`
-//! `$setWindowFields`; `spill` keeps `$sort` and
+//! `$setWindowFields` and `$fill`, `densify` `$densify`; `spill` keeps `$sort` and
 //! `$group` within [`Env::memory_limit`], spilling to temporary storage past it.
 
+mod densify;
 mod granularity;
 mod group;
 mod join;
@@ -129,6 +130,7 @@ pub enum Stage {
     Merge(join::Merge),
     SetWindowFields(window::SetWindowFields),
     Fill(window::Fill),
+    Densify(densify::Densify),
 }
 
 /// A parsed pipeline.
@@ -162,7 +164,6 @@ pub struct Pushdown {
 /// A stage name MongoDB has but Bunko does not implement yet.
 const NOT_YET: &[&str] = &[
     "$geoNear",
-    "$densify",
     "$redact",
     "$planCacheStats",
     "$listSessions",
@@ -376,6 +377,7 @@ fn parse_stage(name: &str, arg: &Bson, env: Option<&dyn Env>) -> Result<Stage> {
             Stage::Facet(facets)
         }
         "$setWindowFields" => Stage::SetWindowFields(window::SetWindowFields::parse(arg)?),
+        "$densify" => Stage::Densify(densify::Densify::parse(arg)?),
         "$fill" => Stage::Fill(window::Fill::parse(arg)?),
         "$bucket" => Stage::Bucket(group::Bucket::parse(doc_arg(name, arg, 40201)?)?),
         "$bucketAuto" => Stage::BucketAuto(group::BucketAuto::parse(doc_arg(name, arg, 40240)?)?),

@@ -145,6 +145,7 @@ fn open<'a>(stage: &Stage, input: &Source<'a>, env: &EnvRef<'a>, vars: &Vars) ->
         Stage::Bucket(b) => from_vec(b.open(input, env, &vars)?),
         Stage::BucketAuto(b) => from_vec(b.open(input()?, env, &vars)?),
         Stage::SetWindowFields(w) => w.open(input()?, env, &vars)?,
+        Stage::Densify(d) => d.open(input()?, env, &vars)?,
         Stage::Fill(f) => f.open(input()?, env, &vars)?,
         Stage::Sample(n) => from_vec(stages::sample(input()?, *n)?),
         Stage::Documents(e) => from_vec(stages::documents(e, &mut vars.clone())?),

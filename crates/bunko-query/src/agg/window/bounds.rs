@@ -265,7 +265,7 @@ fn range_span(
 
 /// `base + delta`: a number, or a date moved by `delta` `unit`s (calendar months and
 /// years as `$dateAdd` moves them).
-fn offset(base: &Bson, delta: &Bson, unit: Option<&str>) -> Result<Bson> {
+pub(crate) fn offset(base: &Bson, delta: &Bson, unit: Option<&str>) -> Result<Bson> {
     match unit {
         None => crate::expr::arith::add("$add", &[base.clone(), delta.clone()]),
         Some(unit) => Expr::parse(&Bson::Document(bson::doc! {"$dateAdd": {

@@ -20,7 +20,7 @@
 //!
 //! [`Env::memory_limit`]: super::Env::memory_limit
 
-mod bounds;
+pub(super) mod bounds;
 mod compute;
 mod fill;
 mod func;
