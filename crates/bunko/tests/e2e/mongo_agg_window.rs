@@ -2,8 +2,10 @@
 //! plain collection (running totals, ranks, `$shift`, range windows by value and by month,
 //! output grouped by partition and sorted by `sortBy`), sensor readings in a time-series
 //! collection (`$derivative`, `$integral`, `$expMovingAvg`, `$locf`, `$linearFill`, a
-//! minute range), MongoDB's specification errors with their codes and names, and a
-//! partition past the memory budget refused with MongoDB's 5414201.
+//! minute range), MongoDB's specification errors with their codes and names, a
+//! partition past the memory budget refused with MongoDB's 5414201; `$fill` (values,
+//! `linear`, `locf`) and `$densify` (hourly readings of a time-series collection within
+//! explicit bounds, coffee by altitude per partition) with their errors.
 
 use serde_json::json;
 
@@ -258,6 +260,73 @@ print(json.dumps(out))
             [6050202, "Location6050202"],
             [605001, "Location605001"],
             [6050203, "Location6050203"]
+        ])
+    );
+}
+
+#[test]
+fn densify_fills_gaps_in_a_time_series_and_by_partition() {
+    let server = Server::start();
+    let script = r#"
+D = datetime.datetime
+db = client().weather
+db.create_collection("temps", timeseries={"timeField": "timestamp", "metaField": "metadata"})
+db.temps.insert_many([{"metadata": {"sensorId": 5578}, "timestamp": D(2021, 5, 18, h), "temp": t}
+                      for h, t in [(0, 12), (4, 11), (8, 11), (12, 12)]])
+hours = [[r["timestamp"].hour, r.get("temp"), r.get("metadata")] for r in db.temps.aggregate([
+    {"$densify": {"field": "timestamp",
+                  "range": {"step": 1, "unit": "hour", "bounds": [D(2021, 5, 18, 0), D(2021, 5, 18, 8)]}}},
+    {"$fill": {"output": {"metadata": {"value": "generated"}}}},
+    {"$project": {"_id": 0}}])]
+db.coffee.insert_many([{"altitude": a, "variety": v, "score": 1} for a, v in
+    [(600, "A"), (750, "A"), (950, "A"), (1250, "G"), (1700, "G"), (1600, "S"), (1800, "S"), (2000, "S")]])
+by_partition = [[r["variety"], r["altitude"], "score" in r] for r in db.coffee.aggregate([
+    {"$densify": {"field": "altitude", "partitionByFields": ["variety"], "range": {"bounds": "partition", "step": 200}}}])]
+def error(spec):
+    try:
+        list(db.coffee.aggregate([{"$densify": spec}]))
+    except OperationFailure as e:
+        return [e.code, e.details.get("codeName")]
+errors = [
+    error({"field": "altitude", "range": {"step": 1, "bounds": "partition"}}),
+    error({"field": "altitude", "range": {"step": -1, "bounds": "full"}}),
+    error({"field": "altitude", "range": {"step": 1, "bounds": [D(2021, 1, 1), D(2021, 1, 2)]}}),
+]
+print(json.dumps({"hours": hours, "by_partition": by_partition, "errors": errors}))
+"#;
+    let Some(out) = python(&server, script) else { return };
+    let meta = json!({"sensorId": 5578});
+    let hours: Vec<_> = [0, 1, 2, 3, 4, 5, 6, 7, 8, 12]
+        .iter()
+        .map(|h| match h {
+            0 | 12 => json!([h, 12, meta]),
+            4 | 8 => json!([h, 11, meta]),
+            _ => json!([h, null, "generated"]),
+        })
+        .collect();
+    assert_eq!(out["hours"], json!(hours));
+    assert_eq!(
+        out["by_partition"],
+        json!([
+            ["A", 600, true],
+            ["A", 750, true],
+            ["A", 800, false],
+            ["A", 950, true],
+            ["G", 1250, true],
+            ["G", 1450, false],
+            ["G", 1650, false],
+            ["G", 1700, true],
+            ["S", 1600, true],
+            ["S", 1800, true],
+            ["S", 2000, true],
+        ])
+    );
+    assert_eq!(
+        out["errors"],
+        json!([
+            [5733408, "Location5733408"],
+            [5733401, "Location5733401"],
+            [5733410, "Location5733410"]
         ])
     );
 }
