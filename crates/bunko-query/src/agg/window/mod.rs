@@ -160,6 +160,11 @@ impl SetWindowFields {
 /// `partitionBy`, or `None` for a constant (one partition); a constant array is refused.
 fn parse_partition(v: &Bson) -> Result<Option<Expr>> {
     match Expr::parse(v)? {
+        // A constant array (MongoDB folds an array of constants into one); an array of
+        // other expressions fails when evaluated.
+        Expr::Array(items) if !items.iter().all(|i| matches!(i, Expr::Literal(_))) => {
+            Ok(Some(Expr::Array(items)))
+        }
         Expr::Literal(Bson::Array(_)) | Expr::Array(_) => Err(ExprError::type_mismatch(
             "An expression used to partition cannot evaluate to value of type array",
         )),
@@ -172,6 +177,19 @@ fn parse_outputs(output: &Document, sort: Option<&[(Vec<String>, bool)]>) -> Res
     let mut outputs: Vec<Output> = Vec::new();
     for (field, v) in output {
         let path: Vec<String> = field.split('.').map(str::to_string).collect();
+        // Output fields are field paths, checked as MongoDB's `FieldPath` checks them.
+        if path.iter().any(String::is_empty) {
+            return Err(ExprError::location(
+                15998,
+                "FieldPath field names may not be empty strings.",
+            ));
+        }
+        if path.iter().any(|p| p.starts_with('$')) {
+            return Err(ExprError::location(
+                16410,
+                "FieldPath field names may not start with '$'. Consider using $getField or $setField.",
+            ));
+        }
         let conflicts = outputs.iter().any(|o| {
             let common = o.path.len().min(path.len());
             o.path[..common] == path[..common]
@@ -223,14 +241,10 @@ impl Partitions<'_> {
             },
         };
         let key = record_key(&first).clone();
-        let mut docs = vec![take_doc(first)];
-        let mut used = docs.iter().map(doc_size).sum::<usize>();
-        while let Some(rec) = self.input.next().transpose()? {
-            if compare(record_key(&rec), &key).is_ne() {
-                self.next = Some(rec);
-                break;
-            }
-            let d = take_doc(rec);
+        let (mut docs, mut used) = (Vec::new(), 0usize);
+        let mut rec = Some(first);
+        while let Some(r) = rec.take() {
+            let d = take_doc(r);
             used += doc_size(&d);
             if used > self.limit {
                 return Err(ExprError::location(
@@ -242,6 +256,11 @@ impl Partitions<'_> {
                 ));
             }
             docs.push(d);
+            match self.input.next().transpose()? {
+                Some(r) if compare(record_key(&r), &key).is_eq() => rec = Some(r),
+                Some(r) => self.next = Some(r),
+                None => {}
+            }
         }
         self.compute(docs).map(Some)
     }
@@ -249,14 +268,14 @@ impl Partitions<'_> {
     /// One partition's documents with every output field set.
     fn compute(&self, docs: Vec<Document>) -> Result<Vec<Document>> {
         let first_path = self.stage.sort.as_ref().and_then(|s| s.first()).map(|(p, _)| p);
-        let keys = docs
+        let vars: Vec<Vars> = docs.into_iter().map(|d| self.vars.with_owned(d)).collect();
+        let keys = vars
             .iter()
-            .map(|d| match first_path {
-                Some(path) => get_path(&Bson::Document(d.clone()), path),
+            .map(|v| match first_path {
+                Some(path) => get_path(&v.root, path),
                 None => MISSING,
             })
             .collect();
-        let vars = docs.into_iter().map(|d| self.vars.with_owned(d)).collect();
         let mut part = Partition { vars, keys };
         let mut values = Vec::with_capacity(self.stage.outputs.len());
         for o in &self.stage.outputs {
