@@ -11,7 +11,7 @@ use super::bounds::{WHOLE, Window};
 use super::func::{Func, Rank};
 use crate::expr::accum::{Acc, AccSpec};
 use crate::expr::arith;
-use crate::expr::value::{compare, int_or_long, is_nullish, is_number, or_null, to_f64, type_name};
+use crate::expr::value::{compare, int_or_long, is_nullish, is_number, to_f64, type_name};
 use crate::expr::{Expr, ExprError, Result, Vars};
 
 /// One partition, in `sortBy` order: each document's variables and the value of its first
@@ -43,7 +43,7 @@ pub fn compute(func: &Func, window: &Window, part: &mut Partition) -> Result<Vec
             let n = part.vars.len() as i64;
             (0..n)
                 .map(|i| match i + by {
-                    j if (0..n).contains(&j) => Ok(or_null(part.eval(output, j as usize)?)),
+                    j if (0..n).contains(&j) => part.eval(output, j as usize),
                     _ => Ok(default.clone()),
                 })
                 .collect()
@@ -96,6 +96,9 @@ fn spans(window: &Window, part: &Partition) -> Result<Vec<Option<(usize, usize)>
 }
 
 fn accumulate(spec: &AccSpec, window: &Window, part: &mut Partition) -> Result<Vec<Bson>> {
+    if matches!(spec.op, "$first" | "$last") {
+        return endpoint(&spec.expr, spec.op == "$first", window, part);
+    }
     let n = part.vars.len();
     let mut empty = match part.vars.first() {
         Some(v) => v.with_doc(&Document::new()),
@@ -121,6 +124,19 @@ fn accumulate(spec: &AccSpec, window: &Window, part: &mut Partition) -> Result<V
         let acc = if fed <= hi { fold(spec, acc, part, fed, hi)? } else { acc };
         out.push(acc.clone().finish());
         running = Some((start, hi + 1, acc));
+    }
+    Ok(out)
+}
+
+/// `$first` and `$last` over a window: the input of its first or last document, as it is
+/// (missing stays missing); null for an empty window.
+fn endpoint(input: &Expr, first: bool, window: &Window, part: &mut Partition) -> Result<Vec<Bson>> {
+    let mut out = Vec::with_capacity(part.vars.len());
+    for span in spans(window, part)? {
+        out.push(match span {
+            Some((lo, hi)) => part.eval(input, if first { lo } else { hi })?,
+            None => Bson::Null,
+        });
     }
     Ok(out)
 }

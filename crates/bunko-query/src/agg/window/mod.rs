@@ -291,7 +291,12 @@ impl Partitions<'_> {
             .collect();
         for (o, column) in self.stage.outputs.iter().zip(values) {
             for (d, value) in out.iter_mut().zip(column) {
-                stages::set(d, &o.path, value);
+                // A missing value (`$shift`, `$first` or `$last` of a missing field) leaves
+                // the field out, as MongoDB's document setter does.
+                match value {
+                    MISSING => stages::remove(d, &o.path),
+                    value => stages::set(d, &o.path, value),
+                }
             }
         }
         Ok(out)

@@ -288,6 +288,16 @@ fn no_partition_or_sort_keeps_the_input_order() -> Result<()> {
     assert!(out.iter().all(|d| d.get("n") == Some(&Bson::Int32(6))
         && d.get("first") == Some(&Bson::Int32(0))
         && d.get_array("all").is_ok_and(|a| a.len() == 6)));
+    // `$shift` and `$last` of a missing field leave the output out (and an existing one
+    // removed); `$shift` past the partition is its default, null.
+    let docs = vec![doc! {"_id": 1, "x": 1, "s": 0}, doc! {"_id": 2, "s": 0}];
+    let stage = bson!({"$setWindowFields": {"sortBy": {"_id": 1}, "output": {
+        "s": {"$shift": {"output": "$x", "by": 1}},
+        "l": {"$last": "$x", "window": {"documents": ["current", "current"]}}}}});
+    assert_eq!(
+        run(&Mem::default(), docs, bson!([stage]))?,
+        vec![doc! {"_id": 1, "x": 1, "l": 1}, doc! {"_id": 2, "s": Bson::Null}]
+    );
     // Missing partition values are null's partition; a dotted output sets a sub-document.
     let docs = vec![doc! {"_id": 1, "g": Bson::Null}, doc! {"_id": 2}, doc! {"_id": 3, "g": 1}];
     let stage = bson!({"$setWindowFields": {"partitionBy": "$g",
