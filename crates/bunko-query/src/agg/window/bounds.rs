@@ -234,29 +234,30 @@ fn range_span(
         }
         _ => {}
     }
+    // The keys are in sort order, so each end is a binary search (`partition_point`).
     let lower = match lo {
         Bound::Current => Some(i),
         Bound::Unbounded => keys.iter().position(expected),
         Bound::At(delta) => {
             let threshold = offset(base, delta, unit)?;
-            let first = keys.iter().position(|v| compare(v, &threshold).is_ge());
-            first.filter(|&j| keys.get(j).is_some_and(expected))
+            let first = keys.partition_point(|v| compare(v, &threshold).is_lt());
+            Some(first).filter(|&j| keys.get(j).is_some_and(expected))
         }
     };
     let Some(lower) = lower else { return Ok(None) };
+    let rest = keys.get(lower..).unwrap_or_default();
     let upper = match hi {
         Bound::Current => Some(i),
         Bound::Unbounded => {
             let start = lower.max(i);
-            let run = keys.iter().skip(start).take_while(|v| expected(v)).count();
+            let run = keys.get(start..).unwrap_or_default().partition_point(expected);
             Some(start + run.saturating_sub(1))
         }
         Bound::At(delta) => {
             let threshold = offset(base, delta, unit)?;
-            match keys.iter().skip(lower).position(|v| compare(&threshold, v).is_lt()) {
-                Some(0) => None,
-                Some(k) => Some(lower + k - 1),
-                None => Some(keys.len() - 1),
+            match rest.partition_point(|v| compare(v, &threshold).is_le()) {
+                0 => None,
+                k => Some(lower + k - 1),
             }
         }
     };

@@ -526,3 +526,22 @@ fn fill_specification_errors_carry_mongodb_codes() {
         assert_eq!(fill(spec.clone()), Some(want), "{spec}");
     }
 }
+
+#[test]
+fn range_windows_match_a_scan_of_the_partition() -> Result<()> {
+    // Repeated values in shuffled input; each count checked against a scan.
+    let docs: Vec<Document> = (0..600).map(|i| doc! {"_id": i, "x": (i * 7 % 300) / 3}).collect();
+    let xs: Vec<i32> = docs.iter().filter_map(|d| d.get_i32("x").ok()).collect();
+    for (lo, hi) in [(-5, 2), (-10, -3), (0, 0), (1, 4)] {
+        let stage = bson!({"$setWindowFields": {"sortBy": {"x": 1},
+            "output": {"n": {"$count": {}, "window": {"range": [lo, hi]}}}}});
+        let out = run(&Mem::default(), docs.clone(), bson!([stage]))?;
+        for d in &out {
+            let x = d.get_i32("x").unwrap_or(0);
+            let want = xs.iter().filter(|v| **v >= x + lo && **v <= x + hi).count() as i32;
+            assert_eq!(d.get_i32("n").ok(), Some(want), "x {x} window [{lo}, {hi}]");
+        }
+        assert_eq!(out.len(), 600);
+    }
+    Ok(())
+}
