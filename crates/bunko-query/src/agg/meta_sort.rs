@@ -76,6 +76,8 @@ fn next(state: State, name: &str, stage: &Stage, arg: &Bson) -> State {
         (_, Stage::Sort(keys)) => State::Sorted(Arc::new(keys.clone())),
         ("$sortByCount", _) => State::Sorted(Arc::new(vec![(vec!["count".to_string()], false)])),
         ("$match" | "$skip" | "$limit", _) => state,
+        // It sorts by its partition value (maybe an expression), then `sortBy`.
+        ("$setWindowFields" | "$fill" | "$densify", _) => State::Changed,
         ("$group" | "$bucket" | "$bucketAuto" | "$count" | "$facet" | "$documents", _) => {
             State::Missing
         }

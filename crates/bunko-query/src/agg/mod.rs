@@ -16,10 +16,12 @@
 //!
 //! `project` holds `$project`/`$addFields`/`$unset`, `group` `$group`, `$bucket`,
 //! `$bucketAuto`, `$sortByCount`, `$count`; `stages` the other single-input stages;
-//! `lookup` and `join` the stages that read or write other collections; `spill` keeps `$sort` and
+//! `lookup` and `join` the stages that read or write other collections; `window`
+//! `$setWindowFields` and `$fill`, `densify` `$densify`; `spill` keeps `$sort` and
 //! `$group` within [`Env::memory_limit`], spilling to temporary storage past it;
 //! `meta_sort` and `meta_record` decide what `{$meta: …}` reads at each stage.
 
+mod densify;
 mod granularity;
 mod group;
 mod join;
@@ -30,6 +32,7 @@ mod project;
 pub mod spill;
 mod stages;
 mod stream;
+mod window;
 
 use std::sync::Arc;
 
@@ -127,6 +130,9 @@ pub enum Stage {
     UnionWith(String, Pipeline),
     Out(Option<String>, String),
     Merge(join::Merge),
+    SetWindowFields(window::SetWindowFields),
+    Fill(window::Fill),
+    Densify(densify::Densify),
 }
 
 /// A parsed pipeline.
@@ -163,9 +169,6 @@ pub struct Pushdown {
 /// A stage name MongoDB has but Bunko does not implement yet.
 const NOT_YET: &[&str] = &[
     "$geoNear",
-    "$setWindowFields",
-    "$densify",
-    "$fill",
     "$redact",
     "$planCacheStats",
     "$listSessions",
@@ -385,6 +388,9 @@ fn parse_stage(name: &str, arg: &Bson, env: Option<&dyn Env>) -> Result<Stage> {
             }
             Stage::Facet(facets)
         }
+        "$setWindowFields" => Stage::SetWindowFields(window::SetWindowFields::parse(arg)?),
+        "$densify" => Stage::Densify(densify::Densify::parse(arg)?),
+        "$fill" => Stage::Fill(window::Fill::parse(arg)?),
         "$bucket" => Stage::Bucket(group::Bucket::parse(doc_arg(name, arg, 40201)?)?),
         "$bucketAuto" => Stage::BucketAuto(group::BucketAuto::parse(doc_arg(name, arg, 40240)?)?),
         "$sample" => {

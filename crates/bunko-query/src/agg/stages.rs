@@ -315,7 +315,8 @@ pub fn set(doc: &mut Document, path: &[String], value: Bson) {
     }
 }
 
-fn remove(doc: &mut Document, path: &[String]) {
+/// Removes a path through sub-documents.
+pub(super) fn remove(doc: &mut Document, path: &[String]) {
     match path {
         [] => {}
         [last] => {

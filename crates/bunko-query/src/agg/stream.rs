@@ -8,8 +8,8 @@
 //!    input's iterator: a document is read from storage only when the consumer asks for
 //!    the next one, so a cursor's first batch does not materialise the rest.
 //! 3. A blocking stage (`$group`, `$sort`, `$bucket`, `$bucketAuto`, `$count`, `$facet`,
-//!    `$sample`, `$out`) consumes its input when opened, within [`Env::memory_limit`]
-//!    (`spill`). `$group` that outgrows its budget opens its input a second time (the
+//!    `$sample`, `$out`; `$setWindowFields` per partition) consumes its input when
+//!    opened, within [`Env::memory_limit`] (`spill`). `$group` that outgrows its budget opens its input a second time (the
 //!    caller's source reads one storage snapshot, so the replay sees the same documents)
 //!    and groups through the spill instead.
 //!
@@ -145,6 +145,9 @@ fn open<'a>(stage: &Stage, input: &Source<'a>, env: &EnvRef<'a>, vars: &Vars) ->
         }
         Stage::Bucket(b) => from_vec(b.open(input, env, &vars)?),
         Stage::BucketAuto(b) => from_vec(b.open(input()?, env, &vars)?),
+        Stage::SetWindowFields(w) => w.open(input()?, env, &vars)?,
+        Stage::Densify(d) => d.open(input()?, env, &vars)?,
+        Stage::Fill(f) => f.open(input()?, env, &vars)?,
         Stage::Sample(n) => from_vec(stages::sample(input()?, *n)?),
         Stage::Documents(e) => from_vec(stages::documents(e, &mut vars.clone())?),
         Stage::Lookup(l) => {

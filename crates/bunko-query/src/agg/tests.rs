@@ -14,11 +14,18 @@ use crate::expr::{ExprError, Result, Vars};
 /// memory limit, `allowDiskUse`, and what was spilled: (puts, entries, largest put in bytes).
 /// Clones share the spill counts.
 #[derive(Clone, Default)]
-struct Mem(HashMap<String, Vec<Document>>, Option<usize>, bool, Spilled);
+pub(super) struct Mem(HashMap<String, Vec<Document>>, Option<usize>, bool, Spilled);
+
+impl Mem {
+    /// No other collections; a memory limit (the default without one) and `allowDiskUse`.
+    pub(super) fn limited(limit: Option<usize>, allow_disk_use: bool) -> Mem {
+        Mem(HashMap::new(), limit, allow_disk_use, Spilled::default())
+    }
+}
 
 /// What was spilled: (puts, entries, largest put in bytes).
 #[derive(Clone, Default)]
-struct Spilled(Arc<Mutex<(usize, usize, usize)>>);
+pub(super) struct Spilled(Arc<Mutex<(usize, usize, usize)>>);
 
 impl Spilled {
     fn get(&self) -> (usize, usize, usize) {
@@ -92,7 +99,7 @@ impl Env for Mem {
     }
 }
 
-fn run(env: &Mem, input: Vec<Document>, stages: Bson) -> Result<Vec<Document>> {
+pub(super) fn run(env: &Mem, input: Vec<Document>, stages: Bson) -> Result<Vec<Document>> {
     let Bson::Array(stages) = stages else { return Err(ExprError::bad_value("stages")) };
     let p = Pipeline::parse(&stages, Some(env))?;
     let env: EnvRef = Arc::new(env.clone());

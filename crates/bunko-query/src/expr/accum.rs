@@ -1,5 +1,6 @@
-//! `$group`'s accumulators (also `$setWindowFields`-free uses: the `$sum`/`$avg`/...
-//! expressions over an array fold through the same [`Acc`]).
+//! `$group`'s accumulators, also `$setWindowFields`' (fed over each document's window,
+//! `agg::window`); the `$sum`/`$avg`/... expressions over an array fold through the same
+//! [`Acc`].
 //!
 //! An [`AccSpec`] is one `field: {$op: argument}` of a `$group`, parsed once; each group
 //! keeps one [`Acc`] per spec, fed one document at a time ([`AccSpec::feed`]) and turned

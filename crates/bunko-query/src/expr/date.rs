@@ -290,7 +290,7 @@ pub fn date_from_string(_: &str, args: &Args, vars: &mut Vars) -> Result<Bson> {
 const UNITS: &[&str] =
     &["year", "quarter", "month", "week", "day", "hour", "minute", "second", "millisecond"];
 
-fn unit(v: &Bson) -> Result<&'static str> {
+pub(crate) fn unit(v: &Bson) -> Result<&'static str> {
     match v {
         Bson::String(s) => UNITS
             .iter()
@@ -304,7 +304,7 @@ fn unit(v: &Bson) -> Result<&'static str> {
     }
 }
 
-fn unit_ms(unit: &str) -> i64 {
+pub(crate) fn unit_ms(unit: &str) -> i64 {
     match unit {
         "week" => 7 * 86_400_000,
         "day" => 86_400_000,

@@ -18,13 +18,13 @@
 //! accumulators.
 
 pub mod accum;
-mod arith;
+pub(crate) mod arith;
 mod array;
 mod bits;
 mod boolean;
 mod compare;
 mod cond;
-mod date;
+pub(crate) mod date;
 mod decimal;
 pub mod meta;
 mod object;

@@ -36,6 +36,7 @@ mod mango_explain;
 mod mango_text;
 mod mongo;
 mod mongo_agg;
+mod mongo_agg_window;
 mod mongo_bulk;
 mod mongo_capped;
 mod mongo_capped_order;
