@@ -247,7 +247,7 @@ impl Pipeline {
     }
 
     /// Whether a stage reads `{$meta: "indexKey"}` or `{$meta: "recordId"}`
-    /// ([`meta_record`]).
+    /// (the `meta_record` module).
     pub fn reads_record_meta(&self) -> bool {
         self.records.iter().any(|r| *r != crate::expr::RecordMeta::Unknown)
     }
