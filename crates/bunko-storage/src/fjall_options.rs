@@ -214,14 +214,27 @@ impl FjallOptions {
 
     /// The options Bunko's keyspace is created with.
     ///
-    /// Index and filter blocks are **partitioned** from L2 (filters from L1) on: a table
-    /// then keeps a small top-level index in memory and reads 4 KiB partitions through the
-    /// block cache. fjall's default partitions only from L3 and keeps the lower levels'
-    /// index and filter as one block per table, unpinned from L2 (filters from L1). A
-    /// 64 MiB table's full index is ~1 MiB, so at ~1M documents those blocks crowded the
-    /// block cache out, and every short read loaded (and checksummed) a whole index block
-    /// again: a partition `_all_docs` of 25 rows took ~1 ms instead of ~40 µs
-    /// (`crates/bunko-bench`, `partition-scaling`).
+    /// Index and filter blocks are **partitioned** at every level: a table keeps a small
+    /// top-level index of each in memory and reads 4 KiB partitions through the block cache.
+    /// fjall's default partitions only from L3 and keeps the lower levels' index and filter
+    /// as one block per table, unpinned from L2 (filters from L1). A 64 MiB table's full
+    /// index is ~1 MiB, so at ~1M documents those blocks crowded the block cache out, and
+    /// every short read loaded (and checksummed) a whole index block again: a partition
+    /// `_all_docs` of 25 rows took ~1 ms instead of ~40 µs (`crates/bunko-bench`,
+    /// `partition-scaling`). Session 34's stores still kept L0 and L1 unpartitioned and
+    /// pinned; that held memory in proportion to the data:
+    ///
+    /// - a table keeps what it was opened with, and a table flushed into L0 that fjall
+    ///   moves down without merging (most tables of a keyspace written in key order, format
+    ///   4) kept its whole index and filter pinned at every level: at 10M documents 484
+    ///   such tables in `docs` held ~60 MB (a heap profile of the `scale` load);
+    /// - a merge into L1 wrote each output table's unpartitioned index from keys that
+    ///   share the memory of the input blocks they were read from, so the index of a
+    ///   64 MiB table being written held up to 64 MiB of input blocks (43 MB in a heap
+    ///   profile of the load to 1M); a partitioned index writes its entries out every
+    ///   4 KiB.
+    ///
+    /// A store keeps the policies it was created with (fjall stores them per keyspace).
     ///
     /// Compaction: see "Compaction" in the module docs.
     pub(crate) fn keyspace(&self) -> KeyspaceCreateOptions {
@@ -237,8 +250,8 @@ impl FjallOptions {
             .max_memtable_size(
                 self.memtable_bytes.max(self.bulk_memtable_bytes).max(Self::MIN_MEMTABLE_BYTES),
             )
-            .index_block_partitioning_policy(PartitioningPolicy::new([false, false, true]))
-            .filter_block_partitioning_policy(PartitioningPolicy::new([false, true]))
+            .index_block_partitioning_policy(PartitioningPolicy::all(true))
+            .filter_block_partitioning_policy(PartitioningPolicy::all(true))
             .data_block_compression_policy(self.compression.policy())
     }
 }
